@@ -1,0 +1,42 @@
+# ina3d — the whole set-up on a fresh Debian machine is `make run` and `make test`.
+# Each target installs what it needs when it is missing (apt packages, a Python venv).
+
+SHELL := /bin/bash
+CARGO ?= cargo
+# Debian's ns-3.37 and what linking it needs.
+NS3_PKGS := ns3 libns3-dev libgsl-dev
+NS3_STAMP := /usr/include/ns3/core-module.h
+EXAMPLE_OUT ?= out/example
+
+.PHONY: run test bench ns3-deps build clean
+
+## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
+run: build
+	$(CARGO) run --quiet -- run -o $(EXAMPLE_OUT)
+
+## test: every test (unit, integration, property, ns-3 end to end, notebooks)
+test: ns3-deps build
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+	    $(CARGO) nextest run --no-fail-fast; \
+	else \
+	    $(CARGO) test --no-fail-fast; \
+	fi
+	$(CARGO) test --doc --quiet
+
+## bench: benchmarks printing figures and ratios (not timed tests)
+bench: ns3-deps
+	$(CARGO) bench --no-default-features
+
+build:
+	$(CARGO) build --all-targets --quiet
+
+## ns3-deps: Debian's ns-3 (headers + libraries), installed once when missing
+ns3-deps: $(NS3_STAMP)
+$(NS3_STAMP):
+	@echo "installing Debian's ns-3 ($(NS3_PKGS))"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(NS3_PKGS)
+
+clean:
+	$(CARGO) clean
+	rm -rf out

@@ -1,0 +1,2 @@
+//! Benchmark (to be written): prints figures, asserts nothing about time.
+fn main() {}

@@ -1,0 +1,66 @@
+//! `ina3d` command line: a thin layer over the library's stage entries.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod cli;
+
+/// From a Megatron-LM job to per-flow traffic of one 3D-parallel iteration, simulated
+/// with and without in-network aggregation (INA), natively and on ns-3.
+///
+/// Typical session:
+///
+///   ina3d parse traces/example/megatron.log
+///   ina3d trace traces/example/megatron.log --topology fat-tree:k=4 --ina hierarchical -o t.csv.gz
+///   ina3d replay t.csv.gz --topology fat-tree:k=4 -o out/replay
+///   ina3d run            # the whole pipeline on the bundled example
+#[derive(Parser, Debug)]
+#[command(name = "ina3d", version, about, long_about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Read Megatron logs, launch scripts, config files or presets into one training config.
+    Parse(cli::parse::Args),
+    /// Build the per-flow DAG trace of one iteration on a cluster.
+    Trace(cli::trace::Args),
+    /// Summarise a trace: flows and bytes per class, groups, pipeline warm-up.
+    Inspect(cli::inspect::Args),
+    /// ns-3 back-end: emit HPCC/SimAI inputs, run the glue, ingest outputs.
+    #[command(subcommand)]
+    Ns3(cli::ns3::Command),
+    /// Export workloads for other simulators.
+    #[command(subcommand)]
+    Export(cli::export::Command),
+    /// Replay a trace on the native flow-level simulator.
+    Replay(cli::replay::Args),
+    /// Compare a replay with an ns-3 run of the same trace.
+    Compare(cli::compare::Args),
+    /// The main job: parse, trace, replay each INA policy, (ns-3), compare, results table.
+    Run(cli::run::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Parse(a) => cli::parse::run(a),
+        Command::Trace(a) => cli::trace::run(a),
+        Command::Inspect(a) => cli::inspect::run(a),
+        Command::Ns3(c) => cli::ns3::run(c),
+        Command::Export(c) => cli::export::run(c),
+        Command::Replay(a) => cli::replay::run(a),
+        Command::Compare(a) => cli::compare::run(a),
+        Command::Run(a) => cli::run::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            // 2 = the input (files, flags) is wrong, as clap does for usage errors.
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Stage 4b: the native flow-level replayer with INA-enabled switches.

@@ -1,0 +1,180 @@
+//! The records of a flow trace: the contract between trace generation and both back-ends.
+//!
+//! A trace is a DAG of records. A record becomes *ready* when all its `deps` have finished;
+//! it *starts* `gap` later (compute time of its source rank that sits between the last
+//! dependency and this transfer); it then lasts as its [`Mode`] says:
+//!
+//! - [`Mode::Net`]: a unicast transfer of `bytes` from `src` to `dst` over the network,
+//!   routed by the topology's ECMP hash of the record id. Both back-ends simulate it.
+//! - [`Mode::Ina`]: one edge of an in-network aggregation tree (`agg` set). All edges with
+//!   the same aggregation id advance together as one unit (DESIGN §7.2).
+//! - [`Mode::NvLink`]: a whole collective confined to one NVLink domain, kept as a single
+//!   record whose duration `dur` was computed analytically (bus bandwidth) at generation
+//!   time; back-ends wait `dur` and move nothing on the network (DESIGN §8: keeping every
+//!   NVLink ring step would be ~66 M records for GPT-3 175B).
+//! - [`Mode::Compute`]: `dur` of computation on the GPU `src` (= `dst`), bytes 0.
+//!
+//! So both back-ends treat NVLink and compute identically by construction: a timer of `dur`.
+
+use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// How a record consumes time (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Unicast network flow.
+    Net,
+    /// One edge of an INA aggregation tree.
+    Ina,
+    /// Intra-server collective with an analytical duration.
+    NvLink,
+    /// GPU computation.
+    Compute,
+}
+
+/// Traffic class, the axis along which INA policies choose what to aggregate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Class {
+    /// Tensor parallel (per-layer all-reduce / all-gather / reduce-scatter, layer-norm grads).
+    Tp,
+    /// Pipeline parallel point-to-point activations and gradients.
+    Pp,
+    /// Data-parallel gradient synchronisation (and parameter all-gather).
+    Dp,
+    /// Tied-embedding gradient all-reduce between first and last stage.
+    Emb,
+    /// Computation (not traffic).
+    Compute,
+}
+
+impl Class {
+    /// All classes, in report order.
+    pub const ALL: [Class; 5] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb, Class::Compute];
+    /// The traffic classes (what INA can be enabled for).
+    pub const TRAFFIC: [Class; 4] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb];
+    /// Lower-case name as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Class::Tp => "tp",
+            Class::Pp => "pp",
+            Class::Dp => "dp",
+            Class::Emb => "emb",
+            Class::Compute => "compute",
+        }
+    }
+}
+
+impl Mode {
+    /// Lower-case name as written in files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Net => "net",
+            Mode::Ina => "ina",
+            Mode::NvLink => "nvlink",
+            Mode::Compute => "compute",
+        }
+    }
+}
+
+impl fmt::Display for Class {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Class {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "tp" => Class::Tp,
+            "pp" => Class::Pp,
+            "dp" => Class::Dp,
+            "emb" => Class::Emb,
+            "compute" => Class::Compute,
+            other => return Err(format!("unknown traffic class `{other}` (expected tp, pp, dp, emb or compute)")),
+        })
+    }
+}
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "net" => Mode::Net,
+            "ina" => Mode::Ina,
+            "nvlink" => Mode::NvLink,
+            "compute" => Mode::Compute,
+            other => return Err(format!("unknown mode `{other}` (expected net, ina, nvlink or compute)")),
+        })
+    }
+}
+
+/// Direction of an INA tree edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AggDir {
+    /// Towards the root: a worker (or child switch) sending its values to `switch` for summing.
+    Up,
+    /// Away from the root: `switch` multicasting the sum down to a worker (or child switch).
+    Down,
+}
+
+/// Membership of a record in an in-network aggregation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AggTag {
+    /// Aggregation id: all edges of one aggregation share it.
+    pub id: u64,
+    /// The aggregating switch of this edge (receiver of an up edge, sender of a down edge).
+    pub switch: NodeId,
+    /// How many children that switch sums for this aggregation.
+    pub fanin: u32,
+    /// Edge direction.
+    pub dir: AggDir,
+}
+
+/// One record of the trace DAG.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowRecord {
+    /// Unique id; records are written in an order where every dep precedes its dependant.
+    pub id: FlowId,
+    /// Sender (GPU, or switch for INA down edges); the GPU itself for compute.
+    pub src: NodeId,
+    /// Receiver; equals `src` for compute.
+    pub dst: NodeId,
+    /// Payload bytes (no headers). 0 for compute.
+    pub bytes: Bytes,
+    /// Records that must finish before this one is ready.
+    pub deps: Vec<FlowId>,
+    /// Compute time between readiness and start.
+    pub gap: Nanos,
+    /// Fixed duration for `NvLink` and `Compute` records; 0 otherwise.
+    pub dur: Nanos,
+    /// How the record consumes time.
+    pub mode: Mode,
+    /// Traffic class.
+    pub class: Class,
+    /// Iteration index (0-based).
+    pub iteration: u32,
+    /// Collective instance id (shared by all flows of one collective), if any.
+    pub collective: Option<u64>,
+    /// Algorithm step within the collective.
+    pub step: Option<u32>,
+    /// Micro-batch.
+    pub microbatch: Option<u32>,
+    /// Transformer layer (global, 0-based).
+    pub layer: Option<u32>,
+    /// Pipeline stage of the sender.
+    pub stage: Option<u32>,
+    /// Number of ranks in the collective (NVLink records: its group size).
+    pub group_size: Option<u32>,
+    /// INA membership.
+    pub agg: Option<AggTag>,
+}
