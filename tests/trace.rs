@@ -161,7 +161,7 @@ fn mode_and_field_mismatches_name_the_column() {
     let (_, _, msg) = expect_invalid(&format!("{HEAD}0,1,2,8,,0,0,ina,dp,0,,,,,,,,,,\n"));
     assert!(msg.contains("agg_id"), "{msg}");
     let (_, col, msg) = expect_invalid(&format!("{HEAD}0,1,2,8,,0,0,warp,dp,0,,,,,,,,,,\n"));
-    assert_eq!(col, 16);
+    assert_eq!(col, 14);
     assert!(msg.contains("unknown mode"), "{msg}");
     let (_, _, msg) = expect_invalid(&format!("{HEAD}0,1,2,8,,0,0,net,dp,0\n"));
     assert!(msg.contains("10 fields"), "{msg}");
