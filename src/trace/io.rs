@@ -74,9 +74,15 @@ pub enum TraceError {
         /// Why.
         msg: String,
     },
-    /// Generation failed (inconsistent configuration, topology, routing).
+    /// Generation failed (inconsistent options, internal invariant).
     #[error("{0}")]
     Generate(String),
+    /// The training configuration cannot be scheduled.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+    /// The job does not fit the topology, or routing failed.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
 }
 
 /// The metadata lines of a trace: schema version and `key=value` pairs (sorted by key).
