@@ -305,7 +305,6 @@ struct Shape {
     mlp_fwd: f64,
     head_fwd: f64,
     attn_params: u64,
-    mlp_params: u64,
 }
 
 fn shape(cfg: &TrainingConfig) -> Shape {
@@ -325,7 +324,6 @@ fn shape(cfg: &TrainingConfig) -> Shape {
         mlp_fwd: 2.0 * b * sl * h * ffn * mlp_mats,
         head_fwd: 2.0 * b * sl * h * cfg.padded_vocab() as f64,
         attn_params: cfg.hidden_size * (cfg.hidden_size + 2 * kv) + cfg.hidden_size * cfg.hidden_size,
-        mlp_params: cfg.hidden_size * cfg.ffn_hidden_size * if cfg.swiglu { 3 } else { 2 },
     }
 }
 
@@ -450,7 +448,13 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     bwd_steps.retain(|s| !matches!(s, C(Nanos(0))));
 
     let grad_el: u64 = if cfg.grad_reduce_in_bf16 { 2 } else { 4 };
-    let layer_params = (sh.attn_params + sh.mlp_params) / tp as u64 + 4 * h;
+    let tpu = tp as u64;
+    let ffn = cfg.ffn_hidden_size;
+    // Per-GPU parameter tensors of one layer in reverse definition order: MLP fc2, fc1,
+    // pre-MLP layer norm, attention projection, QKV, pre-attention layer norm.
+    let mlp_fc1 = h * ffn * if cfg.swiglu { 2 } else { 1 };
+    let qkv = sh.attn_params - h * h;
+    let layer_tensors: [u64; 6] = [h * ffn / tpu, mlp_fc1 / tpu, 2 * h, h * h / tpu, qkv / tpu, 2 * h];
     let emb_params = vpad / tp as u64 * h;
     let tied = !cfg.untie_embeddings_and_output_weights;
     let bucket_size = 40_000_000u64.max(1_000_000 * dp as u64 * cp as u64);
@@ -466,17 +470,22 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
             let layers = chunks[c as usize].clone();
             let mut acc = 0u64;
             for l in layers.clone().rev() {
+                let mut tensors: Vec<u64> = Vec::with_capacity(8);
                 if last_chunk_on_last && c == v - 1 && l == layers.end - 1 && (!tied || pp > 1) {
-                    acc += emb_params; // output layer (or the tied copy on the last stage)
+                    tensors.push(emb_params); // output layer (or the tied copy on the last stage)
                 }
-                acc += layer_params;
+                // Megatron fills buckets tensor by tensor in reverse definition order.
+                tensors.extend_from_slice(&layer_tensors);
                 if r == 0 && c == 0 && l == layers.start {
-                    acc += emb_params; // input embedding: its gradient completes right after layer 0's
+                    tensors.push(emb_params); // input embedding: its gradient completes right after layer 0's
                 }
-                if cfg.overlap_grad_reduce && acc >= bucket_size {
-                    buckets.push((c, Some(l), acc));
-                    total += acc;
-                    acc = 0;
+                for t in tensors {
+                    acc += t;
+                    if cfg.overlap_grad_reduce && acc >= bucket_size {
+                        buckets.push((c, Some(l), acc));
+                        total += acc;
+                        acc = 0;
+                    }
                 }
             }
             if acc > 0 {
