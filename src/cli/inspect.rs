@@ -8,6 +8,14 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// `writeln!` into a String (cannot fail).
+macro_rules! outln {
+    ($o:expr, $($t:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($o, $($t)*);
+    }};
+}
+
 /// Arguments of `ina3d inspect`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -190,69 +198,76 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         vocabulary: vocabulary(),
         metadata: meta,
     };
+    let mut out = String::new();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+        out = serde_json::to_string_pretty(&report)?;
+        out.push('\n');
+    } else {
+        print_text(&mut out, &report);
     }
-    print_text(&report);
-    Ok(())
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        // A closed pipe (`| head`) is the reader's choice, not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
 }
 
-fn show_groups(name: &str, gs: &[Vec<u32>]) {
+fn show_groups(out: &mut String, name: &str, gs: &[Vec<u32>]) {
     let shown: Vec<String> = gs.iter().take(8).map(|g| format!("{g:?}")).collect();
     let more = if gs.len() > 8 { format!(" … ({} groups)", gs.len()) } else { String::new() };
-    println!("  {name:<10} {}{more}", shown.join(" "));
+    outln!(out, "  {name:<10} {}{more}", shown.join(" "));
 }
 
-fn print_text(r: &Report) {
-    println!("{}: {} records, {} INA aggregations", r.file, r.records, r.aggregations);
+fn print_text(out: &mut String, r: &Report) {
+    outln!(out, "{}: {} records, {} INA aggregations", r.file, r.records, r.aggregations);
     for k in ["topology", "collective", "ina", "ina_switches", "ina_policy", "ina_classes", "ina_slots", "ina_payload_bytes", "ina_window", "seed", "gpu", "mfu"] {
         if let Some(v) = r.metadata.get(k) {
-            println!("  {k:<18} {v}");
+            outln!(out, "  {k:<18} {v}");
         }
     }
-    println!(
+    outln!(out, 
         "  calibration        factor {} ({})",
         r.calibration_factor.as_deref().unwrap_or("?"),
         r.calibration_source.as_deref().unwrap_or("?")
     );
-    println!("\nrecords and payload bytes by class/mode:");
+    outln!(out, "\nrecords and payload bytes by class/mode:");
     for (k, c) in &r.by_class_mode {
-        println!("  {k:<16} {:>12} records {:>22} B", c.records, c.bytes);
+        outln!(out, "  {k:<16} {:>12} records {:>22} B", c.records, c.bytes);
     }
-    println!("  compute: {} ns in compute records, {} ns in gaps (summed over all ranks)", r.compute_ns_in_records, r.compute_ns_in_gaps);
+    outln!(out, "  compute: {} ns in compute records, {} ns in gaps (summed over all ranks)", r.compute_ns_in_records, r.compute_ns_in_gaps);
     if let Some(g) = &r.groups {
-        println!("\ngroups ({}):", g.rank_order);
-        show_groups("TP", &g.tp);
-        show_groups("PP", &g.pp);
-        show_groups("DP", &g.dp);
+        outln!(out, "\ngroups ({}):", g.rank_order);
+        show_groups(out, "TP", &g.tp);
+        show_groups(out, "PP", &g.pp);
+        show_groups(out, "DP", &g.dp);
         if g.dp_cp != g.dp {
-            show_groups("DP×CP", &g.dp_cp);
+            show_groups(out, "DP×CP", &g.dp_cp);
         }
-        show_groups("embedding", &g.embedding);
-        println!(
+        show_groups(out, "embedding", &g.embedding);
+        outln!(out, 
             "  warm-up per stage  {} (recomputed: {:?})",
             r.warmup_per_stage.as_deref().unwrap_or("?"),
             g.warmup_recomputed
         );
-        println!("  busbw factors:");
+        outln!(out, "  busbw factors:");
         for (k, f) in &g.busbw_factors {
-            println!("    {k:<40} {f:.4}");
+            outln!(out, "    {k:<40} {f:.4}");
         }
     }
-    println!("\nnetwork bytes per rank (net + ina records), sent / received:");
-    println!("  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}", "", "tp sent", "tp recv", "pp sent", "pp recv", "dp sent", "dp recv", "emb sent", "emb recv");
+    outln!(out, "\nnetwork bytes per rank (net + ina records), sent / received:");
+    outln!(out, "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}", "", "tp sent", "tp recv", "pp sent", "pp recv", "dp sent", "dp recv", "emb sent", "emb recv");
     let n = r.per_rank.len();
     for (i, b) in r.per_rank.iter().enumerate() {
         let who = &b.who;
         if n > 40 && i == 32 {
-            println!("  … {} more rows (use --json for all)", n - 32);
+            outln!(out, "  … {} more rows (use --json for all)", n - 32);
         }
         if n > 40 && i >= 32 {
             continue;
         }
         let g = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
-        println!(
+        outln!(out, 
             "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
             who,
             g(&b.sent, "tp"),
@@ -265,8 +280,8 @@ fn print_text(r: &Report) {
             g(&b.received, "emb")
         );
     }
-    println!("\nvocabulary:");
+    outln!(out, "\nvocabulary:");
     for (k, v) in &r.vocabulary {
-        println!("  {k}: {v}");
+        outln!(out, "  {k}: {v}");
     }
 }
