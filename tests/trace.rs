@@ -366,6 +366,28 @@ mod gen {
     }
 
     #[test]
+    fn tor_only_ina_falls_back_to_the_host_ring_for_groups_spanning_racks_and_counts_it() {
+        let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap(); // 2 hosts per ToR
+        let mut opts = TraceOptions::default();
+        opts.ina.mode = InaMode::Hierarchical; // switches: tor (default)
+        let mut stats = None;
+        let mut recs = Vec::new();
+        let cfg = small(1, 1, 8, 8);
+        stats.replace(trace::generate(&cfg, &topo, &opts, &mut |r| {
+            recs.push(r);
+            Ok(())
+        }).unwrap());
+        let stats = stats.unwrap();
+        assert_eq!(stats.ina_fallbacks, 1);
+        assert_eq!(stats.aggregations, 0);
+        assert!(recs.iter().any(|r| r.class == Class::Dp && r.mode == Mode::Net));
+        // DP=2 inside one rack: the ToR aggregates
+        let cfg = small(1, 1, 2, 2);
+        let recs = collect(&cfg, &topo, &opts);
+        assert!(recs.iter().any(|r| r.mode == Mode::Ina));
+    }
+
+    #[test]
     fn more_gpus_than_hosts_is_a_clear_error() {
         let topo = Topology::from_spec("fat-tree:k=4").unwrap(); // 16 hosts
         let cfg = small(8, 1, 4, 4);
@@ -385,5 +407,60 @@ mod gen {
         let first = &recs[0];
         assert!(first.deps.is_empty() && first.gap.0 > 0);
         let _ = wl;
+    }
+}
+
+mod cli {
+    use std::process::Command;
+
+    fn ina3d() -> Command {
+        Command::new(env!("CARGO_BIN_EXE_ina3d"))
+    }
+
+    #[test]
+    fn trace_then_inspect_reports_groups_warmups_and_calibration() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.csv.gz");
+        let st = ina3d()
+            .args(["trace", "gpt3-13b", "--topology", "fat-tree:k=4", "--tp", "2", "--pp", "4", "--dp", "2", "--num-layers", "8", "--hidden-size", "1024", "--num-attention-heads", "16", "--seq-length", "512", "--global-batch-size", "16", "--sequence-parallel", "--ina", "atp", "--ina-switches", "all", "--ina-classes", "dp,emb", "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+        let js = ina3d().arg("inspect").arg(&out).arg("--json").output().unwrap();
+        assert!(js.status.success(), "{}", String::from_utf8_lossy(&js.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&js.stdout).unwrap();
+        // m = 16 / (1·2) = 8, PP = 4 → warm-ups 3,2,1,0
+        assert_eq!(v["warmup_per_stage"], "3,2,1,0");
+        assert_eq!(v["groups"]["warmup_recomputed"], serde_json::json!([3, 2, 1, 0]));
+        assert_eq!(v["groups"]["tp"][0], serde_json::json!([0, 1]));
+        assert_eq!(v["groups"]["dp"][0], serde_json::json!([0, 2]));
+        assert_eq!(v["groups"]["pp"][0], serde_json::json!([0, 4, 8, 12]));
+        assert_eq!(v["metadata"]["ina_policy"], "best-effort", "ATP defaults to best-effort slots");
+        assert_eq!(v["metadata"]["sequence_parallel"], "true");
+        assert_eq!(v["calibration_source"], "none");
+        // DP groups ([0, 2], …) sit inside one 8-GPU server: NVLink, not INA
+        assert!(v["by_class_mode"]["dp/nvlink"]["records"].as_u64().unwrap() > 0);
+        assert!(v["by_class_mode"].get("dp/ina").is_none());
+        assert!(v["by_class_mode"]["emb/ina"]["records"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn inconsistent_sizes_fail_with_the_numbers_that_disagree() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.csv");
+        let run = |args: &[&str]| {
+            let o = ina3d().args(["trace", "gpt3-13b", "--topology", "fat-tree:k=4"]).args(args).arg("-o").arg(&out).output().unwrap();
+            assert!(!o.status.success());
+            String::from_utf8_lossy(&o.stderr).to_string()
+        };
+        let e = run(&["--tp", "8", "--dp", "4"]);
+        assert!(e.contains("32") && e.contains("16 hosts"), "{e}");
+        let e = run(&["--tp", "8", "--dp", "2", "--global-batch-size", "9"]);
+        assert!(e.contains("9") && e.contains("global_batch_size"), "{e}");
+        // 16-way TP on servers of 8 GPUs with NVLink
+        let e = run(&["--tp", "16", "--num-attention-heads", "32", "--hidden-size", "4096", "--global-batch-size", "1"]);
+        assert!(e.contains("16") && e.contains("8 GPUs"), "{e}");
+        assert!(!out.exists(), "no partial output");
     }
 }

@@ -249,6 +249,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for ((class, mode), (count, bytes)) in &stats.by_class_mode {
         println!("  {:<8} {:<8} {:>10} records {:>20} B", class.as_str(), mode.as_str(), count, bytes.0);
     }
+    if stats.ina_fallbacks > 0 {
+        println!(
+            "  note: {} INA-eligible collectives had no aggregating switch above all their members (--ina-switches {}) and use the host algorithm",
+            stats.ina_fallbacks, a.ina_switches
+        );
+    }
     if stats.hd_fallbacks > 0 {
         println!("  note: {} halving-doubling collectives had a non-power-of-two group and used the ring", stats.hd_fallbacks);
     }

@@ -17,7 +17,7 @@ use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
 use super::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::megatron::TrainingConfig;
 use crate::schedule::{self, CollKind, Coords, LayerStep, Pass, Workload};
-use crate::topology::{LinkKind, NodeKind, Routing, Topology};
+use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -34,6 +34,9 @@ pub struct TraceStats {
     pub aggregations: u64,
     /// Collectives that asked for halving-doubling on a non-power-of-two group and used the ring.
     pub hd_fallbacks: u64,
+    /// INA-eligible collectives whose members no aggregating switch covers (e.g. ToR-only
+    /// INA and a group spanning racks): lowered with the host algorithm instead.
+    pub ina_fallbacks: u64,
 }
 
 #[derive(Clone, Default)]
@@ -72,6 +75,8 @@ struct Gen<'a> {
     can_agg: Vec<bool>,
     tor: Vec<Option<NodeId>>,
     nvlink_alpha: Nanos,
+    /// Records and bytes per (class, mode), folded into `stats` at the end (a map per record is slow).
+    counts: [[(u64, u64); 4]; 5],
 }
 
 /// Generate the trace of `cfg` on `topo`, streaming records (dependencies first) to `sink`.
@@ -143,10 +148,19 @@ pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, si
         can_agg,
         tor,
         nvlink_alpha,
+        counts: [[(0, 0); 4]; 5],
     };
     for it in 0..opts.iterations {
         g.iteration = it;
         g.iteration_records()?;
+    }
+    for c in Class::ALL {
+        for m in [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute] {
+            let (n, b) = g.counts[c as usize][m as usize];
+            if n > 0 {
+                g.stats.by_class_mode.insert((c, m), (n, Bytes(b)));
+            }
+        }
     }
     Ok(g.stats)
 }
@@ -168,9 +182,9 @@ impl Gen<'_> {
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.stats.records += 1;
-        let e = self.stats.by_class_mode.entry((class, mode)).or_default();
+        let e = &mut self.counts[class as usize][mode as usize];
         e.0 += 1;
-        e.1 += bytes;
+        e.1 += bytes.0;
         (self.sink)(FlowRecord {
             id,
             src,
@@ -255,6 +269,11 @@ impl Gen<'_> {
                 return self.ina_tree(kind, bytes, members, s, tag, coll);
             }
         }
+        self.host_collective(kind, bytes, members, s, tag, coll)
+    }
+
+    fn host_collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let n = members.len();
         match self.opts.collective {
             Algorithm::Ring => self.ring(kind, bytes, members, s, tag, coll),
             Algorithm::Dbt if kind == CollKind::AllReduce => self.dbt(bytes, members, s, tag, coll),
@@ -466,7 +485,16 @@ impl Gen<'_> {
         let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
         let routing = self.routing.as_ref().expect("routing built when INA is on");
         let can = &self.can_agg;
-        let tree = routing.aggregation_tree(&nodes, &|v: NodeId| can[v.idx()], coll)?;
+        let tree = match routing.aggregation_tree(&nodes, &|v: NodeId| can[v.idx()], coll) {
+            Ok(t) => t,
+            Err(TopologyError::NoAggregator { .. }) => {
+                // No aggregating switch sits above every member (e.g. `--ina-switches tor` and a
+                // group spanning racks): this collective uses the host algorithm, counted.
+                self.stats.ina_fallbacks += 1;
+                return self.host_collective(kind, bytes, members, s, tag, coll);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
             nodes.iter().map(|&m| (m, tree.root, nodes.len() as u32)).collect()
         } else {
@@ -716,7 +744,9 @@ impl Gen<'_> {
             let tag = Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) };
             for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
                 for &r in group {
-                    let t = triggers.remove(&(r, b)).unwrap_or_default();
+                    let t = triggers
+                        .remove(&(r, b))
+                        .ok_or_else(|| TraceError::Generate(format!("internal: DP bucket {b} of stage {stage} never triggered on rank {r}")))?;
                     let c = &mut self.dp[r.idx()];
                     c.tail.extend(t);
                     c.tail.sort_unstable();
