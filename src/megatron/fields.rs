@@ -58,7 +58,8 @@ pub(crate) const REQUIRED: &[&str] =
 /// Normalises an argument name as Megatron's argparse does (`--num-layers` → `num_layers`),
 /// and maps the few renamed arguments of older versions onto today's names.
 pub fn canonical_key(key: &str) -> String {
-    let k = key.trim().trim_start_matches('-').to_ascii_lowercase().replace('-', "_");
+    // Case is kept: Megatron names are case-sensitive (`barrier_with_L1_time`).
+    let k = key.trim().trim_start_matches('-').replace('-', "_");
     match k.as_str() {
         // Megatron ≤ 2021 and Megatron-DeepSpeed.
         "model_parallel_size" => "tensor_model_parallel_size".into(),
