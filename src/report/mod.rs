@@ -470,7 +470,7 @@ pub struct MetricComparison {
     pub ns3: u64,
     /// `(replay − ns3) / ns3`; NaN when ns-3's value is 0 and the replay's is not.
     pub rel_error: f64,
-    /// `ns3 / replay`; NaN when the replay's value is 0. For `wall_time_ns` this is the
+    /// `ns3 / replay`; 1 when both are 0, NaN when only the replay's is. For `wall_time_ns` this is the
     /// speed ratio of the replayer over ns-3.
     pub ns3_over_replay: f64,
 }
@@ -848,7 +848,11 @@ fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
             replay: a,
             ns3: b,
             rel_error: rel_error(a, b),
-            ns3_over_replay: if a == 0 { f64::NAN } else { b as f64 / a as f64 },
+            ns3_over_replay: match (a, b) {
+                (0, 0) => 1.0,
+                (0, _) => f64::NAN,
+                _ => b as f64 / a as f64,
+            },
         })
         .collect()
 }
