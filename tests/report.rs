@@ -378,3 +378,19 @@ mod props {
         }
     }
 }
+
+#[test]
+fn notebook_fixture_tables_follow_the_results_schema_and_speedup_arithmetic() {
+    for name in ["results.csv", "sweep.csv"] {
+        let text = fs::read_to_string(Path::new(FIX).join(name)).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next().unwrap(), RESULTS_COLUMNS.join(","), "{name}");
+        let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+        // Within one ina_slots value, speedup = ring time / row time.
+        for r in &rows {
+            let ring = rows.iter().find(|x| x[0] == "ring" && x[11] == r[11]).unwrap();
+            let expect = ring[1].parse::<f64>().unwrap() / r[1].parse::<f64>().unwrap();
+            assert!(close(r[10].parse::<f64>().unwrap(), expect), "{name}: {r:?}");
+        }
+    }
+}
