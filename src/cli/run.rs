@@ -32,6 +32,7 @@ pub const DEFAULT_TOPOLOGY: &str = "fat-tree:k=4,gpus-per-server=2";
 
 /// ns-3 runs on its own (without `--ns3`) only when it is installed and the trace has at
 /// most this many records; beyond it, packet-level runs take minutes to hours.
+#[cfg_attr(not(feature = "tables"), allow(dead_code))]
 pub const AUTO_NS3_MAX_RECORDS: u64 = 20_000;
 
 /// Arguments of `ina3d run`.
@@ -63,6 +64,7 @@ pub struct Args {
 
 /// One INA policy: which traffic classes may use the switches' aggregators.
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(feature = "tables"), allow(dead_code))]
 pub struct Policy {
     /// Row name in `results.csv` and directory name.
     pub name: &'static str,
@@ -71,6 +73,7 @@ pub struct Policy {
 }
 
 /// The policies of the main job, ring first (every speed-up is measured against it).
+#[cfg_attr(not(feature = "tables"), allow(dead_code))]
 pub const POLICIES: [Policy; 4] = [
     Policy { name: "ring", classes: None },
     Policy { name: "ina-dp", classes: Some("dp") },
