@@ -23,7 +23,11 @@ fn fixture_copy() -> (tempfile::TempDir, PathBuf, PathBuf) {
     for side in ["replay", "ns3"] {
         fs::create_dir_all(t.path().join(side)).unwrap();
         for f in ["fct.csv", "summary.csv"] {
-            fs::copy(Path::new(FIX).join(side).join(f), t.path().join(side).join(f)).unwrap();
+            fs::copy(
+                Path::new(FIX).join(side).join(f),
+                t.path().join(side).join(f),
+            )
+            .unwrap();
         }
     }
     let (r, n) = (t.path().join("replay"), t.path().join("ns3"));
@@ -70,7 +74,10 @@ fn network_flow_errors_are_summarised_by_mean_median_and_nearest_rank_percentile
     assert!(close(dp.mean_signed, 0.05));
     assert!(close(c.stats("class", "tp").unwrap().mean_abs, 0.1));
     assert!(close(c.stats("class", "pp").unwrap().mean_abs, 0.4));
-    assert!(c.stats("class", "emb").is_none(), "no emb flows, no emb row");
+    assert!(
+        c.stats("class", "emb").is_none(),
+        "no emb flows, no emb row"
+    );
     let net = c.stats("mode", "net").unwrap();
     assert_eq!(net.flows, 3);
     assert!(close(net.median_abs, 0.2));
@@ -83,19 +90,33 @@ fn compute_and_nvlink_timers_are_kept_out_of_the_network_statistics() {
     let t = c.stats("timers", "compute+nvlink").unwrap();
     assert_eq!(t.flows, 2);
     assert_eq!(t.max_abs, 0.0);
-    let order: Vec<(String, String)> =
-        c.fct_error.iter().map(|s| (s.scope.clone(), s.group.clone())).collect();
+    let order: Vec<(String, String)> = c
+        .fct_error
+        .iter()
+        .map(|s| (s.scope.clone(), s.group.clone()))
+        .collect();
     let names: Vec<String> = order.iter().map(|(a, b)| format!("{a}:{b}")).collect();
     assert_eq!(
         names,
-        ["all:net+ina", "class:tp", "class:pp", "class:dp", "mode:ina", "mode:net", "timers:compute+nvlink"]
+        [
+            "all:net+ina",
+            "class:tp",
+            "class:pp",
+            "class:dp",
+            "mode:ina",
+            "mode:net",
+            "timers:compute+nvlink"
+        ]
     );
 }
 
 #[test]
 fn iteration_error_is_relative_to_ns3_and_wall_ratio_is_ns3_over_replay() {
     let c = compare(&Path::new(FIX).join("replay"), &Path::new(FIX).join("ns3")).unwrap();
-    assert!(close(c.iteration_rel_error(), (10_000.0 - 12_500.0) / 12_500.0));
+    assert!(close(
+        c.iteration_rel_error(),
+        (10_000.0 - 12_500.0) / 12_500.0
+    ));
     assert!(close(c.wall_time_ratio(), 5_000_000_000.0 / 2_000_000.0));
     assert_eq!(c.records, 6);
     assert_eq!(c.flows.height(), 6);
@@ -111,16 +132,36 @@ fn nearest_rank_percentiles_of_twenty_errors_pick_the_19th_and_20th_values() {
     let mut rf = format!("{FCT_HEADER}\n");
     let mut nf = format!("{FCT_HEADER}\n");
     for k in 1..=20u64 {
-        let rep = if k % 2 == 0 { 1000 + 10 * k } else { 1000 - 10 * k };
+        let rep = if k % 2 == 0 {
+            1000 + 10 * k
+        } else {
+            1000 - 10 * k
+        };
         rf.push_str(&format!("{k},0,1,net,dp,100,0,{rep},{rep},500\n"));
         nf.push_str(&format!("{k},0,1,net,dp,100,0,1000,1000,500\n"));
     }
     fs::write(r.join("fct.csv"), rf).unwrap();
     fs::write(n.join("fct.csv"), nf).unwrap();
-    fs::copy(Path::new(FIX).join("replay/summary.csv"), r.join("summary.csv")).unwrap();
-    fs::copy(Path::new(FIX).join("ns3/summary.csv"), n.join("summary.csv")).unwrap();
-    edit(&r.join("summary.csv"), "trace.csv.gz,6,", "trace.csv.gz,20,");
-    edit(&n.join("summary.csv"), "trace.csv.gz,6,", "trace.csv.gz,20,");
+    fs::copy(
+        Path::new(FIX).join("replay/summary.csv"),
+        r.join("summary.csv"),
+    )
+    .unwrap();
+    fs::copy(
+        Path::new(FIX).join("ns3/summary.csv"),
+        n.join("summary.csv"),
+    )
+    .unwrap();
+    edit(
+        &r.join("summary.csv"),
+        "trace.csv.gz,6,",
+        "trace.csv.gz,20,",
+    );
+    edit(
+        &n.join("summary.csv"),
+        "trace.csv.gz,6,",
+        "trace.csv.gz,20,",
+    );
     let c = compare(&r, &n).unwrap();
     let s = c.stats("all", "net+ina").unwrap();
     assert!(close(s.p95_abs, 0.19), "{}", s.p95_abs);
@@ -144,7 +185,11 @@ fn percentile_definitions_match_their_documentation() {
 #[test]
 fn a_zero_ns3_fct_makes_that_flow_undefined_not_infinite() {
     let (_t, r, n) = fixture_copy();
-    edit(&n.join("fct.csv"), "4,2,3,net,pp,2048,2200,2700,500,400", "4,2,3,net,pp,2048,2200,2200,0,400");
+    edit(
+        &n.join("fct.csv"),
+        "4,2,3,net,pp,2048,2200,2700,500,400",
+        "4,2,3,net,pp,2048,2200,2200,0,400",
+    );
     let c = compare(&r, &n).unwrap();
     let s = c.stats("all", "net+ina").unwrap();
     assert_eq!((s.flows, s.undefined), (4, 1));
@@ -158,22 +203,39 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
     let t = tempfile::tempdir().unwrap();
     let paths = c.write(t.path()).unwrap();
     assert_eq!(paths.len(), 3);
-    let first_line = |p: &str| fs::read_to_string(t.path().join(p)).unwrap().lines().next().unwrap().to_string();
+    let first_line = |p: &str| {
+        fs::read_to_string(t.path().join(p))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap()
+            .to_string()
+    };
     assert_eq!(
         first_line("fct_error.csv"),
         "scope,group,flows,undefined,mean_abs_rel_error,median_abs_rel_error,p95_abs_rel_error,p99_abs_rel_error,max_abs_rel_error,mean_signed_rel_error"
     );
-    assert_eq!(first_line("iteration.csv"), "metric,replay,ns3,rel_error,ns3_over_replay");
+    assert_eq!(
+        first_line("iteration.csv"),
+        "metric,replay,ns3,rel_error,ns3_over_replay"
+    );
     assert_eq!(
         first_line("flows.csv"),
         "flow_id,src,dst,mode,class,size_bytes,replay_fct_ns,ns3_fct_ns,rel_error"
     );
     let it = fs::read_to_string(t.path().join("iteration.csv")).unwrap();
-    assert!(it.lines().any(|l| l == "iteration_time_ns,10000,12500,-0.2,1.25"), "{it}");
+    assert!(
+        it.lines()
+            .any(|l| l == "iteration_time_ns,10000,12500,-0.2,1.25"),
+        "{it}"
+    );
     let again = tempfile::tempdir().unwrap();
     c.write(again.path()).unwrap();
     for f in ["fct_error.csv", "iteration.csv", "flows.csv"] {
-        assert_eq!(fs::read(t.path().join(f)).unwrap(), fs::read(again.path().join(f)).unwrap());
+        assert_eq!(
+            fs::read(t.path().join(f)).unwrap(),
+            fs::read(again.path().join(f)).unwrap()
+        );
         assert!(!t.path().join(format!("{f}.tmp")).exists());
     }
 }
@@ -189,10 +251,20 @@ fn speedup_vs_ring_is_ring_iteration_time_over_each_policy_time() {
     let df = results_table(&rows).unwrap();
     let names: Vec<&str> = df.columns().iter().map(|c| c.name().as_str()).collect();
     assert_eq!(names, RESULTS_COLUMNS);
-    let sp: Vec<f64> = df.column("speedup_vs_ring").unwrap().f64().unwrap().into_no_null_iter().collect();
+    let sp: Vec<f64> = df
+        .column("speedup_vs_ring")
+        .unwrap()
+        .f64()
+        .unwrap()
+        .into_no_null_iter()
+        .collect();
     assert_eq!(sp, vec![1.0, 1.25, 2.0, 2.5]);
     let ns3 = df.column("ns3_iteration_time_ns").unwrap();
-    assert_eq!(ns3.null_count(), 4, "ns-3 did not run: empty cells, not zeros");
+    assert_eq!(
+        ns3.null_count(),
+        4,
+        "ns-3 did not run: empty cells, not zeros"
+    );
     let text = format_table(&df);
     assert!(text.lines().nth(2).unwrap().starts_with("ring "));
     assert!(text.contains("2.5000"));
@@ -201,7 +273,10 @@ fn speedup_vs_ring_is_ring_iteration_time_over_each_policy_time() {
 #[test]
 fn results_csv_has_the_issue_columns_first_and_empty_cells_for_missing_ns3() {
     let mut rows = vec![summary("ina-dp", 800), summary("ring", 1000)];
-    rows[1].ns3 = Some(Summary { iteration_time_ns: 1100, ..Default::default() });
+    rows[1].ns3 = Some(Summary {
+        iteration_time_ns: 1100,
+        ..Default::default()
+    });
     let mut df = results_table(&rows).unwrap();
     let t = tempfile::tempdir().unwrap();
     let p = t.path().join("results.csv");
@@ -212,7 +287,11 @@ fn results_csv_has_the_issue_columns_first_and_empty_cells_for_missing_ns3() {
         "policy,iteration_time_ns,compute_ns,exposed_tp_ns,exposed_pp_ns,exposed_dp_ns,exposed_emb_ns,bubble_ns,switch_bytes,ina_slot_peak,speedup_vs_ring,"
     ));
     assert_eq!(lines.len(), 3);
-    assert!(lines[1].starts_with("ina-dp,800,100,") && lines[1].ends_with(','), "{}", lines[1]);
+    assert!(
+        lines[1].starts_with("ina-dp,800,100,") && lines[1].ends_with(','),
+        "{}",
+        lines[1]
+    );
     assert!(lines[2].ends_with(",1100"), "{}", lines[2]);
 }
 
@@ -233,13 +312,24 @@ fn a_missing_ns3_fct_file_is_named_in_the_error() {
     fs::remove_file(n.join("fct.csv")).unwrap();
     let e = compare(&r, &n).unwrap_err();
     assert!(matches!(e, ReportError::MissingFile { .. }), "{e}");
-    assert!(e.to_string().contains(&n.join("fct.csv").display().to_string()), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&n.join("fct.csv").display().to_string()),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_missing_directory_is_named_in_the_error() {
-    let e = compare(Path::new("/nonexistent/replay"), &Path::new(FIX).join("ns3")).unwrap_err();
-    assert!(e.to_string().starts_with("/nonexistent/replay: missing"), "{e}");
+    let e = compare(
+        Path::new("/nonexistent/replay"),
+        &Path::new(FIX).join("ns3"),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with("/nonexistent/replay: missing"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -248,7 +338,10 @@ fn an_ns3_fct_with_only_a_header_is_reported_empty() {
     fs::write(n.join("fct.csv"), format!("{FCT_HEADER}\n")).unwrap();
     let e = compare(&r, &n).unwrap_err();
     assert!(matches!(e, ReportError::Empty { .. }), "{e}");
-    assert!(e.to_string().contains("ns3/fct.csv: empty: header only"), "{e}");
+    assert!(
+        e.to_string().contains("ns3/fct.csv: empty: header only"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -265,7 +358,16 @@ fn summaries_of_different_record_counts_are_different_traces() {
     let (_t, r, n) = fixture_copy();
     edit(&n.join("summary.csv"), "trace.csv.gz,6,", "trace.csv.gz,7,");
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::TraceMismatch { field: "records", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            ReportError::TraceMismatch {
+                field: "records",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -273,8 +375,18 @@ fn summaries_naming_different_trace_files_are_refused_unless_told_to_ignore_name
     let (_t, r, n) = fixture_copy();
     edit(&n.join("summary.csv"), "trace.csv.gz", "other/trace.csv.gz");
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::TraceMismatch { field: "trace", .. }), "{e}");
-    let c = compare_with(&r, &n, &CompareOptions { ignore_trace_name: true }).unwrap();
+    assert!(
+        matches!(e, ReportError::TraceMismatch { field: "trace", .. }),
+        "{e}"
+    );
+    let c = compare_with(
+        &r,
+        &n,
+        &CompareOptions {
+            ignore_trace_name: true,
+        },
+    )
+    .unwrap();
     assert_eq!(c.stats("all", "net+ina").unwrap().flows, 4);
 }
 
@@ -284,8 +396,22 @@ fn fct_files_with_different_flow_ids_are_different_traces() {
     edit(&n.join("fct.csv"), "\n4,2,3,", "\n9,2,3,");
     let e = compare(&r, &n).unwrap_err();
     match &e {
-        ReportError::FlowIdMismatch { only_replay, first_replay, only_ns3, first_ns3, .. } => {
-            assert_eq!((*only_replay, first_replay.as_str(), *only_ns3, first_ns3.as_str()), (1, "4", 1, "9"));
+        ReportError::FlowIdMismatch {
+            only_replay,
+            first_replay,
+            only_ns3,
+            first_ns3,
+            ..
+        } => {
+            assert_eq!(
+                (
+                    *only_replay,
+                    first_replay.as_str(),
+                    *only_ns3,
+                    first_ns3.as_str()
+                ),
+                (1, "4", 1, "9")
+            );
         }
         other => panic!("wrong error: {other}"),
     }
@@ -294,10 +420,21 @@ fn fct_files_with_different_flow_ids_are_different_traces() {
 #[test]
 fn a_flow_whose_size_differs_between_backends_is_named() {
     let (_t, r, n) = fixture_copy();
-    edit(&n.join("fct.csv"), "3,1,2,ina,dp,8192,", "3,1,2,ina,dp,8000,");
+    edit(
+        &n.join("fct.csv"),
+        "3,1,2,ina,dp,8192,",
+        "3,1,2,ina,dp,8000,",
+    );
     let e = compare(&r, &n).unwrap_err();
     assert!(
-        matches!(&e, ReportError::FlowMismatch { flow_id: 3, field: "size_bytes", .. }),
+        matches!(
+            &e,
+            ReportError::FlowMismatch {
+                flow_id: 3,
+                field: "size_bytes",
+                ..
+            }
+        ),
         "{e}"
     );
 }
@@ -305,18 +442,38 @@ fn a_flow_whose_size_differs_between_backends_is_named() {
 #[test]
 fn an_fct_with_fewer_rows_than_the_summary_records_is_refused() {
     let (_t, r, n) = fixture_copy();
-    edit(&n.join("fct.csv"), "5,0,1,nvlink,tp,0,2700,4700,2000,2000\n", "");
+    edit(
+        &n.join("fct.csv"),
+        "5,0,1,nvlink,tp,0,2700,4700,2000,2000\n",
+        "",
+    );
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::RecordCount { rows: 5, records: 6, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            ReportError::RecordCount {
+                rows: 5,
+                records: 6,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_malformed_value_is_reported_with_its_line_and_field() {
     let (_t, r, n) = fixture_copy();
-    edit(&n.join("fct.csv"), "2,0,2,net,dp,4096,1100,1200,100,70", "2,0,2,net,dp,4096,1100,1200,1e2x,70");
+    edit(
+        &n.join("fct.csv"),
+        "2,0,2,net,dp,4096,1100,1200,100,70",
+        "2,0,2,net,dp,4096,1100,1200,1e2x,70",
+    );
     let e = compare(&r, &n).unwrap_err();
     match &e {
-        ReportError::BadValue { line, field, .. } => assert_eq!((*line, field.as_str()), (4, "fct_ns")),
+        ReportError::BadValue { line, field, .. } => {
+            assert_eq!((*line, field.as_str()), (4, "fct_ns"))
+        }
         other => panic!("wrong error: {other}"),
     }
 }
@@ -324,10 +481,16 @@ fn a_malformed_value_is_reported_with_its_line_and_field() {
 #[test]
 fn an_empty_field_is_reported_with_its_line_and_field() {
     let (_t, r, n) = fixture_copy();
-    edit(&r.join("fct.csv"), "1,0,1,net,tp,4096,1000,1110,110,100", "1,0,1,net,tp,,1000,1110,110,100");
+    edit(
+        &r.join("fct.csv"),
+        "1,0,1,net,tp,4096,1000,1110,110,100",
+        "1,0,1,net,tp,,1000,1110,110,100",
+    );
     let e = compare(&r, &n).unwrap_err();
     match &e {
-        ReportError::BadValue { line, field, .. } => assert_eq!((*line, field.as_str()), (3, "size_bytes")),
+        ReportError::BadValue { line, field, .. } => {
+            assert_eq!((*line, field.as_str()), (3, "size_bytes"))
+        }
         other => panic!("wrong error: {other}"),
     }
 }
@@ -336,10 +499,15 @@ fn an_empty_field_is_reported_with_its_line_and_field() {
 fn a_missing_column_is_named() {
     let (_t, r, _n) = fixture_copy();
     let p = r.join("fct.csv");
-    let s = fs::read_to_string(&p).unwrap().replace("standalone_fct_ns", "standalone");
+    let s = fs::read_to_string(&p)
+        .unwrap()
+        .replace("standalone_fct_ns", "standalone");
     fs::write(&p, s).unwrap();
     let e = read_fct(&p).unwrap_err();
-    assert!(matches!(&e, ReportError::MissingColumn { column, .. } if column == "standalone_fct_ns"), "{e}");
+    assert!(
+        matches!(&e, ReportError::MissingColumn { column, .. } if column == "standalone_fct_ns"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -388,9 +556,15 @@ fn notebook_fixture_tables_follow_the_results_schema_and_speedup_arithmetic() {
         let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
         // Within one ina_slots value, speedup = ring time / row time.
         for r in &rows {
-            let ring = rows.iter().find(|x| x[0] == "ring" && x[11] == r[11]).unwrap();
+            let ring = rows
+                .iter()
+                .find(|x| x[0] == "ring" && x[11] == r[11])
+                .unwrap();
             let expect = ring[1].parse::<f64>().unwrap() / r[1].parse::<f64>().unwrap();
-            assert!(close(r[10].parse::<f64>().unwrap(), expect), "{name}: {r:?}");
+            assert!(
+                close(r[10].parse::<f64>().unwrap(), expect),
+                "{name}: {r:?}"
+            );
         }
     }
 }

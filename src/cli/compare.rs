@@ -27,10 +27,11 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     use anyhow::Context;
     use ina3d::report;
-    let opts = report::CompareOptions { ignore_trace_name: a.ignore_trace_name };
-    let c = report::compare_with(&a.replay, &a.ns3, &opts).with_context(|| {
-        format!("comparing {} with {}", a.replay.display(), a.ns3.display())
-    })?;
+    let opts = report::CompareOptions {
+        ignore_trace_name: a.ignore_trace_name,
+    };
+    let c = report::compare_with(&a.replay, &a.ns3, &opts)
+        .with_context(|| format!("comparing {} with {}", a.replay.display(), a.ns3.display()))?;
     let written = c.write(&a.output)?;
     print_comparison(&c)?;
     for p in written {
@@ -42,7 +43,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 /// Prints the FCT-error table and the iteration/wall-time lines of a comparison.
 #[cfg(feature = "tables")]
 pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
-    println!("trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n", c.trace, c.records);
+    println!(
+        "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n",
+        c.trace, c.records
+    );
     print!("{}", ina3d::report::format_table(&c.fct_error_table()?));
     println!(
         "iteration time: replay {} ns, ns-3 {} ns, error {:+.2} %",
@@ -57,5 +61,7 @@ pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
 /// Run `ina3d compare` (this build has no tables).
 #[cfg(not(feature = "tables"))]
 pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`ina3d compare` needs the `tables` feature (polars); rebuild with default features")
+    anyhow::bail!(
+        "`ina3d compare` needs the `tables` feature (polars); rebuild with default features"
+    )
 }

@@ -75,10 +75,22 @@ pub struct Policy {
 /// The policies of the main job, ring first (every speed-up is measured against it).
 #[cfg_attr(not(feature = "tables"), allow(dead_code))]
 pub const POLICIES: [Policy; 4] = [
-    Policy { name: "ring", classes: None },
-    Policy { name: "ina-dp", classes: Some("dp") },
-    Policy { name: "ina-tp", classes: Some("tp") },
-    Policy { name: "ina-tp-dp", classes: Some("tp,dp") },
+    Policy {
+        name: "ring",
+        classes: None,
+    },
+    Policy {
+        name: "ina-dp",
+        classes: Some("dp"),
+    },
+    Policy {
+        name: "ina-tp",
+        classes: Some("tp"),
+    },
+    Policy {
+        name: "ina-tp-dp",
+        classes: Some("tp,dp"),
+    },
 ];
 
 /// Run `ina3d run`.
@@ -88,7 +100,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     use ina3d::report::{self, PolicyResult};
 
     if a.ina_slots == 0 {
-        anyhow::bail!("--ina-slots 0: the INA policies need at least one aggregator slot per switch");
+        anyhow::bail!(
+            "--ina-slots 0: the INA policies need at least one aggregator slot per switch"
+        );
     }
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let exe = std::env::current_exe().context("locating the ina3d binary")?;
@@ -100,8 +114,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let replay_dir = dir.join("replay");
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
 
-        let mut targs: Vec<String> =
-            vec!["trace".into(), a.input.clone(), "--topology".into(), a.topology.clone()];
+        let mut targs: Vec<String> = vec![
+            "trace".into(),
+            a.input.clone(),
+            "--topology".into(),
+            a.topology.clone(),
+        ];
         match p.classes {
             None => targs.extend(["--ina".into(), "off".into()]),
             Some(c) => targs.extend([
@@ -129,8 +147,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         )?;
         let replay = report::read_summary(&replay_dir.join("summary.csv"))?;
 
-        let with_ns3 = a.ns3
-            || (!a.no_ns3 && ns3_installed && replay.records <= AUTO_NS3_MAX_RECORDS);
+        let with_ns3 =
+            a.ns3 || (!a.no_ns3 && ns3_installed && replay.records <= AUTO_NS3_MAX_RECORDS);
         let ns3 = if with_ns3 {
             let ns3_dir = dir.join("ns3");
             stage(
@@ -148,8 +166,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     path_arg(&ns3_dir),
                 ],
             )?;
-            stage(&exe, p.name, &["ns3".into(), "run".into(), path_arg(&ns3_dir)])?;
-            let opts = report::CompareOptions { ignore_trace_name: true };
+            stage(
+                &exe,
+                p.name,
+                &["ns3".into(), "run".into(), path_arg(&ns3_dir)],
+            )?;
+            let opts = report::CompareOptions {
+                ignore_trace_name: true,
+            };
             let c = report::compare_with(&replay_dir, &ns3_dir, &opts)
                 .with_context(|| format!("policy `{}`: comparing replay with ns-3", p.name))?;
             c.write(&dir.join("compare"))?;
@@ -159,7 +183,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         } else {
             None
         };
-        rows.push(PolicyResult { policy: p.name.into(), ina_slots: a.ina_slots, replay, ns3 });
+        rows.push(PolicyResult {
+            policy: p.name.into(),
+            ina_slots: a.ina_slots,
+            replay,
+            ns3,
+        });
     }
     let mut table = report::results_table(&rows)?;
     let path = a.out.join("results.csv");
@@ -169,7 +198,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if !rows.iter().any(|r| r.ns3.is_some()) && !a.no_ns3 {
         eprintln!(
             "ns-3 not run ({}): pass --ns3 to run it",
-            if ns3_installed { "trace above the automatic size limit" } else { "not installed" }
+            if ns3_installed {
+                "trace above the automatic size limit"
+            } else {
+                "not installed"
+            }
         );
     }
     Ok(())

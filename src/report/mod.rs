@@ -208,7 +208,9 @@ pub enum ReportError {
         policies: String,
     },
     /// A policy row whose iteration time is zero (speed-up undefined).
-    #[error("results table: policy `{policy}` has iteration_time_ns = 0; speedup_vs_ring is undefined")]
+    #[error(
+        "results table: policy `{policy}` has iteration_time_ns = 0; speedup_vs_ring is undefined"
+    )]
     ZeroIteration {
         /// The policy.
         policy: String,
@@ -238,11 +240,17 @@ pub enum ReportError {
 }
 
 fn pol(path: &Path) -> impl FnOnce(PolarsError) -> ReportError + '_ {
-    move |source| ReportError::Polars { path: path.to_path_buf(), source }
+    move |source| ReportError::Polars {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
-    move |source| ReportError::Io { path: path.to_path_buf(), source }
+    move |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -253,13 +261,19 @@ fn require_file(path: &Path, what: &'static str) -> Result<(), ReportError> {
     if path.is_file() {
         Ok(())
     } else {
-        Err(ReportError::MissingFile { path: path.to_path_buf(), what })
+        Err(ReportError::MissingFile {
+            path: path.to_path_buf(),
+            what,
+        })
     }
 }
 
 /// Reads a `summary.csv` (exactly one [`Summary`] row; extra columns are ignored).
 pub fn read_summary(path: &Path) -> Result<Summary, ReportError> {
-    require_file(path, "summary.csv: the back-end's one-row iteration summary (src/fct.rs)")?;
+    require_file(
+        path,
+        "summary.csv: the back-end's one-row iteration summary (src/fct.rs)",
+    )?;
     let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
     let headers: Vec<String> = rdr
         .headers()
@@ -268,16 +282,25 @@ pub fn read_summary(path: &Path) -> Result<Summary, ReportError> {
         .map(str::to_string)
         .collect();
     if headers.iter().all(|h| h.trim().is_empty()) {
-        return Err(ReportError::Empty { path: path.to_path_buf(), why: "no header line".into() });
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "no header line".into(),
+        });
     }
     let mut rows = Vec::new();
     for row in rdr.deserialize::<Summary>() {
         rows.push(row.map_err(|e| csv_error(path, e, &headers))?);
     }
     match rows.len() {
-        0 => Err(ReportError::Empty { path: path.to_path_buf(), why: "header only, no summary row".into() }),
+        0 => Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "header only, no summary row".into(),
+        }),
         1 => Ok(rows.pop().expect("one row")),
-        n => Err(ReportError::SummaryRows { path: path.to_path_buf(), rows: n }),
+        n => Err(ReportError::SummaryRows {
+            path: path.to_path_buf(),
+            rows: n,
+        }),
     }
 }
 
@@ -300,9 +323,19 @@ fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
                     msg.split('`').nth(1).map(str::to_string)
                 })
                 .unwrap_or_else(|| "?".into());
-            ReportError::BadValue { path: path.to_path_buf(), line, field, why: err.kind().to_string() }
+            ReportError::BadValue {
+                path: path.to_path_buf(),
+                line,
+                field,
+                why: err.kind().to_string(),
+            }
         }
-        _ => ReportError::BadValue { path: path.to_path_buf(), line, field: "?".into(), why: e.to_string() },
+        _ => ReportError::BadValue {
+            path: path.to_path_buf(),
+            line,
+            field: "?".into(),
+            why: e.to_string(),
+        },
     }
 }
 
@@ -328,9 +361,16 @@ pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
         .read_line(&mut first)
         .map_err(io(path))?;
     if n == 0 || first.trim().is_empty() {
-        return Err(ReportError::Empty { path: path.to_path_buf(), why: "no header line".into() });
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "no header line".into(),
+        });
     }
-    let header: Vec<&str> = first.trim_end_matches(['\r', '\n']).split(',').map(str::trim).collect();
+    let header: Vec<&str> = first
+        .trim_end_matches(['\r', '\n'])
+        .split(',')
+        .map(str::trim)
+        .collect();
     for c in FCT_COLUMNS {
         if !header.contains(&c) {
             return Err(ReportError::MissingColumn {
@@ -350,16 +390,21 @@ pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
         .and_then(|r| r.finish());
     let df = match parsed {
         Ok(df) if df.columns().iter().all(|c| c.null_count() == 0) => df,
-        Ok(_) => return Err(diagnose_fct(path).unwrap_or_else(|| ReportError::BadValue {
-            path: path.to_path_buf(),
-            line: 0,
-            field: "?".into(),
-            why: "empty field".into(),
-        })),
+        Ok(_) => {
+            return Err(diagnose_fct(path).unwrap_or_else(|| ReportError::BadValue {
+                path: path.to_path_buf(),
+                line: 0,
+                field: "?".into(),
+                why: "empty field".into(),
+            }))
+        }
         Err(e) => return Err(diagnose_fct(path).unwrap_or_else(|| pol(path)(e))),
     };
     if df.height() == 0 {
-        return Err(ReportError::Empty { path: path.to_path_buf(), why: "header only, no records".into() });
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "header only, no records".into(),
+        });
     }
     // Re-select so the column order is the contract's whatever the file's order.
     df.select(FCT_COLUMNS).map_err(pol(path))
@@ -368,7 +413,12 @@ pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
 /// Reads `path` row by row as [`FctRow`]s and returns the first error, with its line.
 fn diagnose_fct(path: &Path) -> Option<ReportError> {
     let mut rdr = csv::Reader::from_path(path).ok()?;
-    let headers: Vec<String> = rdr.headers().ok()?.iter().map(|h| h.trim().to_string()).collect();
+    let headers: Vec<String> = rdr
+        .headers()
+        .ok()?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
     for row in rdr.deserialize::<FctRow>() {
         if let Err(e) = row {
             return Some(csv_error(path, e, &headers));
@@ -445,12 +495,20 @@ impl ErrorStats {
             group: group.into(),
             flows: errors.len() as u64,
             undefined: (errors.len() - defined.len()) as u64,
-            mean_abs: if abs.is_empty() { nan } else { abs.iter().sum::<f64>() / k },
+            mean_abs: if abs.is_empty() {
+                nan
+            } else {
+                abs.iter().sum::<f64>() / k
+            },
             median_abs: median(&abs).unwrap_or(nan),
             p95_abs: percentile_nearest_rank(&abs, 95.0).unwrap_or(nan),
             p99_abs: percentile_nearest_rank(&abs, 99.0).unwrap_or(nan),
             max_abs: abs.last().copied().unwrap_or(nan),
-            mean_signed: if defined.is_empty() { nan } else { defined.iter().sum::<f64>() / k },
+            mean_signed: if defined.is_empty() {
+                nan
+            } else {
+                defined.iter().sum::<f64>() / k
+            },
         })
     }
 }
@@ -498,15 +556,19 @@ pub struct Comparison {
 impl Comparison {
     /// Relative error of the iteration time, `(replay − ns3) / ns3`.
     pub fn iteration_rel_error(&self) -> f64 {
-        self.metric("iteration_time_ns").map_or(f64::NAN, |m| m.rel_error)
+        self.metric("iteration_time_ns")
+            .map_or(f64::NAN, |m| m.rel_error)
     }
     /// ns-3 wall time / replay wall time (how many times faster the replayer ran).
     pub fn wall_time_ratio(&self) -> f64 {
-        self.metric("wall_time_ns").map_or(f64::NAN, |m| m.ns3_over_replay)
+        self.metric("wall_time_ns")
+            .map_or(f64::NAN, |m| m.ns3_over_replay)
     }
     /// The statistics of one group, e.g. `("class", "dp")`.
     pub fn stats(&self, scope: &str, group: &str) -> Option<&ErrorStats> {
-        self.fct_error.iter().find(|s| s.scope == scope && s.group == group)
+        self.fct_error
+            .iter()
+            .find(|s| s.scope == scope && s.group == group)
     }
     fn metric(&self, name: &str) -> Option<&MetricComparison> {
         self.iteration.iter().find(|m| m.metric == name)
@@ -517,10 +579,22 @@ impl Comparison {
         let s = &self.fct_error;
         let f = |g: fn(&ErrorStats) -> f64| s.iter().map(g).collect::<Vec<f64>>();
         DataFrame::new_infer_height(vec![
-            Column::new("scope".into(), s.iter().map(|x| x.scope.as_str()).collect::<Vec<_>>()),
-            Column::new("group".into(), s.iter().map(|x| x.group.as_str()).collect::<Vec<_>>()),
-            Column::new("flows".into(), s.iter().map(|x| x.flows).collect::<Vec<_>>()),
-            Column::new("undefined".into(), s.iter().map(|x| x.undefined).collect::<Vec<_>>()),
+            Column::new(
+                "scope".into(),
+                s.iter().map(|x| x.scope.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "group".into(),
+                s.iter().map(|x| x.group.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "flows".into(),
+                s.iter().map(|x| x.flows).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "undefined".into(),
+                s.iter().map(|x| x.undefined).collect::<Vec<_>>(),
+            ),
             Column::new("mean_abs_rel_error".into(), f(|x| x.mean_abs)),
             Column::new("median_abs_rel_error".into(), f(|x| x.median_abs)),
             Column::new("p95_abs_rel_error".into(), f(|x| x.p95_abs)),
@@ -535,11 +609,23 @@ impl Comparison {
     pub fn iteration_table(&self) -> Result<DataFrame, ReportError> {
         let m = &self.iteration;
         DataFrame::new_infer_height(vec![
-            Column::new("metric".into(), m.iter().map(|x| x.metric).collect::<Vec<_>>()),
-            Column::new("replay".into(), m.iter().map(|x| x.replay).collect::<Vec<_>>()),
+            Column::new(
+                "metric".into(),
+                m.iter().map(|x| x.metric).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "replay".into(),
+                m.iter().map(|x| x.replay).collect::<Vec<_>>(),
+            ),
             Column::new("ns3".into(), m.iter().map(|x| x.ns3).collect::<Vec<_>>()),
-            Column::new("rel_error".into(), m.iter().map(|x| x.rel_error).collect::<Vec<_>>()),
-            Column::new("ns3_over_replay".into(), m.iter().map(|x| x.ns3_over_replay).collect::<Vec<_>>()),
+            Column::new(
+                "rel_error".into(),
+                m.iter().map(|x| x.rel_error).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "ns3_over_replay".into(),
+                m.iter().map(|x| x.ns3_over_replay).collect::<Vec<_>>(),
+            ),
         ])
         .map_err(pol(Path::new("iteration.csv")))
     }
@@ -585,7 +671,10 @@ fn same_trace(a: &str, dir_a: &Path, b: &str, dir_b: &Path) -> bool {
     }
     let resolve = |s: &str, d: &Path| -> Vec<PathBuf> {
         let p = Path::new(s);
-        [p.to_path_buf(), d.join(p)].into_iter().filter_map(|c| c.canonicalize().ok()).collect()
+        [p.to_path_buf(), d.join(p)]
+            .into_iter()
+            .filter_map(|c| c.canonicalize().ok())
+            .collect()
     };
     let ra = resolve(a, dir_a);
     let rb = resolve(b, dir_b);
@@ -625,7 +714,11 @@ pub fn compare_with(
         ns3_file: ns_path.clone(),
     };
     if rs.records != ns.records {
-        return Err(mismatch("records", rs.records.to_string(), ns.records.to_string()));
+        return Err(mismatch(
+            "records",
+            rs.records.to_string(),
+            ns.records.to_string(),
+        ));
     }
     if !opts.ignore_trace_name && !same_trace(&rs.trace, replay_dir, &ns.trace, ns3_dir) {
         return Err(mismatch("trace", rs.trace.clone(), ns.trace.clone()));
@@ -656,7 +749,11 @@ pub fn compare_with(
     let r = col("replay_fct_ns").cast(DataType::Float64);
     let n = col("ns3_fct_ns").cast(DataType::Float64);
     let rel = when(col("ns3_fct_ns").eq(lit(0u64)))
-        .then(when(col("replay_fct_ns").eq(lit(0u64))).then(lit(0.0f64)).otherwise(lit(f64::NAN)))
+        .then(
+            when(col("replay_fct_ns").eq(lit(0u64)))
+                .then(lit(0.0f64))
+                .otherwise(lit(f64::NAN)),
+        )
         .otherwise((r - n.clone()) / n)
         .alias("rel_error");
     let joined = rf
@@ -671,7 +768,12 @@ pub fn compare_with(
             col("size_bytes"),
             col("fct_ns").alias("replay_fct_ns"),
         ])
-        .join(ns3_side, [col("flow_id")], [col("flow_id")], JoinArgs::new(JoinType::Inner))
+        .join(
+            ns3_side,
+            [col("flow_id")],
+            [col("flow_id")],
+            JoinArgs::new(JoinType::Inner),
+        )
         .sort(["flow_id"], Default::default())
         .with_column(rel)
         .collect()
@@ -709,7 +811,12 @@ fn u64s(df: &DataFrame, c: &str) -> PolarsResult<Vec<u64>> {
 }
 
 fn strs(df: &DataFrame, c: &str) -> PolarsResult<Vec<String>> {
-    Ok(df.column(c)?.str()?.iter().map(|s| s.unwrap_or("").to_string()).collect())
+    Ok(df
+        .column(c)?
+        .str()?
+        .iter()
+        .map(|s| s.unwrap_or("").to_string())
+        .collect())
 }
 
 fn check_flow_ids(rf: &DataFrame, rp: &Path, nf: &DataFrame, np: &Path) -> Result<(), ReportError> {
@@ -717,7 +824,10 @@ fn check_flow_ids(rf: &DataFrame, rp: &Path, nf: &DataFrame, np: &Path) -> Resul
         let mut v = u64s(df, "flow_id").map_err(pol(p))?;
         v.sort_unstable();
         if let Some(w) = v.windows(2).find(|w| w[0] == w[1]) {
-            return Err(ReportError::DuplicateFlow { path: p.to_path_buf(), flow_id: w[0] });
+            return Err(ReportError::DuplicateFlow {
+                path: p.to_path_buf(),
+                flow_id: w[0],
+            });
         }
         Ok(v)
     };
@@ -759,13 +869,20 @@ fn check_flow_fields(j: &DataFrame, rp: &Path, np: &Path) -> Result<(), ReportEr
             first = Some((i, f, a, b));
         }
     };
-    for (f, a, b) in [("src", "src", "ns3_src"), ("dst", "dst", "ns3_dst"), ("size_bytes", "size_bytes", "ns3_size_bytes")] {
+    for (f, a, b) in [
+        ("src", "src", "ns3_src"),
+        ("dst", "dst", "ns3_dst"),
+        ("size_bytes", "size_bytes", "ns3_size_bytes"),
+    ] {
         let (x, y) = num(a, b).map_err(pol(np))?;
         if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
             note(i, f, x[i].to_string(), y[i].to_string());
         }
     }
-    for (f, a, b) in [("mode", "mode", "ns3_mode"), ("class", "class", "ns3_class")] {
+    for (f, a, b) in [
+        ("mode", "mode", "ns3_mode"),
+        ("class", "class", "ns3_class"),
+    ] {
         let x = strs(j, a).map_err(pol(np))?;
         let y = strs(j, b).map_err(pol(np))?;
         if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
@@ -791,14 +908,21 @@ fn is_network(mode: &str) -> bool {
 
 /// Order classes as the trace contract does (tp, pp, dp, emb), then any other name.
 fn class_rank(c: &str) -> (usize, String) {
-    let pos = ["tp", "pp", "dp", "emb"].iter().position(|&x| x == c).unwrap_or(usize::MAX);
+    let pos = ["tp", "pp", "dp", "emb"]
+        .iter()
+        .position(|&x| x == c)
+        .unwrap_or(usize::MAX);
     (pos, c.to_string())
 }
 
 fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
     let modes = strs(flows, "mode")?;
     let classes = strs(flows, "class")?;
-    let errs: Vec<f64> = flows.column("rel_error")?.f64()?.into_no_null_iter().collect();
+    let errs: Vec<f64> = flows
+        .column("rel_error")?
+        .f64()?
+        .into_no_null_iter()
+        .collect();
     let mut all = Vec::new();
     let mut by_class: BTreeMap<(usize, String), Vec<f64>> = BTreeMap::new();
     let mut by_mode: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -806,7 +930,10 @@ fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
     for i in 0..errs.len() {
         if is_network(&modes[i]) {
             all.push(errs[i]);
-            by_class.entry(class_rank(&classes[i])).or_default().push(errs[i]);
+            by_class
+                .entry(class_rank(&classes[i]))
+                .or_default()
+                .push(errs[i]);
             by_mode.entry(modes[i].clone()).or_default().push(errs[i]);
         } else {
             timers.push(errs[i]);
@@ -826,14 +953,22 @@ fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
 
 fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
     let pairs: [(&'static str, u64, u64); 14] = [
-        ("iteration_time_ns", r.iteration_time_ns, n.iteration_time_ns),
+        (
+            "iteration_time_ns",
+            r.iteration_time_ns,
+            n.iteration_time_ns,
+        ),
         ("compute_ns", r.compute_ns, n.compute_ns),
         ("bubble_ns", r.bubble_ns, n.bubble_ns),
         ("exposed_tp_ns", r.exposed_tp_ns, n.exposed_tp_ns),
         ("exposed_pp_ns", r.exposed_pp_ns, n.exposed_pp_ns),
         ("exposed_dp_ns", r.exposed_dp_ns, n.exposed_dp_ns),
         ("exposed_emb_ns", r.exposed_emb_ns, n.exposed_emb_ns),
-        ("critical_path_compute_ns", r.critical_path_compute_ns, n.critical_path_compute_ns),
+        (
+            "critical_path_compute_ns",
+            r.critical_path_compute_ns,
+            n.critical_path_compute_ns,
+        ),
         ("tp_bytes", r.tp_bytes, n.tp_bytes),
         ("pp_bytes", r.pp_bytes, n.pp_bytes),
         ("dp_bytes", r.dp_bytes, n.dp_bytes),
@@ -893,21 +1028,38 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
     let mut seen = std::collections::BTreeSet::new();
     for r in rows {
         if !seen.insert(r.policy.as_str()) {
-            return Err(ReportError::DuplicatePolicy { policy: r.policy.clone() });
+            return Err(ReportError::DuplicatePolicy {
+                policy: r.policy.clone(),
+            });
         }
         if r.replay.iteration_time_ns == 0 {
-            return Err(ReportError::ZeroIteration { policy: r.policy.clone() });
+            return Err(ReportError::ZeroIteration {
+                policy: r.policy.clone(),
+            });
         }
     }
-    let ring = rows.iter().find(|r| r.policy == RING_POLICY).ok_or_else(|| ReportError::NoRing {
-        policies: rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>().join(", "),
-    })?;
+    let ring = rows
+        .iter()
+        .find(|r| r.policy == RING_POLICY)
+        .ok_or_else(|| ReportError::NoRing {
+            policies: rows
+                .iter()
+                .map(|r| r.policy.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
     let ring_t = ring.replay.iteration_time_ns as f64;
     let u = |name: &str, f: fn(&Summary) -> u64| {
-        Column::new(name.into(), rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>())
+        Column::new(
+            name.into(),
+            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
+        )
     };
     DataFrame::new_infer_height(vec![
-        Column::new("policy".into(), rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>()),
+        Column::new(
+            "policy".into(),
+            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
+        ),
         u("iteration_time_ns", |s| s.iteration_time_ns),
         u("compute_ns", |s| s.compute_ns),
         u("exposed_tp_ns", |s| s.exposed_tp_ns),
@@ -919,9 +1071,14 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
         u("ina_slot_peak", |s| s.ina_slot_peak),
         Column::new(
             "speedup_vs_ring".into(),
-            rows.iter().map(|r| ring_t / r.replay.iteration_time_ns as f64).collect::<Vec<f64>>(),
+            rows.iter()
+                .map(|r| ring_t / r.replay.iteration_time_ns as f64)
+                .collect::<Vec<f64>>(),
         ),
-        Column::new("ina_slots".into(), rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>()),
+        Column::new(
+            "ina_slots".into(),
+            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
+        ),
         u("tp_bytes", |s| s.tp_bytes),
         u("pp_bytes", |s| s.pp_bytes),
         u("dp_bytes", |s| s.dp_bytes),
@@ -929,7 +1086,9 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
         u("replay_wall_time_ns", |s| s.wall_time_ns),
         Column::new(
             "ns3_iteration_time_ns".into(),
-            rows.iter().map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns)).collect::<Vec<Option<u64>>>(),
+            rows.iter()
+                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
+                .collect::<Vec<Option<u64>>>(),
         ),
     ])
     .map_err(pol(Path::new("results.csv")))
@@ -947,7 +1106,10 @@ pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), ReportError> {
     {
         let f = File::create(&tmp).map_err(io(&tmp))?;
         let mut w = std::io::BufWriter::new(f);
-        CsvWriter::new(&mut w).include_header(true).finish(df).map_err(pol(path))?;
+        CsvWriter::new(&mut w)
+            .include_header(true)
+            .finish(df)
+            .map_err(pol(path))?;
         use std::io::Write;
         w.flush().map_err(io(&tmp))?;
     }
@@ -956,14 +1118,23 @@ pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), ReportError> {
 
 fn cell(c: &Column, i: usize) -> String {
     match c.dtype() {
-        DataType::String => c.str().ok().and_then(|s| s.get(i)).unwrap_or("").to_string(),
+        DataType::String => c
+            .str()
+            .ok()
+            .and_then(|s| s.get(i))
+            .unwrap_or("")
+            .to_string(),
         DataType::Float64 => match c.f64().ok().and_then(|s| s.get(i)) {
             Some(x) if x.is_nan() => "NaN".into(),
             Some(x) if x != 0.0 && x.abs() < 1e-3 => format!("{x:.3e}"),
             Some(x) => format!("{x:.4}"),
             None => String::new(),
         },
-        _ => match c.cast(&DataType::UInt64).ok().and_then(|s| s.u64().ok().and_then(|s| s.get(i))) {
+        _ => match c
+            .cast(&DataType::UInt64)
+            .ok()
+            .and_then(|s| s.u64().ok().and_then(|s| s.get(i)))
+        {
             Some(x) => x.to_string(),
             None => String::new(),
         },
@@ -974,12 +1145,20 @@ fn cell(c: &Column, i: usize) -> String {
 /// numbers right-aligned; floats with 4 decimals), for printing to a terminal.
 pub fn format_table(df: &DataFrame) -> String {
     let cols = df.columns();
-    let cells: Vec<Vec<String>> =
-        cols.iter().map(|c| (0..df.height()).map(|i| cell(c, i)).collect()).collect();
+    let cells: Vec<Vec<String>> = cols
+        .iter()
+        .map(|c| (0..df.height()).map(|i| cell(c, i)).collect())
+        .collect();
     let widths: Vec<usize> = cols
         .iter()
         .zip(&cells)
-        .map(|(c, v)| v.iter().map(String::len).chain([c.name().len()]).max().unwrap_or(0))
+        .map(|(c, v)| {
+            v.iter()
+                .map(String::len)
+                .chain([c.name().len()])
+                .max()
+                .unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     let line = |out: &mut String, parts: Vec<String>| {
@@ -987,7 +1166,10 @@ pub fn format_table(df: &DataFrame) -> String {
     };
     line(
         &mut out,
-        cols.iter().zip(&widths).map(|(c, &w)| format!("{:<w$}", c.name().as_str())).collect(),
+        cols.iter()
+            .zip(&widths)
+            .map(|(c, &w)| format!("{:<w$}", c.name().as_str()))
+            .collect(),
     );
     line(&mut out, widths.iter().map(|&w| "-".repeat(w)).collect());
     for i in 0..df.height() {
