@@ -133,7 +133,7 @@ fn max_only_and_all_ranks_timer_blocks_give_min_and_max() {
     use ina3d::megatron::scan::scan_log;
     let text = std::fs::read_to_string(fixture("timer_variants.log")).unwrap();
     let s = scan_log("t.log", &text).unwrap();
-    let get = |n: &str| s.timers.iter().find(|t| t.name == n).map(|t| (t.min, t.max)).unwrap();
+    let get = |n: &str| s.timers.iter().find(|t| &*t.name == n).map(|t| (t.min, t.max)).unwrap();
     assert_eq!(get("forward-backward"), (812.40, 812.40));
     assert_eq!(get("all-grads-sync"), (30.25, 30.25));
     assert_eq!(get("forward-compute"), (220.10, 230.50));
@@ -396,4 +396,75 @@ fn json_keys_are_megatron_argument_names() {
     assert!(v["timers"]["optimizer"]["min"].is_f64());
     let back: TrainingConfig = serde_json::from_value(v).unwrap();
     assert_eq!(back, c);
+}
+
+mod never_panics {
+    use ina3d::megatron::{cfgfile, preset, scan, script};
+    use proptest::prelude::*;
+
+    /// Lines built from the vocabulary of real logs and scripts, so the generator
+    /// reaches the parsers' inner states rather than only their first rejection.
+    fn loggy() -> impl Strategy<Value = String> {
+        let atoms = prop::sample::select(vec![
+            "------------------------ arguments ------------------------",
+            "-------------------- end of arguments ---------------------",
+            "  num_layers ........ ", "  tensor_model_parallel_size .... ", " iteration ", "iteration=",
+            "/", " | ", "|", ": ", "=", "elapsed time per iteration (ms): ", "(min, max) time across ranks (ms):",
+            "times across ranks (ms):", "max time across ranks (ms):", "  forward-compute:", "     rank  3: ",
+            "    forward-backward .......: ", "(", ")", ", ", "time (ms) | ", " > padded vocab (size: ",
+            "(new size: ", "using world size: ", "[default0]:", "3: ", "[2024-01-01 00:00:00] ", "\r\n", "\n",
+            "12", "3.5", "-1", "1e308", "nan", "None", "True", "é", "\u{1}", "${", "}", "$((", "))", "$(", "\"", "'",
+            "\\\n", "pretrain_gpt.py", "--tp", "--num-layers", "X=(", "#", "${A:-${B:-", "[@]", " ",
+        ]);
+        prop::collection::vec(atoms, 0..60).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 600, ..ProptestConfig::default() })]
+
+        #[test]
+        fn log_scanner_never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = scan::scan_log("fuzz.log", &text);
+            let _ = script::scan_script("fuzz.sh", &text);
+            let _ = cfgfile::parse_config_file("fuzz.toml", &text, false);
+            let _ = cfgfile::parse_config_file("fuzz.json", &text, true);
+        }
+
+        #[test]
+        fn every_parser_survives_log_and_script_shaped_garbage(text in loggy()) {
+            let _ = scan::scan_log("fuzz.log", &text);
+            let _ = script::scan_script("fuzz.sh", &text);
+            let _ = cfgfile::parse_config_file("fuzz.toml", &text, false);
+            for line in text.lines() {
+                let (s, _) = scan::strip_prefixes(line);
+                let _ = scan::args_line(s);
+                let _ = scan::iteration_head(s);
+                let _ = scan::timer_values(s);
+            }
+        }
+
+        #[test]
+        fn overrides_never_panic(key in "[a-z_-]{0,40}", value in ".{0,20}") {
+            let mut c = preset("gpt3-1.3b").unwrap();
+            let _ = c.set(&key, &value);
+            let _ = c.validate();
+            let _ = (c.num_microbatches(), c.padded_vocab(), c.mean_iteration_ms());
+        }
+
+        #[test]
+        fn any_valid_parallel_override_validates_and_keeps_the_identity(tp in 0u32..4, pp in 0u32..4, dp in 1u32..9) {
+            let (tp, pp) = (1 << tp, 1 << pp);
+            let mut c = preset("gpt3-13b").unwrap();
+            c.set("tensor_model_parallel_size", &tp.to_string()).unwrap();
+            c.set("pipeline_model_parallel_size", &pp.to_string()).unwrap();
+            c.set("data_parallel_size", &dp.to_string()).unwrap();
+            c.set("global_batch_size", &(dp * 8).to_string()).unwrap();
+            prop_assert_eq!(c.world_size, tp * pp * dp);
+            prop_assert_eq!(c.num_microbatches(), 8);
+            prop_assert_eq!(c.padded_vocab() % (128 * tp as u64), 0);
+            // 40 layers and 40 heads: only PP/TP dividing 40 validate.
+            prop_assert_eq!(c.validate().is_ok(), 40 % pp == 0 && 40 % tp == 0);
+        }
+    }
 }

@@ -171,7 +171,7 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
                     }
                 }
                 for t in &log.timers {
-                    let e = timers.entry(t.name.clone()).or_default();
+                    let e = timers.entry(t.name.to_string()).or_default();
                     e.0.push(t.min);
                     e.1.push(t.max);
                     c.sources.entry("timers".into()).or_insert(Source::File { path: path.clone(), line: t.line });
