@@ -280,6 +280,7 @@ mod gen {
         let s = dp_bucket(&cfg).0;
         let mut opts = TraceOptions::default();
         opts.ina.mode = InaMode::Rina;
+        opts.ina.switches = "tor".parse().unwrap();
         let recs = collect(&cfg, &topo, &opts);
         let ring: Vec<&FlowRecord> = recs.iter().filter(|r| r.mode == Mode::Net && r.class == Class::Dp).collect();
         assert_eq!(ring.len(), 4 * 2 * 3, "4 workers × 2(n−1) steps");
@@ -369,7 +370,8 @@ mod gen {
     fn tor_only_ina_falls_back_to_the_host_ring_for_groups_spanning_racks_and_counts_it() {
         let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap(); // 2 hosts per ToR
         let mut opts = TraceOptions::default();
-        opts.ina.mode = InaMode::Hierarchical; // switches: tor (default)
+        opts.ina.mode = InaMode::Hierarchical;
+        opts.ina.switches = "tor".parse().unwrap();
         let mut stats = None;
         let mut recs = Vec::new();
         let cfg = small(1, 1, 8, 8);

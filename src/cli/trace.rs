@@ -102,8 +102,9 @@ pub struct Args {
     /// In-network aggregation: off, switchml, hierarchical, atp, rina.
     #[arg(long, default_value = "off")]
     pub ina: String,
-    /// Switches that can aggregate: tor, all, or comma-separated node ids.
-    #[arg(long, default_value = "tor")]
+    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
+    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
+    #[arg(long, default_value = "all")]
     pub ina_switches: String,
     /// Aggregator slots per switch.
     #[arg(long, default_value_t = 8192)]

@@ -84,7 +84,7 @@ impl Default for InaConfig {
     fn default() -> Self {
         InaConfig {
             mode: InaMode::Off,
-            switches: InaSwitches::Tor,
+            switches: InaSwitches::All,
             slots: 8192,
             payload: Bytes(256),
             window: 256,
