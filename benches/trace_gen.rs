@@ -13,7 +13,12 @@ use std::time::Instant;
 
 fn vm_hwm_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// CPU time (user + system, all threads) of this process in seconds: robust to other
@@ -29,7 +34,13 @@ fn cpu_secs() -> f64 {
 
 fn main() {
     let mut cfg = megatron::preset("gpt3-175b").expect("preset");
-    for (k, v) in [("tensor_model_parallel_size", "8"), ("pipeline_model_parallel_size", "16"), ("data_parallel_size", "8"), ("global_batch_size", "1536"), ("micro_batch_size", "1")] {
+    for (k, v) in [
+        ("tensor_model_parallel_size", "8"),
+        ("pipeline_model_parallel_size", "16"),
+        ("data_parallel_size", "8"),
+        ("global_batch_size", "1536"),
+        ("micro_batch_size", "1"),
+    ] {
         cfg.set(k, v).expect("override");
     }
     let topo = Topology::from_spec("fat-tree:k=16").expect("topology");
@@ -44,7 +55,13 @@ fn main() {
     let before = vm_hwm_kib().unwrap_or(0);
     let dir = tempfile::tempdir().expect("tempdir");
     // INA3D_BENCH_PLAIN=1: uncompressed CSV, to separate formatting from compression cost.
-    let path = dir.path().join(if std::env::var("INA3D_BENCH_PLAIN").is_ok() { "gpt3-175b.csv" } else { "gpt3-175b.csv.gz" });
+    let path = dir
+        .path()
+        .join(if std::env::var("INA3D_BENCH_PLAIN").is_ok() {
+            "gpt3-175b.csv"
+        } else {
+            "gpt3-175b.csv.gz"
+        });
     let t = Instant::now();
     let c = cpu_secs();
     let mut n = 0u64;
@@ -62,7 +79,8 @@ fn main() {
     );
     let t0 = Instant::now();
     let c0 = cpu_secs();
-    let mut w = TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).expect("create");
+    let mut w =
+        TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).expect("create");
     let mut network = 0u64;
     let stats = trace::generate_workload(&wl, &topo, &opts, &mut |r| {
         if matches!(r.mode, Mode::Net | Mode::Ina) {
@@ -76,18 +94,42 @@ fn main() {
     let cpu = cpu_secs() - c0;
     let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let after = vm_hwm_kib().unwrap_or(0);
-    println!("  records        {:>12}  (network flows {network}, of which by class/mode below)", stats.records);
+    println!(
+        "  records        {:>12}  (network flows {network}, of which by class/mode below)",
+        stats.records
+    );
     for ((c, m), (n, b)) in &stats.by_class_mode {
-        println!("    {:<8} {:<8} {:>10} records {:>18} B", c.as_str(), m.as_str(), n, b.0);
+        println!(
+            "    {:<8} {:<8} {:>10} records {:>18} B",
+            c.as_str(),
+            m.as_str(),
+            n,
+            b.0
+        );
     }
     println!("  wall time      {secs:>12.3} s");
-    println!("  records/s      {:>12.0}  (target ≥ 2,000,000; wall time, machine shared)", stats.records as f64 / secs);
+    println!(
+        "  records/s      {:>12.0}  (target ≥ 2,000,000; wall time, machine shared)",
+        stats.records as f64 / secs
+    );
     println!("  CPU time       {:>12.3} s (generation + formatting + gzip thread): {:.0} records per CPU-second", cpu, stats.records as f64 / cpu.max(0.01));
-    println!("  file size      {:>12} B ({:.1} B/record)", size, size as f64 / stats.records.max(1) as f64);
-    println!("  peak RSS       {:>12} KiB (VmHWM; {} KiB before generation)", after, before);
+    println!(
+        "  file size      {:>12} B ({:.1} B/record)",
+        size,
+        size as f64 / stats.records.max(1) as f64
+    );
+    println!(
+        "  peak RSS       {:>12} KiB (VmHWM; {} KiB before generation)",
+        after, before
+    );
 
     let t1 = Instant::now();
     let v = trace::validate(&path, Some(&topo)).expect("valid trace");
     let rs = t1.elapsed().as_secs_f64();
-    println!("  read+validate  {:>12.3} s ({:.0} records/s), peak RSS now {} KiB", rs, v.records as f64 / rs, vm_hwm_kib().unwrap_or(0));
+    println!(
+        "  read+validate  {:>12.3} s ({:.0} records/s), peak RSS now {} KiB",
+        rs,
+        v.records as f64 / rs,
+        vm_hwm_kib().unwrap_or(0)
+    );
 }

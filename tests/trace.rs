@@ -6,7 +6,9 @@ use proptest::prelude::*;
 
 fn header() -> TraceHeader {
     let mut h = TraceHeader::new();
-    h.set("topology", "fat-tree:k=4").set("seed", 7).set("ina", "off");
+    h.set("topology", "fat-tree:k=4")
+        .set("seed", 7)
+        .set("ina", "off");
     h
 }
 
@@ -36,7 +38,13 @@ fn net(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64]) -> FlowRecord {
 fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
     prop::collection::vec(
         (
-            (0u8..4, 0u32..50, 0u32..50, any::<u64>(), prop::collection::vec(any::<prop::sample::Index>(), 0..4)),
+            (
+                0u8..4,
+                0u32..50,
+                0u32..50,
+                any::<u64>(),
+                prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+            ),
             any::<u64>(),
             any::<u64>(),
             0u8..4,
@@ -44,21 +52,52 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
             prop::option::of(any::<u64>()),
             prop::option::of(any::<u32>()),
             prop::option::of(any::<u32>()),
-            (prop::option::of(any::<u32>()), prop::option::of(any::<u32>()), prop::option::of(any::<u32>()), any::<u64>(), 1u32..64, any::<bool>()),
+            (
+                prop::option::of(any::<u32>()),
+                prop::option::of(any::<u32>()),
+                prop::option::of(any::<u32>()),
+                any::<u64>(),
+                1u32..64,
+                any::<bool>(),
+            ),
         ),
         0..40,
     )
     .prop_map(|rows| {
         let mut out: Vec<FlowRecord> = Vec::new();
         let mut next_id = 0u64;
-        for ((m, a, b, bytes, deps), gap, dur, cls, it, coll, step, mb, (layer, stage, gs, aid, fanin, up)) in rows {
+        for (
+            (m, a, b, bytes, deps),
+            gap,
+            dur,
+            cls,
+            it,
+            coll,
+            step,
+            mb,
+            (layer, stage, gs, aid, fanin, up),
+        ) in rows
+        {
             next_id += 1 + (bytes % 3);
             let mode = [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute][m as usize];
             let dst = if a == b { b + 1 } else { b };
-            let mut deps: Vec<FlowId> = if out.is_empty() { vec![] } else { deps.iter().map(|i| out[i.index(out.len())].id).collect() };
+            let mut deps: Vec<FlowId> = if out.is_empty() {
+                vec![]
+            } else {
+                deps.iter().map(|i| out[i.index(out.len())].id).collect()
+            };
             deps.dedup();
-            let class = if mode == Mode::Compute { Class::Compute } else { Class::TRAFFIC[cls as usize] };
-            let agg = (mode == Mode::Ina).then(|| AggTag { id: aid, switch: NodeId(if up { dst } else { a }), fanin, dir: if up { AggDir::Up } else { AggDir::Down } });
+            let class = if mode == Mode::Compute {
+                Class::Compute
+            } else {
+                Class::TRAFFIC[cls as usize]
+            };
+            let agg = (mode == Mode::Ina).then_some(AggTag {
+                id: aid,
+                switch: NodeId(if up { dst } else { a }),
+                fanin,
+                dir: if up { AggDir::Up } else { AggDir::Down },
+            });
             out.push(FlowRecord {
                 id: FlowId(next_id),
                 src: NodeId(a),
@@ -66,7 +105,11 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
                 bytes: Bytes(if mode == Mode::Compute { 0 } else { bytes }),
                 deps,
                 gap: Nanos(gap),
-                dur: Nanos(if matches!(mode, Mode::Net | Mode::Ina) { 0 } else { dur }),
+                dur: Nanos(if matches!(mode, Mode::Net | Mode::Ina) {
+                    0
+                } else {
+                    dur
+                }),
                 mode,
                 class,
                 iteration: it,
@@ -111,14 +154,24 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     let gz = std::fs::read(dir.path().join("a.csv.gz")).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let txt = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
-    assert!(txt.starts_with("# ina3d-trace schema=1\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"));
-    assert!(txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,\n"), "{txt}");
+    assert!(txt.starts_with(
+        "# ina3d-trace schema=1\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
+    ));
+    assert!(
+        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,\n"),
+        "{txt}"
+    );
     assert!(!dir.path().join("a.csv.tmp").exists());
 }
 
 fn expect_invalid(text: &str) -> (u64, usize, String) {
     match trace::read_str(text, "bad.csv") {
-        Err(TraceError::Invalid { line, column, msg, path }) => {
+        Err(TraceError::Invalid {
+            line,
+            column,
+            msg,
+            path,
+        }) => {
             assert_eq!(path, "bad.csv");
             (line, column, msg)
         }
@@ -130,7 +183,8 @@ const HEAD: &str = "# ina3d-trace schema=1\nid,src,dst,bytes,deps,gap_ns,dur_ns,
 
 #[test]
 fn a_dep_on_a_later_or_missing_record_is_rejected_with_its_position() {
-    let text = format!("{HEAD}0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n1,1,2,10,0;5,0,0,net,dp,0,,,,,,,,,,\n");
+    let text =
+        format!("{HEAD}0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n1,1,2,10,0;5,0,0,net,dp,0,,,,,,,,,,\n");
     let (line, col, msg) = expect_invalid(&text);
     assert_eq!(line, 4);
     assert_eq!(col, 12, "the second dep starts at column 12");
@@ -139,7 +193,8 @@ fn a_dep_on_a_later_or_missing_record_is_rejected_with_its_position() {
 
 #[test]
 fn duplicate_ids_are_rejected() {
-    let text = format!("{HEAD}0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n");
+    let text =
+        format!("{HEAD}0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n0,1,2,10,,0,0,net,dp,0,,,,,,,,,,\n");
     let (line, col, msg) = expect_invalid(&text);
     assert_eq!((line, col), (4, 1));
     assert!(msg.contains("duplicate"), "{msg}");
@@ -148,7 +203,8 @@ fn duplicate_ids_are_rejected() {
 #[test]
 fn a_cycle_cannot_be_written_down_because_deps_must_precede() {
     // 0 -> 1 -> 0: the first line already names a dep it has not seen.
-    let text = format!("{HEAD}0,1,2,10,1,0,0,net,dp,0,,,,,,,,,,\n1,1,2,10,0,0,0,net,dp,0,,,,,,,,,,\n");
+    let text =
+        format!("{HEAD}0,1,2,10,1,0,0,net,dp,0,,,,,,,,,,\n1,1,2,10,0,0,0,net,dp,0,,,,,,,,,,\n");
     let (line, _, msg) = expect_invalid(&text);
     assert_eq!(line, 3);
     assert!(msg.contains("does not appear on an earlier line"), "{msg}");
@@ -156,7 +212,8 @@ fn a_cycle_cannot_be_written_down_because_deps_must_precede() {
 
 #[test]
 fn mode_and_field_mismatches_name_the_column() {
-    let (_, col, msg) = expect_invalid(&format!("{HEAD}0,1,2,0,,0,5,compute,compute,0,,,,,,,,,,\n"));
+    let (_, col, msg) =
+        expect_invalid(&format!("{HEAD}0,1,2,0,,0,5,compute,compute,0,,,,,,,,,,\n"));
     assert_eq!(col, 5, "dst starts at character 5: {msg}");
     let (_, _, msg) = expect_invalid(&format!("{HEAD}0,1,2,8,,0,0,ina,dp,0,,,,,,,,,,\n"));
     assert!(msg.contains("agg_id"), "{msg}");
@@ -169,8 +226,13 @@ fn mode_and_field_mismatches_name_the_column() {
 
 #[test]
 fn wrong_magic_or_schema_is_refused() {
-    assert!(matches!(trace::read_str("id,src\n", "x"), Err(TraceError::Invalid { line: 1, .. })));
-    let e = trace::read_str("# ina3d-trace schema=9\n", "x").unwrap_err().to_string();
+    assert!(matches!(
+        trace::read_str("id,src\n", "x"),
+        Err(TraceError::Invalid { line: 1, .. })
+    ));
+    let e = trace::read_str("# ina3d-trace schema=9\n", "x")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("schema 9"), "{e}");
 }
 
@@ -179,7 +241,10 @@ fn metadata_with_newlines_is_refused_on_write() {
     let dir = tempfile::tempdir().unwrap();
     let mut h = header();
     h.set("model", "a\nb");
-    assert!(matches!(trace::write(dir.path().join("x.csv"), &h, &[]), Err(TraceError::Metadata { .. })));
+    assert!(matches!(
+        trace::write(dir.path().join("x.csv"), &h, &[]),
+        Err(TraceError::Metadata { .. })
+    ));
     assert!(!dir.path().join("x.csv").exists());
 }
 
@@ -196,11 +261,18 @@ mod gen {
     /// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
     pub fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
         let mut c = megatron::preset("gpt3-13b").unwrap();
-        for (k, v) in [("num_layers", "4"), ("hidden_size", "1024"), ("num_attention_heads", "16"), ("seq_length", "512")] {
+        for (k, v) in [
+            ("num_layers", "4"),
+            ("hidden_size", "1024"),
+            ("num_attention_heads", "16"),
+            ("seq_length", "512"),
+        ] {
             c.set(k, v).unwrap();
         }
-        c.set("tensor_model_parallel_size", &tp.to_string()).unwrap();
-        c.set("pipeline_model_parallel_size", &pp.to_string()).unwrap();
+        c.set("tensor_model_parallel_size", &tp.to_string())
+            .unwrap();
+        c.set("pipeline_model_parallel_size", &pp.to_string())
+            .unwrap();
         c.set("data_parallel_size", &dp.to_string()).unwrap();
         c.set("global_batch_size", &gb.to_string()).unwrap();
         c
@@ -219,7 +291,10 @@ mod gen {
     /// Network bytes (net + ina) sent and received per node for one class.
     fn per_node(recs: &[FlowRecord], class: Class) -> (BTreeMap<u32, u64>, BTreeMap<u32, u64>) {
         let (mut tx, mut rx) = (BTreeMap::new(), BTreeMap::new());
-        for r in recs.iter().filter(|r| r.class == class && matches!(r.mode, Mode::Net | Mode::Ina)) {
+        for r in recs
+            .iter()
+            .filter(|r| r.class == class && matches!(r.mode, Mode::Net | Mode::Ina))
+        {
             *tx.entry(r.src.0).or_default() += r.bytes.0;
             *rx.entry(r.dst.0).or_default() += r.bytes.0;
         }
@@ -237,9 +312,20 @@ mod gen {
         let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
         let cfg = small(1, 1, 8, 8);
         let s = dp_bucket(&cfg).0;
-        assert_eq!(s % 8, 0, "bucket divisible by n so the closed form is exact");
+        assert_eq!(
+            s % 8,
+            0,
+            "bucket divisible by n so the closed form is exact"
+        );
         for algo in [Algorithm::Ring, Algorithm::Hd] {
-            let recs = collect(&cfg, &topo, &TraceOptions { collective: algo, ..Default::default() });
+            let recs = collect(
+                &cfg,
+                &topo,
+                &TraceOptions {
+                    collective: algo,
+                    ..Default::default()
+                },
+            );
             let (tx, rx) = per_node(&recs, Class::Dp);
             assert_eq!(tx.len(), 8);
             for (node, sent) in &tx {
@@ -261,14 +347,27 @@ mod gen {
             let recs = collect(&cfg, &topo, &opts);
             let gpus: Vec<u32> = topo.gpus[..8].iter().map(|n| n.0).collect();
             for g in &gpus {
-                let up: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.src.0 == *g).map(|r| r.bytes.0).sum();
-                let down: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.dst.0 == *g).map(|r| r.bytes.0).sum();
+                let up: u64 = recs
+                    .iter()
+                    .filter(|r| r.mode == Mode::Ina && r.src.0 == *g)
+                    .map(|r| r.bytes.0)
+                    .sum();
+                let down: u64 = recs
+                    .iter()
+                    .filter(|r| r.mode == Mode::Ina && r.dst.0 == *g)
+                    .map(|r| r.bytes.0)
+                    .sum();
                 assert_eq!((up, down), (s, s), "{mode:?} worker {g}");
             }
             // one aggregation id per collective, up and down edges share it
-            let ids: std::collections::BTreeSet<u64> = recs.iter().filter_map(|r| r.agg.map(|a| a.id)).collect();
+            let ids: std::collections::BTreeSet<u64> =
+                recs.iter().filter_map(|r| r.agg.map(|a| a.id)).collect();
             assert_eq!(ids.len(), 1, "{mode:?}");
-            assert!(recs.iter().all(|r| r.mode != Mode::Net || r.class != Class::Dp), "no host ring left for dp");
+            assert!(
+                recs.iter()
+                    .all(|r| r.mode != Mode::Net || r.class != Class::Dp),
+                "no host ring left for dp"
+            );
         }
     }
 
@@ -282,12 +381,25 @@ mod gen {
         opts.ina.mode = InaMode::Rina;
         opts.ina.switches = "tor".parse().unwrap();
         let recs = collect(&cfg, &topo, &opts);
-        let ring: Vec<&FlowRecord> = recs.iter().filter(|r| r.mode == Mode::Net && r.class == Class::Dp).collect();
+        let ring: Vec<&FlowRecord> = recs
+            .iter()
+            .filter(|r| r.mode == Mode::Net && r.class == Class::Dp)
+            .collect();
         assert_eq!(ring.len(), 4 * 2 * 3, "4 workers × 2(n−1) steps");
-        assert!(ring.iter().all(|r| topo.kinds[r.src.idx()] == ina3d::topology::NodeKind::Switch));
+        assert!(ring
+            .iter()
+            .all(|r| topo.kinds[r.src.idx()] == ina3d::topology::NodeKind::Switch));
         for g in &topo.gpus[..8] {
-            let up: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.src == *g).map(|r| r.bytes.0).sum();
-            let down: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.dst == *g).map(|r| r.bytes.0).sum();
+            let up: u64 = recs
+                .iter()
+                .filter(|r| r.mode == Mode::Ina && r.src == *g)
+                .map(|r| r.bytes.0)
+                .sum();
+            let down: u64 = recs
+                .iter()
+                .filter(|r| r.mode == Mode::Ina && r.dst == *g)
+                .map(|r| r.bytes.0)
+                .sum();
             assert_eq!((up, down), (s, s));
         }
     }
@@ -300,14 +412,20 @@ mod gen {
         let tp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Tp).collect();
         // 2 stages × 4 micro-batches × 2 layers per stage × (2 fwd + 2 bwd all-reduces)
         assert_eq!(tp.len(), 2 * 4 * 2 * 4);
-        assert!(tp.iter().all(|r| r.mode == Mode::NvLink && r.group_size == Some(8) && r.bytes == Bytes(512 * 1024 * 2)));
+        assert!(tp.iter().all(|r| r.mode == Mode::NvLink
+            && r.group_size == Some(8)
+            && r.bytes == Bytes(512 * 1024 * 2)));
         // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 2 · 25 ns
-        let expect = (2.0 * 7.0 / 8.0 * (512.0 * 1024.0 * 2.0) * 8.0 / 2400e9 * 1e9_f64).ceil() as u64 + 14 * 50;
+        let expect = (2.0 * 7.0 / 8.0 * (512.0 * 1024.0 * 2.0) * 8.0 / 2400e9 * 1e9_f64).ceil()
+            as u64
+            + 14 * 50;
         assert_eq!(tp[0].dur.0, expect);
         // PP p2p: 8 TP ranks × 2 directions × 1 boundary × 4 micro-batches, full activation
         let pp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Pp).collect();
         assert_eq!(pp.len(), 8 * 2 * 4);
-        assert!(pp.iter().all(|r| r.mode == Mode::Net && r.bytes == Bytes(512 * 1024 * 2)));
+        assert!(pp
+            .iter()
+            .all(|r| r.mode == Mode::Net && r.bytes == Bytes(512 * 1024 * 2)));
     }
 
     #[test]
@@ -316,8 +434,18 @@ mod gen {
         let dir = tempfile::tempdir().unwrap();
         let mut cases = Vec::new();
         for (tp, pp, dp) in [(2, 2, 4), (4, 4, 1), (1, 2, 8)] {
-            for algo in [Algorithm::Ring, Algorithm::Dbt, Algorithm::Hd, Algorithm::Hierarchical] {
-                for ina in [InaMode::Off, InaMode::SwitchMl, InaMode::Hierarchical, InaMode::Rina] {
+            for algo in [
+                Algorithm::Ring,
+                Algorithm::Dbt,
+                Algorithm::Hd,
+                Algorithm::Hierarchical,
+            ] {
+                for ina in [
+                    InaMode::Off,
+                    InaMode::SwitchMl,
+                    InaMode::Hierarchical,
+                    InaMode::Rina,
+                ] {
                     cases.push((tp, pp, dp, algo, ina));
                 }
             }
@@ -331,12 +459,17 @@ mod gen {
                 cfg.set("num_layers", "8").unwrap();
                 cfg.virtual_pipeline_model_parallel_size = Some(2);
             }
-            let mut opts = TraceOptions { collective: algo, iterations: 2, ..Default::default() };
+            let mut opts = TraceOptions {
+                collective: algo,
+                iterations: 2,
+                ..Default::default()
+            };
             opts.ina.mode = ina;
             opts.ina.switches = "all".parse().unwrap();
             let wl = schedule::build(&cfg, &opts.schedule).unwrap();
             let path = dir.path().join(format!("t{i}.csv"));
-            let mut w = trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
+            let mut w =
+                trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
             let stats = trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
             w.finish().unwrap();
             let v = trace::validate(&path, Some(&topo)).unwrap_or_else(|e| panic!("case {i}: {e}"));
@@ -352,12 +485,16 @@ mod gen {
         let dir = tempfile::tempdir().unwrap();
         let mut files = Vec::new();
         for i in 0..2 {
-            let mut opts = TraceOptions { seed: 42, ..Default::default() };
+            let mut opts = TraceOptions {
+                seed: 42,
+                ..Default::default()
+            };
             opts.ina.mode = InaMode::Hierarchical;
             opts.ina.switches = "all".parse().unwrap();
             let wl = schedule::build(&cfg, &opts.schedule).unwrap();
             let path = dir.path().join(format!("t{i}.csv.gz"));
-            let mut w = trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
+            let mut w =
+                trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
             trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
             w.finish().unwrap();
             files.push(std::fs::read(&path).unwrap());
@@ -375,14 +512,19 @@ mod gen {
         let mut stats = None;
         let mut recs = Vec::new();
         let cfg = small(1, 1, 8, 8);
-        stats.replace(trace::generate(&cfg, &topo, &opts, &mut |r| {
-            recs.push(r);
-            Ok(())
-        }).unwrap());
+        stats.replace(
+            trace::generate(&cfg, &topo, &opts, &mut |r| {
+                recs.push(r);
+                Ok(())
+            })
+            .unwrap(),
+        );
         let stats = stats.unwrap();
         assert_eq!(stats.ina_fallbacks, 1);
         assert_eq!(stats.aggregations, 0);
-        assert!(recs.iter().any(|r| r.class == Class::Dp && r.mode == Mode::Net));
+        assert!(recs
+            .iter()
+            .any(|r| r.class == Class::Dp && r.mode == Mode::Net));
         // DP=2 inside one rack: the ToR aggregates
         let cfg = small(1, 1, 2, 2);
         let recs = collect(&cfg, &topo, &opts);
@@ -393,7 +535,9 @@ mod gen {
     fn more_gpus_than_hosts_is_a_clear_error() {
         let topo = Topology::from_spec("fat-tree:k=4").unwrap(); // 16 hosts
         let cfg = small(8, 1, 4, 4);
-        let e = trace::generate(&cfg, &topo, &TraceOptions::default(), &mut |_| Ok(())).unwrap_err().to_string();
+        let e = trace::generate(&cfg, &topo, &TraceOptions::default(), &mut |_| Ok(()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("32") && e.contains("16"), "{e}");
     }
 
@@ -403,7 +547,16 @@ mod gen {
         let cfg = small(8, 2, 1, 4);
         let wl = schedule::build(&cfg, &ScheduleOptions::default()).unwrap();
         let recs = collect(&cfg, &topo, &TraceOptions::default());
-        let compute: u64 = recs.iter().map(|r| if r.mode == Mode::Compute { r.dur.0 } else { r.gap.0 }).sum();
+        let compute: u64 = recs
+            .iter()
+            .map(|r| {
+                if r.mode == Mode::Compute {
+                    r.dur.0
+                } else {
+                    r.gap.0
+                }
+            })
+            .sum();
         assert!(compute > 0);
         // stage 0 forward of micro-batch 0 has no deps: its first record waits for attention compute
         let first = &recs[0];
@@ -424,21 +577,69 @@ mod cli {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("t.csv.gz");
         let st = ina3d()
-            .args(["trace", "gpt3-13b", "--topology", "fat-tree:k=4", "--tp", "2", "--pp", "4", "--dp", "2", "--num-layers", "8", "--hidden-size", "1024", "--num-attention-heads", "16", "--seq-length", "512", "--global-batch-size", "16", "--sequence-parallel", "--ina", "atp", "--ina-switches", "all", "--ina-classes", "dp,emb", "-o"])
+            .args([
+                "trace",
+                "gpt3-13b",
+                "--topology",
+                "fat-tree:k=4",
+                "--tp",
+                "2",
+                "--pp",
+                "4",
+                "--dp",
+                "2",
+                "--num-layers",
+                "8",
+                "--hidden-size",
+                "1024",
+                "--num-attention-heads",
+                "16",
+                "--seq-length",
+                "512",
+                "--global-batch-size",
+                "16",
+                "--sequence-parallel",
+                "--ina",
+                "atp",
+                "--ina-switches",
+                "all",
+                "--ina-classes",
+                "dp,emb",
+                "-o",
+            ])
             .arg(&out)
             .output()
             .unwrap();
-        assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
-        let js = ina3d().arg("inspect").arg(&out).arg("--json").output().unwrap();
-        assert!(js.status.success(), "{}", String::from_utf8_lossy(&js.stderr));
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let js = ina3d()
+            .arg("inspect")
+            .arg(&out)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            js.status.success(),
+            "{}",
+            String::from_utf8_lossy(&js.stderr)
+        );
         let v: serde_json::Value = serde_json::from_slice(&js.stdout).unwrap();
         // m = 16 / (1·2) = 8, PP = 4 → warm-ups 3,2,1,0
         assert_eq!(v["warmup_per_stage"], "3,2,1,0");
-        assert_eq!(v["groups"]["warmup_recomputed"], serde_json::json!([3, 2, 1, 0]));
+        assert_eq!(
+            v["groups"]["warmup_recomputed"],
+            serde_json::json!([3, 2, 1, 0])
+        );
         assert_eq!(v["groups"]["tp"][0], serde_json::json!([0, 1]));
         assert_eq!(v["groups"]["dp"][0], serde_json::json!([0, 2]));
         assert_eq!(v["groups"]["pp"][0], serde_json::json!([0, 4, 8, 12]));
-        assert_eq!(v["metadata"]["ina_policy"], "best-effort", "ATP defaults to best-effort slots");
+        assert_eq!(
+            v["metadata"]["ina_policy"], "best-effort",
+            "ATP defaults to best-effort slots"
+        );
         assert_eq!(v["metadata"]["sequence_parallel"], "true");
         assert_eq!(v["calibration_source"], "none");
         // DP groups ([0, 2], …) sit inside one 8-GPU server: NVLink, not INA
@@ -452,7 +653,13 @@ mod cli {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("t.csv");
         let run = |args: &[&str]| {
-            let o = ina3d().args(["trace", "gpt3-13b", "--topology", "fat-tree:k=4"]).args(args).arg("-o").arg(&out).output().unwrap();
+            let o = ina3d()
+                .args(["trace", "gpt3-13b", "--topology", "fat-tree:k=4"])
+                .args(args)
+                .arg("-o")
+                .arg(&out)
+                .output()
+                .unwrap();
             assert!(!o.status.success());
             String::from_utf8_lossy(&o.stderr).to_string()
         };
@@ -461,7 +668,16 @@ mod cli {
         let e = run(&["--tp", "8", "--dp", "2", "--global-batch-size", "9"]);
         assert!(e.contains("9") && e.contains("global_batch_size"), "{e}");
         // 16-way TP on servers of 8 GPUs with NVLink
-        let e = run(&["--tp", "16", "--num-attention-heads", "32", "--hidden-size", "4096", "--global-batch-size", "1"]);
+        let e = run(&[
+            "--tp",
+            "16",
+            "--num-attention-heads",
+            "32",
+            "--hidden-size",
+            "4096",
+            "--global-batch-size",
+            "1",
+        ]);
         assert!(e.contains("16") && e.contains("8 GPUs"), "{e}");
         assert!(!out.exists(), "no partial output");
     }

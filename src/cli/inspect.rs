@@ -84,12 +84,24 @@ fn meta_u32(m: &BTreeMap<String, String>, k: &str) -> Option<u32> {
 
 fn vocabulary() -> BTreeMap<String, String> {
     let mut v = BTreeMap::new();
-    v.insert("algbw".into(), "S / t: collective size over its duration (nccl-tests)".into());
+    v.insert(
+        "algbw".into(),
+        "S / t: collective size over its duration (nccl-tests)".into(),
+    );
     v.insert("busbw".into(), "algbw × 2(n−1)/n for all-reduce, × (n−1)/n for reduce-scatter and all-gather, × (n−1)/(n+1) NCCL's figure for in-network reduction".into());
-    v.insert("ring all-reduce bytes per rank".into(), "2S(n−1)/n sent and the same received, over 2(n−1) steps of S/n".into());
-    v.insert("INA bytes per worker".into(), "S up to the aggregating switch and S down from it".into());
+    v.insert(
+        "ring all-reduce bytes per rank".into(),
+        "2S(n−1)/n sent and the same received, over 2(n−1) steps of S/n".into(),
+    );
+    v.insert(
+        "INA bytes per worker".into(),
+        "S up to the aggregating switch and S down from it".into(),
+    );
     v.insert("nvlink record".into(), "one record per collective inside a server; dur = busbw_factor·S/nvlink_rate + steps·α; its bytes are S, not counted as network bytes".into());
-    v.insert("gap_ns".into(), "compute after the last dependency before the record starts".into());
+    v.insert(
+        "gap_ns".into(),
+        "compute after the last dependency before the record starts".into(),
+    );
     v
 }
 
@@ -98,14 +110,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let rd = TraceReader::open(&a.trace)?;
     let meta = rd.header().meta.clone();
     let topo_spec = a.topology.clone().or_else(|| meta.get("topology").cloned());
-    let topo = topo_spec.as_deref().and_then(|s| Topology::from_spec(s).ok());
+    let topo = topo_spec
+        .as_deref()
+        .and_then(|s| Topology::from_spec(s).ok());
     if a.topology.is_some() && topo.is_none() {
-        anyhow::bail!("--topology `{}` cannot be loaded", a.topology.as_deref().unwrap_or_default());
+        anyhow::bail!(
+            "--topology `{}` cannot be loaded",
+            a.topology.as_deref().unwrap_or_default()
+        );
     }
     let world = meta_u32(&meta, "world").unwrap_or(0) as usize;
     let mut rank_of: BTreeMap<u32, u32> = BTreeMap::new();
     if let Some(t) = &topo {
-        for (r, n) in t.gpus.iter().enumerate().take(if world > 0 { world } else { t.gpus.len() }) {
+        for (r, n) in t
+            .gpus
+            .iter()
+            .enumerate()
+            .take(if world > 0 { world } else { t.gpus.len() })
+        {
             rank_of.insert(n.0, r as u32);
         }
     }
@@ -139,14 +161,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             aggs.insert(ag.id);
         }
         if matches!(r.mode, Mode::Net | Mode::Ina) {
-            let ci = Class::TRAFFIC.iter().position(|c| *c == r.class).unwrap_or(0);
+            let ci = Class::TRAFFIC
+                .iter()
+                .position(|c| *c == r.class)
+                .unwrap_or(0);
             per.entry(r.src.0).or_default()[0][ci] += r.bytes.0;
             per.entry(r.dst.0).or_default()[1][ci] += r.bytes.0;
         }
     }
     let mut per_rank = Vec::new();
     for (n, v) in &per {
-        let mut rb = RankBytes { who: label(*n), node: *n, rank: rank_of.get(n).copied(), ..Default::default() };
+        let mut rb = RankBytes {
+            who: label(*n),
+            node: *n,
+            rank: rank_of.get(n).copied(),
+            ..Default::default()
+        };
         for (i, c) in Class::TRAFFIC.iter().enumerate() {
             rb.sent.insert(c.as_str().into(), v[0][i]);
             rb.received.insert(c.as_str().into(), v[1][i]);
@@ -156,21 +186,49 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // Ranks in rank order first, then other nodes by id.
     per_rank.sort_by_key(|r| (r.rank.is_none(), r.rank.unwrap_or(0), r.node));
     let groups = (|| {
-        let (tp, pp, dp) = (meta_u32(&meta, "tp")?, meta_u32(&meta, "pp")?, meta_u32(&meta, "dp")?);
+        let (tp, pp, dp) = (
+            meta_u32(&meta, "tp")?,
+            meta_u32(&meta, "pp")?,
+            meta_u32(&meta, "dp")?,
+        );
         let cp = meta_u32(&meta, "cp").unwrap_or(1);
         let v = meta_u32(&meta, "vpp").unwrap_or(1);
         let m = meta_u32(&meta, "microbatches")?;
-        let order = if meta.get("rank_order").map(String::as_str) == Some(RankOrder::TpCpEpPpDp.as_str()) { RankOrder::TpCpEpPpDp } else { RankOrder::TpCpEpDpPp };
-        if tp == 0 || pp == 0 || dp == 0 || cp == 0 || (tp as u64 * pp as u64 * dp as u64 * cp as u64) > 1 << 20 {
+        let order =
+            if meta.get("rank_order").map(String::as_str) == Some(RankOrder::TpCpEpPpDp.as_str()) {
+                RankOrder::TpCpEpPpDp
+            } else {
+                RankOrder::TpCpEpDpPp
+            };
+        if tp == 0
+            || pp == 0
+            || dp == 0
+            || cp == 0
+            || (tp as u64 * pp as u64 * dp as u64 * cp as u64) > 1 << 20
+        {
             return None;
         }
         let g = Groups::new(tp, cp, dp, pp, order);
-        let conv = |x: &Vec<Vec<ina3d::units::Rank>>| x.iter().map(|g| g.iter().map(|r| r.0).collect()).collect();
+        let conv = |x: &Vec<Vec<ina3d::units::Rank>>| {
+            x.iter().map(|g| g.iter().map(|r| r.0).collect()).collect()
+        };
         let mut bus = BTreeMap::new();
-        bus.insert(format!("tp all-reduce (n={tp})"), CollKind::AllReduce.busbw_factor(tp));
-        bus.insert(format!("tp all-gather / reduce-scatter (n={tp})"), CollKind::AllGather.busbw_factor(tp));
-        bus.insert(format!("dp all-reduce (n={})", dp * cp), CollKind::AllReduce.busbw_factor(dp * cp));
-        bus.insert(format!("dp reduce-scatter / all-gather (n={})", dp * cp), CollKind::ReduceScatter.busbw_factor(dp * cp));
+        bus.insert(
+            format!("tp all-reduce (n={tp})"),
+            CollKind::AllReduce.busbw_factor(tp),
+        );
+        bus.insert(
+            format!("tp all-gather / reduce-scatter (n={tp})"),
+            CollKind::AllGather.busbw_factor(tp),
+        );
+        bus.insert(
+            format!("dp all-reduce (n={})", dp * cp),
+            CollKind::AllReduce.busbw_factor(dp * cp),
+        );
+        bus.insert(
+            format!("dp reduce-scatter / all-gather (n={})", dp * cp),
+            CollKind::ReduceScatter.busbw_factor(dp * cp),
+        );
         Some(GroupsOut {
             rank_order: order.as_str().into(),
             tp: conv(&g.tp_groups),
@@ -215,18 +273,42 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 
 fn show_groups(out: &mut String, name: &str, gs: &[Vec<u32>]) {
     let shown: Vec<String> = gs.iter().take(8).map(|g| format!("{g:?}")).collect();
-    let more = if gs.len() > 8 { format!(" … ({} groups)", gs.len()) } else { String::new() };
+    let more = if gs.len() > 8 {
+        format!(" … ({} groups)", gs.len())
+    } else {
+        String::new()
+    };
     outln!(out, "  {name:<10} {}{more}", shown.join(" "));
 }
 
 fn print_text(out: &mut String, r: &Report) {
-    outln!(out, "{}: {} records, {} INA aggregations", r.file, r.records, r.aggregations);
-    for k in ["topology", "collective", "ina", "ina_switches", "ina_policy", "ina_classes", "ina_slots", "ina_payload_bytes", "ina_window", "seed", "gpu", "mfu"] {
+    outln!(
+        out,
+        "{}: {} records, {} INA aggregations",
+        r.file,
+        r.records,
+        r.aggregations
+    );
+    for k in [
+        "topology",
+        "collective",
+        "ina",
+        "ina_switches",
+        "ina_policy",
+        "ina_classes",
+        "ina_slots",
+        "ina_payload_bytes",
+        "ina_window",
+        "seed",
+        "gpu",
+        "mfu",
+    ] {
         if let Some(v) = r.metadata.get(k) {
             outln!(out, "  {k:<18} {v}");
         }
     }
-    outln!(out, 
+    outln!(
+        out,
         "  calibration        factor {} ({})",
         r.calibration_factor.as_deref().unwrap_or("?"),
         r.calibration_source.as_deref().unwrap_or("?")
@@ -235,7 +317,12 @@ fn print_text(out: &mut String, r: &Report) {
     for (k, c) in &r.by_class_mode {
         outln!(out, "  {k:<16} {:>12} records {:>22} B", c.records, c.bytes);
     }
-    outln!(out, "  compute: {} ns in compute records, {} ns in gaps (summed over all ranks)", r.compute_ns_in_records, r.compute_ns_in_gaps);
+    outln!(
+        out,
+        "  compute: {} ns in compute records, {} ns in gaps (summed over all ranks)",
+        r.compute_ns_in_records,
+        r.compute_ns_in_gaps
+    );
     if let Some(g) = &r.groups {
         outln!(out, "\ngroups ({}):", g.rank_order);
         show_groups(out, "TP", &g.tp);
@@ -245,7 +332,8 @@ fn print_text(out: &mut String, r: &Report) {
             show_groups(out, "DP×CP", &g.dp_cp);
         }
         show_groups(out, "embedding", &g.embedding);
-        outln!(out, 
+        outln!(
+            out,
             "  warm-up per stage  {} (recomputed: {:?})",
             r.warmup_per_stage.as_deref().unwrap_or("?"),
             g.warmup_recomputed
@@ -255,8 +343,23 @@ fn print_text(out: &mut String, r: &Report) {
             outln!(out, "    {k:<40} {f:.4}");
         }
     }
-    outln!(out, "\nnetwork bytes per rank (net + ina records), sent / received:");
-    outln!(out, "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}", "", "tp sent", "tp recv", "pp sent", "pp recv", "dp sent", "dp recv", "emb sent", "emb recv");
+    outln!(
+        out,
+        "\nnetwork bytes per rank (net + ina records), sent / received:"
+    );
+    outln!(
+        out,
+        "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
+        "",
+        "tp sent",
+        "tp recv",
+        "pp sent",
+        "pp recv",
+        "dp sent",
+        "dp recv",
+        "emb sent",
+        "emb recv"
+    );
     let n = r.per_rank.len();
     for (i, b) in r.per_rank.iter().enumerate() {
         let who = &b.who;
@@ -267,7 +370,8 @@ fn print_text(out: &mut String, r: &Report) {
             continue;
         }
         let g = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
-        outln!(out, 
+        outln!(
+            out,
             "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
             who,
             g(&b.sent, "tp"),

@@ -3,9 +3,12 @@
 use anyhow::{bail, Context};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ina3d::megatron::{self, TrainingConfig};
-use ina3d::schedule::{self, Gpu};
+use ina3d::schedule::{self, Gpu, ScheduleOptions};
 use ina3d::topology::Topology;
-use ina3d::trace::{self, parse_classes, Algorithm, InaMode, InaPolicy, InaSwitches, TraceOptions, TraceWriter};
+use ina3d::trace::{
+    self, parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions,
+    TraceWriter,
+};
 use ina3d::units::Bytes;
 use std::path::PathBuf;
 
@@ -75,8 +78,14 @@ impl clap::FromArgMatches for Overrides {
 impl clap::Args for Overrides {
     fn augment_args(mut cmd: Command) -> Command {
         for &(name, is_bool) in MEGATRON_FLAGS {
-            let a = Arg::new(name).long(name).help_heading("Megatron arguments (override the input)");
-            cmd = cmd.arg(if is_bool { a.action(ArgAction::SetTrue) } else { a.value_name("VALUE").num_args(1) });
+            let a = Arg::new(name)
+                .long(name)
+                .help_heading("Megatron arguments (override the input)");
+            cmd = cmd.arg(if is_bool {
+                a.action(ArgAction::SetTrue)
+            } else {
+                a.value_name("VALUE").num_args(1)
+            });
         }
         cmd
     }
@@ -164,67 +173,113 @@ pub struct Args {
 
 /// The training config after every override, validated.
 pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
-    let mut cfg = megatron::load_input(&a.input).with_context(|| format!("reading `{}`", a.input))?;
+    let mut cfg =
+        megatron::load_input(&a.input).with_context(|| format!("reading `{}`", a.input))?;
     let mut pairs: Vec<(String, String)> = a.overrides.pairs.clone();
-    for (k, v) in [("tensor_model_parallel_size", a.tp), ("pipeline_model_parallel_size", a.pp), ("context_parallel_size", a.cp), ("data_parallel_size", a.dp), ("virtual_pipeline_model_parallel_size", a.vpp)] {
+    for (k, v) in [
+        ("tensor_model_parallel_size", a.tp),
+        ("pipeline_model_parallel_size", a.pp),
+        ("context_parallel_size", a.cp),
+        ("data_parallel_size", a.dp),
+        ("virtual_pipeline_model_parallel_size", a.vpp),
+    ] {
         if let Some(v) = v {
             pairs.push((k.to_string(), v.to_string()));
         }
     }
     for kv in &a.set {
-        let Some((k, v)) = kv.split_once('=') else { bail!("--set `{kv}`: expected KEY=VALUE") };
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--set `{kv}`: expected KEY=VALUE")
+        };
         pairs.push((k.trim().to_string(), v.trim().to_string()));
     }
     for (k, v) in &pairs {
-        cfg.set(k, v).with_context(|| format!("override --{} {v}", k.replace('_', "-")))?;
+        cfg.set(k, v)
+            .with_context(|| format!("override --{} {v}", k.replace('_', "-")))?;
     }
-    cfg.validate().context("the training configuration is inconsistent")?;
+    cfg.validate()
+        .context("the training configuration is inconsistent")?;
     Ok(cfg)
 }
 
 /// Trace options from the flags.
 pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
-    let mut o = TraceOptions::default();
-    o.collective = a.collective.parse::<Algorithm>().map_err(anyhow::Error::msg).context("--collective")?;
-    o.ina.mode = a.ina.parse::<InaMode>().map_err(anyhow::Error::msg).context("--ina")?;
-    o.ina.switches = a.ina_switches.parse::<InaSwitches>().map_err(anyhow::Error::msg).context("--ina-switches")?;
-    o.ina.slots = a.ina_slots;
     if a.ina_payload == 0 || a.ina_window == 0 || a.ina_slots == 0 {
         bail!("--ina-slots, --ina-payload and --ina-window must be positive");
     }
-    o.ina.payload = Bytes(a.ina_payload);
-    o.ina.window = a.ina_window;
-    o.ina.policy = match &a.ina_policy {
-        Some(p) => p.parse::<InaPolicy>().map_err(anyhow::Error::msg).context("--ina-policy")?,
-        None if o.ina.mode == InaMode::Atp => InaPolicy::BestEffort,
-        None => InaPolicy::Static,
+    let mode = a
+        .ina
+        .parse::<InaMode>()
+        .map_err(anyhow::Error::msg)
+        .context("--ina")?;
+    let ina = InaConfig {
+        mode,
+        switches: a
+            .ina_switches
+            .parse::<InaSwitches>()
+            .map_err(anyhow::Error::msg)
+            .context("--ina-switches")?,
+        slots: a.ina_slots,
+        payload: Bytes(a.ina_payload),
+        window: a.ina_window,
+        policy: match &a.ina_policy {
+            Some(p) => p
+                .parse::<InaPolicy>()
+                .map_err(anyhow::Error::msg)
+                .context("--ina-policy")?,
+            None if mode == InaMode::Atp => InaPolicy::BestEffort,
+            None => InaPolicy::Static,
+        },
+        classes: parse_classes(&a.ina_classes)
+            .map_err(anyhow::Error::msg)
+            .context("--ina-classes")?,
     };
-    o.ina.classes = parse_classes(&a.ina_classes).map_err(anyhow::Error::msg).context("--ina-classes")?;
-    o.schedule.gpu = Gpu::preset(&a.gpu).with_context(|| format!("--gpu `{}`: expected a100, h100, h800, h20 or NAME:TFLOPS", a.gpu))?;
-    o.schedule.mfu = a.mfu;
-    o.schedule.calibrate = !a.no_calibrate;
-    o.schedule.factor = a.calibration_factor;
-    o.seed = a.seed;
-    o.iterations = a.iterations;
-    Ok(o)
+    let schedule = ScheduleOptions {
+        gpu: Gpu::preset(&a.gpu).with_context(|| {
+            format!(
+                "--gpu `{}`: expected a100, h100, h800, h20 or NAME:TFLOPS",
+                a.gpu
+            )
+        })?,
+        mfu: a.mfu,
+        calibrate: !a.no_calibrate,
+        factor: a.calibration_factor,
+    };
+    Ok(TraceOptions {
+        schedule,
+        collective: a
+            .collective
+            .parse::<Algorithm>()
+            .map_err(anyhow::Error::msg)
+            .context("--collective")?,
+        ina,
+        seed: a.seed,
+        iterations: a.iterations,
+        nvlink_step_latency: None,
+    })
 }
 
 /// Run `ina3d trace`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load_config(&a)?;
     let opts = options(&a)?;
-    let topo = Topology::from_spec(&a.topology).with_context(|| format!("--topology `{}`", a.topology))?;
+    let topo =
+        Topology::from_spec(&a.topology).with_context(|| format!("--topology `{}`", a.topology))?;
     let wl = schedule::build(&cfg, &opts.schedule).context("building the 3D-parallel workload")?;
-    topo.check_world(wl.world(), wl.tp()).context("the job does not fit the topology")?;
+    topo.check_world(wl.world(), wl.tp())
+        .context("the job does not fit the topology")?;
     let header = trace::header(&cfg, &wl, &topo, &opts);
     let mut w = TraceWriter::create(&a.output, &header)?;
     let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .expect("static template"),
+    );
     bar.set_message("generating trace");
     let mut n = 0u64;
     let stats = trace::generate_workload(&wl, &topo, &opts, &mut |r| {
         n += 1;
-        if n % (1 << 16) == 0 {
+        if n.is_multiple_of(1 << 16) {
             bar.set_message(format!("{n} records"));
             bar.tick();
         }
@@ -246,9 +301,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         wl.microbatches,
         wl.stages.iter().map(|s| s.warmup).collect::<Vec<_>>()
     );
-    println!("  compute: {} at {} TF × MFU {} × calibration {:.4} ({})", c.gpu.name, c.gpu.peak_tflops, c.mfu, c.factor, c.source.as_str());
+    println!(
+        "  compute: {} at {} TF × MFU {} × calibration {:.4} ({})",
+        c.gpu.name,
+        c.gpu.peak_tflops,
+        c.mfu,
+        c.factor,
+        c.source.as_str()
+    );
     for ((class, mode), (count, bytes)) in &stats.by_class_mode {
-        println!("  {:<8} {:<8} {:>10} records {:>20} B", class.as_str(), mode.as_str(), count, bytes.0);
+        println!(
+            "  {:<8} {:<8} {:>10} records {:>20} B",
+            class.as_str(),
+            mode.as_str(),
+            count,
+            bytes.0
+        );
     }
     if stats.ina_fallbacks > 0 {
         println!(

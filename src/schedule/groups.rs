@@ -65,12 +65,26 @@ pub struct Groups {
 impl Groups {
     /// Build every group for sizes `tp, cp, dp, pp` in `order`.
     pub fn new(tp: u32, cp: u32, dp: u32, pp: u32, order: RankOrder) -> Self {
-        let mut g = Groups { order, tp, cp, dp, pp, tp_groups: vec![], dp_groups: vec![], dp_cp_groups: vec![], pp_groups: vec![], emb_groups: vec![] };
+        let mut g = Groups {
+            order,
+            tp,
+            cp,
+            dp,
+            pp,
+            tp_groups: vec![],
+            dp_groups: vec![],
+            dp_cp_groups: vec![],
+            pp_groups: vec![],
+            emb_groups: vec![],
+        };
         let world = tp * cp * dp * pp;
         let probe = g.clone();
-        let collect = |f: &dyn Fn(Coords) -> bool, key: &dyn Fn(Coords) -> (u32, u32, u32, u32)| -> Vec<Vec<Rank>> {
+        let collect = |f: &dyn Fn(Coords) -> bool,
+                       key: &dyn Fn(Coords) -> (u32, u32, u32, u32)|
+         -> Vec<Vec<Rank>> {
             // Group ranks by the coordinates that stay fixed; BTreeMap keeps a deterministic order.
-            let mut m: std::collections::BTreeMap<(u32, u32, u32, u32), Vec<Rank>> = Default::default();
+            let mut m: std::collections::BTreeMap<(u32, u32, u32, u32), Vec<Rank>> =
+                Default::default();
             for r in 0..world {
                 let c = probe.coords(Rank(r));
                 if f(c) {
@@ -116,11 +130,21 @@ impl Groups {
         match self.order {
             RankOrder::TpCpEpDpPp => {
                 let dp = x % self.dp;
-                Coords { tp, cp, dp, pp: x / self.dp }
+                Coords {
+                    tp,
+                    cp,
+                    dp,
+                    pp: x / self.dp,
+                }
             }
             RankOrder::TpCpEpPpDp => {
                 let pp = x % self.pp;
-                Coords { tp, cp, dp: x / self.pp, pp }
+                Coords {
+                    tp,
+                    cp,
+                    dp: x / self.pp,
+                    pp,
+                }
             }
         }
     }

@@ -86,8 +86,15 @@ impl Gpu {
     pub fn preset(name: &str) -> Option<Gpu> {
         let n = name.trim().to_ascii_lowercase();
         if let Some((nm, tf)) = n.split_once(':') {
-            let tf: f64 = tf.trim().parse().ok().filter(|t: &f64| t.is_finite() && *t > 0.0)?;
-            return Some(Gpu { name: nm.to_string(), peak_tflops: tf });
+            let tf: f64 = tf
+                .trim()
+                .parse()
+                .ok()
+                .filter(|t: &f64| t.is_finite() && *t > 0.0)?;
+            return Some(Gpu {
+                name: nm.to_string(),
+                peak_tflops: tf,
+            });
         }
         let tf = match n.as_str() {
             "a100" => 312.0,
@@ -96,7 +103,10 @@ impl Gpu {
             "h20" => 148.0,
             _ => return None,
         };
-        Some(Gpu { name: n, peak_tflops: tf })
+        Some(Gpu {
+            name: n,
+            peak_tflops: tf,
+        })
     }
 }
 
@@ -115,7 +125,12 @@ pub struct ScheduleOptions {
 
 impl Default for ScheduleOptions {
     fn default() -> Self {
-        ScheduleOptions { gpu: Gpu::preset("a100").expect("preset"), mfu: 0.45, calibrate: true, factor: None }
+        ScheduleOptions {
+            gpu: Gpu::preset("a100").expect("preset"),
+            mfu: 0.45,
+            calibrate: true,
+            factor: None,
+        }
     }
 }
 
@@ -308,7 +323,11 @@ struct Shape {
 }
 
 fn shape(cfg: &TrainingConfig) -> Shape {
-    let (b, h, ffn) = (cfg.micro_batch_size as f64, cfg.hidden_size as f64, cfg.ffn_hidden_size as f64);
+    let (b, h, ffn) = (
+        cfg.micro_batch_size as f64,
+        cfg.hidden_size as f64,
+        cfg.ffn_hidden_size as f64,
+    );
     let cp = cfg.context_parallel_size.max(1) as f64;
     let s = cfg.seq_length as f64;
     let sl = s / cp;
@@ -320,55 +339,100 @@ fn shape(cfg: &TrainingConfig) -> Shape {
     let mlp_mats = if cfg.swiglu { 3.0 } else { 2.0 };
     Shape {
         // QKV + scores (QKᵀ) + values (AV) + output projection; each local query attends to the full sequence.
-        attn_fwd: 2.0 * b * sl * h * (h + 2.0 * kv as f64) + 4.0 * b * sl * s * h + 2.0 * b * sl * h * h,
+        attn_fwd: 2.0 * b * sl * h * (h + 2.0 * kv as f64)
+            + 4.0 * b * sl * s * h
+            + 2.0 * b * sl * h * h,
         mlp_fwd: 2.0 * b * sl * h * ffn * mlp_mats,
         head_fwd: 2.0 * b * sl * h * cfg.padded_vocab() as f64,
-        attn_params: cfg.hidden_size * (cfg.hidden_size + 2 * kv) + cfg.hidden_size * cfg.hidden_size,
+        attn_params: cfg.hidden_size * (cfg.hidden_size + 2 * kv)
+            + cfg.hidden_size * cfg.hidden_size,
     }
 }
 
 fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), ScheduleError> {
-    let (tp, cp, pp, dp) = (cfg.tensor_model_parallel_size, cfg.context_parallel_size, cfg.pipeline_model_parallel_size, cfg.data_parallel_size);
+    let (tp, cp, pp, dp) = (
+        cfg.tensor_model_parallel_size,
+        cfg.context_parallel_size,
+        cfg.pipeline_model_parallel_size,
+        cfg.data_parallel_size,
+    );
     if [tp, cp, pp, dp].contains(&0) {
-        return Err(ScheduleError::Sizes(format!("TP={tp}, CP={cp}, PP={pp}, DP={dp}: every size must be at least 1")));
+        return Err(ScheduleError::Sizes(format!(
+            "TP={tp}, CP={cp}, PP={pp}, DP={dp}: every size must be at least 1"
+        )));
     }
     let w = tp as u64 * cp as u64 * pp as u64 * dp as u64;
     if w != cfg.world_size as u64 {
-        return Err(ScheduleError::Sizes(format!("world size {} ≠ TP·CP·PP·DP = {tp}·{cp}·{pp}·{dp} = {w}", cfg.world_size)));
+        return Err(ScheduleError::Sizes(format!(
+            "world size {} ≠ TP·CP·PP·DP = {tp}·{cp}·{pp}·{dp} = {w}",
+            cfg.world_size
+        )));
     }
     if cfg.expert_model_parallel_size > 1 {
-        return Err(ScheduleError::Sizes(format!("expert parallel size {} > 1: mixture-of-experts traffic is not modelled", cfg.expert_model_parallel_size)));
+        return Err(ScheduleError::Sizes(format!(
+            "expert parallel size {} > 1: mixture-of-experts traffic is not modelled",
+            cfg.expert_model_parallel_size
+        )));
     }
-    if cfg.micro_batch_size == 0 || cfg.global_batch_size == 0 || cfg.global_batch_size % (cfg.micro_batch_size * dp as u64) != 0 {
-        return Err(ScheduleError::Batch { global: cfg.global_batch_size, micro: cfg.micro_batch_size, dp });
+    if cfg.micro_batch_size == 0
+        || cfg.global_batch_size == 0
+        || !cfg
+            .global_batch_size
+            .is_multiple_of(cfg.micro_batch_size * dp as u64)
+    {
+        return Err(ScheduleError::Batch {
+            global: cfg.global_batch_size,
+            micro: cfg.micro_batch_size,
+            dp,
+        });
     }
     let m = cfg.global_batch_size / (cfg.micro_batch_size * dp as u64);
-    let m = u32::try_from(m).map_err(|_| ScheduleError::Sizes(format!("{m} micro-batches is too many")))?;
+    let m = u32::try_from(m)
+        .map_err(|_| ScheduleError::Sizes(format!("{m} micro-batches is too many")))?;
     let v = cfg.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
     if v > 1 && pp == 1 {
-        return Err(ScheduleError::Sizes(format!("virtual pipeline size {v} needs pipeline size > 1")));
+        return Err(ScheduleError::Sizes(format!(
+            "virtual pipeline size {v} needs pipeline size > 1"
+        )));
     }
-    if cfg.num_layers == 0 || cfg.num_layers % (pp * v) != 0 {
-        return Err(ScheduleError::Layers { layers: cfg.num_layers, pp, v });
+    if cfg.num_layers == 0 || !cfg.num_layers.is_multiple_of(pp * v) {
+        return Err(ScheduleError::Layers {
+            layers: cfg.num_layers,
+            pp,
+            v,
+        });
     }
     if v > 1 && m % pp != 0 {
         return Err(ScheduleError::Interleave { m, pp });
     }
-    if cfg.num_attention_heads % tp != 0 {
-        return Err(ScheduleError::Sizes(format!("{} attention heads are not divisible by TP {tp}", cfg.num_attention_heads)));
+    if !cfg.num_attention_heads.is_multiple_of(tp) {
+        return Err(ScheduleError::Sizes(format!(
+            "{} attention heads are not divisible by TP {tp}",
+            cfg.num_attention_heads
+        )));
     }
     if cfg.hidden_size == 0 || cfg.seq_length == 0 {
-        return Err(ScheduleError::Sizes("hidden size and sequence length must be positive".into()));
+        return Err(ScheduleError::Sizes(
+            "hidden size and sequence length must be positive".into(),
+        ));
     }
-    if cfg.seq_length % cp as u64 != 0 {
-        return Err(ScheduleError::Sizes(format!("sequence length {} is not divisible by CP {cp}", cfg.seq_length)));
+    if !cfg.seq_length.is_multiple_of(cp as u64) {
+        return Err(ScheduleError::Sizes(format!(
+            "sequence length {} is not divisible by CP {cp}",
+            cfg.seq_length
+        )));
     }
     if !(opts.mfu > 0.0 && opts.mfu <= 1.0) {
-        return Err(ScheduleError::Option(format!("MFU {} must be in (0, 1]", opts.mfu)));
+        return Err(ScheduleError::Option(format!(
+            "MFU {} must be in (0, 1]",
+            opts.mfu
+        )));
     }
     if let Some(f) = opts.factor {
         if !(f.is_finite() && f > 0.0) {
-            return Err(ScheduleError::Option(format!("calibration factor {f} must be positive")));
+            return Err(ScheduleError::Option(format!(
+                "calibration factor {f} must be positive"
+            )));
         }
     }
     Ok((m, v))
@@ -377,14 +441,27 @@ fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), Sch
 /// Build the workload of one iteration of `cfg`.
 pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, ScheduleError> {
     let (m, v) = check(cfg, opts)?;
-    let (tp, cp, pp, dp) = (cfg.tensor_model_parallel_size, cfg.context_parallel_size, cfg.pipeline_model_parallel_size, cfg.data_parallel_size);
-    let order = if cfg.use_tp_pp_dp_mapping { RankOrder::TpCpEpPpDp } else { RankOrder::TpCpEpDpPp };
+    let (tp, cp, pp, dp) = (
+        cfg.tensor_model_parallel_size,
+        cfg.context_parallel_size,
+        cfg.pipeline_model_parallel_size,
+        cfg.data_parallel_size,
+    );
+    let order = if cfg.use_tp_pp_dp_mapping {
+        RankOrder::TpCpEpPpDp
+    } else {
+        RankOrder::TpCpEpDpPp
+    };
     let groups = Groups::new(tp, cp, dp, pp, order);
     let el = cfg.params_dtype.size_bytes();
     let h = cfg.hidden_size;
     let sl = cfg.seq_length / cp as u64;
     let tp_bytes = Bytes(cfg.micro_batch_size * sl * h * el);
-    let pp_bytes = Bytes(if cfg.sequence_parallel && tp > 1 { tp_bytes.0 / tp as u64 } else { tp_bytes.0 });
+    let pp_bytes = Bytes(if cfg.sequence_parallel && tp > 1 {
+        tp_bytes.0 / tp as u64
+    } else {
+        tp_bytes.0
+    });
     let vpad = cfg.padded_vocab();
     let sh = shape(cfg);
     let tpf = tp as f64;
@@ -405,13 +482,34 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         (f, CalibrationSource::Given, None, None)
     } else if !opts.calibrate {
         (1.0, CalibrationSource::None, None, None)
-    } else if let (Some(fc), Some(bc)) = (cfg.timers.get("forward-compute"), cfg.timers.get("backward-compute")) {
+    } else if let (Some(fc), Some(bc)) = (
+        cfg.timers.get("forward-compute"),
+        cfg.timers.get("backward-compute"),
+    ) {
         let meas = fc.max + bc.max;
         let model = busiest_ms * m as f64;
-        if meas > 0.0 && model > 0.0 { (meas / model, CalibrationSource::Timers, Some(meas), Some(model)) } else { (1.0, CalibrationSource::None, None, None) }
+        if meas > 0.0 && model > 0.0 {
+            (
+                meas / model,
+                CalibrationSource::Timers,
+                Some(meas),
+                Some(model),
+            )
+        } else {
+            (1.0, CalibrationSource::None, None, None)
+        }
     } else if let Some(it) = cfg.median_iteration_ms() {
         let model = busiest_ms * (m as f64 + (pp as f64 - 1.0) / v as f64);
-        if it > 0.0 && model > 0.0 { (it / model, CalibrationSource::IterationTime, Some(it), Some(model)) } else { (1.0, CalibrationSource::None, None, None) }
+        if it > 0.0 && model > 0.0 {
+            (
+                it / model,
+                CalibrationSource::IterationTime,
+                Some(it),
+                Some(model),
+            )
+        } else {
+            (1.0, CalibrationSource::None, None, None)
+        }
     } else {
         (1.0, CalibrationSource::None, None, None)
     };
@@ -430,10 +528,26 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         fwd_steps.extend([C(attn_f), C(mlp_f)]);
         bwd_steps.extend([C(mlp_b), C(attn_b)]);
     } else if sp {
-        fwd_steps.extend([Tp(AllGather), C(attn_f), Tp(ReduceScatter), Tp(AllGather), C(mlp_f), Tp(ReduceScatter)]);
+        fwd_steps.extend([
+            Tp(AllGather),
+            C(attn_f),
+            Tp(ReduceScatter),
+            Tp(AllGather),
+            C(mlp_f),
+            Tp(ReduceScatter),
+        ]);
         // Per block: gather the output gradient, compute, re-gather the input for the weight
         // gradient, reduce-scatter the input gradient.
-        bwd_steps.extend([Tp(AllGather), C(mlp_b), Tp(AllGather), Tp(ReduceScatter), Tp(AllGather), C(attn_b), Tp(AllGather), Tp(ReduceScatter)]);
+        bwd_steps.extend([
+            Tp(AllGather),
+            C(mlp_b),
+            Tp(AllGather),
+            Tp(ReduceScatter),
+            Tp(AllGather),
+            C(attn_b),
+            Tp(AllGather),
+            Tp(ReduceScatter),
+        ]);
     } else {
         fwd_steps.extend([C(attn_f), Tp(AllReduce), C(mlp_f), Tp(AllReduce)]);
         bwd_steps.extend([C(mlp_b), Tp(AllReduce), C(attn_b), Tp(AllReduce)]);
@@ -454,13 +568,22 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     // pre-MLP layer norm, attention projection, QKV, pre-attention layer norm.
     let mlp_fc1 = h * ffn * if cfg.swiglu { 2 } else { 1 };
     let qkv = sh.attn_params - h * h;
-    let layer_tensors: [u64; 6] = [h * ffn / tpu, mlp_fc1 / tpu, 2 * h, h * h / tpu, qkv / tpu, 2 * h];
+    let layer_tensors: [u64; 6] = [
+        h * ffn / tpu,
+        mlp_fc1 / tpu,
+        2 * h,
+        h * h / tpu,
+        qkv / tpu,
+        2 * h,
+    ];
     let emb_params = vpad / tp as u64 * h;
     let tied = !cfg.untie_embeddings_and_output_weights;
     let bucket_size = 40_000_000u64.max(1_000_000 * dp as u64 * cp as u64);
     let mut stages = Vec::with_capacity(pp as usize);
     for r in 0..pp {
-        let chunks: Vec<_> = (0..v).map(|c| chunk_layers(cfg.num_layers, pp, v, r, c)).collect();
+        let chunks: Vec<_> = (0..v)
+            .map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
+            .collect();
         let last_chunk_on_last = r == pp - 1;
         let mut buckets = Vec::new();
         let mut total = 0u64;
@@ -508,11 +631,16 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
                 trigger_layer,
                 params,
                 grad_bytes: Bytes(params * grad_el),
-                param_bytes: Bytes(if cfg.use_distributed_optimizer { params * el } else { 0 }),
+                param_bytes: Bytes(if cfg.use_distributed_optimizer {
+                    params * el
+                } else {
+                    0
+                }),
             })
             .collect();
         let nl = cfg.num_layers / pp;
-        let layernorm_bytes = sp.then(|| Bytes((nl as u64 * 4 * h + if r == pp - 1 { 2 * h } else { 0 }) * grad_el));
+        let layernorm_bytes =
+            sp.then(|| Bytes((nl as u64 * 4 * h + if r == pp - 1 { 2 * h } else { 0 }) * grad_el));
         stages.push(StagePlan {
             stage: r,
             warmup: warmup(pp, r, m, v),
@@ -522,7 +650,11 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
             buckets,
             layernorm_bytes,
             head_fwd: if r == pp - 1 { ns(head_f) } else { Nanos(0) },
-            head_bwd: if r == pp - 1 { ns(2.0 * head_f) } else { Nanos(0) },
+            head_bwd: if r == pp - 1 {
+                ns(2.0 * head_f)
+            } else {
+                Nanos(0)
+            },
         });
     }
     let emb_bytes = (tied && pp > 1).then(|| Bytes(emb_params * grad_el));
@@ -541,6 +673,13 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         grad_dtype_bytes: grad_el,
         emb_bytes,
         padded_vocab: vpad,
-        calibration: Calibration { gpu: opts.gpu.clone(), mfu: opts.mfu, factor, source, measured_ms: measured, modelled_ms: modelled },
+        calibration: Calibration {
+            gpu: opts.gpu.clone(),
+            mfu: opts.mfu,
+            factor,
+            source,
+            measured_ms: measured,
+            modelled_ms: modelled,
+        },
     })
 }

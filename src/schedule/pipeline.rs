@@ -44,14 +44,22 @@ pub fn warmup(pp: u32, stage: u32, m: u32, v: u32) -> u32 {
 /// `(k mod pp·v) / pp` (reversed for backward) and micro-batch `(k / (pp·v))·pp + k mod pp`.
 fn virtual_op(pass: Pass, k: u32, pp: u32, v: u32) -> PipeOp {
     if v <= 1 {
-        return PipeOp { pass, microbatch: k, chunk: 0 };
+        return PipeOp {
+            pass,
+            microbatch: k,
+            chunk: 0,
+        };
     }
     let in_group = k % (pp * v);
     let mut chunk = in_group / pp;
     if pass == Pass::Bwd {
         chunk = v - 1 - chunk;
     }
-    PipeOp { pass, microbatch: (k / (pp * v)) * pp + k % pp, chunk }
+    PipeOp {
+        pass,
+        microbatch: (k / (pp * v)) * pp + k % pp,
+        chunk,
+    }
 }
 
 /// The full order of stage `stage`: `w` warm-up forwards, `m·v − w` (forward, backward)
@@ -77,7 +85,13 @@ pub fn stage_order(pp: u32, stage: u32, m: u32, v: u32) -> Vec<PipeOp> {
 
 /// Global layers (0-based) of chunk `chunk` on stage `stage`: chunks are assigned round-robin,
 /// virtual stage `chunk·pp + stage` holding `L/(pp·v)` consecutive layers.
-pub fn chunk_layers(num_layers: u32, pp: u32, v: u32, stage: u32, chunk: u32) -> std::ops::Range<u32> {
+pub fn chunk_layers(
+    num_layers: u32,
+    pp: u32,
+    v: u32,
+    stage: u32,
+    chunk: u32,
+) -> std::ops::Range<u32> {
     let v = v.max(1);
     let per = num_layers / (pp * v);
     let vs = chunk * pp + stage;

@@ -80,16 +80,28 @@ struct Gen<'a> {
 }
 
 /// Generate the trace of `cfg` on `topo`, streaming records (dependencies first) to `sink`.
-pub fn generate(cfg: &TrainingConfig, topo: &Topology, opts: &TraceOptions, sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>) -> Result<TraceStats, TraceError> {
+pub fn generate(
+    cfg: &TrainingConfig,
+    topo: &Topology,
+    opts: &TraceOptions,
+    sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
+) -> Result<TraceStats, TraceError> {
     let wl = schedule::build(cfg, &opts.schedule)?;
     generate_workload(&wl, topo, opts, sink)
 }
 
 /// Generate the trace of an already built workload.
-pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>) -> Result<TraceStats, TraceError> {
+pub fn generate_workload(
+    wl: &Workload,
+    topo: &Topology,
+    opts: &TraceOptions,
+    sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
+) -> Result<TraceStats, TraceError> {
     topo.check_world(wl.world(), wl.tp())?;
     if opts.iterations == 0 {
-        return Err(TraceError::Generate("--iterations must be at least 1".into()));
+        return Err(TraceError::Generate(
+            "--iterations must be at least 1".into(),
+        ));
     }
     let n = topo.node_count();
     let mut can_agg = vec![false; n];
@@ -98,7 +110,11 @@ pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, si
         for (i, l) in topo.links.iter().enumerate() {
             let _ = i;
             if l.kind == LinkKind::Nic {
-                let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host { (l.a, l.b) } else { (l.b, l.a) };
+                let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
+                    (l.a, l.b)
+                } else {
+                    (l.b, l.a)
+                };
                 if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
                     tor[h.idx()] = Some(s);
                 }
@@ -118,7 +134,10 @@ pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, si
             InaSwitches::Ids(ids) => {
                 for id in ids {
                     if topo.kind(*id) != Some(NodeKind::Switch) {
-                        return Err(TraceError::Generate(format!("--ina-switches: node {id} is not a switch of topology `{}`", topo.source)));
+                        return Err(TraceError::Generate(format!(
+                            "--ina-switches: node {id} is not a switch of topology `{}`",
+                            topo.source
+                        )));
                     }
                     can_agg[id.idx()] = true;
                 }
@@ -129,7 +148,11 @@ pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, si
         None
     };
     let nvlink_alpha = opts.nvlink_step_latency.unwrap_or_else(|| {
-        topo.links.iter().find(|l| l.kind == LinkKind::NvLink).map(|l| Nanos(2 * l.delay.0)).unwrap_or(Nanos(1000))
+        topo.links
+            .iter()
+            .find(|l| l.kind == LinkKind::NvLink)
+            .map(|l| Nanos(2 * l.delay.0))
+            .unwrap_or(Nanos(1000))
     });
     let w = wl.world() as usize;
     let mut g = Gen {
@@ -178,7 +201,22 @@ impl Gen<'_> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn emit(&mut self, src: NodeId, dst: NodeId, bytes: Bytes, deps: Vec<FlowId>, gap: Nanos, dur: Nanos, mode: Mode, class: Class, tag: Tag, coll: Option<u64>, step: Option<u32>, group: Option<u32>, agg: Option<AggTag>) -> Result<FlowId, TraceError> {
+    fn emit(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        bytes: Bytes,
+        deps: Vec<FlowId>,
+        gap: Nanos,
+        dur: Nanos,
+        mode: Mode,
+        class: Class,
+        tag: Tag,
+        coll: Option<u64>,
+        step: Option<u32>,
+        group: Option<u32>,
+        agg: Option<AggTag>,
+    ) -> Result<FlowId, TraceError> {
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.stats.records += 1;
@@ -214,13 +252,39 @@ impl Gen<'_> {
             return Ok(());
         }
         let node = self.topo.gpu(r);
-        let id = self.emit(node, node, Bytes(0), c.tail, Nanos(0), c.pending, Mode::Compute, Class::Compute, Tag { class: Class::Compute, ..tag }, None, None, None, None)?;
-        *self.chain(s, r) = Chain { tail: vec![id], pending: Nanos(0) };
+        let id = self.emit(
+            node,
+            node,
+            Bytes(0),
+            c.tail,
+            Nanos(0),
+            c.pending,
+            Mode::Compute,
+            Class::Compute,
+            Tag {
+                class: Class::Compute,
+                ..tag
+            },
+            None,
+            None,
+            None,
+            None,
+        )?;
+        *self.chain(s, r) = Chain {
+            tail: vec![id],
+            pending: Nanos(0),
+        };
         Ok(())
     }
 
     /// Deps and gap for a record sent by `r` that also waits for `external`.
-    fn start(&mut self, s: Stream, r: Rank, external: &[FlowId], tag: Tag) -> Result<(Vec<FlowId>, Nanos), TraceError> {
+    fn start(
+        &mut self,
+        s: Stream,
+        r: Rank,
+        external: &[FlowId],
+        tag: Tag,
+    ) -> Result<(Vec<FlowId>, Nanos), TraceError> {
         if !external.is_empty() {
             self.flush(s, r, tag)?;
         }
@@ -233,14 +297,52 @@ impl Gen<'_> {
 
     /// Point-to-point transfer between ranks: a network flow, or an NVLink record when both share a server.
     #[allow(clippy::too_many_arguments)]
-    fn p2p(&mut self, a: Rank, b: Rank, bytes: Bytes, deps: Vec<FlowId>, gap: Nanos, tag: Tag, coll: Option<u64>, step: Option<u32>) -> Result<FlowId, TraceError> {
+    fn p2p(
+        &mut self,
+        a: Rank,
+        b: Rank,
+        bytes: Bytes,
+        deps: Vec<FlowId>,
+        gap: Nanos,
+        tag: Tag,
+        coll: Option<u64>,
+        step: Option<u32>,
+    ) -> Result<FlowId, TraceError> {
         let (na, nb) = (self.topo.gpu(a), self.topo.gpu(b));
         if self.topo.same_nvlink_domain(a, b) {
             let rate = self.topo.nvlink_rate.expect("nvlink domain has a rate");
             let dur = rate.transmit_time(bytes) + self.nvlink_alpha;
-            self.emit(na, nb, bytes, deps, gap, dur, Mode::NvLink, tag.class, tag, coll, step, Some(2), None)
+            self.emit(
+                na,
+                nb,
+                bytes,
+                deps,
+                gap,
+                dur,
+                Mode::NvLink,
+                tag.class,
+                tag,
+                coll,
+                step,
+                Some(2),
+                None,
+            )
         } else {
-            self.emit(na, nb, bytes, deps, gap, Nanos(0), Mode::Net, tag.class, tag, coll, step, None, None)
+            self.emit(
+                na,
+                nb,
+                bytes,
+                deps,
+                gap,
+                Nanos(0),
+                Mode::Net,
+                tag.class,
+                tag,
+                coll,
+                step,
+                None,
+                None,
+            )
         }
     }
 
@@ -249,7 +351,14 @@ impl Gen<'_> {
     }
 
     /// One collective over `members` (in ring order) of size `bytes`; updates their chains.
-    fn collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag) -> Result<(), TraceError> {
+    fn collective(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+    ) -> Result<(), TraceError> {
         let n = members.len();
         if n <= 1 || bytes.0 == 0 {
             return Ok(());
@@ -258,10 +367,14 @@ impl Gen<'_> {
         let coll = self.next_coll;
         self.next_coll += 1;
         let server = self.topo.server_of(members[0]);
-        if self.topo.nvlink_rate.is_some() && members.iter().all(|r| self.topo.server_of(*r) == server) {
+        if self.topo.nvlink_rate.is_some()
+            && members.iter().all(|r| self.topo.server_of(*r) == server)
+        {
             return self.nvlink_collective(kind, bytes, members, s, tag, coll);
         }
-        if self.ina_enabled(tag.class) && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+        if self.ina_enabled(tag.class)
+            && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
+        {
             if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
                 return self.rina(bytes, members, s, tag, coll);
             }
@@ -272,7 +385,15 @@ impl Gen<'_> {
         self.host_collective(kind, bytes, members, s, tag, coll)
     }
 
-    fn host_collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn host_collective(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let n = members.len();
         match self.opts.collective {
             Algorithm::Ring => self.ring(kind, bytes, members, s, tag, coll),
@@ -298,7 +419,15 @@ impl Gen<'_> {
         rate.transmit_time(moved) + Nanos(steps * self.nvlink_alpha.0)
     }
 
-    fn nvlink_collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn nvlink_collective(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let p0 = self.chain(s, members[0]).pending;
         let same = members.iter().all(|r| self.chain(s, *r).pending == p0);
         if !same {
@@ -310,14 +439,31 @@ impl Gen<'_> {
         let mut gap = Nanos(0);
         for &r in members {
             let c = self.chain(s, r);
-            deps.extend(c.tail.drain(..));
+            deps.append(&mut c.tail);
             gap = std::mem::take(&mut c.pending);
         }
         deps.sort_unstable();
         deps.dedup();
         let dur = self.nvlink_duration(kind, bytes, members.len() as u32);
-        let (a, b) = (self.topo.gpu(members[0]), self.topo.gpu(*members.last().expect("n>1")));
-        let id = self.emit(a, b, bytes, deps, gap, dur, Mode::NvLink, tag.class, tag, Some(coll), None, Some(members.len() as u32), None)?;
+        let (a, b) = (
+            self.topo.gpu(members[0]),
+            self.topo.gpu(*members.last().expect("n>1")),
+        );
+        let id = self.emit(
+            a,
+            b,
+            bytes,
+            deps,
+            gap,
+            dur,
+            Mode::NvLink,
+            tag.class,
+            tag,
+            Some(coll),
+            None,
+            Some(members.len() as u32),
+            None,
+        )?;
         for &r in members {
             self.chain(s, r).tail = vec![id];
         }
@@ -326,21 +472,43 @@ impl Gen<'_> {
 
     /// Ring: step k of rank i sends chunk `(i − k) mod n` to `i+1` after its step k−1 and the
     /// step k−1 it received from `i−1`. Chunks split S exactly (the first `S mod n` get a byte more).
-    fn ring(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn ring(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let n = members.len();
         let steps = match kind {
             CollKind::AllReduce => 2 * (n - 1),
             _ => n - 1,
         };
-        let chunk = |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
+        let chunk =
+            |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
         let mut prev: Vec<FlowId> = Vec::with_capacity(n);
         let mut cur: Vec<FlowId> = Vec::with_capacity(n);
         for k in 0..steps {
             cur.clear();
             for i in 0..n {
-                let (deps, gap) = if k == 0 { self.start(s, members[i], &[], tag)? } else { (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0)) };
+                let (deps, gap) = if k == 0 {
+                    self.start(s, members[i], &[], tag)?
+                } else {
+                    (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
+                };
                 let c = (i + 2 * n - k % n) % n;
-                let id = self.p2p(members[i], members[(i + 1) % n], chunk(c), deps, gap, tag, Some(coll), Some(k as u32))?;
+                let id = self.p2p(
+                    members[i],
+                    members[(i + 1) % n],
+                    chunk(c),
+                    deps,
+                    gap,
+                    tag,
+                    Some(coll),
+                    Some(k as u32),
+                )?;
                 cur.push(id);
             }
             std::mem::swap(&mut prev, &mut cur);
@@ -355,7 +523,14 @@ impl Gen<'_> {
     /// members in order and in reverse, each reducing half of S to its root and
     /// broadcasting it back. Whole halves move per edge (no chunk pipelining), so deep
     /// trees are slower here than in NCCL.
-    fn dbt(&mut self, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn dbt(
+        &mut self,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let n = members.len();
         let halves = [Bytes(bytes.0 - bytes.0 / 2), Bytes(bytes.0 / 2)];
         // Interior ranks wait for their children while computing: make pending compute explicit
@@ -376,7 +551,16 @@ impl Gen<'_> {
                         deps.push(up[ch].expect("children first"));
                     }
                 }
-                let id = self.p2p(members[at(pos)], members[at((pos - 1) / 2)], half, deps, Nanos(0), tag, Some(coll), Some(2 * t as u32))?;
+                let id = self.p2p(
+                    members[at(pos)],
+                    members[at((pos - 1) / 2)],
+                    half,
+                    deps,
+                    Nanos(0),
+                    tag,
+                    Some(coll),
+                    Some(2 * t as u32),
+                )?;
                 up[pos] = Some(id);
             }
             let mut down: Vec<Option<FlowId>> = vec![None; n];
@@ -387,12 +571,26 @@ impl Gen<'_> {
                     }
                     let deps = if pos == 0 {
                         let mut d = starts[at(0)].clone();
-                        d.extend([1, 2].iter().filter(|&&c| c < n).map(|&c| up[c].expect("up")));
+                        d.extend(
+                            [1, 2]
+                                .iter()
+                                .filter(|&&c| c < n)
+                                .map(|&c| up[c].expect("up")),
+                        );
                         d
                     } else {
                         vec![down[pos].expect("parent first")]
                     };
-                    let id = self.p2p(members[at(pos)], members[at(ch)], half, deps, Nanos(0), tag, Some(coll), Some(2 * t as u32 + 1))?;
+                    let id = self.p2p(
+                        members[at(pos)],
+                        members[at(ch)],
+                        half,
+                        deps,
+                        Nanos(0),
+                        tag,
+                        Some(coll),
+                        Some(2 * t as u32 + 1),
+                    )?;
                     down[ch] = Some(id);
                     tails[at(pos)].push(id);
                     tails[at(ch)].push(id);
@@ -407,7 +605,15 @@ impl Gen<'_> {
 
     /// Recursive halving (reduce-scatter) then doubling (all-gather): log₂ n steps each,
     /// rank i exchanging S/2^(k+1) with i XOR n/2^(k+1) in halving step k.
-    fn hd(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn hd(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let n = members.len();
         let lg = n.trailing_zeros() as usize;
         let mut phases: Vec<(usize, Bytes)> = Vec::new(); // (distance, bytes) per step
@@ -425,8 +631,21 @@ impl Gen<'_> {
         for (step, &(d, b)) in phases.iter().enumerate() {
             let mut cur = Vec::with_capacity(n);
             for i in 0..n {
-                let (deps, gap) = if step == 0 { self.start(s, members[i], &[], tag)? } else { (vec![prev[i], prev[i ^ phases[step - 1].0]], Nanos(0)) };
-                cur.push(self.p2p(members[i], members[i ^ d], b, deps, gap, tag, Some(coll), Some(step as u32))?);
+                let (deps, gap) = if step == 0 {
+                    self.start(s, members[i], &[], tag)?
+                } else {
+                    (vec![prev[i], prev[i ^ phases[step - 1].0]], Nanos(0))
+                };
+                cur.push(self.p2p(
+                    members[i],
+                    members[i ^ d],
+                    b,
+                    deps,
+                    gap,
+                    tag,
+                    Some(coll),
+                    Some(step as u32),
+                )?);
             }
             prev = cur;
         }
@@ -438,7 +657,15 @@ impl Gen<'_> {
     }
 
     /// NVLink reduce-scatter per server, one network ring per local index over S/g, NVLink all-gather.
-    fn hierarchical(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn hierarchical(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let mut by_server: BTreeMap<u32, Vec<Rank>> = BTreeMap::new();
         for &r in members {
             by_server.entry(self.topo.server_of(r)).or_default().push(r);
@@ -455,10 +682,7 @@ impl Gen<'_> {
                 self.nvlink_collective(CollKind::ReduceScatter, bytes, grp, s, tag, coll)?;
             }
         }
-        let inter = match kind {
-            CollKind::AllReduce => CollKind::AllReduce,
-            k => k,
-        };
+        let inter = kind;
         for j in 0..g {
             let ring: Vec<Rank> = servers.iter().map(|v| v[j]).collect();
             self.ring(inter, shard, &ring, s, tag, coll)?;
@@ -481,7 +705,15 @@ impl Gen<'_> {
     /// INA all-reduce (or reduce-scatter) over the topology's aggregation tree (SwitchML: the
     /// tree's root alone). Every edge carries S up; down edges carry S (all-reduce) or the
     /// members' shards below them (reduce-scatter).
-    fn ina_tree(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn ina_tree(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
         let routing = self.routing.as_ref().expect("routing built when INA is on");
         let can = &self.can_agg;
@@ -496,15 +728,25 @@ impl Gen<'_> {
             Err(e) => return Err(e.into()),
         };
         let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
-            nodes.iter().map(|&m| (m, tree.root, nodes.len() as u32)).collect()
+            nodes
+                .iter()
+                .map(|&m| (m, tree.root, nodes.len() as u32))
+                .collect()
         } else {
-            tree.edges.iter().map(|e| (e.child, e.parent, e.fanin_at_parent)).collect()
+            tree.edges
+                .iter()
+                .map(|e| (e.child, e.parent, e.fanin_at_parent))
+                .collect()
         };
         if edges.is_empty() {
-            return Err(TraceError::Generate(format!("aggregation tree of {} members has no edges", nodes.len())));
+            return Err(TraceError::Generate(format!(
+                "aggregation tree of {} members has no edges",
+                nodes.len()
+            )));
         }
         // Bottom-up order is given by the tree; keep it stable for determinism.
-        let rank_of: HashMap<NodeId, Rank> = nodes.iter().copied().zip(members.iter().copied()).collect();
+        let rank_of: HashMap<NodeId, Rank> =
+            nodes.iter().copied().zip(members.iter().copied()).collect();
         let n = members.len() as u64;
         // Leaves below each node (for reduce-scatter shard sizes).
         let mut below: HashMap<NodeId, u64> = nodes.iter().map(|&m| (m, 1)).collect();
@@ -520,19 +762,61 @@ impl Gen<'_> {
                 Some(&r) => self.start(s, r, &[], tag)?,
                 None => (up_into.remove(&c).unwrap_or_default(), Nanos(0)),
             };
-            let id = self.emit(c, p, bytes, deps, gap, Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(0), Some(members.len() as u32), Some(AggTag { id: agg, switch: p, fanin, dir: AggDir::Up }))?;
+            let id = self.emit(
+                c,
+                p,
+                bytes,
+                deps,
+                gap,
+                Nanos(0),
+                Mode::Ina,
+                tag.class,
+                tag,
+                Some(coll),
+                Some(0),
+                Some(members.len() as u32),
+                Some(AggTag {
+                    id: agg,
+                    switch: p,
+                    fanin,
+                    dir: AggDir::Up,
+                }),
+            )?;
             up_into.entry(p).or_default().push(id);
         }
         let root = edges_ref.last().map(|e| e.1).expect("edges");
         let root_in = up_into.remove(&root).unwrap_or_default();
         let mut down_into: HashMap<NodeId, FlowId> = HashMap::new();
         for &(c, p, fanin) in edges_ref.iter().rev() {
-            let deps = if p == root { root_in.clone() } else { vec![*down_into.get(&p).expect("parents before children top-down")] };
+            let deps = if p == root {
+                root_in.clone()
+            } else {
+                vec![*down_into.get(&p).expect("parents before children top-down")]
+            };
             let b = match kind {
                 CollKind::ReduceScatter => Bytes(bytes.0 * below.get(&c).copied().unwrap_or(1) / n),
                 _ => bytes,
             };
-            let id = self.emit(p, c, b, deps, Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(1), Some(members.len() as u32), Some(AggTag { id: agg, switch: p, fanin, dir: AggDir::Down }))?;
+            let id = self.emit(
+                p,
+                c,
+                b,
+                deps,
+                Nanos(0),
+                Nanos(0),
+                Mode::Ina,
+                tag.class,
+                tag,
+                Some(coll),
+                Some(1),
+                Some(members.len() as u32),
+                Some(AggTag {
+                    id: agg,
+                    switch: p,
+                    fanin,
+                    dir: AggDir::Down,
+                }),
+            )?;
             down_into.insert(c, id);
             if let Some(&r) = rank_of.get(&c) {
                 self.chain(s, r).tail = vec![id];
@@ -544,7 +828,14 @@ impl Gen<'_> {
     /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
     /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
     /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
-    fn rina(&mut self, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+    fn rina(
+        &mut self,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
         let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
         let mut plain: Vec<Rank> = Vec::new();
         for &r in members {
@@ -578,7 +869,26 @@ impl Gen<'_> {
             let mut ups = Vec::new();
             for &r in rs {
                 let (deps, gap) = self.start(s, r, &[], tag)?;
-                ups.push(self.emit(self.topo.gpu(r), *tor, bytes, deps, gap, Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(0), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Up }))?);
+                ups.push(self.emit(
+                    self.topo.gpu(r),
+                    *tor,
+                    bytes,
+                    deps,
+                    gap,
+                    Nanos(0),
+                    Mode::Ina,
+                    tag.class,
+                    tag,
+                    Some(coll),
+                    Some(0),
+                    Some(members.len() as u32),
+                    Some(AggTag {
+                        id: agg,
+                        switch: *tor,
+                        fanin: rs.len() as u32,
+                        dir: AggDir::Up,
+                    }),
+                )?);
             }
             workers.push((rs[0], W::Tor(*tor, ups)));
         }
@@ -590,7 +900,26 @@ impl Gen<'_> {
                 let rs = &racks[tor];
                 let agg = rack_agg[tor];
                 for &r in rs {
-                    let id = self.emit(*tor, self.topo.gpu(r), bytes, ups.clone(), Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(1), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Down }))?;
+                    let id = self.emit(
+                        *tor,
+                        self.topo.gpu(r),
+                        bytes,
+                        ups.clone(),
+                        Nanos(0),
+                        Nanos(0),
+                        Mode::Ina,
+                        tag.class,
+                        tag,
+                        Some(coll),
+                        Some(1),
+                        Some(members.len() as u32),
+                        Some(AggTag {
+                            id: agg,
+                            switch: *tor,
+                            fanin: rs.len() as u32,
+                            dir: AggDir::Down,
+                        }),
+                    )?;
                     self.chain(s, r).tail = vec![id];
                 }
             }
@@ -600,7 +929,8 @@ impl Gen<'_> {
             W::Tor(t, _) => *t,
             W::Gpu(r) => topo.gpu(*r),
         };
-        let chunk = |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
+        let chunk =
+            |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
         let steps = 2 * (n - 1);
         let mut prev: Vec<FlowId> = Vec::new();
         for k in 0..steps {
@@ -614,9 +944,26 @@ impl Gen<'_> {
                 } else {
                     (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
                 };
-                let (a, b) = (node_of(&workers[i].1, self.topo), node_of(&workers[(i + 1) % n].1, self.topo));
+                let (a, b) = (
+                    node_of(&workers[i].1, self.topo),
+                    node_of(&workers[(i + 1) % n].1, self.topo),
+                );
                 let c = (i + 2 * n - k % n) % n;
-                cur.push(self.emit(a, b, chunk(c), deps, gap, Nanos(0), Mode::Net, tag.class, tag, Some(coll), Some(k as u32 + 1), None, None)?);
+                cur.push(self.emit(
+                    a,
+                    b,
+                    chunk(c),
+                    deps,
+                    gap,
+                    Nanos(0),
+                    Mode::Net,
+                    tag.class,
+                    tag,
+                    Some(coll),
+                    Some(k as u32 + 1),
+                    None,
+                    None,
+                )?);
             }
             prev = cur;
         }
@@ -628,7 +975,26 @@ impl Gen<'_> {
                     let agg = self.new_agg();
                     let rs = racks[tor].clone();
                     for r in rs.iter() {
-                        let id = self.emit(*tor, self.topo.gpu(*r), bytes, done.clone(), Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(steps as u32 + 1), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Down }))?;
+                        let id = self.emit(
+                            *tor,
+                            self.topo.gpu(*r),
+                            bytes,
+                            done.clone(),
+                            Nanos(0),
+                            Nanos(0),
+                            Mode::Ina,
+                            tag.class,
+                            tag,
+                            Some(coll),
+                            Some(steps as u32 + 1),
+                            Some(members.len() as u32),
+                            Some(AggTag {
+                                id: agg,
+                                switch: *tor,
+                                fanin: rs.len() as u32,
+                                dir: AggDir::Down,
+                            }),
+                        )?;
                         self.chain(s, *r).tail = vec![id];
                     }
                 }
@@ -639,11 +1005,25 @@ impl Gen<'_> {
 
     fn tp_ranks(&self, stage: u32, dp: u32, cp: u32) -> Vec<Rank> {
         let g = &self.wl.groups;
-        (0..g.tp).map(|tp| g.rank(Coords { tp, cp, dp, pp: stage })).collect()
+        (0..g.tp)
+            .map(|tp| {
+                g.rank(Coords {
+                    tp,
+                    cp,
+                    dp,
+                    pp: stage,
+                })
+            })
+            .collect()
     }
 
     /// Run one layer's steps on a TP group.
-    fn layer_steps(&mut self, steps: &[LayerStep], ranks: &[Rank], tag: Tag) -> Result<(), TraceError> {
+    fn layer_steps(
+        &mut self,
+        steps: &[LayerStep],
+        ranks: &[Rank],
+        tag: Tag,
+    ) -> Result<(), TraceError> {
         for st in steps {
             match *st {
                 LayerStep::Compute(t) => {
@@ -651,7 +1031,16 @@ impl Gen<'_> {
                         self.main[r.idx()].pending += t;
                     }
                 }
-                LayerStep::Tp(kind) => self.collective(kind, self.wl.tp_bytes, ranks, Stream::Main, Tag { class: Class::Tp, ..tag })?,
+                LayerStep::Tp(kind) => self.collective(
+                    kind,
+                    self.wl.tp_bytes,
+                    ranks,
+                    Stream::Main,
+                    Tag {
+                        class: Class::Tp,
+                        ..tag
+                    },
+                )?,
             }
         }
         Ok(())
@@ -681,9 +1070,16 @@ impl Gen<'_> {
                                 Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
                             };
                             let key = (s, op.pass, op.chunk, op.microbatch);
-                            let tag = Tag { class: Class::Pp, microbatch: Some(op.microbatch), layer: None, stage: Some(s) };
+                            let tag = Tag {
+                                class: Class::Pp,
+                                microbatch: Some(op.microbatch),
+                                layer: None,
+                                stage: Some(s),
+                            };
                             if needs {
-                                let Some(flows) = inbox.remove(&key) else { break };
+                                let Some(flows) = inbox.remove(&key) else {
+                                    break;
+                                };
                                 for (i, &r) in ranks[s as usize].iter().enumerate() {
                                     self.flush(Stream::Main, r, tag)?;
                                     self.main[r.idx()].tail.push(flows[i]);
@@ -702,7 +1098,16 @@ impl Gen<'_> {
                                 let mut flows = Vec::with_capacity(ranks[s as usize].len());
                                 for (i, &r) in ranks[s as usize].iter().enumerate() {
                                     let (deps, gap) = self.start(Stream::Main, r, &[], tag)?;
-                                    let id = self.p2p(r, ranks[ts as usize][i], wl.pp_bytes, deps, gap, tag, None, None)?;
+                                    let id = self.p2p(
+                                        r,
+                                        ranks[ts as usize][i],
+                                        wl.pp_bytes,
+                                        deps,
+                                        gap,
+                                        tag,
+                                        None,
+                                        None,
+                                    )?;
                                     self.main[r.idx()].tail = vec![id];
                                     flows.push(id);
                                 }
@@ -730,7 +1135,12 @@ impl Gen<'_> {
         for r in 0..world {
             let r = Rank(r);
             let stage = g.coords(r).pp;
-            let tag = Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) };
+            let tag = Tag {
+                class: Class::Dp,
+                microbatch: None,
+                layer: None,
+                stage: Some(stage),
+            };
             self.flush(Stream::Main, r, tag)?;
             for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
                 if bucket.trigger_layer.is_none() {
@@ -741,18 +1151,29 @@ impl Gen<'_> {
         // DP gradient sync per stage, bucket, DP×CP group (its own stream per rank).
         for group in &g.dp_cp_groups {
             let stage = g.coords(group[0]).pp;
-            let tag = Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) };
+            let tag = Tag {
+                class: Class::Dp,
+                microbatch: None,
+                layer: None,
+                stage: Some(stage),
+            };
             for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
                 for &r in group {
-                    let t = triggers
-                        .remove(&(r, b))
-                        .ok_or_else(|| TraceError::Generate(format!("internal: DP bucket {b} of stage {stage} never triggered on rank {r}")))?;
+                    let t = triggers.remove(&(r, b)).ok_or_else(|| {
+                        TraceError::Generate(format!(
+                            "internal: DP bucket {b} of stage {stage} never triggered on rank {r}"
+                        ))
+                    })?;
                     let c = &mut self.dp[r.idx()];
                     c.tail.extend(t);
                     c.tail.sort_unstable();
                     c.tail.dedup();
                 }
-                let kind = if wl.distributed_optimizer { CollKind::ReduceScatter } else { CollKind::AllReduce };
+                let kind = if wl.distributed_optimizer {
+                    CollKind::ReduceScatter
+                } else {
+                    CollKind::AllReduce
+                };
                 self.collective(kind, bucket.grad_bytes, group, Stream::Dp, tag)?;
             }
         }
@@ -767,12 +1188,34 @@ impl Gen<'_> {
         for tpg in &g.tp_groups {
             let stage = g.coords(tpg[0]).pp;
             if let Some(b) = wl.stages[stage as usize].layernorm_bytes {
-                self.collective(CollKind::AllReduce, b, tpg, Stream::Main, Tag { class: Class::Tp, microbatch: None, layer: None, stage: Some(stage) })?;
+                self.collective(
+                    CollKind::AllReduce,
+                    b,
+                    tpg,
+                    Stream::Main,
+                    Tag {
+                        class: Class::Tp,
+                        microbatch: None,
+                        layer: None,
+                        stage: Some(stage),
+                    },
+                )?;
             }
         }
         if let Some(b) = wl.emb_bytes {
             for eg in &g.emb_groups {
-                self.collective(CollKind::AllReduce, b, eg, Stream::Main, Tag { class: Class::Emb, microbatch: None, layer: None, stage: None })?;
+                self.collective(
+                    CollKind::AllReduce,
+                    b,
+                    eg,
+                    Stream::Main,
+                    Tag {
+                        class: Class::Emb,
+                        microbatch: None,
+                        layer: None,
+                        stage: None,
+                    },
+                )?;
             }
         }
         // Distributed optimizer: gather updated parameters.
@@ -780,22 +1223,52 @@ impl Gen<'_> {
             for group in &g.dp_cp_groups {
                 let stage = g.coords(group[0]).pp;
                 for bucket in &wl.stages[stage as usize].buckets {
-                    self.collective(CollKind::AllGather, bucket.param_bytes, group, Stream::Main, Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) })?;
+                    self.collective(
+                        CollKind::AllGather,
+                        bucket.param_bytes,
+                        group,
+                        Stream::Main,
+                        Tag {
+                            class: Class::Dp,
+                            microbatch: None,
+                            layer: None,
+                            stage: Some(stage),
+                        },
+                    )?;
                 }
             }
         }
         Ok(())
     }
 
-    fn run_op(&mut self, s: u32, op: schedule::PipeOp, ranks: &[Rank], plan: &schedule::StagePlan, triggers: &mut HashMap<(Rank, usize), Vec<FlowId>>) -> Result<(), TraceError> {
+    fn run_op(
+        &mut self,
+        s: u32,
+        op: schedule::PipeOp,
+        ranks: &[Rank],
+        plan: &schedule::StagePlan,
+        triggers: &mut HashMap<(Rank, usize), Vec<FlowId>>,
+    ) -> Result<(), TraceError> {
         let wl = self.wl;
         let layers = plan.chunks[op.chunk as usize].clone();
         let last_chunk_here = s == wl.pp() - 1 && op.chunk == wl.vpp - 1;
-        let base = Tag { class: Class::Tp, microbatch: Some(op.microbatch), layer: None, stage: Some(s) };
+        let base = Tag {
+            class: Class::Tp,
+            microbatch: Some(op.microbatch),
+            layer: None,
+            stage: Some(s),
+        };
         match op.pass {
             Pass::Fwd => {
                 for l in layers {
-                    self.layer_steps(&wl.fwd_steps, ranks, Tag { layer: Some(l), ..base })?;
+                    self.layer_steps(
+                        &wl.fwd_steps,
+                        ranks,
+                        Tag {
+                            layer: Some(l),
+                            ..base
+                        },
+                    )?;
                 }
                 if last_chunk_here {
                     for &r in ranks {
@@ -811,12 +1284,27 @@ impl Gen<'_> {
                 }
                 let last_mb = op.microbatch == wl.microbatches - 1;
                 for l in layers.rev() {
-                    self.layer_steps(&wl.bwd_steps, ranks, Tag { layer: Some(l), ..base })?;
+                    self.layer_steps(
+                        &wl.bwd_steps,
+                        ranks,
+                        Tag {
+                            layer: Some(l),
+                            ..base
+                        },
+                    )?;
                     if last_mb {
                         for (b, bucket) in plan.buckets.iter().enumerate() {
                             if bucket.chunk == op.chunk && bucket.trigger_layer == Some(l) {
                                 for &r in ranks {
-                                    self.flush(Stream::Main, r, Tag { class: Class::Dp, layer: Some(l), ..base })?;
+                                    self.flush(
+                                        Stream::Main,
+                                        r,
+                                        Tag {
+                                            class: Class::Dp,
+                                            layer: Some(l),
+                                            ..base
+                                        },
+                                    )?;
                                     triggers.insert((r, b), self.main[r.idx()].tail.clone());
                                 }
                             }
@@ -830,7 +1318,12 @@ impl Gen<'_> {
 }
 
 /// Metadata lines describing how a trace was generated.
-pub fn header(cfg: &TrainingConfig, wl: &Workload, topo: &Topology, opts: &TraceOptions) -> super::io::TraceHeader {
+pub fn header(
+    cfg: &TrainingConfig,
+    wl: &Workload,
+    topo: &Topology,
+    opts: &TraceOptions,
+) -> super::io::TraceHeader {
     let mut h = super::io::TraceHeader::new();
     let ina: &InaConfig = &opts.ina;
     h.set("topology", &topo.source)

@@ -38,8 +38,26 @@ pub const MAGIC: &str = "# ina3d-trace";
 
 /// The column header row of schema 1.
 pub const COLUMNS: [&str; 20] = [
-    "id", "src", "dst", "bytes", "deps", "gap_ns", "dur_ns", "mode", "class", "iteration", "collective", "step",
-    "microbatch", "layer", "stage", "group_size", "agg_id", "agg_switch", "agg_fanin", "agg_dir",
+    "id",
+    "src",
+    "dst",
+    "bytes",
+    "deps",
+    "gap_ns",
+    "dur_ns",
+    "mode",
+    "class",
+    "iteration",
+    "collective",
+    "step",
+    "microbatch",
+    "layer",
+    "stage",
+    "group_size",
+    "agg_id",
+    "agg_switch",
+    "agg_fanin",
+    "agg_dir",
 ];
 
 /// Errors of trace IO and validation.
@@ -97,7 +115,10 @@ pub struct TraceHeader {
 impl TraceHeader {
     /// An empty header of the current schema.
     pub fn new() -> Self {
-        Self { schema: SCHEMA_VERSION, meta: BTreeMap::new() }
+        Self {
+            schema: SCHEMA_VERSION,
+            meta: BTreeMap::new(),
+        }
     }
     /// Set one metadata entry.
     pub fn set(&mut self, key: impl Into<String>, value: impl ToString) -> &mut Self {
@@ -120,11 +141,15 @@ pub struct Trace {
 }
 
 fn is_gz(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
 fn io_err(path: &Path, source: std::io::Error) -> TraceError {
-    TraceError::Io { path: path.display().to_string(), source }
+    TraceError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// Streaming trace writer: rows go straight to a buffered (gzip) stream of `NAME.tmp`,
@@ -160,7 +185,10 @@ impl GzThread {
             }
             gz.finish()
         });
-        GzThread { tx: Some(tx), handle: Some(handle) }
+        GzThread {
+            tx: Some(tx),
+            handle: Some(handle),
+        }
     }
     fn broken() -> std::io::Error {
         std::io::Error::other("gzip thread stopped")
@@ -222,10 +250,17 @@ impl TraceWriter {
         let path = path.as_ref().to_path_buf();
         for (k, v) in &header.meta {
             if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
-                return Err(TraceError::Metadata { key: k.clone(), msg: "keys must be non-empty, without `=`, newlines or surrounding blanks".into() });
+                return Err(TraceError::Metadata {
+                    key: k.clone(),
+                    msg: "keys must be non-empty, without `=`, newlines or surrounding blanks"
+                        .into(),
+                });
             }
             if v.contains(['\n', '\r']) {
-                return Err(TraceError::Metadata { key: k.clone(), msg: "values must not contain newlines".into() });
+                return Err(TraceError::Metadata {
+                    key: k.clone(),
+                    msg: "values must not contain newlines".into(),
+                });
             }
         }
         let mut tmp = path.clone().into_os_string();
@@ -233,8 +268,18 @@ impl TraceWriter {
         let tmp = PathBuf::from(tmp);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         // Fast level: the generator must sustain millions of rows/s; traces compress ~10× anyway.
-        let sink = if is_gz(&path) { Sink::Gz(GzThread::new(file)) } else { Sink::Plain(file) };
-        let mut w = TraceWriter { out: Some(BufWriter::with_capacity(1 << 20, sink)), line: Vec::with_capacity(256), tmp, path, count: 0 };
+        let sink = if is_gz(&path) {
+            Sink::Gz(GzThread::new(file))
+        } else {
+            Sink::Plain(file)
+        };
+        let mut w = TraceWriter {
+            out: Some(BufWriter::with_capacity(1 << 20, sink)),
+            line: Vec::with_capacity(256),
+            tmp,
+            path,
+            count: 0,
+        };
         let mut head = String::new();
         head.push_str(&format!("{MAGIC} schema={}\n", header.schema));
         for (k, v) in &header.meta {
@@ -270,7 +315,9 @@ impl TraceWriter {
     /// Flush, finish the gzip stream, and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, TraceError> {
         let out = self.out.take().expect("finish called once");
-        let sink = out.into_inner().map_err(|e| io_err(&self.tmp, e.into_error()))?;
+        let sink = out
+            .into_inner()
+            .map_err(|e| io_err(&self.tmp, e.into_error()))?;
         let file = match sink {
             Sink::Plain(f) => f,
             Sink::Gz(g) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
@@ -366,7 +413,11 @@ pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
 }
 
 /// Write a whole trace (atomically, gzip by name).
-pub fn write(path: impl AsRef<Path>, header: &TraceHeader, records: &[FlowRecord]) -> Result<(), TraceError> {
+pub fn write(
+    path: impl AsRef<Path>,
+    header: &TraceHeader,
+    records: &[FlowRecord],
+) -> Result<(), TraceError> {
     let mut w = TraceWriter::create(path, header)?;
     for r in records {
         w.write(r)?;
@@ -382,7 +433,10 @@ pub fn read(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
     for r in rd.by_ref() {
         records.push(r?);
     }
-    Ok(Trace { header: rd.header().clone(), records })
+    Ok(Trace {
+        header: rd.header().clone(),
+        records,
+    })
 }
 
 /// What [`validate`] found in a valid trace.
@@ -397,7 +451,10 @@ pub struct ValidationSummary {
 }
 
 /// Stream through a trace checking every invariant (and endpoints against `topo` when given).
-pub fn validate(path: impl AsRef<Path>, topo: Option<&Topology>) -> Result<ValidationSummary, TraceError> {
+pub fn validate(
+    path: impl AsRef<Path>,
+    topo: Option<&Topology>,
+) -> Result<ValidationSummary, TraceError> {
     let mut rd = TraceReader::open(path)?;
     if let Some(t) = topo {
         rd = rd.with_topology(t);
@@ -468,20 +525,45 @@ impl<'t> TraceReader<'t> {
         let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
         let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
         let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
-        let input: Box<dyn BufRead> = if gz { Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file))) } else { Box::new(file) };
+        let input: Box<dyn BufRead> = if gz {
+            Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file)))
+        } else {
+            Box::new(file)
+        };
         Self::from_reader(input, p.display().to_string())
     }
 
     /// Read from any buffered stream; `name` is used in error messages.
-    pub fn from_reader(input: Box<dyn BufRead>, name: String) -> Result<TraceReader<'static>, TraceError> {
-        let mut rd = TraceReader { input, path: name, header: TraceHeader::new(), line_no: 0, buf: String::new(), seen: IdSet::default(), topo: None, done: false };
+    pub fn from_reader(
+        input: Box<dyn BufRead>,
+        name: String,
+    ) -> Result<TraceReader<'static>, TraceError> {
+        let mut rd = TraceReader {
+            input,
+            path: name,
+            header: TraceHeader::new(),
+            line_no: 0,
+            buf: String::new(),
+            seen: IdSet::default(),
+            topo: None,
+            done: false,
+        };
         rd.read_header()?;
         Ok(rd)
     }
 
     /// Also check every endpoint against `topo` (nodes exist; compute on hosts; INA switches are switches).
     pub fn with_topology<'u>(self, topo: &'u Topology) -> TraceReader<'u> {
-        TraceReader { input: self.input, path: self.path, header: self.header, line_no: self.line_no, buf: self.buf, seen: self.seen, topo: Some(topo), done: self.done }
+        TraceReader {
+            input: self.input,
+            path: self.path,
+            header: self.header,
+            line_no: self.line_no,
+            buf: self.buf,
+            seen: self.seen,
+            topo: Some(topo),
+            done: self.done,
+        }
     }
 
     /// The metadata read from the file.
@@ -490,12 +572,23 @@ impl<'t> TraceReader<'t> {
     }
 
     fn err(&self, column: usize, msg: impl Into<String>) -> TraceError {
-        TraceError::Invalid { path: self.path.clone(), line: self.line_no, column, msg: msg.into() }
+        TraceError::Invalid {
+            path: self.path.clone(),
+            line: self.line_no,
+            column,
+            msg: msg.into(),
+        }
     }
 
     fn next_line(&mut self) -> Result<bool, TraceError> {
         self.buf.clear();
-        let n = self.input.read_line(&mut self.buf).map_err(|e| TraceError::Io { path: self.path.clone(), source: e })?;
+        let n = self
+            .input
+            .read_line(&mut self.buf)
+            .map_err(|e| TraceError::Io {
+                path: self.path.clone(),
+                source: e,
+            })?;
         if n == 0 {
             return Ok(false);
         }
@@ -508,17 +601,41 @@ impl<'t> TraceReader<'t> {
 
     fn read_header(&mut self) -> Result<(), TraceError> {
         if !self.next_line()? {
-            return Err(self.err(1, format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`")));
+            return Err(self.err(
+                1,
+                format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`"),
+            ));
         }
         let first = self.buf.trim();
         let Some(rest) = first.strip_prefix(MAGIC) else {
-            return Err(self.err(1, format!("not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`", first.chars().take(60).collect::<String>())));
+            return Err(self.err(
+                1,
+                format!(
+                    "not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`",
+                    first.chars().take(60).collect::<String>()
+                ),
+            ));
         };
-        let v = rest.trim().strip_prefix("schema=").and_then(|v| v.trim().parse::<u32>().ok());
+        let v = rest
+            .trim()
+            .strip_prefix("schema=")
+            .and_then(|v| v.trim().parse::<u32>().ok());
         match v {
             Some(SCHEMA_VERSION) => self.header.schema = SCHEMA_VERSION,
-            Some(v) => return Err(self.err(MAGIC.len() + 2, format!("schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"))),
-            None => return Err(self.err(MAGIC.len() + 2, "expected `schema=<number>` after the magic")),
+            Some(v) => {
+                return Err(self.err(
+                    MAGIC.len() + 2,
+                    format!(
+                        "schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"
+                    ),
+                ))
+            }
+            None => {
+                return Err(self.err(
+                    MAGIC.len() + 2,
+                    "expected `schema=<number>` after the magic",
+                ))
+            }
         }
         loop {
             if !self.next_line()? {
@@ -563,15 +680,42 @@ impl<'t> TraceReader<'t> {
             col += f.len() + 1;
         }
         if n != 20 {
-            return Err(self.err(col, format!("{n} fields, expected {} ({})", COLUMNS.len(), COLUMNS.join(","))));
+            return Err(self.err(
+                col,
+                format!(
+                    "{n} fields, expected {} ({})",
+                    COLUMNS.len(),
+                    COLUMNS.join(",")
+                ),
+            ));
         }
         let num = |i: usize| -> Result<u64, TraceError> {
             let (f, c) = fields[i];
-            parse_u64(f).ok_or_else(|| self.err(c, format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i])))
+            parse_u64(f).ok_or_else(|| {
+                self.err(
+                    c,
+                    format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i]),
+                )
+            })
         };
-        let opt = |i: usize| -> Result<Option<u64>, TraceError> { if fields[i].0.is_empty() { Ok(None) } else { num(i).map(Some) } };
-        let u32f = |i: usize, v: u64| -> Result<u32, TraceError> { u32::try_from(v).map_err(|_| self.err(fields[i].1, format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]))) };
-        let opt32 = |i: usize| -> Result<Option<u32>, TraceError> { opt(i)?.map(|v| u32f(i, v)).transpose() };
+        let opt = |i: usize| -> Result<Option<u64>, TraceError> {
+            if fields[i].0.is_empty() {
+                Ok(None)
+            } else {
+                num(i).map(Some)
+            }
+        };
+        let u32f = |i: usize, v: u64| -> Result<u32, TraceError> {
+            u32::try_from(v).map_err(|_| {
+                self.err(
+                    fields[i].1,
+                    format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
+                )
+            })
+        };
+        let opt32 = |i: usize| -> Result<Option<u32>, TraceError> {
+            opt(i)?.map(|v| u32f(i, v)).transpose()
+        };
 
         let id = num(0)?;
         let src = u32f(1, num(1)?)?;
@@ -581,7 +725,12 @@ impl<'t> TraceReader<'t> {
         if !fields[4].0.is_empty() {
             let mut c = fields[4].1;
             for d in fields[4].0.split(';') {
-                let v = parse_u64(d).ok_or_else(|| self.err(c, format!("deps must be `;`-separated record ids, found `{d}`")))?;
+                let v = parse_u64(d).ok_or_else(|| {
+                    self.err(
+                        c,
+                        format!("deps must be `;`-separated record ids, found `{d}`"),
+                    )
+                })?;
                 if v == id {
                     return Err(self.err(c, format!("record {id} depends on itself")));
                 }
@@ -594,8 +743,14 @@ impl<'t> TraceReader<'t> {
         }
         let gap = num(5)?;
         let dur = num(6)?;
-        let mode: Mode = fields[7].0.parse().map_err(|e: String| self.err(fields[7].1, e))?;
-        let class: Class = fields[8].0.parse().map_err(|e: String| self.err(fields[8].1, e))?;
+        let mode: Mode = fields[7]
+            .0
+            .parse()
+            .map_err(|e: String| self.err(fields[7].1, e))?;
+        let class: Class = fields[8]
+            .0
+            .parse()
+            .map_err(|e: String| self.err(fields[8].1, e))?;
         let iteration = u32f(9, num(9)?)?;
         let collective = opt(10)?;
         let step = opt32(11)?;
@@ -613,9 +768,19 @@ impl<'t> TraceReader<'t> {
             let dir = match fields[19].0 {
                 "up" => AggDir::Up,
                 "down" => AggDir::Down,
-                other => return Err(self.err(fields[19].1, format!("agg_dir must be `up` or `down`, found `{other}`"))),
+                other => {
+                    return Err(self.err(
+                        fields[19].1,
+                        format!("agg_dir must be `up` or `down`, found `{other}`"),
+                    ))
+                }
             };
-            Some(AggTag { id: aid, switch: NodeId(sw), fanin, dir })
+            Some(AggTag {
+                id: aid,
+                switch: NodeId(sw),
+                fanin,
+                dir,
+            })
         };
         let rec = FlowRecord {
             id: FlowId(id),
@@ -643,15 +808,33 @@ impl<'t> TraceReader<'t> {
             let n = t.node_count() as u32;
             for (i, node) in [(1, rec.src), (2, rec.dst)] {
                 if node.0 >= n {
-                    return Err(self.err(fields[i].1, format!("node {} is not in the topology ({} nodes, from `{}`)", node.0, n, t.source)));
+                    return Err(self.err(
+                        fields[i].1,
+                        format!(
+                            "node {} is not in the topology ({} nodes, from `{}`)",
+                            node.0, n, t.source
+                        ),
+                    ));
                 }
             }
             if rec.mode == Mode::Compute && t.kinds[rec.src.idx()] != NodeKind::Host {
-                return Err(self.err(fields[1].1, format!("compute record on node {} which is not a GPU host", rec.src.0)));
+                return Err(self.err(
+                    fields[1].1,
+                    format!(
+                        "compute record on node {} which is not a GPU host",
+                        rec.src.0
+                    ),
+                ));
             }
             if let Some(a) = rec.agg {
                 if a.switch.0 >= n || t.kinds[a.switch.idx()] != NodeKind::Switch {
-                    return Err(self.err(fields[17].1, format!("aggregation switch {} is not a switch of the topology", a.switch.0)));
+                    return Err(self.err(
+                        fields[17].1,
+                        format!(
+                            "aggregation switch {} is not a switch of the topology",
+                            a.switch.0
+                        ),
+                    ));
                 }
             }
         }
@@ -667,45 +850,113 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
     match r.mode {
         Mode::Compute => {
             if r.src != r.dst {
-                return Err((2, format!("compute record {}: src {} and dst {} must be the same GPU", r.id, r.src, r.dst)));
+                return Err((
+                    2,
+                    format!(
+                        "compute record {}: src {} and dst {} must be the same GPU",
+                        r.id, r.src, r.dst
+                    ),
+                ));
             }
             if r.bytes.0 != 0 {
-                return Err((3, format!("compute record {} must carry 0 bytes, not {}", r.id, r.bytes.0)));
+                return Err((
+                    3,
+                    format!(
+                        "compute record {} must carry 0 bytes, not {}",
+                        r.id, r.bytes.0
+                    ),
+                ));
             }
             if r.class != Class::Compute {
-                return Err((8, format!("compute record {} must have class `compute`, not `{}`", r.id, r.class)));
+                return Err((
+                    8,
+                    format!(
+                        "compute record {} must have class `compute`, not `{}`",
+                        r.id, r.class
+                    ),
+                ));
             }
         }
         Mode::Net | Mode::Ina | Mode::NvLink => {
             if r.class == Class::Compute {
-                return Err((8, format!("{} record {} needs a traffic class (tp, pp, dp, emb), not `compute`", r.mode, r.id)));
+                return Err((
+                    8,
+                    format!(
+                        "{} record {} needs a traffic class (tp, pp, dp, emb), not `compute`",
+                        r.mode, r.id
+                    ),
+                ));
             }
         }
     }
     match r.mode {
         Mode::Net | Mode::Ina => {
             if r.dur.0 != 0 {
-                return Err((6, format!("{} record {} must have dur_ns 0 (its duration is simulated), not {}", r.mode, r.id, r.dur.0)));
+                return Err((
+                    6,
+                    format!(
+                        "{} record {} must have dur_ns 0 (its duration is simulated), not {}",
+                        r.mode, r.id, r.dur.0
+                    ),
+                ));
             }
             if r.src == r.dst {
-                return Err((2, format!("{} record {} sends from node {} to itself", r.mode, r.id, r.src)));
+                return Err((
+                    2,
+                    format!(
+                        "{} record {} sends from node {} to itself",
+                        r.mode, r.id, r.src
+                    ),
+                ));
             }
         }
         _ => {}
     }
     match (r.mode, r.agg) {
-        (Mode::Ina, None) => return Err((16, format!("ina record {} needs agg_id, agg_switch, agg_fanin and agg_dir", r.id))),
+        (Mode::Ina, None) => {
+            return Err((
+                16,
+                format!(
+                    "ina record {} needs agg_id, agg_switch, agg_fanin and agg_dir",
+                    r.id
+                ),
+            ))
+        }
         (Mode::Ina, Some(a)) => {
             if a.fanin == 0 {
-                return Err((18, format!("ina record {}: agg_fanin must be at least 1", r.id)));
+                return Err((
+                    18,
+                    format!("ina record {}: agg_fanin must be at least 1", r.id),
+                ));
             }
             match a.dir {
-                AggDir::Up if r.dst != a.switch => return Err((17, format!("ina up edge {} must end at its aggregation switch {} (dst is {})", r.id, a.switch, r.dst))),
-                AggDir::Down if r.src != a.switch => return Err((17, format!("ina down edge {} must start at its aggregation switch {} (src is {})", r.id, a.switch, r.src))),
+                AggDir::Up if r.dst != a.switch => {
+                    return Err((
+                        17,
+                        format!(
+                            "ina up edge {} must end at its aggregation switch {} (dst is {})",
+                            r.id, a.switch, r.dst
+                        ),
+                    ))
+                }
+                AggDir::Down if r.src != a.switch => {
+                    return Err((
+                        17,
+                        format!(
+                            "ina down edge {} must start at its aggregation switch {} (src is {})",
+                            r.id, a.switch, r.src
+                        ),
+                    ))
+                }
                 _ => {}
             }
         }
-        (m, Some(_)) => return Err((16, format!("{m} record {} must not carry aggregation fields", r.id))),
+        (m, Some(_)) => {
+            return Err((
+                16,
+                format!("{m} record {} must not carry aggregation fields", r.id),
+            ))
+        }
         _ => {}
     }
     Ok(())
@@ -764,5 +1015,8 @@ pub fn read_str(text: &str, name: &str) -> Result<Trace, TraceError> {
     for r in rd.by_ref() {
         records.push(r?);
     }
-    Ok(Trace { header: rd.header().clone(), records })
+    Ok(Trace {
+        header: rd.header().clone(),
+        records,
+    })
 }

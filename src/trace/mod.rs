@@ -10,7 +10,12 @@ pub mod io;
 pub mod options;
 pub mod record;
 
-pub use io::{read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter, ValidationSummary, COLUMNS, SCHEMA_VERSION};
-pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};
 pub use gen::{generate, generate_workload, header, TraceStats};
-pub use options::{parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
+pub use io::{
+    read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter,
+    ValidationSummary, COLUMNS, SCHEMA_VERSION,
+};
+pub use options::{
+    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions,
+};
+pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};

@@ -114,7 +114,14 @@ pub struct TraceOptions {
 
 impl Default for TraceOptions {
     fn default() -> Self {
-        TraceOptions { schedule: ScheduleOptions::default(), collective: Algorithm::Ring, ina: InaConfig::default(), seed: 0, iterations: 1, nvlink_step_latency: None }
+        TraceOptions {
+            schedule: ScheduleOptions::default(),
+            collective: Algorithm::Ring,
+            ina: InaConfig::default(),
+            seed: 0,
+            iterations: 1,
+            nvlink_step_latency: None,
+        }
     }
 }
 
@@ -166,7 +173,11 @@ impl FromStr for InaSwitches {
             "all" => Ok(InaSwitches::All),
             other => {
                 let mut v = Vec::new();
-                for p in other.split([',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
+                for p in other
+                    .split([',', ';'])
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                {
                     v.push(NodeId(p.parse().map_err(|_| format!("INA switches: `{p}` is not a node id (expected tor, all or a comma-separated list of switch ids)"))?));
                 }
                 if v.is_empty() {
