@@ -532,6 +532,38 @@ mod gen {
     }
 
     #[test]
+    fn interleaved_micro_batches_cross_pp_times_v_minus_1_boundaries_each_way() {
+        let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
+        let mut cfg = small(1, 4, 1, 8); // m = 8
+        cfg.set("num_layers", "8").unwrap();
+        cfg.virtual_pipeline_model_parallel_size = Some(2);
+        let recs = collect(&cfg, &topo, &TraceOptions::default());
+        let pp = recs.iter().filter(|r| r.class == Class::Pp).count();
+        assert_eq!(pp, 8 * 2 * (4 * 2 - 1));
+        // stage 3 → stage 0 carries chunk 0's output into chunk 1
+        assert!(recs.iter().any(|r| r.class == Class::Pp && r.src == topo.gpus[3] && r.dst == topo.gpus[0]));
+    }
+
+    #[test]
+    fn hierarchical_all_reduce_rings_shards_between_servers_and_uses_nvlink_inside() {
+        // DP=16 over 2 servers of 8: NVLink RS, 8 two-member rings of S/8, NVLink AG.
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+        let cfg = small(1, 1, 16, 16);
+        let s = dp_bucket(&cfg).0;
+        assert_eq!(s % 16, 0);
+        let recs = collect(&cfg, &topo, &TraceOptions { collective: Algorithm::Hierarchical, ..Default::default() });
+        let nv: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Dp && r.mode == Mode::NvLink).collect();
+        assert_eq!(nv.len(), 4, "RS and AG in each of 2 servers");
+        assert!(nv.iter().all(|r| r.group_size == Some(8) && r.bytes.0 == s));
+        let (tx, rx) = per_node(&recs, Class::Dp);
+        assert_eq!(tx.len(), 16);
+        for (n, b) in &tx {
+            assert_eq!(*b, 2 * (s / 8) / 2, "node {n}: ring of 2 over S/8 sends 2·(S/8)·(1/2)");
+            assert_eq!(rx[n], *b);
+        }
+    }
+
+    #[test]
     fn more_gpus_than_hosts_is_a_clear_error() {
         let topo = Topology::from_spec("fat-tree:k=4").unwrap(); // 16 hosts
         let cfg = small(8, 1, 4, 4);
