@@ -331,3 +331,37 @@ fn gpu_presets_have_their_datasheet_peaks() {
     assert_eq!(Gpu::preset("mi300x:1307").unwrap().peak_tflops, 1307.0);
     assert!(Gpu::preset("tpu").is_none());
 }
+
+mod props {
+    use ina3d::schedule::{self, Pass};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any (PP, stage, m, v) gives an order that runs every (micro-batch, chunk) forward
+        /// once and backward once, forward first, with the warm-up as its leading forwards,
+        /// and never more forwards in flight than warm-up + 1.
+        #[test]
+        fn stage_orders_are_complete_1f1b_schedules(pp in 1u32..9, stage_frac in 0.0f64..1.0, groups in 1u32..5, v in 1u32..4) {
+            let v = if pp == 1 { 1 } else { v };
+            let stage = ((pp as f64 * stage_frac) as u32).min(pp - 1);
+            let m = groups * pp;
+            let order = schedule::stage_order(pp, stage, m, v);
+            prop_assert_eq!(order.len() as u32, 2 * m * v);
+            let w = schedule::warmup(pp, stage, m, v) as usize;
+            prop_assert!(order[..w].iter().all(|o| o.pass == Pass::Fwd));
+            let mut seen_f = std::collections::HashSet::new();
+            let mut in_flight = 0i64;
+            let mut max_in_flight = 0i64;
+            for o in &order {
+                prop_assert!(o.microbatch < m && o.chunk < v);
+                match o.pass {
+                    Pass::Fwd => { prop_assert!(seen_f.insert((o.microbatch, o.chunk))); in_flight += 1; }
+                    Pass::Bwd => { prop_assert!(seen_f.contains(&(o.microbatch, o.chunk)), "backward before forward"); in_flight -= 1; }
+                }
+                max_in_flight = max_in_flight.max(in_flight);
+            }
+            prop_assert_eq!(in_flight, 0);
+            prop_assert!(max_in_flight as usize <= w + 1);
+        }
+    }
+}

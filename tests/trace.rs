@@ -250,7 +250,7 @@ fn metadata_with_newlines_is_refused_on_write() {
 
 // ---------------------------------------------------------------- generation
 
-mod gen {
+pub mod gen {
     use ina3d::megatron::{self, TrainingConfig};
     use ina3d::schedule::{self, ScheduleOptions};
     use ina3d::topology::Topology;
@@ -712,5 +712,54 @@ mod cli {
         ]);
         assert!(e.contains("16") && e.contains("8 GPUs"), "{e}");
         assert!(!out.exists(), "no partial output");
+    }
+}
+
+mod gen_props {
+    use super::gen::small;
+    use ina3d::topology::Topology;
+    use ina3d::trace::{self, Algorithm, InaMode, Mode, TraceOptions};
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Random small jobs, algorithms and INA modes: the trace always reads back as a valid
+        /// DAG on its topology, identical record by record, and every net/ina byte sent is received.
+        #[test]
+        fn random_jobs_give_valid_round_tripping_traces(
+            tp in prop::sample::select(vec![1u32, 2, 4]), pp in prop::sample::select(vec![1u32, 2, 4]),
+            dp in prop::sample::select(vec![1u32, 2]), groups in 1u64..3, v2 in any::<bool>(),
+            flags in 0u8..16, algo in 0usize..4, ina in 0usize..5, nvlink in any::<bool>(), seed in 0u64..4,
+        ) {
+            let topo = Topology::from_spec(if nvlink { "leaf-spine:leaves=4,spines=2,hosts-per-leaf=8" } else { "leaf-spine:leaves=4,spines=2,hosts-per-leaf=8,nvlink=off" }).unwrap();
+            let mut cfg = small(tp, pp, dp, groups * pp as u64 * dp as u64);
+            if v2 && pp > 1 {
+                cfg.set("num_layers", "8").unwrap();
+                cfg.virtual_pipeline_model_parallel_size = Some(2);
+            }
+            cfg.sequence_parallel = flags & 1 != 0;
+            cfg.overlap_grad_reduce = flags & 2 != 0;
+            cfg.use_distributed_optimizer = flags & 4 != 0;
+            cfg.untie_embeddings_and_output_weights = flags & 8 != 0;
+            let mut opts = TraceOptions { collective: [Algorithm::Ring, Algorithm::Dbt, Algorithm::Hd, Algorithm::Hierarchical][algo], seed, ..Default::default() };
+            opts.ina.mode = [InaMode::Off, InaMode::SwitchMl, InaMode::Hierarchical, InaMode::Atp, InaMode::Rina][ina];
+            let mut recs = Vec::new();
+            trace::generate(&cfg, &topo, &opts, &mut |r| { recs.push(r); Ok(()) }).unwrap();
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("p.csv.gz");
+            trace::write(&path, &trace::TraceHeader::new(), &recs).unwrap();
+            let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_topology(&topo).collect::<Result<_, _>>().unwrap();
+            prop_assert_eq!(&back, &recs);
+            let net = |f: &dyn Fn(&trace::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
+            // Per GPU of the job, class by class: collectives are symmetric, and PP sends
+            // to a neighbour exactly what that neighbour sends back (activations ↔ gradients).
+            for g in &topo.gpus[..(tp * pp * dp) as usize] {
+                for c in [trace::Class::Tp, trace::Class::Dp, trace::Class::Emb] {
+                    if opts.ina.mode == InaMode::Off || !opts.ina.classes.contains(&c) {
+                        prop_assert_eq!(net(&|r| r.src == *g && r.class == c), net(&|r| r.dst == *g && r.class == c), "{:?} {}", c, g);
+                    }
+                }
+            }
+        }
     }
 }
