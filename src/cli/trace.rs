@@ -148,6 +148,10 @@ pub struct Args {
     /// Iterations to generate.
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
+    /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
+    /// (default: twice the topology's NVLink link delay, or 1000 without NVLink links).
+    #[arg(long, value_name = "NS")]
+    pub nvlink_step_latency: Option<u64>,
     /// Tensor-parallel size (= --tensor-model-parallel-size).
     #[arg(long)]
     pub tp: Option<u32>,
@@ -255,7 +259,7 @@ pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
         ina,
         seed: a.seed,
         iterations: a.iterations,
-        nvlink_step_latency: None,
+        nvlink_step_latency: a.nvlink_step_latency.map(ina3d::units::Nanos),
     })
 }
 

@@ -188,6 +188,14 @@ pub fn generate_workload(
     Ok(g.stats)
 }
 
+/// Latency α per algorithm step of an NVLink record: the option, else twice the topology's
+/// NVLink link delay (GPU → NVSwitch → GPU), else 1 µs.
+pub fn nvlink_step_latency(topo: &Topology, opts: &TraceOptions) -> Nanos {
+    opts.nvlink_step_latency.unwrap_or_else(|| {
+        topo.links.iter().find(|l| l.kind == LinkKind::NvLink).map(|l| Nanos(2 * l.delay.0)).unwrap_or(Nanos(1000))
+    })
+}
+
 fn is_pow2(n: usize) -> bool {
     n.is_power_of_two()
 }
@@ -1366,6 +1374,7 @@ pub fn header(
         .set("calibration_source", wl.calibration.source.as_str())
         .set("gpus_per_server", topo.gpus_per_server)
         .set("nvlink_rate_bps", topo.nvlink_rate.map_or(0, |r| r.0))
+        .set("nvlink_step_latency_ns", nvlink_step_latency(topo, opts).0)
         .set("nvlink_model", "one nvlink record per intra-server collective; dur = busbw_factor*S/nvlink_rate + steps*alpha");
     if let Some(ms) = wl.calibration.measured_ms {
         h.set("calibration_measured_ms", ms);

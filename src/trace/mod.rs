@@ -10,7 +10,7 @@ pub mod io;
 pub mod options;
 pub mod record;
 
-pub use gen::{generate, generate_workload, header, TraceStats};
+pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
 pub use io::{
     read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter,
     ValidationSummary, COLUMNS, SCHEMA_VERSION,
