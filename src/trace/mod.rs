@@ -1,7 +1,7 @@
 //! Stage 3: lower the workload onto a cluster as a DAG of flows, and read/write trace files.
 //!
 //! Public entries: [`generate`] (workload + topology → records streamed to a sink in
-//! dependency order), [`write`] / [`read`] / [`validate`] and the streaming
+//! dependency order), [`write()`] / [`read`] / [`validate`] and the streaming
 //! [`TraceWriter`] / [`TraceReader`] for files. The file format is specified for users in
 //! `traces/README.md`.
 
