@@ -253,6 +253,13 @@ impl Gen<'_> {
         Ok(id)
     }
 
+    /// Replace a rank's chain tail, reusing its allocation (this runs for every record).
+    fn set_tail(&mut self, s: Stream, r: Rank, ids: &[FlowId]) {
+        let t = &mut self.chain(s, r).tail;
+        t.clear();
+        t.extend_from_slice(ids);
+    }
+
     /// Turn a rank's pending compute into a record so an external dependency can join.
     fn flush(&mut self, s: Stream, r: Rank, tag: Tag) -> Result<(), TraceError> {
         let c = self.chain(s, r).clone();
@@ -473,7 +480,7 @@ impl Gen<'_> {
             None,
         )?;
         for &r in members {
-            self.chain(s, r).tail = vec![id];
+            self.set_tail(s, r, &[id]);
         }
         Ok(())
     }
@@ -522,7 +529,7 @@ impl Gen<'_> {
             std::mem::swap(&mut prev, &mut cur);
         }
         for i in 0..n {
-            self.chain(s, members[i]).tail = vec![prev[i], prev[(i + n - 1) % n]];
+            self.set_tail(s, members[i], &[prev[i], prev[(i + n - 1) % n]]);
         }
         Ok(())
     }
@@ -659,7 +666,7 @@ impl Gen<'_> {
         }
         let last = phases.last().expect("n ≥ 2").0;
         for i in 0..n {
-            self.chain(s, members[i]).tail = vec![prev[i], prev[i ^ last]];
+            self.set_tail(s, members[i], &[prev[i], prev[i ^ last]]);
         }
         Ok(())
     }
@@ -827,7 +834,7 @@ impl Gen<'_> {
             )?;
             down_into.insert(c, id);
             if let Some(&r) = rank_of.get(&c) {
-                self.chain(s, r).tail = vec![id];
+                self.set_tail(s, r, &[id]);
             }
         }
         Ok(())
@@ -928,7 +935,7 @@ impl Gen<'_> {
                             dir: AggDir::Down,
                         }),
                     )?;
-                    self.chain(s, r).tail = vec![id];
+                    self.set_tail(s, r, &[id]);
                 }
             }
             return Ok(());
@@ -1003,7 +1010,7 @@ impl Gen<'_> {
                                 dir: AggDir::Down,
                             }),
                         )?;
-                        self.chain(s, *r).tail = vec![id];
+                        self.set_tail(s, *r, &[id]);
                     }
                 }
             }
@@ -1116,7 +1123,7 @@ impl Gen<'_> {
                                         None,
                                         None,
                                     )?;
-                                    self.main[r.idx()].tail = vec![id];
+                                    self.set_tail(Stream::Main, r, &[id]);
                                     flows.push(id);
                                 }
                                 inbox.insert((ts, op.pass, tc, op.microbatch), flows);
