@@ -256,7 +256,9 @@ fn prepare<R: PathSource + ?Sized>(
         for i in 0..n {
             indeg[node(i)] += pending[i];
         }
-        let mut stack: Vec<usize> = (0..n + members.len()).filter(|&v| indeg[v] == 0).collect();
+        // a member record is not a node of its own: its aggregation is
+        let is_node = |v: usize| v >= n || rec_agg[v] == NONE;
+        let mut stack: Vec<usize> = (0..n + members.len()).filter(|&v| is_node(v) && indeg[v] == 0).collect();
         let mut seen = 0usize;
         let mut one = [0u32];
         while let Some(v) = stack.pop() {
@@ -277,7 +279,7 @@ fn prepare<R: PathSource + ?Sized>(
                 }
             }
         }
-        let total = n + members.len();
+        let total = (0..n + members.len()).filter(|&v| is_node(v)).count();
         if seen < total {
             let stuck = (0..n).find(|&i| indeg[node(i)] > 0).unwrap_or(0);
             // count records (not contracted nodes) that can never start
