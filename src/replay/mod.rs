@@ -39,7 +39,7 @@ mod route;
 
 pub use engine::simulate;
 pub use output::write_outputs;
-pub use route::{PathSource, ShortestPaths};
+pub use route::{PathSource, SharedRoutes, ShortestPaths};
 
 use crate::fct::{FctRow, Summary};
 use crate::trace::Class;
@@ -240,4 +240,67 @@ pub enum ReplayError {
     /// Summary computation failed.
     #[error(transparent)]
     Summary(#[from] crate::fct::FctError),
+    /// A trace header value the replayer needs is malformed.
+    #[error("trace header `{key}`: {msg}")]
+    Header {
+        /// Metadata key.
+        key: String,
+        /// What was wrong.
+        msg: String,
+    },
+}
+
+/// Trace header keys the replayer reads (first present alias wins).
+pub const HEADER_KEYS: [(&str, &[&str]); 5] = [
+    ("slots per switch", &["ina_slots_per_switch", "ina_slots", "ina.slots_per_switch", "ina.slots"]),
+    ("payload bytes", &["ina_payload_bytes", "ina_payload", "ina.payload_bytes", "ina.payload"]),
+    ("window", &["ina_window", "ina.window"]),
+    ("policy", &["ina_policy", "ina.policy"]),
+    ("classes", &["ina_classes", "ina.classes"]),
+];
+
+fn header_value<'h>(h: &'h crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &'h str)> {
+    HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())))
+}
+
+impl ReplayOptions {
+    /// Options with the INA configuration of a trace header (keys in [`HEADER_KEYS`]);
+    /// absent keys keep the defaults of [`InaConfig::default`]. The packet payload used
+    /// for header overhead follows the INA payload when one is given.
+    pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
+        let mut o = ReplayOptions::default();
+        let num = |which: usize| -> Result<Option<u64>, ReplayError> {
+            match header_value(h, which) {
+                None => Ok(None),
+                Some((k, v)) => v.parse::<u64>().map(Some).map_err(|_| ReplayError::Header {
+                    key: k.into(),
+                    msg: format!("`{v}` is not a non-negative integer ({})", HEADER_KEYS[which].0),
+                }),
+            }
+        };
+        if let Some(v) = num(0)? {
+            o.ina.slots_per_switch = u32::try_from(v).map_err(|_| ReplayError::Header { key: "ina_slots_per_switch".into(), msg: format!("{v} is too large") })?;
+        }
+        if let Some(v) = num(1)? {
+            if v == 0 {
+                return Err(ReplayError::Header { key: "ina_payload_bytes".into(), msg: "payload must be positive".into() });
+            }
+            o.ina.payload = Bytes(v);
+            o.payload = Bytes(v);
+        }
+        if let Some(v) = num(2)? {
+            o.ina.window = u32::try_from(v).map_err(|_| ReplayError::Header { key: "ina_window".into(), msg: format!("{v} is too large") })?;
+        }
+        if let Some((k, v)) = header_value(h, 3) {
+            o.ina.policy = v.parse().map_err(|msg| ReplayError::Header { key: k.into(), msg })?;
+        }
+        if let Some((k, v)) = header_value(h, 4) {
+            let mut cls = Vec::new();
+            for part in v.split([',', ';', '+', ' ']).filter(|p| !p.is_empty() && *p != "none") {
+                cls.push(part.parse::<Class>().map_err(|msg| ReplayError::Header { key: k.into(), msg })?);
+            }
+            o.ina.classes = cls;
+        }
+        Ok(o)
+    }
 }

@@ -1,12 +1,16 @@
 //! Where the replayer gets its paths from.
 //!
-//! The replayer asks a [`PathSource`] for the channels of every transfer. The shared
-//! ECMP routing of `topology::Routing` implements it (so the replayer, the trace and the
-//! ns-3 glue use the same routes); [`ShortestPaths`] is the replayer's own stand-in — a
-//! shortest-path ECMP router with a seeded hash — used by unit tests and whenever no shared
-//! routing is at hand.
+//! The replayer asks a [`PathSource`] for the channels of every transfer.
+//! [`SharedRoutes`] is what `ina3d replay` uses: host-to-host transfers take the shared
+//! ECMP routes of `topology::Routing` (so the replayer, the trace and the ns-3 glue agree
+//! on every path); transfers with a switch at one end (INA tree edges), which
+//! `Routing::path` does not serve, take [`ShortestPaths`]: shortest paths over the same
+//! network links with the same `ecmp_choice` rule over next hops in ascending channel
+//! order. In a two-tier tree those edges have a single shortest path, so both agree; in a
+//! three-tier fat-tree a ToR→core edge may pick another (equivalent) aggregation switch
+//! than the generator's tree did.
 
-use crate::topology::{Channel, NodeKind, Topology};
+use crate::topology::{ecmp_choice, Channel, LinkKind, NodeKind, Routing, Topology};
 use crate::units::NodeId;
 use std::cell::OnceCell;
 
@@ -17,9 +21,10 @@ pub trait PathSource {
     fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, String>;
 }
 
-/// Shortest-path ECMP routing: among the equal-cost next hops, one is picked by a seeded
-/// hash of `(key, node)`. Hosts never forward (a path only enters a host at its end).
-/// Distances to each destination are computed once, on first use.
+/// Shortest-path ECMP routing over network links (NIC and fabric; never NVLink or an
+/// NVSwitch): among the equal-cost next hops, in ascending channel order, the one at
+/// `topology::ecmp_choice(seed, key, node, n)`. Hosts never forward (a path only enters a
+/// host at its end). Distances to each destination are computed once, on first use.
 pub struct ShortestPaths {
     adj: Vec<Vec<(u32, Channel)>>,
     host: Vec<bool>,
@@ -40,12 +45,16 @@ impl ShortestPaths {
     pub fn new(topo: &Topology, seed: u64) -> Self {
         let n = topo.node_count();
         let mut adj = vec![Vec::new(); n];
+        let nvs = |v: NodeId| topo.kinds.get(v.idx()) == Some(&NodeKind::NvSwitch);
         for (i, l) in topo.links.iter().enumerate() {
             let id = crate::units::LinkId(i as u32);
-            if l.a.idx() < n && l.b.idx() < n {
+            if l.a.idx() < n && l.b.idx() < n && l.kind != LinkKind::NvLink && !nvs(l.a) && !nvs(l.b) {
                 adj[l.a.idx()].push((l.b.0, Channel::of(id, true)));
                 adj[l.b.idx()].push((l.a.0, Channel::of(id, false)));
             }
+        }
+        for a in &mut adj {
+            a.sort_by_key(|&(_, c): &(u32, Channel)| c);
         }
         let host = topo.kinds.iter().map(|k| *k == NodeKind::Host).collect();
         ShortestPaths { adj, host, dist: (0..n).map(|_| OnceCell::new()).collect(), seed }
@@ -101,10 +110,40 @@ impl PathSource for ShortestPaths {
             if cands.is_empty() {
                 return Err(format!("no path from node {src} to node {dst}"));
             }
-            let pick = (mix(self.seed ^ mix(key ^ mix(u as u64))) % cands.len() as u64) as usize;
+            let pick = ecmp_choice(self.seed, key, NodeId(u as u32), cands.len());
             path.push(cands[pick]);
             u = next[pick] as usize;
         }
         Ok(path)
+    }
+}
+
+/// The routes `ina3d replay` uses: the shared `topology::Routing` between hosts, and
+/// [`ShortestPaths`] (same links, same ECMP rule) when an end is a switch.
+pub struct SharedRoutes<'a> {
+    shared: &'a Routing,
+    local: ShortestPaths,
+    host: Vec<bool>,
+}
+
+impl<'a> SharedRoutes<'a> {
+    /// Routes over `topo` with its precomputed `routing` (whose seed is reused).
+    pub fn new(topo: &Topology, routing: &'a Routing) -> Self {
+        SharedRoutes {
+            shared: routing,
+            local: ShortestPaths::new(topo, routing.seed()),
+            host: topo.kinds.iter().map(|k| *k == NodeKind::Host).collect(),
+        }
+    }
+}
+
+impl PathSource for SharedRoutes<'_> {
+    fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, String> {
+        let h = |v: NodeId| self.host.get(v.idx()).copied().unwrap_or(false);
+        if h(src) && h(dst) {
+            self.shared.path(src, dst, key).map_err(|e| e.to_string())
+        } else {
+            self.local.path(src, dst, key)
+        }
     }
 }
