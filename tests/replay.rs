@@ -481,3 +481,65 @@ fn compute_and_nvlink_records_are_timers() {
     assert_eq!(ends(&r)[&1], (1_100, 4_100));
     assert!(r.channels.is_empty(), "NVLink records move nothing on the network");
 }
+
+#[test]
+fn the_cli_replays_a_trace_file_on_its_header_topology_and_rejects_a_different_one() {
+    use ina3d::trace::TraceHeader;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "fat-tree:k=4";
+    let topo = Topology::from_spec(spec).unwrap();
+    let g = |r: usize| topo.gpus[r].0;
+    let mut recs = vec![compute(0, g(0), 1_000, &[]), net(1, g(0), g(5), 4_000_000, &[0]), net(2, g(5), g(12), 1_000_000, &[1])];
+    recs.extend(ina_allreduce_on(&topo, 7, 10, &[g(0), g(4), g(8), g(12)], 1_000_000, &[2]));
+    let mut h = TraceHeader::new();
+    h.set("topology", spec).set("seed", 3).set("ina_policy", "priority").set("ina_slots_per_switch", 512);
+    let trace = dir.path().join("t.csv.gz");
+    ina3d::trace::write(&trace, &h, &recs).unwrap();
+    let out = dir.path().join("out");
+    let bin = env!("CARGO_BIN_EXE_ina3d");
+    let st = std::process::Command::new(bin).arg("replay").arg(&trace).arg("-o").arg(&out).output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    for f in ["fct.csv", "fct.txt", "summary.csv", "links.csv", "switches.csv"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let s = fct::read_summary_csv(&out.join("summary.csv")).unwrap();
+    assert_eq!(s.records, recs.len() as u64);
+    assert_eq!(s.backend, "replay");
+    assert!(s.ina_slot_peak > 0 && s.ina_slot_peak <= 512);
+    let rows = fct::read_fct_csv(&out.join("fct.csv")).unwrap();
+    assert_eq!(rows.iter().map(|r| r.end_ns).max(), Some(s.iteration_time_ns));
+    // an explicit topology that is not the trace's is refused, naming both
+    let st = std::process::Command::new(bin)
+        .args(["replay", trace.to_str().unwrap(), "--topology", "fat-tree:k=6", "-o"])
+        .arg(dir.path().join("o2"))
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(err.contains("fat-tree:k=6") && err.contains("fat-tree:k=4"), "{err}");
+    assert!(!dir.path().join("o2").join("fct.csv").exists());
+}
+
+/// An aggregation on the tree the shared routing builds for `members`.
+fn ina_allreduce_on(topo: &Topology, agg: u64, first_id: u64, members: &[u32], s: u64, deps: &[u64]) -> Vec<FlowRecord> {
+    let routing = ina3d::topology::Routing::new(topo, 3).unwrap();
+    let ms: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let tree = routing.aggregation_tree(&ms, &|_| true, agg).unwrap();
+    let mut v = Vec::new();
+    let mut id = first_id;
+    let mut ups = Vec::new();
+    for e in &tree.edges {
+        let mut r = rec(id, e.child.0, e.parent.0, s, deps, 0, Mode::Ina, Class::Dp);
+        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Up });
+        ups.push(id);
+        v.push(r);
+        id += 1;
+    }
+    for e in &tree.edges {
+        let mut r = rec(id, e.parent.0, e.child.0, s, &ups, 0, Mode::Ina, Class::Dp);
+        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Down });
+        v.push(r);
+        id += 1;
+    }
+    v
+}
