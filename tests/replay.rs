@@ -1,7 +1,7 @@
 //! The replayer against closed forms on small hand-built topologies.
 
 use ina3d::fct;
-use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, ShortestPaths};
+use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, SharedRoutes, ShortestPaths};
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -542,4 +542,36 @@ fn ina_allreduce_on(topo: &Topology, agg: u64, first_id: u64, members: &[u32], s
         id += 1;
     }
     v
+}
+
+#[test]
+fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_latency() {
+    let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+    let routing = ina3d::topology::Routing::new(&topo, 3).unwrap();
+    // members in different pods: the root is a core switch, the tree has three levels
+    let members: Vec<u32> = [0usize, 5, 9, 13].iter().map(|&r| topo.gpus[r].0).collect();
+    let recs = ina_allreduce_on(&topo, 1, 0, &members, 5_000_000, &[]);
+    let ms: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let tree = routing.aggregation_tree(&ms, &|_| true, 1).unwrap();
+    assert!(tree.switches().len() >= 3, "a multi-level tree");
+    // longest member-to-root chain of edge path delays
+    let chain = |m: NodeId| {
+        let (mut v, mut d) = (m, 0u64);
+        while let Some(e) = tree.edges.iter().find(|e| e.child == v) {
+            d += routing.path_delay(&e.path).0;
+            v = e.parent;
+        }
+        d
+    };
+    let depth = ms.iter().map(|&m| chain(m)).max().unwrap();
+    let rate = routing.bottleneck(&tree.edges[0].path).0 as f64 / 8e9;
+    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &ReplayOptions::default()).unwrap();
+    let want = wire(5_000_000) as f64 / rate + 2.0 * depth as f64;
+    for row in &r.rows {
+        assert_close(row.end_ns, want, 1.0, "multi-level INA");
+        assert_eq!(row.fct_ns, row.standalone_fct_ns);
+    }
+    // every aggregating switch of the tree held the window
+    let held: std::collections::BTreeSet<NodeId> = r.slots.iter().filter(|s| s.slots_in_use > 0).map(|s| s.switch).collect();
+    assert_eq!(held, tree.switches().into_iter().collect());
 }
