@@ -174,12 +174,24 @@ fn prepare<R: PathSource + ?Sized>(
 ) -> Result<Prepared, ReplayError> {
     let n = records.len();
     let nodes = topo.node_count();
-    let mut index = HashMap::with_capacity(n);
-    for (i, r) in records.iter().enumerate() {
-        if index.insert(r.id.0, i as u32).is_some() {
-            return Err(ReplayError::DuplicateId(r.id));
+    // Ids 0..n in file order (the usual case) index themselves: no map to build.
+    let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
+    let mut map: HashMap<u64, u32> = HashMap::new();
+    if !dense {
+        map.reserve(n);
+        for (i, r) in records.iter().enumerate() {
+            if map.insert(r.id.0, i as u32).is_some() {
+                return Err(ReplayError::DuplicateId(r.id));
+            }
         }
     }
+    let index = |id: u64| -> Option<u32> {
+        if dense {
+            (id < n as u64).then_some(id as u32)
+        } else {
+            map.get(&id).copied()
+        }
+    };
     // aggregations, in order of first appearance
     let mut agg_of: HashMap<u64, u32> = HashMap::new();
     let mut rec_agg = vec![NONE; n];
@@ -224,7 +236,7 @@ fn prepare<R: PathSource + ?Sized>(
     let mut dep_pairs: Vec<(u32, u32)> = Vec::new();
     for (i, r) in records.iter().enumerate() {
         for d in &r.deps {
-            let Some(&di) = index.get(&d.0) else {
+            let Some(di) = index(d.0) else {
                 return Err(ReplayError::DanglingDep { id: r.id, dep: *d });
             };
             if rec_agg[i] != NONE && rec_agg[i] == rec_agg[di as usize] {
