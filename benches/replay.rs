@@ -18,7 +18,8 @@
 //! 1. GPT-3 175B, TP8·PP16·DP8 (1,024 GPUs, fat-tree k=16, 100 Gb/s), m=192, INA on:
 //!    records, network flows, wall time of the replay, peak RSS (VmHWM of the process,
 //!    trace included). Also INA off (ring), which has ≈ 0.9 M network flows.
-//! 2. Growth: 1×, 4×, 16× GPUs (TP8·PP4, DP 2/8/32, m=32): wall time per F·log₂F.
+//! 2. Growth: 1×, 4×, 16× GPUs (TP8·PP4, DP 2/8/32, m=32): wall time per F·log₂F, F =
+//!    network flows (ring DP flows grow as DP², so F grows faster than the GPU count).
 //! 3. [`ns3_vs_replayer_ratio`]: hook for the lead's ns-3 speed/error ratio.
 
 use ina3d::replay::{self, InaConfig, InaPolicy, ReplayOptions, SharedRoutes};
@@ -301,12 +302,12 @@ fn main() {
             );
         }
     }
-    println!("growth (TP8·PP4, m=32, ring DP; cost per F·log2 F relative to 1×):");
+    println!("growth (TP8·PP4, m=32, ring DP; F = network flows; replay wall / (F·log2 F) relative to 1×):");
     let mut base = None;
     for (mult, dp, spec) in [(1, 2, "fat-tree:k=8"), (4, 8, "fat-tree:k=16"), (16, 32, "fat-tree:k=16")] {
         let s = Shape { tp: 8, pp: 4, dp, m: 32, layers: 96, hidden: 12288, seq: 2048, params: 175e9 / 4.0, ina: false };
         let r = run(&s, spec);
-        let f = r.records as f64;
+        let f = r.flows as f64;
         let per = r.sim_s / (f * f.log2());
         let b = *base.get_or_insert(per);
         println!(
@@ -315,7 +316,7 @@ fn main() {
             r.records,
             r.flows,
             r.sim_s,
-            r.sim_s * 1e9 / f,
+            r.sim_s * 1e9 / r.records as f64,
             per / b
         );
     }
