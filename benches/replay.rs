@@ -45,6 +45,7 @@ struct Gen {
 }
 
 impl Gen {
+    #[allow(clippy::too_many_arguments)]
     fn push(&mut self, src: NodeId, dst: NodeId, bytes: u64, deps: Vec<u64>, dur: u64, mode: Mode, class: Class) -> u64 {
         let id = self.recs.len() as u64;
         self.recs.push(FlowRecord {

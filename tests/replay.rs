@@ -28,6 +28,7 @@ fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], gap: u64, mode: Mode, class: Class) -> FlowRecord {
     FlowRecord {
         id: FlowId(id),
@@ -574,4 +575,56 @@ fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_late
     // every aggregating switch of the tree held the window
     let held: std::collections::BTreeSet<NodeId> = r.slots.iter().filter(|s| s.slots_in_use > 0).map(|s| s.switch).collect();
     assert_eq!(held, tree.switches().into_iter().collect());
+}
+
+#[test]
+fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
+    use ina3d::trace::TraceHeader;
+    let mut h = TraceHeader::new();
+    h.set("ina_slots_per_switch", 1024).set("ina_payload_bytes", 256).set("ina_window", 64);
+    h.set("ina_policy", "static").set("ina_classes", "tp,dp");
+    let o = ReplayOptions::from_header(&h).unwrap();
+    assert_eq!(o.ina.slots_per_switch, 1024);
+    assert_eq!(o.ina.payload, Bytes(256));
+    assert_eq!(o.payload, Bytes(256), "header overhead follows the INA packet payload");
+    assert_eq!(o.ina.window, 64);
+    assert_eq!(o.ina.policy, InaPolicy::Static);
+    assert_eq!(o.ina.classes, vec![Class::Tp, Class::Dp]);
+    h.set("ina_policy", "lottery");
+    let e = ReplayOptions::from_header(&h).unwrap_err().to_string();
+    assert!(e.contains("ina_policy") && e.contains("lottery"), "{e}");
+    h.set("ina_policy", "priority").set("ina_window", "-3");
+    let e = ReplayOptions::from_header(&h).unwrap_err().to_string();
+    assert!(e.contains("ina_window"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Arbitrary small traces (forward and backward deps, cycles, unknown nodes, zero
+    /// sizes) either replay with every dep respected or are refused: never a panic or hang.
+    #[test]
+    fn arbitrary_traces_replay_or_are_refused_but_never_panic(
+        spec in proptest::collection::vec((0u32..7, 0u32..7, 0u64..200_000, 0u8..4, proptest::collection::vec(0u64..40, 0..3), 0u64..5000), 1..40)
+    ) {
+        let topo = star(5, G100, Nanos(100));
+        let recs: Vec<FlowRecord> = spec.iter().enumerate().map(|(i, (a, b, bytes, m, deps, gap))| {
+            let mut r = match m {
+                0 => compute(i as u64, *a, *bytes % 10_000, deps),
+                1 => { let mut r = rec(i as u64, *a, *b, *bytes, deps, 0, Mode::NvLink, Class::Tp); r.dur = Nanos(*bytes % 7_000); r }
+                _ => net(i as u64, *a, *b, *bytes, deps),
+            };
+            r.gap = Nanos(*gap);
+            r
+        }).collect();
+        match simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()) {
+            Ok(r) => {
+                let e = ends(&r);
+                for rec in &recs {
+                    let ready = rec.deps.iter().map(|d| e[&d.0].1).max().unwrap_or(0);
+                    proptest::prop_assert_eq!(e[&rec.id.0].0, ready + rec.gap.0);
+                }
+            }
+            Err(err) => proptest::prop_assert!(!err.to_string().is_empty()),
+        }
+    }
 }

@@ -259,7 +259,7 @@ pub const HEADER_KEYS: [(&str, &[&str]); 5] = [
     ("classes", &["ina_classes", "ina.classes"]),
 ];
 
-fn header_value<'h>(h: &'h crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &'h str)> {
+fn header_value(h: &crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &str)> {
     HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())))
 }
 
