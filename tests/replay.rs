@@ -628,3 +628,35 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn priority_follows_the_order_of_the_enabled_classes() {
+    let topo = star(6, G100, Nanos(1000));
+    let s = 1_000_000;
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 6, s, Class::Dp, &[]);
+    recs.push(compute(50, 2, 10, &[]));
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 6, s, Class::Dp, &[50]));
+    recs.extend(ina_allreduce(3, 200, &[4, 5], 6, s, Class::Tp, &[50]));
+    let mut o = ina_opts(256, 256, InaPolicy::Priority);
+    o.ina.classes = vec![Class::Dp, Class::Tp];
+    let e = ends(&run(&recs, &topo, &o));
+    assert_eq!(e[&100].0, e[&0].1, "DP is listed first, so it goes first");
+    assert_eq!(e[&200].0, e[&100].1);
+}
+
+#[test]
+fn children_behind_a_non_aggregating_switch_share_its_uplink() {
+    // hosts 0, 1 under switch 2 (not aggregating), switch 2 under the root switch 3
+    let kinds = vec![NodeKind::Host, NodeKind::Host, NodeKind::Switch, NodeKind::Switch];
+    let l = |a: u32, b: u32| Link { a: NodeId(a), b: NodeId(b), rate: G100, delay: Nanos(1000), error_rate: 0.0, kind: LinkKind::Fabric };
+    let topo = Topology { kinds, links: vec![l(0, 2), l(1, 2), l(2, 3)], gpus: vec![NodeId(0), NodeId(1)], gpus_per_server: 1, nvlink_rate: None, source: "two-level".into() };
+    let s = 2_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1], 3, s, Class::Dp, &[]);
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    // two streams of S share 2->3 (and 3->2 on the way down): 2·S/B, plus 2 hops up and 2 down
+    let want = 2.0 * wire(s) as f64 / B100 + 4000.0;
+    assert_close(r.summary.iteration_time_ns, want, 1.0, "shared uplink");
+    assert_eq!(r.rows[0].fct_ns, r.rows[0].standalone_fct_ns);
+    let up = r.channels.iter().find(|c| c.from == NodeId(2) && c.to == NodeId(3)).unwrap();
+    assert_eq!(up.bytes, 2 * wire(s));
+}
