@@ -3,9 +3,11 @@
 //! `cargo bench --no-default-features --bench replay` (add `-- quick` for the growth
 //! series only at reduced size).
 //!
-//! The `trace` branch's generator (`trace::generate`) was not merged when this was
-//! written, so the bench builds a **synthetic trace of the same shape** itself
-//! ([`synth`]): Megatron 1F1B on TP·PP·DP ranks in rank order on a fat-tree; per rank and
+//! Figure 1 uses the project's own generator (`megatron` preset → `schedule::build` →
+//! `trace::generate_workload`, what `ina3d trace` runs). The growth series and a second
+//! large case use a **synthetic trace of the same shape** built here ([`synth`], written
+//! before the generator was merged, kept because its DP ring has one flow per bucket
+//! and step — ≈ 0.9 M network flows, the heavier case): Megatron 1F1B on TP·PP·DP ranks in rank order on a fat-tree; per rank and
 //! micro-batch one forward and one backward `Compute` record; per TP group, micro-batch
 //! and phase `2·layers_per_stage` chained `NvLink` TP all-reduce records (one record per
 //! collective, DESIGN §8); per boundary crossing one `Net` p2p flow per TP rank
@@ -15,9 +17,10 @@
 //! the tree `Routing::aggregation_tree` builds (INA on).
 //!
 //! Figures:
-//! 1. GPT-3 175B, TP8·PP16·DP8 (1,024 GPUs, fat-tree k=16, 100 Gb/s), m=192, INA on:
-//!    records, network flows, wall time of the replay, peak RSS (VmHWM of the process,
-//!    trace included). Also INA off (ring), which has ≈ 0.9 M network flows.
+//! 1. GPT-3 175B, TP8·PP16·DP8 (1,024 GPUs, fat-tree k=16, 100 Gb/s), m=192, INA on
+//!    (hierarchical, every switch aggregates), from the project's generator: records,
+//!    network flows, wall time of the replay, peak RSS (VmHWM of the process, trace
+//!    included). Then the synthetic trace, INA on and off (ring, ≈ 0.9 M network flows).
 //! 2. Growth: 1×, 4×, 16× GPUs (TP8·PP4, DP 2/8/32, m=32): wall time per F·log₂F, F =
 //!    network flows (ring DP flows grow as DP², so F grows faster than the GPU count).
 //! 3. [`ns3_vs_replayer_ratio`]: hook for the lead's ns-3 speed/error ratio.
@@ -276,6 +279,60 @@ fn ns3_vs_replayer_ratio() {
     println!("ns3_vs_replayer_ratio: not wired yet (needs the ns-3 glue; added at integration)");
 }
 
+/// GPT-3 175B from the project's generator (as `ina3d trace gpt3-175b --tp 8 --pp 16
+/// --dp 8 --set global_batch_size=1536 --ina hierarchical --ina-switches all`).
+fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
+    use ina3d::trace::{InaMode, InaSwitches, TraceOptions};
+    let mut cfg = ina3d::megatron::load_input("gpt3-175b")?;
+    for (k, v) in [
+        ("tensor_model_parallel_size", "8"),
+        ("pipeline_model_parallel_size", "16"),
+        ("data_parallel_size", "8"),
+        ("global_batch_size", "1536"),
+    ] {
+        cfg.set(k, v)?;
+    }
+    cfg.validate()?;
+    let mut o = TraceOptions::default();
+    if ina {
+        o.ina.mode = "hierarchical".parse::<InaMode>()?;
+        o.ina.switches = "all".parse::<InaSwitches>()?;
+    }
+    let topo = Topology::from_spec("fat-tree:k=16")?;
+    let t0 = Instant::now();
+    let wl = ina3d::schedule::build(&cfg, &o.schedule)?;
+    let header = ina3d::trace::header(&cfg, &wl, &topo, &o);
+    let mut recs = Vec::new();
+    ina3d::trace::generate_workload(&wl, &topo, &o, &mut |r| {
+        recs.push(r);
+        Ok(())
+    })?;
+    let gen_s = t0.elapsed().as_secs_f64();
+    let flows = recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).count();
+    let routing = Routing::new(&topo, o.seed)?;
+    let routes = SharedRoutes::new(&topo, &routing);
+    let opts = ReplayOptions::from_header(&header)?;
+    let t1 = Instant::now();
+    let r = replay::simulate(&recs, &topo, &routes, &opts)?;
+    let sim_s = t1.elapsed().as_secs_f64();
+    println!(
+        "GPT-3 175B TP8·PP16·DP8 m=192 INA {} [generator]: {} records, {} network flows; generated in {:.1} s; \
+         replay wall {:.2} s (target ≤ 60 s), {} events, {} re-solves, {} INA fallbacks; iteration {:.1} ms; \
+         peak RSS so far {:.2} GiB (target ≤ 4 GiB)",
+        if ina { "on" } else { "off" },
+        recs.len(),
+        flows,
+        gen_s,
+        sim_s,
+        r.events,
+        r.resolves,
+        r.ina_fallbacks,
+        r.summary.iteration_time_ns as f64 / 1e6,
+        vm_hwm_kib().unwrap_or(0) as f64 / (1024.0 * 1024.0)
+    );
+    Ok(())
+}
+
 fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
     Shape { tp: 8, pp, dp, m, layers: 96, hidden: 12288, seq: 2048, params: 175e9 * pp as f64 / 16.0, ina }
 }
@@ -284,10 +341,13 @@ fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     println!("== replay benchmark (synthetic Megatron-shaped traces; see benches/replay.rs) ==");
     if !quick {
+        if let Err(e) = generated(true) {
+            println!("GPT-3 175B [generator]: could not run: {e}");
+        }
         for ina in [true, false] {
             let r = run(&gpt3(ina, 16, 8, 192), "fat-tree:k=16");
             println!(
-                "GPT-3 175B TP8·PP16·DP8 m=192 INA {}: {} records, {} network flows; generated in {:.1} s; \
+                "GPT-3 175B TP8·PP16·DP8 m=192 INA {} [synthetic]: {} records, {} network flows; generated in {:.1} s; \
                  replay wall {:.1} s (target ≤ 60 s), {} events, {} re-solves, {} INA fallbacks; \
                  iteration {:.1} ms; peak RSS so far {:.2} GiB (target ≤ 4 GiB)",
                 if ina { "on" } else { "off (ring)" },
