@@ -63,6 +63,8 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
             }
             p.inaPolicy = t[1];
         }
+        else if (k == "SEED")
+            continue; // routes were computed by ina3d with it; kept for provenance
         else if (k == "FLAVOR")
             p.flavor = t[1];
         else if (k == "STOP_TIME_S")
