@@ -1,10 +1,171 @@
-//! `ina3d ns3` (under construction).
+//! `ina3d ns3 emit|run|ingest`.
+
+use anyhow::{bail, Context, Result};
+use ina3d::ns3::{self, emit::read_trace_txt, hpcc::read_topology_txt, EmitOptions, Flavor, InaParams, InaPolicy, StartSource};
+use ina3d::topology::Topology;
+use ina3d::trace::FlowRecord;
+use ina3d::units::Bytes;
+use std::path::{Path, PathBuf};
 
 /// Subcommands of `ina3d ns3`.
 #[derive(clap::Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Write HPCC/Parsimon/SimAI inputs and the ns3-glue inputs for a trace.
+    Emit(EmitArgs),
+    /// Build (if needed) and run ns3-glue on an emitted directory; writes fct.csv, fct.txt, summary.csv.
+    Run(RunArgs),
+    /// Read HPCC fct/pfc/qlen, SimAI EndToEnd.csv or a summary.csv into tidy CSV.
+    Ingest(IngestArgs),
+}
+
+/// `ina3d ns3 emit`.
+#[derive(clap::Args, Debug)]
+pub struct EmitArgs {
+    /// The trace (the glue's trace.txt format; the trace CSV once the trace reader lands).
+    pub trace: PathBuf,
+    /// Topology: an HPCC topology.txt.
+    #[arg(long)]
+    pub topology: PathBuf,
+    /// Output directory.
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// Simulator dialect.
+    #[arg(long, value_enum, default_value_t = Flavor::Hpcc)]
+    pub flavor: Flavor,
+    /// Take flow.txt start times from a replay's fct.csv instead of a contention-free schedule.
+    #[arg(long)]
+    pub starts: Option<PathBuf>,
+    /// ECMP seed of the glue's per-destination routes.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Aggregator slots per switch.
+    #[arg(long, default_value_t = 8192)]
+    pub slots: u32,
+    /// Payload bytes per slot (one packet).
+    #[arg(long, default_value_t = 1024)]
+    pub payload: u64,
+    /// Outstanding slots per worker.
+    #[arg(long, default_value_t = 256)]
+    pub window: u32,
+    /// Slot exhaustion policy: static, best-effort, priority.
+    #[arg(long, default_value = "best-effort")]
+    pub policy: String,
+    /// SimAI GPU type field.
+    #[arg(long, default_value = "A100")]
+    pub gpu_type: String,
+}
+
+/// `ina3d ns3 run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Directory written by `ina3d ns3 emit`.
+    pub dir: PathBuf,
+    /// Glue binary (built from ns3-glue/ when missing or older than its sources).
+    #[arg(long)]
+    pub glue: Option<PathBuf>,
+}
+
+/// `ina3d ns3 ingest`.
+#[derive(clap::Args, Debug)]
+pub struct IngestArgs {
+    /// Files to read.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Output directory.
+    #[arg(short, long)]
+    pub out: PathBuf,
+}
+
+fn load_trace(p: &Path) -> Result<Vec<FlowRecord>> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    if !text.starts_with("# ina3d-ns3 trace") && !text.trim_start().starts_with("RECORDS") {
+        bail!("{}: not an ina3d-ns3 trace.txt (the trace CSV reader is on the `trace` branch, not merged yet)", p.display());
+    }
+    Ok(read_trace_txt(p, &text)?.0)
+}
+
+fn load_topology(p: &Path) -> Result<Topology> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading topology {}", p.display()))?;
+    let (t, warnings) = read_topology_txt(p, &text)?;
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(t.to_topology(&p.display().to_string()))
+}
+
+fn policy(s: &str) -> Result<InaPolicy> {
+    Ok(match s {
+        "static" => InaPolicy::Static,
+        "best-effort" => InaPolicy::BestEffort,
+        "priority" => InaPolicy::Priority,
+        other => bail!("--policy: unknown `{other}` (static, best-effort or priority)"),
+    })
+}
 
 /// Run `ina3d ns3`.
-pub fn run(c: Command) -> anyhow::Result<()> {
-    match c {}
+pub fn run(c: Command) -> Result<()> {
+    match c {
+        Command::Emit(a) => {
+            let records = load_trace(&a.trace)?;
+            let topo = load_topology(&a.topology)?;
+            let ina = InaParams { slots: a.slots, payload: Bytes(a.payload), window: a.window, policy: policy(&a.policy)? };
+            let opts = EmitOptions {
+                flavor: a.flavor,
+                seed: a.seed,
+                start: a.starts.map(StartSource::Replay).unwrap_or_default(),
+                gpu_type: a.gpu_type,
+            };
+            let r = ns3::emit(&records, &ina, &topo, &opts, &a.out).with_context(|| format!("emitting into {}", a.out.display()))?;
+            eprintln!(
+                "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns",
+                r.files.len(),
+                a.out.display(),
+                r.flows,
+                r.split_records,
+                r.proxies.len(),
+                r.start_source,
+                r.schedule_makespan.0
+            );
+            Ok(())
+        }
+        Command::Run(a) => {
+            let bin = match a.glue {
+                Some(b) => b,
+                None => {
+                    let out = ns3::run::glue_binary();
+                    eprintln!("building ns3-glue if needed → {}", out.display());
+                    ns3::run::build_glue(&ns3::run::glue_source_dir(), &out)?
+                }
+            };
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("ns-3 {bar:40} {pos}/{len} records ({elapsed})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            let r = ns3::run::run_glue(&bin, &a.dir, |done, total| {
+                bar.set_length(total);
+                bar.set_position(done);
+            });
+            bar.finish_and_clear();
+            let r = r.with_context(|| format!("running ns-3 on {}", a.dir.display()))?;
+            eprintln!(
+                "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
+                r.summary.records,
+                r.summary.iteration_time_ns,
+                r.summary.ina_slot_peak,
+                r.summary.wall_time_ns as f64 / 1e9,
+                a.dir.display()
+            );
+            Ok(())
+        }
+        Command::Ingest(a) => {
+            let done = ns3::ingest::ingest(&a.files, &a.out)?;
+            for d in done {
+                for w in &d.warnings {
+                    eprintln!("warning: {w}");
+                }
+                eprintln!("{} ({}) → {}: {} rows", d.input.display(), d.kind.as_str(), d.output.display(), d.rows);
+            }
+            Ok(())
+        }
+    }
 }

@@ -57,8 +57,14 @@ fn ns3_flags() -> Vec<String> {
 /// Build the glue into `out` unless it is newer than every source. Fails with
 /// [`Ns3Error::Ns3Missing`] when ns-3's headers are not installed.
 pub fn build_glue(src: &Path, out: &Path) -> Result<PathBuf, Ns3Error> {
-    if !Path::new(NS3_HEADER).exists() {
-        return Err(Ns3Error::Ns3Missing(format!("{NS3_HEADER} not found")));
+    build_glue_checking(src, out, Path::new(NS3_HEADER))
+}
+
+/// [`build_glue`] with the ns-3 header to look for given (tests point it elsewhere to
+/// check the missing-install message).
+pub fn build_glue_checking(src: &Path, out: &Path, ns3_header: &Path) -> Result<PathBuf, Ns3Error> {
+    if !ns3_header.exists() {
+        return Err(Ns3Error::Ns3Missing(format!("{} not found", ns3_header.display())));
     }
     let mut newest = None;
     for entry in ["scenario", "helper", "model"].iter().flat_map(|d| std::fs::read_dir(src.join(d)).into_iter().flatten().flatten()) {
@@ -245,8 +251,9 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], topo: &Topology, seed:
         if r.mode == Mode::Compute {
             *busy.entry(r.src).or_default() += r.dur.0;
         }
-        let gap_owner = r.src;
-        *busy.entry(gap_owner).or_default() += r.gap.0;
+        if topo.kinds.get(r.src.idx()) == Some(&NodeKind::Host) {
+            *busy.entry(r.src).or_default() += r.gap.0;
+        }
         if matches!(r.mode, Mode::Net | Mode::Ina) {
             let b = r.bytes.0;
             match r.class {
