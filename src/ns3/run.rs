@@ -153,14 +153,14 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
         };
         return Err(Ns3Error::Incomplete(format!("{how}; no `done` marker in {}. {msg}", dir.display())));
     }
-    let fct_path = dir.join("fct.csv");
-    let rows = read_fct_csv(&fct_path)?;
-    check_complete(&records, &rows)?;
-    let stats = read_stats(&dir.join("stats.txt"))?;
     let topo_path = dir.join("topology.txt");
     let ttext = std::fs::read_to_string(&topo_path).map_err(|e| Ns3Error::io(&topo_path, e))?;
     let (ht, _) = read_topology_txt(&topo_path, &ttext)?;
     let topo = ht.to_topology(&topo_path.display().to_string());
+    let fct_path = dir.join("fct.csv");
+    let rows = read_fct_csv(&fct_path)?;
+    check_complete(&records, &rows, &topo)?;
+    let stats = read_stats(&dir.join("stats.txt"))?;
     let seed = read_seed(&dir.join("params.txt"));
     let mut summary = summarize(&records, &rows, &topo, seed)?;
     summary.trace = trace_path.display().to_string();
@@ -203,7 +203,7 @@ fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
 }
 
 /// Every record has exactly one row with all its bytes, and starts after its deps + gap.
-pub fn check_complete(records: &[FlowRecord], rows: &[FctRow]) -> Result<(), Ns3Error> {
+pub fn check_complete(records: &[FlowRecord], rows: &[FctRow], topo: &Topology) -> Result<(), Ns3Error> {
     let mut by_id: BTreeMap<u64, &FctRow> = BTreeMap::new();
     for r in rows {
         if by_id.insert(r.flow_id, r).is_some() {
@@ -224,7 +224,7 @@ pub fn check_complete(records: &[FlowRecord], rows: &[FctRow]) -> Result<(), Ns3
         }
         // Coupled INA edges (sent by a switch) move as their aggregation produces data, so
         // only records that start by themselves are held to their deps.
-        let coupled = r.mode == Mode::Ina && r.agg.is_some_and(|a| a.switch == r.src);
+        let coupled = r.mode == Mode::Ina && topo.kinds.get(r.src.idx()).is_some_and(|k| *k != NodeKind::Host);
         if !coupled {
             let ready = r.deps.iter().filter_map(|d| by_id.get(&d.0)).map(|d| d.end_ns).max().unwrap_or(0);
             if row.start_ns < ready + r.gap.0 {
