@@ -74,6 +74,7 @@ fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], mode: Mode, class:
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn ina_edge(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], agg: u64, switch: u32, fanin: u32, dir: AggDir) -> FlowRecord {
     let mut r = rec(id, src, dst, bytes, deps, Mode::Ina, Class::Dp);
     r.agg = Some(AggTag { id: agg, switch: NodeId(switch), fanin, dir });

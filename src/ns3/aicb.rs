@@ -105,7 +105,7 @@ pub fn workload_text(c: &TrainingConfig, gpu: &GpuModel) -> Result<String, AicbE
     if tp == 0 || pp == 0 || dp == 0 || c.hidden_size == 0 || c.seq_length == 0 || c.micro_batch_size == 0 {
         return Err(AicbError::Config("TP, PP, DP, hidden size, sequence length and micro-batch must be positive".into()));
     }
-    if c.num_layers % pp != 0 {
+    if !c.num_layers.is_multiple_of(pp) {
         return Err(AicbError::Config(format!("{} layers do not split over {pp} pipeline stages", c.num_layers)));
     }
     if !(gpu.peak_flops > 0.0 && gpu.mfu > 0.0) {

@@ -103,7 +103,7 @@ pub const MAX_HPCC_FLOW: u64 = u32::MAX as u64;
 /// Check a link rate is one the HPCC family and ns-3 take.
 pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
     let r = l.rate.0;
-    if r == 0 || r % 1_000_000 != 0 || r > 10_000_000_000_000 {
+    if r == 0 || !r.is_multiple_of(1_000_000) || r > 10_000_000_000_000 {
         return Err(Ns3Error::UnsupportedRate { a: l.a, b: l.b, rate: r });
     }
     Ok(())
