@@ -6,7 +6,21 @@
 //! rank order: rank `r` lives on `gpus[r]`, server `r / gpus_per_server`.
 //!
 //! Public entry: [`Topology::from_spec`] (a builder spec such as `fat-tree:k=8` or a path
-//! to an HPCC `topology.txt`), then [`Routing::new`] for ECMP paths.
+//! to an HPCC `topology.txt`), then [`Routing::new`] for ECMP paths and INA aggregation
+//! trees ([`Routing::aggregation_tree`]).
+//!
+//! Numbering (the same as SimAI's generated topologies, so files we write are the files
+//! its users know): GPUs `0..G` in rank order, then one NVSwitch per server (when the
+//! NVLink domain is on), then packet switches from the bottom layer up (ToRs/leaves,
+//! then aggregation, then core/spine).
+
+mod build;
+mod error;
+mod hpcc;
+mod routing;
+
+pub use error::{TopologyError, TopologyWarning};
+pub use routing::{ecmp_choice, ecmp_hash, AggEdge, AggTree, Routing};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};
 use serde::{Deserialize, Serialize};
@@ -104,5 +118,112 @@ impl Topology {
     /// True when both ranks share one NVLink domain.
     pub fn same_nvlink_domain(&self, a: Rank, b: Rank) -> bool {
         self.nvlink_rate.is_some() && self.server_of(a) == self.server_of(b)
+    }
+
+    /// All hosts (GPUs with their NIC), ascending id.
+    pub fn hosts(&self) -> Vec<NodeId> {
+        self.nodes_of(NodeKind::Host)
+    }
+    /// All packet switches (not NVSwitches), ascending id.
+    pub fn switches(&self) -> Vec<NodeId> {
+        self.nodes_of(NodeKind::Switch)
+    }
+    /// All NVSwitches, ascending id.
+    pub fn nvswitches(&self) -> Vec<NodeId> {
+        self.nodes_of(NodeKind::NvSwitch)
+    }
+    fn nodes_of(&self, k: NodeKind) -> Vec<NodeId> {
+        (0..self.kinds.len() as u32).map(NodeId).filter(|n| self.kinds[n.idx()] == k).collect()
+    }
+    /// Kind of a node, `None` when the id is out of range.
+    pub fn kind(&self, n: NodeId) -> Option<NodeKind> {
+        self.kinds.get(n.idx()).copied()
+    }
+    /// The channels leaving `n` with the node each reaches, in ascending channel order
+    /// (every link kind, NVLink included). O(links); use [`Topology::adjacency`] in loops.
+    pub fn neighbors(&self, n: NodeId) -> Vec<(Channel, NodeId)> {
+        let mut out = Vec::new();
+        for (i, l) in self.links.iter().enumerate() {
+            let id = LinkId(i as u32);
+            if l.a == n {
+                out.push((Channel::of(id, true), l.b));
+            }
+            if l.b == n && l.a != n {
+                out.push((Channel::of(id, false), l.a));
+            }
+        }
+        out
+    }
+    /// For every node, the channels leaving it and the node at their far end, ascending
+    /// channel order (every link kind, NVLink included).
+    pub fn adjacency(&self) -> Vec<Vec<(Channel, NodeId)>> {
+        let mut adj = vec![Vec::new(); self.kinds.len()];
+        for (i, l) in self.links.iter().enumerate() {
+            let id = LinkId(i as u32);
+            if let Some(v) = adj.get_mut(l.a.idx()) {
+                v.push((Channel::of(id, true), l.b));
+            }
+            if let Some(v) = adj.get_mut(l.b.idx()) {
+                v.push((Channel::of(id, false), l.a));
+            }
+        }
+        adj
+    }
+    /// The (from, to) nodes of one direction of a link. Panics on an out-of-range channel
+    /// (channels come from this topology's own routing).
+    pub fn channel_ends(&self, c: Channel) -> (NodeId, NodeId) {
+        let l = &self.links[c.link().idx()];
+        if c.0 % 2 == 0 {
+            (l.a, l.b)
+        } else {
+            (l.b, l.a)
+        }
+    }
+    /// The server (NVLink domain) of a GPU node, `None` when `n` is not a GPU of `gpus`.
+    pub fn server_of_node(&self, n: NodeId) -> Option<u32> {
+        self.gpus.iter().position(|&g| g == n).map(|r| self.server_of(Rank(r as u32)))
+    }
+
+    /// Check that a job of `world` GPUs with tensor-parallel size `tp` fits: no more GPUs
+    /// than hosts, and — when servers have an NVLink domain — TP groups that neither
+    /// exceed a server nor straddle two (Megatron places ranks in order, so a TP group
+    /// stays inside a server exactly when `tp` divides `gpus_per_server`). Topologies
+    /// without NVLink (every GPU a plain host, e.g. HPCC's `fat.txt`) allow any `tp`:
+    /// TP traffic then crosses the network, which is what such a topology models.
+    pub fn check_world(&self, world: u32, tp: u32) -> Result<(), TopologyError> {
+        let hosts = self.gpus.len() as u32;
+        if world == 0 || tp == 0 {
+            return Err(TopologyError::World(format!(
+                "world size {world} and tensor-parallel size {tp} must both be at least 1"
+            )));
+        }
+        if world > hosts {
+            return Err(TopologyError::World(format!(
+                "the job needs {world} GPUs but topology `{}` has only {hosts} hosts",
+                self.source
+            )));
+        }
+        if world % tp != 0 {
+            return Err(TopologyError::World(format!(
+                "world size {world} is not a multiple of tensor-parallel size {tp}"
+            )));
+        }
+        if self.nvlink_rate.is_some() {
+            let gps = self.gpus_per_server;
+            if tp > gps {
+                return Err(TopologyError::World(format!(
+                    "tensor-parallel size {tp} is larger than a server of {gps} GPUs \
+                     (topology `{}` has an NVLink domain per server; TP groups must stay inside one)",
+                    self.source
+                )));
+            }
+            if gps % tp != 0 {
+                return Err(TopologyError::World(format!(
+                    "tensor-parallel size {tp} does not divide the {gps} GPUs of a server, \
+                     so rank-order placement would split a TP group across two servers"
+                )));
+            }
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,421 @@
+//! One pass over a Megatron log: the arguments block, iteration lines, timers, and the
+//! few start-up lines that carry sizes (`using world size: …`, `> padded vocab …`).
+//!
+//! Lines are classified by their first significant bytes (after launcher prefixes such
+//! as `[default0]:`, `3: `, `node7: ` and bracketed timestamps) before any nom parser
+//! runs, so noise costs one short look; only candidate lines are parsed, by structure
+//! (names, dots, separators), never by column.
+
+use super::config::IterationRecord;
+use super::error::{Loc, MegatronError};
+use nom::{
+    branch::alt,
+    bytes::complete::{tag, take_while, take_while1},
+    character::complete::{char, digit1, one_of, space0, space1},
+    combinator::{map_res, opt},
+    multi::separated_list1,
+    number::complete::double,
+    sequence::{delimited, tuple},
+    IResult,
+};
+use std::collections::BTreeMap;
+
+/// A `name = value` pair found in an input, with where its value starts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    /// Megatron argument name as written.
+    pub key: String,
+    /// Python `str()` of the value, as written.
+    pub value: String,
+    /// Position of the value.
+    pub loc: Loc,
+}
+
+/// One timer reading (ms), as printed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimerReading {
+    /// Megatron's timer name.
+    pub name: String,
+    /// Minimum across ranks (ms).
+    pub min: f64,
+    /// Maximum across ranks (ms).
+    pub max: f64,
+    /// 1-based line.
+    pub line: usize,
+}
+
+/// What one log contains.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LogScan {
+    /// Arguments of the last complete arguments block, in file order.
+    pub args: Vec<Assignment>,
+    /// Line of the header of the block kept, if any.
+    pub args_header_line: Option<usize>,
+    /// Sizes from `using world size: …` (applied before the block, which wins).
+    pub early: Vec<Assignment>,
+    /// Sizes from `> padded vocab (size: V) … (new size: P)` (applied after the block).
+    pub late: Vec<Assignment>,
+    /// Iteration lines.
+    pub iterations: Vec<IterationRecord>,
+    /// Every timer reading, in file order.
+    pub timers: Vec<TimerReading>,
+}
+
+/// Strips launcher prefixes and bracketed groups from the start of a line. Returns the
+/// rest and the last bracketed group that looked like a timestamp (starts with a digit).
+///
+/// A bare `token:` counts as a prefix only when the token holds a digit (`3:`,
+/// `node7:`, `worker-0:`) so timer names such as `forward-backward:` survive.
+pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
+    let mut s = line.trim_start();
+    let mut stamp = None;
+    for _ in 0..6 {
+        let b = s.as_bytes();
+        match b.first() {
+            Some(b'[') => match s.find(']') {
+                Some(end) => {
+                    let inner = &s[1..end];
+                    if inner.as_bytes().first().is_some_and(|c| c.is_ascii_digit()) {
+                        stamp = Some(inner);
+                    }
+                    s = s[end + 1..].strip_prefix(':').unwrap_or(&s[end + 1..]).trim_start();
+                }
+                None => break,
+            },
+            Some(c) if c.is_ascii_alphanumeric() => {
+                let n = b
+                    .iter()
+                    .take(48)
+                    .position(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'@')));
+                match n {
+                    Some(n)
+                        if b[n] == b':'
+                            && b[..n].iter().any(u8::is_ascii_digit)
+                            && b.get(n + 1).is_none_or(|c| *c == b' ' || *c == b'\t' || *c == b'[') =>
+                    {
+                        s = s[n + 1..].trim_start();
+                    }
+                    _ => break,
+                }
+            }
+            _ => break,
+        }
+    }
+    (s, stamp)
+}
+
+fn col(line: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(line.as_ptr() as usize) + 1
+}
+
+/// `  name ....... value` (dots may be absent for names of 48+ characters).
+pub fn args_line(s: &str) -> IResult<&str, (&str, &str)> {
+    let (r, name) = take_while1(|c: char| c.is_ascii_alphanumeric() || c == '_')(s.trim_start())?;
+    let (r, sp) = space1(r)?;
+    let (r, dots) = take_while(|c| c == '.')(r)?;
+    if dots.is_empty() && sp.len() < 2 {
+        return Err(nom::Err::Error(nom::error::Error::new(r, nom::error::ErrorKind::Tag)));
+    }
+    let (r, _) = space0(r)?;
+    Ok(("", (name, r.trim_end())))
+}
+
+fn is_args_header(s: &str) -> bool {
+    s.starts_with('-') && s.contains(" arguments ") && !s.contains("end of arguments")
+}
+
+/// `iteration  12/ 5000`, `iteration=12/5000`, `iteration: 12 / 5000`.
+pub fn iteration_head(s: &str) -> IResult<&str, (u64, u64)> {
+    let num = |i| map_res(digit1, str::parse::<u64>)(i);
+    let (r, (_, _, _, _, it, _, _, _, total)) = tuple((
+        tag("iteration"),
+        space0,
+        opt(one_of(":=")),
+        space0,
+        num,
+        space0,
+        char('/'),
+        space0,
+        num,
+    ))(s)?;
+    Ok((r, (it, total)))
+}
+
+fn first_number(v: &str) -> Option<f64> {
+    let t = v.trim();
+    let end = t.find(|c: char| c.is_whitespace() || c == ',').unwrap_or(t.len());
+    t[..end].parse::<f64>().ok().filter(|x| x.is_finite())
+}
+
+/// Parses an iteration line starting at `iteration` (prefixes already stripped).
+/// `Ok(None)` when the line is not an iteration line; `Err` when it is one but its
+/// elapsed time is missing or not a number.
+pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<IterationRecord>, MegatronError> {
+    let Ok((rest, (iteration, total))) = iteration_head(s) else { return Ok(None) };
+    let mut fields = BTreeMap::new();
+    let mut elapsed = None;
+    fields.insert("train_iters".to_string(), total.to_string());
+    if let Some(t) = stamp {
+        fields.insert("timestamp".to_string(), t.to_string());
+    }
+    for seg in rest.split('|') {
+        let seg = seg.trim();
+        if seg.is_empty() {
+            continue;
+        }
+        let (k, v) = match seg.find([':', '=']) {
+            Some(p) => (seg[..p].trim(), seg[p + 1..].trim()),
+            None => (seg, ""),
+        };
+        let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
+        if norm.starts_with("elapsed time per iteration") {
+            let scale = if norm.contains("(s)") || norm.ends_with(" s") { 1000.0 } else { 1.0 };
+            match first_number(v) {
+                Some(x) => elapsed = Some(x * scale),
+                None => {
+                    let c = loc.col + (v.as_ptr() as usize).saturating_sub(s.as_ptr() as usize);
+                    return Err(MegatronError::at(
+                        &Loc::new(loc.path.clone(), loc.line, c),
+                        "elapsed time per iteration (ms)",
+                        format!("expected a number of milliseconds, found `{v}`"),
+                    ));
+                }
+            }
+        } else {
+            fields.insert(k.to_string(), v.to_string());
+        }
+    }
+    match elapsed {
+        Some(elapsed_ms) => Ok(Some(IterationRecord { iteration, elapsed_ms, fields })),
+        None => Err(MegatronError::at(
+            loc,
+            "elapsed time per iteration (ms)",
+            format!("iteration line {iteration}/{total} has no `elapsed time per iteration` field"),
+        )),
+    }
+}
+
+/// `(1.0, 2.0)`, `1.0`, `(1.0, 2.0, 3.0)` → (min, max).
+pub fn timer_values(s: &str) -> IResult<&str, (f64, f64)> {
+    let list = |i| separated_list1(tuple((space0, char(','), space0)), double)(i);
+    let (r, v) = alt((delimited(tuple((char('('), space0)), list, tuple((space0, char(')')))), list))(s.trim())?;
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Ok((r, (min, max)))
+}
+
+enum TimerLine<'a> {
+    /// `name ....: values` with the values text.
+    Entry(&'a str, &'a str),
+    /// `name:` opening an all-ranks list.
+    Name(&'a str),
+    /// `rank  3: value`.
+    Rank(&'a str),
+    /// Not part of a timer block.
+    Other,
+}
+
+fn timer_line(s: &str) -> TimerLine<'_> {
+    let t = s.trim();
+    if let Some(r) = t.strip_prefix("rank") {
+        let r = r.trim_start();
+        let d = r.bytes().take_while(u8::is_ascii_digit).count();
+        if d > 0 && r[d..].starts_with(':') {
+            return TimerLine::Rank(r[d + 1..].trim());
+        }
+    }
+    let Some(p) = t.find(':') else { return TimerLine::Other };
+    let (lhs, value) = (&t[..p], t[p + 1..].trim());
+    let name = lhs.trim_end_matches('.').trim_end();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return TimerLine::Other;
+    }
+    if lhs.ends_with('.') && !value.is_empty() {
+        TimerLine::Entry(name, value)
+    } else if value.is_empty() && lhs == name {
+        TimerLine::Name(name)
+    } else {
+        TimerLine::Other
+    }
+}
+
+fn timer_error(path: &str, line_no: usize, line: &str, part: &str, name: &str) -> MegatronError {
+    MegatronError::at(
+        &Loc::new(path, line_no, col(line, part)),
+        format!("timer {name}"),
+        format!("expected `(min, max)` or a number of milliseconds, found `{}`", part.trim()),
+    )
+}
+
+fn push_numbers(out: &mut Vec<Assignment>, text: &str, line: &str, path: &str, line_no: usize, keys: &[(&str, &str)]) {
+    for (pat, key) in keys {
+        if let Some(p) = text.find(pat) {
+            let after = text[p + pat.len()..].trim_start();
+            let d = after.bytes().take_while(u8::is_ascii_digit).count();
+            if d > 0 {
+                out.push(Assignment {
+                    key: (*key).into(),
+                    value: after[..d].into(),
+                    loc: Loc::new(path, line_no, col(line, after)),
+                });
+            }
+        }
+    }
+}
+
+#[derive(PartialEq)]
+enum State {
+    Normal,
+    Args { header: usize },
+    Timers,
+}
+
+/// Scans a whole log. Fails on an arguments block that never ends, an iteration line
+/// without a numeric elapsed time, or a timer entry whose value is not a number.
+pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
+    let mut out = LogScan::default();
+    let mut state = State::Normal;
+    let mut block: Vec<Assignment> = Vec::new();
+    // All-ranks timer being read: name, min, max, seen.
+    let mut ranks: Option<(String, f64, f64, usize)> = None;
+    for (idx, raw) in text.split('\n').enumerate() {
+        let line_no = idx + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let (s, stamp) = strip_prefixes(line);
+        if let State::Args { .. } = state {
+            if s.contains("end of arguments") {
+                out.args = std::mem::take(&mut block);
+                if let State::Args { header } = state {
+                    out.args_header_line = Some(header);
+                }
+                state = State::Normal;
+            } else if is_args_header(s) {
+                // A restarted job: the earlier block was cut short; keep the new one.
+                block.clear();
+                state = State::Args { header: line_no };
+            } else if let Ok((_, (k, v))) = args_line(s) {
+                block.push(Assignment { key: k.into(), value: v.into(), loc: Loc::new(path, line_no, col(line, v)) });
+            }
+            continue;
+        }
+        if state == State::Timers {
+            match timer_line(s) {
+                TimerLine::Entry(name, v) => {
+                    if let Some((n, lo, hi, k)) = ranks.take() {
+                        if k > 0 {
+                            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                        }
+                    }
+                    match timer_values(v) {
+                        Ok((r, (min, max))) if r.trim().is_empty() => {
+                            out.timers.push(TimerReading { name: name.into(), min, max, line: line_no })
+                        }
+                        _ => return Err(timer_error(path, line_no, line, v, name)),
+                    }
+                    continue;
+                }
+                TimerLine::Name(name) => {
+                    if let Some((n, lo, hi, k)) = ranks.take() {
+                        if k > 0 {
+                            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                        }
+                    }
+                    ranks = Some((name.into(), f64::INFINITY, f64::NEG_INFINITY, 0));
+                    continue;
+                }
+                TimerLine::Rank(v) => {
+                    if let Some((n, lo, hi, k)) = ranks.as_mut() {
+                        match first_number(v) {
+                            Some(x) => {
+                                *lo = lo.min(x);
+                                *hi = hi.max(x);
+                                *k += 1;
+                            }
+                            None => return Err(timer_error(path, line_no, line, v, n)),
+                        }
+                        continue;
+                    }
+                    state = State::Normal;
+                }
+                TimerLine::Other => state = State::Normal,
+            }
+            if let Some((n, lo, hi, k)) = ranks.take() {
+                if k > 0 {
+                    out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                }
+            }
+        }
+        let Some(&first) = s.as_bytes().first() else { continue };
+        match first {
+            b'i' if s.starts_with("iteration") => {
+                let loc = Loc::new(path, line_no, col(line, s));
+                if let Some(rec) = iteration_line(s, stamp, &loc)? {
+                    out.iterations.push(rec);
+                }
+            }
+            b'(' | b'm' | b't' if s.trim_end().ends_with("across ranks (ms):") => {
+                state = State::Timers;
+            }
+            b't' if s.starts_with("time (ms)") => {
+                for seg in s["time (ms)".len()..].split('|') {
+                    let seg = seg.trim();
+                    if seg.is_empty() {
+                        continue;
+                    }
+                    let Some(p) = seg.rfind(':') else { continue };
+                    let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
+                    match first_number(v) {
+                        Some(x) => out.timers.push(TimerReading { name: name.into(), min: x, max: x, line: line_no }),
+                        None => return Err(timer_error(path, line_no, line, v, name)),
+                    }
+                }
+            }
+            b'-' if is_args_header(s) => {
+                block.clear();
+                state = State::Args { header: line_no };
+            }
+            b'>' => {
+                let t = s.trim_start_matches('>').trim_start();
+                if let Some(r) = t.strip_prefix("padded vocab") {
+                    push_numbers(
+                        &mut out.late,
+                        r,
+                        line,
+                        path,
+                        line_no,
+                        &[("(size:", "vocab_size"), ("(new size:", "padded_vocab_size")],
+                    );
+                }
+            }
+            b'u' if s.starts_with("using world size:") => push_numbers(
+                &mut out.early,
+                s,
+                line,
+                path,
+                line_no,
+                &[
+                    ("world size:", "world_size"),
+                    ("data-parallel size:", "data_parallel_size"),
+                    ("data-parallel-size:", "data_parallel_size"),
+                    ("context-parallel size:", "context_parallel_size"),
+                    ("tensor-model-parallel size:", "tensor_model_parallel_size"),
+                    ("pipeline-model-parallel size:", "pipeline_model_parallel_size"),
+                ],
+            ),
+            _ => {}
+        }
+    }
+    if let Some((n, lo, hi, k)) = ranks.take() {
+        if k > 0 {
+            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: 0 });
+        }
+    }
+    if let State::Args { header } = state {
+        return Err(MegatronError::at(
+            &Loc::new(path, header, 1),
+            "arguments",
+            "the arguments block starting here is truncated: no `end of arguments` line follows",
+        ));
+    }
+    Ok(out)
+}

@@ -1,0 +1,409 @@
+//! Builder specs (`fat-tree:k=8`, `leaf-spine:…`, `rail:…`, `dual-plane:…`) and the
+//! cluster builders behind them.
+
+use super::{Link, LinkKind, NodeKind, Topology, TopologyError, TopologyWarning};
+use crate::units::{parse_delay, BitsPerSec, Nanos, NodeId};
+use std::collections::BTreeMap;
+
+/// Builder names accepted before the `:` of a spec.
+pub(super) const KINDS: [&str; 4] = ["fat-tree", "leaf-spine", "rail", "dual-plane"];
+
+/// Options every builder accepts.
+const COMMON: [&str; 6] = ["nic", "fabric", "latency", "gpus-per-server", "nvlink", "nvlink-latency"];
+
+/// Hard cap on hosts, so a typo such as `k=4000` is an error, not an out-of-memory.
+const MAX_HOSTS: u64 = 1 << 22;
+
+impl Topology {
+    /// What `--topology` accepts; the CLI prints it in `--help`.
+    pub const SPEC_HELP: &'static str = "\
+Topology: a file or a builder spec KIND[:key=value,...]
+  FILE                      HPCC topology.txt (3-field header) or SimAI topology (6-field header)
+  fat-tree:k=4              k-ary fat-tree: k^3/4 hosts, k^2/2 ToRs, k^2/2 aggregation, k^2/4 core
+  leaf-spine:leaves=4,spines=2,hosts-per-leaf=8[,oversub=R]
+                            two tiers; every leaf linked to every spine
+  rail:servers=4,gpus-per-server=8[,spines=2][,oversub=R]
+                            rail-optimised: GPU i of every server on leaf (rail) i, leaves under spines
+  dual-plane:servers=4,gpus-per-server=8[,servers-per-tor=SERVERS][,spines=2][,oversub=R]
+                            HPN-style: every GPU has 2 NIC ports, port p on a ToR of plane p;
+                            each plane is its own leaf-spine
+Common options (defaults):
+  nic=100Gbps               GPU NIC port rate
+  fabric=RATE               switch-switch rate; default: fat-tree = nic, the others
+                            non-blocking (leaf uplinks carry all downlink capacity)
+  oversub=R                 leaf/ToR uplinks sized so downlink/uplink capacity = R (not with fabric
+                            on two-tier builders)
+  latency=1us               one-way propagation delay of every network link
+  gpus-per-server=8         GPUs per server (NVLink domain); hosts must fill whole servers
+  nvlink=2400Gbps | off     per-GPU NVLink rate to the server's NVSwitch (one NVSwitch per server)
+  nvlink-latency=25ns       one-way delay of an NVLink link (SimAI's value)";
+
+    /// Build or load a topology from `spec`: a builder spec (see [`Topology::SPEC_HELP`])
+    /// or the path of an HPCC/SimAI topology file. File warnings (header counts that
+    /// disagree with the rows, trailing free text) are dropped here; callers that show
+    /// them use [`Topology::from_spec_with_warnings`].
+    pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
+        Self::from_spec_with_warnings(spec).map(|(t, _)| t)
+    }
+
+    /// [`Topology::from_spec`], also returning the warnings a topology file produced
+    /// (always empty for builder specs).
+    pub fn from_spec_with_warnings(spec: &str) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
+        let spec = spec.trim();
+        let (kind, body) = match spec.split_once(':') {
+            Some((k, b)) => (k.trim(), b),
+            None => (spec, ""),
+        };
+        if KINDS.contains(&kind) {
+            return build(spec, kind, body).map(|t| (t, Vec::new()));
+        }
+        let path = std::path::Path::new(spec);
+        if path.is_file() {
+            return Topology::read_file(path);
+        }
+        Err(TopologyError::Spec {
+            spec: spec.to_string(),
+            key: "kind".into(),
+            msg: format!(
+                "`{kind}` is neither a builder ({}) nor an existing topology file",
+                KINDS.join(", ")
+            ),
+        })
+    }
+}
+
+/// Parsed `key=value` options of one spec, with typed getters whose errors name the key.
+struct Opts<'a> {
+    spec: &'a str,
+    map: BTreeMap<String, String>,
+}
+
+impl<'a> Opts<'a> {
+    fn parse(spec: &'a str, kind: &str, body: &str, own: &[&str]) -> Result<Self, TopologyError> {
+        let mut map = BTreeMap::new();
+        for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part.split_once('=').ok_or_else(|| TopologyError::Spec {
+                spec: spec.into(),
+                key: part.into(),
+                msg: "expected key=value".into(),
+            })?;
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim().to_string());
+            if !own.contains(&k.as_str()) && !COMMON.contains(&k.as_str()) {
+                let mut known: Vec<&str> = own.iter().chain(COMMON.iter()).copied().collect();
+                known.sort_unstable();
+                return Err(TopologyError::Spec {
+                    spec: spec.into(),
+                    key: k,
+                    msg: format!("unknown option for {kind} (known: {})", known.join(", ")),
+                });
+            }
+            if map.insert(k.clone(), v).is_some() {
+                return Err(TopologyError::Spec { spec: spec.into(), key: k, msg: "given twice".into() });
+            }
+        }
+        Ok(Opts { spec, map })
+    }
+
+    fn err(&self, key: &str, msg: String) -> TopologyError {
+        TopologyError::Spec { spec: self.spec.into(), key: key.into(), msg }
+    }
+
+    fn has(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    fn count(&self, key: &str, default: u64, min: u64) -> Result<u64, TopologyError> {
+        let Some(v) = self.map.get(key) else { return Ok(default) };
+        let n: u64 = v
+            .parse()
+            .map_err(|_| self.err(key, format!("`{v}` is not a whole number")))?;
+        if n < min {
+            return Err(self.err(key, format!("{n} is too small (at least {min})")));
+        }
+        if n > MAX_HOSTS {
+            return Err(self.err(key, format!("{n} is too large (at most {MAX_HOSTS})")));
+        }
+        Ok(n)
+    }
+
+    fn rate(&self, key: &str, default: BitsPerSec) -> Result<BitsPerSec, TopologyError> {
+        let Some(v) = self.map.get(key) else { return Ok(default) };
+        match BitsPerSec::parse(v) {
+            Some(r) if r.0 > 0 => Ok(r),
+            Some(_) => Err(self.err(key, format!("`{v}` is zero; a link rate must be positive"))),
+            None => Err(self.err(key, format!("`{v}` is not a rate like 100Gbps"))),
+        }
+    }
+
+    fn opt_rate(&self, key: &str) -> Result<Option<BitsPerSec>, TopologyError> {
+        if self.has(key) {
+            self.rate(key, BitsPerSec(0)).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn delay(&self, key: &str, default: Nanos) -> Result<Nanos, TopologyError> {
+        let Some(v) = self.map.get(key) else { return Ok(default) };
+        parse_delay(v).ok_or_else(|| self.err(key, format!("`{v}` is not a delay like 1us, 1000ns or 0.001ms")))
+    }
+
+    fn oversub(&self) -> Result<Option<f64>, TopologyError> {
+        let Some(v) = self.map.get("oversub") else { return Ok(None) };
+        match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+            _ => Err(self.err("oversub", format!("`{v}` is not a positive ratio such as 2 or 1.5"))),
+        }
+    }
+
+    /// `nvlink=RATE|off`: `None` when off.
+    fn nvlink(&self) -> Result<Option<BitsPerSec>, TopologyError> {
+        match self.map.get("nvlink").map(|s| s.to_ascii_lowercase()) {
+            Some(s) if s == "off" || s == "none" || s == "no" => Ok(None),
+            _ => self.rate("nvlink", BitsPerSec::gbps(2400)).map(Some),
+        }
+    }
+
+    /// Uplink rate of a leaf with `down` capacity and `uplinks` uplinks: `fabric` when
+    /// given, else sized for `oversub` (default 1 = non-blocking). Two-tier builders only,
+    /// where every switch-switch link is a leaf uplink, so `fabric` and `oversub` conflict.
+    fn leaf_uplink(&self, down: u128, uplinks: u64) -> Result<BitsPerSec, TopologyError> {
+        let over = self.oversub()?;
+        if let Some(f) = self.opt_rate("fabric")? {
+            if over.is_some() {
+                return Err(self.err(
+                    "oversub",
+                    "give fabric (the uplink rate) or oversub (uplinks sized from it), not both".into(),
+                ));
+            }
+            return Ok(f);
+        }
+        self.sized_uplink(down, uplinks, over.unwrap_or(1.0))
+    }
+
+    fn sized_uplink(&self, down: u128, uplinks: u64, over: f64) -> Result<BitsPerSec, TopologyError> {
+        let r = (down as f64 / (uplinks.max(1) as f64 * over)).round();
+        if r < 1.0 || r >= u64::MAX as f64 {
+            return Err(self.err("oversub", format!("gives an uplink rate of {r} bps, out of range")));
+        }
+        Ok(BitsPerSec(r as u64))
+    }
+}
+
+/// Nodes and links being assembled, numbered in creation order.
+struct Net {
+    kinds: Vec<NodeKind>,
+    links: Vec<Link>,
+}
+
+impl Net {
+    fn nodes(&mut self, n: u64, k: NodeKind) -> u32 {
+        let first = self.kinds.len() as u32;
+        self.kinds.extend(std::iter::repeat_n(k, n as usize));
+        first
+    }
+    fn link(&mut self, a: u32, b: u32, rate: BitsPerSec, delay: Nanos, kind: LinkKind) {
+        self.links.push(Link { a: NodeId(a), b: NodeId(b), rate, delay, error_rate: 0.0, kind });
+    }
+}
+
+/// Settings shared by all builders.
+struct Common {
+    nic: BitsPerSec,
+    latency: Nanos,
+    gps: u64,
+    nvlink: Option<BitsPerSec>,
+    nvlink_latency: Nanos,
+}
+
+fn common(o: &Opts<'_>, gps_default: u64) -> Result<Common, TopologyError> {
+    Ok(Common {
+        nic: o.rate("nic", BitsPerSec::gbps(100))?,
+        latency: o.delay("latency", Nanos(1000))?,
+        gps: o.count("gpus-per-server", gps_default, 1)?,
+        nvlink: o.nvlink()?,
+        nvlink_latency: o.delay("nvlink-latency", Nanos(25))?,
+    })
+}
+
+/// Create `hosts` GPU nodes and, when NVLink is on, one NVSwitch per server linked to each
+/// of its GPUs. Returns the net with hosts at `0..hosts`. `nic_links(g)` is called per GPU
+/// after its NVLink link, so each GPU's links stay together as in SimAI files.
+fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, TopologyError> {
+    if hosts > MAX_HOSTS {
+        return Err(o.err("kind", format!("{hosts} hosts is more than the {MAX_HOSTS} supported")));
+    }
+    if c.nvlink.is_some() && hosts % c.gps != 0 {
+        return Err(o.err(
+            "gpus-per-server",
+            format!(
+                "{hosts} hosts do not fill whole servers of {} GPUs; change gpus-per-server or set nvlink=off",
+                c.gps
+            ),
+        ));
+    }
+    let mut net = Net { kinds: Vec::new(), links: Vec::new() };
+    net.nodes(hosts, NodeKind::Host);
+    if c.nvlink.is_some() {
+        net.nodes(hosts / c.gps, NodeKind::NvSwitch);
+    }
+    Ok(net)
+}
+
+fn nvlink_of(net: &mut Net, c: &Common, hosts: u64, g: u64) {
+    if let Some(r) = c.nvlink {
+        let nvs = hosts + g / c.gps;
+        net.link(g as u32, nvs as u32, r, c.nvlink_latency, LinkKind::NvLink);
+    }
+}
+
+fn finish(net: Net, c: &Common, hosts: u64, spec: &str) -> Topology {
+    Topology {
+        kinds: net.kinds,
+        links: net.links,
+        gpus: (0..hosts as u32).map(NodeId).collect(),
+        gpus_per_server: if c.nvlink.is_some() { c.gps as u32 } else { 1 },
+        nvlink_rate: c.nvlink,
+        source: spec.to_string(),
+    }
+}
+
+fn build(spec: &str, kind: &str, body: &str) -> Result<Topology, TopologyError> {
+    match kind {
+        "fat-tree" => fat_tree(&Opts::parse(spec, kind, body, &["k", "oversub"])?),
+        "leaf-spine" => leaf_spine(&Opts::parse(spec, kind, body, &["leaves", "spines", "hosts-per-leaf", "oversub"])?),
+        "rail" => rail(&Opts::parse(spec, kind, body, &["servers", "spines", "oversub"])?),
+        "dual-plane" => dual_plane(&Opts::parse(spec, kind, body, &["servers", "servers-per-tor", "spines", "oversub"])?),
+        _ => unreachable!("caller checked KINDS"),
+    }
+}
+
+/// k-ary fat-tree (Al-Fares et al.): k pods of k/2 ToRs and k/2 aggregation switches,
+/// k/2 hosts per ToR, (k/2)² cores; aggregation switch `a` of every pod links to cores
+/// `a·k/2 .. (a+1)·k/2`. Node order: hosts, NVSwitches, ToRs (pod-major), aggs, cores.
+/// `fabric` (default nic) sets switch-switch rates; `oversub` resizes ToR uplinks only.
+fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
+    let k = o.count("k", 4, 2)?;
+    if k % 2 != 0 || k > 256 {
+        return Err(o.err("k", format!("{k} must be even and at most 256")));
+    }
+    let c = common(o, 8)?;
+    let h = k / 2;
+    let hosts = k * k * k / 4;
+    let fabric = o.rate("fabric", c.nic)?;
+    let tor_up = match o.oversub()? {
+        Some(r) => o.sized_uplink(h as u128 * c.nic.0 as u128, h, r)?,
+        None => fabric,
+    };
+    let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    let tor0 = net.nodes(k * h, NodeKind::Switch) as u64;
+    let agg0 = net.nodes(k * h, NodeKind::Switch) as u64;
+    let core0 = net.nodes(h * h, NodeKind::Switch) as u64;
+    for g in 0..hosts {
+        nvlink_of(&mut net, &c, hosts, g);
+        net.link(g as u32, (tor0 + g / h) as u32, c.nic, c.latency, LinkKind::Nic);
+    }
+    for pod in 0..k {
+        for e in 0..h {
+            for a in 0..h {
+                net.link((tor0 + pod * h + e) as u32, (agg0 + pod * h + a) as u32, tor_up, c.latency, LinkKind::Fabric);
+            }
+        }
+    }
+    for pod in 0..k {
+        for a in 0..h {
+            for j in 0..h {
+                net.link((agg0 + pod * h + a) as u32, (core0 + a * h + j) as u32, fabric, c.latency, LinkKind::Fabric);
+            }
+        }
+    }
+    Ok(finish(net, &c, hosts, o.spec))
+}
+
+/// Two-tier leaf-spine: `hosts-per-leaf` hosts under each leaf, every leaf linked once to
+/// every spine. Node order: hosts, NVSwitches, leaves, spines.
+fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
+    let leaves = o.count("leaves", 4, 1)?;
+    let spines = o.count("spines", 2, 1)?;
+    let hpl = o.count("hosts-per-leaf", 8, 1)?;
+    let c = common(o, 8)?;
+    let hosts = leaves.saturating_mul(hpl);
+    let up = o.leaf_uplink(hpl as u128 * c.nic.0 as u128, spines)?;
+    let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    let leaf0 = net.nodes(leaves, NodeKind::Switch) as u64;
+    let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
+    for g in 0..hosts {
+        nvlink_of(&mut net, &c, hosts, g);
+        net.link(g as u32, (leaf0 + g / hpl) as u32, c.nic, c.latency, LinkKind::Nic);
+    }
+    for l in 0..leaves {
+        for s in 0..spines {
+            net.link((leaf0 + l) as u32, (spine0 + s) as u32, up, c.latency, LinkKind::Fabric);
+        }
+    }
+    Ok(finish(net, &c, hosts, o.spec))
+}
+
+/// Rail-optimised: one leaf per rail (`gpus-per-server` rails), GPU i of every server on
+/// leaf i, every leaf linked to every spine (traffic between rails crosses a spine, since
+/// hosts do not forward and NVLink is not a network path). Node order: hosts, NVSwitches,
+/// leaves (rail order), spines.
+fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
+    let servers = o.count("servers", 4, 1)?;
+    let spines = o.count("spines", 2, 1)?;
+    let c = common(o, 8)?;
+    let hosts = servers.saturating_mul(c.gps);
+    let up = o.leaf_uplink(servers as u128 * c.nic.0 as u128, spines)?;
+    let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    let leaf0 = net.nodes(c.gps, NodeKind::Switch) as u64;
+    let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
+    for g in 0..hosts {
+        nvlink_of(&mut net, &c, hosts, g);
+        net.link(g as u32, (leaf0 + g % c.gps) as u32, c.nic, c.latency, LinkKind::Nic);
+    }
+    for l in 0..c.gps {
+        for s in 0..spines {
+            net.link((leaf0 + l) as u32, (spine0 + s) as u32, up, c.latency, LinkKind::Fabric);
+        }
+    }
+    Ok(finish(net, &c, hosts, o.spec))
+}
+
+/// HPN-style dual-plane (a simplification of Alibaba's HPN, SIGCOMM'24): every GPU has two
+/// NIC ports of rate `nic`; port p links to a ToR of plane p. `servers-per-tor` servers
+/// share one ToR pair; each plane is its own leaf-spine with `spines` spines (the planes
+/// never meet, so a flow stays in the plane its first hop picks). Node order: hosts,
+/// NVSwitches, plane-0 ToRs, plane-1 ToRs, plane-0 spines, plane-1 spines.
+fn dual_plane(o: &Opts<'_>) -> Result<Topology, TopologyError> {
+    let servers = o.count("servers", 4, 1)?;
+    let spt = o.count("servers-per-tor", servers, 1)?;
+    let spines = o.count("spines", 2, 1)?;
+    let c = common(o, 8)?;
+    let hosts = servers.saturating_mul(c.gps);
+    let tors = servers.div_ceil(spt);
+    let up = o.leaf_uplink(spt as u128 * c.gps as u128 * c.nic.0 as u128, spines)?;
+    let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    let tor0 = net.nodes(2 * tors, NodeKind::Switch) as u64;
+    let spine0 = net.nodes(2 * spines, NodeKind::Switch) as u64;
+    for g in 0..hosts {
+        nvlink_of(&mut net, &c, hosts, g);
+        let t = g / c.gps / spt;
+        for plane in 0..2 {
+            net.link(g as u32, (tor0 + plane * tors + t) as u32, c.nic, c.latency, LinkKind::Nic);
+        }
+    }
+    for plane in 0..2 {
+        for t in 0..tors {
+            for s in 0..spines {
+                net.link(
+                    (tor0 + plane * tors + t) as u32,
+                    (spine0 + plane * spines + s) as u32,
+                    up,
+                    c.latency,
+                    LinkKind::Fabric,
+                );
+            }
+        }
+    }
+    Ok(finish(net, &c, hosts, o.spec))
+}

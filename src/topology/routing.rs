@@ -1,0 +1,582 @@
+//! Deterministic ECMP routing over the network links of a [`Topology`], and INA
+//! aggregation trees built from those routes.
+//!
+//! Only network links ([`LinkKind::Nic`], [`LinkKind::Fabric`]) carry routed traffic and
+//! only switches forward: a path never crosses NVLink, an NVSwitch or a third host.
+//!
+//! **Precomputation.** Hosts with the same set of attached switches (all hosts under one
+//! ToR, say) have the same distance from every switch, so one breadth-first search per
+//! such *attachment group* gives every switch its distance to those hosts and its set of
+//! shortest next hops. A path query then walks the table: O(hops), no allocation beyond
+//! the returned path. Memory: groups × switches × (next hops + 6 bytes) — for a
+//! 1,024-host fat-tree (k=16: 128 ToRs, 320 switches) well under 2 MB.
+//!
+//! **ECMP.** Among the equal-cost next hops of node `v` (ascending [`Channel`] id), the
+//! flow with key `key` takes index [`ecmp_choice`]`(seed, key, v, n)`. The functions are
+//! specified bit for bit below so the ns-3 glue can reproduce every path.
+
+use super::{Channel, LinkKind, NodeKind, Topology, TopologyError};
+use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
+use std::collections::BTreeMap;
+
+const NONE: u32 = u32::MAX;
+const FAR: u16 = u16::MAX;
+
+/// SplitMix64's finaliser (Steele, Lea, Flood 2014): a cheap bijective 64-bit mixer.
+#[inline]
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The seeded flow hash: `splitmix64(seed ^ splitmix64(key))`, where `splitmix64(x)` adds
+/// `0x9E3779B97F4A7C15` (wrapping) then applies `z ^= z>>30; z *= 0xBF58476D1CE4E5B9;
+/// z ^= z>>27; z *= 0x94D049BB133111EB; z ^= z>>31`. Pure and platform-independent.
+#[inline]
+pub fn ecmp_hash(seed: u64, key: u64) -> u64 {
+    splitmix64(seed ^ splitmix64(key))
+}
+
+/// Which of `n` equal-cost next hops a flow with `key` takes at `node`:
+/// `(ecmp_hash(seed, key ^ splitmix64(node)) · n) >> 64` (a multiply-shift, so every index
+/// is equally likely without the bias of `%`). Salting with the node decorrelates the
+/// choices of successive hops (no ECMP polarisation). `n == 0` gives 0.
+#[inline]
+pub fn ecmp_choice(seed: u64, key: u64, node: NodeId, n: usize) -> usize {
+    let h = ecmp_hash(seed, key ^ splitmix64(node.0 as u64));
+    ((h as u128 * n as u128) >> 64) as usize
+}
+
+/// Distances and shortest next hops towards one attachment group of hosts.
+#[derive(Clone, Debug)]
+struct Group {
+    /// Per switch (dense switch index): hops to any host of the group, [`FAR`] if none.
+    dist: Vec<u16>,
+    /// Per switch: range into `hops` of its shortest next hops (for `dist ≥ 2`).
+    off: Vec<u32>,
+    hops: Vec<Channel>,
+}
+
+/// Precomputed ECMP routes of a topology. Independent of the [`Topology`] it came from
+/// (it copies the few link facts it needs), so it can be shared freely.
+#[derive(Clone, Debug)]
+pub struct Routing {
+    seed: u64,
+    kinds: Vec<NodeKind>,
+    /// Per link: ends, rate, delay.
+    ends: Vec<(NodeId, NodeId)>,
+    rates: Vec<BitsPerSec>,
+    delays: Vec<Nanos>,
+    /// Network adjacency (CSR): channels leaving each node over Nic/Fabric links.
+    adj_off: Vec<u32>,
+    adj: Vec<(Channel, NodeId)>,
+    /// Dense switch index per node ([`NONE`] for non-switches).
+    sw: Vec<u32>,
+    /// Attachment group per host ([`NONE`] for non-hosts).
+    group_of: Vec<u32>,
+    groups: Vec<Group>,
+    /// Per switch: hops from the nearest host (ToR/leaf = 1, aggregation = 2, core = 3).
+    level: Vec<u16>,
+}
+
+impl Routing {
+    /// Precompute routes. Errors: a link of zero rate; a host with no network link, or two
+    /// hosts with no network path between them (hosts do not forward traffic).
+    pub fn new(topo: &Topology, seed: u64) -> Result<Routing, TopologyError> {
+        let n = topo.kinds.len();
+        let mut ends = Vec::with_capacity(topo.links.len());
+        let mut rates = Vec::with_capacity(topo.links.len());
+        let mut delays = Vec::with_capacity(topo.links.len());
+        for (i, l) in topo.links.iter().enumerate() {
+            if l.rate.0 == 0 {
+                return Err(TopologyError::ZeroRate { link: i as u32, a: l.a, b: l.b });
+            }
+            if l.a.idx() >= n || l.b.idx() >= n {
+                return Err(TopologyError::World(format!(
+                    "link {i} joins node {} and {} but the topology has only {n} nodes",
+                    l.a, l.b
+                )));
+            }
+            ends.push((l.a, l.b));
+            rates.push(l.rate);
+            delays.push(l.delay);
+        }
+        // Network adjacency in CSR form, ascending channel order per node.
+        let mut deg = vec![0u32; n + 1];
+        let is_net = |l: &super::Link| {
+            l.kind != LinkKind::NvLink
+                && topo.kinds[l.a.idx()] != NodeKind::NvSwitch
+                && topo.kinds[l.b.idx()] != NodeKind::NvSwitch
+                && l.a != l.b
+        };
+        for l in topo.links.iter().filter(|l| is_net(l)) {
+            deg[l.a.idx()] += 1;
+            deg[l.b.idx()] += 1;
+        }
+        let mut adj_off = vec![0u32; n + 1];
+        for v in 0..n {
+            adj_off[v + 1] = adj_off[v] + deg[v];
+        }
+        let mut fill = adj_off.clone();
+        let mut adj = vec![(Channel(0), NodeId(0)); adj_off[n] as usize];
+        for (i, l) in topo.links.iter().enumerate().filter(|(_, l)| is_net(l)) {
+            let id = LinkId(i as u32);
+            adj[fill[l.a.idx()] as usize] = (Channel::of(id, true), l.b);
+            fill[l.a.idx()] += 1;
+            adj[fill[l.b.idx()] as usize] = (Channel::of(id, false), l.a);
+            fill[l.b.idx()] += 1;
+        }
+        let mut r = Routing {
+            seed,
+            kinds: topo.kinds.clone(),
+            ends,
+            rates,
+            delays,
+            adj_off,
+            adj,
+            sw: vec![NONE; n],
+            group_of: vec![NONE; n],
+            groups: Vec::new(),
+            level: Vec::new(),
+        };
+        let mut switches = 0u32;
+        for v in 0..n {
+            if r.kinds[v] == NodeKind::Switch {
+                r.sw[v] = switches;
+                switches += 1;
+            }
+        }
+        // Attachment groups, numbered by first appearance (ascending host id).
+        let mut keys: BTreeMap<Vec<NodeId>, u32> = BTreeMap::new();
+        let mut sources: Vec<Vec<NodeId>> = Vec::new();
+        for v in 0..n {
+            if r.kinds[v] != NodeKind::Host {
+                continue;
+            }
+            let net = r.net(NodeId(v as u32));
+            if net.is_empty() {
+                return Err(TopologyError::World(format!(
+                    "host {v} has no network link (only NVLink or nothing), so no flow can reach it"
+                )));
+            }
+            let mut key: Vec<NodeId> =
+                net.iter().map(|&(_, w)| w).filter(|w| r.sw[w.idx()] != NONE).collect();
+            key.sort_unstable();
+            key.dedup();
+            let next = keys.len() as u32;
+            let g = *keys.entry(key.clone()).or_insert_with(|| {
+                sources.push(key);
+                next
+            });
+            r.group_of[v] = g;
+        }
+        r.groups = sources.iter().map(|s| r.bfs(s, switches as usize)).collect();
+        r.level = r.levels(switches as usize);
+        r.check_connected()?;
+        Ok(r)
+    }
+
+    /// Channels leaving `v` over network links, with their far ends.
+    #[inline]
+    fn net(&self, v: NodeId) -> &[(Channel, NodeId)] {
+        &self.adj[self.adj_off[v.idx()] as usize..self.adj_off[v.idx() + 1] as usize]
+    }
+
+    /// Breadth-first search from a group's attachment switches through switches only.
+    fn bfs(&self, sources: &[NodeId], switches: usize) -> Group {
+        let mut dist = vec![FAR; switches];
+        let mut queue = Vec::with_capacity(switches);
+        for s in sources {
+            dist[self.sw[s.idx()] as usize] = 1;
+            queue.push(*s);
+        }
+        let mut head = 0;
+        while head < queue.len() {
+            let u = queue[head];
+            head += 1;
+            let du = dist[self.sw[u.idx()] as usize];
+            for &(_, w) in self.net(u) {
+                let wi = self.sw[w.idx()];
+                if wi != NONE && dist[wi as usize] == FAR {
+                    dist[wi as usize] = du.saturating_add(1);
+                    queue.push(w);
+                }
+            }
+        }
+        let mut off = Vec::with_capacity(switches + 1);
+        let mut hops = Vec::new();
+        off.push(0u32);
+        for v in 0..self.kinds.len() {
+            let vi = self.sw[v];
+            if vi == NONE {
+                continue;
+            }
+            let dv = dist[vi as usize];
+            if dv != FAR && dv >= 2 {
+                for &(c, w) in self.net(NodeId(v as u32)) {
+                    let wi = self.sw[w.idx()];
+                    if wi != NONE && dist[wi as usize] == dv - 1 {
+                        hops.push(c);
+                    }
+                }
+            }
+            off.push(hops.len() as u32);
+        }
+        Group { dist, off, hops }
+    }
+
+    /// Per switch, hops from the nearest host (multi-source BFS from all hosts).
+    fn levels(&self, switches: usize) -> Vec<u16> {
+        let mut level = vec![FAR; switches];
+        let mut queue = Vec::new();
+        for v in 0..self.kinds.len() {
+            if self.kinds[v] == NodeKind::Host {
+                for &(_, w) in self.net(NodeId(v as u32)) {
+                    let wi = self.sw[w.idx()];
+                    if wi != NONE && level[wi as usize] == FAR {
+                        level[wi as usize] = 1;
+                        queue.push(w);
+                    }
+                }
+            }
+        }
+        let mut head = 0;
+        while head < queue.len() {
+            let u = queue[head];
+            head += 1;
+            let du = level[self.sw[u.idx()] as usize];
+            for &(_, w) in self.net(u) {
+                let wi = self.sw[w.idx()];
+                if wi != NONE && level[wi as usize] == FAR {
+                    level[wi as usize] = du.saturating_add(1);
+                    queue.push(w);
+                }
+            }
+        }
+        level
+    }
+
+    /// Every host must reach every group: through a switch at finite distance, or by a
+    /// direct host-host link.
+    fn check_connected(&self) -> Result<(), TopologyError> {
+        let hosts: Vec<NodeId> =
+            (0..self.kinds.len() as u32).map(NodeId).filter(|v| self.kinds[v.idx()] == NodeKind::Host).collect();
+        let mut rep = vec![None; self.groups.len()];
+        for &h in &hosts {
+            let g = self.group_of[h.idx()] as usize;
+            rep[g].get_or_insert(h);
+        }
+        for (g, grp) in self.groups.iter().enumerate() {
+            let Some(to) = rep[g] else { continue };
+            for &h in &hosts {
+                if h == to {
+                    continue;
+                }
+                let ok = self.net(h).iter().any(|&(_, w)| {
+                    let wi = self.sw[w.idx()];
+                    (wi != NONE && grp.dist[wi as usize] != FAR) || w == to
+                });
+                if !ok {
+                    return Err(TopologyError::Disconnected { from: h, to });
+                }
+            }
+        }
+        // A group whose members cannot reach each other (no switch, no direct link).
+        for &h in &hosts {
+            let g = self.group_of[h.idx()] as usize;
+            if let Some(to) = rep[g] {
+                if to != h && self.route(h, to, 0, &mut Vec::new()).is_err() {
+                    return Err(TopologyError::Disconnected { from: h, to });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn host(&self, v: NodeId) -> Result<(), TopologyError> {
+        match self.kinds.get(v.idx()) {
+            Some(NodeKind::Host) => Ok(()),
+            Some(k) => Err(TopologyError::NotAHost { node: v, what: format!("a {k:?}").to_lowercase() }),
+            None => Err(TopologyError::NotAHost {
+                node: v,
+                what: format!("out of range (the topology has {} nodes)", self.kinds.len()),
+            }),
+        }
+    }
+
+    /// The seed of the ECMP hash.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The ECMP path from host `src` to host `dst` for flow key `key`, as the channels it
+    /// crosses in order. Same seed and key → same path. `src == dst` gives the empty path.
+    pub fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, TopologyError> {
+        let mut out = Vec::with_capacity(8);
+        self.path_into(src, dst, key, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Routing::path`] into a reused buffer (cleared first), for hot loops.
+    pub fn path_into(&self, src: NodeId, dst: NodeId, key: u64, out: &mut Vec<Channel>) -> Result<(), TopologyError> {
+        self.host(src)?;
+        self.host(dst)?;
+        out.clear();
+        if src == dst {
+            return Ok(());
+        }
+        self.route(src, dst, key, out)
+    }
+
+    /// Walk from `src` (host or switch) to host `dst`, appending channels to `out`.
+    fn route(&self, src: NodeId, dst: NodeId, key: u64, out: &mut Vec<Channel>) -> Result<(), TopologyError> {
+        let grp = &self.groups[self.group_of[dst.idx()] as usize];
+        let dist_of = |w: NodeId| {
+            let wi = self.sw[w.idx()];
+            if wi == NONE {
+                FAR
+            } else {
+                grp.dist[wi as usize]
+            }
+        };
+        let mut v = src;
+        if self.kinds[src.idx()] != NodeKind::Switch {
+            // First hop from a host: a direct link to dst if there is one, else the
+            // attached switches closest to dst.
+            let direct = self.net(v).iter().filter(|&&(_, w)| w == dst).count();
+            if direct > 0 {
+                let i = ecmp_choice(self.seed, key, v, direct);
+                let (c, _) = *self.net(v).iter().filter(|&&(_, w)| w == dst).nth(i).expect("i < count");
+                out.push(c);
+                return Ok(());
+            }
+            let best = self.net(v).iter().map(|&(_, w)| dist_of(w)).min().unwrap_or(FAR);
+            if best == FAR {
+                return Err(TopologyError::Disconnected { from: src, to: dst });
+            }
+            let cnt = self.net(v).iter().filter(|&&(_, w)| dist_of(w) == best).count();
+            let i = ecmp_choice(self.seed, key, v, cnt);
+            let (c, w) = *self.net(v).iter().filter(|&&(_, w)| dist_of(w) == best).nth(i).expect("i < count");
+            out.push(c);
+            v = w;
+        }
+        loop {
+            let vi = self.sw[v.idx()] as usize;
+            let d = grp.dist[vi];
+            if d == FAR {
+                return Err(TopologyError::Disconnected { from: src, to: dst });
+            }
+            if d == 1 {
+                // Last hop: the links from this switch down to dst.
+                let down = |&&(_, w): &&(Channel, NodeId)| w == v;
+                let cnt = self.net(dst).iter().filter(down).count();
+                if cnt == 0 {
+                    // v serves dst's group but not dst itself: only possible for a
+                    // host-host link member of the key set, which is never a switch.
+                    return Err(TopologyError::Disconnected { from: src, to: dst });
+                }
+                let i = ecmp_choice(self.seed, key, v, cnt);
+                let (c, _) = *self.net(dst).iter().filter(down).nth(i).expect("i < count");
+                out.push(Channel(c.0 ^ 1));
+                return Ok(());
+            }
+            let hops = &grp.hops[grp.off[vi] as usize..grp.off[vi + 1] as usize];
+            let c = hops[ecmp_choice(self.seed, key, v, hops.len())];
+            out.push(c);
+            v = self.channel_ends(c).1;
+        }
+    }
+
+    /// The (from, to) nodes of a channel.
+    #[inline]
+    pub fn channel_ends(&self, c: Channel) -> (NodeId, NodeId) {
+        let (a, b) = self.ends[c.link().idx()];
+        if c.0 % 2 == 0 {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    /// Sum of the propagation delays of a path (serialisation not included: it depends on
+    /// the packet or flow size).
+    pub fn path_delay(&self, path: &[Channel]) -> Nanos {
+        path.iter().map(|c| self.delays[c.link().idx()]).sum()
+    }
+
+    /// The smallest link rate along a path; `BitsPerSec(u64::MAX)` for the empty path.
+    pub fn bottleneck(&self, path: &[Channel]) -> BitsPerSec {
+        path.iter().map(|c| self.rates[c.link().idx()]).min().unwrap_or(BitsPerSec(u64::MAX))
+    }
+
+    /// Rate of the link under a channel.
+    pub fn rate(&self, c: Channel) -> BitsPerSec {
+        self.rates[c.link().idx()]
+    }
+
+    /// Propagation delay of the link under a channel.
+    pub fn delay(&self, c: Channel) -> Nanos {
+        self.delays[c.link().idx()]
+    }
+
+    /// Layer of a switch: hops from the nearest host (ToR/leaf 1, aggregation 2, core 3);
+    /// `None` for hosts, NVSwitches and switches no host reaches.
+    pub fn level(&self, v: NodeId) -> Option<u16> {
+        let vi = *self.sw.get(v.idx())?;
+        if vi == NONE {
+            return None;
+        }
+        Some(self.level[vi as usize]).filter(|&l| l != FAR)
+    }
+
+    /// Hops between host `h` and switch `s` over network links (`None` if unreachable).
+    fn hops_to_switch(&self, h: NodeId, s: NodeId) -> Option<u16> {
+        let grp = &self.groups[self.group_of[h.idx()] as usize];
+        let d = grp.dist[self.sw[s.idx()] as usize];
+        (d != FAR).then_some(d)
+    }
+
+    /// The INA aggregation tree of `members` (hosts) for flow key `key`.
+    ///
+    /// The root is a switch that may aggregate (`can_aggregate`) and sits *above* every
+    /// member — reachable from each by a strictly upward shortest path (its distance from
+    /// every member equals its layer, [`Routing::level`]) — on the lowest such layer: the
+    /// shared ToR when all members hang off one, else an aggregation or core/spine switch.
+    /// Ties are broken by [`ecmp_choice`]`(seed, key, lowest member, candidates)` over the
+    /// candidates in ascending id. Each member's upward path is the reverse of the ECMP
+    /// path from the root down to it (same key); the union of those paths is collapsed so
+    /// every member and aggregating switch points to the nearest aggregating switch above
+    /// it. A member whose walk reaches a switch already in the tree joins there, so each
+    /// node has exactly one parent even where ECMP would have split.
+    ///
+    /// Errors: no members, a member twice, a member that is not a host, or no aggregating
+    /// switch above all members.
+    pub fn aggregation_tree(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        key: u64,
+    ) -> Result<AggTree, TopologyError> {
+        let mut ms = members.to_vec();
+        ms.sort_unstable();
+        if ms.is_empty() {
+            return Err(TopologyError::Members("no members".into()));
+        }
+        if let Some(w) = ms.windows(2).find(|w| w[0] == w[1]) {
+            return Err(TopologyError::Members(format!("node {} is listed twice", w[0])));
+        }
+        for &m in &ms {
+            self.host(m)?;
+        }
+        // One representative per attachment group: distances are equal within a group.
+        let mut reps: Vec<NodeId> = Vec::new();
+        let mut seen = vec![false; self.groups.len()];
+        for &m in &ms {
+            let g = self.group_of[m.idx()] as usize;
+            if !seen[g] {
+                seen[g] = true;
+                reps.push(m);
+            }
+        }
+        let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
+        let mut best = FAR;
+        let mut cands: Vec<NodeId> = Vec::new();
+        for v in 0..self.kinds.len() as u32 {
+            let v = NodeId(v);
+            let Some(l) = self.level(v) else { continue };
+            if l > best || !agg(v) {
+                continue;
+            }
+            if reps.iter().all(|&m| self.hops_to_switch(m, v) == Some(l)) {
+                if l < best {
+                    best = l;
+                    cands.clear();
+                }
+                cands.push(v);
+            }
+        }
+        if cands.is_empty() {
+            return Err(TopologyError::NoAggregator { members: ms.len(), first: ms[0] });
+        }
+        let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
+
+        let mut in_tree: BTreeMap<NodeId, ()> = BTreeMap::new();
+        in_tree.insert(root, ());
+        let mut edges: Vec<AggEdge> = Vec::new();
+        let mut down = Vec::new();
+        for &m in &ms {
+            down.clear();
+            self.route(root, m, key, &mut down)?;
+            let mut child = m;
+            let mut seg: Vec<Channel> = Vec::new();
+            for &c in down.iter().rev() {
+                let up = Channel(c.0 ^ 1);
+                seg.push(up);
+                let v = self.channel_ends(up).1;
+                if agg(v) {
+                    edges.push(AggEdge { child, parent: v, fanin_at_parent: 0, path: std::mem::take(&mut seg) });
+                    if in_tree.insert(v, ()).is_some() {
+                        break;
+                    }
+                    child = v;
+                }
+            }
+        }
+        let mut fanin: BTreeMap<NodeId, u32> = BTreeMap::new();
+        for e in &edges {
+            *fanin.entry(e.parent).or_default() += 1;
+        }
+        for e in &mut edges {
+            e.fanin_at_parent = fanin[&e.parent];
+        }
+        // Bottom-up: an upward shortest path climbs one layer per hop, so ordering by the
+        // child's layer puts every edge into a node before that node's own edge.
+        edges.sort_by_key(|e| (self.level(e.child).unwrap_or(0), e.child));
+        Ok(AggTree { root, edges })
+    }
+}
+
+/// One edge of an aggregation tree: `child` (a member host or an aggregating switch)
+/// sends its (partial) aggregate to `parent` along `path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggEdge {
+    /// The sender of the partial aggregate.
+    pub child: NodeId,
+    /// The aggregating switch receiving it.
+    pub parent: NodeId,
+    /// How many children `parent` aggregates (its number of edges in).
+    pub fanin_at_parent: u32,
+    /// The channels from child to parent (non-aggregating switches in between forward).
+    pub path: Vec<Channel>,
+}
+
+/// An INA aggregation tree: edges point upward to `root`, which multicasts the result back
+/// down the same edges reversed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggTree {
+    /// The top aggregating switch.
+    pub root: NodeId,
+    /// Edges bottom-up: every edge into a node comes before that node's own edge.
+    pub edges: Vec<AggEdge>,
+}
+
+impl AggTree {
+    /// The aggregating switches of the tree (root included), ascending id.
+    pub fn switches(&self) -> Vec<NodeId> {
+        let mut s: Vec<NodeId> = self.edges.iter().map(|e| e.parent).collect();
+        s.push(self.root);
+        s.sort_unstable();
+        s.dedup();
+        s
+    }
+    /// Number of children aggregated at `node` (0 if it is not an aggregating node).
+    pub fn fanin(&self, node: NodeId) -> u32 {
+        self.edges.iter().filter(|e| e.parent == node).count() as u32
+    }
+    /// The children of `node`, in edge order.
+    pub fn children(&self, node: NodeId) -> Vec<NodeId> {
+        self.edges.iter().filter(|e| e.parent == node).map(|e| e.child).collect()
+    }
+}
