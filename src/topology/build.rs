@@ -233,7 +233,7 @@ fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, Topolog
     if hosts > MAX_HOSTS {
         return Err(o.err("kind", format!("{hosts} hosts is more than the {MAX_HOSTS} supported")));
     }
-    if c.nvlink.is_some() && hosts % c.gps != 0 {
+    if c.nvlink.is_some() && !hosts.is_multiple_of(c.gps) {
         return Err(o.err(
             "gpus-per-server",
             format!(

@@ -173,7 +173,7 @@ impl Topology {
     /// (channels come from this topology's own routing).
     pub fn channel_ends(&self, c: Channel) -> (NodeId, NodeId) {
         let l = &self.links[c.link().idx()];
-        if c.0 % 2 == 0 {
+        if c.0.is_multiple_of(2) {
             (l.a, l.b)
         } else {
             (l.b, l.a)
@@ -203,7 +203,7 @@ impl Topology {
                 self.source
             )));
         }
-        if world % tp != 0 {
+        if !world.is_multiple_of(tp) {
             return Err(TopologyError::World(format!(
                 "world size {world} is not a multiple of tensor-parallel size {tp}"
             )));
@@ -217,7 +217,7 @@ impl Topology {
                     self.source
                 )));
             }
-            if gps % tp != 0 {
+            if !gps.is_multiple_of(tp) {
                 return Err(TopologyError::World(format!(
                     "tensor-parallel size {tp} does not divide the {gps} GPUs of a server, \
                      so rank-order placement would split a TP group across two servers"

@@ -393,7 +393,7 @@ impl Routing {
     #[inline]
     pub fn channel_ends(&self, c: Channel) -> (NodeId, NodeId) {
         let (a, b) = self.ends[c.link().idx()];
-        if c.0 % 2 == 0 {
+        if c.0.is_multiple_of(2) {
             (a, b)
         } else {
             (b, a)
