@@ -4,10 +4,19 @@
 //! - `fct.csv`: one [`FctRow`] per trace record (compute and NVLink records included, so
 //!   the timeline is complete), joinable on `flow_id`;
 //! - `fct.txt`: the HPCC text format (network records only) for tools that read it;
-//! - `summary.csv`: one [`Summary`] row, computed by the same Rust function from the
-//!   trace and the per-record times, so both back-ends' summaries mean exactly the same.
+//! - `summary.csv`: one [`Summary`] row, computed by the same Rust function
+//!   ([`summarize`]) from the trace and the per-record times, so both back-ends'
+//!   summaries mean exactly the same.
+//!
+//! [`summarize`] depends only on the trace records and the per-record start/end times,
+//! never on a back-end's internals; what only a back-end knows (bytes through switches,
+//! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
+use crate::trace::{AggDir, Class, FlowRecord, Mode};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 /// One record's outcome, as written to `fct.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -73,4 +82,557 @@ pub struct Summary {
     pub ina_slot_peak: u64,
     /// Wall-clock time the back-end took.
     pub wall_time_ns: u64,
+}
+
+/// What only the back-end knows, passed through to the [`Summary`] unchanged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SummaryContext {
+    /// `replay` or `ns3`.
+    pub backend: String,
+    /// Trace file name.
+    pub trace: String,
+    /// Payload bytes × switch hops, summed over network records.
+    pub switch_bytes: u64,
+    /// Peak INA slots in use on any one switch.
+    pub ina_slot_peak: u64,
+    /// Wall-clock time of the run.
+    pub wall_time_ns: u64,
+}
+
+/// Errors of this module: every one names the file (and line) or record at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum FctError {
+    /// A file could not be created, written or renamed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A CSV row did not parse.
+    #[error("{path}:{line}: {msg}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: u64,
+        /// What was wrong (field and value).
+        msg: String,
+    },
+    /// The summary file had no data row.
+    #[error("{path}: no summary row")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A trace record has no result row.
+    #[error("record {0} has no result row (every record needs its start and end time)")]
+    MissingRow(u64),
+    /// Two result rows for one record.
+    #[error("record {0} has more than one result row")]
+    DuplicateRow(u64),
+    /// A row ends before it starts.
+    #[error("record {id}: end {end_ns} ns is before start {start_ns} ns")]
+    BadTimes {
+        /// Record id.
+        id: u64,
+        /// Start.
+        start_ns: u64,
+        /// End.
+        end_ns: u64,
+    },
+    /// A dep names a record not in the trace.
+    #[error("record {id}: dep {dep} is not in the trace")]
+    DanglingDep {
+        /// Record id.
+        id: u64,
+        /// The missing dep.
+        dep: u64,
+    },
+}
+
+/// The HPCC `fct.txt` variant to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HpccFlavor {
+    /// 8 fields: `sip dip sport dport size start_ns fct_ns standalone_fct_ns`.
+    Hpcc,
+    /// 9 fields, the flow id first (Parsimon's fork).
+    Parsimon,
+}
+
+impl HpccFlavor {
+    /// The flavour with `n` fields (8 or 9).
+    pub fn from_fields(n: usize) -> Option<Self> {
+        match n {
+            8 => Some(Self::Hpcc),
+            9 => Some(Self::Parsimon),
+            _ => None,
+        }
+    }
+}
+
+/// HPCC host IP of node `id`: `0x0b000001 + (id/256)<<16 + (id%256)<<8` (DESIGN §9).
+pub fn hpcc_ip(id: u32) -> u32 {
+    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
+}
+
+/// Write `path` atomically: the content goes to `path.tmp`, which is renamed over
+/// `path` only once it is complete, so a crash never leaves a half-written result.
+pub fn write_atomic(
+    path: &Path,
+    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), FctError> {
+    let io = |source| FctError::Io { path: path.to_path_buf(), source };
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let f = std::fs::File::create(&tmp).map_err(io)?;
+    let mut w = BufWriter::new(f);
+    body(&mut w).map_err(io)?;
+    w.flush().map_err(io)?;
+    drop(w);
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+fn csv_err_to_io(e: csv::Error) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Write `fct.csv` (header + one row per record, in the given order).
+pub fn write_fct_csv(path: &Path, rows: &[FctRow]) -> Result<(), FctError> {
+    write_atomic(path, |w| {
+        let mut c = csv::Writer::from_writer(w);
+        for r in rows {
+            c.serialize(r).map_err(csv_err_to_io)?;
+        }
+        c.flush()
+    })
+}
+
+fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, FctError> {
+    let f = std::fs::File::open(path).map_err(|source| FctError::Io { path: path.to_path_buf(), source })?;
+    let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(std::io::BufReader::new(f));
+    let mut out = Vec::new();
+    for (i, rec) in r.deserialize::<T>().enumerate() {
+        let rec = rec.map_err(|e| {
+            let line = e.position().map(|p| p.line()).unwrap_or(i as u64 + 2);
+            let msg = match e.kind() {
+                csv::ErrorKind::Deserialize { err, .. } => match err.field() {
+                    Some(f) => format!("field {}: {}", f + 1, err.kind()),
+                    None => err.kind().to_string(),
+                },
+                other => format!("{other:?}"),
+            };
+            FctError::Parse { path: path.to_path_buf(), line, msg }
+        })?;
+        out.push(rec);
+    }
+    Ok(out)
+}
+
+/// Read `fct.csv` back; a malformed row is an error naming `path:line` and the field.
+pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, FctError> {
+    let rows: Vec<FctRow> = read_csv(path)?;
+    for (i, r) in rows.iter().enumerate() {
+        if r.end_ns < r.start_ns || r.fct_ns != r.end_ns - r.start_ns {
+            return Err(FctError::Parse {
+                path: path.to_path_buf(),
+                line: i as u64 + 2,
+                msg: format!(
+                    "flow {}: start_ns {} end_ns {} fct_ns {} are inconsistent (need fct = end - start >= 0)",
+                    r.flow_id, r.start_ns, r.end_ns, r.fct_ns
+                ),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Write `summary.csv` (header + one row).
+pub fn write_summary_csv(path: &Path, s: &Summary) -> Result<(), FctError> {
+    write_atomic(path, |w| {
+        let mut c = csv::Writer::from_writer(w);
+        c.serialize(s).map_err(csv_err_to_io)?;
+        c.flush()
+    })
+}
+
+/// Read the first summary row of `summary.csv`.
+pub fn read_summary_csv(path: &Path) -> Result<Summary, FctError> {
+    read_csv::<Summary>(path)?.into_iter().next().ok_or_else(|| FctError::Empty { path: path.to_path_buf() })
+}
+
+/// Write HPCC `fct.txt`: network records only (`net`, `ina`), one line each,
+/// `sip dip sport dport size start_ns fct_ns standalone_fct_ns` with IPs as 8 hex digits;
+/// [`HpccFlavor::Parsimon`] puts the flow id first. `sport` is `10000 + id mod 50000`
+/// (distinct for concurrent flows of one pair, as HPCC's incrementing port), `dport` 100.
+pub fn write_hpcc_fct(path: &Path, rows: &[FctRow], flavor: HpccFlavor) -> Result<(), FctError> {
+    write_atomic(path, |w| {
+        for r in rows.iter().filter(|r| r.mode == "net" || r.mode == "ina") {
+            if flavor == HpccFlavor::Parsimon {
+                write!(w, "{} ", r.flow_id)?;
+            }
+            writeln!(
+                w,
+                "{:08x} {:08x} {} 100 {} {} {} {}",
+                hpcc_ip(r.src),
+                hpcc_ip(r.dst),
+                10000 + r.flow_id % 50000,
+                r.size_bytes,
+                r.start_ns,
+                r.fct_ns,
+                r.standalone_fct_ns
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// The iteration summary of one run, from the trace and each record's start/end.
+///
+/// - iteration time: the makespan (latest end; the iteration starts at 0);
+/// - compute: the busiest GPU's busy time = its `Compute` durations plus the gaps of the
+///   records it sends (a gap is compute on the sender; gaps of INA down edges, whose
+///   sender is a switch, are not compute and are left out);
+/// - critical path: from the last-finishing record (ties: smallest id) back through its
+///   binding dep, the latest-ending one (ties: smallest id). For an INA edge the deps of
+///   every edge of its aggregation are candidates (the aggregation moves as one unit) and
+///   deps inside the aggregation are not. Each step from the binding dep's end to the
+///   record's end is split into: the record's gap (compute), its own duration (its class;
+///   NVLink records count for their traffic class), and any wait beyond the gap (slot
+///   queueing, back-end launch delay), charged to the record's class too, so the
+///   buckets add up to the iteration time exactly;
+/// - bubble = max(0, critical-path compute − compute);
+/// - bytes per class: payload of `net` and `ina` records.
+pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) -> Result<Summary, FctError> {
+    let n = records.len();
+    let mut index: HashMap<u64, usize> = HashMap::with_capacity(n);
+    for (i, r) in records.iter().enumerate() {
+        index.insert(r.id.0, i);
+    }
+    let mut times: Vec<Option<(u64, u64)>> = vec![None; n];
+    for row in rows {
+        let Some(&i) = index.get(&row.flow_id) else { continue };
+        if row.end_ns < row.start_ns {
+            return Err(FctError::BadTimes { id: row.flow_id, start_ns: row.start_ns, end_ns: row.end_ns });
+        }
+        if times[i].replace((row.start_ns, row.end_ns)).is_some() {
+            return Err(FctError::DuplicateRow(row.flow_id));
+        }
+    }
+    let mut start = Vec::with_capacity(n);
+    let mut end = Vec::with_capacity(n);
+    for (i, t) in times.iter().enumerate() {
+        let (s, e) = t.ok_or(FctError::MissingRow(records[i].id.0))?;
+        start.push(s);
+        end.push(e);
+    }
+    let mut dep_idx: Vec<Vec<usize>> = Vec::with_capacity(n);
+    for r in records {
+        let mut v = Vec::with_capacity(r.deps.len());
+        for d in &r.deps {
+            v.push(*index.get(&d.0).ok_or(FctError::DanglingDep { id: r.id.0, dep: d.0 })?);
+        }
+        dep_idx.push(v);
+    }
+    // Aggregation members, for jumping across a coupled INA unit.
+    let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if let Some(a) = &r.agg {
+            agg_members.entry(a.id).or_default().push(i);
+        }
+    }
+
+    let mut s = Summary {
+        backend: ctx.backend.clone(),
+        trace: ctx.trace.clone(),
+        records: n as u64,
+        switch_bytes: ctx.switch_bytes,
+        ina_slot_peak: ctx.ina_slot_peak,
+        wall_time_ns: ctx.wall_time_ns,
+        ..Summary::default()
+    };
+    s.iteration_time_ns = end.iter().copied().max().unwrap_or(0);
+
+    let mut busy: HashMap<u32, u64> = HashMap::new();
+    for r in records {
+        let is_switch_sender = r.mode == Mode::Ina && r.agg.map(|a| a.dir == AggDir::Down).unwrap_or(false);
+        let mut b = if is_switch_sender { 0 } else { r.gap.0 };
+        if r.mode == Mode::Compute {
+            b += r.dur.0;
+        }
+        if b > 0 {
+            *busy.entry(r.src.0).or_default() += b;
+        }
+        if matches!(r.mode, Mode::Net | Mode::Ina) {
+            let slot = match r.class {
+                Class::Tp => &mut s.tp_bytes,
+                Class::Pp => &mut s.pp_bytes,
+                Class::Dp => &mut s.dp_bytes,
+                Class::Emb => &mut s.emb_bytes,
+                Class::Compute => continue,
+            };
+            *slot += r.bytes.0;
+        }
+    }
+    s.compute_ns = busy.values().copied().max().unwrap_or(0);
+
+    // Critical path walk.
+    let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
+        return Ok(s);
+    };
+    let mut buckets = [0u64; 5]; // tp pp dp emb compute
+    let bucket = |c: Class| match c {
+        Class::Tp => 0,
+        Class::Pp => 1,
+        Class::Dp => 2,
+        Class::Emb => 3,
+        Class::Compute => 4,
+    };
+    let mut guard = 0usize;
+    loop {
+        guard += 1;
+        if guard > n + 1 {
+            break; // a cycle in the times (inconsistent rows) cannot loop forever
+        }
+        let r = &records[cur];
+        let dur = end[cur] - start[cur];
+        // Candidates: own deps, or all external deps of the aggregation.
+        let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
+        let consider = |owner: usize, best: &mut Option<(usize, usize)>| {
+            for &d in &dep_idx[owner] {
+                if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
+                    if a.id == ra.id {
+                        continue;
+                    }
+                }
+                let better = match *best {
+                    None => true,
+                    Some((b, _)) => end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0),
+                };
+                if better {
+                    *best = Some((d, owner));
+                }
+            }
+        };
+        match r.agg.and_then(|a| agg_members.get(&a.id)) {
+            Some(members) => {
+                for &m in members {
+                    consider(m, &mut best);
+                }
+            }
+            None => consider(cur, &mut best),
+        }
+        let (prev_end, gap) = match best {
+            Some((d, owner)) => (end[d], records[owner].gap.0),
+            None => (0, r.gap.0),
+        };
+        // prev_end + gap + wait + dur = end[cur]; clamp for back-ends whose rows are not
+        // exactly consistent (the walk still terminates and sums to the makespan).
+        let span = end[cur].saturating_sub(prev_end);
+        let dur = dur.min(span);
+        let gap = gap.min(span - dur);
+        let wait = span - dur - gap;
+        buckets[4] += gap;
+        let cls = if r.mode == Mode::Compute { Class::Compute } else { r.class };
+        buckets[bucket(cls)] += dur + wait;
+        match best {
+            Some((d, _)) => cur = d,
+            None => break,
+        }
+    }
+    s.exposed_tp_ns = buckets[0];
+    s.exposed_pp_ns = buckets[1];
+    s.exposed_dp_ns = buckets[2];
+    s.exposed_emb_ns = buckets[3];
+    s.critical_path_compute_ns = buckets[4];
+    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::AggTag;
+    use crate::units::{Bytes, FlowId, Nanos, NodeId};
+
+    fn rec(id: u64, src: u32, mode: Mode, class: Class, deps: &[u64], gap: u64, dur: u64) -> FlowRecord {
+        FlowRecord {
+            id: FlowId(id),
+            src: NodeId(src),
+            dst: NodeId(if mode == Mode::Compute { src } else { src + 1 }),
+            bytes: Bytes(if mode == Mode::Compute { 0 } else { 1000 }),
+            deps: deps.iter().map(|&d| FlowId(d)).collect(),
+            gap: Nanos(gap),
+            dur: Nanos(dur),
+            mode,
+            class,
+            iteration: 0,
+            collective: None,
+            step: None,
+            microbatch: None,
+            layer: None,
+            stage: None,
+            group_size: None,
+            agg: None,
+        }
+    }
+
+    fn row(r: &FlowRecord, start: u64, end: u64) -> FctRow {
+        FctRow {
+            flow_id: r.id.0,
+            src: r.src.0,
+            dst: r.dst.0,
+            mode: r.mode.as_str().into(),
+            class: r.class.as_str().into(),
+            size_bytes: r.bytes.0,
+            start_ns: start,
+            end_ns: end,
+            fct_ns: end - start,
+            standalone_fct_ns: end - start,
+        }
+    }
+
+    /// Hand-made DAG:
+    /// ```text
+    /// 0: compute gpu0 [0,100)
+    /// 1: compute gpu1 [0,30)
+    /// 2: pp net 0->1, deps 0, gap 10: [110, 160)
+    /// 3: tp net 1->2, deps 1, gap 0: [30, 50)
+    /// 4: compute gpu1 deps 2,3: [160, 260)
+    /// 5: dp net 1->2 deps 4 gap 5: [265, 300) (+ wait 0)
+    /// ```
+    /// Critical path: 5 ← 4 ← 2 ← 0. compute on it: 100 + 10 + 100 + 5 = 215; pp 50; dp 35.
+    /// busiest GPU: gpu1 = 30 + 100 + 5 (gap of 5) = 135 (gpu0: 100 + 10 = 110).
+    #[test]
+    fn summarize_walks_the_hand_computed_critical_path() {
+        let recs = vec![
+            rec(0, 0, Mode::Compute, Class::Compute, &[], 0, 100),
+            rec(1, 1, Mode::Compute, Class::Compute, &[], 0, 30),
+            rec(2, 0, Mode::Net, Class::Pp, &[0], 10, 0),
+            rec(3, 1, Mode::Net, Class::Tp, &[1], 0, 0),
+            rec(4, 1, Mode::Compute, Class::Compute, &[2, 3], 0, 100),
+            rec(5, 1, Mode::Net, Class::Dp, &[4], 5, 0),
+        ];
+        let times = [(0, 100), (0, 30), (110, 160), (30, 50), (160, 260), (265, 300)];
+        // rows in a shuffled order, as ns-3 writes them in completion order
+        let mut rows: Vec<FctRow> = recs.iter().zip(times).map(|(r, (a, b))| row(r, a, b)).collect();
+        rows.reverse();
+        let s = summarize(&recs, &rows, &SummaryContext::default()).unwrap();
+        assert_eq!(s.iteration_time_ns, 300);
+        assert_eq!(s.critical_path_compute_ns, 215);
+        assert_eq!(s.exposed_pp_ns, 50);
+        assert_eq!(s.exposed_dp_ns, 35);
+        assert_eq!(s.exposed_tp_ns, 0);
+        assert_eq!(s.compute_ns, 135);
+        assert_eq!(s.bubble_ns, 80);
+        assert_eq!(s.pp_bytes, 1000);
+        assert_eq!(s.tp_bytes, 1000);
+        assert_eq!(s.dp_bytes, 1000);
+        assert_eq!(
+            s.critical_path_compute_ns + s.exposed_tp_ns + s.exposed_pp_ns + s.exposed_dp_ns + s.exposed_emb_ns,
+            s.iteration_time_ns
+        );
+    }
+
+    #[test]
+    fn summarize_charges_slot_waiting_to_the_waiting_record_class() {
+        let recs = vec![
+            rec(0, 0, Mode::Compute, Class::Compute, &[], 0, 100),
+            rec(1, 0, Mode::Net, Class::Dp, &[0], 0, 0),
+        ];
+        // record 1 could start at 100 but started at 140 (queued for slots)
+        let rows = vec![row(&recs[0], 0, 100), row(&recs[1], 140, 200)];
+        let s = summarize(&recs, &rows, &SummaryContext::default()).unwrap();
+        assert_eq!(s.exposed_dp_ns, 100);
+        assert_eq!(s.critical_path_compute_ns, 100);
+    }
+
+    #[test]
+    fn summarize_crosses_an_aggregation_through_its_latest_external_dep() {
+        let mut recs = vec![
+            rec(0, 0, Mode::Compute, Class::Compute, &[], 0, 100),
+            rec(1, 1, Mode::Compute, Class::Compute, &[], 0, 300),
+            rec(2, 0, Mode::Ina, Class::Dp, &[0], 0, 0),
+            rec(3, 1, Mode::Ina, Class::Dp, &[1], 0, 0),
+            rec(4, 9, Mode::Ina, Class::Dp, &[2, 3], 0, 0),
+        ];
+        for (i, dir) in [(2, AggDir::Up), (3, AggDir::Up), (4, AggDir::Down)] {
+            recs[i].agg = Some(AggTag { id: 7, switch: NodeId(9), fanin: 2, dir });
+        }
+        let rows: Vec<FctRow> =
+            [(0, 100), (0, 300), (300, 400), (300, 400), (300, 400)].iter().zip(&recs).map(|(&(a, b), r)| row(r, a, b)).collect();
+        let s = summarize(&recs, &rows, &SummaryContext::default()).unwrap();
+        // last record is 2 (ties at 400: smallest id); its aggregation's latest dep is 1 (ends 300)
+        assert_eq!(s.critical_path_compute_ns, 300);
+        assert_eq!(s.exposed_dp_ns, 100);
+        assert_eq!(s.compute_ns, 300);
+    }
+
+    #[test]
+    fn summarize_rejects_a_record_without_times() {
+        let recs = vec![rec(0, 0, Mode::Compute, Class::Compute, &[], 0, 100)];
+        assert!(matches!(summarize(&recs, &[], &SummaryContext::default()), Err(FctError::MissingRow(0))));
+    }
+
+    #[test]
+    fn hpcc_ips_follow_the_simulator_rule() {
+        assert_eq!(format!("{:08x}", hpcc_ip(0)), "0b000001");
+        assert_eq!(format!("{:08x}", hpcc_ip(31)), "0b001f01");
+        assert_eq!(format!("{:08x}", hpcc_ip(257)), "0b010101");
+    }
+
+    #[test]
+    fn fct_csv_round_trips_and_bad_rows_name_their_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fct.csv");
+        let r = rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0);
+        let rows = vec![row(&r, 5, 25), row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9)];
+        write_fct_csv(&p, &rows).unwrap();
+        assert_eq!(read_fct_csv(&p).unwrap(), rows);
+        assert!(!dir.path().join("fct.csv.tmp").exists());
+        let text = std::fs::read_to_string(&p).unwrap();
+        let bad = text.replacen(",25,", ",x5,", 1);
+        std::fs::write(&p, bad).unwrap();
+        let e = read_fct_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("fct.csv:2"), "{e}");
+    }
+
+    #[test]
+    fn summary_csv_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("summary.csv");
+        let s = Summary { backend: "replay".into(), iteration_time_ns: 42, ina_slot_peak: 3, ..Default::default() };
+        write_summary_csv(&p, &s).unwrap();
+        assert_eq!(read_summary_csv(&p).unwrap(), s);
+    }
+
+    #[test]
+    fn hpcc_fct_has_8_or_9_fields_and_only_network_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fct.txt");
+        let rows = vec![
+            row(&rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0), 5, 25),
+            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
+        ];
+        write_hpcc_fct(&p, &rows, HpccFlavor::Hpcc).unwrap();
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(t, "0b000101 0b000201 10003 100 1000 5 20 20\n");
+        write_hpcc_fct(&p, &rows, HpccFlavor::Parsimon).unwrap();
+        let t = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(t.split_whitespace().count(), 9);
+        assert!(t.starts_with("3 0b000101"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reading_arbitrary_fct_text_never_panics(s in ".{0,400}") {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("fct.csv");
+            std::fs::write(&p, format!("flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns\n{s}")).unwrap();
+            let _ = read_fct_csv(&p);
+            let _ = read_summary_csv(&p);
+        }
+    }
 }

@@ -1,5 +1,12 @@
 //! Stage 3: lower the workload onto a cluster as a DAG of flows, and read/write trace files.
+//!
+//! Public entries: [`generate`] (workload + topology → records streamed to a sink in
+//! dependency order), [`write`] / [`read`] / [`validate`] and the streaming
+//! [`TraceWriter`] / [`TraceReader`] for files. The file format is specified for users in
+//! `traces/README.md`.
 
+pub mod io;
 pub mod record;
 
+pub use io::{read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter, ValidationSummary, COLUMNS, SCHEMA_VERSION};
 pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};

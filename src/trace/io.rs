@@ -1,0 +1,704 @@
+//! Trace files: CSV (gzip when the name ends in `.gz`) with metadata comment lines.
+//!
+//! Layout (schema 1, documented for users in `traces/README.md`):
+//!
+//! ```text
+//! # ina3d-trace schema=1
+//! # key=value            (any number, keys sorted; topology, seed, INA config, model, ...)
+//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir
+//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,
+//! ```
+//!
+//! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
+//! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
+//! parsed by hand: the generator writes millions of rows per second through a `BufWriter`
+//! into a fast gzip stream, and nothing here holds more than one row in memory.
+//!
+//! Validation happens while reading ([`TraceReader`]): ids unique, every dep already seen
+//! (so the file order is a topological order and the DAG is acyclic), mode/field
+//! consistency, endpoints inside the topology when one is given. Errors name
+//! `file:line:column`.
+
+use super::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::topology::{NodeKind, Topology};
+use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Version of the file layout written in the first line. Bump on any column change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// First line of every trace file (followed by ` schema=N`).
+pub const MAGIC: &str = "# ina3d-trace";
+
+/// The column header row of schema 1.
+pub const COLUMNS: [&str; 20] = [
+    "id", "src", "dst", "bytes", "deps", "gap_ns", "dur_ns", "mode", "class", "iteration", "collective", "step",
+    "microbatch", "layer", "stage", "group_size", "agg_id", "agg_switch", "agg_fanin", "agg_dir",
+];
+
+/// Errors of trace IO and validation.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The file could not be opened, read, written or renamed.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is malformed or breaks a trace invariant.
+    #[error("{path}:{line}:{column}: {msg}")]
+    Invalid {
+        /// File.
+        path: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column (character) where the offending field starts.
+        column: usize,
+        /// What was wrong, and what was expected.
+        msg: String,
+    },
+    /// A metadata key or value cannot be written (would break the line format).
+    #[error("trace metadata `{key}`: {msg}")]
+    Metadata {
+        /// Key.
+        key: String,
+        /// Why.
+        msg: String,
+    },
+    /// Generation failed (inconsistent configuration, topology, routing).
+    #[error("{0}")]
+    Generate(String),
+}
+
+/// The metadata lines of a trace: schema version and `key=value` pairs (sorted by key).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TraceHeader {
+    /// Schema version (see [`SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// Metadata: topology spec, seed, INA configuration, parallel sizes, model, calibration.
+    pub meta: BTreeMap<String, String>,
+}
+
+impl TraceHeader {
+    /// An empty header of the current schema.
+    pub fn new() -> Self {
+        Self { schema: SCHEMA_VERSION, meta: BTreeMap::new() }
+    }
+    /// Set one metadata entry.
+    pub fn set(&mut self, key: impl Into<String>, value: impl ToString) -> &mut Self {
+        self.meta.insert(key.into(), value.to_string());
+        self
+    }
+    /// One metadata value.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.meta.get(key).map(String::as_str)
+    }
+}
+
+/// A whole trace in memory (small traces, tests, inspection of small files).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    /// Metadata.
+    pub header: TraceHeader,
+    /// Records in file (dependency) order.
+    pub records: Vec<FlowRecord>,
+}
+
+fn is_gz(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> TraceError {
+    TraceError::Io { path: path.display().to_string(), source }
+}
+
+/// Streaming trace writer: rows go straight to a buffered (gzip) stream of `NAME.tmp`,
+/// renamed to `NAME` by [`TraceWriter::finish`]. Dropping it unfinished removes the temp file,
+/// so a half-written trace is never presented under the final name.
+pub struct TraceWriter {
+    out: Option<BufWriter<Sink>>,
+    line: Vec<u8>,
+    tmp: PathBuf,
+    path: PathBuf,
+    count: u64,
+}
+
+enum Sink {
+    Plain(File),
+    Gz(GzEncoder<File>),
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Plain(f) => f.write(b),
+            Sink::Gz(g) => g.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(f) => f.flush(),
+            Sink::Gz(g) => g.flush(),
+        }
+    }
+}
+
+impl TraceWriter {
+    /// Create `path` (via `path.tmp`) and write the metadata and the column header.
+    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        for (k, v) in &header.meta {
+            if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
+                return Err(TraceError::Metadata { key: k.clone(), msg: "keys must be non-empty, without `=`, newlines or surrounding blanks".into() });
+            }
+            if v.contains(['\n', '\r']) {
+                return Err(TraceError::Metadata { key: k.clone(), msg: "values must not contain newlines".into() });
+            }
+        }
+        let mut tmp = path.clone().into_os_string();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        // Fast level: the generator must sustain millions of rows/s; traces compress ~10× anyway.
+        let sink = if is_gz(&path) { Sink::Gz(GzEncoder::new(file, Compression::fast())) } else { Sink::Plain(file) };
+        let mut w = TraceWriter { out: Some(BufWriter::with_capacity(1 << 18, sink)), line: Vec::with_capacity(256), tmp, path, count: 0 };
+        let mut head = String::new();
+        head.push_str(&format!("{MAGIC} schema={}\n", header.schema));
+        for (k, v) in &header.meta {
+            head.push_str(&format!("# {k}={v}\n"));
+        }
+        head.push_str(&COLUMNS.join(","));
+        head.push('\n');
+        w.write_raw(head.as_bytes())?;
+        Ok(w)
+    }
+
+    fn write_raw(&mut self, b: &[u8]) -> Result<(), TraceError> {
+        let out = self.out.as_mut().expect("writer used after finish");
+        out.write_all(b).map_err(|e| io_err(&self.tmp, e))
+    }
+
+    /// Append one record.
+    pub fn write(&mut self, r: &FlowRecord) -> Result<(), TraceError> {
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        format_record(&mut line, r);
+        let res = self.write_raw(&line);
+        self.line = line;
+        self.count += 1;
+        res
+    }
+
+    /// Records written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Flush, finish the gzip stream, and rename the temp file to the final name.
+    pub fn finish(mut self) -> Result<PathBuf, TraceError> {
+        let out = self.out.take().expect("finish called once");
+        let sink = out.into_inner().map_err(|e| io_err(&self.tmp, e.into_error()))?;
+        let file = match sink {
+            Sink::Plain(f) => f,
+            Sink::Gz(g) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+        };
+        file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.out.is_some() {
+            self.out = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[inline]
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+#[inline]
+fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
+    if let Some(v) = v {
+        push_u64(out, v);
+    }
+    out.push(b',');
+}
+
+/// Format one record as a CSV row (with the trailing newline).
+pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
+    push_u64(out, r.id.0);
+    out.push(b',');
+    push_u64(out, r.src.0 as u64);
+    out.push(b',');
+    push_u64(out, r.dst.0 as u64);
+    out.push(b',');
+    push_u64(out, r.bytes.0);
+    out.push(b',');
+    for (i, d) in r.deps.iter().enumerate() {
+        if i > 0 {
+            out.push(b';');
+        }
+        push_u64(out, d.0);
+    }
+    out.push(b',');
+    push_u64(out, r.gap.0);
+    out.push(b',');
+    push_u64(out, r.dur.0);
+    out.push(b',');
+    out.extend_from_slice(r.mode.as_str().as_bytes());
+    out.push(b',');
+    out.extend_from_slice(r.class.as_str().as_bytes());
+    out.push(b',');
+    push_u64(out, r.iteration as u64);
+    out.push(b',');
+    push_opt(out, r.collective);
+    push_opt(out, r.step.map(u64::from));
+    push_opt(out, r.microbatch.map(u64::from));
+    push_opt(out, r.layer.map(u64::from));
+    push_opt(out, r.stage.map(u64::from));
+    push_opt(out, r.group_size.map(u64::from));
+    match &r.agg {
+        Some(a) => {
+            push_u64(out, a.id);
+            out.push(b',');
+            push_u64(out, a.switch.0 as u64);
+            out.push(b',');
+            push_u64(out, a.fanin as u64);
+            out.push(b',');
+            out.extend_from_slice(match a.dir {
+                AggDir::Up => b"up",
+                AggDir::Down => b"down",
+            });
+        }
+        None => out.extend_from_slice(b",,,"),
+    }
+    out.push(b'\n');
+}
+
+/// Write a whole trace (atomically, gzip by name).
+pub fn write(path: impl AsRef<Path>, header: &TraceHeader, records: &[FlowRecord]) -> Result<(), TraceError> {
+    let mut w = TraceWriter::create(path, header)?;
+    for r in records {
+        w.write(r)?;
+    }
+    w.finish()?;
+    Ok(())
+}
+
+/// Read and validate a whole trace. Use [`TraceReader`] for large files.
+pub fn read(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+    let mut rd = TraceReader::open(path)?;
+    let mut records = Vec::new();
+    for r in rd.by_ref() {
+        records.push(r?);
+    }
+    Ok(Trace { header: rd.header().clone(), records })
+}
+
+/// What [`validate`] found in a valid trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidationSummary {
+    /// Records.
+    pub records: u64,
+    /// Dependency edges.
+    pub deps: u64,
+    /// Payload bytes of network (net + ina) records.
+    pub network_bytes: Bytes,
+}
+
+/// Stream through a trace checking every invariant (and endpoints against `topo` when given).
+pub fn validate(path: impl AsRef<Path>, topo: Option<&Topology>) -> Result<ValidationSummary, TraceError> {
+    let mut rd = TraceReader::open(path)?;
+    if let Some(t) = topo {
+        rd = rd.with_topology(t);
+    }
+    let mut s = ValidationSummary::default();
+    for r in rd {
+        let r = r?;
+        s.records += 1;
+        s.deps += r.deps.len() as u64;
+        if matches!(r.mode, Mode::Net | Mode::Ina) {
+            s.network_bytes += r.bytes;
+        }
+    }
+    Ok(s)
+}
+
+/// Set of seen ids: a bitmap for the dense ids generators produce, a hash set beyond.
+#[derive(Default)]
+struct IdSet {
+    bits: Vec<u64>,
+    sparse: HashSet<u64>,
+}
+
+impl IdSet {
+    const DENSE_LIMIT: u64 = 1 << 34;
+    fn contains(&self, id: u64) -> bool {
+        if id < Self::DENSE_LIMIT {
+            let w = (id / 64) as usize;
+            w < self.bits.len() && self.bits[w] & (1 << (id % 64)) != 0
+        } else {
+            self.sparse.contains(&id)
+        }
+    }
+    /// Insert; false when already present.
+    fn insert(&mut self, id: u64) -> bool {
+        if id < Self::DENSE_LIMIT {
+            let w = (id / 64) as usize;
+            if w >= self.bits.len() {
+                self.bits.resize((w + 1).max(self.bits.len() * 2), 0);
+            }
+            let m = 1 << (id % 64);
+            let fresh = self.bits[w] & m == 0;
+            self.bits[w] |= m;
+            fresh
+        } else {
+            self.sparse.insert(id)
+        }
+    }
+}
+
+/// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
+/// after which iteration stops).
+pub struct TraceReader<'t> {
+    input: Box<dyn BufRead>,
+    path: String,
+    header: TraceHeader,
+    line_no: u64,
+    buf: String,
+    seen: IdSet,
+    topo: Option<&'t Topology>,
+    done: bool,
+}
+
+impl<'t> TraceReader<'t> {
+    /// Open a trace (gzip detected from the `.gz` name or the gzip magic bytes) and read its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, TraceError> {
+        let p = path.as_ref();
+        let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
+        let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
+        let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
+        let input: Box<dyn BufRead> = if gz { Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file))) } else { Box::new(file) };
+        Self::from_reader(input, p.display().to_string())
+    }
+
+    /// Read from any buffered stream; `name` is used in error messages.
+    pub fn from_reader(input: Box<dyn BufRead>, name: String) -> Result<TraceReader<'static>, TraceError> {
+        let mut rd = TraceReader { input, path: name, header: TraceHeader::new(), line_no: 0, buf: String::new(), seen: IdSet::default(), topo: None, done: false };
+        rd.read_header()?;
+        Ok(rd)
+    }
+
+    /// Also check every endpoint against `topo` (nodes exist; compute on hosts; INA switches are switches).
+    pub fn with_topology<'u>(self, topo: &'u Topology) -> TraceReader<'u> {
+        TraceReader { input: self.input, path: self.path, header: self.header, line_no: self.line_no, buf: self.buf, seen: self.seen, topo: Some(topo), done: self.done }
+    }
+
+    /// The metadata read from the file.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    fn err(&self, column: usize, msg: impl Into<String>) -> TraceError {
+        TraceError::Invalid { path: self.path.clone(), line: self.line_no, column, msg: msg.into() }
+    }
+
+    fn next_line(&mut self) -> Result<bool, TraceError> {
+        self.buf.clear();
+        let n = self.input.read_line(&mut self.buf).map_err(|e| TraceError::Io { path: self.path.clone(), source: e })?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.line_no += 1;
+        while self.buf.ends_with(['\n', '\r']) {
+            self.buf.pop();
+        }
+        Ok(true)
+    }
+
+    fn read_header(&mut self) -> Result<(), TraceError> {
+        if !self.next_line()? {
+            return Err(self.err(1, format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`")));
+        }
+        let first = self.buf.trim();
+        let Some(rest) = first.strip_prefix(MAGIC) else {
+            return Err(self.err(1, format!("not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`", first.chars().take(60).collect::<String>())));
+        };
+        let v = rest.trim().strip_prefix("schema=").and_then(|v| v.trim().parse::<u32>().ok());
+        match v {
+            Some(SCHEMA_VERSION) => self.header.schema = SCHEMA_VERSION,
+            Some(v) => return Err(self.err(MAGIC.len() + 2, format!("schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"))),
+            None => return Err(self.err(MAGIC.len() + 2, "expected `schema=<number>` after the magic")),
+        }
+        loop {
+            if !self.next_line()? {
+                return Err(self.err(1, "missing column header row"));
+            }
+            if let Some(kv) = self.buf.strip_prefix('#') {
+                let kv = kv.trim_start();
+                if kv.is_empty() {
+                    continue;
+                }
+                let Some((k, v)) = kv.split_once('=') else {
+                    return Err(self.err(3, "metadata lines must be `# key=value`"));
+                };
+                self.header.meta.insert(k.trim().to_string(), v.to_string());
+                continue;
+            }
+            let cols: Vec<&str> = self.buf.split(',').map(str::trim).collect();
+            if cols != COLUMNS {
+                return Err(self.err(1, format!("column header must be `{}`", COLUMNS.join(","))));
+            }
+            return Ok(());
+        }
+    }
+
+    fn parse_line(&mut self) -> Result<FlowRecord, TraceError> {
+        let line = std::mem::take(&mut self.buf);
+        let res = self.parse_fields(&line);
+        self.buf = line;
+        res
+    }
+
+    fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, TraceError> {
+        let mut fields: [(&str, usize); 20] = [("", 0); 20];
+        let mut n = 0;
+        let mut col = 1;
+        for f in line.split(',') {
+            if n == 20 {
+                return Err(self.err(col, format!("more than {} fields", COLUMNS.len())));
+            }
+            fields[n] = (f, col);
+            n += 1;
+            col += f.len() + 1;
+        }
+        if n != 20 {
+            return Err(self.err(col, format!("{n} fields, expected {} ({})", COLUMNS.len(), COLUMNS.join(","))));
+        }
+        let num = |i: usize| -> Result<u64, TraceError> {
+            let (f, c) = fields[i];
+            parse_u64(f).ok_or_else(|| self.err(c, format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i])))
+        };
+        let opt = |i: usize| -> Result<Option<u64>, TraceError> { if fields[i].0.is_empty() { Ok(None) } else { num(i).map(Some) } };
+        let u32f = |i: usize, v: u64| -> Result<u32, TraceError> { u32::try_from(v).map_err(|_| self.err(fields[i].1, format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]))) };
+        let opt32 = |i: usize| -> Result<Option<u32>, TraceError> { opt(i)?.map(|v| u32f(i, v)).transpose() };
+
+        let id = num(0)?;
+        let src = u32f(1, num(1)?)?;
+        let dst = u32f(2, num(2)?)?;
+        let bytes = num(3)?;
+        let mut deps = Vec::new();
+        if !fields[4].0.is_empty() {
+            let mut c = fields[4].1;
+            for d in fields[4].0.split(';') {
+                let v = parse_u64(d).ok_or_else(|| self.err(c, format!("deps must be `;`-separated record ids, found `{d}`")))?;
+                if v == id {
+                    return Err(self.err(c, format!("record {id} depends on itself")));
+                }
+                if !self.seen.contains(v) {
+                    return Err(self.err(c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
+                }
+                deps.push(FlowId(v));
+                c += d.len() + 1;
+            }
+        }
+        let gap = num(5)?;
+        let dur = num(6)?;
+        let mode: Mode = fields[7].0.parse().map_err(|e: String| self.err(fields[7].1, e))?;
+        let class: Class = fields[8].0.parse().map_err(|e: String| self.err(fields[8].1, e))?;
+        let iteration = u32f(9, num(9)?)?;
+        let collective = opt(10)?;
+        let step = opt32(11)?;
+        let microbatch = opt32(12)?;
+        let layer = opt32(13)?;
+        let stage = opt32(14)?;
+        let group_size = opt32(15)?;
+        let agg_fields_empty = (16..20).all(|i| fields[i].0.is_empty());
+        let agg = if agg_fields_empty {
+            None
+        } else {
+            let aid = num(16)?;
+            let sw = u32f(17, num(17)?)?;
+            let fanin = u32f(18, num(18)?)?;
+            let dir = match fields[19].0 {
+                "up" => AggDir::Up,
+                "down" => AggDir::Down,
+                other => return Err(self.err(fields[19].1, format!("agg_dir must be `up` or `down`, found `{other}`"))),
+            };
+            Some(AggTag { id: aid, switch: NodeId(sw), fanin, dir })
+        };
+        let rec = FlowRecord {
+            id: FlowId(id),
+            src: NodeId(src),
+            dst: NodeId(dst),
+            bytes: Bytes(bytes),
+            deps,
+            gap: Nanos(gap),
+            dur: Nanos(dur),
+            mode,
+            class,
+            iteration,
+            collective,
+            step,
+            microbatch,
+            layer,
+            stage,
+            group_size,
+            agg,
+        };
+        if let Err((i, msg)) = check_consistency(&rec) {
+            return Err(self.err(fields[i].1, msg));
+        }
+        if let Some(t) = self.topo {
+            let n = t.node_count() as u32;
+            for (i, node) in [(1, rec.src), (2, rec.dst)] {
+                if node.0 >= n {
+                    return Err(self.err(fields[i].1, format!("node {} is not in the topology ({} nodes, from `{}`)", node.0, n, t.source)));
+                }
+            }
+            if rec.mode == Mode::Compute && t.kinds[rec.src.idx()] != NodeKind::Host {
+                return Err(self.err(fields[1].1, format!("compute record on node {} which is not a GPU host", rec.src.0)));
+            }
+            if let Some(a) = rec.agg {
+                if a.switch.0 >= n || t.kinds[a.switch.idx()] != NodeKind::Switch {
+                    return Err(self.err(fields[17].1, format!("aggregation switch {} is not a switch of the topology", a.switch.0)));
+                }
+            }
+        }
+        if !self.seen.insert(id) {
+            return Err(self.err(fields[0].1, format!("duplicate record id {id}")));
+        }
+        Ok(rec)
+    }
+}
+
+/// Check that a record's fields agree with its mode; on error the column index and message.
+pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
+    match r.mode {
+        Mode::Compute => {
+            if r.src != r.dst {
+                return Err((2, format!("compute record {}: src {} and dst {} must be the same GPU", r.id, r.src, r.dst)));
+            }
+            if r.bytes.0 != 0 {
+                return Err((3, format!("compute record {} must carry 0 bytes, not {}", r.id, r.bytes.0)));
+            }
+            if r.class != Class::Compute {
+                return Err((8, format!("compute record {} must have class `compute`, not `{}`", r.id, r.class)));
+            }
+        }
+        Mode::Net | Mode::Ina | Mode::NvLink => {
+            if r.class == Class::Compute {
+                return Err((8, format!("{} record {} needs a traffic class (tp, pp, dp, emb), not `compute`", r.mode, r.id)));
+            }
+        }
+    }
+    match r.mode {
+        Mode::Net | Mode::Ina => {
+            if r.dur.0 != 0 {
+                return Err((6, format!("{} record {} must have dur_ns 0 (its duration is simulated), not {}", r.mode, r.id, r.dur.0)));
+            }
+            if r.src == r.dst {
+                return Err((2, format!("{} record {} sends from node {} to itself", r.mode, r.id, r.src)));
+            }
+        }
+        _ => {}
+    }
+    match (r.mode, r.agg) {
+        (Mode::Ina, None) => return Err((16, format!("ina record {} needs agg_id, agg_switch, agg_fanin and agg_dir", r.id))),
+        (Mode::Ina, Some(a)) => {
+            if a.fanin == 0 {
+                return Err((18, format!("ina record {}: agg_fanin must be at least 1", r.id)));
+            }
+            match a.dir {
+                AggDir::Up if r.dst != a.switch => return Err((17, format!("ina up edge {} must end at its aggregation switch {} (dst is {})", r.id, a.switch, r.dst))),
+                AggDir::Down if r.src != a.switch => return Err((17, format!("ina down edge {} must start at its aggregation switch {} (src is {})", r.id, a.switch, r.src))),
+                _ => {}
+            }
+        }
+        (m, Some(_)) => return Err((16, format!("{m} record {} must not carry aggregation fields", r.id))),
+        _ => {}
+    }
+    Ok(())
+}
+
+#[inline]
+fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+impl Iterator for TraceReader<'_> {
+    type Item = Result<FlowRecord, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.next_line() {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(false) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(true) => {}
+            }
+            if self.buf.trim().is_empty() || self.buf.starts_with('#') {
+                continue;
+            }
+            let r = self.parse_line();
+            if r.is_err() {
+                self.done = true;
+            }
+            return Some(r);
+        }
+    }
+}
+
+/// Read a trace from an in-memory string (tests, fuzzing).
+pub fn read_str(text: &str, name: &str) -> Result<Trace, TraceError> {
+    let input: Box<dyn BufRead> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+    let mut rd = TraceReader::from_reader(input, name.to_string())?;
+    let mut records = Vec::new();
+    for r in rd.by_ref() {
+        records.push(r?);
+    }
+    Ok(Trace { header: rd.header().clone(), records })
+}

@@ -1,0 +1,483 @@
+//! The replayer against closed forms on small hand-built topologies.
+
+use ina3d::fct;
+use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, ShortestPaths};
+use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
+use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
+use std::collections::HashMap;
+
+const G100: BitsPerSec = BitsPerSec(100_000_000_000);
+/// 100 Gb/s in bytes per nanosecond.
+const B100: f64 = 12.5;
+
+/// `n` hosts (0..n) on one switch (node n): a non-blocking network.
+fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
+    let mut kinds = vec![NodeKind::Host; n as usize];
+    kinds.push(NodeKind::Switch);
+    let links = (0..n)
+        .map(|h| Link { a: NodeId(h), b: NodeId(n), rate, delay, error_rate: 0.0, kind: LinkKind::Nic })
+        .collect();
+    Topology {
+        kinds,
+        links,
+        gpus: (0..n).map(NodeId).collect(),
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: format!("star:{n}"),
+    }
+}
+
+fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], gap: u64, mode: Mode, class: Class) -> FlowRecord {
+    FlowRecord {
+        id: FlowId(id),
+        src: NodeId(src),
+        dst: NodeId(dst),
+        bytes: Bytes(bytes),
+        deps: deps.iter().map(|&d| FlowId(d)).collect(),
+        gap: Nanos(gap),
+        dur: Nanos(0),
+        mode,
+        class,
+        iteration: 0,
+        collective: None,
+        step: None,
+        microbatch: None,
+        layer: None,
+        stage: None,
+        group_size: None,
+        agg: None,
+    }
+}
+
+fn net(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64]) -> FlowRecord {
+    rec(id, src, dst, bytes, deps, 0, Mode::Net, Class::Dp)
+}
+
+fn compute(id: u64, gpu: u32, dur: u64, deps: &[u64]) -> FlowRecord {
+    let mut r = rec(id, gpu, gpu, 0, deps, 0, Mode::Compute, Class::Compute);
+    r.dur = Nanos(dur);
+    r
+}
+
+fn wire(b: u64) -> u64 {
+    Bytes(b).with_headers(Bytes(1000), Bytes(48)).0
+}
+
+fn run(records: &[FlowRecord], topo: &Topology, opts: &ReplayOptions) -> ina3d::replay::ReplayResult {
+    simulate(records, topo, &ShortestPaths::new(topo, 1), opts).expect("replay runs")
+}
+
+fn ends(r: &ina3d::replay::ReplayResult) -> HashMap<u64, (u64, u64)> {
+    r.rows.iter().map(|x| (x.flow_id, (x.start_ns, x.end_ns))).collect()
+}
+
+fn assert_close(got: u64, want: f64, tol_ns: f64, what: &str) {
+    assert!((got as f64 - want).abs() <= tol_ns, "{what}: got {got} ns, want {want:.1} ns (±{tol_ns})");
+}
+
+#[test]
+fn one_flow_takes_wire_size_over_bandwidth_plus_path_latency() {
+    let topo = star(2, G100, Nanos(1000));
+    let r = run(&[net(0, 0, 1, 1_000_000, &[])], &topo, &ReplayOptions::default());
+    // 1,000,000 B + 1000 packets × 48 B = 1,048,000 B at 12.5 B/ns = 83,840 ns; + 2 hops × 1 µs
+    assert_eq!(wire(1_000_000), 1_048_000);
+    assert_eq!(r.rows[0].end_ns, 83_840 + 2_000);
+    assert_eq!(r.rows[0].fct_ns, r.rows[0].standalone_fct_ns);
+    assert_eq!(r.summary.iteration_time_ns, 85_840);
+}
+
+#[test]
+fn k_flows_on_one_bottleneck_each_get_one_kth() {
+    for k in [2u32, 3, 7] {
+        let topo = star(k + 1, G100, Nanos(500));
+        let recs: Vec<_> = (0..k).map(|i| net(i as u64, i + 1, 0, 2_000_000, &[])).collect();
+        let r = run(&recs, &topo, &ReplayOptions::default());
+        let want = k as f64 * wire(2_000_000) as f64 / B100 + 1000.0;
+        for row in &r.rows {
+            assert_close(row.end_ns, want, 1.0, &format!("k={k} flow {}", row.flow_id));
+            // each ran at 1/k of the link: k times its standalone transfer time
+            let alone = row.standalone_fct_ns - 1000;
+            assert_close(row.fct_ns - 1000, (k as u64 * alone) as f64, k as f64, "1/k share");
+        }
+    }
+}
+
+#[test]
+fn a_short_flow_leaves_its_share_to_the_long_one() {
+    let topo = star(3, G100, Nanos(0));
+    let recs = vec![net(0, 1, 0, 1_000_000, &[]), net(1, 2, 0, 3_000_000, &[])];
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    let (w1, w2) = (wire(1_000_000) as f64, wire(3_000_000) as f64);
+    // both at B/2 until the short one is done (2·w1/B), then the long one alone
+    assert_close(r.rows[0].end_ns, 2.0 * w1 / B100, 1.0, "short flow");
+    assert_close(r.rows[1].end_ns, (w1 + w2) / B100, 1.0, "long flow");
+}
+
+/// Paths given by hand, so a test controls exactly which channels each flow crosses.
+struct FixedPaths(HashMap<(u32, u32), Vec<Channel>>);
+impl PathSource for FixedPaths {
+    fn path(&self, s: NodeId, d: NodeId, _key: u64) -> Result<Vec<Channel>, String> {
+        self.0.get(&(s.0, d.0)).cloned().ok_or_else(|| format!("no fixed path {s}->{d}"))
+    }
+}
+
+#[test]
+fn max_min_with_two_bottlenecks_gives_the_classic_allocation() {
+    // Two links L0, L1 of 10 Gb/s. A crosses L0; B crosses L0 and L1; C and D cross L1.
+    // Max-min: B, C, D get 1/3 of L1 each; A gets the rest of L0, 2/3.
+    let rate = BitsPerSec(10_000_000_000);
+    let mut kinds = vec![NodeKind::Host; 8];
+    kinds[7] = NodeKind::Switch;
+    let links = vec![
+        Link { a: NodeId(7), b: NodeId(0), rate, delay: Nanos(0), error_rate: 0.0, kind: LinkKind::Fabric },
+        Link { a: NodeId(7), b: NodeId(1), rate, delay: Nanos(0), error_rate: 0.0, kind: LinkKind::Fabric },
+    ];
+    let topo = Topology { kinds, links, gpus: vec![], gpus_per_server: 1, nvlink_rate: None, source: "two".into() };
+    let l0 = Channel::of(LinkId(0), true);
+    let l1 = Channel::of(LinkId(1), true);
+    let paths = FixedPaths(HashMap::from([
+        ((2, 0), vec![l0]),
+        ((3, 1), vec![l0, l1]),
+        ((4, 1), vec![l1]),
+        ((5, 1), vec![l1]),
+    ]));
+    let w = 1_000_000u64;
+    let recs = vec![net(0, 2, 0, w, &[]), net(1, 3, 1, w, &[]), net(2, 4, 1, w, &[]), net(3, 5, 1, w, &[])];
+    let r = simulate(&recs, &topo, &paths, &ReplayOptions::default()).unwrap();
+    let c = 1.25; // bytes per ns
+    let ww = wire(w) as f64;
+    assert_close(r.rows[0].end_ns, ww / (2.0 / 3.0 * c), 1.0, "A at 2/3");
+    for i in 1..4 {
+        assert_close(r.rows[i].end_ns, ww / (c / 3.0), 1.0, "B, C, D at 1/3");
+    }
+}
+
+/// Ring all-reduce records: step k of rank i sends S/n to i+1 and depends on its own
+/// step k−1 and on step k−1 of its predecessor (what it forwards).
+fn ring_allreduce(n: u32, s: u64) -> Vec<FlowRecord> {
+    let chunk = s.div_ceil(n as u64);
+    let id = |step: u32, rank: u32| (step * n + rank) as u64;
+    let mut v = Vec::new();
+    for step in 0..2 * (n - 1) {
+        for i in 0..n {
+            let deps: Vec<u64> =
+                if step == 0 { vec![] } else { vec![id(step - 1, i), id(step - 1, (i + n - 1) % n)] };
+            v.push(net(id(step, i), i, (i + 1) % n, chunk, &deps));
+        }
+    }
+    v
+}
+
+#[test]
+fn ring_allreduce_on_a_nonblocking_network_takes_2_n_minus_1_over_n_s_over_b_plus_latency() {
+    for n in [2u32, 4, 8] {
+        let s = 64_000_000u64;
+        let delay = 1000u64;
+        let topo = star(n, G100, Nanos(delay));
+        let r = run(&ring_allreduce(n, s), &topo, &ReplayOptions::default());
+        let steps = 2 * (n as u64 - 1);
+        let chunk = s.div_ceil(n as u64);
+        // each step: S/n (with headers) at full NIC rate, then 2 hops of latency
+        let want = steps as f64 * (wire(chunk) as f64 / B100 + 2.0 * delay as f64);
+        assert_close(r.summary.iteration_time_ns, want, steps as f64, &format!("ring n={n}"));
+        // and that is 2(n-1)/n · S/B within the header overhead (4.8 %) plus latency terms
+        let ideal = 2.0 * (n as f64 - 1.0) / n as f64 * s as f64 / B100 + (steps * 2 * delay) as f64;
+        let err = (r.summary.iteration_time_ns as f64 - ideal) / ideal;
+        assert!(err > 0.0 && err < 0.05, "n={n}: {err}");
+    }
+}
+
+/// One aggregation on the switch of a star: an up edge per worker, a down edge per worker.
+fn ina_allreduce(agg: u64, first_id: u64, workers: &[u32], sw: u32, s: u64, class: Class, deps: &[u64]) -> Vec<FlowRecord> {
+    let mut v = Vec::new();
+    let fanin = workers.len() as u32;
+    for (k, &w) in workers.iter().enumerate() {
+        let mut r = rec(first_id + k as u64, w, sw, s, deps, 0, Mode::Ina, class);
+        r.agg = Some(AggTag { id: agg, switch: NodeId(sw), fanin, dir: AggDir::Up });
+        v.push(r);
+    }
+    for (k, &w) in workers.iter().enumerate() {
+        let ups: Vec<u64> = (0..workers.len() as u64).map(|j| first_id + j).collect();
+        let mut r = rec(first_id + (workers.len() + k) as u64, sw, w, s, &ups, 0, Mode::Ina, class);
+        r.agg = Some(AggTag { id: agg, switch: NodeId(sw), fanin, dir: AggDir::Down });
+        v.push(r);
+    }
+    v
+}
+
+fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
+    ReplayOptions {
+        ina: InaConfig {
+            slots_per_switch: slots,
+            payload: Bytes(1000),
+            window,
+            policy,
+            classes: vec![Class::Tp, Class::Dp],
+        },
+        ..ReplayOptions::default()
+    }
+}
+
+#[test]
+fn ina_on_one_switch_takes_s_over_b_plus_latency_when_the_window_suffices() {
+    let topo = star(4, G100, Nanos(1000));
+    let s = 10_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
+    let r = run(&recs, &topo, &ina_opts(8192, 256, InaPolicy::BestEffort));
+    // window: 256 × 1000 B / 2 µs = 128 B/ns ≫ 12.5 B/ns, so the NIC binds
+    let want = wire(s) as f64 / B100 + 2000.0;
+    for row in &r.rows {
+        assert_close(row.end_ns, want, 1.0, "ina edge");
+        assert_eq!(row.start_ns, 0);
+    }
+    assert_eq!(r.summary.ina_slot_peak, 256);
+    assert_eq!(r.ina_fallbacks, 0);
+    // a ring all-reduce of the same S on the same network is slower: INA moves S each way, ring 2S(n-1)/n
+    let ring = run(&ring_allreduce(4, s), &topo, &ReplayOptions::default());
+    assert!(r.summary.iteration_time_ns < ring.summary.iteration_time_ns);
+}
+
+#[test]
+fn ina_with_few_slots_is_window_limited_to_slots_times_payload_over_rtt() {
+    let topo = star(4, G100, Nanos(1000));
+    let s = 1_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
+    for (slots, window) in [(8192, 4), (4, 256)] {
+        let r = run(&recs, &topo, &ina_opts(slots, window, InaPolicy::BestEffort));
+        // 4 slots × 1000 B / 2000 ns = 2 B/ns = 16 Gb/s
+        let want = wire(s) as f64 / 2.0 + 2000.0;
+        assert_close(r.summary.iteration_time_ns, want, 1.0, &format!("slots {slots} window {window}"));
+        assert_eq!(r.summary.ina_slot_peak, 4);
+    }
+}
+
+#[test]
+fn best_effort_without_free_slots_falls_back_to_the_host_ring() {
+    let topo = star(4, G100, Nanos(1000));
+    let s = 8_000_000;
+    // two aggregations at once; the pool holds one window
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 4, s, Class::Dp, &[]);
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 4, s, Class::Dp, &[]));
+    let r = run(&recs, &topo, &ina_opts(256, 256, InaPolicy::BestEffort));
+    assert_eq!(r.ina_fallbacks, 1);
+    let e = ends(&r);
+    // the first is INA at line rate; the second a 2-rank ring: 2 steps of S/2 each way,
+    // its two flows on disjoint NIC channels from the INA one (hosts 2, 3)
+    assert_close(e[&0].1, wire(s) as f64 / B100 + 2000.0, 1.0, "INA aggregation");
+    let ring_t = 2.0 * wire(s / 2) as f64 / B100 + 2.0 * 2000.0;
+    assert_close(e[&100].1, ring_t, 2.0, "fallback ring");
+}
+
+#[test]
+fn priority_policy_queues_and_serves_tp_before_dp() {
+    let topo = star(6, G100, Nanos(1000));
+    let s = 1_000_000;
+    // 0: DP aggregation holding the whole pool; then a DP and a TP aggregation arrive and wait
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 6, s, Class::Dp, &[]);
+    recs.push(compute(50, 2, 10, &[]));
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 6, s, Class::Dp, &[50]));
+    recs.extend(ina_allreduce(3, 200, &[4, 5], 6, s, Class::Tp, &[50]));
+    let r = run(&recs, &topo, &ina_opts(256, 256, InaPolicy::Priority));
+    let e = ends(&r);
+    let one = (wire(s) as f64 / B100 + 2000.0).ceil() as u64;
+    assert_close(e[&0].1, one as f64, 1.0, "first");
+    assert_eq!(e[&200].0, e[&0].1, "TP starts as soon as the pool frees");
+    assert_eq!(e[&100].0, e[&200].1, "DP waits for TP");
+    assert_eq!(r.ina_fallbacks, 0);
+    assert_eq!(r.summary.ina_slot_peak, 256);
+    // the waiting shows on the critical path, charged to the waiting classes
+    // (the DP aggregation ends last; from its dep, the 10 ns compute, everything is DP time)
+    assert_eq!(r.summary.exposed_dp_ns, e[&100].1 - 10);
+    assert_eq!(r.summary.exposed_tp_ns, 0);
+    assert_eq!(r.summary.critical_path_compute_ns, 10);
+}
+
+#[test]
+fn static_policy_partitions_slots_among_enabled_classes() {
+    let topo = star(4, G100, Nanos(1000));
+    let s = 1_000_000;
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 4, s, Class::Dp, &[]);
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 4, s, Class::Tp, &[]));
+    // 512 slots, 2 classes: 256 each, so both run at once with a full window
+    let r = run(&recs, &topo, &ina_opts(512, 256, InaPolicy::Static));
+    let e = ends(&r);
+    assert_eq!(e[&0], e[&100]);
+    assert_eq!(r.summary.ina_slot_peak, 512);
+    // PP has no share: a PP aggregation falls back to the ring
+    let pp = ina_allreduce(3, 0, &[0, 1], 4, s, Class::Pp, &[]);
+    assert_eq!(run(&pp, &topo, &ina_opts(512, 256, InaPolicy::Static)).ina_fallbacks, 1);
+}
+
+#[test]
+fn slot_occupancy_is_recorded_per_switch_over_time() {
+    let topo = star(4, G100, Nanos(1000));
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 4, 1_000_000, Class::Dp, &[]);
+    recs.push(compute(50, 2, 5_000, &[]));
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 4, 1_000_000, Class::Dp, &[50]));
+    let r = run(&recs, &topo, &ina_opts(8192, 100, InaPolicy::BestEffort));
+    let seq: Vec<(u64, u32)> = r.slots.iter().map(|s| (s.time_ns, s.slots_in_use)).collect();
+    let e = ends(&r);
+    assert_eq!(seq[0], (0, 100));
+    assert_eq!(seq[1], (5_000, 200), "second aggregation joins while the first runs");
+    assert_eq!(seq.last().unwrap().1, 0);
+    assert!(r.slots.iter().all(|s| s.switch == NodeId(4)));
+    assert!(e[&100].0 == 5_000);
+    assert_eq!(r.summary.ina_slot_peak, 200);
+}
+
+/// A pseudo-random DAG on a star: compute and flows, gaps, shared receivers.
+fn random_dag(n_hosts: u32, n: u64, seed: u64) -> Vec<FlowRecord> {
+    let mut x = seed;
+    let mut next = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let mut v = Vec::new();
+    for id in 0..n {
+        let k = next() % 3;
+        let deps: Vec<u64> = (0..k).filter(|_| id > 0).map(|_| next() % id).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let a = (next() % n_hosts as u64) as u32;
+        let mut b = (next() % n_hosts as u64) as u32;
+        if b == a {
+            b = (a + 1) % n_hosts;
+        }
+        let mut r = if next() % 3 == 0 { compute(id, a, 1000 + next() % 50_000, &deps) } else { net(id, a, b, 1 + next() % 3_000_000, &deps) };
+        r.gap = Nanos(next() % 10_000);
+        v.push(r);
+    }
+    v
+}
+
+#[test]
+fn no_record_starts_before_its_deps_end_plus_gap() {
+    let topo = star(8, G100, Nanos(700));
+    let recs = random_dag(8, 2000, 42);
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    let e = ends(&r);
+    for rec in &recs {
+        let ready = rec.deps.iter().map(|d| e[&d.0].1).max().unwrap_or(0);
+        let (s, end) = e[&rec.id.0];
+        assert_eq!(s, ready + rec.gap.0, "record {} starts exactly at ready + gap", rec.id);
+        assert!(end >= s + r.rows[rec.id.0 as usize].standalone_fct_ns.min(end - s));
+        assert!(end - s >= r.rows[rec.id.0 as usize].standalone_fct_ns.saturating_sub(1), "record {} beat its standalone time", rec.id);
+    }
+}
+
+#[test]
+fn bytes_are_conserved_on_every_channel() {
+    let topo = star(8, G100, Nanos(700));
+    let recs = random_dag(8, 1000, 7);
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    // on a star every flow crosses exactly its sender's uplink and its receiver's downlink
+    let mut want: HashMap<(u32, u32), u64> = HashMap::new();
+    for rec in recs.iter().filter(|r| r.mode == Mode::Net) {
+        *want.entry((rec.src.0, 8)).or_default() += wire(rec.bytes.0);
+        *want.entry((8, rec.dst.0)).or_default() += wire(rec.bytes.0);
+    }
+    let got: HashMap<(u32, u32), u64> = r.channels.iter().map(|c| ((c.from.0, c.to.0), c.bytes)).collect();
+    assert_eq!(got, want);
+    assert!(r.channels.iter().all(|c| c.utilisation > 0.0 && c.utilisation <= 1.0 + 1e-9));
+}
+
+#[test]
+fn the_same_input_gives_byte_identical_files() {
+    let topo = star(8, G100, Nanos(700));
+    let mut recs = random_dag(8, 1500, 3);
+    recs.extend(ina_allreduce(9, 10_000, &[0, 1, 2, 3], 8, 2_000_000, Class::Dp, &[1499]));
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    for d in &dirs {
+        let mut r = run(&recs, &topo, &ina_opts(300, 256, InaPolicy::BestEffort));
+        r.summary.wall_time_ns = 0; // the only field that measures the machine, not the model
+        ina3d::replay::write_outputs(d.path(), &r).unwrap();
+    }
+    for f in ["fct.csv", "fct.txt", "summary.csv", "links.csv", "switches.csv"] {
+        let a = std::fs::read(dirs[0].path().join(f)).unwrap();
+        let b = std::fs::read(dirs[1].path().join(f)).unwrap();
+        assert!(!a.is_empty(), "{f} is empty");
+        assert_eq!(a, b, "{f} differs between two runs");
+    }
+    // and the written fct.csv reads back as the rows
+    let rows = fct::read_fct_csv(&dirs[0].path().join("fct.csv")).unwrap();
+    assert_eq!(rows.len(), recs.len());
+}
+
+#[test]
+fn the_summary_critical_path_adds_up_to_the_iteration_time() {
+    let topo = star(8, G100, Nanos(700));
+    let recs = random_dag(8, 3000, 11);
+    let s = run(&recs, &topo, &ReplayOptions::default()).summary;
+    assert_eq!(
+        s.critical_path_compute_ns + s.exposed_tp_ns + s.exposed_pp_ns + s.exposed_dp_ns + s.exposed_emb_ns,
+        s.iteration_time_ns
+    );
+    assert!(s.exposed_dp_ns > 0 && s.critical_path_compute_ns > 0);
+}
+
+#[test]
+fn a_dependency_cycle_is_an_error_before_simulation() {
+    let topo = star(2, G100, Nanos(0));
+    let recs = vec![net(0, 0, 1, 10, &[2]), net(1, 0, 1, 10, &[0]), net(2, 0, 1, 10, &[1]), net(3, 0, 1, 10, &[])];
+    let e = simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()).unwrap_err();
+    assert!(matches!(e, ReplayError::Cycle(_, 3)), "{e}");
+    assert!(e.to_string().contains("cycle"));
+}
+
+#[test]
+fn a_cycle_through_an_aggregation_is_an_error() {
+    let topo = star(2, G100, Nanos(0));
+    // the aggregation's up edge waits for a flow that waits for its down edge
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 2, 100, Class::Dp, &[]);
+    recs.push(net(9, 0, 1, 10, &[2]));
+    recs[0].deps.push(FlowId(9));
+    let e = simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()).unwrap_err();
+    assert!(matches!(e, ReplayError::Cycle(..)), "{e}");
+}
+
+#[test]
+fn a_dangling_dep_names_the_record_and_the_dep() {
+    let topo = star(2, G100, Nanos(0));
+    let e = simulate(&[net(5, 0, 1, 10, &[77])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
+        .unwrap_err();
+    assert_eq!(e.to_string(), "record 5: dep 77 is not in the trace");
+}
+
+#[test]
+fn a_flow_without_route_is_an_error() {
+    let mut topo = star(2, G100, Nanos(0));
+    topo.kinds.push(NodeKind::Host); // node 3, connected to nothing
+    let e = simulate(&[net(0, 0, 3, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, ReplayError::NoRoute { .. }), "{e}");
+    let e = simulate(&[net(0, 0, 9, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, ReplayError::UnknownNode { .. }), "{e}");
+}
+
+#[test]
+fn a_zero_capacity_link_on_a_path_is_an_error() {
+    let mut topo = star(2, G100, Nanos(0));
+    topo.links[1].rate = BitsPerSec(0);
+    let e = simulate(&[net(0, 0, 1, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, ReplayError::ZeroCapacity { link: LinkId(1), .. }), "{e}");
+}
+
+#[test]
+fn duplicate_ids_are_an_error() {
+    let topo = star(2, G100, Nanos(0));
+    let e = simulate(&[net(0, 0, 1, 10, &[]), net(0, 1, 0, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
+        .unwrap_err();
+    assert!(matches!(e, ReplayError::DuplicateId(FlowId(0))));
+}
+
+#[test]
+fn compute_and_nvlink_records_are_timers() {
+    let topo = star(2, G100, Nanos(0));
+    let mut nv = rec(1, 0, 1, 5_000_000, &[0], 100, Mode::NvLink, Class::Tp);
+    nv.dur = Nanos(3_000);
+    let recs = vec![compute(0, 0, 1_000, &[]), nv];
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    assert_eq!(ends(&r)[&1], (1_100, 4_100));
+    assert!(r.channels.is_empty(), "NVLink records move nothing on the network");
+}
