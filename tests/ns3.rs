@@ -222,6 +222,25 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
     assert_eq!(t.links, ext.links);
     // the proxy port of a leaf is as fast as its 6 other ports together
     assert_eq!(ext.links[ext.links.len() - 3].rate, BitsPerSec::gbps(600));
+    // and the topology module's own reader agrees
+    let (theirs, _) = Topology::read_file(&p).unwrap();
+    assert_eq!(theirs.kinds, ext.kinds);
+    assert_eq!(theirs.links.iter().map(|l| (l.a, l.b, l.rate, l.delay)).collect::<Vec<_>>(), ext.links.iter().map(|l| (l.a, l.b, l.rate, l.delay)).collect::<Vec<_>>());
+}
+
+#[test]
+fn glue_routes_differ_from_per_flow_ecmp_only_where_equal_cost_paths_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    // a ring on the leaf-spine: only the two leaf-crossing steps have a choice of spine
+    let trace = ring_allreduce(8, 8192, 0);
+    let r = emit(&trace, &InaParams::default(), &leaf_spine(), &EmitOptions::default(), dir.path()).unwrap();
+    let (differ, total) = r.per_flow_path_differs.unwrap();
+    assert_eq!(total, trace.len() as u64);
+    let crossing = trace.iter().filter(|f| f.src.0 / 4 != f.dst.0 / 4).count() as u64;
+    assert!(differ <= crossing, "{differ} differ but only {crossing} flows have two paths");
+    assert!(differ > 0, "with 2 spines some of the {crossing} crossing flows hash to the other spine");
+    let meta = std::fs::read_to_string(dir.path().join("flow.meta.txt")).unwrap();
+    assert!(meta.contains(&format!("{differ} of {total} net records")), "{meta}");
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! `ina3d ns3 emit|run|ingest`.
 
 use anyhow::{bail, Context, Result};
-use ina3d::ns3::{self, emit::read_trace_txt, hpcc::read_topology_txt, EmitOptions, Flavor, InaParams, InaPolicy, StartSource};
+use ina3d::ns3::{self, emit::read_trace_txt, EmitOptions, Flavor, InaParams, InaPolicy, StartSource};
 use ina3d::topology::Topology;
 use ina3d::trace::FlowRecord;
 use ina3d::units::Bytes;
@@ -21,11 +21,11 @@ pub enum Command {
 /// `ina3d ns3 emit`.
 #[derive(clap::Args, Debug)]
 pub struct EmitArgs {
-    /// The trace (the glue's trace.txt format; the trace CSV once the trace reader lands).
+    /// The trace (`ina3d trace` output, CSV or .csv.gz; or a glue trace.txt to re-emit).
     pub trace: PathBuf,
-    /// Topology: an HPCC topology.txt.
+    /// Topology: a builder spec (`fat-tree:k=4`, `leaf-spine:…`) or an HPCC/SimAI topology file.
     #[arg(long)]
-    pub topology: PathBuf,
+    pub topology: String,
     /// Output directory.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -38,18 +38,18 @@ pub struct EmitArgs {
     /// ECMP seed of the glue's per-destination routes.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Aggregator slots per switch.
-    #[arg(long, default_value_t = 8192)]
-    pub slots: u32,
-    /// Payload bytes per slot (one packet).
-    #[arg(long, default_value_t = 1024)]
-    pub payload: u64,
-    /// Outstanding slots per worker.
-    #[arg(long, default_value_t = 256)]
-    pub window: u32,
-    /// Slot exhaustion policy: static, best-effort, priority.
-    #[arg(long, default_value = "best-effort")]
-    pub policy: String,
+    /// Aggregator slots per switch (default: the trace header's).
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// Payload bytes per slot, one packet (default: the trace header's).
+    #[arg(long)]
+    pub payload: Option<u64>,
+    /// Outstanding slots per worker (default: the trace header's).
+    #[arg(long)]
+    pub window: Option<u32>,
+    /// Slot exhaustion policy: static, best-effort, priority (default: the trace header's).
+    #[arg(long)]
+    pub policy: Option<String>,
     /// SimAI GPU type field.
     #[arg(long, default_value = "A100")]
     pub gpu_type: String,
@@ -76,21 +76,39 @@ pub struct IngestArgs {
     pub out: PathBuf,
 }
 
-fn load_trace(p: &Path) -> Result<Vec<FlowRecord>> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-    if !text.starts_with("# ina3d-ns3 trace") && !text.trim_start().starts_with("RECORDS") {
-        bail!("{}: not an ina3d-ns3 trace.txt (the trace CSV reader is on the `trace` branch, not merged yet)", p.display());
+/// The records and the INA parameters of a trace file.
+fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams)> {
+    if p.extension().is_some_and(|e| e == "txt") {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
+            let params = p.with_file_name("params.txt");
+            let mut ina = InaParams::default();
+            if let Ok(t) = std::fs::read_to_string(&params) {
+                for l in t.lines() {
+                    let mut it = l.split_whitespace();
+                    match (it.next(), it.next()) {
+                        (Some("INA_SLOTS"), Some(v)) => ina.slots = v.parse().with_context(|| format!("{}: INA_SLOTS", params.display()))?,
+                        (Some("INA_PAYLOAD"), Some(v)) => ina.payload = Bytes(v.parse().with_context(|| format!("{}: INA_PAYLOAD", params.display()))?),
+                        (Some("INA_WINDOW"), Some(v)) => ina.window = v.parse().with_context(|| format!("{}: INA_WINDOW", params.display()))?,
+                        (Some("INA_POLICY"), Some(v)) => ina.policy = policy(v)?,
+                        _ => {}
+                    }
+                }
+            }
+            return Ok((read_trace_txt(p, &text)?.0, ina));
+        }
     }
-    Ok(read_trace_txt(p, &text)?.0)
+    let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
+    let ina = InaParams::from_header(&t.header).with_context(|| format!("trace {}", p.display()))?;
+    Ok((t.records, ina))
 }
 
-fn load_topology(p: &Path) -> Result<Topology> {
-    let text = std::fs::read_to_string(p).with_context(|| format!("reading topology {}", p.display()))?;
-    let (t, warnings) = read_topology_txt(p, &text)?;
+fn load_topology(spec: &str) -> Result<Topology> {
+    let (t, warnings) = Topology::from_spec_with_warnings(spec).with_context(|| format!("topology `{spec}`"))?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
-    Ok(t.to_topology(&p.display().to_string()))
+    Ok(t)
 }
 
 fn policy(s: &str) -> Result<InaPolicy> {
@@ -106,9 +124,20 @@ fn policy(s: &str) -> Result<InaPolicy> {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Emit(a) => {
-            let records = load_trace(&a.trace)?;
+            let (records, mut ina) = load_trace(&a.trace)?;
             let topo = load_topology(&a.topology)?;
-            let ina = InaParams { slots: a.slots, payload: Bytes(a.payload), window: a.window, policy: policy(&a.policy)? };
+            if let Some(v) = a.slots {
+                ina.slots = v;
+            }
+            if let Some(v) = a.payload {
+                ina.payload = Bytes(v);
+            }
+            if let Some(v) = a.window {
+                ina.window = v;
+            }
+            if let Some(v) = &a.policy {
+                ina.policy = policy(v)?;
+            }
             let opts = EmitOptions {
                 flavor: a.flavor,
                 seed: a.seed,
@@ -126,6 +155,9 @@ pub fn run(c: Command) -> Result<()> {
                 r.start_source,
                 r.schedule_makespan.0
             );
+            if let Some((d, n)) = r.per_flow_path_differs {
+                eprintln!("glue routes are per destination: {d} of {n} net records would take another path under the replayer's per-flow ECMP");
+            }
             Ok(())
         }
         Command::Run(a) => {

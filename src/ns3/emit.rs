@@ -95,6 +95,25 @@ pub struct EmitReport {
     pub schedule_makespan: Nanos,
     /// ROUTE lines in routes.txt.
     pub routes: usize,
+    /// Net records whose per-flow ECMP path ([`crate::topology::Routing`], keyed by record
+    /// id, as the replayer routes them) differs from the glue's per-destination path, and
+    /// the number of host-to-host net records compared. `None` when the topology has no
+    /// [`crate::topology::Routing`] (e.g. no switches).
+    pub per_flow_path_differs: Option<(u64, u64)>,
+}
+
+/// Compare the glue's per-destination paths with per-flow ECMP paths (see [`EmitReport`]).
+pub fn path_differences(records: &[FlowRecord], topo: &Topology, routes: &DestRoutes, seed: u64) -> Option<(u64, u64)> {
+    let routing = crate::topology::Routing::new(topo, seed).ok()?;
+    let (mut differ, mut total) = (0, 0);
+    for r in records.iter().filter(|r| r.mode == Mode::Net && r.src != r.dst) {
+        let (Ok(theirs), Ok(ours)) = (routing.path(r.src, r.dst, r.id.0), routes.path(r.src, r.dst)) else { continue };
+        total += 1;
+        if theirs.iter().map(|c| c.link()).ne(ours.iter().copied()) {
+            differ += 1;
+        }
+    }
+    Some((differ, total))
 }
 
 /// Largest flow HPCC's reader takes (its size is a uint32).
@@ -432,6 +451,7 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
         StartSource::Schedule => (sched, "contention-free-schedule".to_string()),
         StartSource::Replay(p) => (replay_starts(p, records)?, format!("replay:{}", p.display())),
     };
+    let differs = path_differences(records, topo, &routes, opts.seed);
     let (ext, proxies) = with_proxies(topo, records);
     let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
 
@@ -463,6 +483,9 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
     );
     for (sw, p) in &proxies {
         let _ = writeln!(meta, "proxy switch {sw} host {p}");
+    }
+    if let Some((d, n)) = differs {
+        let _ = writeln!(meta, "glue_routes per-destination: {d} of {n} net records take another path under per-flow ECMP");
     }
     meta.push_str("# flow_index record_id piece pieces\n");
     for (k, row) in rows.iter().enumerate() {
@@ -497,7 +520,7 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
         write_atomic(&p, text.as_bytes())?;
         written.push(p);
     }
-    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes })
+    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes, per_flow_path_differs: differs })
 }
 
 /// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are

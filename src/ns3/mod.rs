@@ -86,6 +86,38 @@ impl Default for InaParams {
     }
 }
 
+impl InaParams {
+    /// The INA parameters of a trace header (`ina_slots`, `ina_payload_bytes`,
+    /// `ina_window`, `ina_policy`, with the replayer's aliases); absent keys keep
+    /// [`InaParams::default`], malformed ones are an error naming the key.
+    pub fn from_header(h: &crate::trace::TraceHeader) -> Result<InaParams, Ns3Error> {
+        let mut p = InaParams::default();
+        let get = |keys: &[&str]| keys.iter().find_map(|k| h.get(k).map(|v| (k.to_string(), v.trim().to_string())));
+        let num = |k: &str, v: &str| -> Result<u64, Ns3Error> {
+            v.parse().map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: `{v}` is not an unsigned integer")))
+        };
+        let small = |k: &str, v: u64| u32::try_from(v).map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: {v} is too large")));
+        if let Some((k, v)) = get(&["ina_slots_per_switch", "ina_slots", "ina.slots"]) {
+            p.slots = small(&k, num(&k, &v)?)?;
+        }
+        if let Some((k, v)) = get(&["ina_payload_bytes", "ina_payload", "ina.payload"]) {
+            p.payload = Bytes(num(&k, &v)?);
+        }
+        if let Some((k, v)) = get(&["ina_window", "ina.window"]) {
+            p.window = small(&k, num(&k, &v)?)?;
+        }
+        if let Some((k, v)) = get(&["ina_policy", "ina.policy"]) {
+            p.policy = match v.to_ascii_lowercase().replace(['_', ' '], "-").as_str() {
+                "static" => InaPolicy::Static,
+                "best-effort" | "besteffort" => InaPolicy::BestEffort,
+                "priority" => InaPolicy::Priority,
+                other => return Err(Ns3Error::BadTrace(format!("header `{k}`: unknown policy `{other}`"))),
+            };
+        }
+        Ok(p)
+    }
+}
+
 /// Everything that can go wrong in the ns-3 back-end.
 #[derive(Debug, thiserror::Error)]
 pub enum Ns3Error {

@@ -9,11 +9,11 @@
 use super::emit::read_trace_txt;
 use super::hpcc::read_topology_txt;
 use super::routes::DestRoutes;
-use super::{write_atomic, Ns3Error};
-use crate::fct::{FctRow, Summary};
+use super::Ns3Error;
+use crate::fct::{self, FctRow, Summary, SummaryContext};
 use crate::topology::{NodeKind, Topology};
-use crate::trace::{Class, FlowRecord, Mode};
-use crate::units::{FlowId, NodeId};
+use crate::trace::{FlowRecord, Mode};
+use crate::units::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -162,14 +162,15 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
     check_complete(&records, &rows, &topo)?;
     let stats = read_stats(&dir.join("stats.txt"))?;
     let seed = read_seed(&dir.join("params.txt"));
-    let mut summary = summarize(&records, &rows, &topo, seed)?;
-    summary.trace = trace_path.display().to_string();
-    summary.ina_slot_peak = stats.get("ina_slot_peak").copied().unwrap_or(0);
-    summary.wall_time_ns = wall.as_nanos() as u64;
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.serialize(&summary).map_err(|e| Ns3Error::Incomplete(format!("summary: {e}")))?;
-    let bytes = w.into_inner().map_err(|e| Ns3Error::Incomplete(format!("summary: {e}")))?;
-    write_atomic(&dir.join("summary.csv"), &bytes)?;
+    let ctx = SummaryContext {
+        backend: "ns3".into(),
+        trace: trace_path.display().to_string(),
+        switch_bytes: switch_bytes(&records, &topo, seed)?,
+        ina_slot_peak: stats.get("ina_slot_peak").copied().unwrap_or(0),
+        wall_time_ns: wall.as_nanos() as u64,
+    };
+    let summary = fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
+    fct::write_summary_csv(&dir.join("summary.csv"), &summary).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
     Ok(RunReport { summary, rows, stats })
 }
 
@@ -180,13 +181,9 @@ fn read_seed(p: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// Read an `fct.csv` (the [`FctRow`] schema).
+/// Read an `fct.csv` (the [`FctRow`] schema, checked by [`fct::read_fct_csv`]).
 pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, Ns3Error> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))?;
-    rdr.deserialize::<FctRow>()
-        .enumerate()
-        .map(|(i, r)| r.map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string())))
-        .collect()
+    fct::read_fct_csv(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))
 }
 
 fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
@@ -235,61 +232,12 @@ pub fn check_complete(records: &[FlowRecord], rows: &[FctRow], topo: &Topology) 
     Ok(())
 }
 
-/// The iteration summary from per-record times.
-///
-/// Private stand-in for `fct::summarize` (being written on the `replay` branch), with the
-/// same definitions as the [`Summary`] field docs: the critical path is followed back from
-/// the last record to finish through the dep that finished last; each record on it adds
-/// its duration to its class and its gap to compute.
-pub fn summarize(records: &[FlowRecord], rows: &[FctRow], topo: &Topology, seed: u64) -> Result<Summary, Ns3Error> {
-    let row: BTreeMap<u64, &FctRow> = rows.iter().map(|r| (r.flow_id, r)).collect();
-    let rec: BTreeMap<FlowId, &FlowRecord> = records.iter().map(|r| (r.id, r)).collect();
-    let mut s = Summary { backend: "ns3".into(), records: records.len() as u64, ..Default::default() };
-    s.iteration_time_ns = rows.iter().map(|r| r.end_ns).max().unwrap_or(0);
-    let mut busy: BTreeMap<NodeId, u64> = BTreeMap::new();
-    for r in records {
-        if r.mode == Mode::Compute {
-            *busy.entry(r.src).or_default() += r.dur.0;
-        }
-        if topo.kinds.get(r.src.idx()) == Some(&NodeKind::Host) {
-            *busy.entry(r.src).or_default() += r.gap.0;
-        }
-        if matches!(r.mode, Mode::Net | Mode::Ina) {
-            let b = r.bytes.0;
-            match r.class {
-                Class::Tp => s.tp_bytes += b,
-                Class::Pp => s.pp_bytes += b,
-                Class::Dp => s.dp_bytes += b,
-                Class::Emb => s.emb_bytes += b,
-                Class::Compute => {}
-            }
-        }
-    }
-    s.compute_ns = busy.values().copied().max().unwrap_or(0);
-    // critical path
-    let mut cur = rows.iter().max_by_key(|r| (r.end_ns, r.flow_id)).map(|r| FlowId(r.flow_id));
-    let mut guard = 0;
-    while let Some(id) = cur {
-        guard += 1;
-        if guard > records.len() + 1 {
-            break;
-        }
-        let (Some(r), Some(fr)) = (rec.get(&id), row.get(&id.0)) else { break };
-        let d = fr.fct_ns;
-        match (r.mode, r.class) {
-            (Mode::Compute, _) | (_, Class::Compute) => s.critical_path_compute_ns += d,
-            (_, Class::Tp) => s.exposed_tp_ns += d,
-            (_, Class::Pp) => s.exposed_pp_ns += d,
-            (_, Class::Dp) => s.exposed_dp_ns += d,
-            (_, Class::Emb) => s.exposed_emb_ns += d,
-        }
-        s.critical_path_compute_ns += r.gap.0;
-        cur = r.deps.iter().filter(|d| row.contains_key(&d.0)).max_by_key(|d| (row[&d.0].end_ns, d.0)).copied();
-    }
-    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
-    // bytes × switches traversed, on the glue's routes
+/// Payload bytes × switches traversed, summed over network records, on the glue's routes
+/// (the `switch_bytes` of [`Summary`]); an INA edge ending or starting at a switch counts it.
+pub fn switch_bytes(records: &[FlowRecord], topo: &Topology, seed: u64) -> Result<u64, Ns3Error> {
     let endpoints: BTreeSet<NodeId> = records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).flat_map(|r| [r.src, r.dst]).collect();
     let routes = DestRoutes::new(topo, &endpoints, seed);
+    let mut total = 0;
     for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
         let path = routes.path(r.src, r.dst)?;
         let mut u = r.src;
@@ -299,7 +247,7 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], topo: &Topology, seed:
             u = if link.a == u { link.b } else { link.a };
             switches += u64::from(topo.kinds[u.idx()] != NodeKind::Host);
         }
-        s.switch_bytes += r.bytes.0 * switches;
+        total += r.bytes.0 * switches;
     }
-    Ok(s)
+    Ok(total)
 }
