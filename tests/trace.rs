@@ -182,3 +182,208 @@ fn metadata_with_newlines_is_refused_on_write() {
     assert!(matches!(trace::write(dir.path().join("x.csv"), &h, &[]), Err(TraceError::Metadata { .. })));
     assert!(!dir.path().join("x.csv").exists());
 }
+
+// ---------------------------------------------------------------- generation
+
+mod gen {
+    use ina3d::megatron::{self, TrainingConfig};
+    use ina3d::schedule::{self, ScheduleOptions};
+    use ina3d::topology::Topology;
+    use ina3d::trace::{self, Algorithm, Class, FlowRecord, InaMode, Mode, TraceOptions};
+    use ina3d::units::Bytes;
+    use std::collections::BTreeMap;
+
+    /// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
+    pub fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
+        let mut c = megatron::preset("gpt3-13b").unwrap();
+        for (k, v) in [("num_layers", "4"), ("hidden_size", "1024"), ("num_attention_heads", "16"), ("seq_length", "512")] {
+            c.set(k, v).unwrap();
+        }
+        c.set("tensor_model_parallel_size", &tp.to_string()).unwrap();
+        c.set("pipeline_model_parallel_size", &pp.to_string()).unwrap();
+        c.set("data_parallel_size", &dp.to_string()).unwrap();
+        c.set("global_batch_size", &gb.to_string()).unwrap();
+        c
+    }
+
+    pub fn collect(cfg: &TrainingConfig, topo: &Topology, opts: &TraceOptions) -> Vec<FlowRecord> {
+        let mut out = Vec::new();
+        trace::generate(cfg, topo, opts, &mut |r| {
+            out.push(r);
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    /// Network bytes (net + ina) sent and received per node for one class.
+    fn per_node(recs: &[FlowRecord], class: Class) -> (BTreeMap<u32, u64>, BTreeMap<u32, u64>) {
+        let (mut tx, mut rx) = (BTreeMap::new(), BTreeMap::new());
+        for r in recs.iter().filter(|r| r.class == class && matches!(r.mode, Mode::Net | Mode::Ina)) {
+            *tx.entry(r.src.0).or_default() += r.bytes.0;
+            *rx.entry(r.dst.0).or_default() += r.bytes.0;
+        }
+        (tx, rx)
+    }
+
+    fn dp_bucket(cfg: &TrainingConfig) -> Bytes {
+        let wl = schedule::build(cfg, &ScheduleOptions::default()).unwrap();
+        assert_eq!(wl.stages[0].buckets.len(), 1);
+        wl.stages[0].buckets[0].grad_bytes
+    }
+
+    #[test]
+    fn ring_allreduce_sends_2s_n_minus_1_over_n_per_rank() {
+        let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
+        let cfg = small(1, 1, 8, 8);
+        let s = dp_bucket(&cfg).0;
+        assert_eq!(s % 8, 0, "bucket divisible by n so the closed form is exact");
+        for algo in [Algorithm::Ring, Algorithm::Hd] {
+            let recs = collect(&cfg, &topo, &TraceOptions { collective: algo, ..Default::default() });
+            let (tx, rx) = per_node(&recs, Class::Dp);
+            assert_eq!(tx.len(), 8);
+            for (node, sent) in &tx {
+                assert_eq!(*sent, 2 * s * 7 / 8, "{algo:?} node {node}");
+                assert_eq!(rx[node], *sent, "bytes sent = bytes received");
+            }
+        }
+    }
+
+    #[test]
+    fn ina_sends_s_up_and_s_down_per_worker() {
+        let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
+        let cfg = small(1, 1, 8, 8);
+        let s = dp_bucket(&cfg).0;
+        for mode in [InaMode::SwitchMl, InaMode::Hierarchical, InaMode::Atp] {
+            let mut opts = TraceOptions::default();
+            opts.ina.mode = mode;
+            opts.ina.switches = "all".parse().unwrap();
+            let recs = collect(&cfg, &topo, &opts);
+            let gpus: Vec<u32> = topo.gpus[..8].iter().map(|n| n.0).collect();
+            for g in &gpus {
+                let up: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.src.0 == *g).map(|r| r.bytes.0).sum();
+                let down: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.dst.0 == *g).map(|r| r.bytes.0).sum();
+                assert_eq!((up, down), (s, s), "{mode:?} worker {g}");
+            }
+            // one aggregation id per collective, up and down edges share it
+            let ids: std::collections::BTreeSet<u64> = recs.iter().filter_map(|r| r.agg.map(|a| a.id)).collect();
+            assert_eq!(ids.len(), 1, "{mode:?}");
+            assert!(recs.iter().all(|r| r.mode != Mode::Net || r.class != Class::Dp), "no host ring left for dp");
+        }
+    }
+
+    #[test]
+    fn rina_turns_full_racks_into_one_ring_worker() {
+        // 16 hosts, 2 per ToR: DP=8 over ranks 0..8 → 4 racks, each an abstracted worker.
+        let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
+        let cfg = small(1, 1, 8, 8);
+        let s = dp_bucket(&cfg).0;
+        let mut opts = TraceOptions::default();
+        opts.ina.mode = InaMode::Rina;
+        let recs = collect(&cfg, &topo, &opts);
+        let ring: Vec<&FlowRecord> = recs.iter().filter(|r| r.mode == Mode::Net && r.class == Class::Dp).collect();
+        assert_eq!(ring.len(), 4 * 2 * 3, "4 workers × 2(n−1) steps");
+        assert!(ring.iter().all(|r| topo.kinds[r.src.idx()] == ina3d::topology::NodeKind::Switch));
+        for g in &topo.gpus[..8] {
+            let up: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.src == *g).map(|r| r.bytes.0).sum();
+            let down: u64 = recs.iter().filter(|r| r.mode == Mode::Ina && r.dst == *g).map(|r| r.bytes.0).sum();
+            assert_eq!((up, down), (s, s));
+        }
+    }
+
+    #[test]
+    fn tp_inside_a_server_is_one_nvlink_record_per_collective() {
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+        let cfg = small(8, 2, 1, 4); // m = 4
+        let recs = collect(&cfg, &topo, &TraceOptions::default());
+        let tp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Tp).collect();
+        // 2 stages × 4 micro-batches × 2 layers per stage × (2 fwd + 2 bwd all-reduces)
+        assert_eq!(tp.len(), 2 * 4 * 2 * 4);
+        assert!(tp.iter().all(|r| r.mode == Mode::NvLink && r.group_size == Some(8) && r.bytes == Bytes(512 * 1024 * 2)));
+        // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 2 · 25 ns
+        let expect = (2.0 * 7.0 / 8.0 * (512.0 * 1024.0 * 2.0) * 8.0 / 2400e9 * 1e9_f64).ceil() as u64 + 14 * 50;
+        assert_eq!(tp[0].dur.0, expect);
+        // PP p2p: 8 TP ranks × 2 directions × 1 boundary × 4 micro-batches, full activation
+        let pp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Pp).collect();
+        assert_eq!(pp.len(), 8 * 2 * 4);
+        assert!(pp.iter().all(|r| r.mode == Mode::Net && r.bytes == Bytes(512 * 1024 * 2)));
+    }
+
+    #[test]
+    fn every_generated_trace_is_a_valid_dag_on_its_topology() {
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut cases = Vec::new();
+        for (tp, pp, dp) in [(2, 2, 4), (4, 4, 1), (1, 2, 8)] {
+            for algo in [Algorithm::Ring, Algorithm::Dbt, Algorithm::Hd, Algorithm::Hierarchical] {
+                for ina in [InaMode::Off, InaMode::SwitchMl, InaMode::Hierarchical, InaMode::Rina] {
+                    cases.push((tp, pp, dp, algo, ina));
+                }
+            }
+        }
+        for (i, (tp, pp, dp, algo, ina)) in cases.into_iter().enumerate() {
+            let mut cfg = small(tp, pp, dp, 8 * dp as u64);
+            cfg.sequence_parallel = i % 2 == 0;
+            cfg.overlap_grad_reduce = i % 3 == 0;
+            cfg.use_distributed_optimizer = i % 5 == 0;
+            if pp == 4 {
+                cfg.set("num_layers", "8").unwrap();
+                cfg.virtual_pipeline_model_parallel_size = Some(2);
+            }
+            let mut opts = TraceOptions { collective: algo, iterations: 2, ..Default::default() };
+            opts.ina.mode = ina;
+            opts.ina.switches = "all".parse().unwrap();
+            let wl = schedule::build(&cfg, &opts.schedule).unwrap();
+            let path = dir.path().join(format!("t{i}.csv"));
+            let mut w = trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
+            let stats = trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            w.finish().unwrap();
+            let v = trace::validate(&path, Some(&topo)).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            assert_eq!(v.records, stats.records);
+            assert!(stats.records > 0);
+        }
+    }
+
+    #[test]
+    fn same_seed_gives_byte_identical_files() {
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+        let cfg = small(2, 2, 4, 16);
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..2 {
+            let mut opts = TraceOptions { seed: 42, ..Default::default() };
+            opts.ina.mode = InaMode::Hierarchical;
+            opts.ina.switches = "all".parse().unwrap();
+            let wl = schedule::build(&cfg, &opts.schedule).unwrap();
+            let path = dir.path().join(format!("t{i}.csv.gz"));
+            let mut w = trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
+            trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            w.finish().unwrap();
+            files.push(std::fs::read(&path).unwrap());
+        }
+        assert!(files[0].len() > 100);
+        assert_eq!(files[0], files[1]);
+    }
+
+    #[test]
+    fn more_gpus_than_hosts_is_a_clear_error() {
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap(); // 16 hosts
+        let cfg = small(8, 1, 4, 4);
+        let e = trace::generate(&cfg, &topo, &TraceOptions::default(), &mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("32") && e.contains("16"), "{e}");
+    }
+
+    #[test]
+    fn compute_sits_in_gaps_and_compute_records() {
+        let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+        let cfg = small(8, 2, 1, 4);
+        let wl = schedule::build(&cfg, &ScheduleOptions::default()).unwrap();
+        let recs = collect(&cfg, &topo, &TraceOptions::default());
+        let compute: u64 = recs.iter().map(|r| if r.mode == Mode::Compute { r.dur.0 } else { r.gap.0 }).sum();
+        assert!(compute > 0);
+        // stage 0 forward of micro-batch 0 has no deps: its first record waits for attention compute
+        let first = &recs[0];
+        assert!(first.deps.is_empty() && first.gap.0 > 0);
+        let _ = wl;
+    }
+}

@@ -74,9 +74,15 @@ pub enum TraceError {
         /// Why.
         msg: String,
     },
-    /// Generation failed (inconsistent configuration, topology, routing).
+    /// Generation failed (inconsistent options, internal invariant).
     #[error("{0}")]
     Generate(String),
+    /// The training configuration cannot be scheduled.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+    /// The job does not fit the topology, or routing failed.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
 }
 
 /// The metadata lines of a trace: schema version and `key=value` pairs (sorted by key).
@@ -134,7 +140,65 @@ pub struct TraceWriter {
 
 enum Sink {
     Plain(File),
-    Gz(GzEncoder<File>),
+    Gz(GzThread),
+}
+
+/// Gzip on a second thread: the generator formats rows while the previous chunk is being
+/// compressed (compression is the bottleneck of generation at level 1 otherwise).
+struct GzThread {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    handle: Option<std::thread::JoinHandle<std::io::Result<File>>>,
+}
+
+impl GzThread {
+    fn new(file: File) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
+        let handle = std::thread::spawn(move || {
+            let mut gz = GzEncoder::new(file, Compression::fast());
+            for chunk in rx {
+                gz.write_all(&chunk)?;
+            }
+            gz.finish()
+        });
+        GzThread { tx: Some(tx), handle: Some(handle) }
+    }
+    fn broken() -> std::io::Error {
+        std::io::Error::other("gzip thread stopped")
+    }
+    fn finish(mut self) -> std::io::Result<File> {
+        drop(self.tx.take());
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(Self::broken()),
+        }
+    }
+}
+
+impl Drop for GzThread {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Write for GzThread {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
+        if tx.send(b.to_vec()).is_err() {
+            // The thread ended early: surface its error.
+            drop(self.tx.take());
+            return Err(match self.handle.take().map(|h| h.join()) {
+                Some(Ok(Err(e))) => e,
+                _ => Self::broken(),
+            });
+        }
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Write for Sink {
@@ -169,8 +233,8 @@ impl TraceWriter {
         let tmp = PathBuf::from(tmp);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         // Fast level: the generator must sustain millions of rows/s; traces compress ~10× anyway.
-        let sink = if is_gz(&path) { Sink::Gz(GzEncoder::new(file, Compression::fast())) } else { Sink::Plain(file) };
-        let mut w = TraceWriter { out: Some(BufWriter::with_capacity(1 << 18, sink)), line: Vec::with_capacity(256), tmp, path, count: 0 };
+        let sink = if is_gz(&path) { Sink::Gz(GzThread::new(file)) } else { Sink::Plain(file) };
+        let mut w = TraceWriter { out: Some(BufWriter::with_capacity(1 << 20, sink)), line: Vec::with_capacity(256), tmp, path, count: 0 };
         let mut head = String::new();
         head.push_str(&format!("{MAGIC} schema={}\n", header.schema));
         for (k, v) in &header.meta {

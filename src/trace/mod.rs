@@ -5,8 +5,12 @@
 //! [`TraceWriter`] / [`TraceReader`] for files. The file format is specified for users in
 //! `traces/README.md`.
 
+pub mod gen;
 pub mod io;
+pub mod options;
 pub mod record;
 
 pub use io::{read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter, ValidationSummary, COLUMNS, SCHEMA_VERSION};
 pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};
+pub use gen::{generate, generate_workload, header, TraceStats};
+pub use options::{parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};

@@ -1,0 +1,85 @@
+//! 1F1B and interleaved 1F1B order of one pipeline stage (DESIGN §5.1, Megatron's
+//! `forward_backward_pipelining_without_interleaving` / `_with_interleaving`).
+
+use serde::{Deserialize, Serialize};
+
+/// Forward or backward pass of one micro-batch through one model chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pass {
+    /// Forward.
+    Fwd,
+    /// Backward.
+    Bwd,
+}
+
+/// One step of a stage's schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PipeOp {
+    /// Forward or backward.
+    pub pass: Pass,
+    /// Micro-batch (0-based).
+    pub microbatch: u32,
+    /// Model chunk on this stage (0 without interleaving).
+    pub chunk: u32,
+}
+
+/// Warm-up forwards of stage `stage` of `pp` with `m` micro-batches and `v` chunks per stage
+/// (`v = 1`: plain 1F1B, `min(pp − stage − 1, m)`; interleaved:
+/// `min((pp − stage − 1)·2 + (v − 1)·pp, m·v)`).
+///
+/// Megatron additionally makes *every* step a warm-up step when interleaving with
+/// `m == pp`; DESIGN §5.1 (which this follows exactly) caps at `m·v` instead. The two
+/// differ only in that corner, and both orders are valid schedules.
+pub fn warmup(pp: u32, stage: u32, m: u32, v: u32) -> u32 {
+    let to_last = pp - stage - 1;
+    if v <= 1 {
+        to_last.min(m)
+    } else {
+        (to_last * 2 + (v - 1) * pp).min(m * v)
+    }
+}
+
+/// The `k`-th virtual micro-batch of a pass as Megatron numbers it: chunk
+/// `(k mod pp·v) / pp` (reversed for backward) and micro-batch `(k / (pp·v))·pp + k mod pp`.
+fn virtual_op(pass: Pass, k: u32, pp: u32, v: u32) -> PipeOp {
+    if v <= 1 {
+        return PipeOp { pass, microbatch: k, chunk: 0 };
+    }
+    let in_group = k % (pp * v);
+    let mut chunk = in_group / pp;
+    if pass == Pass::Bwd {
+        chunk = v - 1 - chunk;
+    }
+    PipeOp { pass, microbatch: (k / (pp * v)) * pp + k % pp, chunk }
+}
+
+/// The full order of stage `stage`: `w` warm-up forwards, `m·v − w` (forward, backward)
+/// pairs, `w` cool-down backwards. Interleaving needs `m` to be a multiple of `pp`
+/// (checked by [`crate::schedule::build`]).
+pub fn stage_order(pp: u32, stage: u32, m: u32, v: u32) -> Vec<PipeOp> {
+    let v = v.max(1);
+    let total = m * v;
+    let w = warmup(pp, stage, m, v);
+    let mut out = Vec::with_capacity(2 * total as usize);
+    for k in 0..w {
+        out.push(virtual_op(Pass::Fwd, k, pp, v));
+    }
+    for i in 0..total - w {
+        out.push(virtual_op(Pass::Fwd, w + i, pp, v));
+        out.push(virtual_op(Pass::Bwd, i, pp, v));
+    }
+    for i in total - w..total {
+        out.push(virtual_op(Pass::Bwd, i, pp, v));
+    }
+    out
+}
+
+/// Global layers (0-based) of chunk `chunk` on stage `stage`: chunks are assigned round-robin,
+/// virtual stage `chunk·pp + stage` holding `L/(pp·v)` consecutive layers.
+pub fn chunk_layers(num_layers: u32, pp: u32, v: u32, stage: u32, chunk: u32) -> std::ops::Range<u32> {
+    let v = v.max(1);
+    let per = num_layers / (pp * v);
+    let vs = chunk * pp + stage;
+    vs * per..(vs + 1) * per
+}

@@ -1,0 +1,851 @@
+//! Lowering a [`Workload`] onto a topology: a DAG of records streamed in dependency order.
+//!
+//! Every rank carries an *op chain*: the records its next action must wait for (`tail`)
+//! and compute not yet attached to a record (`pending`). A record that only waits for its
+//! own rank's chain takes the pending compute as its `gap`; one that must also wait for
+//! another rank (a received message, a peer's collective step) first turns the pending
+//! compute into a [`Mode::Compute`] record, because `gap` counts from the *last* dependency
+//! and would otherwise serialise compute after communication it overlaps with.
+//!
+//! Pipelines (one per DP×CP replica) are generated stage by stage in an order that
+//! respects their p2p dependencies; DP buckets, layer-norm and embedding all-reduces
+//! follow once every replica's backward has been emitted. Memory is O(ranks + buckets +
+//! in-flight p2p messages), independent of the number of records.
+
+use super::io::TraceError;
+use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
+use super::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::megatron::TrainingConfig;
+use crate::schedule::{self, CollKind, Coords, LayerStep, Pass, Workload};
+use crate::topology::{LinkKind, NodeKind, Routing, Topology};
+use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
+use std::collections::{BTreeMap, HashMap};
+
+/// Counts of a generated trace.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TraceStats {
+    /// Records emitted.
+    pub records: u64,
+    /// Records and payload bytes by (class, mode).
+    pub by_class_mode: BTreeMap<(Class, Mode), (u64, Bytes)>,
+    /// Collective instances.
+    pub collectives: u64,
+    /// INA aggregations.
+    pub aggregations: u64,
+    /// Collectives that asked for halving-doubling on a non-power-of-two group and used the ring.
+    pub hd_fallbacks: u64,
+}
+
+#[derive(Clone, Default)]
+struct Chain {
+    tail: Vec<FlowId>,
+    pending: Nanos,
+}
+
+#[derive(Clone, Copy)]
+struct Tag {
+    class: Class,
+    microbatch: Option<u32>,
+    layer: Option<u32>,
+    stage: Option<u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Main,
+    Dp,
+}
+
+struct Gen<'a> {
+    topo: &'a Topology,
+    routing: Option<Routing>,
+    opts: &'a TraceOptions,
+    wl: &'a Workload,
+    sink: &'a mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
+    stats: TraceStats,
+    next_id: u64,
+    next_coll: u64,
+    next_agg: u64,
+    iteration: u32,
+    main: Vec<Chain>,
+    dp: Vec<Chain>,
+    can_agg: Vec<bool>,
+    tor: Vec<Option<NodeId>>,
+    nvlink_alpha: Nanos,
+}
+
+/// Generate the trace of `cfg` on `topo`, streaming records (dependencies first) to `sink`.
+pub fn generate(cfg: &TrainingConfig, topo: &Topology, opts: &TraceOptions, sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>) -> Result<TraceStats, TraceError> {
+    let wl = schedule::build(cfg, &opts.schedule)?;
+    generate_workload(&wl, topo, opts, sink)
+}
+
+/// Generate the trace of an already built workload.
+pub fn generate_workload(wl: &Workload, topo: &Topology, opts: &TraceOptions, sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>) -> Result<TraceStats, TraceError> {
+    topo.check_world(wl.world(), wl.tp())?;
+    if opts.iterations == 0 {
+        return Err(TraceError::Generate("--iterations must be at least 1".into()));
+    }
+    let n = topo.node_count();
+    let mut can_agg = vec![false; n];
+    let mut tor = vec![None; n];
+    let routing = if opts.ina.mode != InaMode::Off {
+        for (i, l) in topo.links.iter().enumerate() {
+            let _ = i;
+            if l.kind == LinkKind::Nic {
+                let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host { (l.a, l.b) } else { (l.b, l.a) };
+                if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
+                    tor[h.idx()] = Some(s);
+                }
+            }
+        }
+        match &opts.ina.switches {
+            InaSwitches::All => {
+                for (i, k) in topo.kinds.iter().enumerate() {
+                    can_agg[i] = *k == NodeKind::Switch;
+                }
+            }
+            InaSwitches::Tor => {
+                for t in tor.iter().flatten() {
+                    can_agg[t.idx()] = true;
+                }
+            }
+            InaSwitches::Ids(ids) => {
+                for id in ids {
+                    if topo.kind(*id) != Some(NodeKind::Switch) {
+                        return Err(TraceError::Generate(format!("--ina-switches: node {id} is not a switch of topology `{}`", topo.source)));
+                    }
+                    can_agg[id.idx()] = true;
+                }
+            }
+        }
+        Some(Routing::new(topo, opts.seed)?)
+    } else {
+        None
+    };
+    let nvlink_alpha = opts.nvlink_step_latency.unwrap_or_else(|| {
+        topo.links.iter().find(|l| l.kind == LinkKind::NvLink).map(|l| Nanos(2 * l.delay.0)).unwrap_or(Nanos(1000))
+    });
+    let w = wl.world() as usize;
+    let mut g = Gen {
+        topo,
+        routing,
+        opts,
+        wl,
+        sink,
+        stats: TraceStats::default(),
+        next_id: 0,
+        next_coll: 0,
+        next_agg: 0,
+        iteration: 0,
+        main: vec![Chain::default(); w],
+        dp: vec![Chain::default(); w],
+        can_agg,
+        tor,
+        nvlink_alpha,
+    };
+    for it in 0..opts.iterations {
+        g.iteration = it;
+        g.iteration_records()?;
+    }
+    Ok(g.stats)
+}
+
+fn is_pow2(n: usize) -> bool {
+    n.is_power_of_two()
+}
+
+impl Gen<'_> {
+    fn chain(&mut self, s: Stream, r: Rank) -> &mut Chain {
+        match s {
+            Stream::Main => &mut self.main[r.idx()],
+            Stream::Dp => &mut self.dp[r.idx()],
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit(&mut self, src: NodeId, dst: NodeId, bytes: Bytes, deps: Vec<FlowId>, gap: Nanos, dur: Nanos, mode: Mode, class: Class, tag: Tag, coll: Option<u64>, step: Option<u32>, group: Option<u32>, agg: Option<AggTag>) -> Result<FlowId, TraceError> {
+        let id = FlowId(self.next_id);
+        self.next_id += 1;
+        self.stats.records += 1;
+        let e = self.stats.by_class_mode.entry((class, mode)).or_default();
+        e.0 += 1;
+        e.1 += bytes;
+        (self.sink)(FlowRecord {
+            id,
+            src,
+            dst,
+            bytes,
+            deps,
+            gap,
+            dur,
+            mode,
+            class,
+            iteration: self.iteration,
+            collective: coll,
+            step,
+            microbatch: tag.microbatch,
+            layer: tag.layer,
+            stage: tag.stage,
+            group_size: group,
+            agg,
+        })?;
+        Ok(id)
+    }
+
+    /// Turn a rank's pending compute into a record so an external dependency can join.
+    fn flush(&mut self, s: Stream, r: Rank, tag: Tag) -> Result<(), TraceError> {
+        let c = self.chain(s, r).clone();
+        if c.pending.0 == 0 {
+            return Ok(());
+        }
+        let node = self.topo.gpu(r);
+        let id = self.emit(node, node, Bytes(0), c.tail, Nanos(0), c.pending, Mode::Compute, Class::Compute, Tag { class: Class::Compute, ..tag }, None, None, None, None)?;
+        *self.chain(s, r) = Chain { tail: vec![id], pending: Nanos(0) };
+        Ok(())
+    }
+
+    /// Deps and gap for a record sent by `r` that also waits for `external`.
+    fn start(&mut self, s: Stream, r: Rank, external: &[FlowId], tag: Tag) -> Result<(Vec<FlowId>, Nanos), TraceError> {
+        if !external.is_empty() {
+            self.flush(s, r, tag)?;
+        }
+        let c = self.chain(s, r);
+        let mut deps = std::mem::take(&mut c.tail);
+        let gap = std::mem::take(&mut c.pending);
+        deps.extend_from_slice(external);
+        Ok((deps, gap))
+    }
+
+    /// Point-to-point transfer between ranks: a network flow, or an NVLink record when both share a server.
+    #[allow(clippy::too_many_arguments)]
+    fn p2p(&mut self, a: Rank, b: Rank, bytes: Bytes, deps: Vec<FlowId>, gap: Nanos, tag: Tag, coll: Option<u64>, step: Option<u32>) -> Result<FlowId, TraceError> {
+        let (na, nb) = (self.topo.gpu(a), self.topo.gpu(b));
+        if self.topo.same_nvlink_domain(a, b) {
+            let rate = self.topo.nvlink_rate.expect("nvlink domain has a rate");
+            let dur = rate.transmit_time(bytes) + self.nvlink_alpha;
+            self.emit(na, nb, bytes, deps, gap, dur, Mode::NvLink, tag.class, tag, coll, step, Some(2), None)
+        } else {
+            self.emit(na, nb, bytes, deps, gap, Nanos(0), Mode::Net, tag.class, tag, coll, step, None, None)
+        }
+    }
+
+    fn ina_enabled(&self, class: Class) -> bool {
+        self.opts.ina.mode != InaMode::Off && self.opts.ina.classes.contains(&class)
+    }
+
+    /// One collective over `members` (in ring order) of size `bytes`; updates their chains.
+    fn collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag) -> Result<(), TraceError> {
+        let n = members.len();
+        if n <= 1 || bytes.0 == 0 {
+            return Ok(());
+        }
+        self.stats.collectives += 1;
+        let coll = self.next_coll;
+        self.next_coll += 1;
+        let server = self.topo.server_of(members[0]);
+        if self.topo.nvlink_rate.is_some() && members.iter().all(|r| self.topo.server_of(*r) == server) {
+            return self.nvlink_collective(kind, bytes, members, s, tag, coll);
+        }
+        if self.ina_enabled(tag.class) && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+            if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
+                return self.rina(bytes, members, s, tag, coll);
+            }
+            if self.opts.ina.mode != InaMode::Rina {
+                return self.ina_tree(kind, bytes, members, s, tag, coll);
+            }
+        }
+        match self.opts.collective {
+            Algorithm::Ring => self.ring(kind, bytes, members, s, tag, coll),
+            Algorithm::Dbt if kind == CollKind::AllReduce => self.dbt(bytes, members, s, tag, coll),
+            Algorithm::Dbt => self.ring(kind, bytes, members, s, tag, coll),
+            Algorithm::Hd if is_pow2(n) => self.hd(kind, bytes, members, s, tag, coll),
+            Algorithm::Hd => {
+                self.stats.hd_fallbacks += 1;
+                self.ring(kind, bytes, members, s, tag, coll)
+            }
+            Algorithm::Hierarchical => self.hierarchical(kind, bytes, members, s, tag, coll),
+        }
+    }
+
+    /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model).
+    fn nvlink_duration(&self, kind: CollKind, bytes: Bytes, n: u32) -> Nanos {
+        let rate = self.topo.nvlink_rate.expect("nvlink");
+        let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
+        let steps = match kind {
+            CollKind::AllReduce => 2 * (n as u64 - 1),
+            _ => n as u64 - 1,
+        };
+        rate.transmit_time(moved) + Nanos(steps * self.nvlink_alpha.0)
+    }
+
+    fn nvlink_collective(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let p0 = self.chain(s, members[0]).pending;
+        let same = members.iter().all(|r| self.chain(s, *r).pending == p0);
+        if !same {
+            for &r in members {
+                self.flush(s, r, tag)?;
+            }
+        }
+        let mut deps = Vec::new();
+        let mut gap = Nanos(0);
+        for &r in members {
+            let c = self.chain(s, r);
+            deps.extend(c.tail.drain(..));
+            gap = std::mem::take(&mut c.pending);
+        }
+        deps.sort_unstable();
+        deps.dedup();
+        let dur = self.nvlink_duration(kind, bytes, members.len() as u32);
+        let (a, b) = (self.topo.gpu(members[0]), self.topo.gpu(*members.last().expect("n>1")));
+        let id = self.emit(a, b, bytes, deps, gap, dur, Mode::NvLink, tag.class, tag, Some(coll), None, Some(members.len() as u32), None)?;
+        for &r in members {
+            self.chain(s, r).tail = vec![id];
+        }
+        Ok(())
+    }
+
+    /// Ring: step k of rank i sends chunk `(i − k) mod n` to `i+1` after its step k−1 and the
+    /// step k−1 it received from `i−1`. Chunks split S exactly (the first `S mod n` get a byte more).
+    fn ring(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let n = members.len();
+        let steps = match kind {
+            CollKind::AllReduce => 2 * (n - 1),
+            _ => n - 1,
+        };
+        let chunk = |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
+        let mut prev: Vec<FlowId> = Vec::with_capacity(n);
+        let mut cur: Vec<FlowId> = Vec::with_capacity(n);
+        for k in 0..steps {
+            cur.clear();
+            for i in 0..n {
+                let (deps, gap) = if k == 0 { self.start(s, members[i], &[], tag)? } else { (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0)) };
+                let c = (i + 2 * n - k % n) % n;
+                let id = self.p2p(members[i], members[(i + 1) % n], chunk(c), deps, gap, tag, Some(coll), Some(k as u32))?;
+                cur.push(id);
+            }
+            std::mem::swap(&mut prev, &mut cur);
+        }
+        for i in 0..n {
+            self.chain(s, members[i]).tail = vec![prev[i], prev[(i + n - 1) % n]];
+        }
+        Ok(())
+    }
+
+    /// Double binary tree (approximation of NCCL's): two heap-shaped binary trees, over the
+    /// members in order and in reverse, each reducing half of S to its root and
+    /// broadcasting it back. Whole halves move per edge (no chunk pipelining), so deep
+    /// trees are slower here than in NCCL.
+    fn dbt(&mut self, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let n = members.len();
+        let halves = [Bytes(bytes.0 - bytes.0 / 2), Bytes(bytes.0 / 2)];
+        // Interior ranks wait for their children while computing: make pending compute explicit
+        // (a record) so the children's partial sums do not wait behind it.
+        let mut starts: Vec<Vec<FlowId>> = Vec::with_capacity(n);
+        for &r in members {
+            self.flush(s, r, tag)?;
+            starts.push(std::mem::take(&mut self.chain(s, r).tail));
+        }
+        let mut tails: Vec<Vec<FlowId>> = vec![Vec::new(); n];
+        for (t, half) in halves.into_iter().enumerate() {
+            let at = |pos: usize| if t == 0 { pos } else { n - 1 - pos };
+            let mut up: Vec<Option<FlowId>> = vec![None; n];
+            for pos in (1..n).rev() {
+                let mut deps = starts[at(pos)].clone();
+                for ch in [2 * pos + 1, 2 * pos + 2] {
+                    if ch < n {
+                        deps.push(up[ch].expect("children first"));
+                    }
+                }
+                let id = self.p2p(members[at(pos)], members[at((pos - 1) / 2)], half, deps, Nanos(0), tag, Some(coll), Some(2 * t as u32))?;
+                up[pos] = Some(id);
+            }
+            let mut down: Vec<Option<FlowId>> = vec![None; n];
+            for pos in 0..n {
+                for ch in [2 * pos + 1, 2 * pos + 2] {
+                    if ch >= n {
+                        continue;
+                    }
+                    let deps = if pos == 0 {
+                        let mut d = starts[at(0)].clone();
+                        d.extend([1, 2].iter().filter(|&&c| c < n).map(|&c| up[c].expect("up")));
+                        d
+                    } else {
+                        vec![down[pos].expect("parent first")]
+                    };
+                    let id = self.p2p(members[at(pos)], members[at(ch)], half, deps, Nanos(0), tag, Some(coll), Some(2 * t as u32 + 1))?;
+                    down[ch] = Some(id);
+                    tails[at(pos)].push(id);
+                    tails[at(ch)].push(id);
+                }
+            }
+        }
+        for (i, &r) in members.iter().enumerate() {
+            self.chain(s, r).tail = std::mem::take(&mut tails[i]);
+        }
+        Ok(())
+    }
+
+    /// Recursive halving (reduce-scatter) then doubling (all-gather): log₂ n steps each,
+    /// rank i exchanging S/2^(k+1) with i XOR n/2^(k+1) in halving step k.
+    fn hd(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let n = members.len();
+        let lg = n.trailing_zeros() as usize;
+        let mut phases: Vec<(usize, Bytes)> = Vec::new(); // (distance, bytes) per step
+        if kind != CollKind::AllGather {
+            for k in 0..lg {
+                phases.push((n >> (k + 1), Bytes(bytes.0 >> (k + 1))));
+            }
+        }
+        if kind != CollKind::ReduceScatter {
+            for k in 0..lg {
+                phases.push((1 << k, Bytes(bytes.0 >> (lg - k))));
+            }
+        }
+        let mut prev: Vec<FlowId> = Vec::new();
+        for (step, &(d, b)) in phases.iter().enumerate() {
+            let mut cur = Vec::with_capacity(n);
+            for i in 0..n {
+                let (deps, gap) = if step == 0 { self.start(s, members[i], &[], tag)? } else { (vec![prev[i], prev[i ^ phases[step - 1].0]], Nanos(0)) };
+                cur.push(self.p2p(members[i], members[i ^ d], b, deps, gap, tag, Some(coll), Some(step as u32))?);
+            }
+            prev = cur;
+        }
+        let last = phases.last().expect("n ≥ 2").0;
+        for i in 0..n {
+            self.chain(s, members[i]).tail = vec![prev[i], prev[i ^ last]];
+        }
+        Ok(())
+    }
+
+    /// NVLink reduce-scatter per server, one network ring per local index over S/g, NVLink all-gather.
+    fn hierarchical(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let mut by_server: BTreeMap<u32, Vec<Rank>> = BTreeMap::new();
+        for &r in members {
+            by_server.entry(self.topo.server_of(r)).or_default().push(r);
+        }
+        let g = by_server.values().next().map_or(0, Vec::len);
+        if self.topo.nvlink_rate.is_none() || g <= 1 || by_server.values().any(|v| v.len() != g) {
+            // One GPU per server (or uneven): nothing to do inside servers.
+            return self.ring(kind, bytes, members, s, tag, coll);
+        }
+        let servers: Vec<Vec<Rank>> = by_server.into_values().collect();
+        let shard = Bytes(bytes.0 / g as u64);
+        if kind != CollKind::AllGather {
+            for grp in &servers {
+                self.nvlink_collective(CollKind::ReduceScatter, bytes, grp, s, tag, coll)?;
+            }
+        }
+        let inter = match kind {
+            CollKind::AllReduce => CollKind::AllReduce,
+            k => k,
+        };
+        for j in 0..g {
+            let ring: Vec<Rank> = servers.iter().map(|v| v[j]).collect();
+            self.ring(inter, shard, &ring, s, tag, coll)?;
+        }
+        if kind != CollKind::ReduceScatter {
+            for grp in &servers {
+                self.nvlink_collective(CollKind::AllGather, bytes, grp, s, tag, coll)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn new_agg(&mut self) -> u64 {
+        self.stats.aggregations += 1;
+        let a = self.next_agg;
+        self.next_agg += 1;
+        a
+    }
+
+    /// INA all-reduce (or reduce-scatter) over the topology's aggregation tree (SwitchML: the
+    /// tree's root alone). Every edge carries S up; down edges carry S (all-reduce) or the
+    /// members' shards below them (reduce-scatter).
+    fn ina_tree(&mut self, kind: CollKind, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
+        let routing = self.routing.as_ref().expect("routing built when INA is on");
+        let can = &self.can_agg;
+        let tree = routing.aggregation_tree(&nodes, &|v: NodeId| can[v.idx()], coll)?;
+        let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
+            nodes.iter().map(|&m| (m, tree.root, nodes.len() as u32)).collect()
+        } else {
+            tree.edges.iter().map(|e| (e.child, e.parent, e.fanin_at_parent)).collect()
+        };
+        if edges.is_empty() {
+            return Err(TraceError::Generate(format!("aggregation tree of {} members has no edges", nodes.len())));
+        }
+        // Bottom-up order is given by the tree; keep it stable for determinism.
+        let rank_of: HashMap<NodeId, Rank> = nodes.iter().copied().zip(members.iter().copied()).collect();
+        let n = members.len() as u64;
+        // Leaves below each node (for reduce-scatter shard sizes).
+        let mut below: HashMap<NodeId, u64> = nodes.iter().map(|&m| (m, 1)).collect();
+        for &(c, p, _) in &edges {
+            let b = below.get(&c).copied().unwrap_or(0);
+            *below.entry(p).or_default() += b;
+        }
+        let agg = self.new_agg();
+        let mut up_into: HashMap<NodeId, Vec<FlowId>> = HashMap::new();
+        let edges_ref = std::mem::take(&mut edges);
+        for &(c, p, fanin) in &edges_ref {
+            let (deps, gap) = match rank_of.get(&c) {
+                Some(&r) => self.start(s, r, &[], tag)?,
+                None => (up_into.remove(&c).unwrap_or_default(), Nanos(0)),
+            };
+            let id = self.emit(c, p, bytes, deps, gap, Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(0), Some(members.len() as u32), Some(AggTag { id: agg, switch: p, fanin, dir: AggDir::Up }))?;
+            up_into.entry(p).or_default().push(id);
+        }
+        let root = edges_ref.last().map(|e| e.1).expect("edges");
+        let root_in = up_into.remove(&root).unwrap_or_default();
+        let mut down_into: HashMap<NodeId, FlowId> = HashMap::new();
+        for &(c, p, fanin) in edges_ref.iter().rev() {
+            let deps = if p == root { root_in.clone() } else { vec![*down_into.get(&p).expect("parents before children top-down")] };
+            let b = match kind {
+                CollKind::ReduceScatter => Bytes(bytes.0 * below.get(&c).copied().unwrap_or(1) / n),
+                _ => bytes,
+            };
+            let id = self.emit(p, c, b, deps, Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(1), Some(members.len() as u32), Some(AggTag { id: agg, switch: p, fanin, dir: AggDir::Down }))?;
+            down_into.insert(c, id);
+            if let Some(&r) = rank_of.get(&c) {
+                self.chain(s, r).tail = vec![id];
+            }
+        }
+        Ok(())
+    }
+
+    /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
+    /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
+    /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
+    fn rina(&mut self, bytes: Bytes, members: &[Rank], s: Stream, tag: Tag, coll: u64) -> Result<(), TraceError> {
+        let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
+        let mut plain: Vec<Rank> = Vec::new();
+        for &r in members {
+            let node = self.topo.gpu(r);
+            match self.tor[node.idx()] {
+                Some(t) if self.can_agg[t.idx()] => racks.entry(t).or_default().push(r),
+                _ => plain.push(r),
+            }
+        }
+        racks.retain(|_, v| {
+            if v.len() < 2 {
+                plain.extend(v.iter().copied());
+                false
+            } else {
+                true
+            }
+        });
+        if racks.is_empty() {
+            return self.ring(CollKind::AllReduce, bytes, members, s, tag, coll);
+        }
+        // Ring workers in rank order of their first member.
+        enum W {
+            Tor(NodeId, Vec<FlowId>),
+            Gpu(Rank),
+        }
+        let mut workers: Vec<(Rank, W)> = plain.iter().map(|&r| (r, W::Gpu(r))).collect();
+        let mut rack_agg: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for (tor, rs) in &racks {
+            let agg = self.new_agg();
+            rack_agg.insert(*tor, agg);
+            let mut ups = Vec::new();
+            for &r in rs {
+                let (deps, gap) = self.start(s, r, &[], tag)?;
+                ups.push(self.emit(self.topo.gpu(r), *tor, bytes, deps, gap, Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(0), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Up }))?);
+            }
+            workers.push((rs[0], W::Tor(*tor, ups)));
+        }
+        workers.sort_by_key(|w| w.0);
+        let n = workers.len();
+        if n == 1 {
+            // One rack holds everyone: plain single-switch aggregation.
+            if let (_, W::Tor(tor, ups)) = &workers[0] {
+                let rs = &racks[tor];
+                let agg = rack_agg[tor];
+                for &r in rs {
+                    let id = self.emit(*tor, self.topo.gpu(r), bytes, ups.clone(), Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(1), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Down }))?;
+                    self.chain(s, r).tail = vec![id];
+                }
+            }
+            return Ok(());
+        }
+        let node_of = |w: &W, topo: &Topology| match w {
+            W::Tor(t, _) => *t,
+            W::Gpu(r) => topo.gpu(*r),
+        };
+        let chunk = |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
+        let steps = 2 * (n - 1);
+        let mut prev: Vec<FlowId> = Vec::new();
+        for k in 0..steps {
+            let mut cur = Vec::with_capacity(n);
+            for i in 0..n {
+                let (deps, gap) = if k == 0 {
+                    match &workers[i].1 {
+                        W::Tor(_, ups) => (ups.clone(), Nanos(0)),
+                        W::Gpu(r) => self.start(s, *r, &[], tag)?,
+                    }
+                } else {
+                    (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
+                };
+                let (a, b) = (node_of(&workers[i].1, self.topo), node_of(&workers[(i + 1) % n].1, self.topo));
+                let c = (i + 2 * n - k % n) % n;
+                cur.push(self.emit(a, b, chunk(c), deps, gap, Nanos(0), Mode::Net, tag.class, tag, Some(coll), Some(k as u32 + 1), None, None)?);
+            }
+            prev = cur;
+        }
+        for i in 0..n {
+            let done = vec![prev[i], prev[(i + n - 1) % n]];
+            match &workers[i].1 {
+                W::Gpu(r) => self.chain(s, *r).tail = done,
+                W::Tor(tor, _) => {
+                    let agg = self.new_agg();
+                    let rs = racks[tor].clone();
+                    for r in rs.iter() {
+                        let id = self.emit(*tor, self.topo.gpu(*r), bytes, done.clone(), Nanos(0), Nanos(0), Mode::Ina, tag.class, tag, Some(coll), Some(steps as u32 + 1), Some(members.len() as u32), Some(AggTag { id: agg, switch: *tor, fanin: rs.len() as u32, dir: AggDir::Down }))?;
+                        self.chain(s, *r).tail = vec![id];
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn tp_ranks(&self, stage: u32, dp: u32, cp: u32) -> Vec<Rank> {
+        let g = &self.wl.groups;
+        (0..g.tp).map(|tp| g.rank(Coords { tp, cp, dp, pp: stage })).collect()
+    }
+
+    /// Run one layer's steps on a TP group.
+    fn layer_steps(&mut self, steps: &[LayerStep], ranks: &[Rank], tag: Tag) -> Result<(), TraceError> {
+        for st in steps {
+            match *st {
+                LayerStep::Compute(t) => {
+                    for &r in ranks {
+                        self.main[r.idx()].pending += t;
+                    }
+                }
+                LayerStep::Tp(kind) => self.collective(kind, self.wl.tp_bytes, ranks, Stream::Main, Tag { class: Class::Tp, ..tag })?,
+            }
+        }
+        Ok(())
+    }
+
+    fn iteration_records(&mut self) -> Result<(), TraceError> {
+        let wl = self.wl;
+        let g = wl.groups.clone();
+        let (pp, v, m) = (g.pp, wl.vpp, wl.microbatches);
+        // Bucket triggers: (rank, bucket index) → deps that complete the bucket's gradients.
+        let mut triggers: HashMap<(Rank, usize), Vec<FlowId>> = HashMap::new();
+        for dp in 0..g.dp {
+            for cp in 0..g.cp {
+                let ranks: Vec<Vec<Rank>> = (0..pp).map(|s| self.tp_ranks(s, dp, cp)).collect();
+                let mut cursor = vec![0usize; pp as usize];
+                // In-flight p2p: (receiving stage, pass, chunk, micro-batch) → one flow per TP rank.
+                let mut inbox: HashMap<(u32, Pass, u32, u32), Vec<FlowId>> = HashMap::new();
+                loop {
+                    let mut progress = false;
+                    let mut all_done = true;
+                    for s in 0..pp {
+                        let plan = &wl.stages[s as usize];
+                        while cursor[s as usize] < plan.order.len() {
+                            let op = plan.order[cursor[s as usize]];
+                            let needs = match op.pass {
+                                Pass::Fwd => !(s == 0 && op.chunk == 0),
+                                Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
+                            };
+                            let key = (s, op.pass, op.chunk, op.microbatch);
+                            let tag = Tag { class: Class::Pp, microbatch: Some(op.microbatch), layer: None, stage: Some(s) };
+                            if needs {
+                                let Some(flows) = inbox.remove(&key) else { break };
+                                for (i, &r) in ranks[s as usize].iter().enumerate() {
+                                    self.flush(Stream::Main, r, tag)?;
+                                    self.main[r.idx()].tail.push(flows[i]);
+                                }
+                            }
+                            self.run_op(s, op, &ranks[s as usize], plan, &mut triggers)?;
+                            // Send the result on.
+                            let target = match op.pass {
+                                Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
+                                Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
+                                Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
+                                Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
+                                _ => None,
+                            };
+                            if let Some((ts, tc)) = target {
+                                let mut flows = Vec::with_capacity(ranks[s as usize].len());
+                                for (i, &r) in ranks[s as usize].iter().enumerate() {
+                                    let (deps, gap) = self.start(Stream::Main, r, &[], tag)?;
+                                    let id = self.p2p(r, ranks[ts as usize][i], wl.pp_bytes, deps, gap, tag, None, None)?;
+                                    self.main[r.idx()].tail = vec![id];
+                                    flows.push(id);
+                                }
+                                inbox.insert((ts, op.pass, tc, op.microbatch), flows);
+                            }
+                            cursor[s as usize] += 1;
+                            progress = true;
+                        }
+                        if cursor[s as usize] < plan.order.len() {
+                            all_done = false;
+                        }
+                    }
+                    if all_done {
+                        break;
+                    }
+                    if !progress {
+                        return Err(TraceError::Generate(format!("pipeline schedule of replica dp={dp} cp={cp} cannot progress (internal error: cursors {cursor:?})")));
+                    }
+                }
+                let _ = m;
+            }
+        }
+        // End of backward: buckets without overlap trigger on each rank's final chain.
+        let world = g.world();
+        for r in 0..world {
+            let r = Rank(r);
+            let stage = g.coords(r).pp;
+            let tag = Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) };
+            self.flush(Stream::Main, r, tag)?;
+            for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
+                if bucket.trigger_layer.is_none() {
+                    triggers.insert((r, b), self.main[r.idx()].tail.clone());
+                }
+            }
+        }
+        // DP gradient sync per stage, bucket, DP×CP group (its own stream per rank).
+        for group in &g.dp_cp_groups {
+            let stage = g.coords(group[0]).pp;
+            let tag = Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) };
+            for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
+                for &r in group {
+                    let t = triggers.remove(&(r, b)).unwrap_or_default();
+                    let c = &mut self.dp[r.idx()];
+                    c.tail.extend(t);
+                    c.tail.sort_unstable();
+                    c.tail.dedup();
+                }
+                let kind = if wl.distributed_optimizer { CollKind::ReduceScatter } else { CollKind::AllReduce };
+                self.collective(kind, bucket.grad_bytes, group, Stream::Dp, tag)?;
+            }
+        }
+        // Join the DP stream back into each rank's chain.
+        for r in 0..world as usize {
+            let t = std::mem::take(&mut self.dp[r].tail);
+            self.main[r].tail.extend(t);
+            self.main[r].tail.sort_unstable();
+            self.main[r].tail.dedup();
+        }
+        // Layer-norm gradients over TP (sequence parallel), then tied embeddings.
+        for tpg in &g.tp_groups {
+            let stage = g.coords(tpg[0]).pp;
+            if let Some(b) = wl.stages[stage as usize].layernorm_bytes {
+                self.collective(CollKind::AllReduce, b, tpg, Stream::Main, Tag { class: Class::Tp, microbatch: None, layer: None, stage: Some(stage) })?;
+            }
+        }
+        if let Some(b) = wl.emb_bytes {
+            for eg in &g.emb_groups {
+                self.collective(CollKind::AllReduce, b, eg, Stream::Main, Tag { class: Class::Emb, microbatch: None, layer: None, stage: None })?;
+            }
+        }
+        // Distributed optimizer: gather updated parameters.
+        if wl.distributed_optimizer {
+            for group in &g.dp_cp_groups {
+                let stage = g.coords(group[0]).pp;
+                for bucket in &wl.stages[stage as usize].buckets {
+                    self.collective(CollKind::AllGather, bucket.param_bytes, group, Stream::Main, Tag { class: Class::Dp, microbatch: None, layer: None, stage: Some(stage) })?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_op(&mut self, s: u32, op: schedule::PipeOp, ranks: &[Rank], plan: &schedule::StagePlan, triggers: &mut HashMap<(Rank, usize), Vec<FlowId>>) -> Result<(), TraceError> {
+        let wl = self.wl;
+        let layers = plan.chunks[op.chunk as usize].clone();
+        let last_chunk_here = s == wl.pp() - 1 && op.chunk == wl.vpp - 1;
+        let base = Tag { class: Class::Tp, microbatch: Some(op.microbatch), layer: None, stage: Some(s) };
+        match op.pass {
+            Pass::Fwd => {
+                for l in layers {
+                    self.layer_steps(&wl.fwd_steps, ranks, Tag { layer: Some(l), ..base })?;
+                }
+                if last_chunk_here {
+                    for &r in ranks {
+                        self.main[r.idx()].pending += plan.head_fwd;
+                    }
+                }
+            }
+            Pass::Bwd => {
+                if last_chunk_here {
+                    for &r in ranks {
+                        self.main[r.idx()].pending += plan.head_bwd;
+                    }
+                }
+                let last_mb = op.microbatch == wl.microbatches - 1;
+                for l in layers.rev() {
+                    self.layer_steps(&wl.bwd_steps, ranks, Tag { layer: Some(l), ..base })?;
+                    if last_mb {
+                        for (b, bucket) in plan.buckets.iter().enumerate() {
+                            if bucket.chunk == op.chunk && bucket.trigger_layer == Some(l) {
+                                for &r in ranks {
+                                    self.flush(Stream::Main, r, Tag { class: Class::Dp, layer: Some(l), ..base })?;
+                                    triggers.insert((r, b), self.main[r.idx()].tail.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Metadata lines describing how a trace was generated.
+pub fn header(cfg: &TrainingConfig, wl: &Workload, topo: &Topology, opts: &TraceOptions) -> super::io::TraceHeader {
+    let mut h = super::io::TraceHeader::new();
+    let ina: &InaConfig = &opts.ina;
+    h.set("topology", &topo.source)
+        .set("seed", opts.seed)
+        .set("iterations", opts.iterations)
+        .set("collective", opts.collective)
+        .set("ina", ina.mode)
+        .set("ina_switches", &ina.switches)
+        .set("ina_slots", ina.slots)
+        .set("ina_payload_bytes", ina.payload.0)
+        .set("ina_window", ina.window)
+        .set("ina_policy", ina.policy)
+        .set("ina_classes", ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","))
+        .set("tp", wl.tp())
+        .set("pp", wl.pp())
+        .set("dp", wl.dp())
+        .set("cp", wl.groups.cp)
+        .set("vpp", wl.vpp)
+        .set("world", wl.world())
+        .set("rank_order", wl.groups.order.as_str())
+        .set("microbatches", wl.microbatches)
+        .set("warmup", wl.stages.iter().map(|s| s.warmup.to_string()).collect::<Vec<_>>().join(","))
+        .set("num_layers", cfg.num_layers)
+        .set("hidden_size", cfg.hidden_size)
+        .set("ffn_hidden_size", cfg.ffn_hidden_size)
+        .set("num_attention_heads", cfg.num_attention_heads)
+        .set("seq_length", cfg.seq_length)
+        .set("micro_batch_size", cfg.micro_batch_size)
+        .set("global_batch_size", cfg.global_batch_size)
+        .set("padded_vocab_size", wl.padded_vocab)
+        .set("sequence_parallel", cfg.sequence_parallel)
+        .set("distributed_optimizer", cfg.use_distributed_optimizer)
+        .set("overlap_grad_reduce", cfg.overlap_grad_reduce)
+        .set("tp_op_bytes", wl.tp_bytes.0)
+        .set("pp_p2p_bytes", wl.pp_bytes.0)
+        .set("gpu", &wl.calibration.gpu.name)
+        .set("gpu_peak_tflops", wl.calibration.gpu.peak_tflops)
+        .set("mfu", wl.calibration.mfu)
+        .set("calibration_factor", format!("{:.6}", wl.calibration.factor))
+        .set("calibration_source", wl.calibration.source.as_str())
+        .set("gpus_per_server", topo.gpus_per_server)
+        .set("nvlink_rate_bps", topo.nvlink_rate.map_or(0, |r| r.0))
+        .set("nvlink_model", "one nvlink record per intra-server collective; dur = busbw_factor*S/nvlink_rate + steps*alpha");
+    if let Some(ms) = wl.calibration.measured_ms {
+        h.set("calibration_measured_ms", ms);
+    }
+    h
+}

@@ -1,0 +1,196 @@
+//! Options of trace generation: collective algorithm and INA configuration.
+
+use super::record::Class;
+use crate::schedule::ScheduleOptions;
+use crate::units::{Bytes, Nanos, NodeId};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// Host-based algorithm for collectives that cross the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// Ring: n−1 reduce-scatter + n−1 all-gather steps of S/n.
+    Ring,
+    /// Double binary tree (all-reduce only; RS/AG use the ring).
+    Dbt,
+    /// Recursive halving-doubling, log₂ n steps per phase (power-of-two groups; others use the ring).
+    Hd,
+    /// NVLink reduce-scatter in each server → one network ring per local GPU index → NVLink all-gather.
+    Hierarchical,
+}
+
+/// Where in-network aggregation happens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InaMode {
+    /// No INA: host algorithms only.
+    Off,
+    /// One switch aggregates all members (their shared ToR, else the lowest switch above all).
+    SwitchMl,
+    /// Multi-switch tree: each aggregating switch sums its children, the root multicasts.
+    Hierarchical,
+    /// The hierarchical tree under ATP's best-effort slot policy (back-ends fall back to the host ring).
+    Atp,
+    /// Rina: racks whose ToR aggregates act as one worker of a host ring.
+    Rina,
+}
+
+/// How switch slots are shared among concurrent aggregations (enforced by the back-ends).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InaPolicy {
+    /// Slots split evenly among the aggregations that may use a switch.
+    Static,
+    /// First come, first served; an aggregation that finds no slot falls back to the host ring.
+    BestEffort,
+    /// Classes earlier in `ina-classes` take slots first.
+    Priority,
+}
+
+/// Which switches can aggregate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum InaSwitches {
+    /// Switches with a GPU attached (ToR / leaf).
+    Tor,
+    /// Every packet switch.
+    All,
+    /// These node ids.
+    Ids(Vec<NodeId>),
+}
+
+/// INA configuration, recorded in the trace header.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InaConfig {
+    /// Algorithm.
+    pub mode: InaMode,
+    /// Aggregating switches.
+    pub switches: InaSwitches,
+    /// Aggregator slots per switch.
+    pub slots: u32,
+    /// Payload bytes per slot (one packet).
+    pub payload: Bytes,
+    /// Outstanding packets per worker.
+    pub window: u32,
+    /// Slot policy.
+    pub policy: InaPolicy,
+    /// Traffic classes allowed to aggregate, in priority order (`pp` is accepted but
+    /// point-to-point transfers have nothing to sum, so it never changes the trace).
+    pub classes: Vec<Class>,
+}
+
+impl Default for InaConfig {
+    fn default() -> Self {
+        InaConfig {
+            mode: InaMode::Off,
+            switches: InaSwitches::Tor,
+            slots: 8192,
+            payload: Bytes(256),
+            window: 256,
+            policy: InaPolicy::Static,
+            classes: vec![Class::Tp, Class::Dp, Class::Emb],
+        }
+    }
+}
+
+/// All options of [`super::generate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceOptions {
+    /// Compute model.
+    pub schedule: ScheduleOptions,
+    /// Host algorithm for network collectives.
+    pub collective: Algorithm,
+    /// INA.
+    pub ina: InaConfig,
+    /// ECMP / tie-break seed.
+    pub seed: u64,
+    /// Iterations to generate (each waits for the previous one's gradient sync).
+    pub iterations: u32,
+    /// Latency α per algorithm step inside an NVLink domain; `None`: twice the topology's
+    /// NVLink link delay (GPU → NVSwitch → GPU), or 1 µs when it has no NVLink links.
+    pub nvlink_step_latency: Option<Nanos>,
+}
+
+impl Default for TraceOptions {
+    fn default() -> Self {
+        TraceOptions { schedule: ScheduleOptions::default(), collective: Algorithm::Ring, ina: InaConfig::default(), seed: 0, iterations: 1, nvlink_step_latency: None }
+    }
+}
+
+macro_rules! keyword_enum {
+    ($t:ty, $what:literal, $($v:path => $s:literal),+) => {
+        impl $t {
+            /// Name as written in headers and on the command line.
+            pub fn as_str(self) -> &'static str {
+                match self { $($v => $s),+ }
+            }
+        }
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s.trim().to_ascii_lowercase().as_str() {
+                    $($s => Ok($v),)+
+                    other => Err(format!(concat!("unknown ", $what, " `{}` (expected {})"), other, [$($s),+].join(", "))),
+                }
+            }
+        }
+    };
+}
+
+keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
+keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina");
+keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority");
+
+impl fmt::Display for InaSwitches {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InaSwitches::Tor => f.write_str("tor"),
+            InaSwitches::All => f.write_str("all"),
+            InaSwitches::Ids(v) => {
+                let s: Vec<String> = v.iter().map(|n| n.0.to_string()).collect();
+                f.write_str(&s.join(";"))
+            }
+        }
+    }
+}
+
+impl FromStr for InaSwitches {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tor" => Ok(InaSwitches::Tor),
+            "all" => Ok(InaSwitches::All),
+            other => {
+                let mut v = Vec::new();
+                for p in other.split([',', ';']).map(str::trim).filter(|p| !p.is_empty()) {
+                    v.push(NodeId(p.parse().map_err(|_| format!("INA switches: `{p}` is not a node id (expected tor, all or a comma-separated list of switch ids)"))?));
+                }
+                if v.is_empty() {
+                    return Err("INA switches: empty list".into());
+                }
+                v.sort_unstable();
+                v.dedup();
+                Ok(InaSwitches::Ids(v))
+            }
+        }
+    }
+}
+
+/// Parse a comma-separated class list (`tp,dp,emb`).
+pub fn parse_classes(s: &str) -> Result<Vec<Class>, String> {
+    let mut v = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let c: Class = p.parse()?;
+        if c == Class::Compute {
+            return Err("`compute` is not a traffic class INA can aggregate".into());
+        }
+        if !v.contains(&c) {
+            v.push(c);
+        }
+    }
+    Ok(v)
+}
