@@ -225,3 +225,26 @@ impl HpccTopology {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn seconds_parse_exactly_to_the_nanosecond() {
+        assert_eq!(parse_secs_exact("2"), Some(Nanos(2_000_000_000)));
+        assert_eq!(parse_secs_exact("0.000000100"), Some(Nanos(100)));
+        assert_eq!(parse_secs_exact("1.5"), Some(Nanos(1_500_000_000)));
+        assert_eq!(parse_secs_exact("-1"), None);
+        assert_eq!(parse_secs_exact("."), None);
+        assert_eq!(format_secs(Nanos(1_000_000_123)), "1.000000123");
+    }
+
+    proptest! {
+        #[test]
+        fn formatted_seconds_read_back_unchanged(ns in 0u64..u64::MAX / 2) {
+            prop_assert_eq!(parse_secs_exact(&format_secs(Nanos(ns))), Some(Nanos(ns)));
+        }
+    }
+}

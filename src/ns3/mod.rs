@@ -200,3 +200,19 @@ pub fn write_atomic(path: &std::path::Path, contents: &[u8]) -> Result<(), Ns3Er
     std::fs::write(&tmp, contents).map_err(|e| Ns3Error::io(&tmp, e))?;
     std::fs::rename(&tmp, path).map_err(|e| Ns3Error::io(path, e))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ina_params_come_from_the_trace_header_and_bad_values_name_the_key() {
+        let mut h = crate::trace::TraceHeader::new();
+        h.set("ina_slots", 512).set("ina_payload_bytes", 256).set("ina_window", 64).set("ina_policy", "best-effort");
+        let p = InaParams::from_header(&h).unwrap();
+        assert_eq!(p, InaParams { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort });
+        h.set("ina_window", "many");
+        assert!(InaParams::from_header(&h).unwrap_err().to_string().contains("ina_window"));
+        assert_eq!(InaParams::from_header(&crate::trace::TraceHeader::new()).unwrap(), InaParams::default());
+    }
+}

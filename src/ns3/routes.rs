@@ -122,3 +122,48 @@ impl DestRoutes {
         Ok(rate.transmit_time(bytes) + delay)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Link;
+
+    /// hosts 0, 1 on switch 2; host 3 on switch 4; switches 2 and 4 joined by two paths via 5 and 6.
+    fn diamond() -> Topology {
+        let l = |a, b| Link { a: NodeId(a), b: NodeId(b), rate: BitsPerSec::gbps(100), delay: Nanos(1000), error_rate: 0.0, kind: LinkKind::Nic };
+        let mut kinds = vec![NodeKind::Host, NodeKind::Host, NodeKind::Switch, NodeKind::Host];
+        kinds.extend([NodeKind::Switch; 3]);
+        Topology { kinds, links: vec![l(0, 2), l(1, 2), l(3, 4), l(2, 5), l(5, 4), l(2, 6), l(6, 4)], gpus: vec![NodeId(0), NodeId(1), NodeId(3)], gpus_per_server: 1, nvlink_rate: None, source: "diamond".into() }
+    }
+
+    #[test]
+    fn every_flow_to_one_destination_shares_the_next_hop_of_each_node() {
+        let t = diamond();
+        let r = DestRoutes::new(&t, &[NodeId(3)].into(), 1);
+        let p0 = r.path(NodeId(0), NodeId(3)).unwrap();
+        let p1 = r.path(NodeId(1), NodeId(3)).unwrap();
+        assert_eq!(p0.len(), 4);
+        assert_eq!(p0[1..], p1[1..], "both go through the same spine");
+    }
+
+    #[test]
+    fn hosts_never_forward_and_unrouted_pairs_are_an_error() {
+        let t = diamond();
+        let r = DestRoutes::new(&t, &[NodeId(0)].into(), 0);
+        assert_eq!(r.next_hop(NodeId(1), NodeId(0)), Some((NodeId(2), LinkId(1))));
+        assert!(matches!(r.path(NodeId(1), NodeId(3)), Err(Ns3Error::NoRoute { .. })));
+    }
+
+    #[test]
+    fn standalone_time_is_bottleneck_serialisation_plus_path_delay() {
+        let t = diamond();
+        let r = DestRoutes::new(&t, &[NodeId(3)].into(), 0);
+        // 1 MB at 100 Gbps = 80 µs, 4 hops of 1 µs
+        assert_eq!(r.standalone(&t, NodeId(0), NodeId(3), Bytes(1_000_000)).unwrap(), Nanos(84_000));
+    }
+
+    #[test]
+    fn the_route_hash_is_the_documented_splitmix64() {
+        assert_eq!(mix64(0), 0xe220_a839_7b1d_cdaf);
+    }
+}
