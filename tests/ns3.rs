@@ -687,3 +687,35 @@ mod parsers_never_panic {
         }
     }
 }
+
+/// The whole CLI path on a generated trace: `ina3d trace` (tiny.toml: TP2·PP2·DP2, 4
+/// layers) → `ina3d ns3 emit` → `ina3d ns3 run`, with host rings and with hierarchical INA.
+#[test]
+fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration() {
+    let bin = env!("CARGO_BIN_EXE_ina3d");
+    let dir = tempfile::tempdir().unwrap();
+    let topo = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=1,nvlink=off";
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    let sh = |args: &[&str]| {
+        let o = std::process::Command::new(bin).args(args).output().unwrap();
+        assert!(o.status.success(), "ina3d {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let mut iteration = BTreeMap::new();
+    for (name, extra) in [("ring", &[][..]), ("ina", &["--ina", "hierarchical", "--ina-switches", "all", "--ina-payload", "1024"][..])] {
+        let trace = dir.path().join(format!("{name}.csv"));
+        let out = dir.path().join(name);
+        let mut args = vec!["trace", tiny.to_str().unwrap(), "--topology", topo, "-o", trace.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        sh(&args);
+        sh(&["ns3", "emit", trace.to_str().unwrap(), "--topology", topo, "-o", out.to_str().unwrap()]);
+        let log = sh(&["ns3", "run", out.to_str().unwrap(), "--glue", glue().to_str().unwrap()]);
+        assert!(log.contains("ns-3:"), "{log}");
+        let s: ina3d::fct::Summary = csv::Reader::from_path(out.join("summary.csv")).unwrap().deserialize().next().unwrap().unwrap();
+        let records = ina3d::trace::read(&trace).unwrap().records;
+        assert_eq!(s.records, records.len() as u64);
+        assert_eq!(s.backend, "ns3");
+        iteration.insert(name, s.iteration_time_ns);
+    }
+    assert!(iteration["ina"] < iteration["ring"], "{iteration:?}");
+}
