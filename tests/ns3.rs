@@ -719,3 +719,18 @@ fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration
     }
     assert!(iteration["ina"] < iteration["ring"], "{iteration:?}");
 }
+
+#[test]
+fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
+    let trace = ring_allreduce(4, 1 << 18, 0);
+    let mut t = BTreeMap::new();
+    for tcp in [ina3d::ns3::TcpConnections::Persistent, ina3d::ns3::TcpConnections::PerFlow] {
+        let dir = tempfile::tempdir().unwrap();
+        emit(&trace, &InaParams::default(), &star(4), &EmitOptions { tcp, ..Default::default() }, dir.path()).unwrap();
+        let r = run_glue(glue(), dir.path(), |_, _| {}).unwrap();
+        assert_eq!(r.rows.len(), trace.len());
+        t.insert(tcp.as_str(), r.summary.iteration_time_ns);
+    }
+    // 6 dependent steps, each at least one extra round trip (4 hops of 1 µs) slower
+    assert!(t["per-flow"] >= t["persistent"] + 6 * 4_000, "{t:?}");
+}

@@ -63,6 +63,15 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
             }
             p.inaPolicy = t[1];
         }
+        else if (k == "TCP_CONNECTIONS")
+        {
+            if (t[1] != "persistent" && t[1] != "per-flow")
+            {
+                err = path + ":" + std::to_string(n) + ": TCP_CONNECTIONS must be persistent or per-flow";
+                return false;
+            }
+            p.persistentTcp = t[1] == "persistent";
+        }
         else if (k == "SEED")
             continue; // routes were computed by ina3d with it; kept for provenance
         else if (k == "FLAVOR")

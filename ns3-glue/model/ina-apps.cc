@@ -13,20 +13,63 @@ NS_LOG_COMPONENT_DEFINE("Ina3dApps");
 NS_OBJECT_ENSURE_REGISTERED(InaHostApplication);
 NS_OBJECT_ENSURE_REGISTERED(InaSwitchApplication);
 
+NS_OBJECT_ENSURE_REGISTERED(InaTag);
+
+TypeId
+InaTag::GetTypeId()
+{
+    static TypeId tid =
+        TypeId("ns3::InaTag").SetParent<Tag>().SetGroupName("Applications").AddConstructor<InaTag>();
+    return tid;
+}
+
+TypeId
+InaTag::GetInstanceTypeId() const
+{
+    return GetTypeId();
+}
+
+uint32_t
+InaTag::GetSerializedSize() const
+{
+    return sizeof(InaWire);
+}
+
+void
+InaTag::Serialize(TagBuffer i) const
+{
+    i.Write(reinterpret_cast<const uint8_t*>(&wire), sizeof(InaWire));
+}
+
+void
+InaTag::Deserialize(TagBuffer i)
+{
+    i.Read(reinterpret_cast<uint8_t*>(&wire), sizeof(InaWire));
+}
+
+void
+InaTag::Print(std::ostream& os) const
+{
+    os << "ina type=" << wire.type << " agg=" << wire.agg << " seq=" << wire.seq;
+}
+
 void
 InaSend(Ptr<Socket> sock, const InaWire& w, Ipv4Address to)
 {
-    Ptr<Packet> p = Create<Packet>(reinterpret_cast<const uint8_t*>(&w), sizeof(InaWire));
-    p->AddAtEnd(Create<Packet>(w.len));
+    Ptr<Packet> p = Create<Packet>(INA_HEADER_BYTES + w.len);
+    InaTag tag;
+    tag.wire = w;
+    p->AddPacketTag(tag);
     sock->SendTo(p, 0, InetSocketAddress(to, INA_PORT));
 }
 
 static bool
 ReadWire(Ptr<Packet> p, InaWire& w)
 {
-    if (p->GetSize() < sizeof(InaWire))
+    InaTag tag;
+    if (!p->PeekPacketTag(tag) || p->GetSize() != INA_HEADER_BYTES + tag.wire.len)
         return false;
-    p->CopyData(reinterpret_cast<uint8_t*>(&w), sizeof(InaWire));
+    w = tag.wire;
     return true;
 }
 
@@ -73,6 +116,28 @@ InaHostApplication::StartFlow(uint32_t idx)
 {
     Dag& dag = Dag::Get();
     const DagRecord& r = dag.records[idx];
+    if (dag.params.persistentTcp)
+    {
+        // Like NCCL's long-lived peer connections: one connection per (src, dst) pair,
+        // records sent back to back in the order they start; the receiver splits the
+        // byte stream back into records by their sizes.
+        Conn& c = m_conns[r.dst];
+        dag.pairFifo[{m_node, r.dst}].push_back(idx);
+        c.queued += r.bytes;
+        if (!c.sock)
+        {
+            c.sock = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+            c.sock->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
+            m_connDst[c.sock] = r.dst;
+            c.sock->SetConnectCallback(MakeCallback(&InaHostApplication::ConnectOk, this),
+                                       MakeCallback(&InaHostApplication::ConnectFail, this));
+            c.sock->SetSendCallback(MakeCallback(&InaHostApplication::HandleSend, this));
+            c.sock->Connect(InetSocketAddress(dag.nodeAddress[r.dst], FLOW_PORT));
+        }
+        else if (c.connected)
+            HandleSend(c.sock, c.sock->GetTxAvailable());
+        return;
+    }
     Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
     // Bind to the node's identity address so that the receiver's routes back (ACKs) exist.
     s->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
@@ -90,6 +155,9 @@ InaHostApplication::StartFlow(uint32_t idx)
 void
 InaHostApplication::ConnectOk(Ptr<Socket> s)
 {
+    auto c = m_connDst.find(s);
+    if (c != m_connDst.end())
+        m_conns[c->second].connected = true;
     HandleSend(s, s->GetTxAvailable());
 }
 
@@ -102,6 +170,21 @@ InaHostApplication::ConnectFail(Ptr<Socket>)
 void
 InaHostApplication::HandleSend(Ptr<Socket> s, uint32_t)
 {
+    auto pc = m_connDst.find(s);
+    if (pc != m_connDst.end())
+    {
+        Conn& c = m_conns[pc->second];
+        while (c.connected && c.sent < c.queued && s->GetTxAvailable() > 0)
+        {
+            uint64_t chunk = std::min<uint64_t>(c.queued - c.sent, s->GetTxAvailable());
+            chunk = std::min<uint64_t>(chunk, 1 << 20);
+            int sent = s->Send(Create<Packet>(chunk));
+            if (sent <= 0)
+                break;
+            c.sent += sent;
+        }
+        return;
+    }
     auto it = m_tx.find(s);
     if (it == m_tx.end())
         return;
@@ -129,6 +212,17 @@ InaHostApplication::HandleAccept(Ptr<Socket> s, const Address& from)
     Dag& dag = Dag::Get();
     InetSocketAddress a = InetSocketAddress::ConvertFrom(from);
     auto node = dag.nodeOfAddress.find(a.GetIpv4().Get());
+    if (dag.params.persistentTcp)
+    {
+        if (node == dag.nodeOfAddress.end())
+        {
+            dag.protocolErrors++;
+            return;
+        }
+        m_rxPair[s] = node->second;
+        s->SetRecvCallback(MakeCallback(&InaHostApplication::HandleRead, this));
+        return;
+    }
     auto flow = node == dag.nodeOfAddress.end()
                     ? dag.tcpFlowByPort.end()
                     : dag.tcpFlowByPort.find({node->second, a.GetPort()});
@@ -145,6 +239,32 @@ void
 InaHostApplication::HandleRead(Ptr<Socket> s)
 {
     Dag& dag = Dag::Get();
+    auto pr = m_rxPair.find(s);
+    if (pr != m_rxPair.end())
+    {
+        std::deque<uint32_t>& fifo = dag.pairFifo[{pr->second, m_node}];
+        Ptr<Packet> p;
+        while ((p = s->Recv()) && p->GetSize() > 0)
+        {
+            uint64_t bytes = p->GetSize();
+            while (bytes > 0 && !fifo.empty())
+            {
+                DagRecord& r = dag.records[fifo.front()];
+                uint64_t take = std::min<uint64_t>(bytes, r.bytes - r.delivered);
+                r.delivered += take;
+                bytes -= take;
+                if (r.delivered == r.bytes)
+                {
+                    uint32_t done = fifo.front();
+                    fifo.pop_front();
+                    dag.Finish(done);
+                }
+            }
+            if (bytes > 0)
+                dag.protocolErrors++; // more bytes than the records sent on this pair
+        }
+        return;
+    }
     auto it = m_rx.find(s);
     if (it == m_rx.end())
         return;

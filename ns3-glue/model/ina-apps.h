@@ -44,6 +44,30 @@ struct InaWire
     };
 };
 
+/**
+ * Carries an InaWire with the packet as an ns-3 packet tag: simulation bookkeeping that
+ * occupies no bytes on the wire. On the wire an INA packet is INA_HEADER_BYTES of INA
+ * header plus `len` data bytes.
+ */
+class InaTag : public Tag
+{
+  public:
+    static TypeId GetTypeId();
+    TypeId GetInstanceTypeId() const override;
+    uint32_t GetSerializedSize() const override;
+    void Serialize(TagBuffer i) const override;
+    void Deserialize(TagBuffer i) override;
+    void Print(std::ostream& os) const override;
+    InaWire wire{};
+};
+
+/**
+ * INA header bytes on the wire: with UDP (8), IPv4 (20) and PPP (2) a packet carries 48
+ * bytes of headers, the per-packet overhead the replayer counts (DESIGN §10) and close
+ * to SwitchML's and ATP's headers.
+ */
+static const uint32_t INA_HEADER_BYTES = 18;
+
 /** UDP port of every INA endpoint. */
 static const uint16_t INA_PORT = 5000;
 /** TCP port every host's flow sink listens on. */
@@ -93,6 +117,16 @@ class InaHostApplication : public Application
     Ptr<Socket> m_udp;
     std::map<Ptr<Socket>, TxFlow> m_tx;
     std::map<Ptr<Socket>, uint32_t> m_rx;
+    struct Conn
+    {
+        Ptr<Socket> sock;
+        bool connected = false;
+        uint64_t queued = 0; //!< bytes of all records handed to this connection
+        uint64_t sent = 0;   //!< bytes accepted by the socket
+    };
+    std::map<uint32_t, Conn> m_conns;             //!< persistent connections by destination
+    std::map<Ptr<Socket>, uint32_t> m_connDst;    //!< socket -> destination node
+    std::map<Ptr<Socket>, uint32_t> m_rxPair;     //!< accepted persistent socket -> source node
     std::map<uint64_t, Worker> m_workers;
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::pair<uint32_t, uint64_t>> m_fallback;
 };

@@ -14,6 +14,7 @@
 #include "ns3/internet-module.h"
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,6 +95,7 @@ struct GlueParams
     uint32_t mtu = 9000;
     uint32_t queuePackets = 10000;
     std::string flavor = "hpcc";
+    bool persistentTcp = true; //!< one TCP connection per (src, dst) pair, flows in FIFO order
     double stopTimeS = 1000.0;
 };
 
@@ -122,6 +124,7 @@ class Dag
     std::vector<Ptr<InaHostApplication>> hostApps;    //!< by node id (null for switches)
     std::vector<Ptr<InaSwitchApplication>> switchApps; //!< by node id (null when not aggregating)
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> tcpFlowByPort; //!< (src node, port) -> record
+    std::map<std::pair<uint32_t, uint32_t>, std::deque<uint32_t>> pairFifo; //!< (src, dst) -> records in send order
     std::map<uint32_t, uint32_t> nodeOfAddress;                      //!< IPv4 (host order) -> node
     std::vector<Ipv4Address> nodeAddress;                            //!< identity address per node
     uint64_t finished = 0;

@@ -50,6 +50,9 @@ pub struct EmitArgs {
     /// Slot exhaustion policy: static, best-effort, priority (default: the trace header's).
     #[arg(long)]
     pub policy: Option<String>,
+    /// TCP connections of the glue: persistent per (src, dst) pair, or one per record.
+    #[arg(long, value_enum, default_value_t = ns3::TcpConnections::Persistent)]
+    pub tcp_connections: ns3::TcpConnections,
     /// SimAI GPU type field.
     #[arg(long, default_value = "A100")]
     pub gpu_type: String,
@@ -143,6 +146,7 @@ pub fn run(c: Command) -> Result<()> {
                 seed: a.seed,
                 start: a.starts.map(StartSource::Replay).unwrap_or_default(),
                 gpu_type: a.gpu_type,
+                tcp: a.tcp_connections,
             };
             let r = ns3::emit(&records, &ina, &topo, &opts, &a.out).with_context(|| format!("emitting into {}", a.out.display()))?;
             eprintln!(

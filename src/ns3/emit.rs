@@ -68,6 +68,27 @@ pub enum StartSource {
     Replay(PathBuf),
 }
 
+/// How the glue carries `net` records over TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TcpConnections {
+    /// One long-lived connection per (src, dst) pair, records in FIFO order (as NCCL keeps
+    /// its peer connections open): no handshake or slow start per record.
+    #[default]
+    Persistent,
+    /// A new connection per record (handshake and slow start each time).
+    PerFlow,
+}
+
+impl TcpConnections {
+    /// Name as written in `params.txt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TcpConnections::Persistent => "persistent",
+            TcpConnections::PerFlow => "per-flow",
+        }
+    }
+}
+
 /// Options of [`emit`].
 #[derive(Clone, Debug, Default)]
 pub struct EmitOptions {
@@ -79,6 +100,8 @@ pub struct EmitOptions {
     pub start: StartSource,
     /// SimAI's GPU type field (`A100` when empty).
     pub gpu_type: String,
+    /// TCP connection reuse in the glue.
+    pub tcp: TcpConnections,
 }
 
 /// What [`emit`] wrote.
@@ -404,13 +427,14 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
 }
 
 /// `params.txt` text for the glue.
-pub fn params_text(ina: &InaParams, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
+pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
     format!(
-        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nMTU 9000\nTCP_SEGMENT 8900\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
+        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
         ina.payload.0,
         ina.window,
         ina.policy.as_str(),
+        tcp.as_str(),
         flavor.as_str(),
         seed,
     )
@@ -514,7 +538,7 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
         ("trace_nodes.txt", "0\n".to_string()),
         ("trace.txt", trace_text(records, &standalone)),
         ("routes.txt", routes_txt),
-        ("params.txt", params_text(ina, opts.flavor, opts.seed, stop)),
+        ("params.txt", params_text(ina, opts.tcp, opts.flavor, opts.seed, stop)),
     ];
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();

@@ -35,7 +35,7 @@ pub mod ingest;
 pub mod routes;
 pub mod run;
 
-pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource};
+pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource, TcpConnections};
 
 use crate::units::{Bytes, FlowId, NodeId};
 use std::path::PathBuf;
