@@ -162,7 +162,7 @@ fn snapshot_trace() -> Vec<FlowRecord> {
 }
 
 fn ina_params(policy: InaPolicy) -> InaParams {
-    InaParams { slots: 64, payload: Bytes(1024), window: 32, policy }
+    InaParams { slots: 64, payload: Bytes(1024), window: 32, policy, ..InaParams::default() }
 }
 
 fn check_snapshot(name: &str, file: &str, got: &str) {
@@ -569,7 +569,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     let dir = tempfile::tempdir().unwrap();
     let trace = ina_allreduce(s);
     let ina = ina_params(InaPolicy::BestEffort);
-    let r = run(&trace, &topo, &InaParams { window: 256, slots: 8192, ..ina }, dir.path());
+    let r = run(&trace, &topo, &InaParams { window: 256, slots: 8192, ..ina.clone() }, dir.path());
     assert_eq!(r.stats["ina_sum_errors"], 0);
     assert_eq!(r.stats["ina_fallback_packets"], 0, "8192 slots never run out");
     assert!(r.summary.ina_slot_peak >= 1);
@@ -592,7 +592,8 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
 fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort() {
     let s = 256 * 1024;
     let topo = leaf_spine();
-    let tiny = |policy| InaParams { slots: 2, payload: Bytes(1024), window: 64, policy };
+    // one enabled class, so the static share is the whole (tiny) pool
+    let tiny = |policy| InaParams { slots: 2, payload: Bytes(1024), window: 64, policy, classes: vec![Class::Dp] };
     let d1 = tempfile::tempdir().unwrap();
     let st = run(&ina_allreduce_staggered(s, 20_000), &topo, &tiny(InaPolicy::Static), d1.path());
     assert_eq!(st.stats["ina_fallback_packets"], 0);

@@ -74,6 +74,14 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
         }
         else if (k == "SEED")
             continue; // routes were computed by ina3d with it; kept for provenance
+        else if (k == "INA_CLASSES")
+        {
+            p.inaClasses.clear();
+            std::stringstream ss(t[1]);
+            std::string c;
+            while (std::getline(ss, c, ','))
+                p.inaClasses.push_back(c);
+        }
         else if (k == "FLAVOR")
             p.flavor = t[1];
         else if (k == "STOP_TIME_S")

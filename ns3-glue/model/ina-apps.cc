@@ -390,14 +390,9 @@ InaSwitchApplication::StartApplication()
 {
     Dag& dag = Dag::Get();
     m_node = GetNode()->GetId();
-    uint32_t here = 0;
-    for (auto& [id, a] : dag.aggs)
-        here += a.switches.count(m_node);
-    for (auto& [id, a] : dag.aggs)
-    {
-        if (a.switches.count(m_node))
-            m_aggShare[id] = std::max<uint32_t>(1, m_slots / std::max<uint32_t>(1, here));
-    }
+    // Static partition as the replayer does it: the pool split evenly among the traffic
+    // classes INA is enabled for.
+    m_classShare = std::max<uint32_t>(1, m_slots / std::max<size_t>(1, dag.params.inaClasses.size()));
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
     m_udp->SetRecvCallback(MakeCallback(&InaSwitchApplication::HandleUdp, this));
@@ -459,12 +454,14 @@ bool
 InaSwitchApplication::TryAllocate(uint64_t agg)
 {
     Dag& dag = Dag::Get();
-    if (dag.params.inaPolicy == "static" && m_aggInUse[agg] >= m_aggShare[agg])
+    uint32_t cls = dag.aggs[agg].priority;
+    if (dag.params.inaPolicy == "static" && m_classInUse[cls] >= m_classShare)
         return false;
     if (m_inUse >= m_slots)
         return false;
     m_inUse++;
     m_aggInUse[agg]++;
+    m_classInUse[cls]++;
     dag.slotPeak = std::max<uint64_t>(dag.slotPeak, m_inUse);
     return true;
 }
@@ -540,6 +537,7 @@ InaSwitchApplication::Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_
     {
         m_inUse--;
         m_aggInUse[agg]--;
+        m_classInUse[dag.aggs[agg].priority]--;
     }
     InaWire m{};
     m.from = m_node;

@@ -172,8 +172,9 @@ class InaSwitchApplication : public Application
     bool m_drainAgain = false;
     Ptr<Socket> m_udp;
     std::map<std::pair<uint64_t, uint32_t>, SeqState> m_state;
-    std::map<uint64_t, uint32_t> m_aggInUse; //!< slots held per aggregation (static policy)
-    std::map<uint64_t, uint32_t> m_aggShare; //!< slots each aggregation may hold (static policy)
+    std::map<uint64_t, uint32_t> m_aggInUse;  //!< slots held per aggregation
+    std::map<uint32_t, uint32_t> m_classInUse; //!< slots held per traffic class (static policy)
+    uint32_t m_classShare = 0;                 //!< slots each class may hold (static policy)
     std::deque<InaWire> m_waiting;           //!< packets waiting for a slot (static, priority)
     std::map<uint32_t, std::deque<InaWire>> m_edgeQueue; //!< packets for edges not open yet
 };

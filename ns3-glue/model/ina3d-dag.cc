@@ -43,16 +43,11 @@ ParseU64(const std::string& s, uint64_t& v)
 }
 
 static uint32_t
-ClassPriority(const std::string& c)
+ClassPriority(const std::vector<std::string>& order, const std::string& c)
 {
-    // TP sits on the critical path of every layer, so it is served first (DESIGN 7.2).
-    if (c == "tp")
-        return 0;
-    if (c == "emb")
-        return 1;
-    if (c == "pp")
-        return 2;
-    return 3;
+    // Position in INA_CLASSES (the trace's `ina_classes`, priority order); unlisted last.
+    auto it = std::find(order.begin(), order.end(), c);
+    return it - order.begin();
 }
 
 bool
@@ -185,7 +180,7 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
                   ": edges carry different byte counts";
             return false;
         }
-        a.priority = ClassPriority(r.cls);
+        a.priority = ClassPriority(params.inaClasses, r.cls);
         if (r.up)
         {
             AggAtSwitch& s = a.switches[r.aggSwitch];

@@ -91,6 +91,8 @@ struct GlueParams
     uint32_t inaPayload = 1024;
     uint32_t inaWindow = 256;
     std::string inaPolicy = "best-effort";
+    /** Traffic classes INA is enabled for, in priority order (static shares, priority order). */
+    std::vector<std::string> inaClasses = {"tp", "dp", "emb"};
     uint32_t tcpSegment = 8900;
     uint32_t mtu = 9000;
     uint32_t queuePackets = 10000;

@@ -94,6 +94,9 @@ fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams)> {
                         (Some("INA_PAYLOAD"), Some(v)) => ina.payload = Bytes(v.parse().with_context(|| format!("{}: INA_PAYLOAD", params.display()))?),
                         (Some("INA_WINDOW"), Some(v)) => ina.window = v.parse().with_context(|| format!("{}: INA_WINDOW", params.display()))?,
                         (Some("INA_POLICY"), Some(v)) => ina.policy = policy(v)?,
+                        (Some("INA_CLASSES"), Some(v)) => {
+                            ina.classes = v.split(',').map(|c| c.parse().map_err(anyhow::Error::msg)).collect::<Result<_>>()?
+                        }
                         _ => {}
                     }
                 }

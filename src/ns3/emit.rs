@@ -429,11 +429,12 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
 /// `params.txt` text for the glue.
 pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
     format!(
-        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
+        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
         ina.payload.0,
         ina.window,
         ina.policy.as_str(),
+        ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","),
         tcp.as_str(),
         flavor.as_str(),
         seed,
@@ -464,10 +465,10 @@ pub fn routes_text(topo: &Topology, routes: &DestRoutes) -> (String, usize) {
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
 pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
-    if ina.payload.0 == 0 || ina.payload.0 > 8192 || ina.slots == 0 || ina.window == 0 {
+    if ina.payload.0 == 0 || ina.payload.0 > 8192 || ina.slots == 0 || ina.window == 0 || ina.classes.is_empty() {
         return Err(Ns3Error::BadTrace(format!(
-            "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1)",
-            ina.payload.0, ina.slots, ina.window
+            "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1), {} classes (≥ 1)",
+            ina.payload.0, ina.slots, ina.window, ina.classes.len()
         )));
     }
     let endpoints: BTreeSet<NodeId> = records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).flat_map(|r| [r.src, r.dst]).collect();

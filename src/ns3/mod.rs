@@ -77,12 +77,17 @@ pub struct InaParams {
     pub window: u32,
     /// Slot exhaustion policy.
     pub policy: InaPolicy,
+    /// Traffic classes INA is enabled for, in priority order: the static policy splits
+    /// each pool evenly among them (as the replayer does), the priority policy serves
+    /// waiting packets in this order.
+    pub classes: Vec<crate::trace::Class>,
 }
 
 impl Default for InaParams {
     /// SwitchML's figures (DESIGN §7.2): 1,024 B payload, window 256, 8,192 slots.
     fn default() -> Self {
-        InaParams { slots: 8192, payload: Bytes(1024), window: 256, policy: InaPolicy::BestEffort }
+        use crate::trace::Class;
+        InaParams { slots: 8192, payload: Bytes(1024), window: 256, policy: InaPolicy::BestEffort, classes: vec![Class::Tp, Class::Dp, Class::Emb] }
     }
 }
 
@@ -113,6 +118,13 @@ impl InaParams {
                 "priority" => InaPolicy::Priority,
                 other => return Err(Ns3Error::BadTrace(format!("header `{k}`: unknown policy `{other}`"))),
             };
+        }
+        if let Some((k, v)) = get(&["ina_classes", "ina.classes"]) {
+            p.classes = v
+                .split(',')
+                .filter(|c| !c.trim().is_empty())
+                .map(|c| c.parse().map_err(|e: String| Ns3Error::BadTrace(format!("header `{k}`: {e}"))))
+                .collect::<Result<_, _>>()?;
         }
         Ok(p)
     }
@@ -210,7 +222,9 @@ mod tests {
         let mut h = crate::trace::TraceHeader::new();
         h.set("ina_slots", 512).set("ina_payload_bytes", 256).set("ina_window", 64).set("ina_policy", "best-effort");
         let p = InaParams::from_header(&h).unwrap();
-        assert_eq!(p, InaParams { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort });
+        assert_eq!(p, InaParams { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort, ..InaParams::default() });
+        h.set("ina_classes", "dp,tp");
+        assert_eq!(InaParams::from_header(&h).unwrap().classes, vec![crate::trace::Class::Dp, crate::trace::Class::Tp]);
         h.set("ina_window", "many");
         assert!(InaParams::from_header(&h).unwrap_err().to_string().contains("ina_window"));
         assert_eq!(InaParams::from_header(&crate::trace::TraceHeader::new()).unwrap(), InaParams::default());
