@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean glue
+.PHONY: run test bench ns3-deps build clean venv notebooks glue
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
@@ -22,6 +22,7 @@ test: ns3-deps glue build
 	    $(CARGO) test --no-fail-fast; \
 	fi
 	$(CARGO) test --doc --quiet
+	$(MAKE) notebooks
 
 ## bench: benchmarks printing figures and ratios (not timed tests)
 bench: ns3-deps
@@ -52,3 +53,22 @@ $(NS3_STAMP):
 clean:
 	$(CARGO) clean
 	rm -rf out
+
+## venv: the Python environment the notebooks run in (.venv, pinned in notebooks/requirements.txt)
+VENV := .venv
+PY := $(VENV)/bin/python
+venv: $(VENV)/.installed
+$(VENV)/.installed: notebooks/requirements.txt
+	@python3 -m venv $(VENV) 2>/dev/null || { \
+	    echo "installing python3-venv"; apt-get update -qq; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; \
+	    python3 -m venv $(VENV); }
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r notebooks/requirements.txt
+	touch $@
+
+## notebooks: execute every notebook headless (fails on any cell error); outputs in NB_OUT
+NB_OUT ?= target/notebooks
+notebooks: venv
+	$(CARGO) run --quiet -- compare --replay tests/fixtures/report/replay \
+	    --ns3 tests/fixtures/report/ns3 -o $(NB_OUT)/compare
+	INA3D_FLOWS=$(NB_OUT)/compare/flows.csv $(PY) notebooks/execute.py --out $(NB_OUT)

@@ -307,35 +307,47 @@ pub fn write_hpcc_fct(path: &Path, rows: &[FctRow], flavor: HpccFlavor) -> Resul
 /// - bytes per class: payload of `net` and `ina` records.
 pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) -> Result<Summary, FctError> {
     let n = records.len();
-    let mut index: HashMap<u64, usize> = HashMap::with_capacity(n);
-    for (i, r) in records.iter().enumerate() {
-        index.insert(r.id.0, i);
+    // Traces usually number their records 0..n in file order: then the id is the index
+    // and no map is needed (this function runs on millions of records).
+    let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
+    let mut map: HashMap<u64, usize> = HashMap::new();
+    if !dense {
+        map.reserve(n);
+        for (i, r) in records.iter().enumerate() {
+            map.insert(r.id.0, i);
+        }
     }
-    let mut times: Vec<Option<(u64, u64)>> = vec![None; n];
+    let index = |id: u64| -> Option<usize> {
+        if dense {
+            (id < n as u64).then_some(id as usize)
+        } else {
+            map.get(&id).copied()
+        }
+    };
+    let mut start = vec![u64::MAX; n];
+    let mut end = vec![0u64; n];
     for row in rows {
-        let Some(&i) = index.get(&row.flow_id) else { continue };
+        let Some(i) = index(row.flow_id) else { continue };
         if row.end_ns < row.start_ns {
             return Err(FctError::BadTimes { id: row.flow_id, start_ns: row.start_ns, end_ns: row.end_ns });
         }
-        if times[i].replace((row.start_ns, row.end_ns)).is_some() {
+        if start[i] != u64::MAX {
             return Err(FctError::DuplicateRow(row.flow_id));
         }
+        start[i] = row.start_ns;
+        end[i] = row.end_ns;
     }
-    let mut start = Vec::with_capacity(n);
-    let mut end = Vec::with_capacity(n);
-    for (i, t) in times.iter().enumerate() {
-        let (s, e) = t.ok_or(FctError::MissingRow(records[i].id.0))?;
-        start.push(s);
-        end.push(e);
+    if let Some(i) = start.iter().position(|&s| s == u64::MAX) {
+        return Err(FctError::MissingRow(records[i].id.0));
     }
-    let mut dep_idx: Vec<Vec<usize>> = Vec::with_capacity(n);
     for r in records {
-        let mut v = Vec::with_capacity(r.deps.len());
         for d in &r.deps {
-            v.push(*index.get(&d.0).ok_or(FctError::DanglingDep { id: r.id.0, dep: d.0 })?);
+            if index(d.0).is_none() {
+                return Err(FctError::DanglingDep { id: r.id.0, dep: d.0 });
+            }
         }
-        dep_idx.push(v);
     }
+    let dep_idx = |i: usize| records[i].deps.iter().filter_map(|d| index(d.0));
     // Aggregation members, for jumping across a coupled INA unit.
     let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
@@ -355,16 +367,15 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
     };
     s.iteration_time_ns = end.iter().copied().max().unwrap_or(0);
 
-    let mut busy: HashMap<u32, u64> = HashMap::new();
+    let max_node = records.iter().map(|r| r.src.0).max().unwrap_or(0) as usize;
+    let mut busy = vec![0u64; max_node + 1];
     for r in records {
         let is_switch_sender = r.mode == Mode::Ina && r.agg.map(|a| a.dir == AggDir::Down).unwrap_or(false);
         let mut b = if is_switch_sender { 0 } else { r.gap.0 };
         if r.mode == Mode::Compute {
             b += r.dur.0;
         }
-        if b > 0 {
-            *busy.entry(r.src.0).or_default() += b;
-        }
+        busy[r.src.idx()] += b;
         if matches!(r.mode, Mode::Net | Mode::Ina) {
             let slot = match r.class {
                 Class::Tp => &mut s.tp_bytes,
@@ -376,7 +387,7 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
             *slot += r.bytes.0;
         }
     }
-    s.compute_ns = busy.values().copied().max().unwrap_or(0);
+    s.compute_ns = busy.iter().copied().max().unwrap_or(0);
 
     // Critical path walk.
     let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
@@ -401,7 +412,7 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
         // Candidates: own deps, or all external deps of the aggregation.
         let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
         let consider = |owner: usize, best: &mut Option<(usize, usize)>| {
-            for &d in &dep_idx[owner] {
+            for d in dep_idx(owner) {
                 if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
                     if a.id == ra.id {
                         continue;

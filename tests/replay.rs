@@ -1,7 +1,7 @@
 //! The replayer against closed forms on small hand-built topologies.
 
 use ina3d::fct;
-use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, ShortestPaths};
+use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, SharedRoutes, ShortestPaths};
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -28,6 +28,7 @@ fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], gap: u64, mode: Mode, class: Class) -> FlowRecord {
     FlowRecord {
         id: FlowId(id),
@@ -480,4 +481,182 @@ fn compute_and_nvlink_records_are_timers() {
     let r = run(&recs, &topo, &ReplayOptions::default());
     assert_eq!(ends(&r)[&1], (1_100, 4_100));
     assert!(r.channels.is_empty(), "NVLink records move nothing on the network");
+}
+
+#[test]
+fn the_cli_replays_a_trace_file_on_its_header_topology_and_rejects_a_different_one() {
+    use ina3d::trace::TraceHeader;
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "fat-tree:k=4";
+    let topo = Topology::from_spec(spec).unwrap();
+    let g = |r: usize| topo.gpus[r].0;
+    let mut recs = vec![compute(0, g(0), 1_000, &[]), net(1, g(0), g(5), 4_000_000, &[0]), net(2, g(5), g(12), 1_000_000, &[1])];
+    recs.extend(ina_allreduce_on(&topo, 7, 10, &[g(0), g(4), g(8), g(12)], 1_000_000, &[2]));
+    let mut h = TraceHeader::new();
+    h.set("topology", spec).set("seed", 3).set("ina_policy", "priority").set("ina_slots_per_switch", 512);
+    let trace = dir.path().join("t.csv.gz");
+    ina3d::trace::write(&trace, &h, &recs).unwrap();
+    let out = dir.path().join("out");
+    let bin = env!("CARGO_BIN_EXE_ina3d");
+    let st = std::process::Command::new(bin).arg("replay").arg(&trace).arg("-o").arg(&out).output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    for f in ["fct.csv", "fct.txt", "summary.csv", "links.csv", "switches.csv"] {
+        assert!(out.join(f).is_file(), "{f} missing");
+    }
+    let s = fct::read_summary_csv(&out.join("summary.csv")).unwrap();
+    assert_eq!(s.records, recs.len() as u64);
+    assert_eq!(s.backend, "replay");
+    assert!(s.ina_slot_peak > 0 && s.ina_slot_peak <= 512);
+    let rows = fct::read_fct_csv(&out.join("fct.csv")).unwrap();
+    assert_eq!(rows.iter().map(|r| r.end_ns).max(), Some(s.iteration_time_ns));
+    // an explicit topology that is not the trace's is refused, naming both
+    let st = std::process::Command::new(bin)
+        .args(["replay", trace.to_str().unwrap(), "--topology", "fat-tree:k=6", "-o"])
+        .arg(dir.path().join("o2"))
+        .output()
+        .unwrap();
+    assert!(!st.status.success());
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert!(err.contains("fat-tree:k=6") && err.contains("fat-tree:k=4"), "{err}");
+    assert!(!dir.path().join("o2").join("fct.csv").exists());
+}
+
+/// An aggregation on the tree the shared routing builds for `members`.
+fn ina_allreduce_on(topo: &Topology, agg: u64, first_id: u64, members: &[u32], s: u64, deps: &[u64]) -> Vec<FlowRecord> {
+    let routing = ina3d::topology::Routing::new(topo, 3).unwrap();
+    let ms: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let tree = routing.aggregation_tree(&ms, &|_| true, agg).unwrap();
+    let mut v = Vec::new();
+    let mut id = first_id;
+    let mut ups = Vec::new();
+    for e in &tree.edges {
+        let mut r = rec(id, e.child.0, e.parent.0, s, deps, 0, Mode::Ina, Class::Dp);
+        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Up });
+        ups.push(id);
+        v.push(r);
+        id += 1;
+    }
+    for e in &tree.edges {
+        let mut r = rec(id, e.parent.0, e.child.0, s, &ups, 0, Mode::Ina, Class::Dp);
+        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Down });
+        v.push(r);
+        id += 1;
+    }
+    v
+}
+
+#[test]
+fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_latency() {
+    let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+    let routing = ina3d::topology::Routing::new(&topo, 3).unwrap();
+    // members in different pods: the root is a core switch, the tree has three levels
+    let members: Vec<u32> = [0usize, 5, 9, 13].iter().map(|&r| topo.gpus[r].0).collect();
+    let recs = ina_allreduce_on(&topo, 1, 0, &members, 5_000_000, &[]);
+    let ms: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
+    let tree = routing.aggregation_tree(&ms, &|_| true, 1).unwrap();
+    assert!(tree.switches().len() >= 3, "a multi-level tree");
+    // longest member-to-root chain of edge path delays
+    let chain = |m: NodeId| {
+        let (mut v, mut d) = (m, 0u64);
+        while let Some(e) = tree.edges.iter().find(|e| e.child == v) {
+            d += routing.path_delay(&e.path).0;
+            v = e.parent;
+        }
+        d
+    };
+    let depth = ms.iter().map(|&m| chain(m)).max().unwrap();
+    let rate = routing.bottleneck(&tree.edges[0].path).0 as f64 / 8e9;
+    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &ReplayOptions::default()).unwrap();
+    let want = wire(5_000_000) as f64 / rate + 2.0 * depth as f64;
+    for row in &r.rows {
+        assert_close(row.end_ns, want, 1.0, "multi-level INA");
+        assert_eq!(row.fct_ns, row.standalone_fct_ns);
+    }
+    // every aggregating switch of the tree held the window
+    let held: std::collections::BTreeSet<NodeId> = r.slots.iter().filter(|s| s.slots_in_use > 0).map(|s| s.switch).collect();
+    assert_eq!(held, tree.switches().into_iter().collect());
+}
+
+#[test]
+fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
+    use ina3d::trace::TraceHeader;
+    let mut h = TraceHeader::new();
+    h.set("ina_slots_per_switch", 1024).set("ina_payload_bytes", 256).set("ina_window", 64);
+    h.set("ina_policy", "static").set("ina_classes", "tp,dp");
+    let o = ReplayOptions::from_header(&h).unwrap();
+    assert_eq!(o.ina.slots_per_switch, 1024);
+    assert_eq!(o.ina.payload, Bytes(256));
+    assert_eq!(o.payload, Bytes(256), "header overhead follows the INA packet payload");
+    assert_eq!(o.ina.window, 64);
+    assert_eq!(o.ina.policy, InaPolicy::Static);
+    assert_eq!(o.ina.classes, vec![Class::Tp, Class::Dp]);
+    h.set("ina_policy", "lottery");
+    let e = ReplayOptions::from_header(&h).unwrap_err().to_string();
+    assert!(e.contains("ina_policy") && e.contains("lottery"), "{e}");
+    h.set("ina_policy", "priority").set("ina_window", "-3");
+    let e = ReplayOptions::from_header(&h).unwrap_err().to_string();
+    assert!(e.contains("ina_window"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Arbitrary small traces (forward and backward deps, cycles, unknown nodes, zero
+    /// sizes) either replay with every dep respected or are refused: never a panic or hang.
+    #[test]
+    fn arbitrary_traces_replay_or_are_refused_but_never_panic(
+        spec in proptest::collection::vec((0u32..7, 0u32..7, 0u64..200_000, 0u8..4, proptest::collection::vec(0u64..40, 0..3), 0u64..5000), 1..40)
+    ) {
+        let topo = star(5, G100, Nanos(100));
+        let recs: Vec<FlowRecord> = spec.iter().enumerate().map(|(i, (a, b, bytes, m, deps, gap))| {
+            let mut r = match m {
+                0 => compute(i as u64, *a, *bytes % 10_000, deps),
+                1 => { let mut r = rec(i as u64, *a, *b, *bytes, deps, 0, Mode::NvLink, Class::Tp); r.dur = Nanos(*bytes % 7_000); r }
+                _ => net(i as u64, *a, *b, *bytes, deps),
+            };
+            r.gap = Nanos(*gap);
+            r
+        }).collect();
+        match simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()) {
+            Ok(r) => {
+                let e = ends(&r);
+                for rec in &recs {
+                    let ready = rec.deps.iter().map(|d| e[&d.0].1).max().unwrap_or(0);
+                    proptest::prop_assert_eq!(e[&rec.id.0].0, ready + rec.gap.0);
+                }
+            }
+            Err(err) => proptest::prop_assert!(!err.to_string().is_empty()),
+        }
+    }
+}
+
+#[test]
+fn priority_follows_the_order_of_the_enabled_classes() {
+    let topo = star(6, G100, Nanos(1000));
+    let s = 1_000_000;
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 6, s, Class::Dp, &[]);
+    recs.push(compute(50, 2, 10, &[]));
+    recs.extend(ina_allreduce(2, 100, &[2, 3], 6, s, Class::Dp, &[50]));
+    recs.extend(ina_allreduce(3, 200, &[4, 5], 6, s, Class::Tp, &[50]));
+    let mut o = ina_opts(256, 256, InaPolicy::Priority);
+    o.ina.classes = vec![Class::Dp, Class::Tp];
+    let e = ends(&run(&recs, &topo, &o));
+    assert_eq!(e[&100].0, e[&0].1, "DP is listed first, so it goes first");
+    assert_eq!(e[&200].0, e[&100].1);
+}
+
+#[test]
+fn children_behind_a_non_aggregating_switch_share_its_uplink() {
+    // hosts 0, 1 under switch 2 (not aggregating), switch 2 under the root switch 3
+    let kinds = vec![NodeKind::Host, NodeKind::Host, NodeKind::Switch, NodeKind::Switch];
+    let l = |a: u32, b: u32| Link { a: NodeId(a), b: NodeId(b), rate: G100, delay: Nanos(1000), error_rate: 0.0, kind: LinkKind::Fabric };
+    let topo = Topology { kinds, links: vec![l(0, 2), l(1, 2), l(2, 3)], gpus: vec![NodeId(0), NodeId(1)], gpus_per_server: 1, nvlink_rate: None, source: "two-level".into() };
+    let s = 2_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1], 3, s, Class::Dp, &[]);
+    let r = run(&recs, &topo, &ReplayOptions::default());
+    // two streams of S share 2->3 (and 3->2 on the way down): 2·S/B, plus 2 hops up and 2 down
+    let want = 2.0 * wire(s) as f64 / B100 + 4000.0;
+    assert_close(r.summary.iteration_time_ns, want, 1.0, "shared uplink");
+    assert_eq!(r.rows[0].fct_ns, r.rows[0].standalone_fct_ns);
+    let up = r.channels.iter().find(|c| c.from == NodeId(2) && c.to == NodeId(3)).unwrap();
+    assert_eq!(up.bytes, 2 * wire(s));
 }

@@ -551,3 +551,21 @@ proptest! {
         prop_assert!(Routing::new(&t, 0).is_ok());
     }
 }
+
+#[test]
+fn ina_roots_spread_over_the_spines_of_a_leaf_spine_by_key() {
+    let t = topo("leaf-spine:leaves=4,spines=4,hosts-per-leaf=2,nvlink=off");
+    let r = Routing::new(&t, 8).unwrap();
+    let members: Vec<NodeId> = (0..8).map(NodeId).collect();
+    let mut roots = BTreeMap::new();
+    for key in 0..400 {
+        let tree = r.aggregation_tree(&members, &|_| true, key).unwrap();
+        assert_eq!(r.level(tree.root), Some(2));
+        assert_eq!(tree.fanin(tree.root), 4, "four leaves feed the spine");
+        assert_eq!(tree.edges.len(), 8 + 4);
+        assert_eq!(tree, r.aggregation_tree(&members, &|_| true, key).unwrap(), "deterministic");
+        *roots.entry(tree.root).or_insert(0) += 1;
+    }
+    assert_eq!(roots.len(), 4, "{roots:?}");
+    assert!(roots.values().all(|&n| n > 60), "{roots:?}");
+}

@@ -80,7 +80,7 @@ pub fn parse_config_file(path: &str, text: &str, json: bool) -> Result<FileConfi
             let (line, col) = e
                 .span()
                 .map(|sp| {
-                    let before = &text[..sp.start.min(text.len())];
+                    let before = text.get(..sp.start).unwrap_or(text);
                     (before.matches('\n').count() + 1, before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1)
                 })
                 .unwrap_or((0, 0));

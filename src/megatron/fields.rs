@@ -379,23 +379,26 @@ impl TrainingConfig {
     /// Overrides one argument by Megatron name (snake_case or kebab-case, with or without
     /// leading `--`), records [`Source::Override`] and recomputes derived fields.
     ///
-    /// Changing a parallel size keeps the other sizes the user gave and re-derives the one
-    /// they did not: overriding TP, CP or PP (or `world_size`) re-derives DP from the world
-    /// size; overriding DP re-derives the world size (unless that was overridden too).
+    /// The latest override wins among the parallel sizes: overriding `world_size`
+    /// re-derives DP; overriding DP re-derives the world size; overriding TP, CP or PP
+    /// re-derives the world size if DP was overridden, else DP (the GPU count is kept).
     /// Changing TP or the vocabulary divisor re-derives a padded vocabulary read from a log.
     /// Call [`TrainingConfig::validate`] once all overrides are applied.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
         let k = canonical_key(key);
         let loc = Loc::new("override", 0, 0);
         let unset = |c: &mut Self, f: &str| {
-            if !matches!(c.sources.get(f), Some(Source::Override)) {
-                c.sources.insert(f.to_string(), Source::Derived { how: "re-derived after an override".into() });
-            }
+            c.sources.insert(f.to_string(), Source::Derived { how: "re-derived after an override".into() });
         };
         self.apply(&k, value, Source::Override, &loc)?;
         match k.as_str() {
-            "tensor_model_parallel_size" | "context_parallel_size" | "pipeline_model_parallel_size" | "world_size" => {
-                unset(self, "data_parallel_size");
+            "world_size" => unset(self, "data_parallel_size"),
+            "tensor_model_parallel_size" | "context_parallel_size" | "pipeline_model_parallel_size" => {
+                if matches!(self.sources.get("data_parallel_size"), Some(Source::Override)) {
+                    unset(self, "world_size");
+                } else {
+                    unset(self, "data_parallel_size");
+                }
                 if k == "tensor_model_parallel_size" && self.vocab_size.is_some() {
                     unset(self, "padded_vocab_size");
                 }

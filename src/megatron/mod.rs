@@ -115,7 +115,8 @@ fn apply_all(c: &mut TrainingConfig, args: &[Assignment]) -> Result<(), Megatron
 /// trusted first — config files (their `preset` before their keys), then scripts, then
 /// logs — so a log's arguments block wins; within a kind, later files win. Iterations
 /// (exact duplicates dropped) and timers are collected from every log; a timer read
-/// several times is reported as the mean of its readings' min and max.
+/// several times is reported as the median of its readings' min and of their max (the
+/// median, not the mean, so the warm-up interval does not skew compute calibration).
 pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
     if inputs.is_empty() {
         return Err(MegatronError::Missing {
@@ -133,7 +134,7 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
     order.sort_by_key(|&i| parsed[i].0);
     let mut c = TrainingConfig::megatron_defaults();
     let mut has_args = false;
-    let mut timers: BTreeMap<String, (f64, f64, u32)> = BTreeMap::new();
+    let mut timers: BTreeMap<String, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     let mut first_log: Option<String> = None;
     for &i in &order {
         let path = inputs[i].display().to_string();
@@ -170,10 +171,9 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
                     }
                 }
                 for t in &log.timers {
-                    let e = timers.entry(t.name.clone()).or_insert((0.0, 0.0, 0));
-                    e.0 += t.min;
-                    e.1 += t.max;
-                    e.2 += 1;
+                    let e = timers.entry(t.name.to_string()).or_default();
+                    e.0.push(t.min);
+                    e.1.push(t.max);
                     c.sources.entry("timers".into()).or_insert(Source::File { path: path.clone(), line: t.line });
                 }
             }
@@ -188,9 +188,8 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
                 .into(),
         });
     }
-    for (name, (lo, hi, n)) in timers {
-        let n = n as f64;
-        c.timers.insert(name, TimerStat { min: lo / n, max: hi / n });
+    for (name, (lo, hi)) in timers {
+        c.timers.insert(name, TimerStat { min: median(lo), max: median(hi) });
     }
     c.finalize().map_err(|e| match e {
         MegatronError::Missing { field, hint, .. } => MegatronError::Missing {
@@ -202,6 +201,16 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
     })?;
     c.validate()?;
     Ok(c)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// One input: a path, or a preset name (`gpt3-13b` or `preset:gpt3-13b`).

@@ -19,6 +19,22 @@ use nom::{
     IResult,
 };
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Hands out one shared copy of each timer name.
+#[derive(Default)]
+struct Names(Vec<Arc<str>>);
+
+impl Names {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.0.iter().find(|n| &***n == name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.0.push(n.clone());
+        n
+    }
+}
 
 /// A `name = value` pair found in an input, with where its value starts.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,8 +50,8 @@ pub struct Assignment {
 /// One timer reading (ms), as printed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimerReading {
-    /// Megatron's timer name.
-    pub name: String,
+    /// Megatron's timer name (shared between readings: a log repeats the same few names).
+    pub name: Arc<str>,
     /// Minimum across ranks (ms).
     pub min: f64,
     /// Maximum across ranks (ms).
@@ -167,8 +183,13 @@ pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<
             Some(p) => (seg[..p].trim(), seg[p + 1..].trim()),
             None => (seg, ""),
         };
-        let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
-        if norm.starts_with("elapsed time per iteration") {
+        // Only `elapsed…` keys pay for normalisation.
+        let is_elapsed = k.len() >= 26 && k.as_bytes()[0].eq_ignore_ascii_case(&b'e') && {
+            let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
+            norm.starts_with("elapsed time per iteration")
+        };
+        if is_elapsed {
+            let norm = k.to_ascii_lowercase();
             let scale = if norm.contains("(s)") || norm.ends_with(" s") { 1000.0 } else { 1.0 };
             match first_number(v) {
                 Some(x) => elapsed = Some(x * scale),
@@ -277,7 +298,8 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
     let mut state = State::Normal;
     let mut block: Vec<Assignment> = Vec::new();
     // All-ranks timer being read: name, min, max, seen.
-    let mut ranks: Option<(String, f64, f64, usize)> = None;
+    let mut ranks: Option<(Arc<str>, f64, f64, usize)> = None;
+    let mut names = Names::default();
     for (idx, raw) in text.split('\n').enumerate() {
         let line_no = idx + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
@@ -308,7 +330,7 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                     }
                     match timer_values(v) {
                         Ok((r, (min, max))) if r.trim().is_empty() => {
-                            out.timers.push(TimerReading { name: name.into(), min, max, line: line_no })
+                            out.timers.push(TimerReading { name: names.get(name), min, max, line: line_no })
                         }
                         _ => return Err(timer_error(path, line_no, line, v, name)),
                     }
@@ -320,7 +342,7 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                             out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
                         }
                     }
-                    ranks = Some((name.into(), f64::INFINITY, f64::NEG_INFINITY, 0));
+                    ranks = Some((names.get(name), f64::INFINITY, f64::NEG_INFINITY, 0));
                     continue;
                 }
                 TimerLine::Rank(v) => {
@@ -365,7 +387,7 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                     let Some(p) = seg.rfind(':') else { continue };
                     let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
                     match first_number(v) {
-                        Some(x) => out.timers.push(TimerReading { name: name.into(), min: x, max: x, line: line_no }),
+                        Some(x) => out.timers.push(TimerReading { name: names.get(name), min: x, max: x, line: line_no }),
                         None => return Err(timer_error(path, line_no, line, v, name)),
                     }
                 }

@@ -281,14 +281,18 @@ fn parse_brace(body: &str, quoted: bool) -> Part {
 /// Integer arithmetic of `$(( … ))`: + - * / % and parentheses, after variables are
 /// substituted.
 fn arith(expr: &str) -> Option<i64> {
-    fn atom(t: &[u8], i: &mut usize) -> Option<i64> {
+    // Depth-limited so hostile input cannot exhaust the stack.
+    fn atom(t: &[u8], i: &mut usize, d: u32) -> Option<i64> {
+        if d > 64 {
+            return None;
+        }
         while t.get(*i) == Some(&b' ') {
             *i += 1;
         }
         match t.get(*i)? {
             b'(' => {
                 *i += 1;
-                let v = sum(t, i)?;
+                let v = sum(t, i, d + 1)?;
                 while t.get(*i) == Some(&b' ') {
                     *i += 1;
                 }
@@ -297,7 +301,7 @@ fn arith(expr: &str) -> Option<i64> {
             }
             b'-' => {
                 *i += 1;
-                Some(-atom(t, i)?)
+                atom(t, i, d + 1)?.checked_neg()
             }
             _ => {
                 let st = *i;
@@ -308,8 +312,8 @@ fn arith(expr: &str) -> Option<i64> {
             }
         }
     }
-    fn prod(t: &[u8], i: &mut usize) -> Option<i64> {
-        let mut v = atom(t, i)?;
+    fn prod(t: &[u8], i: &mut usize, d: u32) -> Option<i64> {
+        let mut v = atom(t, i, d)?;
         loop {
             while t.get(*i) == Some(&b' ') {
                 *i += 1;
@@ -317,22 +321,22 @@ fn arith(expr: &str) -> Option<i64> {
             match t.get(*i) {
                 Some(b'*') => {
                     *i += 1;
-                    v = v.checked_mul(atom(t, i)?)?
+                    v = v.checked_mul(atom(t, i, d)?)?
                 }
                 Some(b'/') => {
                     *i += 1;
-                    v = v.checked_div(atom(t, i)?)?
+                    v = v.checked_div(atom(t, i, d)?)?
                 }
                 Some(b'%') => {
                     *i += 1;
-                    v = v.checked_rem(atom(t, i)?)?
+                    v = v.checked_rem(atom(t, i, d)?)?
                 }
                 _ => return Some(v),
             }
         }
     }
-    fn sum(t: &[u8], i: &mut usize) -> Option<i64> {
-        let mut v = prod(t, i)?;
+    fn sum(t: &[u8], i: &mut usize, d: u32) -> Option<i64> {
+        let mut v = prod(t, i, d)?;
         loop {
             while t.get(*i) == Some(&b' ') {
                 *i += 1;
@@ -340,11 +344,11 @@ fn arith(expr: &str) -> Option<i64> {
             match t.get(*i) {
                 Some(b'+') => {
                     *i += 1;
-                    v = v.checked_add(prod(t, i)?)?
+                    v = v.checked_add(prod(t, i, d)?)?
                 }
                 Some(b'-') => {
                     *i += 1;
-                    v = v.checked_sub(prod(t, i)?)?
+                    v = v.checked_sub(prod(t, i, d)?)?
                 }
                 _ => return Some(v),
             }
@@ -352,12 +356,14 @@ fn arith(expr: &str) -> Option<i64> {
     }
     let t = expr.trim().as_bytes();
     let mut i = 0;
-    let v = sum(t, &mut i)?;
+    let v = sum(t, &mut i, 0)?;
     (i == t.len()).then_some(v)
 }
 
 struct Env {
     vars: BTreeMap<String, Val>,
+    /// Nesting of `${X:-${Y:-…}}` being expanded (bounded: hostile input cannot recurse forever).
+    depth: u32,
 }
 
 /// The result of expanding a word: fields, or the variable that blocked it.
@@ -380,6 +386,16 @@ impl Env {
 
     /// Expands a word into fields. Unquoted expansions are split on blanks.
     fn expand(&mut self, w: &Word) -> Exp {
+        if self.depth > 16 {
+            return Err("(too deeply nested ${…})".into());
+        }
+        self.depth += 1;
+        let r = self.expand_inner(w);
+        self.depth -= 1;
+        r
+    }
+
+    fn expand_inner(&mut self, w: &Word) -> Exp {
         let mut fields: Vec<String> = vec![String::new()];
         let mut any_quoted_or_lit = false;
         for p in &w.parts {
@@ -544,7 +560,7 @@ fn needed(key: &str) -> bool {
 /// `pretrain_*.py` command in a bash script.
 pub fn scan_script(path: &str, text: &str) -> Result<Vec<Assignment>, MegatronError> {
     let mut lx = Lexer { s: text.as_bytes(), i: 0, line: 1, line_start: 0 };
-    let mut env = Env { vars: BTreeMap::new() };
+    let mut env = Env { vars: BTreeMap::new(), depth: 0 };
     let mut stmt: Vec<Tok> = Vec::new();
     let mut launch: Option<(Vec<Arg>, Vec<Arg>)> = None;
     let mut depth = 0usize;

@@ -83,6 +83,8 @@ struct Pools {
     used: Vec<[u32; 4]>,
     node_of: Vec<NodeId>,
     waiting: BTreeSet<(u8, u64, u32)>,
+    /// Rank of each class in the priority order (`ina_classes` order; absent classes last).
+    prio: [u8; 4],
     samples: Vec<SlotSample>,
     peak: u32,
 }
@@ -111,7 +113,8 @@ impl Pools {
     fn ask(&self, agg: &Agg, window: u32) -> Grant {
         let c = class_idx(agg.class);
         if agg.switches.is_empty() {
-            return Grant::Slots(window);
+            // a multicast-only aggregation (no up edge): nothing to sum, no slot, no window
+            return Grant::Slots(0);
         }
         if self.capacity(c) == 0 || window == 0 {
             return Grant::Fallback;
@@ -140,7 +143,7 @@ impl Pools {
         }
     }
     fn wait_key(&self, agg: &Agg, idx: u32, now: u64) -> (u8, u64, u32) {
-        let prio = if self.policy == InaPolicy::Priority { class_idx(agg.class) as u8 } else { 0 };
+        let prio = if self.policy == InaPolicy::Priority { self.prio[class_idx(agg.class)] } else { 0 };
         (prio, now, idx)
     }
 }
@@ -174,12 +177,24 @@ fn prepare<R: PathSource + ?Sized>(
 ) -> Result<Prepared, ReplayError> {
     let n = records.len();
     let nodes = topo.node_count();
-    let mut index = HashMap::with_capacity(n);
-    for (i, r) in records.iter().enumerate() {
-        if index.insert(r.id.0, i as u32).is_some() {
-            return Err(ReplayError::DuplicateId(r.id));
+    // Ids 0..n in file order (the usual case) index themselves: no map to build.
+    let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
+    let mut map: HashMap<u64, u32> = HashMap::new();
+    if !dense {
+        map.reserve(n);
+        for (i, r) in records.iter().enumerate() {
+            if map.insert(r.id.0, i as u32).is_some() {
+                return Err(ReplayError::DuplicateId(r.id));
+            }
         }
     }
+    let index = |id: u64| -> Option<u32> {
+        if dense {
+            (id < n as u64).then_some(id as u32)
+        } else {
+            map.get(&id).copied()
+        }
+    };
     // aggregations, in order of first appearance
     let mut agg_of: HashMap<u64, u32> = HashMap::new();
     let mut rec_agg = vec![NONE; n];
@@ -224,7 +239,7 @@ fn prepare<R: PathSource + ?Sized>(
     let mut dep_pairs: Vec<(u32, u32)> = Vec::new();
     for (i, r) in records.iter().enumerate() {
         for d in &r.deps {
-            let Some(&di) = index.get(&d.0) else {
+            let Some(di) = index(d.0) else {
                 return Err(ReplayError::DanglingDep { id: r.id, dep: *d });
             };
             if rec_agg[i] != NONE && rec_agg[i] == rec_agg[di as usize] {
@@ -354,6 +369,8 @@ fn prepare<R: PathSource + ?Sized>(
         let id = first.agg.map(|a| a.id).unwrap_or(0);
         let class = first.class;
         let mut s = Bytes(0);
+        let mut s_up = Bytes(0);
+        let mut has_up = false;
         let mut tree: Vec<u32> = Vec::new();
         let mut switches = Vec::new();
         for &m in &mem {
@@ -364,10 +381,14 @@ fn prepare<R: PathSource + ?Sized>(
                     msg: format!("record {} is class {} but record {} is class {}", r.id, r.class, first.id, class),
                 });
             }
+            if r.agg.map(|a| a.dir) == Some(AggDir::Up) {
+                s_up = s_up.max(r.bytes);
+            }
             s = s.max(r.bytes);
             let (o, l) = (rec_off[m as usize] as usize, rec_len[m as usize] as usize);
             tree.extend_from_slice(&arena[o..o + l]);
             let sw = r.agg.map(|a| a.switch).unwrap_or(r.dst);
+            has_up |= r.agg.map(|a| a.dir) == Some(AggDir::Up);
             if topo.kinds.get(sw.idx()) != Some(&NodeKind::Switch) {
                 return Err(ReplayError::BadAggregation { agg: id, msg: format!("record {}: node {sw} is not a switch", r.id) });
             }
@@ -377,11 +398,25 @@ fn prepare<R: PathSource + ?Sized>(
             }
             switches.push(switch_idx[sw.idx()]);
         }
+        // The stream size: what every worker sends up (down edges of a reduce-scatter
+        // carry smaller shards, within the same time); S of the down edges if none go up.
+        if has_up {
+            s = s_up;
+        } else {
+            // multicast only: no aggregator slots are taken
+            switches.clear();
+        }
+        // A channel crossed by k edges (children behind a switch that does not aggregate)
+        // stays in the multiset k times: the unit then weighs k on it in the max-min
+        // solve, as k streams of S do.
         tree.sort_unstable();
-        tree.dedup();
         switches.sort_unstable();
         switches.dedup();
-        let tree_cap = tree.iter().map(|&c| ch_cap[c as usize]).fold(f64::INFINITY, f64::min);
+        // the unit's own limit: capacity over multiplicity on its tightest channel
+        let tree_cap = tree
+            .chunk_by(|a, b| a == b)
+            .map(|run| ch_cap[run[0] as usize] / run.len() as f64)
+            .fold(f64::INFINITY, f64::min);
         // longest up chain and longest down chain (relaxation; trees are shallow)
         let mut up: HashMap<u32, u64> = HashMap::new();
         let mut down: HashMap<u32, u64> = HashMap::new();
@@ -418,7 +453,8 @@ fn prepare<R: PathSource + ?Sized>(
         let down_lat = down.values().copied().max().unwrap_or(0);
         let latency = up_lat + down_lat;
         let wire_s = wire(s, opts);
-        let full_window = window_rate(opts.ina.window, opts.ina.payload, latency);
+        let full_window =
+            if switches.is_empty() { f64::INFINITY } else { window_rate(opts.ina.window, opts.ina.payload, latency) };
         let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
         // host ring fallback over the worker hosts
         let mut hosts: Vec<(NodeId, FlowId)> = Vec::new();
@@ -579,7 +615,9 @@ impl Sim<'_> {
         self.fresh.push(u);
     }
 
-    fn remove_unit(&mut self, u: u32) {
+    /// Take a finished unit off its channels; `account` adds its wire bytes to each
+    /// (aggregations account per edge instead, see the event loop).
+    fn remove_unit(&mut self, u: u32, account: bool) {
         let (off, len, cap, wire) = {
             let x = &self.units[u as usize];
             (x.off, x.len, x.cap, x.wire)
@@ -596,7 +634,9 @@ impl Sim<'_> {
                 self.pos[(self.units[u2 as usize].off + k2) as usize] = p as u32;
             }
             self.ch_demand[c] = if self.ch_units[c].is_empty() { 0.0 } else { self.ch_demand[c] - cap };
-            self.ch_bytes[c] += wire;
+            if account {
+                self.ch_bytes[c] += wire;
+            }
         }
     }
 
@@ -802,7 +842,8 @@ impl Sim<'_> {
             self.push(t, EV_AGG_END, a, 0);
             return;
         }
-        let cap = agg.tree_cap.min(window_rate(slots, self.opts.ina.payload, agg.rtt));
+        let window = if agg.switches.is_empty() { f64::INFINITY } else { window_rate(slots, self.opts.ina.payload, agg.rtt) };
+        let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
         self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
     }
@@ -913,7 +954,13 @@ pub fn simulate<R: PathSource + ?Sized>(
     for c in &enabled {
         share[class_idx(*c)] = ina.slots_per_switch / enabled.len() as u32;
     }
+    let mut prio = [4u8, 5, 6, 7];
+    for (rank, c) in ina.classes.iter().filter(|c| **c != Class::Compute).enumerate() {
+        let p = &mut prio[class_idx(*c)];
+        *p = (*p).min(rank as u8);
+    }
     let pools = Pools {
+        prio,
         policy: ina.policy,
         total: ina.slots_per_switch,
         share,
@@ -985,7 +1032,17 @@ pub fn simulate<R: PathSource + ?Sized>(
                     }
                     let (owner, lat) = (u.owner, u.latency);
                     sim.units[idx as usize].rate = 0.0;
-                    sim.remove_unit(idx);
+                    sim.remove_unit(idx, !matches!(owner, Owner::Agg(_)));
+                    if let Owner::Agg(a) = owner {
+                        // each edge's own bytes on its own path (reduce-scatter shards differ)
+                        for &m in &sim.p.aggs[a as usize].members {
+                            let w = wire(records[m as usize].bytes, opts).0 as f64;
+                            let (o, l) = (sim.p.rec_off[m as usize] as usize, sim.p.rec_len[m as usize] as usize);
+                            for &c in &sim.p.arena[o..o + l] {
+                                sim.ch_bytes[c as usize] += w;
+                            }
+                        }
+                    }
                     match owner {
                         Owner::Rec(i) => sim.push(t + lat, EV_END, i, 0),
                         Owner::Agg(a) => sim.push(t + lat, EV_AGG_END, a, 0),

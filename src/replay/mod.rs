@@ -21,6 +21,11 @@
 //! and down); its rate is its max-min share, capped by its window, `slots × payload /
 //! RTT` with RTT = the tree's up + down propagation latency. It ends at
 //! `S_wire/rate + up latency + down latency`; all its edges share its start and end.
+//! `S` is the largest up edge (down edges of a reduce-scatter carry smaller shards within
+//! the same time; each edge's own bytes are what `links.csv` counts). A channel crossed by
+//! `k` edges of one tree (children behind a switch that does not aggregate) weighs `k` for
+//! the unit in the max-min solve. An aggregation with only down edges (Rina's multicast
+//! back to the racks) sums nothing: it takes no slots and has no window limit.
 //! Aggregator slots come from per-switch pools (see [`InaPolicy`]); an aggregation needs
 //! slots on every switch of its tree and takes `min(window, free)` on all of them.
 //! When an aggregation gets no slot and is not allowed to wait, it **falls back to the
@@ -56,7 +61,9 @@ pub enum InaPolicy {
     /// free slot the aggregation falls back to the host ring at once (ATP-style).
     BestEffort,
     /// Like best-effort, but an aggregation with no free slot waits; freed slots go to the
-    /// waiting aggregations by class, TP > PP > DP > EMB, then by arrival, then by id.
+    /// waiting aggregations by class in the order of [`InaConfig::classes`] (the trace's
+    /// `ina_classes`, e.g. `tp,dp`: TP first; classes not listed come last, TP > PP > DP >
+    /// EMB among them), then by arrival, then by id.
     Priority,
 }
 
@@ -259,7 +266,7 @@ pub const HEADER_KEYS: [(&str, &[&str]); 5] = [
     ("classes", &["ina_classes", "ina.classes"]),
 ];
 
-fn header_value<'h>(h: &'h crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &'h str)> {
+fn header_value(h: &crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &str)> {
     HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())))
 }
 

@@ -1,1 +1,1192 @@
 //! Stage 5: tables (polars) — replayer vs ns-3, policy vs policy.
+//!
+//! Two entries:
+//!
+//! - [`compare`]: joins a replay output directory and an ns-3 output directory of the
+//!   **same** trace on `flow_id` and measures how far the replayer's flow completion times
+//!   (FCT) and iteration summary are from ns-3's. Written as `fct_error.csv`,
+//!   `iteration.csv` and `flows.csv` by [`Comparison::write`].
+//! - [`results_table`]: one row per INA policy from the back-ends' [`Summary`] rows, with
+//!   `speedup_vs_ring`; written as `results.csv` by [`write_csv`].
+//!
+//! Both inputs follow the results contract of [`crate::fct`]: `fct.csv` (one [`FctRow`]
+//! per trace record) and `summary.csv` (one [`Summary`] row).
+//!
+//! # Error statistics: definitions
+//!
+//! For a flow with replayer FCT `r` and ns-3 FCT `n` (both `fct_ns`), the relative error is
+//! `(r − n) / n` (positive: the replayer is slower than ns-3). When `n = 0` the error is
+//! `0` if `r = 0` too, otherwise undefined (`NaN` in `flows.csv`, counted in the
+//! `undefined` column and left out of the statistics). Statistics are over `|error|`:
+//!
+//! - mean: arithmetic mean;
+//! - median: the middle value of the sorted values, the mean of the two middle values when
+//!   their number is even;
+//! - pN (p95, p99): **nearest rank** — the value at 1-based rank `⌈N/100 · k⌉` of the `k`
+//!   sorted values (so it is always one of the observed errors, never interpolated);
+//! - max, and the mean of the *signed* error (bias).
+//!
+//! Only network records (`mode` `net` and `ina`) enter the FCT statistics. `compute` and
+//! `nvlink` records are timers whose duration is fixed in the trace, so both back-ends give
+//! them the same FCT by construction; they are reported on a separate `timers` row, which
+//! is a consistency check (it must show zero error) rather than a measurement.
+
+use crate::fct::{FctRow, Summary};
+use polars::prelude::*;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+/// Columns of `fct.csv`, in the contract's order (src/fct.rs).
+pub const FCT_COLUMNS: [&str; 10] = [
+    "flow_id",
+    "src",
+    "dst",
+    "mode",
+    "class",
+    "size_bytes",
+    "start_ns",
+    "end_ns",
+    "fct_ns",
+    "standalone_fct_ns",
+];
+
+/// Columns of `results.csv`: the eleven the issue names, then the extras (see
+/// [`results_table`] for their meaning).
+pub const RESULTS_COLUMNS: [&str; 18] = [
+    "policy",
+    "iteration_time_ns",
+    "compute_ns",
+    "exposed_tp_ns",
+    "exposed_pp_ns",
+    "exposed_dp_ns",
+    "exposed_emb_ns",
+    "bubble_ns",
+    "switch_bytes",
+    "ina_slot_peak",
+    "speedup_vs_ring",
+    "ina_slots",
+    "tp_bytes",
+    "pp_bytes",
+    "dp_bytes",
+    "emb_bytes",
+    "replay_wall_time_ns",
+    "ns3_iteration_time_ns",
+];
+
+/// The policy every other row's `speedup_vs_ring` is measured against.
+pub const RING_POLICY: &str = "ring";
+
+/// Why a comparison or a table could not be made. Every variant names the file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// An input file does not exist.
+    #[error("{path}: missing ({what})")]
+    MissingFile {
+        /// The file that was expected.
+        path: PathBuf,
+        /// What it should have been and who writes it.
+        what: &'static str,
+    },
+    /// An input file exists but holds no data.
+    #[error("{path}: empty: {why}")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+        /// What is missing (no header, header only, ...).
+        why: String,
+    },
+    /// A required column is absent from the header.
+    #[error("{path}: line 1: missing column `{column}` (header must include: {expected})")]
+    MissingColumn {
+        /// The file.
+        path: PathBuf,
+        /// The column that is absent.
+        column: String,
+        /// The columns the contract requires.
+        expected: String,
+    },
+    /// A value does not parse as the contract's type.
+    #[error("{path}: line {line}, field `{field}`: {why}")]
+    BadValue {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number (the header is line 1).
+        line: u64,
+        /// Column name (or `?` when the row is malformed as a whole).
+        field: String,
+        /// The parser's complaint.
+        why: String,
+    },
+    /// `summary.csv` must hold exactly one row.
+    #[error("{path}: expected exactly one summary row, found {rows}")]
+    SummaryRows {
+        /// The file.
+        path: PathBuf,
+        /// Rows found.
+        rows: usize,
+    },
+    /// `fct.csv` must hold one row per trace record (the summary's `records`).
+    #[error("{path}: {rows} rows but {summary} says the trace has {records} records")]
+    RecordCount {
+        /// The fct file.
+        path: PathBuf,
+        /// Its row count.
+        rows: usize,
+        /// The summary that disagrees.
+        summary: PathBuf,
+        /// The summary's `records`.
+        records: u64,
+    },
+    /// The same flow id twice in one `fct.csv`.
+    #[error("{path}: flow_id {flow_id} appears more than once")]
+    DuplicateFlow {
+        /// The file.
+        path: PathBuf,
+        /// The repeated id.
+        flow_id: u64,
+    },
+    /// The two summaries describe different traces.
+    #[error(
+        "different traces: `{field}` is {replay:?} in {replay_file} but {ns3:?} in {ns3_file}"
+    )]
+    TraceMismatch {
+        /// `trace` or `records`.
+        field: &'static str,
+        /// The replay summary's value.
+        replay: String,
+        /// The ns-3 summary's value.
+        ns3: String,
+        /// The replay summary file.
+        replay_file: PathBuf,
+        /// The ns-3 summary file.
+        ns3_file: PathBuf,
+    },
+    /// The two fct files hold different flow ids.
+    #[error(
+        "different traces: {only_replay} flow id(s) only in {replay_file} (first: {first_replay}), \
+         {only_ns3} only in {ns3_file} (first: {first_ns3})"
+    )]
+    FlowIdMismatch {
+        /// How many ids only the replay has.
+        only_replay: usize,
+        /// The smallest of them, or `-`.
+        first_replay: String,
+        /// How many ids only ns-3 has.
+        only_ns3: usize,
+        /// The smallest of them, or `-`.
+        first_ns3: String,
+        /// The replay fct file.
+        replay_file: PathBuf,
+        /// The ns-3 fct file.
+        ns3_file: PathBuf,
+    },
+    /// One flow id with different endpoints, size, mode or class on the two sides.
+    #[error(
+        "different traces: flow_id {flow_id} has {field} {replay} in {replay_file} but {ns3} in {ns3_file}"
+    )]
+    FlowMismatch {
+        /// The flow.
+        flow_id: u64,
+        /// The column that differs.
+        field: &'static str,
+        /// Replay's value.
+        replay: String,
+        /// ns-3's value.
+        ns3: String,
+        /// The replay fct file.
+        replay_file: PathBuf,
+        /// The ns-3 fct file.
+        ns3_file: PathBuf,
+    },
+    /// No `ring` row to measure speed-ups against.
+    #[error("results table: no `{RING_POLICY}` row to compute speedup_vs_ring against (policies: {policies})")]
+    NoRing {
+        /// The policies that were given.
+        policies: String,
+    },
+    /// A policy row whose iteration time is zero (speed-up undefined).
+    #[error(
+        "results table: policy `{policy}` has iteration_time_ns = 0; speedup_vs_ring is undefined"
+    )]
+    ZeroIteration {
+        /// The policy.
+        policy: String,
+    },
+    /// A policy name given twice.
+    #[error("results table: policy `{policy}` appears twice")]
+    DuplicatePolicy {
+        /// The policy.
+        policy: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// polars failed on a file.
+    #[error("{path}: {source}")]
+    Polars {
+        /// The file (or output) concerned.
+        path: PathBuf,
+        /// polars' error.
+        source: PolarsError,
+    },
+}
+
+fn pol(path: &Path) -> impl FnOnce(PolarsError) -> ReportError + '_ {
+    move |source| ReportError::Polars {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading the results contract
+// ---------------------------------------------------------------------------------------
+
+fn require_file(path: &Path, what: &'static str) -> Result<(), ReportError> {
+    if path.is_file() {
+        Ok(())
+    } else {
+        Err(ReportError::MissingFile {
+            path: path.to_path_buf(),
+            what,
+        })
+    }
+}
+
+/// Reads a `summary.csv` (exactly one [`Summary`] row; extra columns are ignored).
+pub fn read_summary(path: &Path) -> Result<Summary, ReportError> {
+    require_file(
+        path,
+        "summary.csv: the back-end's one-row iteration summary (src/fct.rs)",
+    )?;
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
+    let headers: Vec<String> = rdr
+        .headers()
+        .map_err(|e| csv_error(path, e, &[]))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    if headers.iter().all(|h| h.trim().is_empty()) {
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "no header line".into(),
+        });
+    }
+    let mut rows = Vec::new();
+    for row in rdr.deserialize::<Summary>() {
+        rows.push(row.map_err(|e| csv_error(path, e, &headers))?);
+    }
+    match rows.len() {
+        0 => Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "header only, no summary row".into(),
+        }),
+        1 => Ok(rows.pop().expect("one row")),
+        n => Err(ReportError::SummaryRows {
+            path: path.to_path_buf(),
+            rows: n,
+        }),
+    }
+}
+
+/// Turns a csv-crate error into a [`ReportError`] naming line and field.
+fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
+    let line = e.position().map(|p| p.line()).unwrap_or(0);
+    match e.kind() {
+        csv::ErrorKind::Io(_) => ReportError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        },
+        csv::ErrorKind::Deserialize { err, .. } => {
+            let field = err
+                .field()
+                .and_then(|i| headers.get(i as usize))
+                .cloned()
+                .or_else(|| {
+                    // serde names a missing field in its message: "missing field `x`".
+                    let msg = err.to_string();
+                    msg.split('`').nth(1).map(str::to_string)
+                })
+                .unwrap_or_else(|| "?".into());
+            ReportError::BadValue {
+                path: path.to_path_buf(),
+                line,
+                field,
+                why: err.kind().to_string(),
+            }
+        }
+        _ => ReportError::BadValue {
+            path: path.to_path_buf(),
+            line,
+            field: "?".into(),
+            why: e.to_string(),
+        },
+    }
+}
+
+fn fct_schema() -> Schema {
+    Schema::from_iter(FCT_COLUMNS.iter().map(|&c| {
+        let dt = match c {
+            "src" | "dst" => DataType::UInt32,
+            "mode" | "class" => DataType::String,
+            _ => DataType::UInt64,
+        };
+        Field::new(c.into(), dt)
+    }))
+}
+
+/// Reads an `fct.csv` into a DataFrame with the contract's columns and types (extra
+/// columns are dropped). polars does the parsing; when it rejects the file (or finds an
+/// empty field), the file is read again row by row to name the first bad line and field.
+pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
+    require_file(path, "fct.csv: one row per trace record (src/fct.rs)")?;
+    // Header first: an empty file and a missing column deserve their own messages.
+    let mut first = String::new();
+    let n = std::io::BufReader::new(File::open(path).map_err(io(path))?)
+        .read_line(&mut first)
+        .map_err(io(path))?;
+    if n == 0 || first.trim().is_empty() {
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "no header line".into(),
+        });
+    }
+    let header: Vec<&str> = first
+        .trim_end_matches(['\r', '\n'])
+        .split(',')
+        .map(str::trim)
+        .collect();
+    for c in FCT_COLUMNS {
+        if !header.contains(&c) {
+            return Err(ReportError::MissingColumn {
+                path: path.to_path_buf(),
+                column: c.into(),
+                expected: FCT_COLUMNS.join(","),
+            });
+        }
+    }
+    let cols: Arc<[PlSmallStr]> = FCT_COLUMNS.iter().map(|&c| PlSmallStr::from(c)).collect();
+    let parsed = CsvReadOptions::default()
+        .with_has_header(true)
+        .with_columns(Some(cols))
+        .with_schema_overwrite(Some(Arc::new(fct_schema())))
+        .with_raise_if_empty(false)
+        .try_into_reader_with_file_path(Some(path.to_path_buf()))
+        .and_then(|r| r.finish());
+    let df = match parsed {
+        Ok(df) if df.columns().iter().all(|c| c.null_count() == 0) => df,
+        Ok(_) => {
+            return Err(diagnose_fct(path).unwrap_or_else(|| ReportError::BadValue {
+                path: path.to_path_buf(),
+                line: 0,
+                field: "?".into(),
+                why: "empty field".into(),
+            }))
+        }
+        Err(e) => return Err(diagnose_fct(path).unwrap_or_else(|| pol(path)(e))),
+    };
+    if df.height() == 0 {
+        return Err(ReportError::Empty {
+            path: path.to_path_buf(),
+            why: "header only, no records".into(),
+        });
+    }
+    // Re-select so the column order is the contract's whatever the file's order.
+    df.select(FCT_COLUMNS).map_err(pol(path))
+}
+
+/// Reads `path` row by row as [`FctRow`]s and returns the first error, with its line.
+fn diagnose_fct(path: &Path) -> Option<ReportError> {
+    let mut rdr = csv::Reader::from_path(path).ok()?;
+    let headers: Vec<String> = rdr
+        .headers()
+        .ok()?
+        .iter()
+        .map(|h| h.trim().to_string())
+        .collect();
+    for row in rdr.deserialize::<FctRow>() {
+        if let Err(e) = row {
+            return Some(csv_error(path, e, &headers));
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------
+// Statistics
+// ---------------------------------------------------------------------------------------
+
+/// Nearest-rank percentile of ascending-sorted `v`: the value at 1-based rank
+/// `⌈p/100 · k⌉` (at least 1). `None` when `v` is empty.
+pub fn percentile_nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let k = sorted.len() as f64;
+    let rank = ((p / 100.0) * k).ceil().max(1.0) as usize;
+    Some(sorted[rank.min(sorted.len()) - 1])
+}
+
+/// Median of ascending-sorted `v` (mean of the two middle values for an even count).
+pub fn median(sorted: &[f64]) -> Option<f64> {
+    let k = sorted.len();
+    match k {
+        0 => None,
+        _ if k % 2 == 1 => Some(sorted[k / 2]),
+        _ => Some((sorted[k / 2 - 1] + sorted[k / 2]) / 2.0),
+    }
+}
+
+/// Relative-error statistics of one group of flows (see the module docs for definitions).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ErrorStats {
+    /// `all`, `class`, `mode` or `timers`.
+    pub scope: String,
+    /// The group within the scope: `net+ina`, a class (`tp`...), a mode (`net`, `ina`),
+    /// or `compute+nvlink`.
+    pub group: String,
+    /// Flows in the group.
+    pub flows: u64,
+    /// Flows whose error is undefined (ns-3 FCT 0, replay FCT > 0), left out of the rest.
+    pub undefined: u64,
+    /// Mean of |error|.
+    pub mean_abs: f64,
+    /// Median of |error|.
+    pub median_abs: f64,
+    /// Nearest-rank 95th percentile of |error|.
+    pub p95_abs: f64,
+    /// Nearest-rank 99th percentile of |error|.
+    pub p99_abs: f64,
+    /// Largest |error|.
+    pub max_abs: f64,
+    /// Mean signed error (positive: replayer slower than ns-3).
+    pub mean_signed: f64,
+}
+
+impl ErrorStats {
+    /// Statistics of the signed relative errors `errors` (NaN = undefined). `None` when
+    /// the group has no flows at all.
+    pub fn of(scope: &str, group: &str, errors: &[f64]) -> Option<Self> {
+        if errors.is_empty() {
+            return None;
+        }
+        let defined: Vec<f64> = errors.iter().copied().filter(|e| !e.is_nan()).collect();
+        let mut abs: Vec<f64> = defined.iter().map(|e| e.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        let k = abs.len() as f64;
+        let nan = f64::NAN;
+        Some(ErrorStats {
+            scope: scope.into(),
+            group: group.into(),
+            flows: errors.len() as u64,
+            undefined: (errors.len() - defined.len()) as u64,
+            mean_abs: if abs.is_empty() {
+                nan
+            } else {
+                abs.iter().sum::<f64>() / k
+            },
+            median_abs: median(&abs).unwrap_or(nan),
+            p95_abs: percentile_nearest_rank(&abs, 95.0).unwrap_or(nan),
+            p99_abs: percentile_nearest_rank(&abs, 99.0).unwrap_or(nan),
+            max_abs: abs.last().copied().unwrap_or(nan),
+            mean_signed: if defined.is_empty() {
+                nan
+            } else {
+                defined.iter().sum::<f64>() / k
+            },
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// compare
+// ---------------------------------------------------------------------------------------
+
+/// One summary metric on both back-ends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MetricComparison {
+    /// The `summary.csv` column (`iteration_time_ns`, `wall_time_ns`, ...).
+    pub metric: &'static str,
+    /// Replayer value.
+    pub replay: u64,
+    /// ns-3 value.
+    pub ns3: u64,
+    /// `(replay − ns3) / ns3`; NaN when ns-3's value is 0 and the replay's is not.
+    pub rel_error: f64,
+    /// `ns3 / replay`; 1 when both are 0, NaN when only the replay's is. For `wall_time_ns` this is the
+    /// speed ratio of the replayer over ns-3.
+    pub ns3_over_replay: f64,
+}
+
+/// The outcome of [`compare`].
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// The replay directory.
+    pub replay_dir: PathBuf,
+    /// The ns-3 directory.
+    pub ns3_dir: PathBuf,
+    /// The trace both ran (the replay summary's `trace`).
+    pub trace: String,
+    /// Records in the trace.
+    pub records: u64,
+    /// FCT error groups, in output order: all, per class, per mode, timers.
+    pub fct_error: Vec<ErrorStats>,
+    /// Summary metrics side by side (iteration time first, wall time last).
+    pub iteration: Vec<MetricComparison>,
+    /// Per-flow join: `flow_id, src, dst, mode, class, size_bytes, replay_fct_ns,
+    /// ns3_fct_ns, rel_error`, sorted by `flow_id`.
+    pub flows: DataFrame,
+}
+
+impl Comparison {
+    /// Relative error of the iteration time, `(replay − ns3) / ns3`.
+    pub fn iteration_rel_error(&self) -> f64 {
+        self.metric("iteration_time_ns")
+            .map_or(f64::NAN, |m| m.rel_error)
+    }
+    /// ns-3 wall time / replay wall time (how many times faster the replayer ran).
+    pub fn wall_time_ratio(&self) -> f64 {
+        self.metric("wall_time_ns")
+            .map_or(f64::NAN, |m| m.ns3_over_replay)
+    }
+    /// The statistics of one group, e.g. `("class", "dp")`.
+    pub fn stats(&self, scope: &str, group: &str) -> Option<&ErrorStats> {
+        self.fct_error
+            .iter()
+            .find(|s| s.scope == scope && s.group == group)
+    }
+    fn metric(&self, name: &str) -> Option<&MetricComparison> {
+        self.iteration.iter().find(|m| m.metric == name)
+    }
+
+    /// `fct_error.csv` as a DataFrame.
+    pub fn fct_error_table(&self) -> Result<DataFrame, ReportError> {
+        let s = &self.fct_error;
+        let f = |g: fn(&ErrorStats) -> f64| s.iter().map(g).collect::<Vec<f64>>();
+        DataFrame::new_infer_height(vec![
+            Column::new(
+                "scope".into(),
+                s.iter().map(|x| x.scope.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "group".into(),
+                s.iter().map(|x| x.group.as_str()).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "flows".into(),
+                s.iter().map(|x| x.flows).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "undefined".into(),
+                s.iter().map(|x| x.undefined).collect::<Vec<_>>(),
+            ),
+            Column::new("mean_abs_rel_error".into(), f(|x| x.mean_abs)),
+            Column::new("median_abs_rel_error".into(), f(|x| x.median_abs)),
+            Column::new("p95_abs_rel_error".into(), f(|x| x.p95_abs)),
+            Column::new("p99_abs_rel_error".into(), f(|x| x.p99_abs)),
+            Column::new("max_abs_rel_error".into(), f(|x| x.max_abs)),
+            Column::new("mean_signed_rel_error".into(), f(|x| x.mean_signed)),
+        ])
+        .map_err(pol(Path::new("fct_error.csv")))
+    }
+
+    /// `iteration.csv` as a DataFrame.
+    pub fn iteration_table(&self) -> Result<DataFrame, ReportError> {
+        let m = &self.iteration;
+        DataFrame::new_infer_height(vec![
+            Column::new(
+                "metric".into(),
+                m.iter().map(|x| x.metric).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "replay".into(),
+                m.iter().map(|x| x.replay).collect::<Vec<_>>(),
+            ),
+            Column::new("ns3".into(), m.iter().map(|x| x.ns3).collect::<Vec<_>>()),
+            Column::new(
+                "rel_error".into(),
+                m.iter().map(|x| x.rel_error).collect::<Vec<_>>(),
+            ),
+            Column::new(
+                "ns3_over_replay".into(),
+                m.iter().map(|x| x.ns3_over_replay).collect::<Vec<_>>(),
+            ),
+        ])
+        .map_err(pol(Path::new("iteration.csv")))
+    }
+
+    /// Writes `fct_error.csv`, `iteration.csv` and `flows.csv` into `dir` (created when
+    /// missing), each atomically. Returns the paths written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut out = Vec::new();
+        for (name, mut df) in [
+            ("fct_error.csv", self.fct_error_table()?),
+            ("iteration.csv", self.iteration_table()?),
+            ("flows.csv", self.flows.clone()),
+        ] {
+            let p = dir.join(name);
+            write_csv(&mut df, &p)?;
+            out.push(p);
+        }
+        Ok(out)
+    }
+}
+
+/// Options of [`compare_with`].
+#[derive(Clone, Debug, Default)]
+pub struct CompareOptions {
+    /// Accept summaries whose `trace` paths differ (e.g. the ns-3 run read a copy of the
+    /// trace). The record count, flow ids and every flow's endpoints, size, mode and class
+    /// are still required to agree.
+    pub ignore_trace_name: bool,
+}
+
+/// [`compare_with`] with default options.
+pub fn compare(replay_dir: &Path, ns3_dir: &Path) -> Result<Comparison, ReportError> {
+    compare_with(replay_dir, ns3_dir, &CompareOptions::default())
+}
+
+/// Whether two `trace` strings of summaries in `dir_a`, `dir_b` name the same file: the
+/// same text, or the same existing file once resolved (relative paths are tried against
+/// the working directory and against the summary's directory).
+fn same_trace(a: &str, dir_a: &Path, b: &str, dir_b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    let resolve = |s: &str, d: &Path| -> Vec<PathBuf> {
+        let p = Path::new(s);
+        [p.to_path_buf(), d.join(p)]
+            .into_iter()
+            .filter_map(|c| c.canonicalize().ok())
+            .collect()
+    };
+    let ra = resolve(a, dir_a);
+    let rb = resolve(b, dir_b);
+    ra.iter().any(|x| rb.contains(x))
+}
+
+/// Joins a replay directory and an ns-3 directory (each with `fct.csv` and `summary.csv`)
+/// of the same trace; see the module docs for the statistics.
+///
+/// Errors, each naming the file: a missing file, an empty one (no header, or header
+/// only), a malformed value (line and field), directories of different traces (the
+/// summaries' `trace` or `records` disagree, the flow ids differ, or a flow's endpoints,
+/// size, mode or class differ), and an `fct.csv` whose row count is not the summary's
+/// `records`.
+pub fn compare_with(
+    replay_dir: &Path,
+    ns3_dir: &Path,
+    opts: &CompareOptions,
+) -> Result<Comparison, ReportError> {
+    for d in [replay_dir, ns3_dir] {
+        if !d.is_dir() {
+            return Err(ReportError::MissingFile {
+                path: d.to_path_buf(),
+                what: "output directory with fct.csv and summary.csv",
+            });
+        }
+    }
+    let (rs_path, ns_path) = (replay_dir.join("summary.csv"), ns3_dir.join("summary.csv"));
+    let (rf_path, nf_path) = (replay_dir.join("fct.csv"), ns3_dir.join("fct.csv"));
+    let rs = read_summary(&rs_path)?;
+    let ns = read_summary(&ns_path)?;
+    let mismatch = |field, r: String, n: String| ReportError::TraceMismatch {
+        field,
+        replay: r,
+        ns3: n,
+        replay_file: rs_path.clone(),
+        ns3_file: ns_path.clone(),
+    };
+    if rs.records != ns.records {
+        return Err(mismatch(
+            "records",
+            rs.records.to_string(),
+            ns.records.to_string(),
+        ));
+    }
+    if !opts.ignore_trace_name && !same_trace(&rs.trace, replay_dir, &ns.trace, ns3_dir) {
+        return Err(mismatch("trace", rs.trace.clone(), ns.trace.clone()));
+    }
+    let rf = read_fct(&rf_path)?;
+    let nf = read_fct(&nf_path)?;
+    for (df, p, s) in [(&rf, &rf_path, &rs_path), (&nf, &nf_path, &ns_path)] {
+        if df.height() as u64 != rs.records {
+            return Err(ReportError::RecordCount {
+                path: p.clone(),
+                rows: df.height(),
+                summary: s.clone(),
+                records: rs.records,
+            });
+        }
+    }
+    check_flow_ids(&rf, &rf_path, &nf, &nf_path)?;
+
+    let ns3_side = nf.clone().lazy().select([
+        col("flow_id"),
+        col("src").alias("ns3_src"),
+        col("dst").alias("ns3_dst"),
+        col("mode").alias("ns3_mode"),
+        col("class").alias("ns3_class"),
+        col("size_bytes").alias("ns3_size_bytes"),
+        col("fct_ns").alias("ns3_fct_ns"),
+    ]);
+    let r = col("replay_fct_ns").cast(DataType::Float64);
+    let n = col("ns3_fct_ns").cast(DataType::Float64);
+    let rel = when(col("ns3_fct_ns").eq(lit(0u64)))
+        .then(
+            when(col("replay_fct_ns").eq(lit(0u64)))
+                .then(lit(0.0f64))
+                .otherwise(lit(f64::NAN)),
+        )
+        .otherwise((r - n.clone()) / n)
+        .alias("rel_error");
+    let joined = rf
+        .clone()
+        .lazy()
+        .select([
+            col("flow_id"),
+            col("src"),
+            col("dst"),
+            col("mode"),
+            col("class"),
+            col("size_bytes"),
+            col("fct_ns").alias("replay_fct_ns"),
+        ])
+        .join(
+            ns3_side,
+            [col("flow_id")],
+            [col("flow_id")],
+            JoinArgs::new(JoinType::Inner),
+        )
+        .sort(["flow_id"], Default::default())
+        .with_column(rel)
+        .collect()
+        .map_err(pol(&nf_path))?;
+    check_flow_fields(&joined, &rf_path, &nf_path)?;
+    let flows = joined
+        .select([
+            "flow_id",
+            "src",
+            "dst",
+            "mode",
+            "class",
+            "size_bytes",
+            "replay_fct_ns",
+            "ns3_fct_ns",
+            "rel_error",
+        ])
+        .map_err(pol(&nf_path))?;
+
+    let fct_error = group_stats(&flows).map_err(pol(&nf_path))?;
+    let iteration = metric_rows(&rs, &ns);
+    Ok(Comparison {
+        replay_dir: replay_dir.to_path_buf(),
+        ns3_dir: ns3_dir.to_path_buf(),
+        trace: rs.trace.clone(),
+        records: rs.records,
+        fct_error,
+        iteration,
+        flows,
+    })
+}
+
+fn u64s(df: &DataFrame, c: &str) -> PolarsResult<Vec<u64>> {
+    Ok(df.column(c)?.u64()?.into_no_null_iter().collect())
+}
+
+fn strs(df: &DataFrame, c: &str) -> PolarsResult<Vec<String>> {
+    Ok(df
+        .column(c)?
+        .str()?
+        .iter()
+        .map(|s| s.unwrap_or("").to_string())
+        .collect())
+}
+
+fn check_flow_ids(rf: &DataFrame, rp: &Path, nf: &DataFrame, np: &Path) -> Result<(), ReportError> {
+    let sorted_unique = |df: &DataFrame, p: &Path| -> Result<Vec<u64>, ReportError> {
+        let mut v = u64s(df, "flow_id").map_err(pol(p))?;
+        v.sort_unstable();
+        if let Some(w) = v.windows(2).find(|w| w[0] == w[1]) {
+            return Err(ReportError::DuplicateFlow {
+                path: p.to_path_buf(),
+                flow_id: w[0],
+            });
+        }
+        Ok(v)
+    };
+    let r = sorted_unique(rf, rp)?;
+    let n = sorted_unique(nf, np)?;
+    if r == n {
+        return Ok(());
+    }
+    let rset: std::collections::BTreeSet<u64> = r.iter().copied().collect();
+    let nset: std::collections::BTreeSet<u64> = n.iter().copied().collect();
+    let only_r: Vec<u64> = rset.difference(&nset).copied().collect();
+    let only_n: Vec<u64> = nset.difference(&rset).copied().collect();
+    let first = |v: &[u64]| v.first().map_or("-".to_string(), u64::to_string);
+    Err(ReportError::FlowIdMismatch {
+        only_replay: only_r.len(),
+        first_replay: first(&only_r),
+        only_ns3: only_n.len(),
+        first_ns3: first(&only_n),
+        replay_file: rp.to_path_buf(),
+        ns3_file: np.to_path_buf(),
+    })
+}
+
+/// Every joined flow must describe the same transfer on both sides.
+fn check_flow_fields(j: &DataFrame, rp: &Path, np: &Path) -> Result<(), ReportError> {
+    let e = pol(np);
+    let ids = u64s(j, "flow_id").map_err(e)?;
+    let num = |a: &str, b: &str| -> PolarsResult<(Vec<u64>, Vec<u64>)> {
+        let x = j.column(a)?.cast(&DataType::UInt64)?;
+        let y = j.column(b)?.cast(&DataType::UInt64)?;
+        Ok((
+            x.u64()?.into_no_null_iter().collect(),
+            y.u64()?.into_no_null_iter().collect(),
+        ))
+    };
+    let mut first: Option<(usize, &'static str, String, String)> = None;
+    let mut note = |i: usize, f: &'static str, a: String, b: String| {
+        if first.as_ref().is_none_or(|x| i < x.0) {
+            first = Some((i, f, a, b));
+        }
+    };
+    for (f, a, b) in [
+        ("src", "src", "ns3_src"),
+        ("dst", "dst", "ns3_dst"),
+        ("size_bytes", "size_bytes", "ns3_size_bytes"),
+    ] {
+        let (x, y) = num(a, b).map_err(pol(np))?;
+        if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
+            note(i, f, x[i].to_string(), y[i].to_string());
+        }
+    }
+    for (f, a, b) in [
+        ("mode", "mode", "ns3_mode"),
+        ("class", "class", "ns3_class"),
+    ] {
+        let x = strs(j, a).map_err(pol(np))?;
+        let y = strs(j, b).map_err(pol(np))?;
+        if let Some(i) = (0..x.len()).find(|&i| x[i] != y[i]) {
+            note(i, f, x[i].clone(), y[i].clone());
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((i, field, replay, ns3)) => Err(ReportError::FlowMismatch {
+            flow_id: ids[i],
+            field,
+            replay,
+            ns3,
+            replay_file: rp.to_path_buf(),
+            ns3_file: np.to_path_buf(),
+        }),
+    }
+}
+
+fn is_network(mode: &str) -> bool {
+    matches!(mode, "net" | "ina")
+}
+
+/// Order classes as the trace contract does (tp, pp, dp, emb), then any other name.
+fn class_rank(c: &str) -> (usize, String) {
+    let pos = ["tp", "pp", "dp", "emb"]
+        .iter()
+        .position(|&x| x == c)
+        .unwrap_or(usize::MAX);
+    (pos, c.to_string())
+}
+
+fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
+    let modes = strs(flows, "mode")?;
+    let classes = strs(flows, "class")?;
+    let errs: Vec<f64> = flows
+        .column("rel_error")?
+        .f64()?
+        .into_no_null_iter()
+        .collect();
+    let mut all = Vec::new();
+    let mut by_class: BTreeMap<(usize, String), Vec<f64>> = BTreeMap::new();
+    let mut by_mode: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut timers = Vec::new();
+    for i in 0..errs.len() {
+        if is_network(&modes[i]) {
+            all.push(errs[i]);
+            by_class
+                .entry(class_rank(&classes[i]))
+                .or_default()
+                .push(errs[i]);
+            by_mode.entry(modes[i].clone()).or_default().push(errs[i]);
+        } else {
+            timers.push(errs[i]);
+        }
+    }
+    let mut out = Vec::new();
+    out.extend(ErrorStats::of("all", "net+ina", &all));
+    for ((_, c), v) in &by_class {
+        out.extend(ErrorStats::of("class", c, v));
+    }
+    for (m, v) in &by_mode {
+        out.extend(ErrorStats::of("mode", m, v));
+    }
+    out.extend(ErrorStats::of("timers", "compute+nvlink", &timers));
+    Ok(out)
+}
+
+fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
+    let pairs: [(&'static str, u64, u64); 14] = [
+        (
+            "iteration_time_ns",
+            r.iteration_time_ns,
+            n.iteration_time_ns,
+        ),
+        ("compute_ns", r.compute_ns, n.compute_ns),
+        ("bubble_ns", r.bubble_ns, n.bubble_ns),
+        ("exposed_tp_ns", r.exposed_tp_ns, n.exposed_tp_ns),
+        ("exposed_pp_ns", r.exposed_pp_ns, n.exposed_pp_ns),
+        ("exposed_dp_ns", r.exposed_dp_ns, n.exposed_dp_ns),
+        ("exposed_emb_ns", r.exposed_emb_ns, n.exposed_emb_ns),
+        (
+            "critical_path_compute_ns",
+            r.critical_path_compute_ns,
+            n.critical_path_compute_ns,
+        ),
+        ("tp_bytes", r.tp_bytes, n.tp_bytes),
+        ("pp_bytes", r.pp_bytes, n.pp_bytes),
+        ("dp_bytes", r.dp_bytes, n.dp_bytes),
+        ("emb_bytes", r.emb_bytes, n.emb_bytes),
+        ("ina_slot_peak", r.ina_slot_peak, n.ina_slot_peak),
+        ("wall_time_ns", r.wall_time_ns, n.wall_time_ns),
+    ];
+    pairs
+        .into_iter()
+        .map(|(metric, a, b)| MetricComparison {
+            metric,
+            replay: a,
+            ns3: b,
+            rel_error: rel_error(a, b),
+            ns3_over_replay: match (a, b) {
+                (0, 0) => 1.0,
+                (0, _) => f64::NAN,
+                _ => b as f64 / a as f64,
+            },
+        })
+        .collect()
+}
+
+/// `(r − n) / n`, 0 when both are 0, NaN when only `n` is.
+pub fn rel_error(r: u64, n: u64) -> f64 {
+    match (r, n) {
+        (0, 0) => 0.0,
+        (_, 0) => f64::NAN,
+        _ => (r as f64 - n as f64) / n as f64,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// results.csv
+// ---------------------------------------------------------------------------------------
+
+/// One policy's outcome, the input of [`results_table`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyResult {
+    /// Policy name (`ring`, `ina-dp`, `ina-tp`, `ina-tp-dp`, ...).
+    pub policy: String,
+    /// Aggregator slots configured per switch (the same on every row of one run; `ring`
+    /// does not use them).
+    pub ina_slots: u64,
+    /// The replayer's summary.
+    pub replay: Summary,
+    /// ns-3's summary of the same trace, when ns-3 ran.
+    pub ns3: Option<Summary>,
+}
+
+/// The results table, one row per policy in the order given, columns
+/// [`RESULTS_COLUMNS`]: the replayer's summary fields (ns), `speedup_vs_ring` =
+/// ring's `iteration_time_ns` / this row's (so > 1 is faster than ring), and the extras
+/// `ina_slots`, per-class network bytes, the replayer's wall time, and
+/// `ns3_iteration_time_ns` (empty when ns-3 did not run).
+pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for r in rows {
+        if !seen.insert(r.policy.as_str()) {
+            return Err(ReportError::DuplicatePolicy {
+                policy: r.policy.clone(),
+            });
+        }
+        if r.replay.iteration_time_ns == 0 {
+            return Err(ReportError::ZeroIteration {
+                policy: r.policy.clone(),
+            });
+        }
+    }
+    let ring = rows
+        .iter()
+        .find(|r| r.policy == RING_POLICY)
+        .ok_or_else(|| ReportError::NoRing {
+            policies: rows
+                .iter()
+                .map(|r| r.policy.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })?;
+    let ring_t = ring.replay.iteration_time_ns as f64;
+    let u = |name: &str, f: fn(&Summary) -> u64| {
+        Column::new(
+            name.into(),
+            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
+        )
+    };
+    DataFrame::new_infer_height(vec![
+        Column::new(
+            "policy".into(),
+            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
+        ),
+        u("iteration_time_ns", |s| s.iteration_time_ns),
+        u("compute_ns", |s| s.compute_ns),
+        u("exposed_tp_ns", |s| s.exposed_tp_ns),
+        u("exposed_pp_ns", |s| s.exposed_pp_ns),
+        u("exposed_dp_ns", |s| s.exposed_dp_ns),
+        u("exposed_emb_ns", |s| s.exposed_emb_ns),
+        u("bubble_ns", |s| s.bubble_ns),
+        u("switch_bytes", |s| s.switch_bytes),
+        u("ina_slot_peak", |s| s.ina_slot_peak),
+        Column::new(
+            "speedup_vs_ring".into(),
+            rows.iter()
+                .map(|r| ring_t / r.replay.iteration_time_ns as f64)
+                .collect::<Vec<f64>>(),
+        ),
+        Column::new(
+            "ina_slots".into(),
+            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
+        ),
+        u("tp_bytes", |s| s.tp_bytes),
+        u("pp_bytes", |s| s.pp_bytes),
+        u("dp_bytes", |s| s.dp_bytes),
+        u("emb_bytes", |s| s.emb_bytes),
+        u("replay_wall_time_ns", |s| s.wall_time_ns),
+        Column::new(
+            "ns3_iteration_time_ns".into(),
+            rows.iter()
+                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
+                .collect::<Vec<Option<u64>>>(),
+        ),
+    ])
+    .map_err(pol(Path::new("results.csv")))
+}
+
+/// Writes `df` as CSV to `path` atomically (`path.tmp`, then rename). Floats are written
+/// in polars' shortest round-trip form, nulls as empty fields.
+pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), ReportError> {
+    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(d).map_err(io(d))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let f = File::create(&tmp).map_err(io(&tmp))?;
+        let mut w = std::io::BufWriter::new(f);
+        CsvWriter::new(&mut w)
+            .include_header(true)
+            .finish(df)
+            .map_err(pol(path))?;
+        use std::io::Write;
+        w.flush().map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn cell(c: &Column, i: usize) -> String {
+    match c.dtype() {
+        DataType::String => c
+            .str()
+            .ok()
+            .and_then(|s| s.get(i))
+            .unwrap_or("")
+            .to_string(),
+        DataType::Float64 => match c.f64().ok().and_then(|s| s.get(i)) {
+            Some(x) if x.is_nan() => "NaN".into(),
+            Some(x) if x != 0.0 && x.abs() < 1e-3 => format!("{x:.3e}"),
+            Some(x) => format!("{x:.4}"),
+            None => String::new(),
+        },
+        _ => match c
+            .cast(&DataType::UInt64)
+            .ok()
+            .and_then(|s| s.u64().ok().and_then(|s| s.get(i)))
+        {
+            Some(x) => x.to_string(),
+            None => String::new(),
+        },
+    }
+}
+
+/// `df` as an aligned text table (header, rule, one line per row; text left-aligned,
+/// numbers right-aligned; floats with 4 decimals), for printing to a terminal.
+pub fn format_table(df: &DataFrame) -> String {
+    let cols = df.columns();
+    let cells: Vec<Vec<String>> = cols
+        .iter()
+        .map(|c| (0..df.height()).map(|i| cell(c, i)).collect())
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .zip(&cells)
+        .map(|(c, v)| {
+            v.iter()
+                .map(String::len)
+                .chain([c.name().len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let line = |out: &mut String, parts: Vec<String>| {
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(
+        &mut out,
+        cols.iter()
+            .zip(&widths)
+            .map(|(c, &w)| format!("{:<w$}", c.name().as_str()))
+            .collect(),
+    );
+    line(&mut out, widths.iter().map(|&w| "-".repeat(w)).collect());
+    for i in 0..df.height() {
+        line(
+            &mut out,
+            cols.iter()
+                .zip(&cells)
+                .zip(&widths)
+                .map(|((c, v), &w)| {
+                    if c.dtype() == &DataType::String {
+                        format!("{:<w$}", v[i])
+                    } else {
+                        format!("{:>w$}", v[i])
+                    }
+                })
+                .collect(),
+        );
+    }
+    out
+}

@@ -1,0 +1,62 @@
+//! Routing benchmark: prints figures, asserts nothing about time.
+//!
+//! `cargo bench --no-default-features --bench topology [-- quick]`: builds fat-trees of
+//! 1,024 and 16,000 GPUs, precomputes ECMP routes, then answers 1 M path queries between
+//! random host pairs and builds INA trees for DP-like groups.
+
+use ina3d::topology::{ecmp_hash, NodeKind, Routing, Topology};
+use ina3d::units::NodeId;
+use std::time::Instant;
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "quick");
+    let specs: &[&str] = if quick { &["fat-tree:k=16"] } else { &["fat-tree:k=16", "leaf-spine:leaves=32,spines=16,hosts-per-leaf=32", "fat-tree:k=40"] };
+    for spec in specs {
+        let t0 = Instant::now();
+        let t = Topology::from_spec(spec).expect("spec");
+        let build = t0.elapsed();
+        let t1 = Instant::now();
+        let r = Routing::new(&t, 1).expect("routing");
+        let pre = t1.elapsed();
+        let hosts = t.gpus.len() as u64;
+        let queries: u64 = if quick { 100_000 } else { 1_000_000 };
+        let mut buf = Vec::new();
+        let mut hops = 0usize;
+        let t2 = Instant::now();
+        for q in 0..queries {
+            let h = ecmp_hash(7, q);
+            let s = NodeId((h % hosts) as u32);
+            let d = NodeId(((h >> 32) % hosts) as u32);
+            r.path_into(s, d, q, &mut buf).expect("path");
+            hops += buf.len();
+        }
+        let qt = t2.elapsed();
+        // INA trees over groups of 8 hosts strided across the cluster (DP-like)
+        let trees = 1_000u64;
+        let stride = (hosts / 8).max(1);
+        let t3 = Instant::now();
+        let agg = |v: NodeId| t.kinds[v.idx()] == NodeKind::Switch;
+        let mut edges = 0;
+        for g in 0..trees {
+            let members: Vec<NodeId> = (0..8).map(|i| NodeId(((g % stride) + i * stride) as u32 % hosts as u32)).collect();
+            edges += r.aggregation_tree(&members, &agg, g).expect("tree").edges.len();
+        }
+        let tt = t3.elapsed();
+        println!(
+            "{spec}: {} hosts, {} switches, {} links | build {:.1} ms | routing precompute {:.1} ms | {} path queries in {:.3} s = {:.2} M/s (mean {:.2} hops) | {} INA trees of 8 in {:.1} ms ({:.1} µs each, {} edges)",
+            hosts,
+            t.switches().len(),
+            t.links.len(),
+            build.as_secs_f64() * 1e3,
+            pre.as_secs_f64() * 1e3,
+            queries,
+            qt.as_secs_f64(),
+            queries as f64 / qt.as_secs_f64() / 1e6,
+            hops as f64 / queries as f64,
+            trees,
+            tt.as_secs_f64() * 1e3,
+            tt.as_secs_f64() * 1e6 / trees as f64,
+            edges
+        );
+    }
+}
