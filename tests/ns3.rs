@@ -735,3 +735,21 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     // 6 dependent steps, each at least one extra round trip (4 hops of 1 µs) slower
     assert!(t["per-flow"] >= t["persistent"] + 6 * 4_000, "{t:?}");
 }
+
+#[test]
+fn export_aicb_reads_the_bundled_megatron_log_and_writes_the_workload_atomically() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("workload.txt");
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d")).args(["export", "aicb"]).arg(&log).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cfg = ina3d::megatron::load_input(log.to_str().unwrap()).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(text, aicb::workload_text(&cfg, &aicb::GpuModel::default()).unwrap());
+    assert!(text.lines().next().unwrap().contains(&format!("all_gpus: {}", cfg.world_size)));
+    assert!(!dir.path().join("workload.txt.tmp").exists());
+    // a missing input is an error naming it
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d")).args(["export", "aicb", "no-such-model", "-o"]).arg(&out).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-model"));
+}

@@ -1,7 +1,7 @@
 //! `ina3d export aicb`.
 
-use anyhow::{bail, Context, Result};
-use ina3d::megatron::config::TrainingConfig;
+use anyhow::{Context, Result};
+use ina3d::megatron::{self, TrainingConfig};
 use ina3d::ns3::aicb::{workload_text, GpuModel};
 use std::path::PathBuf;
 
@@ -15,8 +15,8 @@ pub enum Command {
 /// `ina3d export aicb`.
 #[derive(clap::Args, Debug)]
 pub struct AicbArgs {
-    /// A training config as JSON (`ina3d parse --json` output) or TOML.
-    pub input: PathBuf,
+    /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
+    pub input: String,
     /// Output file.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -32,12 +32,7 @@ pub struct AicbArgs {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Aicb(a) => {
-            let text = std::fs::read_to_string(&a.input).with_context(|| format!("reading {}", a.input.display()))?;
-            let cfg: TrainingConfig = match a.input.extension().and_then(|e| e.to_str()) {
-                Some("json") => serde_json::from_str(&text).with_context(|| format!("{}: not a training config", a.input.display()))?,
-                Some("toml") => toml::from_str(&text).with_context(|| format!("{}: not a training config", a.input.display()))?,
-                _ => bail!("{}: expected a .json or .toml training config (Megatron logs: run `ina3d parse --json` first)", a.input.display()),
-            };
+            let cfg: TrainingConfig = megatron::load_input(&a.input).with_context(|| format!("reading the training config `{}`", a.input))?;
             let w = workload_text(&cfg, &GpuModel { peak_flops: a.peak_tflops * 1e12, mfu: a.mfu })?;
             ina3d::ns3::write_atomic(&a.out, w.as_bytes())?;
             eprintln!("wrote {} ({} layer lines)", a.out.display(), w.lines().count() - 2);
