@@ -753,3 +753,21 @@ fn export_aicb_reads_the_bundled_megatron_log_and_writes_the_workload_atomically
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-model"));
 }
+
+#[test]
+fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
+    let trace = ring_allreduce(4, 1 << 16, 100);
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        emit(&trace, &InaParams::default(), &star(4), &EmitOptions { flavor: Flavor::Parsimon, ..Default::default() }, dir.path()).unwrap();
+        run_glue(glue(), dir.path(), |_, _| {}).unwrap();
+        outputs.push((std::fs::read(dir.path().join("fct.csv")).unwrap(), std::fs::read_to_string(dir.path().join("fct.txt")).unwrap()));
+    }
+    assert_eq!(outputs[0], outputs[1], "same input, byte-identical outputs");
+    let p = Path::new("fct.txt");
+    let t = parse_fct(p, &outputs[0].1);
+    assert!(t.warnings.is_empty());
+    let ids: Vec<String> = t.rows.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(ids, trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>());
+}
