@@ -8,14 +8,14 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks
+.PHONY: run test bench ns3-deps build clean venv notebooks glue
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
 	$(CARGO) run --quiet -- run -o $(EXAMPLE_OUT)
 
 ## test: every test (unit, integration, property, ns-3 end to end, notebooks)
-test: ns3-deps build
+test: ns3-deps glue build
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    $(CARGO) nextest run --no-fail-fast; \
 	else \
@@ -30,6 +30,18 @@ bench: ns3-deps
 
 build:
 	$(CARGO) build --all-targets --quiet
+
+## glue: the ns-3 glue (ns3-glue/, C++ on Debian's ns-3) → target/ns3-glue/ina3d-ns3
+GLUE_BIN := target/ns3-glue/ina3d-ns3
+GLUE_SRC := $(wildcard ns3-glue/*/*.cc ns3-glue/*/*.h)
+NS3_MODULES := core network internet point-to-point applications traffic-control
+glue: $(GLUE_BIN)
+$(GLUE_BIN): $(GLUE_SRC) | ns3-deps
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -O2 -o $@.tmp ns3-glue/scenario/ina3d-ns3.cc ns3-glue/helper/ina3d-helper.cc \
+	    ns3-glue/model/ina-apps.cc ns3-glue/model/ina3d-dag.cc \
+	    $$(pkg-config --cflags --libs $(addprefix ns3-,$(NS3_MODULES)) 2>/dev/null || echo $(addprefix -lns3-,$(NS3_MODULES)))
+	mv $@.tmp $@
 
 ## ns3-deps: Debian's ns-3 (headers + libraries), installed once when missing
 ns3-deps: $(NS3_STAMP)

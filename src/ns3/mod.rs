@@ -1,1 +1,232 @@
-//! Stage 4a: the ns-3 back-end — emit HPCC/SimAI inputs, run the glue, ingest outputs.
+//! Stage 4a: the ns-3 back-end.
+//!
+//! - [`emit()`]: writes, for one trace on one topology, the inputs of the HPCC simulator
+//!   family (`topology.txt`, `flow.txt`, `config.txt` — HPCC, Parsimon's fork or SimAI's
+//!   ns-3, see [`Flavor`]) and of our own `ns3-glue` (`trace.txt`, `routes.txt`,
+//!   `params.txt`), which runs the trace **closed-loop** with INA switch applications on
+//!   Debian's stock ns-3.37.
+//! - [`run::run_glue`]: builds the glue when needed, runs it, checks the run is complete
+//!   (every record finished, bytes conserved) and writes `summary.csv`.
+//! - [`ingest`]: reads the simulators' outputs (HPCC `fct.txt` with 8 or 9 fields, `pfc`,
+//!   `qlen`, SimAI `EndToEnd.csv`, the glue's `summary.csv`) into tidy CSV.
+//! - [`aicb`]: the AICB/SimAI workload text for a training config.
+//!
+//! ## Routing in the glue versus the replayer
+//! The glue installs **per-destination** static routes computed here ([`routes`]): every
+//! node forwards all packets for one destination to one next hop, picked among the
+//! equal-cost shortest next hops by a seeded hash of (node, destination). A per-flow ECMP
+//! router (the replayer's) may put two flows between the same pair on different paths;
+//! per-destination routing cannot. [`EmitReport::per_flow_path_differs`] counts the net
+//! records whose per-flow path (when a per-flow router is supplied) differs from the glue's.
+//!
+//! ## INA for simulators without INA
+//! HPCC-family simulators have no aggregating switch. [`emit()`] attaches one *aggregation
+//! proxy host* to every switch that aggregates (host id `nodes + k`, k in switch-id order),
+//! over a link as fast as all the switch's other ports together so the proxy port never is
+//! the bottleneck; an INA up edge `child → switch` becomes the flow `child → proxy(switch)`
+//! and a down edge `switch → child` the flow `proxy(switch) → child`. This keeps the bytes
+//! on every worker link exactly those of INA (S up, S down) but adds one switch hop and
+//! leaves the switch-to-proxy link's queueing to the simulator — an approximation.
+
+pub mod aicb;
+pub mod emit;
+pub mod hpcc;
+pub mod ingest;
+pub mod routes;
+pub mod run;
+
+pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource, TcpConnections};
+
+use crate::units::{Bytes, FlowId, NodeId};
+use std::path::PathBuf;
+
+/// How switches treat aggregations when their slot pool is exhausted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InaPolicy {
+    /// Slots split equally among the aggregations that use a switch; each waits for its own.
+    Static,
+    /// First come first served from a shared pool; overflow falls back to an end host.
+    BestEffort,
+    /// Shared pool; waiting packets served by class (tp, emb, pp, dp).
+    Priority,
+}
+
+impl InaPolicy {
+    /// Name as written in `params.txt` (`static`, `best-effort`, `priority`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InaPolicy::Static => "static",
+            InaPolicy::BestEffort => "best-effort",
+            InaPolicy::Priority => "priority",
+        }
+    }
+}
+
+/// The INA parameters of a trace (from its header): what the glue's switches model.
+///
+/// Stand-in for the INA part of the trace header (`trace::TraceMeta`, being written on
+/// the `trace` branch); converted from it once that lands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaParams {
+    /// Aggregator slots per switch.
+    pub slots: u32,
+    /// Payload bytes one slot aggregates (one packet).
+    pub payload: Bytes,
+    /// Outstanding slots per worker.
+    pub window: u32,
+    /// Slot exhaustion policy.
+    pub policy: InaPolicy,
+    /// Traffic classes INA is enabled for, in priority order: the static policy splits
+    /// each pool evenly among them (as the replayer does), the priority policy serves
+    /// waiting packets in this order.
+    pub classes: Vec<crate::trace::Class>,
+}
+
+impl Default for InaParams {
+    /// SwitchML's figures (DESIGN §7.2): 1,024 B payload, window 256, 8,192 slots.
+    fn default() -> Self {
+        use crate::trace::Class;
+        InaParams { slots: 8192, payload: Bytes(1024), window: 256, policy: InaPolicy::BestEffort, classes: vec![Class::Tp, Class::Dp, Class::Emb] }
+    }
+}
+
+impl InaParams {
+    /// The INA parameters of a trace header (`ina_slots`, `ina_payload_bytes`,
+    /// `ina_window`, `ina_policy`, with the replayer's aliases); absent keys keep
+    /// [`InaParams::default`], malformed ones are an error naming the key.
+    pub fn from_header(h: &crate::trace::TraceHeader) -> Result<InaParams, Ns3Error> {
+        let mut p = InaParams::default();
+        let get = |keys: &[&str]| keys.iter().find_map(|k| h.get(k).map(|v| (k.to_string(), v.trim().to_string())));
+        let num = |k: &str, v: &str| -> Result<u64, Ns3Error> {
+            v.parse().map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: `{v}` is not an unsigned integer")))
+        };
+        let small = |k: &str, v: u64| u32::try_from(v).map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: {v} is too large")));
+        if let Some((k, v)) = get(&["ina_slots_per_switch", "ina_slots", "ina.slots"]) {
+            p.slots = small(&k, num(&k, &v)?)?;
+        }
+        if let Some((k, v)) = get(&["ina_payload_bytes", "ina_payload", "ina.payload"]) {
+            p.payload = Bytes(num(&k, &v)?);
+        }
+        if let Some((k, v)) = get(&["ina_window", "ina.window"]) {
+            p.window = small(&k, num(&k, &v)?)?;
+        }
+        if let Some((k, v)) = get(&["ina_policy", "ina.policy"]) {
+            p.policy = match v.to_ascii_lowercase().replace(['_', ' '], "-").as_str() {
+                "static" => InaPolicy::Static,
+                "best-effort" | "besteffort" => InaPolicy::BestEffort,
+                "priority" => InaPolicy::Priority,
+                other => return Err(Ns3Error::BadTrace(format!("header `{k}`: unknown policy `{other}`"))),
+            };
+        }
+        if let Some((k, v)) = get(&["ina_classes", "ina.classes"]) {
+            p.classes = v
+                .split(',')
+                .filter(|c| !c.trim().is_empty())
+                .map(|c| c.parse().map_err(|e: String| Ns3Error::BadTrace(format!("header `{k}`: {e}"))))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(p)
+    }
+}
+
+/// Everything that can go wrong in the ns-3 back-end.
+#[derive(Debug, thiserror::Error)]
+pub enum Ns3Error {
+    /// A record names a node the topology does not have.
+    #[error("record {record}: node {node} is not in the topology ({nodes} nodes)")]
+    UnknownNode {
+        /// Record id.
+        record: FlowId,
+        /// The missing node.
+        node: NodeId,
+        /// Nodes in the topology.
+        nodes: usize,
+    },
+    /// A link rate the HPCC family (or ns-3's DataRate) cannot take.
+    #[error("link {a}-{b}: unsupported link rate {rate} bps (need a positive whole number of Mbps up to 10 Tbps)")]
+    UnsupportedRate {
+        /// One end.
+        a: NodeId,
+        /// Other end.
+        b: NodeId,
+        /// The rate.
+        rate: u64,
+    },
+    /// The trace is not a DAG or is otherwise inconsistent.
+    #[error("trace: {0}")]
+    BadTrace(String),
+    /// No route between two nodes that must exchange data.
+    #[error("no route from node {src} to node {dst}")]
+    NoRoute {
+        /// Sender.
+        src: NodeId,
+        /// Receiver.
+        dst: NodeId,
+    },
+    /// A file could not be parsed.
+    #[error("{path}:{line}: {field}: {msg}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// 1-based line (0 when not line-bound).
+        line: usize,
+        /// Field or column.
+        field: String,
+        /// What was wrong.
+        msg: String,
+    },
+    /// ns-3 is not installed.
+    #[error("ns-3 is not installed ({0}); install with `apt-get install ns3 libns3-dev libgsl-dev` or `make ns3-deps`")]
+    Ns3Missing(String),
+    /// The glue failed to compile.
+    #[error("building ns3-glue failed: {0}")]
+    Build(String),
+    /// The glue run did not finish every record, or its outputs disagree with the trace.
+    #[error("ns-3 run incomplete: {0}")]
+    Incomplete(String),
+    /// I/O on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl Ns3Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Ns3Error::Io { path: path.into(), source }
+    }
+    pub(crate) fn parse(path: &std::path::Path, line: usize, field: &str, msg: impl Into<String>) -> Self {
+        Ns3Error::Parse { path: path.to_path_buf(), line, field: field.to_string(), msg: msg.into() }
+    }
+}
+
+/// Write `contents` to `path` atomically: `NAME.tmp` then rename.
+pub fn write_atomic(path: &std::path::Path, contents: &[u8]) -> Result<(), Ns3Error> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, contents).map_err(|e| Ns3Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| Ns3Error::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ina_params_come_from_the_trace_header_and_bad_values_name_the_key() {
+        let mut h = crate::trace::TraceHeader::new();
+        h.set("ina_slots", 512).set("ina_payload_bytes", 256).set("ina_window", 64).set("ina_policy", "best-effort");
+        let p = InaParams::from_header(&h).unwrap();
+        assert_eq!(p, InaParams { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort, ..InaParams::default() });
+        h.set("ina_classes", "dp,tp");
+        assert_eq!(InaParams::from_header(&h).unwrap().classes, vec![crate::trace::Class::Dp, crate::trace::Class::Tp]);
+        h.set("ina_window", "many");
+        assert!(InaParams::from_header(&h).unwrap_err().to_string().contains("ina_window"));
+        assert_eq!(InaParams::from_header(&crate::trace::TraceHeader::new()).unwrap(), InaParams::default());
+    }
+}

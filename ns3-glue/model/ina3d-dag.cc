@@ -1,0 +1,461 @@
+/*
+ * ina3d glue: the closed-loop DAG scheduler and the output writers.
+ */
+#include "ina3d-dag.h"
+
+#include "ina-apps.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("Ina3dDag");
+
+Dag&
+Dag::Get()
+{
+    static Dag dag;
+    return dag;
+}
+
+static bool
+ParseU64(const std::string& s, uint64_t& v)
+{
+    if (s.empty())
+    {
+        return false;
+    }
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long x = std::strtoull(s.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || s[0] == '-')
+    {
+        return false;
+    }
+    v = x;
+    return true;
+}
+
+static uint32_t
+ClassPriority(const std::vector<std::string>& order, const std::string& c)
+{
+    // Position in INA_CLASSES (the trace's `ina_classes`, priority order); unlisted last.
+    auto it = std::find(order.begin(), order.end(), c);
+    return it - order.begin();
+}
+
+bool
+Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& isSwitch,
+          std::string& err)
+{
+    std::ifstream in(path);
+    if (!in)
+    {
+        err = path + ": cannot open";
+        return false;
+    }
+    std::string line;
+    uint64_t lineNo = 0;
+    uint64_t expected = 0;
+    bool haveHeader = false;
+    std::vector<std::vector<uint64_t>> rawDeps;
+    auto fail = [&](const std::string& what) {
+        err = path + ":" + std::to_string(lineNo) + ": " + what;
+        return false;
+    };
+    while (std::getline(in, line))
+    {
+        lineNo++;
+        if (!line.empty() && line.back() == '\r')
+            line.pop_back();
+        if (line.empty() || line[0] == '#')
+            continue;
+        std::istringstream ss(line);
+        std::vector<std::string> t;
+        std::string tok;
+        while (ss >> tok)
+            t.push_back(tok);
+        if (t.empty())
+            continue;
+        if (!haveHeader)
+        {
+            if (t.size() != 2 || t[0] != "RECORDS" || !ParseU64(t[1], expected))
+                return fail("expected `RECORDS <count>`");
+            haveHeader = true;
+            continue;
+        }
+        if (t.size() < 14)
+            return fail("expected at least 14 fields, found " + std::to_string(t.size()));
+        DagRecord r;
+        uint64_t v;
+        const char* names[] = {"id", "src", "dst", "bytes", "gap_ns", "dur_ns"};
+        uint64_t vals[6];
+        for (int i = 0; i < 6; i++)
+        {
+            if (!ParseU64(t[i], vals[i]))
+                return fail(std::string("field ") + names[i] + ": not an unsigned integer: " + t[i]);
+        }
+        r.id = vals[0];
+        r.src = vals[1];
+        r.dst = vals[2];
+        r.bytes = vals[3];
+        r.gapNs = vals[4];
+        r.durNs = vals[5];
+        if (r.src >= nodeCount || r.dst >= nodeCount)
+            return fail("node " + std::to_string(std::max(r.src, r.dst)) +
+                        " is not in the topology (" + std::to_string(nodeCount) + " nodes)");
+        if (t[6] == "net")
+            r.mode = RecMode::Net;
+        else if (t[6] == "ina")
+            r.mode = RecMode::Ina;
+        else if (t[6] == "nvlink")
+            r.mode = RecMode::NvLink;
+        else if (t[6] == "compute")
+            r.mode = RecMode::Compute;
+        else
+            return fail("field mode: unknown `" + t[6] + "`");
+        r.cls = t[7];
+        if (!ParseU64(t[8], r.standaloneNs))
+            return fail("field standalone_ns: not an unsigned integer");
+        if (t[9] != "-")
+        {
+            r.hasAgg = true;
+            uint64_t sw, fanin;
+            if (!ParseU64(t[9], r.aggId) || !ParseU64(t[10], sw) || !ParseU64(t[11], fanin))
+                return fail("agg fields: expected `agg_id switch fanin up|down`");
+            r.aggSwitch = sw;
+            r.fanin = fanin;
+            if (t[12] == "up")
+                r.up = true;
+            else if (t[12] == "down")
+                r.up = false;
+            else
+                return fail("field agg_dir: expected up or down");
+        }
+        if (r.mode == RecMode::Ina && !r.hasAgg)
+            return fail("ina record without aggregation fields");
+        uint64_t nd;
+        if (!ParseU64(t[13], nd) || t.size() != 14 + nd)
+            return fail("field ndeps: does not match the number of deps on the line");
+        std::vector<uint64_t> ds;
+        for (uint64_t i = 0; i < nd; i++)
+        {
+            if (!ParseU64(t[14 + i], v))
+                return fail("dep: not an unsigned integer");
+            ds.push_back(v);
+        }
+        if (m_index.count(r.id))
+            return fail("duplicate record id " + std::to_string(r.id));
+        m_index[r.id] = records.size();
+        r.coupled = r.mode == RecMode::Ina && isSwitch[r.src];
+        records.push_back(r);
+        rawDeps.push_back(ds);
+    }
+    if (!haveHeader)
+        return fail("missing `RECORDS <count>` header");
+    if (expected != records.size())
+    {
+        err = path + ": header says " + std::to_string(expected) + " records, file has " +
+              std::to_string(records.size());
+        return false;
+    }
+    // Aggregations.
+    for (uint32_t i = 0; i < records.size(); i++)
+    {
+        DagRecord& r = records[i];
+        if (r.mode != RecMode::Ina)
+            continue;
+        AggInfo& a = aggs[r.aggId];
+        if (a.bytes == 0)
+            a.bytes = r.bytes;
+        if (a.bytes != r.bytes)
+        {
+            err = path + ": aggregation " + std::to_string(r.aggId) +
+                  ": edges carry different byte counts";
+            return false;
+        }
+        a.priority = ClassPriority(params.inaClasses, r.cls);
+        if (r.up)
+        {
+            AggAtSwitch& s = a.switches[r.aggSwitch];
+            s.fanin = r.fanin;
+            s.childUp.push_back(i);
+            if (isSwitch[r.src])
+                a.switches[r.src].parentUp = i;
+            else
+                a.workerUp[r.src] = i;
+        }
+        else
+        {
+            a.switches[r.src].down.push_back(i);
+            if (isSwitch[r.dst])
+                a.switches[r.dst].parentDown = i;
+            else
+                a.workerDown[r.dst] = i;
+        }
+    }
+    for (auto& [id, a] : aggs)
+    {
+        a.packets = (a.bytes + params.inaPayload - 1) / params.inaPayload;
+        a.fallbackHost = a.workerUp.empty() ? 0 : a.workerUp.begin()->first;
+        for (auto& [w, up] : a.workerUp)
+        {
+            a.workerWeight += w + 1;
+            if (!a.workerDown.count(w))
+            {
+                err = path + ": aggregation " + std::to_string(id) + ": worker " +
+                      std::to_string(w) + " sends up but receives no result (no down edge)";
+                return false;
+            }
+        }
+        for (auto& [sw, s] : a.switches)
+        {
+            if (!isSwitch[sw])
+            {
+                err = path + ": aggregation " + std::to_string(id) + ": node " +
+                      std::to_string(sw) + " aggregates but is not a switch";
+                return false;
+            }
+            if (s.childUp.size() != s.fanin)
+            {
+                err = path + ": aggregation " + std::to_string(id) + ": switch " +
+                      std::to_string(sw) + " has fan-in " + std::to_string(s.fanin) + " but " +
+                      std::to_string(s.childUp.size()) + " up edges";
+                return false;
+            }
+        }
+    }
+    // Dependencies: a coupled edge is gated only by deps outside its own aggregation; its
+    // data moves as the aggregation produces it.
+    for (uint32_t i = 0; i < records.size(); i++)
+    {
+        for (uint64_t d : rawDeps[i])
+        {
+            auto it = m_index.find(d);
+            if (it == m_index.end())
+            {
+                err = path + ": record " + std::to_string(records[i].id) + " depends on unknown record " +
+                      std::to_string(d);
+                return false;
+            }
+            DagRecord& dep = records[it->second];
+            if (records[i].coupled && dep.hasAgg && dep.aggId == records[i].aggId)
+                continue;
+            records[i].deps.push_back(it->second);
+            dep.dependents.push_back(i);
+            records[i].pending++;
+        }
+    }
+    return true;
+}
+
+void
+Dag::Begin()
+{
+    for (uint32_t i = 0; i < records.size(); i++)
+    {
+        if (records[i].pending == 0)
+            Ready(i);
+    }
+}
+
+void
+Dag::Ready(uint32_t idx)
+{
+    const DagRecord& r = records[idx];
+    if (r.coupled)
+        Simulator::Schedule(NanoSeconds(r.gapNs), &Dag::Open, this, idx);
+    else
+        Simulator::Schedule(NanoSeconds(r.gapNs), &Dag::Start, this, idx);
+}
+
+void
+Dag::Open(uint32_t idx)
+{
+    records[idx].opened = true;
+    Ptr<InaSwitchApplication> sw = switchApps[records[idx].src];
+    if (sw)
+        sw->EdgeOpened(idx);
+}
+
+void
+Dag::MarkStart(uint32_t idx)
+{
+    if (records[idx].startNs < 0)
+        records[idx].startNs = Simulator::Now().GetNanoSeconds();
+}
+
+void
+Dag::Start(uint32_t idx)
+{
+    DagRecord& r = records[idx];
+    r.startNs = Simulator::Now().GetNanoSeconds();
+    switch (r.mode)
+    {
+    case RecMode::Compute:
+    case RecMode::NvLink:
+        Simulator::Schedule(NanoSeconds(r.durNs), &Dag::Finish, this, idx);
+        break;
+    case RecMode::Net:
+        if (r.bytes == 0 || r.src == r.dst)
+        {
+            r.delivered = r.bytes;
+            Finish(idx);
+        }
+        else
+            hostApps[r.src]->StartFlow(idx);
+        break;
+    case RecMode::Ina:
+        if (!r.up)
+        {
+            // A down edge sent by a host is malformed; Load only lets hosts send up edges
+            // through StartIna.
+            protocolErrors++;
+            return;
+        }
+        hostApps[r.src]->StartIna(idx);
+        break;
+    }
+}
+
+void
+Dag::Finish(uint32_t idx)
+{
+    DagRecord& r = records[idx];
+    if (r.endNs >= 0)
+        return;
+    if (r.startNs < 0)
+        r.startNs = Simulator::Now().GetNanoSeconds();
+    r.endNs = Simulator::Now().GetNanoSeconds();
+    if (r.mode == RecMode::Compute || r.mode == RecMode::NvLink)
+        r.delivered = r.bytes;
+    finished++;
+    for (uint32_t d : r.dependents)
+    {
+        if (--records[d].pending == 0)
+            Ready(d);
+    }
+    Progress();
+}
+
+void
+Dag::Progress()
+{
+    uint64_t total = records.size();
+    uint64_t step = std::max<uint64_t>(1, total / 100);
+    if (finished == total || finished - m_lastProgress >= step)
+    {
+        m_lastProgress = finished;
+        std::cerr << "progress " << finished << " " << total << " "
+                  << Simulator::Now().GetNanoSeconds() << std::endl;
+    }
+}
+
+static std::string
+HpccIp(uint32_t node)
+{
+    // HPCC's host address rule, so that tools reading fct.txt recover node ids.
+    uint32_t ip = 0x0b000001u + ((node / 256) << 16) + ((node % 256) << 8);
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "%08x", ip);
+    return buf;
+}
+
+static const char*
+ModeName(RecMode m)
+{
+    switch (m)
+    {
+    case RecMode::Net:
+        return "net";
+    case RecMode::Ina:
+        return "ina";
+    case RecMode::NvLink:
+        return "nvlink";
+    case RecMode::Compute:
+        return "compute";
+    }
+    return "?";
+}
+
+static void
+WriteFctCsv(const std::string& path, const std::vector<DagRecord>& records)
+{
+    std::ofstream o(path);
+    o << "flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns\n";
+    for (const DagRecord& r : records)
+    {
+        if (r.endNs < 0)
+            continue;
+        o << r.id << "," << r.src << "," << r.dst << "," << ModeName(r.mode) << "," << r.cls << ","
+          << r.delivered << "," << r.startNs << "," << r.endNs << "," << (r.endNs - r.startNs)
+          << "," << r.standaloneNs << "\n";
+    }
+}
+
+bool
+Dag::WriteOutputs(const std::string& dir, double wallSeconds)
+{
+    bool complete = finished == records.size() && protocolErrors == 0 && sumErrors == 0;
+    int64_t makespan = 0;
+    for (const DagRecord& r : records)
+        makespan = std::max<int64_t>(makespan, r.endNs);
+    if (!complete)
+    {
+        WriteFctCsv(dir + "/fct.partial.csv", records);
+        std::cerr << "incomplete: " << finished << " of " << records.size()
+                  << " records finished; protocol errors " << protocolErrors
+                  << "; INA sum errors " << sumErrors << std::endl;
+        for (const DagRecord& r : records)
+        {
+            if (r.endNs < 0)
+            {
+                std::cerr << "first unfinished record: " << r.id << " (" << ModeName(r.mode)
+                          << " " << r.src << "->" << r.dst << ", " << r.pending
+                          << " deps pending, " << r.delivered << "/" << r.bytes << " bytes)"
+                          << std::endl;
+                break;
+            }
+        }
+        return false;
+    }
+    WriteFctCsv(dir + "/fct.csv.tmp", records);
+    {
+        std::ofstream o(dir + "/fct.txt.tmp");
+        uint32_t n = 0;
+        for (const DagRecord& r : records)
+        {
+            if (r.mode != RecMode::Net && r.mode != RecMode::Ina)
+                continue;
+            if (params.flavor == "parsimon")
+                o << r.id << " ";
+            o << HpccIp(r.src) << " " << HpccIp(r.dst) << " " << (10000 + n % 50000) << " 100 "
+              << r.delivered << " " << r.startNs << " " << (r.endNs - r.startNs) << " "
+              << r.standaloneNs << "\n";
+            n++;
+        }
+    }
+    {
+        std::ofstream o(dir + "/stats.txt.tmp");
+        o << "records " << records.size() << "\n";
+        o << "finished " << finished << "\n";
+        o << "makespan_ns " << makespan << "\n";
+        o << "ina_slot_peak " << slotPeak << "\n";
+        o << "ina_fallback_packets " << fallbackPackets << "\n";
+        o << "ina_sum_errors " << sumErrors << "\n";
+        o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
+    }
+    for (const char* f : {"fct.csv", "fct.txt", "stats.txt"})
+        std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str());
+    std::ofstream done(dir + "/done");
+    done << "complete " << records.size() << "\n";
+    return true;
+}
+
+} // namespace ns3

@@ -1,0 +1,152 @@
+/*
+ * ina3d glue for stock ns-3.37: the closed-loop DAG of trace records.
+ *
+ * The Dag owns every record of an ina3d trace (trace.txt) and releases each one when its
+ * dependencies have completed plus its gap. It does not move bytes itself: Net and INA
+ * records are handed to the InaHostApplication / InaSwitchApplication of their nodes,
+ * which call Dag::Finish when the receiver has the last byte.
+ */
+#ifndef INA3D_DAG_H
+#define INA3D_DAG_H
+
+#include "ns3/core-module.h"
+#include "ns3/network-module.h"
+#include "ns3/internet-module.h"
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ns3
+{
+
+class InaHostApplication;
+class InaSwitchApplication;
+
+/** How a record consumes time (mirrors ina3d's trace::Mode). */
+enum class RecMode
+{
+    Net,
+    Ina,
+    NvLink,
+    Compute
+};
+
+/** One trace record plus its run-time state. */
+struct DagRecord
+{
+    uint64_t id = 0;
+    uint32_t src = 0;
+    uint32_t dst = 0;
+    uint64_t bytes = 0;
+    uint64_t gapNs = 0;
+    uint64_t durNs = 0;
+    RecMode mode = RecMode::Net;
+    std::string cls;
+    uint64_t standaloneNs = 0;
+    bool hasAgg = false;
+    uint64_t aggId = 0;
+    uint32_t aggSwitch = 0;
+    uint32_t fanin = 0;
+    bool up = false;
+    std::vector<uint32_t> deps;       //!< indices of deps that gate this record
+    std::vector<uint32_t> dependents; //!< indices gated by this record
+    uint32_t pending = 0;             //!< gating deps not yet finished
+    bool coupled = false;  //!< INA edge sent by a switch: moves as its aggregation produces data
+    bool opened = false;   //!< coupled edge whose outside deps are done (may carry data)
+    int64_t startNs = -1;
+    int64_t endNs = -1;
+    uint64_t delivered = 0; //!< payload bytes the receiver got
+};
+
+/** One aggregation as seen from one switch. */
+struct AggAtSwitch
+{
+    uint32_t fanin = 0;
+    std::vector<uint32_t> childUp; //!< up records into this switch
+    int32_t parentUp = -1;         //!< up record from this switch to its parent (-1: root)
+    std::vector<uint32_t> down;    //!< down records from this switch
+    int32_t parentDown = -1;       //!< down record into this switch
+};
+
+/** One aggregation (all edges with one agg id). */
+struct AggInfo
+{
+    uint64_t bytes = 0;
+    uint32_t packets = 0;
+    uint64_t workerWeight = 0; //!< sum over workers of (node+1): the root's expected sum factor
+    uint32_t fallbackHost = 0; //!< where best-effort overflow is aggregated
+    uint32_t priority = 0;     //!< lower is served first under the priority policy
+    std::map<uint32_t, AggAtSwitch> switches;
+    std::map<uint32_t, uint32_t> workerUp;   //!< worker node -> its up record
+    std::map<uint32_t, uint32_t> workerDown; //!< worker node -> its down record
+};
+
+/** Run parameters (params.txt). */
+struct GlueParams
+{
+    uint32_t inaSlots = 8192;
+    uint32_t inaPayload = 1024;
+    uint32_t inaWindow = 256;
+    std::string inaPolicy = "best-effort";
+    /** Traffic classes INA is enabled for, in priority order (static shares, priority order). */
+    std::vector<std::string> inaClasses = {"tp", "dp", "emb"};
+    uint32_t tcpSegment = 8900;
+    uint32_t mtu = 9000;
+    uint32_t queuePackets = 10000;
+    std::string flavor = "hpcc";
+    bool persistentTcp = true; //!< one TCP connection per (src, dst) pair, flows in FIFO order
+    double stopTimeS = 1000.0;
+};
+
+/**
+ * The trace DAG and its closed-loop scheduler (a singleton: one scenario per process).
+ */
+class Dag
+{
+  public:
+    static Dag& Get();
+
+    /** Reads trace.txt; returns false with a message naming file and line on bad input. */
+    bool Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& isSwitch,
+              std::string& err);
+
+    /** Schedules every record without deps. */
+    void Begin();
+    /** Called by apps when a Net/INA record has moved its last byte (or by timers). */
+    void Finish(uint32_t idx);
+    /** Marks the start of a coupled record when it sends its first packet. */
+    void MarkStart(uint32_t idx);
+
+    std::vector<DagRecord> records;
+    std::map<uint64_t, AggInfo> aggs;
+    GlueParams params;
+    std::vector<Ptr<InaHostApplication>> hostApps;    //!< by node id (null for switches)
+    std::vector<Ptr<InaSwitchApplication>> switchApps; //!< by node id (null when not aggregating)
+    std::map<std::pair<uint32_t, uint16_t>, uint32_t> tcpFlowByPort; //!< (src node, port) -> record
+    std::map<std::pair<uint32_t, uint32_t>, std::deque<uint32_t>> pairFifo; //!< (src, dst) -> records in send order
+    std::map<uint32_t, uint32_t> nodeOfAddress;                      //!< IPv4 (host order) -> node
+    std::vector<Ipv4Address> nodeAddress;                            //!< identity address per node
+    uint64_t finished = 0;
+    uint64_t sumErrors = 0;
+    uint64_t fallbackPackets = 0;
+    uint64_t slotPeak = 0;
+    uint64_t protocolErrors = 0;
+
+    /** Writes fct.csv, fct.txt, stats.txt (all complete) or fct.partial.csv; returns true when complete. */
+    bool WriteOutputs(const std::string& dir, double wallSeconds);
+
+  private:
+    void Ready(uint32_t idx);
+    void Start(uint32_t idx);
+    void Open(uint32_t idx);
+    void Progress();
+    std::map<uint64_t, uint32_t> m_index;
+    uint64_t m_lastProgress = 0;
+};
+
+} // namespace ns3
+
+#endif

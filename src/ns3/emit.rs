@@ -1,0 +1,628 @@
+//! `ina3d ns3 emit`: the input files of the HPCC simulator family and of our ns-3 glue.
+//!
+//! Files written into the output directory (each atomically):
+//!
+//! | file | for | content |
+//! |---|---|---|
+//! | `topology.txt` | HPCC / Parsimon / SimAI, glue | nodes, switch ids, links (plus INA proxy hosts) |
+//! | `flow.txt` | HPCC / Parsimon / SimAI | open-loop flows sorted by start |
+//! | `flow.meta.txt` | people | where start times came from; flow index → record id |
+//! | `config.txt` | HPCC / SimAI | every key the family reads, RED maps for every rate |
+//! | `trace_nodes.txt` | HPCC | HPCC's `TRACE_FILE` (nodes to trace: none) |
+//! | `trace.txt` | glue | the DAG, one record per line (format below) |
+//! | `routes.txt` | glue | identity addresses and per-destination next hops |
+//! | `params.txt` | glue | INA slots, payload, window, policy; transport sizes |
+//!
+//! `trace.txt` (glue format v1): `#` comments, then `RECORDS <n>`, then one line per record:
+//! `id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin
+//! agg_dir ndeps dep…` with `-` in the four agg fields of records without aggregation.
+//! (HPCC's own `TRACE_FILE` key means something else — a list of nodes to trace — so
+//! config.txt points it at `trace_nodes.txt`.)
+
+use super::hpcc::format_secs;
+use super::routes::DestRoutes;
+use super::{write_atomic, InaParams, Ns3Error};
+use crate::fct::FctRow;
+use crate::topology::{Link, LinkKind, NodeKind, Topology};
+use crate::trace::{AggDir, FlowRecord, Mode};
+use crate::units::{format_delay, BitsPerSec, Bytes, FlowId, Nanos, NodeId};
+use crate::trace::{AggTag, Class};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Which simulator's dialect to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Flavor {
+    /// alibaba-edu/High-Precision-Congestion-Control.
+    #[default]
+    Hpcc,
+    /// Parsimon's fork: an id column first in flow.txt (and in fct.txt).
+    Parsimon,
+    /// SimAI's ns-3: 6-field topology header with NVSwitch ids.
+    Simai,
+}
+
+impl Flavor {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Hpcc => "hpcc",
+            Flavor::Parsimon => "parsimon",
+            Flavor::Simai => "simai",
+        }
+    }
+}
+
+/// Where flow.txt's start times come from.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum StartSource {
+    /// A contention-free schedule of the DAG: each record starts at max(dep ends) + gap and
+    /// lasts its standalone time (size / bottleneck + path latency) or `dur`. INA down
+    /// edges depend on the up edges, so this schedule runs an aggregation's up and down
+    /// streams one after the other where a real switch pipelines them: for INA it is
+    /// pessimistic (the 8-GPU tiny example: 1.77 ms scheduled vs 1.34 ms on ns-3).
+    #[default]
+    Schedule,
+    /// The `start_ns` column of a replay's `fct.csv`.
+    Replay(PathBuf),
+}
+
+/// How the glue carries `net` records over TCP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TcpConnections {
+    /// One long-lived connection per (src, dst) pair, records in FIFO order (as NCCL keeps
+    /// its peer connections open): no handshake or slow start per record.
+    #[default]
+    Persistent,
+    /// A new connection per record (handshake and slow start each time).
+    PerFlow,
+}
+
+impl TcpConnections {
+    /// Name as written in `params.txt`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TcpConnections::Persistent => "persistent",
+            TcpConnections::PerFlow => "per-flow",
+        }
+    }
+}
+
+/// Options of [`emit`].
+#[derive(Clone, Debug, Default)]
+pub struct EmitOptions {
+    /// Simulator dialect.
+    pub flavor: Flavor,
+    /// Seed of the per-destination ECMP choice.
+    pub seed: u64,
+    /// Start times of flow.txt.
+    pub start: StartSource,
+    /// SimAI's GPU type field (`A100` when empty).
+    pub gpu_type: String,
+    /// TCP connection reuse in the glue.
+    pub tcp: TcpConnections,
+}
+
+/// What [`emit`] wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmitReport {
+    /// Files written, in write order.
+    pub files: Vec<PathBuf>,
+    /// Rows of flow.txt.
+    pub flows: usize,
+    /// Records split because they exceed HPCC's uint32 size.
+    pub split_records: usize,
+    /// (aggregating switch, its proxy host) pairs added to topology.txt.
+    pub proxies: Vec<(NodeId, NodeId)>,
+    /// `contention-free-schedule` or `replay:<path>`.
+    pub start_source: String,
+    /// Makespan of the contention-free schedule (a lower bound on the iteration).
+    pub schedule_makespan: Nanos,
+    /// ROUTE lines in routes.txt.
+    pub routes: usize,
+    /// Net records whose per-flow ECMP path ([`crate::topology::Routing`], keyed by record
+    /// id, as the replayer routes them) differs from the glue's per-destination path, and
+    /// the number of host-to-host net records compared. `None` when the topology has no
+    /// [`crate::topology::Routing`] (e.g. no switches).
+    pub per_flow_path_differs: Option<(u64, u64)>,
+}
+
+/// Compare the glue's per-destination paths with per-flow ECMP paths (see [`EmitReport`]).
+pub fn path_differences(records: &[FlowRecord], topo: &Topology, routes: &DestRoutes, seed: u64) -> Option<(u64, u64)> {
+    let routing = crate::topology::Routing::new(topo, seed).ok()?;
+    let (mut differ, mut total) = (0, 0);
+    for r in records.iter().filter(|r| r.mode == Mode::Net && r.src != r.dst) {
+        let (Ok(theirs), Ok(ours)) = (routing.path(r.src, r.dst, r.id.0), routes.path(r.src, r.dst)) else { continue };
+        total += 1;
+        if theirs.iter().map(|c| c.link()).ne(ours.iter().copied()) {
+            differ += 1;
+        }
+    }
+    Some((differ, total))
+}
+
+/// Largest flow HPCC's reader takes (its size is a uint32).
+pub const MAX_HPCC_FLOW: u64 = u32::MAX as u64;
+
+/// Check a link rate is one the HPCC family and ns-3 take.
+pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
+    let r = l.rate.0;
+    if r == 0 || !r.is_multiple_of(1_000_000) || r > 10_000_000_000_000 {
+        return Err(Ns3Error::UnsupportedRate { a: l.a, b: l.b, rate: r });
+    }
+    Ok(())
+}
+
+/// Validate records against the topology: endpoints exist, INA edges carry agg tags.
+pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error> {
+    let n = topo.node_count();
+    let mut ids = BTreeSet::new();
+    for r in records {
+        for node in [r.src, r.dst] {
+            if node.idx() >= n {
+                return Err(Ns3Error::UnknownNode { record: r.id, node, nodes: n });
+            }
+        }
+        if !ids.insert(r.id) {
+            return Err(Ns3Error::BadTrace(format!("record id {} appears twice", r.id)));
+        }
+        match r.mode {
+            Mode::Ina => {
+                let a = r.agg.ok_or_else(|| Ns3Error::BadTrace(format!("record {}: ina record without aggregation tag", r.id)))?;
+                let sw = match a.dir {
+                    AggDir::Up => r.dst,
+                    AggDir::Down => r.src,
+                };
+                if sw != a.switch || topo.kinds.get(sw.idx()) != Some(&NodeKind::Switch) {
+                    return Err(Ns3Error::BadTrace(format!("record {}: aggregating switch {} is not this edge's switch end or not a switch", r.id, a.switch)));
+                }
+            }
+            Mode::Net if r.src != r.dst => {
+                for node in [r.src, r.dst] {
+                    if topo.kinds[node.idx()] != NodeKind::Host {
+                        return Err(Ns3Error::BadTrace(format!("record {}: net flow endpoint {node} is not a host", r.id)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for l in &topo.links {
+        check_rate(l)?;
+    }
+    Ok(())
+}
+
+/// Records in an order where every dep precedes its dependant (Kahn), or an error naming
+/// a dangling dep or a cycle.
+pub fn topo_order(records: &[FlowRecord]) -> Result<Vec<usize>, Ns3Error> {
+    let index: BTreeMap<FlowId, usize> = records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let mut indeg = vec![0usize; records.len()];
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); records.len()];
+    for (i, r) in records.iter().enumerate() {
+        for d in &r.deps {
+            let j = *index.get(d).ok_or_else(|| Ns3Error::BadTrace(format!("record {} depends on unknown record {d}", r.id)))?;
+            out[j].push(i);
+            indeg[i] += 1;
+        }
+    }
+    let mut q: VecDeque<usize> = (0..records.len()).filter(|&i| indeg[i] == 0).collect();
+    let mut order = Vec::with_capacity(records.len());
+    while let Some(i) = q.pop_front() {
+        order.push(i);
+        for &j in &out[i] {
+            indeg[j] -= 1;
+            if indeg[j] == 0 {
+                q.push_back(j);
+            }
+        }
+    }
+    if order.len() != records.len() {
+        let stuck = (0..records.len()).find(|&i| indeg[i] > 0).map(|i| records[i].id.0).unwrap_or(0);
+        return Err(Ns3Error::BadTrace(format!("the dependencies have a cycle (through record {stuck})")));
+    }
+    Ok(order)
+}
+
+/// Standalone time of every record (index-aligned with `records`).
+pub fn standalone_times(records: &[FlowRecord], topo: &Topology, routes: &DestRoutes) -> Result<Vec<Nanos>, Ns3Error> {
+    records
+        .iter()
+        .map(|r| match r.mode {
+            Mode::Compute | Mode::NvLink => Ok(r.dur),
+            Mode::Net | Mode::Ina => routes.standalone(topo, r.src, r.dst, r.bytes),
+        })
+        .collect()
+}
+
+/// Contention-free schedule: start of every record (index-aligned), and the makespan.
+pub fn contention_free_schedule(records: &[FlowRecord], standalone: &[Nanos]) -> Result<(Vec<Nanos>, Nanos), Ns3Error> {
+    let order = topo_order(records)?;
+    let index: BTreeMap<FlowId, usize> = records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let mut start = vec![Nanos::ZERO; records.len()];
+    let mut end = vec![Nanos::ZERO; records.len()];
+    let mut makespan = Nanos::ZERO;
+    for i in order {
+        let r = &records[i];
+        let ready = r.deps.iter().map(|d| end[index[d]]).max().unwrap_or(Nanos::ZERO);
+        start[i] = ready + r.gap;
+        end[i] = start[i] + standalone[i];
+        makespan = makespan.max(end[i]);
+    }
+    Ok((start, makespan))
+}
+
+/// Read start times from a replay's fct.csv, index-aligned with `records`.
+pub fn replay_starts(path: &Path, records: &[FlowRecord]) -> Result<Vec<Nanos>, Ns3Error> {
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))?;
+    let mut by_id = BTreeMap::new();
+    for (i, row) in rdr.deserialize::<FctRow>().enumerate() {
+        let row = row.map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
+        by_id.insert(row.flow_id, Nanos(row.start_ns));
+    }
+    records
+        .iter()
+        .map(|r| by_id.get(&r.id.0).copied().ok_or_else(|| Ns3Error::parse(path, 0, "flow_id", format!("record {} of the trace has no row", r.id))))
+        .collect()
+}
+
+/// KMAX/KMIN (KB) and PMAX for a rate: DCQCN's usual linear rule, KMAX = 16 KB and
+/// KMIN = 4 KB per Gbps (HPCC's 25/50/100 Gbps entries), PMAX 0.2.
+fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
+    let g = (rate.0 / 1_000_000_000).max(1);
+    (16 * g, 4 * g, 0.2)
+}
+
+/// The topology with one aggregation proxy host per aggregating switch (module docs of
+/// [`crate::ns3`]); returns it and the (switch, proxy) pairs.
+pub fn with_proxies(topo: &Topology, records: &[FlowRecord]) -> (Topology, Vec<(NodeId, NodeId)>) {
+    let switches: BTreeSet<NodeId> = records.iter().filter(|r| r.mode == Mode::Ina).filter_map(|r| r.agg.map(|a| a.switch)).collect();
+    let mut t = topo.clone();
+    let mut pairs = Vec::new();
+    for sw in switches {
+        let ports: Vec<&Link> = topo.links.iter().filter(|l| (l.a == sw || l.b == sw) && l.kind != LinkKind::NvLink).collect();
+        let rate = BitsPerSec(ports.iter().map(|l| l.rate.0).sum::<u64>().max(1_000_000));
+        let delay = ports.iter().map(|l| l.delay).min().unwrap_or(Nanos(1000));
+        let proxy = NodeId(t.kinds.len() as u32);
+        t.kinds.push(NodeKind::Host);
+        t.links.push(Link { a: sw, b: proxy, rate, delay, error_rate: 0.0, kind: LinkKind::Nic });
+        pairs.push((sw, proxy));
+    }
+    (t, pairs)
+}
+
+/// `topology.txt` text.
+pub fn topology_text(topo: &Topology, flavor: Flavor, gpu_type: &str) -> String {
+    let ids = |k: NodeKind| -> Vec<String> {
+        topo.kinds.iter().enumerate().filter(|(_, x)| **x == k).map(|(i, _)| i.to_string()).collect()
+    };
+    let sw = ids(NodeKind::Switch);
+    let nv = ids(NodeKind::NvSwitch);
+    let mut s = String::new();
+    if flavor == Flavor::Simai {
+        let gpu = if gpu_type.is_empty() { "A100" } else { gpu_type };
+        let _ = writeln!(s, "{} {} {} {} {} {}", topo.node_count(), topo.gpus_per_server.max(1), nv.len(), sw.len(), topo.links.len(), gpu);
+        let all: Vec<String> = nv.into_iter().chain(sw).collect();
+        let _ = writeln!(s, "{}", all.join(" "));
+    } else {
+        // HPCC has two node kinds: NVSwitches are switches to it.
+        let all: Vec<String> = topo.kinds.iter().enumerate().filter(|(_, k)| **k != NodeKind::Host).map(|(i, _)| i.to_string()).collect();
+        let _ = writeln!(s, "{} {} {}", topo.node_count(), all.len(), topo.links.len());
+        let _ = writeln!(s, "{}", all.join(" "));
+    }
+    for l in &topo.links {
+        let _ = writeln!(s, "{} {} {} {} {}", l.a, l.b, l.rate.to_hpcc_string(), format_delay(l.delay), l.error_rate);
+    }
+    s
+}
+
+/// One flow.txt row before formatting.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Row {
+    start: Nanos,
+    record: FlowId,
+    piece: u32,
+    pieces: u32,
+    src: NodeId,
+    dst: NodeId,
+    size: u64,
+}
+
+/// `config.txt` text: every key the HPCC family reads, file names relative to the directory.
+pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
+    let mut s = String::new();
+    let kv: &[(&str, String)] = &[
+        ("ENABLE_QCN", "1".into()),
+        ("USE_DYNAMIC_PFC_THRESHOLD", "1".into()),
+        ("PACKET_PAYLOAD_SIZE", "1000".into()),
+        ("TOPOLOGY_FILE", "topology.txt".into()),
+        ("FLOW_FILE", "flow.txt".into()),
+        ("TRACE_FILE", "trace_nodes.txt".into()),
+        ("TRACE_OUTPUT_FILE", "mix.tr".into()),
+        ("FCT_OUTPUT_FILE", "fct.txt".into()),
+        ("PFC_OUTPUT_FILE", "pfc.txt".into()),
+        ("SIMULATOR_STOP_TIME", format!("{stop_time_s:.2}")),
+        ("CC_MODE", "1".into()),
+        ("ALPHA_RESUME_INTERVAL", "1".into()),
+        ("RATE_DECREASE_INTERVAL", "4".into()),
+        ("CLAMP_TARGET_RATE", "0".into()),
+        ("RP_TIMER", "900".into()),
+        ("EWMA_GAIN", "0.00390625".into()),
+        ("FAST_RECOVERY_TIMES", "1".into()),
+        ("RATE_AI", "50Mb/s".into()),
+        ("RATE_HAI", "100Mb/s".into()),
+        ("MIN_RATE", "100Mb/s".into()),
+        ("DCTCP_RATE_AI", "1000Mb/s".into()),
+        ("ERROR_RATE_PER_LINK", "0.0000".into()),
+        ("L2_CHUNK_SIZE", "4000".into()),
+        ("L2_ACK_INTERVAL", "1".into()),
+        ("L2_BACK_TO_ZERO", "0".into()),
+        ("HAS_WIN", "1".into()),
+        ("GLOBAL_T", "0".into()),
+        ("VAR_WIN", "1".into()),
+        ("FAST_REACT", "1".into()),
+        ("U_TARGET", "0.95".into()),
+        ("MI_THRESH", "0".into()),
+        ("INT_MULTI", "1".into()),
+        ("MULTI_RATE", "0".into()),
+        ("SAMPLE_FEEDBACK", "0".into()),
+        ("PINT_LOG_BASE", "1.05".into()),
+        ("PINT_PROB", "1.0".into()),
+        ("RATE_BOUND", "1".into()),
+        ("ACK_HIGH_PRIO", "0".into()),
+        ("LINK_DOWN", "0 0 0".into()),
+        ("ENABLE_TRACE", "0".into()),
+        ("BUFFER_SIZE", "32".into()),
+        ("QLEN_MON_FILE", "qlen.txt".into()),
+        ("QLEN_MON_START", "0".into()),
+        ("QLEN_MON_END", "20000".into()),
+        ("BW_MON_FILE", "bw.txt".into()),
+        ("RATE_MON_FILE", "rate.txt".into()),
+        ("CNP_MON_FILE", "cnp.txt".into()),
+        ("MON_START", "0".into()),
+        ("MON_END", "20000".into()),
+        ("QP_MON_INTERVAL", "100".into()),
+        ("QLEN_MON_INTERVAL", "10000".into()),
+        ("BW_MON_INTERVAL", "10000".into()),
+    ];
+    for (k, v) in kv {
+        let _ = writeln!(s, "{k} {v}");
+    }
+    let map = |f: &dyn Fn(BitsPerSec) -> String| -> String {
+        let mut m = rates.len().to_string();
+        for r in rates {
+            let _ = write!(m, " {} {}", r.0, f(*r));
+        }
+        m
+    };
+    let _ = writeln!(s, "KMAX_MAP {}", map(&|r| red_params(r).0.to_string()));
+    let _ = writeln!(s, "KMIN_MAP {}", map(&|r| red_params(r).1.to_string()));
+    let _ = writeln!(s, "PMAX_MAP {}", map(&|r| format!("{}", red_params(r).2)));
+    s
+}
+
+/// `trace.txt` text for the glue.
+pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
+    let mut s = String::from(
+        "# ina3d-ns3 trace v1\n# id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
+    );
+    let _ = writeln!(s, "RECORDS {}", records.len());
+    for (r, sa) in records.iter().zip(standalone) {
+        let _ = write!(s, "{} {} {} {} {} {} {} {} {}", r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0);
+        match r.agg {
+            Some(a) => {
+                let dir = if a.dir == AggDir::Up { "up" } else { "down" };
+                let _ = write!(s, " {} {} {} {dir}", a.id, a.switch, a.fanin);
+            }
+            None => s.push_str(" - - - -"),
+        }
+        let _ = write!(s, " {}", r.deps.len());
+        for d in &r.deps {
+            let _ = write!(s, " {d}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// `params.txt` text for the glue.
+pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
+    format!(
+        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
+        ina.slots,
+        ina.payload.0,
+        ina.window,
+        ina.policy.as_str(),
+        ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","),
+        tcp.as_str(),
+        flavor.as_str(),
+        seed,
+    )
+}
+
+/// `routes.txt` text for the glue.
+pub fn routes_text(topo: &Topology, routes: &DestRoutes) -> (String, usize) {
+    let mut s = String::from("# ina3d-ns3 routes v1: ADDR node peer | ROUTE node dst next_hop\n");
+    for (i, k) in topo.kinds.iter().enumerate() {
+        if *k != NodeKind::Host {
+            continue;
+        }
+        let nic = topo.links.iter().find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
+        if let Some(l) = nic {
+            let peer = if l.a.idx() == i { l.b } else { l.a };
+            let _ = writeln!(s, "ADDR {i} {peer}");
+        }
+    }
+    let mut n = 0;
+    for (node, dst, nh) in routes.entries() {
+        let _ = writeln!(s, "ROUTE {node} {dst} {nh}");
+        n += 1;
+    }
+    (s, n)
+}
+
+/// Write every input file for `records` on `topo` into `dir` (created if needed).
+pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
+    validate(records, topo)?;
+    if ina.payload.0 == 0 || ina.payload.0 > 8192 || ina.slots == 0 || ina.window == 0 || ina.classes.is_empty() {
+        return Err(Ns3Error::BadTrace(format!(
+            "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1), {} classes (≥ 1)",
+            ina.payload.0, ina.slots, ina.window, ina.classes.len()
+        )));
+    }
+    let endpoints: BTreeSet<NodeId> = records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).flat_map(|r| [r.src, r.dst]).collect();
+    let routes = DestRoutes::new(topo, &endpoints, opts.seed);
+    let standalone = standalone_times(records, topo, &routes)?;
+    let (sched, makespan) = contention_free_schedule(records, &standalone)?;
+    let (starts, start_source) = match &opts.start {
+        StartSource::Schedule => (sched, "contention-free-schedule".to_string()),
+        StartSource::Replay(p) => (replay_starts(p, records)?, format!("replay:{}", p.display())),
+    };
+    let differs = path_differences(records, topo, &routes, opts.seed);
+    let (ext, proxies) = with_proxies(topo, records);
+    let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
+
+    // flow.txt rows
+    let mut rows = Vec::new();
+    let mut split = 0;
+    for (i, r) in records.iter().enumerate() {
+        let (src, dst) = match r.mode {
+            Mode::Net if r.src != r.dst && r.bytes.0 > 0 => (r.src, r.dst),
+            Mode::Ina if r.bytes.0 > 0 => (*proxy_of.get(&r.src).unwrap_or(&r.src), *proxy_of.get(&r.dst).unwrap_or(&r.dst)),
+            _ => continue,
+        };
+        let pieces = r.bytes.0.div_ceil(MAX_HPCC_FLOW) as u32;
+        if pieces > 1 {
+            split += 1;
+        }
+        for p in 0..pieces {
+            let size = (r.bytes.0 - p as u64 * MAX_HPCC_FLOW).min(MAX_HPCC_FLOW);
+            rows.push(Row { start: starts[i], record: r.id, piece: p, pieces, src, dst, size });
+        }
+    }
+    rows.sort();
+    let mut flow = format!("{}\n", rows.len());
+    let mut meta = format!(
+        "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_HPCC_FLOW} B cut into pieces starting together)\nina_proxies {}\n",
+        opts.flavor.as_str(),
+        rows.len(),
+        proxies.len()
+    );
+    for (sw, p) in &proxies {
+        let _ = writeln!(meta, "proxy switch {sw} host {p}");
+    }
+    if let Some((d, n)) = differs {
+        let _ = writeln!(meta, "glue_routes per-destination: {d} of {n} net records take another path under per-flow ECMP");
+    }
+    meta.push_str("# flow_index record_id piece pieces\n");
+    for (k, row) in rows.iter().enumerate() {
+        if opts.flavor == Flavor::Parsimon {
+            let _ = write!(flow, "{k} ");
+        }
+        let _ = writeln!(flow, "{} {} 3 100 {} {}", row.src, row.dst, row.size, format_secs(row.start));
+        let _ = writeln!(meta, "{k} {} {} {}", row.record, row.piece, row.pieces);
+    }
+
+    let rates: BTreeSet<BitsPerSec> = ext.links.iter().map(|l| l.rate).collect();
+    for l in &ext.links {
+        check_rate(l)?;
+    }
+    // stop time: generous against the contention-free bound, at least 1 s
+    let stop = (makespan.as_secs_f64() * 100.0).max(1.0);
+    let (routes_txt, nroutes) = routes_text(topo, &routes);
+    let files: Vec<(&str, String)> = vec![
+        ("topology.txt", topology_text(&ext, opts.flavor, &opts.gpu_type)),
+        ("flow.txt", flow),
+        ("flow.meta.txt", meta),
+        ("config.txt", config_text(&rates, stop)),
+        ("trace_nodes.txt", "0\n".to_string()),
+        ("trace.txt", trace_text(records, &standalone)),
+        ("routes.txt", routes_txt),
+        ("params.txt", params_text(ina, opts.tcp, opts.flavor, opts.seed, stop)),
+    ];
+    std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let p = dir.join(name);
+        write_atomic(&p, text.as_bytes())?;
+        written.push(p);
+    }
+    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes, per_flow_path_differs: differs })
+}
+
+/// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are
+/// not in the format and come back `None`) and each record's standalone time.
+pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), Ns3Error> {
+    let mut records = Vec::new();
+    let mut standalone = Vec::new();
+    let mut expected: Option<(usize, usize)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let no = i + 1;
+        let l = raw.trim_end_matches('\r').trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if expected.is_none() {
+            match (t.first(), t.get(1).and_then(|x| x.parse().ok())) {
+                (Some(&"RECORDS"), Some(n)) if t.len() == 2 => expected = Some((n, no)),
+                _ => return Err(Ns3Error::parse(path, no, "header", "expected `RECORDS <count>`")),
+            }
+            continue;
+        }
+        if t.len() < 14 {
+            return Err(Ns3Error::parse(path, no, "record", format!("expected at least 14 fields, found {}", t.len())));
+        }
+        let num = |k: usize, field: &str| -> Result<u64, Ns3Error> {
+            t[k].parse().map_err(|_| Ns3Error::parse(path, no, field, format!("`{}` is not an unsigned integer", t[k])))
+        };
+        let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
+            let v = num(k, field)?;
+            u32::try_from(v).map(NodeId).map_err(|_| Ns3Error::parse(path, no, field, "node id out of range"))
+        };
+        let mode: Mode = t[6].parse().map_err(|e: String| Ns3Error::parse(path, no, "mode", e))?;
+        let class: Class = t[7].parse().map_err(|e: String| Ns3Error::parse(path, no, "class", e))?;
+        let agg = if t[9] == "-" {
+            None
+        } else {
+            let dir = match t[12] {
+                "up" => AggDir::Up,
+                "down" => AggDir::Down,
+                other => return Err(Ns3Error::parse(path, no, "agg_dir", format!("expected up or down, found `{other}`"))),
+            };
+            let fanin = u32::try_from(num(11, "agg_fanin")?).map_err(|_| Ns3Error::parse(path, no, "agg_fanin", "out of range"))?;
+            Some(AggTag { id: num(9, "agg_id")?, switch: node(10, "agg_switch")?, fanin, dir })
+        };
+        let nd = num(13, "ndeps")? as usize;
+        if t.len() != 14 + nd {
+            return Err(Ns3Error::parse(path, no, "ndeps", format!("says {nd} deps, line has {}", t.len() - 14)));
+        }
+        let deps = (0..nd).map(|k| num(14 + k, "dep").map(FlowId)).collect::<Result<Vec<_>, _>>()?;
+        records.push(FlowRecord {
+            id: FlowId(num(0, "id")?),
+            src: node(1, "src")?,
+            dst: node(2, "dst")?,
+            bytes: Bytes(num(3, "bytes")?),
+            deps,
+            gap: Nanos(num(4, "gap_ns")?),
+            dur: Nanos(num(5, "dur_ns")?),
+            mode,
+            class,
+            iteration: 0,
+            collective: None,
+            step: None,
+            microbatch: None,
+            layer: None,
+            stage: None,
+            group_size: None,
+            agg,
+        });
+        standalone.push(Nanos(num(8, "standalone_ns")?));
+    }
+    match expected {
+        None => Err(Ns3Error::parse(path, 1, "header", "missing `RECORDS <count>`")),
+        Some((n, no)) if n != records.len() => Err(Ns3Error::parse(path, no, "RECORDS", format!("says {n} records, file has {}", records.len()))),
+        _ => Ok((records, standalone)),
+    }
+}

@@ -1,0 +1,325 @@
+//! `ina3d ns3 ingest`: simulator outputs → tidy CSV with named columns and units.
+//!
+//! | input | detected by | output columns |
+//! |---|---|---|
+//! | HPCC `fct.txt` (8 fields; Parsimon 9, id first) | hex IPs | `flow_id,src_node,dst_node,src_ip,dst_ip,sport,dport,size_bytes,start_ns,fct_ns,standalone_fct_ns,slowdown` |
+//! | HPCC `pfc.txt` (`time_ns node_id node_type if_index type`) | 5 integers / name `pfc` | `time_ns,node,node_type,if_index,pause` |
+//! | `qlen.txt` (SimAI monitor: `time_ns node_id if_index qlen_bytes`) | 4 integers / name `qlen` | `time_ns,node,if_index,qlen_bytes` |
+//! | SimAI `EndToEnd.csv` | `File name,` first | `section,layer,row,metric,value,unit` (long form; `nan`/`NONE` → empty) |
+//! | our `summary.csv` | `backend,` first | the summary columns (units in their names) |
+//!
+//! Node ids are recovered from HPCC IPs by `(ip >> 8) & 0xffff` (DESIGN §9). CRLF input is
+//! accepted; lines that do not parse are reported as warnings with file and line, and
+//! the rest of the file is still read.
+
+use super::{write_atomic, Ns3Error};
+use crate::fct::Summary;
+use std::path::{Path, PathBuf};
+
+/// What an input file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// HPCC fct (8 or 9 fields).
+    Fct,
+    /// HPCC pfc events.
+    Pfc,
+    /// Queue length samples.
+    Qlen,
+    /// SimAI EndToEnd.csv.
+    EndToEnd,
+    /// Our summary.csv.
+    Summary,
+}
+
+impl Kind {
+    /// Short name used in output file names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Fct => "fct",
+            Kind::Pfc => "pfc",
+            Kind::Qlen => "qlen",
+            Kind::EndToEnd => "end_to_end",
+            Kind::Summary => "summary",
+        }
+    }
+}
+
+/// One ingested file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ingested {
+    /// Input.
+    pub input: PathBuf,
+    /// What it was.
+    pub kind: Kind,
+    /// Output written.
+    pub output: PathBuf,
+    /// Data rows written.
+    pub rows: usize,
+    /// Lines skipped, with file:line and why.
+    pub warnings: Vec<String>,
+}
+
+/// A tidy table: header and rows of cells.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// Column names.
+    pub header: Vec<String>,
+    /// Rows.
+    pub rows: Vec<Vec<String>>,
+    /// Skipped lines.
+    pub warnings: Vec<String>,
+}
+
+fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()))
+}
+
+/// Node id of an HPCC host IP written as 8 hex digits.
+pub fn hpcc_ip_node(hex: &str) -> Option<u32> {
+    if hex.len() != 8 {
+        return None;
+    }
+    let ip = u32::from_str_radix(hex, 16).ok()?;
+    Some((ip >> 8) & 0xffff)
+}
+
+/// Guess the kind of a file from its name and first line.
+pub fn detect(path: &Path, text: &str) -> Option<Kind> {
+    let first = lines(text).find(|(_, l)| !l.is_empty()).map(|(_, l)| l)?;
+    if first.starts_with("File name,") {
+        return Some(Kind::EndToEnd);
+    }
+    if first.starts_with("backend,") {
+        return Some(Kind::Summary);
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    if name.contains("pfc") {
+        return Some(Kind::Pfc);
+    }
+    if name.contains("qlen") {
+        return Some(Kind::Qlen);
+    }
+    let t: Vec<&str> = first.split_whitespace().collect();
+    match t.len() {
+        8 if hpcc_ip_node(t[0]).is_some() => Some(Kind::Fct),
+        9 if hpcc_ip_node(t[1]).is_some() => Some(Kind::Fct),
+        5 => Some(Kind::Pfc),
+        4 => Some(Kind::Qlen),
+        _ => None,
+    }
+}
+
+fn warn(path: &Path, no: usize, msg: &str, line: &str) -> String {
+    format!("{}:{no}: {msg}: `{line}`", path.display())
+}
+
+/// HPCC fct → tidy rows.
+pub fn parse_fct(path: &Path, text: &str) -> Table {
+    let mut t = Table {
+        header: ["flow_id", "src_node", "dst_node", "src_ip", "dst_ip", "sport", "dport", "size_bytes", "start_ns", "fct_ns", "standalone_fct_ns", "slowdown"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    };
+    for (no, l) in lines(text) {
+        if l.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (id, r) = match f.len() {
+            8 => (None, &f[..]),
+            9 => (Some(f[0]), &f[1..]),
+            _ => {
+                t.warnings.push(warn(path, no, "expected 8 or 9 fields", l));
+                continue;
+            }
+        };
+        let nums: Option<Vec<u64>> = r[2..].iter().map(|x| x.parse().ok()).collect();
+        let (Some(s), Some(d), Some(n), Some(id_ok)) = (hpcc_ip_node(r[0]), hpcc_ip_node(r[1]), nums, id.map_or(Some(0), |x| x.parse::<u64>().ok())) else {
+            t.warnings.push(warn(path, no, "not an fct row (hex IPs, then integers)", l));
+            continue;
+        };
+        let _ = id_ok;
+        let slowdown = if n[5] > 0 { format!("{:.6}", n[4] as f64 / n[5] as f64) } else { String::new() };
+        t.rows.push(vec![
+            id.unwrap_or("").to_string(),
+            s.to_string(),
+            d.to_string(),
+            r[0].to_string(),
+            r[1].to_string(),
+            n[0].to_string(),
+            n[1].to_string(),
+            n[2].to_string(),
+            n[3].to_string(),
+            n[4].to_string(),
+            n[5].to_string(),
+            slowdown,
+        ]);
+    }
+    t
+}
+
+fn parse_ints(path: &Path, text: &str, header: &[&str], what: &str) -> Table {
+    let mut t = Table { header: header.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+    for (no, l) in lines(text) {
+        if l.is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != header.len() || f.iter().any(|x| x.parse::<u64>().is_err()) {
+            t.warnings.push(warn(path, no, &format!("expected {what}"), l));
+            continue;
+        }
+        t.rows.push(f.iter().map(|s| s.to_string()).collect());
+    }
+    t
+}
+
+/// HPCC pfc → tidy rows (`pause` is HPCC's type: 1 pause, 0 resume).
+pub fn parse_pfc(path: &Path, text: &str) -> Table {
+    parse_ints(path, text, &["time_ns", "node", "node_type", "if_index", "pause"], "`time_ns node_id node_type if_index type`")
+}
+
+/// Queue-length samples → tidy rows.
+pub fn parse_qlen(path: &Path, text: &str) -> Table {
+    parse_ints(path, text, &["time_ns", "node", "if_index", "qlen_bytes"], "`time_ns node_id if_index qlen_bytes`")
+}
+
+fn snake(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    out.trim_end_matches('_').to_string()
+}
+
+/// A SimAI cell: `nan`/`NONE`/empty → empty; `633 (36.28%)` → `633`.
+fn cell_value(s: &str) -> Option<String> {
+    let s = s.trim();
+    let v = s.split_whitespace().next().unwrap_or("");
+    if v.is_empty() || v.eq_ignore_ascii_case("nan") || v == "NONE" {
+        return None;
+    }
+    v.parse::<f64>().ok().map(|_| v.to_string())
+}
+
+/// SimAI EndToEnd.csv → long-form rows. Times are µs; algbw/busbw GB/s.
+pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
+    let mut t = Table { header: ["section", "layer", "row", "metric", "value", "unit"].map(String::from).to_vec(), ..Default::default() };
+    let split = |l: &str| -> Vec<String> { l.split(',').map(|c| c.trim().to_string()).collect() };
+    let unit = |m: &str| if m.contains("bw") { "GB/s" } else { "us" };
+    let mut summary_header: Option<Vec<String>> = None;
+    let mut layer_header: Option<Vec<String>> = None;
+    let mut row_no = 0usize;
+    for (no, l) in lines(text) {
+        if l.is_empty() {
+            continue;
+        }
+        let c = split(l);
+        if c[0] == "File name" {
+            summary_header = Some(c.iter().map(|x| snake(x)).collect());
+            continue;
+        }
+        if c[0] == "layer_name" {
+            // repeated algbw/busbw names: qualify them with the comm before them
+            let mut names = Vec::new();
+            let mut last = String::new();
+            for x in &c {
+                let s = snake(x);
+                if s.ends_with("total_comm") {
+                    last = s.trim_end_matches("_total_comm").to_string();
+                }
+                names.push(if s == "algbw" || s == "busbw" { format!("{last}_{s}") } else { s });
+            }
+            layer_header = Some(names);
+            continue;
+        }
+        if c[0] == "total exposed comm" {
+            for pair in c.chunks(2) {
+                if let [k, v] = pair {
+                    let m = snake(k);
+                    t.rows.push(vec!["total".into(), String::new(), String::new(), m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+                }
+            }
+            continue;
+        }
+        if let Some(lh) = &layer_header {
+            if c.len() < 3 {
+                t.warnings.push(warn(path, no, "short layer row", l));
+                continue;
+            }
+            let section = if c[0] == "SUM" { "sum" } else { "layer" };
+            row_no += usize::from(section == "layer");
+            for (k, v) in c.iter().enumerate().skip(2) {
+                let m = lh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
+                t.rows.push(vec![section.into(), if section == "sum" { String::new() } else { c[0].clone() }, if section == "sum" { String::new() } else { row_no.to_string() }, m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+            }
+            continue;
+        }
+        if let Some(sh) = &summary_header {
+            for (k, v) in c.iter().enumerate().skip(1) {
+                let m = sh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
+                t.rows.push(vec!["summary".into(), String::new(), String::new(), m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+            }
+            continue;
+        }
+        t.warnings.push(warn(path, no, "line before any EndToEnd header", l));
+    }
+    t
+}
+
+/// Our summary.csv → the same columns, checked against the [`Summary`] schema.
+pub fn parse_summary(path: &Path, text: &str) -> Result<Table, Ns3Error> {
+    let mut rdr = csv::Reader::from_reader(text.as_bytes());
+    let header: Vec<String> = rdr.headers().map_err(|e| Ns3Error::parse(path, 1, "header", e.to_string()))?.iter().map(String::from).collect();
+    let mut t = Table { header, ..Default::default() };
+    for (i, rec) in rdr.records().enumerate() {
+        let rec = rec.map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
+        let _: Summary = rec.deserialize(Some(&csv::StringRecord::from(t.header.clone()))).map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
+        t.rows.push(rec.iter().map(String::from).collect());
+    }
+    Ok(t)
+}
+
+/// Parse one file of a known kind.
+pub fn parse(kind: Kind, path: &Path, text: &str) -> Result<Table, Ns3Error> {
+    Ok(match kind {
+        Kind::Fct => parse_fct(path, text),
+        Kind::Pfc => parse_pfc(path, text),
+        Kind::Qlen => parse_qlen(path, text),
+        Kind::EndToEnd => parse_end_to_end(path, text),
+        Kind::Summary => parse_summary(path, text)?,
+    })
+}
+
+/// CSV text of a table.
+pub fn to_csv(t: &Table) -> Result<Vec<u8>, Ns3Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let e = |e: csv::Error| Ns3Error::Incomplete(format!("csv: {e}"));
+    w.write_record(&t.header).map_err(e)?;
+    for r in &t.rows {
+        w.write_record(r).map_err(e)?;
+    }
+    w.into_inner().map_err(|e| Ns3Error::Incomplete(format!("csv: {e}")))
+}
+
+/// Ingest every file into `out` as `<stem>.<kind>.csv`.
+pub fn ingest(files: &[PathBuf], out: &Path) -> Result<Vec<Ingested>, Ns3Error> {
+    std::fs::create_dir_all(out).map_err(|e| Ns3Error::io(out, e))?;
+    let mut done = Vec::new();
+    for f in files {
+        let bytes = std::fs::read(f).map_err(|e| Ns3Error::io(f, e))?;
+        let text = String::from_utf8_lossy(&bytes);
+        let kind = detect(f, &text).ok_or_else(|| Ns3Error::parse(f, 1, "format", "not an HPCC fct/pfc/qlen file, a SimAI EndToEnd.csv or an ina3d summary.csv"))?;
+        let table = parse(kind, f, &text)?;
+        let stem = f.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "input".into());
+        let output = out.join(format!("{stem}.{}.csv", kind.as_str()));
+        write_atomic(&output, &to_csv(&table)?)?;
+        done.push(Ingested { input: f.clone(), kind, output, rows: table.rows.len(), warnings: table.warnings });
+    }
+    Ok(done)
+}
