@@ -30,10 +30,14 @@ pub const DEFAULT_INPUT: &str = "traces/example/megatron.log";
 /// switches INA can use; pipeline traffic crosses the pods too.
 pub const DEFAULT_TOPOLOGY: &str = "fat-tree:k=4,gpus-per-server=2";
 
-/// ns-3 runs on its own (without `--ns3`) only when it is installed and the trace has at
-/// most this many records; beyond it, packet-level runs take minutes to hours.
+/// ns-3 runs on its own (without `--ns3`) only when it is installed and the trace moves at
+/// most this many payload bytes over the network (net + INA records, all classes). Packet-level
+/// cost grows with bytes, not records: measured here, the glue needs ≈ 0.1 s per MB of TCP
+/// and ≈ 0.05 s per MB of INA traffic (256 B slots), so this bound keeps one policy under
+/// about half a minute; the bundled 16-GPU example moves ≈ 10 GB and is replay-only unless
+/// `--ns3` is given (then expect tens of minutes).
 #[cfg_attr(not(feature = "tables"), allow(dead_code))]
-pub const AUTO_NS3_MAX_RECORDS: u64 = 20_000;
+pub const AUTO_NS3_MAX_NET_BYTES: u64 = 256 << 20;
 
 /// Arguments of `ina3d run`.
 #[derive(clap::Args, Debug)]
@@ -45,7 +49,7 @@ pub struct Args {
     #[arg(long, default_value = DEFAULT_TOPOLOGY)]
     pub topology: String,
     /// Also run every policy on ns-3 and compare it with the replayer. Without this flag
-    /// ns-3 still runs when it is installed and the trace has at most 20,000 records.
+    /// ns-3 still runs when it is installed and the trace moves at most 256 MiB over the network.
     #[arg(long, conflicts_with = "no_ns3")]
     pub ns3: bool,
     /// Never run ns-3.
@@ -148,7 +152,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let replay = report::read_summary(&replay_dir.join("summary.csv"))?;
 
         let with_ns3 =
-            a.ns3 || (!a.no_ns3 && ns3_installed && replay.records <= AUTO_NS3_MAX_RECORDS);
+            a.ns3 || (!a.no_ns3 && ns3_installed && net_bytes(&replay) <= AUTO_NS3_MAX_NET_BYTES);
         let ns3 = if with_ns3 {
             let ns3_dir = dir.join("ns3");
             stage(
@@ -199,13 +203,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!(
             "ns-3 not run ({}): pass --ns3 to run it",
             if ns3_installed {
-                "trace above the automatic size limit"
+                "the trace moves more than 256 MiB over the network"
             } else {
                 "not installed"
             }
         );
     }
     Ok(())
+}
+
+/// Payload bytes the trace puts on the network, from the replayer's summary.
+#[cfg(feature = "tables")]
+fn net_bytes(s: &ina3d::fct::Summary) -> u64 {
+    s.tp_bytes + s.pp_bytes + s.dp_bytes + s.emb_bytes
 }
 
 #[cfg(feature = "tables")]

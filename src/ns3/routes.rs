@@ -66,7 +66,7 @@ impl DestRoutes {
                 let cands: Vec<(NodeId, LinkId)> = adj[u]
                     .iter()
                     .filter(|(v, _)| {
-                        dist[v.idx()] + 1 == dist[u] && (**v == d || topo.kinds[v.idx()] != NodeKind::Host)
+                        dist[v.idx()].checked_add(1) == Some(dist[u]) && (**v == d || topo.kinds[v.idx()] != NodeKind::Host)
                     })
                     .map(|(v, l)| (*v, *l))
                     .collect();
