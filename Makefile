@@ -66,9 +66,18 @@ $(VENV)/.installed: notebooks/requirements.txt
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r notebooks/requirements.txt
 	touch $@
 
-## notebooks: execute every notebook headless (fails on any cell error); outputs in NB_OUT
+## notebooks: execute every notebook headless (fails on any cell error); outputs in NB_OUT.
+## Inputs are real runs made here: the tiny job on replay + ns-3 (results and per-flow
+## comparison) and a replay-only sweep of aggregator slots.
 NB_OUT ?= target/notebooks
-notebooks: venv
-	$(CARGO) run --quiet -- compare --replay tests/fixtures/report/replay \
-	    --ns3 tests/fixtures/report/ns3 -o $(NB_OUT)/compare
-	INA3D_FLOWS=$(NB_OUT)/compare/flows.csv $(PY) notebooks/execute.py --out $(NB_OUT)
+NB_SLOTS ?= 2 8 32 128 512 8192
+INA3D_BIN = $(CARGO) run --quiet --
+notebooks: venv glue
+	$(INA3D_BIN) run traces/example/tiny.toml --ns3 -o $(NB_OUT)/tiny
+	for n in $(NB_SLOTS); do \
+	    $(INA3D_BIN) run traces/example/tiny.toml --no-ns3 --ina-slots $$n -o $(NB_OUT)/sweep/slots-$$n >/dev/null || exit 1; \
+	done
+	INA3D_RESULTS=$(NB_OUT)/tiny/results.csv \
+	INA3D_FLOWS=$(NB_OUT)/tiny/ina-dp/compare/flows.csv \
+	INA3D_SWEEP=$(NB_OUT)/sweep \
+	    $(PY) notebooks/execute.py --out $(NB_OUT)
