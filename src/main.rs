@@ -5,17 +5,25 @@ use std::process::ExitCode;
 
 mod cli;
 
-/// From a Megatron-LM job to per-flow traffic of one 3D-parallel iteration, simulated
+/// Printed after the command list: the pipeline in the order a new user runs it.
+const TOUR: &str = "\
+Typical session (each stage reads the previous one's file):
+  ina3d parse traces/example/megatron.log             # what the job is (add --json)
+  ina3d trace traces/example/megatron.log --topology fat-tree:k=4,gpus-per-server=2 \\
+        --ina hierarchical --ina-classes dp -o t.csv.gz    # the flow DAG of one iteration
+  ina3d inspect t.csv.gz                              # bytes per class, groups, warm-up
+  ina3d replay t.csv.gz -o out/replay                 # native simulator, seconds
+  ina3d ns3 emit t.csv.gz -o out/ns3 && ina3d ns3 run out/ns3   # packet-level ns-3
+  ina3d compare --replay out/replay --ns3 out/ns3 -o out/cmp
+  ina3d run                                           # all of it on the bundled example
+
+Exit status: 0 on success, 2 on bad input or a failed stage (the message names the
+file, line and field).";
+
+/// From a Megatron-LM job to the per-flow traffic of one 3D-parallel iteration, simulated
 /// with and without in-network aggregation (INA), natively and on ns-3.
-///
-/// Typical session:
-///
-///   ina3d parse traces/example/megatron.log
-///   ina3d trace traces/example/megatron.log --topology fat-tree:k=4 --ina hierarchical -o t.csv.gz
-///   ina3d replay t.csv.gz --topology fat-tree:k=4 -o out/replay
-///   ina3d run            # the whole pipeline on the bundled example
 #[derive(Parser, Debug)]
-#[command(name = "ina3d", version, about, long_about, propagate_version = true)]
+#[command(name = "ina3d", version, about, long_about, propagate_version = true, after_help = TOUR)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -23,9 +23,11 @@ pub enum Command {
 pub struct EmitArgs {
     /// The trace (`ina3d trace` output, CSV or .csv.gz; or a glue trace.txt to re-emit).
     pub trace: PathBuf,
-    /// Topology: a builder spec (`fat-tree:k=4`, `leaf-spine:…`) or an HPCC/SimAI topology file.
+    /// Topology: a builder spec (`fat-tree:k=4`, `leaf-spine:…`) or an HPCC/SimAI topology
+    /// file. Defaults to the topology named in the trace header; an error when both are
+    /// given and differ.
     #[arg(long)]
-    pub topology: String,
+    pub topology: Option<String>,
     /// Output directory.
     #[arg(short, long)]
     pub out: PathBuf,
@@ -80,7 +82,7 @@ pub struct IngestArgs {
 }
 
 /// The records and the INA parameters of a trace file.
-fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams)> {
+fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams, Option<String>)> {
     if p.extension().is_some_and(|e| e == "txt") {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
@@ -101,12 +103,26 @@ fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams)> {
                     }
                 }
             }
-            return Ok((read_trace_txt(p, &text)?.0, ina));
+            return Ok((read_trace_txt(p, &text)?.0, ina, None));
         }
     }
     let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
     let ina = InaParams::from_header(&t.header).with_context(|| format!("trace {}", p.display()))?;
-    Ok((t.records, ina))
+    let topo = t.header.get("topology").map(str::trim).filter(|s| !s.is_empty()).map(String::from);
+    Ok((t.records, ina, topo))
+}
+
+/// The topology to emit for: `--topology` when given, else the one the trace names.
+fn topology_spec(cli: Option<&str>, header: Option<&str>, trace: &Path) -> Result<String> {
+    match (cli.map(str::trim), header) {
+        (Some(c), Some(h)) if c != h => bail!(
+            "--topology `{c}` disagrees with the topology `{h}` the trace {} was generated for",
+            trace.display()
+        ),
+        (Some(c), _) => Ok(c.to_string()),
+        (None, Some(h)) => Ok(h.to_string()),
+        (None, None) => bail!("the trace {} names no topology: give --topology", trace.display()),
+    }
 }
 
 fn load_topology(spec: &str) -> Result<Topology> {
@@ -130,8 +146,9 @@ fn policy(s: &str) -> Result<InaPolicy> {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Emit(a) => {
-            let (records, mut ina) = load_trace(&a.trace)?;
-            let topo = load_topology(&a.topology)?;
+            let (records, mut ina, header_topo) = load_trace(&a.trace)?;
+            let spec = topology_spec(a.topology.as_deref(), header_topo.as_deref(), &a.trace)?;
+            let topo = load_topology(&spec)?;
             if let Some(v) = a.slots {
                 ina.slots = v;
             }
@@ -152,6 +169,9 @@ pub fn run(c: Command) -> Result<()> {
                 tcp: a.tcp_connections,
             };
             let r = ns3::emit(&records, &ina, &topo, &opts, &a.out).with_context(|| format!("emitting into {}", a.out.display()))?;
+            let src = a.out.join(ns3::run::SOURCE_TRACE_FILE);
+            ina3d::fct::write_atomic(&src, |w| writeln!(w, "{}", a.trace.display()))
+                .with_context(|| format!("writing {}", src.display()))?;
             eprintln!(
                 "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns",
                 r.files.len(),

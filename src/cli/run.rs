@@ -176,7 +176,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &["ns3".into(), "run".into(), path_arg(&ns3_dir)],
             )?;
             let opts = report::CompareOptions {
-                ignore_trace_name: true,
+                ignore_trace_name: false,
             };
             let c = report::compare_with(&replay_dir, &ns3_dir, &opts)
                 .with_context(|| format!("policy `{}`: comparing replay with ns-3", p.name))?;

@@ -40,6 +40,17 @@ pub fn glue_binary() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/ns3-glue/ina3d-ns3"))
 }
 
+/// Name of the file `emit` recorded in `source_trace.txt` (the trace the user gave), so the
+/// ns-3 summary names the same trace as the replayer's and `ina3d compare` can check it.
+pub fn source_trace(dir: &Path) -> Option<String> {
+    let t = std::fs::read_to_string(dir.join(SOURCE_TRACE_FILE)).ok()?;
+    let t = t.trim();
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// The file in an emit directory that names the trace it was emitted from.
+pub const SOURCE_TRACE_FILE: &str = "source_trace.txt";
+
 fn mtime(p: &Path) -> Option<SystemTime> {
     std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
@@ -164,7 +175,7 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
     let seed = read_seed(&dir.join("params.txt"));
     let ctx = SummaryContext {
         backend: "ns3".into(),
-        trace: trace_path.display().to_string(),
+        trace: source_trace(dir).unwrap_or_else(|| trace_path.display().to_string()),
         switch_bytes: switch_bytes(&records, &topo, seed)?,
         ina_slot_peak: stats.get("ina_slot_peak").copied().unwrap_or(0),
         wall_time_ns: wall.as_nanos() as u64,
