@@ -25,7 +25,7 @@ test: ns3-deps glue build
 	$(MAKE) notebooks
 
 ## bench: benchmarks printing figures and ratios (not timed tests)
-bench: ns3-deps
+bench: ns3-deps glue
 	$(CARGO) bench --no-default-features
 
 build:

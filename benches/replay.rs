@@ -1,7 +1,7 @@
 //! Replayer benchmark: prints figures, asserts nothing about time.
 //!
 //! `cargo bench --no-default-features --bench replay` (add `-- quick` for the growth
-//! series only at reduced size).
+//! series and the ns-3 comparison only, `-- ns3` for the ns-3 comparison only).
 //!
 //! Figure 1 uses the project's own generator (`megatron` preset → `schedule::build` →
 //! `trace::generate_workload`, what `ina3d trace` runs). The growth series and a second
@@ -23,7 +23,9 @@
 //!    included). Then the synthetic trace, INA on and off (ring, ≈ 0.9 M network flows).
 //! 2. Growth: 1×, 4×, 16× GPUs (TP8·PP4, DP 2/8/32, m=32): wall time per F·log₂F, F =
 //!    network flows (ring DP flows grow as DP², so F grows faster than the GPU count).
-//! 3. [`ns3_vs_replayer_ratio`]: hook for the lead's ns-3 speed/error ratio.
+//! 3. [`ns3_vs_replayer_ratio`]: the project's generator on `traces/example/tiny.toml`
+//!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue and the replayer:
+//!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
 use ina3d::replay::{self, InaConfig, InaPolicy, ReplayOptions, SharedRoutes};
 use ina3d::topology::{Routing, Topology};
@@ -272,11 +274,242 @@ fn run(s: &Shape, spec: &str) -> Run {
     }
 }
 
-/// Hook for the lead: run one small trace through the ns-3 glue and through the replayer
-/// and print the speed ratio (target ≥ 1,000×) and the iteration-time error (≤ 5 %), for
-/// ring and INA. Not implemented here: the ns-3 back-end lives on another branch.
+/// One case of the ns-3 comparison: a training config with overrides, a topology, INA on/off.
+struct Ns3Case {
+    name: &'static str,
+    /// Megatron overrides on top of `traces/example/tiny.toml`.
+    set: &'static [(&'static str, &'static str)],
+    topology: &'static str,
+    /// `None`: INA off (ring); `Some(mode)`: e.g. `hierarchical`, every switch aggregating.
+    ina: Option<&'static str>,
+}
+
+/// Replays per case; the replay wall reported is their median (a run takes well under a
+/// millisecond on these traces, so one sample is mostly scheduler noise). ns-3 runs once.
+const REPLAY_REPEATS: usize = 5;
+
+/// `xs` sorted in place, value at quantile `q` (nearest rank); `NaN` when empty.
+fn quantile(xs: &mut [f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    xs.sort_by(f64::total_cmp);
+    let i = ((q * xs.len() as f64).ceil() as usize).clamp(1, xs.len()) - 1;
+    xs[i]
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok {
+        "target met"
+    } else {
+        "target missed"
+    }
+}
+
+/// One row of the comparison table.
+struct Ns3Row {
+    case: String,
+    records: usize,
+    net_flows: usize,
+    replay_wall_s: f64,
+    ns3_wall_s: f64,
+    replay_iter_ns: u64,
+    ns3_iter_ns: u64,
+    /// Per-flow |FCT_replay − FCT_ns3| / FCT_ns3 over net+ina records (joined on flow id).
+    fct_err: Vec<f64>,
+    /// The same, per (mode, class), e.g. `net/pp`.
+    fct_err_by: std::collections::BTreeMap<String, Vec<f64>>,
+    /// The same, signed (FCT_replay / FCT_ns3 − 1), per (mode, class): which way it errs.
+    fct_signed_by: std::collections::BTreeMap<String, Vec<f64>>,
+    /// INA aggregations the replayer ran on the host ring instead (slot exhaustion).
+    replay_fallbacks: u64,
+    /// Net records whose replayer path (per-flow ECMP) differs from the glue's
+    /// (per-destination), of the host-to-host net records compared.
+    path_differs: Option<(u64, u64)>,
+    /// Exposed (critical-path) ns per class tp/pp/dp/emb: replayer, ns-3.
+    exposed: [(u64, u64); 4],
+}
+
+/// Trace → replay (timed) → ns-3 emit → glue run (timed) → both summaries, for one case.
+fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Result<Ns3Row, Box<dyn std::error::Error>> {
+    use ina3d::trace::{InaMode, InaSwitches, TraceOptions};
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    let mut cfg = ina3d::megatron::load_input(&tiny.display().to_string())?;
+    for (k, v) in c.set {
+        cfg.set(k, v)?;
+    }
+    cfg.validate()?;
+    let mut o = TraceOptions::default();
+    if let Some(mode) = c.ina {
+        o.ina.mode = mode.parse::<InaMode>()?;
+        o.ina.switches = "all".parse::<InaSwitches>()?;
+    }
+    let topo = Topology::from_spec(c.topology)?;
+    let wl = ina3d::schedule::build(&cfg, &o.schedule)?;
+    topo.check_world(wl.world(), wl.tp())?;
+    let header = ina3d::trace::header(&cfg, &wl, &topo, &o);
+    let mut recs = Vec::new();
+    ina3d::trace::generate_workload(&wl, &topo, &o, &mut |r| {
+        recs.push(r);
+        Ok(())
+    })?;
+    let net_flows = recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).count();
+
+    // Replay: routing set-up + simulation, as `ina3d replay` does after reading the trace.
+    let ropts = ReplayOptions::from_header(&header)?;
+    let mut walls = Vec::with_capacity(REPLAY_REPEATS);
+    let mut replayed = None;
+    for _ in 0..REPLAY_REPEATS {
+        let t0 = Instant::now();
+        let routing = Routing::new(&topo, o.seed)?;
+        let routes = SharedRoutes::new(&topo, &routing);
+        let r = replay::simulate(&recs, &topo, &routes, &ropts)?;
+        walls.push(t0.elapsed().as_secs_f64());
+        replayed = Some(r);
+    }
+    let replayed = replayed.expect("REPLAY_REPEATS > 0");
+    let replay_wall_s = quantile(&mut walls, 0.5);
+
+    // ns-3: emit the glue inputs, run the glue (its wall time is measured by run_glue:
+    // process start to exit, ns-3 set-up included).
+    let dir = work.join(c.name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let ina = ina3d::ns3::InaParams::from_header(&header)?;
+    let eopts = ina3d::ns3::EmitOptions { seed: o.seed, ..Default::default() };
+    let emitted = ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
+    let ns3 = ina3d::ns3::run::run_glue(glue, &dir, |_, _| {})?;
+    // run_glue wrote summary.csv with fct::summarize; read it back as the result.
+    let ns3_summary = ina3d::fct::read_summary_csv(&dir.join("summary.csv"))?;
+
+    let ns3_rows: std::collections::HashMap<u64, &ina3d::fct::FctRow> = ns3.rows.iter().map(|r| (r.flow_id, r)).collect();
+    let mut fct_err = Vec::new();
+    let mut fct_err_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut fct_signed_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    for r in replayed.rows.iter().filter(|r| r.mode == "net" || r.mode == "ina") {
+        let n = ns3_rows.get(&r.flow_id).ok_or_else(|| format!("{}: record {} has no ns-3 fct row", c.name, r.flow_id))?;
+        let e = (r.fct_ns as f64 - n.fct_ns as f64).abs() / (n.fct_ns as f64).max(1.0);
+        fct_err.push(e);
+        fct_err_by.entry(format!("{}/{}", r.mode, r.class)).or_default().push(e);
+        fct_signed_by.entry(format!("{}/{}", r.mode, r.class)).or_default().push(r.fct_ns as f64 / (n.fct_ns as f64).max(1.0) - 1.0);
+    }
+    let (a, b) = (&replayed.summary, &ns3_summary);
+    Ok(Ns3Row {
+        case: c.name.to_string(),
+        records: recs.len(),
+        net_flows,
+        replay_wall_s,
+        ns3_wall_s: ns3_summary.wall_time_ns as f64 / 1e9,
+        replay_iter_ns: replayed.summary.iteration_time_ns,
+        ns3_iter_ns: ns3_summary.iteration_time_ns,
+        fct_err,
+        fct_err_by,
+        fct_signed_by,
+        replay_fallbacks: replayed.ina_fallbacks,
+        path_differs: emitted.per_flow_path_differs,
+        exposed: [
+            (a.exposed_tp_ns, b.exposed_tp_ns),
+            (a.exposed_pp_ns, b.exposed_pp_ns),
+            (a.exposed_dp_ns, b.exposed_dp_ns),
+            (a.exposed_emb_ns, b.exposed_emb_ns),
+        ],
+    })
+}
+
+/// The same small traces through the ns-3 glue and through the replayer, in one run: speed
+/// ratio (ns-3 wall / replay wall, target ≥ 1,000×), iteration-time error (target ≤ 5 %)
+/// and per-flow FCT error, for ring and INA. Prints figures, asserts nothing about time.
 fn ns3_vs_replayer_ratio() {
-    println!("ns3_vs_replayer_ratio: not wired yet (needs the ns-3 glue; added at integration)");
+    println!("ns-3 glue vs replayer (traces/example/tiny.toml; replay wall = median of {REPLAY_REPEATS} runs, routing set-up included; ns-3 wall = one glue process, start to exit):");
+    let glue = match ina3d::ns3::run::build_glue(&ina3d::ns3::run::glue_source_dir(), &ina3d::ns3::run::glue_binary()) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("  could not build the ns-3 glue ({e}); run `make glue` (installs Debian's ns-3 when missing)");
+            return;
+        }
+    };
+    let work = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-ns3");
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        println!("  cannot create {}: {e}", work.display());
+        return;
+    }
+    let ls = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=2";
+    let cases = [
+        Ns3Case { name: "ring-8", set: &[], topology: ls, ina: None },
+        Ns3Case { name: "ina-hier-8", set: &[], topology: ls, ina: Some("hierarchical") },
+        Ns3Case { name: "ring-16-ft4", set: &[("data_parallel_size", "4")], topology: "fat-tree:k=4,gpus-per-server=2", ina: None },
+        Ns3Case { name: "ina-hier-16-ft4", set: &[("data_parallel_size", "4")], topology: "fat-tree:k=4,gpus-per-server=2", ina: Some("hierarchical") },
+    ];
+    println!(
+        "  {:<16} {:>7} {:>9} {:>11} {:>9} {:>9} {:>12} {:>12} {:>8} {:>15}",
+        "case", "records", "net flows", "replay wall", "ns-3 wall", "ratio", "replay iter", "ns-3 iter", "iter err", "FCT err med/p95"
+    );
+    let mut rows = Vec::new();
+    for c in &cases {
+        match ns3_case(c, &glue, &work) {
+            Ok(r) => {
+                let ratio = r.ns3_wall_s / r.replay_wall_s;
+                let iter_err = (r.replay_iter_ns as f64 - r.ns3_iter_ns as f64).abs() / r.ns3_iter_ns as f64;
+                let mut all = r.fct_err.clone();
+                let (med, p95) = (quantile(&mut all, 0.5), quantile(&mut all, 0.95));
+                println!(
+                    "  {:<16} {:>7} {:>9} {:>9.3}ms {:>8.2}s {:>8.0}× {:>10.3}ms {:>10.3}ms {:>7.2}% {:>6.1}%/{:>6.1}%",
+                    r.case,
+                    r.records,
+                    r.net_flows,
+                    r.replay_wall_s * 1e3,
+                    r.ns3_wall_s,
+                    ratio,
+                    r.replay_iter_ns as f64 / 1e6,
+                    r.ns3_iter_ns as f64 / 1e6,
+                    iter_err * 100.0,
+                    med * 100.0,
+                    p95 * 100.0
+                );
+                rows.push((r, ratio, iter_err));
+            }
+            Err(e) => println!("  {:<16} could not run: {e}", c.name),
+        }
+    }
+    for (r, ratio, iter_err) in &rows {
+        println!(
+            "  {}: speed ratio {:.0}× ({} ≥ 1,000×); iteration-time error {:.2} % ({} ≤ 5 %){}",
+            r.case,
+            ratio,
+            met(*ratio >= 1000.0),
+            iter_err * 100.0,
+            met(*iter_err <= 0.05),
+            if r.replay_fallbacks > 0 { format!("; {} replayer INA fallbacks", r.replay_fallbacks) } else { String::new() }
+        );
+        let by: Vec<String> = r
+            .fct_err_by
+            .iter()
+            .map(|(k, v)| {
+                let mut v = v.clone();
+                let mut sg = r.fct_signed_by[k].clone();
+                format!(
+                    "{k} n={} med {:.1}% p95 {:.1}% (signed med {:+.1}%)",
+                    v.len(),
+                    quantile(&mut v, 0.5) * 100.0,
+                    quantile(&mut v, 0.95) * 100.0,
+                    quantile(&mut sg, 0.5) * 100.0
+                )
+            })
+            .collect();
+        println!("    per-class FCT error (signed: replay − ns-3, over ns-3): {}", by.join("; "));
+        let ex: Vec<String> = ["tp", "pp", "dp", "emb"]
+            .iter()
+            .zip(r.exposed)
+            .map(|(c, (a, b))| format!("{c} {:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6))
+            .collect();
+        println!(
+            "    exposed ms replay/ns-3: {}; net records on another path than the glue's: {}",
+            ex.join(", "),
+            r.path_differs.map_or("n/a".to_string(), |(d, n)| format!("{d} of {n}"))
+        );
+    }
+    println!("  outputs (both back-ends' inputs, ns-3 fct.csv and summary.csv) in {}", work.display());
 }
 
 /// GPT-3 175B from the project's generator (as `ina3d trace gpt3-175b --tp 8 --pp 16
@@ -339,6 +572,10 @@ fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
+    if std::env::args().any(|a| a == "ns3") {
+        ns3_vs_replayer_ratio();
+        return;
+    }
     println!("== replay benchmark (synthetic Megatron-shaped traces; see benches/replay.rs) ==");
     if !quick {
         if let Err(e) = generated(true) {
