@@ -339,20 +339,9 @@ fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
     }
 }
 
-fn fct_schema() -> Schema {
-    Schema::from_iter(FCT_COLUMNS.iter().map(|&c| {
-        let dt = match c {
-            "src" | "dst" => DataType::UInt32,
-            "mode" | "class" => DataType::String,
-            _ => DataType::UInt64,
-        };
-        Field::new(c.into(), dt)
-    }))
-}
 
 /// Reads an `fct.csv` into a DataFrame with the contract's columns and types (extra
-/// columns are dropped). polars does the parsing; when it rejects the file (or finds an
-/// empty field), the file is read again row by row to name the first bad line and field.
+/// columns are dropped); the first bad row is reported with its line and field.
 pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
     require_file(path, "fct.csv: one row per trace record (src/fct.rs)")?;
     // Header first: an empty file and a missing column deserve their own messages.
@@ -380,51 +369,52 @@ pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
             });
         }
     }
-    let cols: Arc<[PlSmallStr]> = FCT_COLUMNS.iter().map(|&c| PlSmallStr::from(c)).collect();
-    let parsed = CsvReadOptions::default()
-        .with_has_header(true)
-        .with_columns(Some(cols))
-        .with_schema_overwrite(Some(Arc::new(fct_schema())))
-        .with_raise_if_empty(false)
-        .try_into_reader_with_file_path(Some(path.to_path_buf()))
-        .and_then(|r| r.finish());
-    let df = match parsed {
-        Ok(df) if df.columns().iter().all(|c| c.null_count() == 0) => df,
-        Ok(_) => {
-            return Err(diagnose_fct(path).unwrap_or_else(|| ReportError::BadValue {
-                path: path.to_path_buf(),
-                line: 0,
-                field: "?".into(),
-                why: "empty field".into(),
-            }))
-        }
-        Err(e) => return Err(diagnose_fct(path).unwrap_or_else(|| pol(path)(e))),
-    };
-    if df.height() == 0 {
+    // The csv crate parses and types every row (errors name line and field); polars only
+    // receives typed columns. Arbitrary bytes made polars' own CSV reader panic inside its
+    // worker threads (found by the property test), so it never sees raw input here.
+    let rows = read_fct_rows(path)?;
+    if rows.is_empty() {
         return Err(ReportError::Empty {
             path: path.to_path_buf(),
             why: "header only, no records".into(),
         });
     }
+    let df = fct_frame(&rows).map_err(pol(path))?;
     // Re-select so the column order is the contract's whatever the file's order.
     df.select(FCT_COLUMNS).map_err(pol(path))
 }
 
 /// Reads `path` row by row as [`FctRow`]s and returns the first error, with its line.
-fn diagnose_fct(path: &Path) -> Option<ReportError> {
-    let mut rdr = csv::Reader::from_path(path).ok()?;
+fn read_fct_rows(path: &Path) -> Result<Vec<FctRow>, ReportError> {
+    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
     let headers: Vec<String> = rdr
         .headers()
-        .ok()?
+        .map_err(|e| csv_error(path, e, &[]))?
         .iter()
         .map(|h| h.trim().to_string())
         .collect();
-    for row in rdr.deserialize::<FctRow>() {
-        if let Err(e) = row {
-            return Some(csv_error(path, e, &headers));
-        }
-    }
-    None
+    rdr.deserialize::<FctRow>()
+        .map(|row| row.map_err(|e| csv_error(path, e, &headers)))
+        .collect()
+}
+
+/// Typed columns of the fct contract, in [`FCT_COLUMNS`] order.
+fn fct_frame(rows: &[FctRow]) -> PolarsResult<DataFrame> {
+    let u64s = |f: fn(&FctRow) -> u64| rows.iter().map(f).collect::<Vec<u64>>();
+    let u32s = |f: fn(&FctRow) -> u32| rows.iter().map(f).collect::<Vec<u32>>();
+    let strs = |f: fn(&FctRow) -> &str| rows.iter().map(f).collect::<Vec<&str>>();
+    DataFrame::new_infer_height(vec![
+        Column::new("flow_id".into(), u64s(|r| r.flow_id)),
+        Column::new("src".into(), u32s(|r| r.src)),
+        Column::new("dst".into(), u32s(|r| r.dst)),
+        Column::new("mode".into(), strs(|r| r.mode.as_str())),
+        Column::new("class".into(), strs(|r| r.class.as_str())),
+        Column::new("size_bytes".into(), u64s(|r| r.size_bytes)),
+        Column::new("start_ns".into(), u64s(|r| r.start_ns)),
+        Column::new("end_ns".into(), u64s(|r| r.end_ns)),
+        Column::new("fct_ns".into(), u64s(|r| r.fct_ns)),
+        Column::new("standalone_fct_ns".into(), u64s(|r| r.standalone_fct_ns)),
+    ])
 }
 
 // ---------------------------------------------------------------------------------------
