@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 /// Arguments of `ina3d replay`.
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
 pub struct Args {
     /// Trace file (`.csv` or `.csv.gz`) written by `ina3d trace`.
     pub trace: PathBuf,

@@ -41,6 +41,7 @@ pub const AUTO_NS3_MAX_NET_BYTES: u64 = 256 << 20;
 
 /// Arguments of `ina3d run`.
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
 pub struct Args {
     /// Megatron log, launch script, TOML/JSON config or preset name.
     #[arg(default_value = DEFAULT_INPUT)]

@@ -96,6 +96,7 @@ impl clap::Args for Overrides {
 
 /// Arguments of `ina3d trace`.
 #[derive(clap::Args, Debug)]
+#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
 pub struct Args {
     /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
     pub input: String,
