@@ -39,7 +39,7 @@ glue: $(GLUE_BIN)
 $(GLUE_BIN): $(GLUE_SRC) | ns3-deps
 	@mkdir -p $(dir $@)
 	g++ -std=c++17 -O2 -o $@.tmp ns3-glue/scenario/ina3d-ns3.cc ns3-glue/helper/ina3d-helper.cc \
-	    ns3-glue/model/ina-apps.cc ns3-glue/model/ina3d-dag.cc \
+	    ns3-glue/model/ina-apps.cc ns3-glue/model/ina3d-dag.cc ns3-glue/model/ina3d-pair-routing.cc \
 	    $$(pkg-config --cflags --libs $(addprefix ns3-,$(NS3_MODULES)) 2>/dev/null || echo $(addprefix -lns3-,$(NS3_MODULES)))
 	mv $@.tmp $@
 

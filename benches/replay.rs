@@ -323,9 +323,9 @@ struct Ns3Row {
     fct_signed_by: std::collections::BTreeMap<String, Vec<f64>>,
     /// INA aggregations the replayer ran on the host ring instead (slot exhaustion).
     replay_fallbacks: u64,
-    /// Net records whose replayer path (per-flow ECMP) differs from the glue's
-    /// (per-destination), of the host-to-host net records compared.
-    path_differs: Option<(u64, u64)>,
+    /// Net and INA records whose path in the glue's routes.txt differs from the path the
+    /// replayer took, of the records compared (0 by construction: both route per connection).
+    path_differs: (u64, u64),
     /// Exposed (critical-path) ns per class tp/pp/dp/emb: replayer, ns-3.
     exposed: [(u64, u64); 4],
 }
@@ -378,7 +378,20 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
     }
     let ina = ina3d::ns3::InaParams::from_header(&header)?;
     let eopts = ina3d::ns3::EmitOptions { seed: o.seed, ..Default::default() };
-    let emitted = ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
+    ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
+    // The glue's routes, read back, against the paths the replayer took.
+    let routes_path = dir.join("routes.txt");
+    let glue_routes = ina3d::ns3::routes::read_routes_txt(&routes_path, &std::fs::read_to_string(&routes_path)?)?;
+    let routing = Routing::new(&topo, o.seed)?;
+    let replayer = SharedRoutes::new(&topo, &routing);
+    let mut path_differs = (0, 0);
+    for r in recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
+        use ina3d::replay::PathSource;
+        let theirs = replayer.connection_path(r.src, r.dst)?;
+        let ours = glue_routes.get(&(r.src, r.dst)).map(|h| h.iter().map(|x| x.1).collect::<Vec<_>>());
+        path_differs.1 += 1;
+        path_differs.0 += u64::from(ours != Some(theirs.iter().map(|c| c.link()).collect()));
+    }
     let ns3 = ina3d::ns3::run::run_glue(glue, &dir, |_, _| {})?;
     // run_glue wrote summary.csv with fct::summarize; read it back as the result.
     let ns3_summary = ina3d::fct::read_summary_csv(&dir.join("summary.csv"))?;
@@ -407,7 +420,7 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
         fct_err_by,
         fct_signed_by,
         replay_fallbacks: replayed.ina_fallbacks,
-        path_differs: emitted.per_flow_path_differs,
+        path_differs,
         exposed: [
             (a.exposed_tp_ns, b.exposed_tp_ns),
             (a.exposed_pp_ns, b.exposed_pp_ns),
@@ -504,9 +517,10 @@ fn ns3_vs_replayer_ratio() {
             .map(|(c, (a, b))| format!("{c} {:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6))
             .collect();
         println!(
-            "    exposed ms replay/ns-3: {}; net records on another path than the glue's: {}",
+            "    exposed ms replay/ns-3: {}; net/ina records on another path than the glue's: {} of {}",
             ex.join(", "),
-            r.path_differs.map_or("n/a".to_string(), |(d, n)| format!("{d} of {n}"))
+            r.path_differs.0,
+            r.path_differs.1
         );
     }
     println!("  outputs (both back-ends' inputs, ns-3 fct.csv and summary.csv) in {}", work.display());

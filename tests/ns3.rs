@@ -229,18 +229,33 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
 }
 
 #[test]
-fn glue_routes_differ_from_per_flow_ecmp_only_where_equal_cost_paths_exist() {
+fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_choice() {
     let dir = tempfile::tempdir().unwrap();
-    // a ring on the leaf-spine: only the two leaf-crossing steps have a choice of spine
-    let trace = ring_allreduce(8, 8192, 0);
-    let r = emit(&trace, &InaParams::default(), &leaf_spine(), &EmitOptions::default(), dir.path()).unwrap();
-    let (differ, total) = r.per_flow_path_differs.unwrap();
-    assert_eq!(total, trace.len() as u64);
-    let crossing = trace.iter().filter(|f| f.src.0 / 4 != f.dst.0 / 4).count() as u64;
-    assert!(differ <= crossing, "{differ} differ but only {crossing} flows have two paths");
-    assert!(differ > 0, "with 2 spines some of the {crossing} crossing flows hash to the other spine");
+    // a ring on the leaf-spine (14 records per pair) plus one flow from each host to its
+    // opposite: the leaf-crossing pairs have a choice of spine
+    let mut trace = ring_allreduce(8, 8192, 0);
+    trace.extend((0..8).map(|h| rec(1000 + h as u64, h, (h + 4) % 8, 4096, &[], Mode::Net, Class::Tp)));
+    let r = emit(&trace, &InaParams::default(), &leaf_spine(), &EmitOptions { seed: 3, ..Default::default() }, dir.path()).unwrap();
+    assert_eq!(r.paths_checked, trace.len() as u64, "every record checked against the replayer");
+    let p = dir.path().join("routes.txt");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let routes = ina3d::ns3::routes::read_routes_txt(&p, &text).unwrap();
+    let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace.iter().flat_map(|f| [(f.src, f.dst), (f.dst, f.src)]).collect();
+    assert_eq!(routes.keys().copied().collect::<std::collections::BTreeSet<_>>(), pairs, "trace pairs and their reverses, nothing else");
+    assert_eq!(r.routes, pairs.len());
+    // a crossing pair goes host → leaf → spine → leaf → host, on the spine its hash picks
+    let routing = ina3d::topology::Routing::new(&leaf_spine(), 3).unwrap();
+    let mut spines = std::collections::BTreeSet::new();
+    for (&(s, d), hops) in &routes {
+        let want = routing.path(s, d, ina3d::topology::pair_key(s, d)).unwrap();
+        assert_eq!(hops.iter().map(|h| h.1).collect::<Vec<_>>(), want.iter().map(|c| c.link()).collect::<Vec<_>>(), "{s}->{d}");
+        if hops.len() == 4 {
+            spines.insert(hops[1].0);
+        }
+    }
+    assert_eq!(spines.len(), 2, "crossing connections spread over both spines");
     let meta = std::fs::read_to_string(dir.path().join("flow.meta.txt")).unwrap();
-    assert!(meta.contains(&format!("{differ} of {total} net records")), "{meta}");
+    assert!(meta.contains(&format!("{} net/ina records checked on the replayer's path", trace.len())), "{meta}");
 }
 
 #[test]
@@ -636,6 +651,32 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
     std::fs::write(dir.path().join("trace.txt"), t.replace("0 0 1 1024", "0 0 77 1024")).unwrap();
     let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
     assert!(e.contains("trace.txt:4") && e.contains("node 77"), "{e}");
+}
+
+#[test]
+fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
+    // the glue has no static or global routing to fall back on: routes.txt is the only table
+    let dir = tempfile::tempdir().unwrap();
+    emit(&ring_allreduce(4, 65536, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    let p = dir.path().join("routes.txt");
+    let t = std::fs::read_to_string(&p).unwrap();
+    assert!(t.contains("PATH 1 2 4:1 2:2\n"), "{t}");
+    std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2\n", "")).unwrap();
+    let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains("unfinished"), "{e}");
+    assert!(e.contains("no route for packets from node 1 to node 2"), "{e}");
+}
+
+#[test]
+fn a_routes_txt_hop_over_a_link_that_does_not_join_its_nodes_is_rejected_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    emit(&ring_allreduce(4, 4096, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    let p = dir.path().join("routes.txt");
+    let t = std::fs::read_to_string(&p).unwrap();
+    let line = t.lines().position(|l| l == "PATH 1 2 4:1 2:2").unwrap() + 1;
+    std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2", "PATH 1 2 4:3 2:2")).unwrap();
+    let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
+    assert!(e.contains(&format!("routes.txt:{line}")) && e.contains("link 3 does not join node 1 and node 4"), "{e}");
 }
 
 #[test]

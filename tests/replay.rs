@@ -660,3 +660,94 @@ fn children_behind_a_non_aggregating_switch_share_its_uplink() {
     let up = r.channels.iter().find(|c| c.from == NodeId(2) && c.to == NodeId(3)).unwrap();
     assert_eq!(up.bytes, 2 * wire(s));
 }
+
+/// A [`PathSource`] that records every path the replayer asked for, with its key.
+struct Recording<'a> {
+    inner: SharedRoutes<'a>,
+    asked: std::cell::RefCell<Vec<(NodeId, NodeId, u64, Vec<Channel>)>>,
+}
+impl PathSource for Recording<'_> {
+    fn path(&self, s: NodeId, d: NodeId, key: u64) -> Result<Vec<Channel>, String> {
+        let p = self.inner.path(s, d, key)?;
+        self.asked.borrow_mut().push((s, d, key, p.clone()));
+        Ok(p)
+    }
+}
+
+/// Net records (a ring over all 16 GPUs, twice, with distinct ids) and a three-level INA
+/// aggregation on a k=4 fat-tree, where most pairs have several equal-cost paths.
+fn fat_tree_mix(topo: &Topology) -> Vec<FlowRecord> {
+    let g: Vec<u32> = topo.gpus.iter().map(|n| n.0).collect();
+    let mut recs = Vec::new();
+    for round in 0..2u64 {
+        for k in 0..g.len() {
+            let id = round * 100 + k as u64;
+            let deps: Vec<u64> = if round == 0 { vec![] } else { vec![k as u64] };
+            recs.push(net(id, g[k], g[(k + 1) % g.len()], 65_536, &deps));
+        }
+    }
+    recs.extend(ina_allreduce_on(topo, 7, 1000, &[g[0], g[5], g[9], g[13]], 1 << 20, &[]));
+    recs
+}
+
+#[test]
+fn every_net_and_ina_record_is_routed_by_its_src_dst_connection_not_its_record_id() {
+    let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+    let routing = ina3d::topology::Routing::new(&topo, 11).unwrap();
+    let rec = Recording { inner: SharedRoutes::new(&topo, &routing), asked: Default::default() };
+    let recs = fat_tree_mix(&topo);
+    simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
+    let asked = rec.asked.into_inner();
+    // one path per network record, plus the 4 steps of the aggregation's fallback host ring
+    assert_eq!(asked.len(), recs.len() + 4);
+    let mut by_pair: HashMap<(NodeId, NodeId), Vec<Channel>> = HashMap::new();
+    for (s, d, key, path) in asked {
+        assert_eq!(key, ina3d::topology::pair_key(s, d), "record {s}->{d} keyed by its connection");
+        let first = by_pair.entry((s, d)).or_insert_with(|| path.clone());
+        assert_eq!(*first, path, "both records {s}->{d} share one path");
+    }
+    let record_pairs: std::collections::BTreeSet<(NodeId, NodeId)> = recs.iter().map(|r| (r.src, r.dst)).collect();
+    assert_eq!(record_pairs.len(), recs.len() - 16, "the second ring round reuses the first round's 16 connections");
+    assert!(record_pairs.iter().all(|p| by_pair.contains_key(p)));
+}
+
+#[test]
+fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
+    let topo = Topology::from_spec("fat-tree:k=4").unwrap();
+    let seed = 11;
+    let routing = ina3d::topology::Routing::new(&topo, seed).unwrap();
+    let rec = Recording { inner: SharedRoutes::new(&topo, &routing), asked: Default::default() };
+    let recs = fat_tree_mix(&topo);
+    simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = ina3d::ns3::EmitOptions { seed, ..Default::default() };
+    let report = ina3d::ns3::emit(&recs, &ina3d::ns3::InaParams::default(), &topo, &opts, dir.path()).unwrap();
+    assert_eq!(report.paths_checked, recs.len() as u64);
+    let p = dir.path().join("routes.txt");
+    let glue = ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec.asked.into_inner().into_iter().map(|(s, d, _, p)| ((s, d), p)).collect();
+    let mut multipath = 0;
+    for r in &recs {
+        let (s, d) = (r.src, r.dst);
+        let path = &took[&(s, d)];
+        let hops = glue.get(&(s, d)).unwrap_or_else(|| panic!("routes.txt lacks {s}->{d}"));
+        assert_eq!(hops.iter().map(|h| h.1).collect::<Vec<_>>(), path.iter().map(|c| c.link()).collect::<Vec<_>>(), "{s}->{d}");
+        // hops name the node each link leads to, ending at the destination
+        let mut u = s;
+        for &(v, l) in hops {
+            let link = &topo.links[l.idx()];
+            assert!((link.a, link.b) == (u, v) || (link.b, link.a) == (u, v), "{s}->{d}: link {l} joins {u} and {v}");
+            u = v;
+        }
+        assert_eq!(u, d);
+        // the reverse direction (TCP ACKs, INA results) is routed too, on its own connection path
+        let back = glue.get(&(d, s)).unwrap_or_else(|| panic!("routes.txt lacks the reverse {d}->{s}"));
+        assert_eq!(back.iter().map(|h| h.1).collect::<Vec<_>>(), routing_path(&topo, &routing, d, s));
+        multipath += usize::from(path.len() >= 4);
+    }
+    assert!(multipath >= 16, "the check covers the ring steps that leave their edge switch, which have equal-cost choices ({multipath})");
+}
+
+fn routing_path(topo: &Topology, routing: &ina3d::topology::Routing, s: NodeId, d: NodeId) -> Vec<LinkId> {
+    SharedRoutes::new(topo, routing).connection_path(s, d).unwrap().iter().map(|c| c.link()).collect()
+}

@@ -9,6 +9,18 @@
 namespace ns3
 {
 
+Ina3dPairRoutingHelper*
+Ina3dPairRoutingHelper::Copy() const
+{
+    return new Ina3dPairRoutingHelper(*this);
+}
+
+Ptr<Ipv4RoutingProtocol>
+Ina3dPairRoutingHelper::Create(Ptr<Node>) const
+{
+    return CreateObject<Ina3dPairRouting>();
+}
+
 static std::vector<std::string>
 Tokens(const std::string& line)
 {
@@ -180,6 +192,8 @@ Ina3dHelper::BuildNetwork(const GlueParams& p)
     Dag& dag = Dag::Get();
     m_nodes.Create(m_isSwitch.size());
     InternetStackHelper stack;
+    // Per-(source, destination) routes only: no static or global routing to fall back on.
+    stack.SetRoutingHelper(Ina3dPairRoutingHelper());
     stack.Install(m_nodes);
     Ipv4AddressHelper addr("10.0.0.0", "255.255.255.252");
     TrafficControlHelper tch;
@@ -203,6 +217,7 @@ Ina3dHelper::BuildNetwork(const GlueParams& p)
         Ipv4Address aa = ifs.GetAddress(0), ab = ifs.GetAddress(1);
         m_ports.emplace(std::make_pair(l.a, l.b), Port{ia, ab});
         m_ports.emplace(std::make_pair(l.b, l.a), Port{ib, aa});
+        m_linkPorts.push_back(LinkPorts{Port{ia, ab}, Port{ib, aa}});
         dag.nodeOfAddress[aa.Get()] = l.a;
         dag.nodeOfAddress[ab.Get()] = l.b;
         if (!haveAddr[l.a])
@@ -210,6 +225,18 @@ Ina3dHelper::BuildNetwork(const GlueParams& p)
         if (!haveAddr[l.b])
             dag.nodeAddress[l.b] = ab, haveAddr[l.b] = true;
     }
+    auto addresses = std::make_shared<const Ina3dPairRouting::AddressMap>(dag.nodeOfAddress);
+    for (uint32_t n = 0; n < m_nodes.GetN(); n++)
+        Routing(n)->SetAddressMap(addresses);
+}
+
+Ptr<Ina3dPairRouting>
+Ina3dHelper::Routing(uint32_t node) const
+{
+    Ptr<Ina3dPairRouting> r =
+        DynamicCast<Ina3dPairRouting>(m_nodes.Get(node)->GetObject<Ipv4>()->GetRoutingProtocol());
+    NS_ASSERT_MSG(r, "node " << node << " has no Ina3dPairRouting");
+    return r;
 }
 
 bool
@@ -222,46 +249,69 @@ Ina3dHelper::ReadRoutes(const std::string& path, std::string& err)
         err = path + ": cannot open";
         return false;
     }
-    Ipv4StaticRoutingHelper helper;
     std::string line;
     int n = 0;
-    std::vector<std::tuple<uint32_t, uint32_t, uint32_t>> routes;
     while (std::getline(in, line))
     {
         n++;
         auto t = Tokens(line);
         if (t.empty() || t[0][0] == '#')
             continue;
-        uint32_t a, b, c = 0;
-        bool ok = (t[0] == "ADDR" && t.size() == 3 && ToU32(t[1], a) && ToU32(t[2], b)) ||
-                  (t[0] == "ROUTE" && t.size() == 4 && ToU32(t[1], a) && ToU32(t[2], b) &&
-                   ToU32(t[3], c));
-        if (!ok)
+        const std::string at = path + ":" + std::to_string(n) + ": ";
+        uint32_t a, b;
+        if (t[0] == "ADDR" && t.size() == 3 && ToU32(t[1], a) && ToU32(t[2], b))
         {
-            err = path + ":" + std::to_string(n) + ": expected `ADDR node peer` or `ROUTE node dst next_hop`";
-            return false;
-        }
-        auto port = m_ports.find({a, t[0] == "ADDR" ? b : c});
-        if (a >= NodeCount() || b >= NodeCount() || port == m_ports.end())
-        {
-            err = path + ":" + std::to_string(n) + ": no link between node " + std::to_string(a) +
-                  " and node " + std::to_string(t[0] == "ADDR" ? b : c);
-            return false;
-        }
-        if (t[0] == "ADDR")
-        {
+            auto port = m_ports.find({a, b});
+            if (port == m_ports.end())
+            {
+                err = at + "ADDR: no link between node " + t[1] + " and node " + t[2];
+                return false;
+            }
             Ptr<Ipv4> ip = m_nodes.Get(a)->GetObject<Ipv4>();
             dag.nodeAddress[a] = ip->GetAddress(port->second.ifIndex, 0).GetLocal();
+            continue;
         }
-        else
-            routes.emplace_back(a, b, c);
-    }
-    // Host routes after all ADDR lines, since they target identity addresses.
-    for (auto& [a, dst, nh] : routes)
-    {
-        const Port& port = m_ports.at({a, nh});
-        Ptr<Ipv4StaticRouting> sr = helper.GetStaticRouting(m_nodes.Get(a)->GetObject<Ipv4>());
-        sr->AddHostRouteTo(dag.nodeAddress[dst], port.peer, port.ifIndex);
+        if (t[0] != "PATH" || t.size() < 4 || !ToU32(t[1], a) || !ToU32(t[2], b) ||
+            a >= NodeCount() || b >= NodeCount() || a == b)
+        {
+            err = at + "expected `ADDR node peer` or `PATH src dst node:link...` with distinct node ids below " +
+                  std::to_string(NodeCount());
+            return false;
+        }
+        // Walk the hops: at each node, packets of (a, b) leave over the hop's link.
+        uint32_t u = a;
+        for (size_t k = 3; k < t.size(); k++)
+        {
+            size_t colon = t[k].find(':');
+            uint32_t v, l;
+            if (colon == std::string::npos || !ToU32(t[k].substr(0, colon), v) ||
+                !ToU32(t[k].substr(colon + 1), l) || l >= m_links.size())
+            {
+                err = at + "hop " + std::to_string(k - 2) + ": expected `node:link` with a link row below " +
+                      std::to_string(m_links.size()) + ", found `" + t[k] + "`";
+                return false;
+            }
+            const LinkSpec& spec = m_links[l];
+            if (!((spec.a == u && spec.b == v) || (spec.b == u && spec.a == v)))
+            {
+                err = at + "hop " + std::to_string(k - 2) + ": link " + std::to_string(l) +
+                      " does not join node " + std::to_string(u) + " and node " + std::to_string(v);
+                return false;
+            }
+            const Port& port = spec.a == u ? m_linkPorts[l].atA : m_linkPorts[l].atB;
+            if (!Routing(u)->AddPairRoute(a, b, port.ifIndex, port.peer))
+            {
+                err = at + "node " + std::to_string(u) + " already routes the pair " + t[1] + " " + t[2] +
+                      " (a repeated pair or a path through a node twice)";
+                return false;
+            }
+            u = v;
+        }
+        if (u != b)
+        {
+            err = at + "the path ends at node " + std::to_string(u) + ", not at its destination " + t[2];
+            return false;
+        }
     }
     return true;
 }

@@ -52,6 +52,8 @@ main(int argc, char** argv)
     Simulator::Stop(Seconds(p.stopTimeS));
     std::cerr << "progress 0 " << dag.records.size() << " 0" << std::endl;
     Simulator::Run();
+    // A packet dropped for want of a route is a broken input, never a quiet slowdown.
+    dag.protocolErrors += Ina3dPairRouting::GetMisses();
     double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     bool complete = dag.WriteOutputs(dir, wall);

@@ -37,9 +37,10 @@ pub struct EmitArgs {
     /// Take flow.txt start times from a replay's fct.csv instead of a contention-free schedule.
     #[arg(long)]
     pub starts: Option<PathBuf>,
-    /// ECMP seed of the glue's per-destination routes.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// ECMP seed of the glue's routes. Defaults to the trace header's seed, the one
+    /// `ina3d replay` uses, so both back-ends take the same paths.
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Aggregator slots per switch (default: the trace header's).
     #[arg(long)]
     pub slots: Option<u32>,
@@ -82,12 +83,16 @@ pub struct IngestArgs {
 }
 
 /// The records and the INA parameters of a trace file.
-fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams, Option<String>)> {
+/// The records, INA parameters, topology spec and ECMP seed a trace names.
+type Loaded = (Vec<FlowRecord>, InaParams, Option<String>, Option<u64>);
+
+fn load_trace(p: &Path) -> Result<Loaded> {
     if p.extension().is_some_and(|e| e == "txt") {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
             let params = p.with_file_name("params.txt");
             let mut ina = InaParams::default();
+            let mut seed = None;
             if let Ok(t) = std::fs::read_to_string(&params) {
                 for l in t.lines() {
                     let mut it = l.split_whitespace();
@@ -96,6 +101,7 @@ fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams, Option<String>)> 
                         (Some("INA_PAYLOAD"), Some(v)) => ina.payload = Bytes(v.parse().with_context(|| format!("{}: INA_PAYLOAD", params.display()))?),
                         (Some("INA_WINDOW"), Some(v)) => ina.window = v.parse().with_context(|| format!("{}: INA_WINDOW", params.display()))?,
                         (Some("INA_POLICY"), Some(v)) => ina.policy = policy(v)?,
+                        (Some("SEED"), Some(v)) => seed = Some(v.parse().with_context(|| format!("{}: SEED", params.display()))?),
                         (Some("INA_CLASSES"), Some(v)) => {
                             ina.classes = v.split(',').map(|c| c.parse().map_err(anyhow::Error::msg)).collect::<Result<_>>()?
                         }
@@ -103,13 +109,17 @@ fn load_trace(p: &Path) -> Result<(Vec<FlowRecord>, InaParams, Option<String>)> 
                     }
                 }
             }
-            return Ok((read_trace_txt(p, &text)?.0, ina, None));
+            return Ok((read_trace_txt(p, &text)?.0, ina, None, seed));
         }
     }
     let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
     let ina = InaParams::from_header(&t.header).with_context(|| format!("trace {}", p.display()))?;
     let topo = t.header.get("topology").map(str::trim).filter(|s| !s.is_empty()).map(String::from);
-    Ok((t.records, ina, topo))
+    let seed = match t.header.get("seed") {
+        Some(s) => Some(s.trim().parse::<u64>().with_context(|| format!("{}: header seed `{s}`", p.display()))?),
+        None => None,
+    };
+    Ok((t.records, ina, topo, seed))
 }
 
 /// The topology to emit for: `--topology` when given, else the one the trace names.
@@ -146,7 +156,13 @@ fn policy(s: &str) -> Result<InaPolicy> {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Emit(a) => {
-            let (records, mut ina, header_topo) = load_trace(&a.trace)?;
+            let (records, mut ina, header_topo, header_seed) = load_trace(&a.trace)?;
+            if let (Some(cli), Some(h)) = (a.seed, header_seed) {
+                if cli != h {
+                    eprintln!("warning: --seed {cli} differs from the trace's seed {h}: the glue's routes will differ from `ina3d replay`'s");
+                }
+            }
+            let seed = a.seed.or(header_seed).unwrap_or(0);
             let spec = topology_spec(a.topology.as_deref(), header_topo.as_deref(), &a.trace)?;
             let topo = load_topology(&spec)?;
             if let Some(v) = a.slots {
@@ -163,7 +179,7 @@ pub fn run(c: Command) -> Result<()> {
             }
             let opts = EmitOptions {
                 flavor: a.flavor,
-                seed: a.seed,
+                seed,
                 start: a.starts.map(StartSource::Replay).unwrap_or_default(),
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,
@@ -182,9 +198,10 @@ pub fn run(c: Command) -> Result<()> {
                 r.start_source,
                 r.schedule_makespan.0
             );
-            if let Some((d, n)) = r.per_flow_path_differs {
-                eprintln!("glue routes are per destination: {d} of {n} net records would take another path under the replayer's per-flow ECMP");
-            }
+            eprintln!(
+                "glue routes are per (src, dst) connection, as the replayer's: all {} net/ina records checked on the replayer's path ({} pairs routed, seed {})",
+                r.paths_checked, r.routes, seed
+            );
             Ok(())
         }
         Command::Run(a) => {

@@ -10,7 +10,7 @@
 //! | `config.txt` | HPCC / SimAI | every key the family reads, RED maps for every rate |
 //! | `trace_nodes.txt` | HPCC | HPCC's `TRACE_FILE` (nodes to trace: none) |
 //! | `trace.txt` | glue | the DAG, one record per line (format below) |
-//! | `routes.txt` | glue | identity addresses and per-destination next hops |
+//! | `routes.txt` | glue | identity addresses and the path of every (src, dst) pair ([`super::routes`]) |
 //! | `params.txt` | glue | INA slots, payload, window, policy; transport sizes |
 //!
 //! `trace.txt` (glue format v1): `#` comments, then `RECORDS <n>`, then one line per record:
@@ -20,7 +20,7 @@
 //! config.txt points it at `trace_nodes.txt`.)
 
 use super::hpcc::format_secs;
-use super::routes::DestRoutes;
+use super::routes::{glue_pairs, read_routes_txt, PairRoutes};
 use super::{write_atomic, InaParams, Ns3Error};
 use crate::fct::FctRow;
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
@@ -94,7 +94,7 @@ impl TcpConnections {
 pub struct EmitOptions {
     /// Simulator dialect.
     pub flavor: Flavor,
-    /// Seed of the per-destination ECMP choice.
+    /// ECMP seed of the routes (the replayer's: the trace header's `seed` for the same paths).
     pub seed: u64,
     /// Start times of flow.txt.
     pub start: StartSource,
@@ -119,27 +119,32 @@ pub struct EmitReport {
     pub start_source: String,
     /// Makespan of the contention-free schedule (a lower bound on the iteration).
     pub schedule_makespan: Nanos,
-    /// ROUTE lines in routes.txt.
+    /// PATH lines in routes.txt: the (src, dst) pairs routed, reverse directions included.
     pub routes: usize,
-    /// Net records whose per-flow ECMP path ([`crate::topology::Routing`], keyed by record
-    /// id, as the replayer routes them) differs from the glue's per-destination path, and
-    /// the number of host-to-host net records compared. `None` when the topology has no
-    /// [`crate::topology::Routing`] (e.g. no switches).
-    pub per_flow_path_differs: Option<(u64, u64)>,
+    /// Net and INA records whose path, read back from the written `routes.txt`, was
+    /// checked equal to the replayer's ([`crate::replay::PathSource::connection_path`] on
+    /// a fresh [`crate::replay::SharedRoutes`]); emit fails on the first difference.
+    pub paths_checked: u64,
 }
 
-/// Compare the glue's per-destination paths with per-flow ECMP paths (see [`EmitReport`]).
-pub fn path_differences(records: &[FlowRecord], topo: &Topology, routes: &DestRoutes, seed: u64) -> Option<(u64, u64)> {
-    let routing = crate::topology::Routing::new(topo, seed).ok()?;
-    let (mut differ, mut total) = (0, 0);
-    for r in records.iter().filter(|r| r.mode == Mode::Net && r.src != r.dst) {
-        let (Ok(theirs), Ok(ours)) = (routing.path(r.src, r.dst, r.id.0), routes.path(r.src, r.dst)) else { continue };
-        total += 1;
-        if theirs.iter().map(|c| c.link()).ne(ours.iter().copied()) {
-            differ += 1;
+/// Check that `routes.txt` (as written) gives every net and INA record the replayer's path
+/// (an independent [`crate::replay::SharedRoutes`] on `topo` with `seed`); returns the
+/// number of records checked, or an error naming the first record on another path.
+pub fn check_paths_match_replayer(records: &[FlowRecord], topo: &Topology, seed: u64, routes_path: &Path, routes_txt: &str) -> Result<u64, Ns3Error> {
+    use crate::replay::PathSource;
+    let written = read_routes_txt(routes_path, routes_txt)?;
+    let routing = crate::topology::Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
+    let replayer = crate::replay::SharedRoutes::new(topo, &routing);
+    let mut checked = 0;
+    for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
+        let theirs = replayer.connection_path(r.src, r.dst).map_err(|_| Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
+        let ours = written.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
+        if theirs.iter().map(|c| c.link()).ne(ours.iter().map(|h| h.1)) {
+            return Err(Ns3Error::Routing(format!("record {}: routes.txt path from {} to {} differs from the replayer's", r.id, r.src, r.dst)));
         }
+        checked += 1;
     }
-    Some((differ, total))
+    Ok(checked)
 }
 
 /// Largest flow HPCC's reader takes (its size is a uint32).
@@ -226,7 +231,7 @@ pub fn topo_order(records: &[FlowRecord]) -> Result<Vec<usize>, Ns3Error> {
 }
 
 /// Standalone time of every record (index-aligned with `records`).
-pub fn standalone_times(records: &[FlowRecord], topo: &Topology, routes: &DestRoutes) -> Result<Vec<Nanos>, Ns3Error> {
+pub fn standalone_times(records: &[FlowRecord], topo: &Topology, routes: &PairRoutes) -> Result<Vec<Nanos>, Ns3Error> {
     records
         .iter()
         .map(|r| match r.mode {
@@ -441,27 +446,6 @@ pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u
     )
 }
 
-/// `routes.txt` text for the glue.
-pub fn routes_text(topo: &Topology, routes: &DestRoutes) -> (String, usize) {
-    let mut s = String::from("# ina3d-ns3 routes v1: ADDR node peer | ROUTE node dst next_hop\n");
-    for (i, k) in topo.kinds.iter().enumerate() {
-        if *k != NodeKind::Host {
-            continue;
-        }
-        let nic = topo.links.iter().find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
-        if let Some(l) = nic {
-            let peer = if l.a.idx() == i { l.b } else { l.a };
-            let _ = writeln!(s, "ADDR {i} {peer}");
-        }
-    }
-    let mut n = 0;
-    for (node, dst, nh) in routes.entries() {
-        let _ = writeln!(s, "ROUTE {node} {dst} {nh}");
-        n += 1;
-    }
-    (s, n)
-}
-
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
 pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
@@ -471,15 +455,15 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
             ina.payload.0, ina.slots, ina.window, ina.classes.len()
         )));
     }
-    let endpoints: BTreeSet<NodeId> = records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).flat_map(|r| [r.src, r.dst]).collect();
-    let routes = DestRoutes::new(topo, &endpoints, opts.seed);
+    let routes = PairRoutes::new(topo, opts.seed, &glue_pairs(records, topo, ina.policy))?;
     let standalone = standalone_times(records, topo, &routes)?;
     let (sched, makespan) = contention_free_schedule(records, &standalone)?;
     let (starts, start_source) = match &opts.start {
         StartSource::Schedule => (sched, "contention-free-schedule".to_string()),
         StartSource::Replay(p) => (replay_starts(p, records)?, format!("replay:{}", p.display())),
     };
-    let differs = path_differences(records, topo, &routes, opts.seed);
+    let (routes_txt, nroutes) = routes.text(topo);
+    let paths_checked = check_paths_match_replayer(records, topo, opts.seed, &dir.join("routes.txt"), &routes_txt)?;
     let (ext, proxies) = with_proxies(topo, records);
     let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
 
@@ -512,9 +496,7 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
     for (sw, p) in &proxies {
         let _ = writeln!(meta, "proxy switch {sw} host {p}");
     }
-    if let Some((d, n)) = differs {
-        let _ = writeln!(meta, "glue_routes per-destination: {d} of {n} net records take another path under per-flow ECMP");
-    }
+    let _ = writeln!(meta, "glue_routes per (src, dst) connection: {paths_checked} net/ina records checked on the replayer's path, {nroutes} pairs routed");
     meta.push_str("# flow_index record_id piece pieces\n");
     for (k, row) in rows.iter().enumerate() {
         if opts.flavor == Flavor::Parsimon {
@@ -530,7 +512,6 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
     }
     // stop time: generous against the contention-free bound, at least 1 s
     let stop = (makespan.as_secs_f64() * 100.0).max(1.0);
-    let (routes_txt, nroutes) = routes_text(topo, &routes);
     let files: Vec<(&str, String)> = vec![
         ("topology.txt", topology_text(&ext, opts.flavor, &opts.gpu_type)),
         ("flow.txt", flow),
@@ -548,7 +529,7 @@ pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &Emi
         write_atomic(&p, text.as_bytes())?;
         written.push(p);
     }
-    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes, per_flow_path_differs: differs })
+    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes, paths_checked })
 }
 
 /// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are

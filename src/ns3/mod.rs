@@ -11,13 +11,15 @@
 //!   `qlen`, SimAI `EndToEnd.csv`, the glue's `summary.csv`) into tidy CSV.
 //! - [`aicb`]: the AICB/SimAI workload text for a training config.
 //!
-//! ## Routing in the glue versus the replayer
-//! The glue installs **per-destination** static routes computed here ([`routes`]): every
-//! node forwards all packets for one destination to one next hop, picked among the
-//! equal-cost shortest next hops by a seeded hash of (node, destination). A per-flow ECMP
-//! router (the replayer's) may put two flows between the same pair on different paths;
-//! per-destination routing cannot. [`EmitReport::per_flow_path_differs`] counts the net
-//! records whose per-flow path (when a per-flow router is supplied) differs from the glue's.
+//! ## Routing: the same path in the glue and the replayer
+//! Both back-ends use ECMP **per connection**: every net record and INA edge from `src`
+//! to `dst` takes the path [`crate::replay::PathSource::connection_path`] gives, keyed by
+//! [`crate::topology::pair_key`]`(src, dst)` (a fabric hashing the 5-tuple of NCCL's
+//! persistent per-peer connections). [`emit()`] writes that path for every pair the glue
+//! carries (and the reverse direction, for TCP ACKs and INA results) into `routes.txt`
+//! ([`routes`]), and the glue's `Ina3dPairRouting` forwards by (source, destination) from
+//! that table. [`EmitReport::paths_checked`] counts the records whose path, read back from
+//! the written file, was checked equal to the replayer's; emit fails on any difference.
 //!
 //! ## INA for simulators without INA
 //! HPCC-family simulators have no aggregating switch. [`emit()`] attaches one *aggregation
@@ -156,6 +158,10 @@ pub enum Ns3Error {
     /// The trace is not a DAG or is otherwise inconsistent.
     #[error("trace: {0}")]
     BadTrace(String),
+    /// The topology cannot be routed (see [`crate::topology::Routing::new`]), or the
+    /// routes written for the glue disagree with the replayer's.
+    #[error("routing: {0}")]
+    Routing(String),
     /// No route between two nodes that must exchange data.
     #[error("no route from node {src} to node {dst}")]
     NoRoute {

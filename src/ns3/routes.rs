@@ -1,112 +1,115 @@
-//! Per-destination shortest-path routes for the ns-3 glue (see the module docs of
-//! [`crate::ns3`] for how they relate to the replayer's per-flow ECMP).
+//! The glue's routes: the replayer's path of every (source, destination) connection.
 //!
-//! Only the network carries packets: NVLink links are left out (intra-server traffic is
-//! an NVLink record with an analytical duration), and hosts never forward.
+//! ECMP is per connection in both back-ends ([`crate::topology::pair_key`]): the replayer
+//! routes each net record and INA edge with [`PathSource::connection_path`], and
+//! [`PairRoutes`] asks the very same function (on the same [`SharedRoutes`]) for every
+//! pair the glue carries, which `routes.txt` hands to the glue's `Ina3dPairRouting`
+//! (forwarding by source and destination). So every record takes the same path in both.
+//!
+//! `routes.txt` (glue routes v2): `#` comments; `ADDR node peer` (a host's identity
+//! address is its interface towards `peer`); `PATH src dst node:link …`, one line per
+//! routed pair, the hops in order from `src` — each the next node and the `topology.txt`
+//! link row (0-based) crossed to reach it — ending at `dst`.
+//!
+//! Only the network carries packets: NVLink links are never on a path (intra-server
+//! traffic is an NVLink record with an analytical duration), and hosts never forward.
 
-use super::Ns3Error;
-use crate::topology::{LinkKind, NodeKind, Topology};
+use super::{InaPolicy, Ns3Error};
+use crate::replay::{PathSource, SharedRoutes};
+use crate::topology::{LinkKind, NodeKind, Routing, Topology};
+use crate::trace::{AggDir, FlowRecord, Mode};
 use crate::units::{BitsPerSec, Bytes, LinkId, Nanos, NodeId};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
 
-/// Deterministic 64-bit mixer (splitmix64), so routes do not depend on std's RandomState.
-pub fn mix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
+/// One hop of a path: the node reached and the link crossed to reach it.
+pub type Hop = (NodeId, LinkId);
+
+/// The (src, dst) pairs whose packets the glue sends for `records`: every net record and
+/// INA edge (switch ends included) and its reverse direction (TCP ACKs; INA results), and,
+/// under the best-effort policy, each aggregating switch to and from its aggregation's
+/// fallback host (the lowest-id worker, as the glue picks it).
+pub fn glue_pairs(records: &[FlowRecord], topo: &Topology, policy: InaPolicy) -> BTreeSet<(NodeId, NodeId)> {
+    let mut pairs = BTreeSet::new();
+    let mut aggs: BTreeMap<u64, (BTreeSet<NodeId>, Option<NodeId>)> = BTreeMap::new();
+    for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
+        pairs.insert((r.src, r.dst));
+        pairs.insert((r.dst, r.src));
+        if let (Mode::Ina, Some(a)) = (r.mode, r.agg) {
+            let e = aggs.entry(a.id).or_default();
+            e.0.insert(a.switch);
+            if a.dir == AggDir::Up && topo.kinds.get(r.src.idx()) == Some(&NodeKind::Host) {
+                e.1 = Some(e.1.map_or(r.src, |w: NodeId| w.min(r.src)));
+            }
+        }
+    }
+    if policy == InaPolicy::BestEffort {
+        for (switches, fallback) in aggs.values() {
+            let Some(host) = *fallback else { continue };
+            for &s in switches {
+                if s != host {
+                    pairs.insert((s, host));
+                    pairs.insert((host, s));
+                }
+            }
+        }
+    }
+    pairs
 }
 
-/// For each destination, every node's next hop (node, link) towards it.
-#[derive(Clone, Debug)]
-pub struct DestRoutes {
-    next: BTreeMap<NodeId, Vec<Option<(NodeId, LinkId)>>>,
+/// The path of every routed pair, from the replayer's own route function.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairRoutes {
+    paths: BTreeMap<(NodeId, NodeId), Vec<Hop>>,
 }
 
-impl DestRoutes {
-    /// Shortest-path next hops towards every node of `dsts`; among equal-cost next hops one
-    /// is chosen per (node, destination) by a seeded hash.
-    pub fn new(topo: &Topology, dsts: &BTreeSet<NodeId>, seed: u64) -> Self {
-        let n = topo.node_count();
-        // adjacency: (neighbour, lowest link id to it) — parallel links collapse to the first,
-        // as the glue installs routes on the first link between two nodes.
-        let mut adj: Vec<BTreeMap<NodeId, LinkId>> = vec![BTreeMap::new(); n];
-        for (i, l) in topo.links.iter().enumerate() {
-            if l.kind == LinkKind::NvLink || l.a.idx() >= n || l.b.idx() >= n {
+impl PairRoutes {
+    /// The replayer's path ([`SharedRoutes`] on `topo` with ECMP seed `seed`,
+    /// [`PathSource::connection_path`]) of every pair in `pairs`.
+    pub fn new(topo: &Topology, seed: u64, pairs: &BTreeSet<(NodeId, NodeId)>) -> Result<Self, Ns3Error> {
+        let routing = Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
+        let shared = SharedRoutes::new(topo, &routing);
+        let mut paths = BTreeMap::new();
+        for &(src, dst) in pairs {
+            if src == dst {
                 continue;
             }
-            adj[l.a.idx()].entry(l.b).or_insert(LinkId(i as u32));
-            adj[l.b.idx()].entry(l.a).or_insert(LinkId(i as u32));
+            let chans = shared.connection_path(src, dst).map_err(|_| Ns3Error::NoRoute { src, dst })?;
+            let hops = chans
+                .iter()
+                .map(|&c| {
+                    let (_, to) = topo.channel_ends(c);
+                    (to, c.link())
+                })
+                .collect();
+            paths.insert((src, dst), hops);
         }
-        let mut next = BTreeMap::new();
-        for &d in dsts {
-            if d.idx() >= n {
-                continue;
-            }
-            let mut dist = vec![u32::MAX; n];
-            dist[d.idx()] = 0;
-            let mut q = VecDeque::from([d]);
-            while let Some(u) = q.pop_front() {
-                // Hosts terminate paths: they are sources, never transit.
-                if u != d && topo.kinds[u.idx()] == NodeKind::Host {
-                    continue;
-                }
-                for &v in adj[u.idx()].keys() {
-                    if dist[v.idx()] == u32::MAX {
-                        dist[v.idx()] = dist[u.idx()] + 1;
-                        q.push_back(v);
-                    }
-                }
-            }
-            let mut hops = vec![None; n];
-            for u in 0..n {
-                if u == d.idx() || dist[u] == u32::MAX {
-                    continue;
-                }
-                let cands: Vec<(NodeId, LinkId)> = adj[u]
-                    .iter()
-                    .filter(|(v, _)| {
-                        dist[v.idx()].checked_add(1) == Some(dist[u]) && (**v == d || topo.kinds[v.idx()] != NodeKind::Host)
-                    })
-                    .map(|(v, l)| (*v, *l))
-                    .collect();
-                if !cands.is_empty() {
-                    let h = mix64(seed ^ mix64(((u as u64) << 32) | d.0 as u64));
-                    hops[u] = Some(cands[(h % cands.len() as u64) as usize]);
-                }
-            }
-            next.insert(d, hops);
-        }
-        DestRoutes { next }
+        Ok(PairRoutes { paths })
     }
 
-    /// Next hop from `node` towards `dst`, if routed.
-    pub fn next_hop(&self, node: NodeId, dst: NodeId) -> Option<(NodeId, LinkId)> {
-        self.next.get(&dst)?.get(node.idx()).copied().flatten()
-    }
-
-    /// Every `(node, dst, next_hop)` in (dst, node) order.
-    pub fn entries(&self) -> impl Iterator<Item = (NodeId, NodeId, NodeId)> + '_ {
-        self.next.iter().flat_map(|(d, hops)| {
-            hops.iter()
-                .enumerate()
-                .filter_map(move |(u, h)| h.map(|(v, _)| (NodeId(u as u32), *d, v)))
-        })
-    }
-
-    /// The links from `src` to `dst`.
-    pub fn path(&self, src: NodeId, dst: NodeId) -> Result<Vec<LinkId>, Ns3Error> {
-        let mut links = Vec::new();
-        let mut u = src;
-        while u != dst {
-            let (v, l) = self.next_hop(u, dst).ok_or(Ns3Error::NoRoute { src, dst })?;
-            links.push(l);
-            u = v;
-            if links.len() > self.next.get(&dst).map_or(0, Vec::len) {
-                return Err(Ns3Error::NoRoute { src, dst });
-            }
+    /// The hops from `src` to `dst` (empty when `src == dst`), or [`Ns3Error::NoRoute`]
+    /// for a pair that is not routed.
+    pub fn path(&self, src: NodeId, dst: NodeId) -> Result<&[Hop], Ns3Error> {
+        if src == dst {
+            return Ok(&[]);
         }
-        Ok(links)
+        self.paths.get(&(src, dst)).map(Vec::as_slice).ok_or(Ns3Error::NoRoute { src, dst })
+    }
+
+    /// Every routed pair and its hops, in (src, dst) order.
+    pub fn iter(&self) -> impl Iterator<Item = (NodeId, NodeId, &[Hop])> + '_ {
+        self.paths.iter().map(|(&(s, d), h)| (s, d, h.as_slice()))
+    }
+
+    /// Number of routed pairs.
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// True when no pair is routed.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
     }
 
     /// Completion time alone on an idle network: serialisation at the bottleneck rate plus
@@ -117,16 +120,87 @@ impl DestRoutes {
             return Ok(Nanos::ZERO);
         }
         let path = self.path(src, dst)?;
-        let rate = path.iter().map(|l| topo.links[l.idx()].rate).min().unwrap_or(BitsPerSec(u64::MAX));
-        let delay: Nanos = path.iter().map(|l| topo.links[l.idx()].delay).sum();
+        let rate = path.iter().map(|(_, l)| topo.links[l.idx()].rate).min().unwrap_or(BitsPerSec(u64::MAX));
+        let delay: Nanos = path.iter().map(|(_, l)| topo.links[l.idx()].delay).sum();
         Ok(rate.transmit_time(bytes) + delay)
     }
+
+    /// `routes.txt` text (format in the module docs) and the number of `PATH` lines.
+    pub fn text(&self, topo: &Topology) -> (String, usize) {
+        let mut s = String::from("# ina3d-ns3 routes v2: ADDR node peer | PATH src dst node:link... (hops from src; link = topology.txt row, 0-based)\n");
+        for (i, k) in topo.kinds.iter().enumerate() {
+            if *k != NodeKind::Host {
+                continue;
+            }
+            let nic = topo.links.iter().find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
+            if let Some(l) = nic {
+                let peer = if l.a.idx() == i { l.b } else { l.a };
+                let _ = writeln!(s, "ADDR {i} {peer}");
+            }
+        }
+        for (src, dst, hops) in self.iter() {
+            let _ = write!(s, "PATH {src} {dst}");
+            for (n, l) in hops {
+                let _ = write!(s, " {n}:{}", l.0);
+            }
+            s.push('\n');
+        }
+        (s, self.len())
+    }
+}
+
+/// Read the `PATH` lines of a `routes.txt` back ((src, dst) → hops); `ADDR` lines are
+/// checked for shape only. Errors name the file, line and field.
+pub fn read_routes_txt(path: &Path, text: &str) -> Result<BTreeMap<(NodeId, NodeId), Vec<Hop>>, Ns3Error> {
+    let mut out = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let no = i + 1;
+        let t: Vec<&str> = raw.split_whitespace().collect();
+        if t.is_empty() || t[0].starts_with('#') {
+            continue;
+        }
+        let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
+            t.get(k)
+                .and_then(|v| v.parse().ok())
+                .map(NodeId)
+                .ok_or_else(|| Ns3Error::parse(path, no, field, format!("expected a node id, found `{}`", t.get(k).unwrap_or(&""))))
+        };
+        match t[0] {
+            "ADDR" if t.len() == 3 => {
+                node(1, "node")?;
+                node(2, "peer")?;
+            }
+            "PATH" if t.len() >= 4 => {
+                let (src, dst) = (node(1, "src")?, node(2, "dst")?);
+                let hops = t[3..]
+                    .iter()
+                    .map(|h| {
+                        let (n, l) = h.split_once(':').ok_or_else(|| Ns3Error::parse(path, no, "hop", format!("expected `node:link`, found `{h}`")))?;
+                        match (n.parse(), l.parse()) {
+                            (Ok(n), Ok(l)) => Ok((NodeId(n), LinkId(l))),
+                            _ => Err(Ns3Error::parse(path, no, "hop", format!("expected `node:link`, found `{h}`"))),
+                        }
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                if hops.last().map(|h| h.0) != Some(dst) {
+                    return Err(Ns3Error::parse(path, no, "hop", format!("the path does not end at its destination {dst}")));
+                }
+                if out.insert((src, dst), hops).is_some() {
+                    return Err(Ns3Error::parse(path, no, "PATH", format!("pair {src} {dst} is routed twice")));
+                }
+            }
+            other => return Err(Ns3Error::parse(path, no, "keyword", format!("expected `ADDR node peer` or `PATH src dst node:link...`, found `{other}` with {} fields", t.len()))),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::Link;
+    use crate::topology::{pair_key, Link};
+    use crate::trace::Class;
+    use crate::units::FlowId;
 
     /// hosts 0, 1 on switch 2; host 3 on switch 4; switches 2 and 4 joined by two paths via 5 and 6.
     fn diamond() -> Topology {
@@ -136,34 +210,80 @@ mod tests {
         Topology { kinds, links: vec![l(0, 2), l(1, 2), l(3, 4), l(2, 5), l(5, 4), l(2, 6), l(6, 4)], gpus: vec![NodeId(0), NodeId(1), NodeId(3)], gpus_per_server: 1, nvlink_rate: None, source: "diamond".into() }
     }
 
-    #[test]
-    fn every_flow_to_one_destination_shares_the_next_hop_of_each_node() {
-        let t = diamond();
-        let r = DestRoutes::new(&t, &[NodeId(3)].into(), 1);
-        let p0 = r.path(NodeId(0), NodeId(3)).unwrap();
-        let p1 = r.path(NodeId(1), NodeId(3)).unwrap();
-        assert_eq!(p0.len(), 4);
-        assert_eq!(p0[1..], p1[1..], "both go through the same spine");
+    fn net(id: u64, src: u32, dst: u32) -> FlowRecord {
+        FlowRecord {
+            id: FlowId(id),
+            src: NodeId(src),
+            dst: NodeId(dst),
+            bytes: Bytes(1000),
+            deps: vec![],
+            gap: Nanos::ZERO,
+            dur: Nanos::ZERO,
+            mode: Mode::Net,
+            class: Class::Dp,
+            iteration: 0,
+            collective: None,
+            step: None,
+            microbatch: None,
+            layer: None,
+            stage: None,
+            group_size: None,
+            agg: None,
+        }
     }
 
     #[test]
-    fn hosts_never_forward_and_unrouted_pairs_are_an_error() {
+    fn every_pair_takes_the_replayers_connection_path_and_its_reverse_is_routed_too() {
         let t = diamond();
-        let r = DestRoutes::new(&t, &[NodeId(0)].into(), 0);
-        assert_eq!(r.next_hop(NodeId(1), NodeId(0)), Some((NodeId(2), LinkId(1))));
+        let pairs = glue_pairs(&[net(0, 0, 3), net(1, 1, 3)], &t, InaPolicy::Static);
+        assert_eq!(pairs.len(), 4, "two pairs and their reverses");
+        let r = PairRoutes::new(&t, 5, &pairs).unwrap();
+        let routing = Routing::new(&t, 5).unwrap();
+        for (s, d) in pairs {
+            let want = routing.path(s, d, pair_key(s, d)).unwrap();
+            let got = r.path(s, d).unwrap();
+            assert_eq!(got.iter().map(|h| h.1).collect::<Vec<_>>(), want.iter().map(|c| c.link()).collect::<Vec<_>>());
+            assert_eq!(got.last().unwrap().0, d);
+        }
+    }
+
+    #[test]
+    fn routes_txt_reads_back_as_the_same_paths_and_unrouted_pairs_are_an_error() {
+        let t = diamond();
+        let r = PairRoutes::new(&t, 0, &glue_pairs(&[net(0, 0, 3)], &t, InaPolicy::Static)).unwrap();
+        let (text, n) = r.text(&t);
+        assert_eq!(n, 2);
+        assert!(text.contains("ADDR 0 2\n"), "{text}");
+        let back = read_routes_txt(Path::new("routes.txt"), &text).unwrap();
+        assert_eq!(back.len(), 2);
+        for (s, d, hops) in r.iter() {
+            assert_eq!(back[&(s, d)], hops);
+        }
         assert!(matches!(r.path(NodeId(1), NodeId(3)), Err(Ns3Error::NoRoute { .. })));
+        let bad = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0 5\n").unwrap_err().to_string();
+        assert!(bad.contains("routes.txt:1: hop"), "{bad}");
+        let short = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0\n").unwrap_err().to_string();
+        assert!(short.contains("does not end at its destination 3"), "{short}");
     }
 
     #[test]
     fn standalone_time_is_bottleneck_serialisation_plus_path_delay() {
         let t = diamond();
-        let r = DestRoutes::new(&t, &[NodeId(3)].into(), 0);
+        let r = PairRoutes::new(&t, 0, &[(NodeId(0), NodeId(3))].into()).unwrap();
         // 1 MB at 100 Gbps = 80 µs, 4 hops of 1 µs
         assert_eq!(r.standalone(&t, NodeId(0), NodeId(3), Bytes(1_000_000)).unwrap(), Nanos(84_000));
     }
 
     #[test]
-    fn the_route_hash_is_the_documented_splitmix64() {
-        assert_eq!(mix64(0), 0xe220_a839_7b1d_cdaf);
+    fn best_effort_routes_each_aggregating_switch_to_and_from_the_lowest_worker() {
+        use crate::trace::AggTag;
+        let edge = |id, src, dst, sw, dir| FlowRecord { mode: Mode::Ina, agg: Some(AggTag { id: 9, switch: NodeId(sw), fanin: 2, dir }), ..net(id, src, dst) };
+        // workers 1 and 3 under switches 2 and 4, root 5
+        let recs = [edge(0, 1, 2, 2, AggDir::Up), edge(1, 3, 4, 4, AggDir::Up), edge(2, 2, 5, 5, AggDir::Up), edge(3, 4, 5, 5, AggDir::Up)];
+        let fallback = glue_pairs(&recs, &diamond(), InaPolicy::BestEffort);
+        let plain = glue_pairs(&recs, &diamond(), InaPolicy::Static);
+        let extra: Vec<_> = fallback.difference(&plain).copied().collect();
+        let n = |a, b| (NodeId(a), NodeId(b));
+        assert_eq!(extra, vec![n(1, 4), n(1, 5), n(4, 1), n(5, 1)], "switch 2 already talks to host 1");
     }
 }

@@ -8,7 +8,7 @@
 
 use super::emit::read_trace_txt;
 use super::hpcc::read_topology_txt;
-use super::routes::DestRoutes;
+use super::routes::read_routes_txt;
 use super::Ns3Error;
 use crate::fct::{self, FctRow, Summary, SummaryContext};
 use crate::topology::{NodeKind, Topology};
@@ -25,7 +25,7 @@ pub const NS3_MODULES: [&str; 6] = ["core", "network", "internet", "point-to-poi
 /// The header whose presence means Debian's ns-3 dev package is installed.
 pub const NS3_HEADER: &str = "/usr/include/ns3/core-module.h";
 /// Glue sources, relative to the crate root.
-pub const GLUE_SOURCES: [&str; 4] = ["scenario/ina3d-ns3.cc", "helper/ina3d-helper.cc", "model/ina-apps.cc", "model/ina3d-dag.cc"];
+pub const GLUE_SOURCES: [&str; 5] = ["scenario/ina3d-ns3.cc", "helper/ina3d-helper.cc", "model/ina-apps.cc", "model/ina3d-dag.cc", "model/ina3d-pair-routing.cc"];
 
 /// Where the glue sources are (the crate's `ns3-glue/`).
 pub fn glue_source_dir() -> PathBuf {
@@ -172,24 +172,16 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
     let rows = read_fct_csv(&fct_path)?;
     check_complete(&records, &rows, &topo)?;
     let stats = read_stats(&dir.join("stats.txt"))?;
-    let seed = read_seed(&dir.join("params.txt"));
     let ctx = SummaryContext {
         backend: "ns3".into(),
         trace: source_trace(dir).unwrap_or_else(|| trace_path.display().to_string()),
-        switch_bytes: switch_bytes(&records, &topo, seed)?,
+        switch_bytes: switch_bytes(&records, &topo, &dir.join("routes.txt"))?,
         ina_slot_peak: stats.get("ina_slot_peak").copied().unwrap_or(0),
         wall_time_ns: wall.as_nanos() as u64,
     };
     let summary = fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
     fct::write_summary_csv(&dir.join("summary.csv"), &summary).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
     Ok(RunReport { summary, rows, stats })
-}
-
-fn read_seed(p: &Path) -> u64 {
-    std::fs::read_to_string(p)
-        .ok()
-        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("SEED ").and_then(|v| v.trim().parse().ok())))
-        .unwrap_or(0)
 }
 
 /// Read an `fct.csv` (the [`FctRow`] schema, checked by [`fct::read_fct_csv`]).
@@ -243,21 +235,17 @@ pub fn check_complete(records: &[FlowRecord], rows: &[FctRow], topo: &Topology) 
     Ok(())
 }
 
-/// Payload bytes × switches traversed, summed over network records, on the glue's routes
-/// (the `switch_bytes` of [`Summary`]); an INA edge ending or starting at a switch counts it.
-pub fn switch_bytes(records: &[FlowRecord], topo: &Topology, seed: u64) -> Result<u64, Ns3Error> {
-    let endpoints: BTreeSet<NodeId> = records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).flat_map(|r| [r.src, r.dst]).collect();
-    let routes = DestRoutes::new(topo, &endpoints, seed);
+/// Payload bytes × switches traversed, summed over network records, on the paths of the
+/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]); an INA edge ending or starting
+/// at a switch counts it.
+pub fn switch_bytes(records: &[FlowRecord], topo: &Topology, routes_path: &Path) -> Result<u64, Ns3Error> {
+    let text = std::fs::read_to_string(routes_path).map_err(|e| Ns3Error::io(routes_path, e))?;
+    let routes = read_routes_txt(routes_path, &text)?;
     let mut total = 0;
     for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
-        let path = routes.path(r.src, r.dst)?;
-        let mut u = r.src;
-        let mut switches = u64::from(topo.kinds[u.idx()] != NodeKind::Host);
-        for l in path {
-            let link = &topo.links[l.idx()];
-            u = if link.a == u { link.b } else { link.a };
-            switches += u64::from(topo.kinds[u.idx()] != NodeKind::Host);
-        }
+        let path = routes.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
+        let is_switch = |v: NodeId| topo.kinds.get(v.idx()).is_some_and(|k| *k != NodeKind::Host);
+        let switches = u64::from(is_switch(r.src)) + path.iter().filter(|h| is_switch(h.0)).count() as u64;
         total += r.bytes.0 * switches;
     }
     Ok(total)

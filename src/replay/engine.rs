@@ -5,7 +5,7 @@
 //! list of units on it with each unit's position remembered, so adding or removing a
 //! unit is O(path length).
 
-use super::route::{mix, PathSource};
+use super::route::PathSource;
 use super::{ChannelStat, InaPolicy, ReplayError, ReplayOptions, ReplayResult, SlotSample};
 use crate::fct::{self, FctRow, SummaryContext};
 use crate::topology::{NodeKind, Topology};
@@ -345,7 +345,7 @@ fn prepare<R: PathSource + ?Sized>(
             continue;
         }
         let path = routing
-            .path(r.src, r.dst, r.id.0)
+            .connection_path(r.src, r.dst)
             .map_err(|reason| ReplayError::NoRoute { id: r.id, src: r.src, dst: r.dst, reason })?;
         check(r.id, &path)?;
         rec_off[i] = arena.len() as u32;
@@ -477,7 +477,7 @@ fn prepare<R: PathSource + ?Sized>(
             let (a, rid) = hosts[k];
             let b = hosts[(k + 1) % hn].0;
             let path = routing
-                .path(a, b, mix(id ^ mix(k as u64 + 1)))
+                .connection_path(a, b)
                 .map_err(|reason| ReplayError::NoRoute { id: rid, src: a, dst: b, reason })?;
             check(rid, &path)?;
             ring.push((arena.len() as u32, path.len() as u32));

@@ -1,24 +1,39 @@
 //! Where the replayer gets its paths from.
 //!
-//! The replayer asks a [`PathSource`] for the channels of every transfer.
+//! The replayer asks a [`PathSource`] for the channels of every transfer, always through
+//! [`PathSource::connection_path`]: ECMP **per connection**, keyed by
+//! [`topology::pair_key`](crate::topology::pair_key)`(src, dst)`, so every net record and
+//! INA edge between one ordered pair takes one path (as a fabric hashing the 5-tuple of
+//! NCCL's persistent per-peer connections does). `ina3d ns3 emit` writes the same
+//! function's paths into the glue's `routes.txt` and the glue forwards by (source,
+//! destination), so both back-ends put every record on the same path.
+//!
 //! [`SharedRoutes`] is what `ina3d replay` uses: host-to-host transfers take the shared
-//! ECMP routes of `topology::Routing` (so the replayer, the trace and the ns-3 glue agree
-//! on every path); transfers with a switch at one end (INA tree edges), which
-//! `Routing::path` does not serve, take [`ShortestPaths`]: shortest paths over the same
-//! network links with the same `ecmp_choice` rule over next hops in ascending channel
-//! order. In a two-tier tree those edges have a single shortest path, so both agree; in a
-//! three-tier fat-tree a ToR→core edge may pick another (equivalent) aggregation switch
-//! than the generator's tree did.
+//! ECMP routes of `topology::Routing`; transfers with a switch at one end (INA tree edges),
+//! which `Routing::path` does not serve, take [`ShortestPaths`]: shortest paths over the
+//! same network links with the same `ecmp_choice` rule over next hops in ascending channel
+//! order. In a two-tier tree those edges have a single shortest path; in a three-tier
+//! fat-tree a ToR→core edge may pick another (equivalent) aggregation switch than the
+//! generator's tree did (the trace carries no paths, so both back-ends use this one).
 
-use crate::topology::{ecmp_choice, Channel, LinkKind, NodeKind, Routing, Topology};
+use crate::topology::{ecmp_choice, pair_key, Channel, LinkKind, NodeKind, Routing, Topology};
 use crate::units::NodeId;
 use std::cell::OnceCell;
 
 /// Anything that can route a transfer: channels from `src` to `dst`, ECMP choice keyed
-/// by `key` (the record or aggregation id), or a readable reason why there is no route.
+/// by `key`, or a readable reason why there is no route.
 pub trait PathSource {
-    /// The channels of the path, in order from `src`. Empty when `src == dst`.
+    /// The channels of the path for ECMP key `key`, in order from `src`. Empty when
+    /// `src == dst`.
     fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, String>;
+
+    /// The path of the connection from `src` to `dst`: [`PathSource::path`] keyed by
+    /// [`pair_key`]`(src, dst)`. The one place where a transfer's ECMP key is chosen: the
+    /// replayer routes every net and INA record with it and `ina3d ns3 emit` writes its
+    /// paths into the glue's `routes.txt`.
+    fn connection_path(&self, src: NodeId, dst: NodeId) -> Result<Vec<Channel>, String> {
+        self.path(src, dst, pair_key(src, dst))
+    }
 }
 
 /// Shortest-path ECMP routing over network links (NIC and fabric; never NVLink or an
@@ -30,14 +45,6 @@ pub struct ShortestPaths {
     host: Vec<bool>,
     dist: Vec<OnceCell<Vec<u32>>>,
     seed: u64,
-}
-
-/// SplitMix64 finaliser: a fixed, seedable hash (no std RandomState in outputs).
-pub(crate) fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
 }
 
 impl ShortestPaths {

@@ -20,7 +20,7 @@ mod hpcc;
 mod routing;
 
 pub use error::{TopologyError, TopologyWarning};
-pub use routing::{ecmp_choice, ecmp_hash, AggEdge, AggTree, Routing};
+pub use routing::{ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};
 use serde::{Deserialize, Serialize};

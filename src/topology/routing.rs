@@ -50,6 +50,17 @@ pub fn ecmp_choice(seed: u64, key: u64, node: NodeId, n: usize) -> usize {
     ((h as u128 * n as u128) >> 64) as usize
 }
 
+/// The ECMP key of the connection from `src` to `dst`: `(src << 32) | dst`.
+///
+/// Both back-ends route every transfer (net records, INA edges) with this key, so all
+/// transfers between one ordered pair share one path, as a RoCE/TCP fabric hashing the
+/// 5-tuple of NCCL's persistent per-peer connections does. The reverse direction is
+/// another connection (another key, possibly another path), as in a real fabric.
+#[inline]
+pub fn pair_key(src: NodeId, dst: NodeId) -> u64 {
+    ((src.0 as u64) << 32) | dst.0 as u64
+}
+
 /// Distances and shortest next hops towards one attachment group of hosts.
 #[derive(Clone, Debug)]
 struct Group {

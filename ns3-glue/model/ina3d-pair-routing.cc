@@ -1,0 +1,203 @@
+#include "ina3d-pair-routing.h"
+
+#include "ns3/ipv4-route.h"
+#include "ns3/log.h"
+#include "ns3/node.h"
+#include "ns3/output-stream-wrapper.h"
+#include "ns3/simulator.h"
+
+#include <iostream>
+
+namespace ns3
+{
+
+NS_LOG_COMPONENT_DEFINE("Ina3dPairRouting");
+NS_OBJECT_ENSURE_REGISTERED(Ina3dPairRouting);
+
+uint64_t Ina3dPairRouting::s_misses = 0;
+
+TypeId
+Ina3dPairRouting::GetTypeId()
+{
+    static TypeId tid = TypeId("ns3::Ina3dPairRouting")
+                            .SetParent<Ipv4RoutingProtocol>()
+                            .SetGroupName("Internet")
+                            .AddConstructor<Ina3dPairRouting>();
+    return tid;
+}
+
+Ina3dPairRouting::Ina3dPairRouting()
+{
+    NS_LOG_FUNCTION(this);
+}
+
+Ina3dPairRouting::~Ina3dPairRouting()
+{
+    NS_LOG_FUNCTION(this);
+}
+
+void
+Ina3dPairRouting::DoDispose()
+{
+    m_ipv4 = nullptr;
+    m_table.clear();
+    m_addresses.reset();
+    Ipv4RoutingProtocol::DoDispose();
+}
+
+void
+Ina3dPairRouting::SetAddressMap(std::shared_ptr<const AddressMap> map)
+{
+    m_addresses = std::move(map);
+}
+
+bool
+Ina3dPairRouting::AddPairRoute(uint32_t src, uint32_t dst, uint32_t interface, Ipv4Address gateway)
+{
+    NS_LOG_FUNCTION(this << src << dst << interface << gateway);
+    return m_table.emplace(std::make_pair(src, dst), Hop{interface, gateway}).second;
+}
+
+uint32_t
+Ina3dPairRouting::GetNRoutes() const
+{
+    return m_table.size();
+}
+
+uint64_t
+Ina3dPairRouting::GetMisses()
+{
+    return s_misses;
+}
+
+bool
+Ina3dPairRouting::NodeOf(Ipv4Address a, uint32_t& node) const
+{
+    if (!m_addresses)
+        return false;
+    auto it = m_addresses->find(a.Get());
+    if (it == m_addresses->end())
+        return false;
+    node = it->second;
+    return true;
+}
+
+Ptr<Ipv4Route>
+Ina3dPairRouting::MakeRoute(const Hop& hop, Ipv4Address dst) const
+{
+    Ptr<Ipv4Route> r = Create<Ipv4Route>();
+    r->SetDestination(dst);
+    r->SetGateway(hop.gateway);
+    r->SetOutputDevice(m_ipv4->GetNetDevice(hop.interface));
+    r->SetSource(m_ipv4->GetAddress(hop.interface, 0).GetLocal());
+    return r;
+}
+
+void
+Ina3dPairRouting::Miss(uint32_t src, uint32_t dst, const char* where) const
+{
+    if (s_misses++ == 0)
+        std::cerr << "ina3d-ns3: node " << m_ipv4->GetObject<Node>()->GetId()
+                  << " has no route for packets from node " << src << " to node " << dst
+                  << " (" << where << "); routes.txt lacks this pair" << std::endl;
+}
+
+Ptr<Ipv4Route>
+Ina3dPairRouting::RouteOutput(Ptr<Packet> p,
+                              const Ipv4Header& header,
+                              Ptr<NetDevice> oif,
+                              Socket::SocketErrno& sockerr)
+{
+    NS_LOG_FUNCTION(this << p << header.GetDestination() << oif);
+    // Locally originated: the pair's source is this node, whatever address the socket
+    // bound (sockets bound to any address ask before choosing one).
+    uint32_t self = m_ipv4->GetObject<Node>()->GetId();
+    uint32_t dst;
+    if (!NodeOf(header.GetDestination(), dst))
+    {
+        sockerr = Socket::ERROR_NOROUTETOHOST;
+        return nullptr;
+    }
+    auto it = m_table.find({self, dst});
+    if (it == m_table.end())
+    {
+        Miss(self, dst, "RouteOutput");
+        sockerr = Socket::ERROR_NOROUTETOHOST;
+        return nullptr;
+    }
+    sockerr = Socket::ERROR_NOTERROR;
+    return MakeRoute(it->second, header.GetDestination());
+}
+
+bool
+Ina3dPairRouting::RouteInput(Ptr<const Packet> p,
+                             const Ipv4Header& header,
+                             Ptr<const NetDevice> idev,
+                             UnicastForwardCallback ucb,
+                             MulticastForwardCallback mcb,
+                             LocalDeliverCallback lcb,
+                             ErrorCallback ecb)
+{
+    NS_LOG_FUNCTION(this << p << header << idev);
+    NS_ASSERT(m_ipv4->GetInterfaceForDevice(idev) >= 0);
+    uint32_t iif = m_ipv4->GetInterfaceForDevice(idev);
+    if (m_ipv4->IsDestinationAddress(header.GetDestination(), iif))
+    {
+        if (lcb.IsNull())
+            return false;
+        lcb(p, header, iif);
+        return true;
+    }
+    uint32_t src, dst;
+    if (!NodeOf(header.GetSource(), src) || !NodeOf(header.GetDestination(), dst))
+        return false; // not a packet of the emitted network (e.g. broadcast): not ours
+    auto it = m_table.find({src, dst});
+    if (it == m_table.end() || !m_ipv4->IsForwarding(iif))
+    {
+        Miss(src, dst, "RouteInput");
+        return false; // Ipv4L3Protocol drops it with DROP_NO_ROUTE
+    }
+    ucb(MakeRoute(it->second, header.GetDestination()), p, header);
+    return true;
+}
+
+void
+Ina3dPairRouting::NotifyInterfaceUp(uint32_t)
+{
+}
+
+void
+Ina3dPairRouting::NotifyInterfaceDown(uint32_t)
+{
+}
+
+void
+Ina3dPairRouting::NotifyAddAddress(uint32_t, Ipv4InterfaceAddress)
+{
+}
+
+void
+Ina3dPairRouting::NotifyRemoveAddress(uint32_t, Ipv4InterfaceAddress)
+{
+}
+
+void
+Ina3dPairRouting::SetIpv4(Ptr<Ipv4> ipv4)
+{
+    NS_ASSERT(!m_ipv4 && ipv4);
+    m_ipv4 = ipv4;
+}
+
+void
+Ina3dPairRouting::PrintRoutingTable(Ptr<OutputStreamWrapper> stream, Time::Unit unit) const
+{
+    std::ostream& os = *stream->GetStream();
+    os << "Node: " << m_ipv4->GetObject<Node>()->GetId() << ", Time: " << Simulator::Now().As(unit)
+       << ", Ina3dPairRouting table (" << m_table.size() << " pairs)\n"
+       << "SrcNode\tDstNode\tGateway\t\tIface\n";
+    for (const auto& [pair, hop] : m_table)
+        os << pair.first << "\t" << pair.second << "\t" << hop.gateway << "\t" << hop.interface << "\n";
+    os << std::endl;
+}
+
+} // namespace ns3
