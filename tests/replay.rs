@@ -661,10 +661,13 @@ fn children_behind_a_non_aggregating_switch_share_its_uplink() {
     assert_eq!(up.bytes, 2 * wire(s));
 }
 
+/// One path request: source, destination, ECMP key, the path returned.
+type Asked = (NodeId, NodeId, u64, Vec<Channel>);
+
 /// A [`PathSource`] that records every path the replayer asked for, with its key.
 struct Recording<'a> {
     inner: SharedRoutes<'a>,
-    asked: std::cell::RefCell<Vec<(NodeId, NodeId, u64, Vec<Channel>)>>,
+    asked: std::cell::RefCell<Vec<Asked>>,
 }
 impl PathSource for Recording<'_> {
     fn path(&self, s: NodeId, d: NodeId, key: u64) -> Result<Vec<Channel>, String> {
