@@ -77,39 +77,49 @@ pub struct LogScan {
     pub timers: Vec<TimerReading>,
 }
 
+/// Bytes a launcher prefix token (`node7`, `worker-0`, `host.domain@1`) is made of.
+static PREFIX_TOKEN: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        t[c] = b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'@');
+        c += 1;
+    }
+    t
+};
+
 /// Strips launcher prefixes and bracketed groups from the start of a line. Returns the
 /// rest and the last bracketed group that looked like a timestamp (starts with a digit).
 ///
 /// A bare `token:` counts as a prefix only when the token holds a digit (`3:`,
 /// `node7:`, `worker-0:`) so timer names such as `forward-backward:` survive.
 pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
-    let mut s = line.trim_start();
+    let mut s = trim_start_fast(line);
     let mut stamp = None;
     for _ in 0..6 {
         let b = s.as_bytes();
         match b.first() {
-            Some(b'[') => match s.find(']') {
+            Some(b'[') => match b.iter().position(|c| *c == b']') {
                 Some(end) => {
                     let inner = &s[1..end];
                     if inner.as_bytes().first().is_some_and(|c| c.is_ascii_digit()) {
                         stamp = Some(inner);
                     }
-                    s = s[end + 1..].strip_prefix(':').unwrap_or(&s[end + 1..]).trim_start();
+                    s = s[end + 1..].strip_prefix(':').unwrap_or(&s[end + 1..]);
+                    s = trim_start_fast(s);
                 }
                 None => break,
             },
             Some(c) if c.is_ascii_alphanumeric() => {
-                let n = b
-                    .iter()
-                    .take(48)
-                    .position(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.' | b'@')));
+                let n = b[..b.len().min(48)].iter().position(|c| !PREFIX_TOKEN[*c as usize]);
                 match n {
                     Some(n)
                         if b[n] == b':'
                             && b[..n].iter().any(u8::is_ascii_digit)
                             && b.get(n + 1).is_none_or(|c| *c == b' ' || *c == b'\t' || *c == b'[') =>
                     {
-                        s = s[n + 1..].trim_start();
+                        s = trim_start_fast(&s[n + 1..]);
                     }
                     _ => break,
                 }
@@ -168,46 +178,58 @@ fn first_number(v: &str) -> Option<f64> {
 /// elapsed time is missing or not a number.
 pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<IterationRecord>, MegatronError> {
     let Ok((rest, (iteration, total))) = iteration_head(s) else { return Ok(None) };
-    let mut fields = BTreeMap::new();
     let mut elapsed = None;
-    fields.insert("train_iters".to_string(), total.to_string());
+    // Fields are gathered as borrowed pairs, in the order a map insertion would see them
+    // (later duplicates win), and copied once into the map below.
+    let mut digits = [0u8; 20];
+    let total_text = format_u64(total, &mut digits);
+    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(16);
+    pairs.push(("train_iters", total_text));
     if let Some(t) = stamp {
-        fields.insert("timestamp".to_string(), t.to_string());
+        pairs.push(("timestamp", t));
     }
-    for seg in rest.split('|') {
-        let seg = seg.trim();
-        if seg.is_empty() {
-            continue;
-        }
-        let (k, v) = match seg.find([':', '=']) {
-            Some(p) => (seg[..p].trim(), seg[p + 1..].trim()),
-            None => (seg, ""),
+    let mut segs = rest;
+    loop {
+        let (seg, more) = match segs.as_bytes().iter().position(|c| *c == b'|') {
+            Some(p) => (&segs[..p], Some(&segs[p + 1..])),
+            None => (segs, None),
         };
-        // Only `elapsed…` keys pay for normalisation.
-        let is_elapsed = k.len() >= 26 && k.as_bytes()[0].eq_ignore_ascii_case(&b'e') && {
-            let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
-            norm.starts_with("elapsed time per iteration")
-        };
-        if is_elapsed {
-            let norm = k.to_ascii_lowercase();
-            let scale = if norm.contains("(s)") || norm.ends_with(" s") { 1000.0 } else { 1.0 };
-            match first_number(v) {
-                Some(x) => elapsed = Some(x * scale),
-                None => {
-                    let c = loc.col + (v.as_ptr() as usize).saturating_sub(s.as_ptr() as usize);
-                    return Err(MegatronError::at(
-                        &Loc::new(loc.path.clone(), loc.line, c),
-                        "elapsed time per iteration (ms)",
-                        format!("expected a number of milliseconds, found `{v}`"),
-                    ));
+        let seg = trim_fast(seg);
+        if !seg.is_empty() {
+            let (k, v) = match seg.as_bytes().iter().position(|c| *c == b':' || *c == b'=') {
+                Some(p) => (trim_fast(&seg[..p]), trim_fast(&seg[p + 1..])),
+                None => (seg, ""),
+            };
+            // Only `elapsed…` keys pay for normalisation.
+            let is_elapsed = k.len() >= 26 && k.as_bytes()[0].eq_ignore_ascii_case(&b'e') && {
+                let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
+                norm.starts_with("elapsed time per iteration")
+            };
+            if is_elapsed {
+                let norm = k.to_ascii_lowercase();
+                let scale = if norm.contains("(s)") || norm.ends_with(" s") { 1000.0 } else { 1.0 };
+                match first_number(v) {
+                    Some(x) => elapsed = Some(x * scale),
+                    None => {
+                        let c = loc.col + (v.as_ptr() as usize).saturating_sub(s.as_ptr() as usize);
+                        return Err(MegatronError::at(
+                            &Loc::new(loc.path.clone(), loc.line, c),
+                            "elapsed time per iteration (ms)",
+                            format!("expected a number of milliseconds, found `{v}`"),
+                        ));
+                    }
                 }
+            } else {
+                pairs.push((k, v));
             }
-        } else {
-            fields.insert(k.to_string(), v.to_string());
+        }
+        match more {
+            Some(m) => segs = m,
+            None => break,
         }
     }
     match elapsed {
-        Some(elapsed_ms) => Ok(Some(IterationRecord { iteration, elapsed_ms, fields })),
+        Some(elapsed_ms) => Ok(Some(IterationRecord { iteration, elapsed_ms, fields: fields_map(pairs) })),
         None => Err(MegatronError::at(
             loc,
             "elapsed time per iteration (ms)",
@@ -216,8 +238,180 @@ pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<
     }
 }
 
+/// The map that inserting `pairs` in order would build (a later duplicate key replacing
+/// an earlier one), built in one sorted pass instead of one tree search per field.
+fn fields_map(mut pairs: Vec<(&str, &str)>) -> BTreeMap<String, String> {
+    // Stable: equal keys stay in insertion order, so the last of each run is the winner.
+    pairs.sort_by(|a, b| a.0.cmp(b.0));
+    let n = pairs.len();
+    let mut owned: Vec<(String, String)> = Vec::with_capacity(n);
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i + 1 == n || pairs[i + 1].0 != *k {
+            owned.push(((*k).to_owned(), (*v).to_owned()));
+        }
+    }
+    // Sorted and unique already: the map is bulk-built from this vector in place.
+    owned.into_iter().collect()
+}
+
+/// Decimal text of `n` in `buf`, as `n.to_string()` would write it.
+fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[i..]).unwrap_or("")
+}
+
+/// True for the bytes `char::is_whitespace` accepts below 0x80.
+fn is_ascii_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// `str::trim_start` without decoding characters when the text starts in ASCII (nearly
+/// every log line); a non-ASCII first character takes the general path.
+fn trim_start_fast(s: &str) -> &str {
+    let b = s.as_bytes();
+    let i = b.iter().position(|c| !is_ascii_ws(*c)).unwrap_or(b.len());
+    if b.get(i).is_some_and(|c| *c >= 0x80) {
+        return s[i..].trim_start();
+    }
+    &s[i..]
+}
+
+/// `str::trim`, ASCII fast path as in [`trim_start_fast`].
+fn trim_fast(s: &str) -> &str {
+    let s = trim_start_fast(s);
+    let b = s.as_bytes();
+    let j = b.iter().rposition(|c| !is_ascii_ws(*c)).map_or(0, |j| j + 1);
+    if j > 0 && b[j - 1] >= 0x80 {
+        return s[..j].trim_end();
+    }
+    &s[..j]
+}
+
+/// Position of the first `\n`, eight bytes at a time: log lines are short, so the set-up
+/// of a general `memchr` per line costs more than the search itself.
+fn find_newline(b: &[u8]) -> Option<usize> {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    const NL: u64 = LO * b'\n' as u64;
+    let mut chunks = b.chunks_exact(8);
+    let mut base = 0;
+    for c in &mut chunks {
+        let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) ^ NL;
+        // Lowest flagged byte is exact (borrows only flag bytes above a real zero).
+        let m = w.wrapping_sub(LO) & !w & HI;
+        if m != 0 {
+            return Some(base + (m.trailing_zeros() / 8) as usize);
+        }
+        base += 8;
+    }
+    chunks.remainder().iter().position(|c| *c == b'\n').map(|p| base + p)
+}
+
+/// The pieces of `text` between `\n`s, exactly as `text.split('\n')` yields them.
+struct Lines<'a>(Option<&'a str>);
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a str;
+    fn next(&mut self) -> Option<&'a str> {
+        let r = self.0?;
+        match find_newline(r.as_bytes()) {
+            Some(i) => {
+                self.0 = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                self.0 = None;
+                Some(r)
+            }
+        }
+    }
+}
+
+/// `[+-]?digits(.digits*)?([eE][+-]?digits)?`: a number nom's `double` reads whole and
+/// hands to `str::parse`, so parsing it directly gives the same value.
+fn is_plain_decimal(t: &[u8]) -> bool {
+    let mut i = usize::from(matches!(t.first(), Some(b'+' | b'-')));
+    let d0 = i;
+    while t.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    if i == d0 {
+        return false;
+    }
+    if t.get(i) == Some(&b'.') {
+        i += 1;
+        while t.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    if matches!(t.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(t.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let e0 = i;
+        while t.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == e0 {
+            return false;
+        }
+    }
+    i == t.len()
+}
+
+/// The common timer value — `(1.0, 2.0)` or `1.0` of plain decimals, complete — read
+/// without nom; `None` for anything else, which [`timer_values`] then parses in full.
+fn timer_values_plain(s: &str) -> Option<(f64, f64)> {
+    let t = s.as_bytes();
+    let inner = match t.first() {
+        Some(b'(') => &s[1..s.len() - usize::from(t.last() == Some(&b')'))],
+        _ => s,
+    };
+    if t.first() == Some(&b'(') && (t.len() < 2 || t.last() != Some(&b')')) {
+        return None;
+    }
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    let mut rest = Some(inner);
+    while let Some(r) = rest {
+        let piece = match r.as_bytes().iter().position(|c| *c == b',') {
+            Some(p) => {
+                rest = Some(&r[p + 1..]);
+                &r[..p]
+            }
+            None => {
+                rest = None;
+                r
+            }
+        };
+        let b = piece.as_bytes();
+        let i = b.iter().position(|c| !matches!(c, b' ' | b'\t')).unwrap_or(b.len());
+        let j = b.iter().rposition(|c| !matches!(c, b' ' | b'\t')).map_or(i, |j| j + 1);
+        let piece = &piece[i..j.max(i)];
+        if !is_plain_decimal(piece.as_bytes()) {
+            return None;
+        }
+        let x: f64 = piece.parse().ok()?;
+        min = min.min(x);
+        max = max.max(x);
+    }
+    Some((min, max))
+}
+
 /// `(1.0, 2.0)`, `1.0`, `(1.0, 2.0, 3.0)` → (min, max).
 pub fn timer_values(s: &str) -> IResult<&str, (f64, f64)> {
+    let s = trim_fast(s);
+    if let Some(v) = timer_values_plain(s) {
+        return Ok(("", v));
+    }
     let list = |i| separated_list1(tuple((space0, char(','), space0)), double)(i);
     let (r, v) = alt((delimited(tuple((char('('), space0)), list, tuple((space0, char(')')))), list))(s.trim())?;
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -237,7 +431,7 @@ enum TimerLine<'a> {
 }
 
 fn timer_line(s: &str) -> TimerLine<'_> {
-    let t = s.trim();
+    let t = trim_fast(s);
     if let Some(r) = t.strip_prefix("rank") {
         let r = r.trim_start();
         let d = r.bytes().take_while(u8::is_ascii_digit).count();
@@ -245,7 +439,7 @@ fn timer_line(s: &str) -> TimerLine<'_> {
             return TimerLine::Rank(r[d + 1..].trim());
         }
     }
-    let Some(p) = t.find(':') else { return TimerLine::Other };
+    let Some(p) = t.as_bytes().iter().position(|c| *c == b':') else { return TimerLine::Other };
     let (lhs, value) = (&t[..p], t[p + 1..].trim());
     let name = lhs.trim_end_matches('.').trim_end();
     if name.is_empty() || name.contains(char::is_whitespace) {
@@ -300,7 +494,7 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
     // All-ranks timer being read: name, min, max, seen.
     let mut ranks: Option<(Arc<str>, f64, f64, usize)> = None;
     let mut names = Names::default();
-    for (idx, raw) in text.split('\n').enumerate() {
+    for (idx, raw) in Lines(Some(text)).enumerate() {
         let line_no = idx + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let (s, stamp) = strip_prefixes(line);
