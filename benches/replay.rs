@@ -27,7 +27,7 @@
 //!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
-use ina3d::replay::{self, InaConfig, InaPolicy, ReplayOptions, SharedRoutes};
+use ina3d::replay::{self, InaSwitchModel, InaPolicy, ReplayOptions, SharedRoutes};
 use ina3d::topology::{Routing, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
@@ -229,8 +229,8 @@ fn vm_hwm_kib() -> Option<u64> {
 
 fn opts() -> ReplayOptions {
     ReplayOptions {
-        ina: InaConfig {
-            slots_per_switch: 8192,
+        ina: InaSwitchModel {
+            slots: 8192,
             payload: Bytes(1000),
             window: 256,
             policy: InaPolicy::BestEffort,
@@ -376,7 +376,7 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
-    let ina = ina3d::ns3::InaParams::from_header(&header)?;
+    let ina = ina3d::ns3::ina_model(&header)?;
     let eopts = ina3d::ns3::EmitOptions { seed: o.seed, ..Default::default() };
     ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
     // The glue's routes, read back, against the paths the replayer took.

@@ -9,7 +9,7 @@ use ina3d::ns3::emit::{read_trace_txt, with_proxies, MAX_HPCC_FLOW};
 use ina3d::ns3::hpcc::{read_flow_txt, read_topology_txt};
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport};
-use ina3d::ns3::{aicb, emit, EmitOptions, Flavor, InaParams, InaPolicy, Ns3Error, StartSource};
+use ina3d::ns3::{aicb, emit, EmitOptions, Flavor, InaSwitchModel, InaPolicy, Ns3Error, StartSource};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
@@ -161,8 +161,8 @@ fn snapshot_trace() -> Vec<FlowRecord> {
     v
 }
 
-fn ina_params(policy: InaPolicy) -> InaParams {
-    InaParams { slots: 64, payload: Bytes(1024), window: 32, policy, ..InaParams::default() }
+fn ina_params(policy: InaPolicy) -> InaSwitchModel {
+    InaSwitchModel { slots: 64, payload: Bytes(1024), window: 32, policy, ..InaSwitchModel::default() }
 }
 
 fn check_snapshot(name: &str, file: &str, got: &str) {
@@ -235,7 +235,7 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     // opposite: the leaf-crossing pairs have a choice of spine
     let mut trace = ring_allreduce(8, 8192, 0);
     trace.extend((0..8).map(|h| rec(1000 + h as u64, h, (h + 4) % 8, 4096, &[], Mode::Net, Class::Tp)));
-    let r = emit(&trace, &InaParams::default(), &leaf_spine(), &EmitOptions { seed: 3, ..Default::default() }, dir.path()).unwrap();
+    let r = emit(&trace, &InaSwitchModel::default(), &leaf_spine(), &EmitOptions { seed: 3, ..Default::default() }, dir.path()).unwrap();
     assert_eq!(r.paths_checked, trace.len() as u64, "every record checked against the replayer");
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
@@ -341,7 +341,7 @@ fn glue_trace_text_reads_back_into_the_same_records() {
 fn a_trace_naming_a_node_the_topology_lacks_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let trace = vec![rec(0, 0, 99, 10, &[], Mode::Net, Class::Tp)];
-    let e = emit(&trace, &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap_err();
+    let e = emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap_err();
     assert!(matches!(e, Ns3Error::UnknownNode { node: NodeId(99), .. }), "{e}");
     assert!(e.to_string().contains("node 99"), "{e}");
     assert!(!dir.path().join("flow.txt").exists(), "nothing written on bad input");
@@ -352,7 +352,7 @@ fn an_unsupported_link_rate_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = star(2);
     t.links[1].rate = BitsPerSec(1500);
-    let e = emit(&[rec(0, 0, 1, 10, &[], Mode::Net, Class::Tp)], &InaParams::default(), &t, &EmitOptions::default(), dir.path()).unwrap_err();
+    let e = emit(&[rec(0, 0, 1, 10, &[], Mode::Net, Class::Tp)], &InaSwitchModel::default(), &t, &EmitOptions::default(), dir.path()).unwrap_err();
     assert!(matches!(e, Ns3Error::UnsupportedRate { rate: 1500, .. }), "{e}");
 }
 
@@ -360,10 +360,10 @@ fn an_unsupported_link_rate_is_rejected() {
 fn cycles_and_dangling_deps_are_rejected_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let cyc = vec![rec(0, 0, 1, 10, &[1], Mode::Net, Class::Tp), rec(1, 1, 0, 10, &[0], Mode::Net, Class::Tp)];
-    let e = emit(&cyc, &InaParams::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
+    let e = emit(&cyc, &InaSwitchModel::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
     assert!(e.to_string().contains("cycle"), "{e}");
     let dangling = vec![rec(0, 0, 1, 10, &[42], Mode::Net, Class::Tp)];
-    let e = emit(&dangling, &InaParams::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
+    let e = emit(&dangling, &InaSwitchModel::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
     assert!(e.to_string().contains("unknown record 42"), "{e}");
 }
 
@@ -536,7 +536,7 @@ fn glue() -> &'static Path {
     })
 }
 
-fn run(trace: &[FlowRecord], topo: &Topology, ina: &InaParams, dir: &Path) -> RunReport {
+fn run(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) -> RunReport {
     emit(trace, ina, topo, &EmitOptions::default(), dir).unwrap();
     run_glue(glue(), dir, |_, _| {}).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -563,7 +563,7 @@ fn ns3_ring_allreduce_completes_every_flow_with_all_bytes_and_respects_deps() {
     let dir = tempfile::tempdir().unwrap();
     let s = 1 << 20;
     let trace = ring_allreduce(8, s, 0);
-    let r = run(&trace, &leaf_spine(), &InaParams::default(), dir.path());
+    let r = run(&trace, &leaf_spine(), &InaSwitchModel::default(), dir.path());
     assert_eq!(r.rows.len(), trace.len());
     assert_eq!(r.stats["finished"], trace.len() as u64);
     // per rank 2S(n−1)/n bytes sent
@@ -584,7 +584,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     let dir = tempfile::tempdir().unwrap();
     let trace = ina_allreduce(s);
     let ina = ina_params(InaPolicy::BestEffort);
-    let r = run(&trace, &topo, &InaParams { window: 256, slots: 8192, ..ina.clone() }, dir.path());
+    let r = run(&trace, &topo, &InaSwitchModel { window: 256, slots: 8192, ..ina.clone() }, dir.path());
     assert_eq!(r.stats["ina_sum_errors"], 0);
     assert_eq!(r.stats["ina_fallback_packets"], 0, "8192 slots never run out");
     assert!(r.summary.ina_slot_peak >= 1);
@@ -595,7 +595,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     }
     assert_fct_txt_joins(dir.path(), &trace, &r.rows);
     let ring_dir = tempfile::tempdir().unwrap();
-    let ring = run(&ring_allreduce(8, s, 0), &topo, &InaParams::default(), ring_dir.path());
+    let ring = run(&ring_allreduce(8, s, 0), &topo, &InaSwitchModel::default(), ring_dir.path());
     let ina_t = r.summary.iteration_time_ns - 2000; // minus the final compute
     let s_over_b = BitsPerSec::gbps(100).transmit_time(Bytes(s)).0;
     assert!(ina_t >= s_over_b, "INA cannot beat S/B: {ina_t} < {s_over_b}");
@@ -608,7 +608,7 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
     let s = 256 * 1024;
     let topo = leaf_spine();
     // one enabled class, so the static share is the whole (tiny) pool
-    let tiny = |policy| InaParams { slots: 2, payload: Bytes(1024), window: 64, policy, classes: vec![Class::Dp] };
+    let tiny = |policy| InaSwitchModel { slots: 2, payload: Bytes(1024), window: 64, policy, classes: vec![Class::Dp] };
     let d1 = tempfile::tempdir().unwrap();
     let st = run(&ina_allreduce_staggered(s, 20_000), &topo, &tiny(InaPolicy::Static), d1.path());
     assert_eq!(st.stats["ina_fallback_packets"], 0);
@@ -629,7 +629,7 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
 #[test]
 fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_outputs() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 1 << 20, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(&ring_allreduce(4, 1 << 20, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
     // stop the simulation after 10 µs: the ring needs far longer
     let params = std::fs::read_to_string(dir.path().join("params.txt")).unwrap();
     let cut: String = params.lines().map(|l| if l.starts_with("STOP_TIME_S") { "STOP_TIME_S 0.00001".to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
@@ -646,7 +646,7 @@ fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_output
 #[test]
 fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 4096, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(&ring_allreduce(4, 4096, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
     let t = std::fs::read_to_string(dir.path().join("trace.txt")).unwrap();
     std::fs::write(dir.path().join("trace.txt"), t.replace("0 0 1 1024", "0 0 77 1024")).unwrap();
     let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
@@ -657,7 +657,7 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
 fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
     // the glue has no static or global routing to fall back on: routes.txt is the only table
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 65536, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(&ring_allreduce(4, 65536, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     assert!(t.contains("PATH 1 2 4:1 2:2\n"), "{t}");
@@ -670,7 +670,7 @@ fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
 #[test]
 fn a_routes_txt_hop_over_a_link_that_does_not_join_its_nodes_is_rejected_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 4096, 0), &InaParams::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(&ring_allreduce(4, 4096, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     let line = t.lines().position(|l| l == "PATH 1 2 4:1 2:2").unwrap() + 1;
@@ -689,7 +689,7 @@ fn a_missing_ns3_install_gives_the_install_hint() {
 #[test]
 fn glue_summary_csv_ingests_with_its_named_columns() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&ring_allreduce(4, 65536, 0), &star(4), &InaParams::default(), dir.path());
+    let r = run(&ring_allreduce(4, 65536, 0), &star(4), &InaSwitchModel::default(), dir.path());
     let out = dir.path().join("tidy");
     let done = ingest::ingest(&[dir.path().join("summary.csv"), dir.path().join("fct.txt")], &out).unwrap();
     assert_eq!(done[0].kind, Kind::Summary);
@@ -768,7 +768,7 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     let mut t = BTreeMap::new();
     for tcp in [ina3d::ns3::TcpConnections::Persistent, ina3d::ns3::TcpConnections::PerFlow] {
         let dir = tempfile::tempdir().unwrap();
-        emit(&trace, &InaParams::default(), &star(4), &EmitOptions { tcp, ..Default::default() }, dir.path()).unwrap();
+        emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions { tcp, ..Default::default() }, dir.path()).unwrap();
         let r = run_glue(glue(), dir.path(), |_, _| {}).unwrap();
         assert_eq!(r.rows.len(), trace.len());
         t.insert(tcp.as_str(), r.summary.iteration_time_ns);
@@ -801,7 +801,7 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
     let mut outputs = Vec::new();
     for _ in 0..2 {
         let dir = tempfile::tempdir().unwrap();
-        emit(&trace, &InaParams::default(), &star(4), &EmitOptions { flavor: Flavor::Parsimon, ..Default::default() }, dir.path()).unwrap();
+        emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions { flavor: Flavor::Parsimon, ..Default::default() }, dir.path()).unwrap();
         run_glue(glue(), dir.path(), |_, _| {}).unwrap();
         outputs.push((std::fs::read(dir.path().join("fct.csv")).unwrap(), std::fs::read_to_string(dir.path().join("fct.txt")).unwrap()));
     }

@@ -1,7 +1,7 @@
 //! The replayer against closed forms on small hand-built topologies.
 
 use ina3d::fct;
-use ina3d::replay::{simulate, InaConfig, InaPolicy, PathSource, ReplayError, ReplayOptions, SharedRoutes, ShortestPaths};
+use ina3d::replay::{simulate, InaSwitchModel, InaPolicy, PathSource, ReplayError, ReplayOptions, SharedRoutes, ShortestPaths};
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -209,8 +209,8 @@ fn ina_allreduce(agg: u64, first_id: u64, workers: &[u32], sw: u32, s: u64, clas
 
 fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
     ReplayOptions {
-        ina: InaConfig {
-            slots_per_switch: slots,
+        ina: InaSwitchModel {
+            slots: slots,
             payload: Bytes(1000),
             window,
             policy,
@@ -566,7 +566,10 @@ fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_late
     };
     let depth = ms.iter().map(|&m| chain(m)).max().unwrap();
     let rate = routing.bottleneck(&tree.edges[0].path).0 as f64 / 8e9;
-    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &ReplayOptions::default()).unwrap();
+    // SwitchML's 1,024 B slots: a 256-packet window (262 KB in flight) covers the
+    // 100 Gb/s × ~12 µs tree RTT, so the line rate, not the window, limits the unit.
+    let opts = ReplayOptions { ina: InaSwitchModel { payload: Bytes(1024), window: 256, ..Default::default() }, ..Default::default() };
+    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &opts).unwrap();
     let want = wire(5_000_000) as f64 / rate + 2.0 * depth as f64;
     for row in &r.rows {
         assert_close(row.end_ns, want, 1.0, "multi-level INA");
@@ -584,7 +587,7 @@ fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
     h.set("ina_slots_per_switch", 1024).set("ina_payload_bytes", 256).set("ina_window", 64);
     h.set("ina_policy", "static").set("ina_classes", "tp,dp");
     let o = ReplayOptions::from_header(&h).unwrap();
-    assert_eq!(o.ina.slots_per_switch, 1024);
+    assert_eq!(o.ina.slots, 1024);
     assert_eq!(o.ina.payload, Bytes(256));
     assert_eq!(o.payload, Bytes(256), "header overhead follows the INA packet payload");
     assert_eq!(o.ina.window, 64);
@@ -724,7 +727,7 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
     simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let opts = ina3d::ns3::EmitOptions { seed, ..Default::default() };
-    let report = ina3d::ns3::emit(&recs, &ina3d::ns3::InaParams::default(), &topo, &opts, dir.path()).unwrap();
+    let report = ina3d::ns3::emit(&recs, &ina3d::ns3::InaSwitchModel::default(), &topo, &opts, dir.path()).unwrap();
     assert_eq!(report.paths_checked, recs.len() as u64);
     let p = dir.path().join("routes.txt");
     let glue = ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();

@@ -1,7 +1,7 @@
 //! `ina3d ns3 emit|run|ingest`.
 
 use anyhow::{bail, Context, Result};
-use ina3d::ns3::{self, emit::read_trace_txt, EmitOptions, Flavor, InaParams, InaPolicy, StartSource};
+use ina3d::ns3::{self, emit::read_trace_txt, EmitOptions, Flavor, InaSwitchModel, InaPolicy, StartSource};
 use ina3d::topology::Topology;
 use ina3d::trace::FlowRecord;
 use ina3d::units::Bytes;
@@ -84,14 +84,14 @@ pub struct IngestArgs {
 
 /// The records and the INA parameters of a trace file.
 /// The records, INA parameters, topology spec and ECMP seed a trace names.
-type Loaded = (Vec<FlowRecord>, InaParams, Option<String>, Option<u64>);
+type Loaded = (Vec<FlowRecord>, InaSwitchModel, Option<String>, Option<u64>);
 
 fn load_trace(p: &Path) -> Result<Loaded> {
     if p.extension().is_some_and(|e| e == "txt") {
         let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
             let params = p.with_file_name("params.txt");
-            let mut ina = InaParams::default();
+            let mut ina = InaSwitchModel::default();
             let mut seed = None;
             if let Ok(t) = std::fs::read_to_string(&params) {
                 for l in t.lines() {
@@ -113,7 +113,7 @@ fn load_trace(p: &Path) -> Result<Loaded> {
         }
     }
     let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
-    let ina = InaParams::from_header(&t.header).with_context(|| format!("trace {}", p.display()))?;
+    let ina = ns3::ina_model(&t.header).with_context(|| format!("trace {}", p.display()))?;
     let topo = t.header.get("topology").map(str::trim).filter(|s| !s.is_empty()).map(String::from);
     let seed = match t.header.get("seed") {
         Some(s) => Some(s.trim().parse::<u64>().with_context(|| format!("{}: header seed `{s}`", p.display()))?),
@@ -144,12 +144,7 @@ fn load_topology(spec: &str) -> Result<Topology> {
 }
 
 fn policy(s: &str) -> Result<InaPolicy> {
-    Ok(match s {
-        "static" => InaPolicy::Static,
-        "best-effort" => InaPolicy::BestEffort,
-        "priority" => InaPolicy::Priority,
-        other => bail!("--policy: unknown `{other}` (static, best-effort or priority)"),
-    })
+    s.parse().map_err(|e: String| anyhow::anyhow!("--policy: {e}"))
 }
 
 /// Run `ina3d ns3`.

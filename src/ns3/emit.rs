@@ -21,7 +21,7 @@
 
 use super::hpcc::format_secs;
 use super::routes::{glue_pairs, read_routes_txt, PairRoutes};
-use super::{write_atomic, InaParams, Ns3Error};
+use super::{write_atomic, InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
 use crate::trace::{AggDir, FlowRecord, Mode};
@@ -432,7 +432,7 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
 }
 
 /// `params.txt` text for the glue.
-pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
+pub fn params_text(ina: &InaSwitchModel, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
     format!(
         "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
@@ -447,7 +447,7 @@ pub fn params_text(ina: &InaParams, tcp: TcpConnections, flavor: Flavor, seed: u
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
-pub fn emit(records: &[FlowRecord], ina: &InaParams, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
+pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
     if ina.payload.0 == 0 || ina.payload.0 > 8192 || ina.slots == 0 || ina.window == 0 || ina.classes.is_empty() {
         return Err(Ns3Error::BadTrace(format!(

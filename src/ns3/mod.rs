@@ -39,97 +39,17 @@ pub mod run;
 
 pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource, TcpConnections};
 
-use crate::units::{Bytes, FlowId, NodeId};
+use crate::units::{FlowId, NodeId};
 use std::path::PathBuf;
 
-/// How switches treat aggregations when their slot pool is exhausted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InaPolicy {
-    /// Slots split equally among the aggregations that use a switch; each waits for its own.
-    Static,
-    /// First come first served from a shared pool; overflow falls back to an end host.
-    BestEffort,
-    /// Shared pool; waiting packets served by class (tp, emb, pp, dp).
-    Priority,
-}
+/// The INA switch model of a trace (slots, payload, window, policy, classes), shared with
+/// the replayer; in the glue, best-effort overflow packets go to a fallback end host and
+/// static/priority packets wait for a slot (see `ns3-glue/README.md`).
+pub use crate::trace::{InaPolicy, InaSwitchModel};
 
-impl InaPolicy {
-    /// Name as written in `params.txt` (`static`, `best-effort`, `priority`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InaPolicy::Static => "static",
-            InaPolicy::BestEffort => "best-effort",
-            InaPolicy::Priority => "priority",
-        }
-    }
-}
-
-/// The INA parameters of a trace (from its header): what the glue's switches model.
-///
-/// Stand-in for the INA part of the trace header (`trace::TraceMeta`, being written on
-/// the `trace` branch); converted from it once that lands.
-#[derive(Clone, Debug, PartialEq)]
-pub struct InaParams {
-    /// Aggregator slots per switch.
-    pub slots: u32,
-    /// Payload bytes one slot aggregates (one packet).
-    pub payload: Bytes,
-    /// Outstanding slots per worker.
-    pub window: u32,
-    /// Slot exhaustion policy.
-    pub policy: InaPolicy,
-    /// Traffic classes INA is enabled for, in priority order: the static policy splits
-    /// each pool evenly among them (as the replayer does), the priority policy serves
-    /// waiting packets in this order.
-    pub classes: Vec<crate::trace::Class>,
-}
-
-impl Default for InaParams {
-    /// SwitchML's figures (DESIGN §7.2): 1,024 B payload, window 256, 8,192 slots.
-    fn default() -> Self {
-        use crate::trace::Class;
-        InaParams { slots: 8192, payload: Bytes(1024), window: 256, policy: InaPolicy::BestEffort, classes: vec![Class::Tp, Class::Dp, Class::Emb] }
-    }
-}
-
-impl InaParams {
-    /// The INA parameters of a trace header (`ina_slots`, `ina_payload_bytes`,
-    /// `ina_window`, `ina_policy`, with the replayer's aliases); absent keys keep
-    /// [`InaParams::default`], malformed ones are an error naming the key.
-    pub fn from_header(h: &crate::trace::TraceHeader) -> Result<InaParams, Ns3Error> {
-        let mut p = InaParams::default();
-        let get = |keys: &[&str]| keys.iter().find_map(|k| h.get(k).map(|v| (k.to_string(), v.trim().to_string())));
-        let num = |k: &str, v: &str| -> Result<u64, Ns3Error> {
-            v.parse().map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: `{v}` is not an unsigned integer")))
-        };
-        let small = |k: &str, v: u64| u32::try_from(v).map_err(|_| Ns3Error::BadTrace(format!("header `{k}`: {v} is too large")));
-        if let Some((k, v)) = get(&["ina_slots_per_switch", "ina_slots", "ina.slots"]) {
-            p.slots = small(&k, num(&k, &v)?)?;
-        }
-        if let Some((k, v)) = get(&["ina_payload_bytes", "ina_payload", "ina.payload"]) {
-            p.payload = Bytes(num(&k, &v)?);
-        }
-        if let Some((k, v)) = get(&["ina_window", "ina.window"]) {
-            p.window = small(&k, num(&k, &v)?)?;
-        }
-        if let Some((k, v)) = get(&["ina_policy", "ina.policy"]) {
-            p.policy = match v.to_ascii_lowercase().replace(['_', ' '], "-").as_str() {
-                "static" => InaPolicy::Static,
-                "best-effort" | "besteffort" => InaPolicy::BestEffort,
-                "priority" => InaPolicy::Priority,
-                other => return Err(Ns3Error::BadTrace(format!("header `{k}`: unknown policy `{other}`"))),
-            };
-        }
-        if let Some((k, v)) = get(&["ina_classes", "ina.classes"]) {
-            p.classes = v
-                .split(',')
-                .filter(|c| !c.trim().is_empty())
-                .map(|c| c.parse().map_err(|e: String| Ns3Error::BadTrace(format!("header `{k}`: {e}"))))
-                .collect::<Result<_, _>>()?;
-        }
-        Ok(p)
-    }
+/// The INA model of a trace header, as an ns-3 back-end error when malformed.
+pub fn ina_model(h: &crate::trace::TraceHeader) -> Result<InaSwitchModel, Ns3Error> {
+    InaSwitchModel::from_header(h).map_err(|e| Ns3Error::BadTrace(e.to_string()))
 }
 
 /// Everything that can go wrong in the ns-3 back-end.
@@ -222,17 +142,18 @@ pub fn write_atomic(path: &std::path::Path, contents: &[u8]) -> Result<(), Ns3Er
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::Bytes;
 
     #[test]
     fn ina_params_come_from_the_trace_header_and_bad_values_name_the_key() {
         let mut h = crate::trace::TraceHeader::new();
         h.set("ina_slots", 512).set("ina_payload_bytes", 256).set("ina_window", 64).set("ina_policy", "best-effort");
-        let p = InaParams::from_header(&h).unwrap();
-        assert_eq!(p, InaParams { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort, ..InaParams::default() });
+        let p = super::ina_model(&h).unwrap();
+        assert_eq!(p, InaSwitchModel { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort, ..InaSwitchModel::default() });
         h.set("ina_classes", "dp,tp");
-        assert_eq!(InaParams::from_header(&h).unwrap().classes, vec![crate::trace::Class::Dp, crate::trace::Class::Tp]);
+        assert_eq!(super::ina_model(&h).unwrap().classes, vec![crate::trace::Class::Dp, crate::trace::Class::Tp]);
         h.set("ina_window", "many");
-        assert!(InaParams::from_header(&h).unwrap_err().to_string().contains("ina_window"));
-        assert_eq!(InaParams::from_header(&crate::trace::TraceHeader::new()).unwrap(), InaParams::default());
+        assert!(super::ina_model(&h).unwrap_err().to_string().contains("ina_window"));
+        assert_eq!(super::ina_model(&crate::trace::TraceHeader::new()).unwrap(), InaSwitchModel::default());
     }
 }

@@ -952,7 +952,7 @@ pub fn simulate<R: PathSource + ?Sized>(
     };
     let mut share = [0u32; 4];
     for c in &enabled {
-        share[class_idx(*c)] = ina.slots_per_switch / enabled.len() as u32;
+        share[class_idx(*c)] = ina.slots / enabled.len() as u32;
     }
     let mut prio = [4u8, 5, 6, 7];
     for (rank, c) in ina.classes.iter().filter(|c| **c != Class::Compute).enumerate() {
@@ -962,7 +962,7 @@ pub fn simulate<R: PathSource + ?Sized>(
     let pools = Pools {
         prio,
         policy: ina.policy,
-        total: ina.slots_per_switch,
+        total: ina.slots,
         share,
         used: vec![[0; 4]; nsw],
         node_of: p.switch_nodes.clone(),

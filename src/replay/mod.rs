@@ -47,65 +47,15 @@ pub use output::write_outputs;
 pub use route::{PathSource, SharedRoutes, ShortestPaths};
 
 use crate::fct::{FctRow, Summary};
-use crate::trace::Class;
 use crate::units::{Bytes, FlowId, LinkId, NodeId};
 
-/// How switches share their aggregator slots among concurrent aggregations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InaPolicy {
-    /// The pool is partitioned equally among the enabled classes; within its class's
-    /// share an aggregation takes `min(window, free)` slots or waits (FIFO) for some;
-    /// a class with no share falls back to the host ring.
-    Static,
-    /// First come, first served on the whole pool: `min(window, free)` slots, and with no
-    /// free slot the aggregation falls back to the host ring at once (ATP-style).
-    BestEffort,
-    /// Like best-effort, but an aggregation with no free slot waits; freed slots go to the
-    /// waiting aggregations by class in the order of [`InaConfig::classes`] (the trace's
-    /// `ina_classes`, e.g. `tp,dp`: TP first; classes not listed come last, TP > PP > DP >
-    /// EMB among them), then by arrival, then by id.
-    Priority,
-}
-
-impl std::str::FromStr for InaPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "static" => Ok(Self::Static),
-            "best-effort" | "besteffort" | "best_effort" => Ok(Self::BestEffort),
-            "priority" => Ok(Self::Priority),
-            o => Err(format!("unknown INA policy `{o}` (expected static, best-effort or priority)")),
-        }
-    }
-}
-
-/// The INA switch configuration (from the trace header).
-#[derive(Clone, Debug, PartialEq)]
-pub struct InaConfig {
-    /// Aggregator slots per switch.
-    pub slots_per_switch: u32,
-    /// Payload bytes per slot / packet.
-    pub payload: Bytes,
-    /// Slots one aggregation keeps outstanding (its window, in packets).
-    pub window: u32,
-    /// Pool sharing policy.
-    pub policy: InaPolicy,
-    /// Classes INA is enabled for (static partition shares).
-    pub classes: Vec<Class>,
-}
-
-impl Default for InaConfig {
-    /// SwitchML-like: 8,192 slots of 1,000 B payload, window 256, best-effort, DP and TP.
-    fn default() -> Self {
-        InaConfig {
-            slots_per_switch: 8192,
-            payload: Bytes(1000),
-            window: 256,
-            policy: InaPolicy::BestEffort,
-            classes: vec![Class::Tp, Class::Dp],
-        }
-    }
-}
+/// The slot policies (what each does in this replayer: `static` partitions each switch's
+/// pool equally among the enabled classes and an aggregation waits FIFO within its class's
+/// share, a class with no share falling back to the host ring; `best-effort` takes
+/// `min(window, free)` slots from the whole pool and falls back to the host ring at once
+/// when none is free, ATP-style; `priority` is best-effort that waits instead, freed slots
+/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id).
+pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// Options of one replay.
 #[derive(Clone, Debug, PartialEq)]
@@ -115,7 +65,7 @@ pub struct ReplayOptions {
     /// Header bytes per packet.
     pub header: Bytes,
     /// INA switches.
-    pub ina: InaConfig,
+    pub ina: InaSwitchModel,
     /// Show a progress bar on stderr.
     pub progress: bool,
     /// Trace name written into the summary.
@@ -127,7 +77,7 @@ impl Default for ReplayOptions {
         ReplayOptions {
             payload: Bytes(1000),
             header: Bytes(48),
-            ina: InaConfig::default(),
+            ina: InaSwitchModel::default(),
             progress: false,
             trace_name: String::new(),
         }
@@ -257,57 +207,15 @@ pub enum ReplayError {
     },
 }
 
-/// Trace header keys the replayer reads (first present alias wins).
-pub const HEADER_KEYS: [(&str, &[&str]); 5] = [
-    ("slots per switch", &["ina_slots_per_switch", "ina_slots", "ina.slots_per_switch", "ina.slots"]),
-    ("payload bytes", &["ina_payload_bytes", "ina_payload", "ina.payload_bytes", "ina.payload"]),
-    ("window", &["ina_window", "ina.window"]),
-    ("policy", &["ina_policy", "ina.policy"]),
-    ("classes", &["ina_classes", "ina.classes"]),
-];
-
-fn header_value(h: &crate::trace::TraceHeader, which: usize) -> Option<(&'static str, &str)> {
-    HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())))
-}
-
 impl ReplayOptions {
-    /// Options with the INA configuration of a trace header (keys in [`HEADER_KEYS`]);
-    /// absent keys keep the defaults of [`InaConfig::default`]. The packet payload used
-    /// for header overhead follows the INA payload when one is given.
+    /// Options with the INA switch model of a trace header
+    /// ([`InaSwitchModel::from_header`]). The packet payload used for header overhead
+    /// follows the INA payload, as before the model was shared.
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
-        let mut o = ReplayOptions::default();
-        let num = |which: usize| -> Result<Option<u64>, ReplayError> {
-            match header_value(h, which) {
-                None => Ok(None),
-                Some((k, v)) => v.parse::<u64>().map(Some).map_err(|_| ReplayError::Header {
-                    key: k.into(),
-                    msg: format!("`{v}` is not a non-negative integer ({})", HEADER_KEYS[which].0),
-                }),
-            }
-        };
-        if let Some(v) = num(0)? {
-            o.ina.slots_per_switch = u32::try_from(v).map_err(|_| ReplayError::Header { key: "ina_slots_per_switch".into(), msg: format!("{v} is too large") })?;
-        }
-        if let Some(v) = num(1)? {
-            if v == 0 {
-                return Err(ReplayError::Header { key: "ina_payload_bytes".into(), msg: "payload must be positive".into() });
-            }
-            o.ina.payload = Bytes(v);
-            o.payload = Bytes(v);
-        }
-        if let Some(v) = num(2)? {
-            o.ina.window = u32::try_from(v).map_err(|_| ReplayError::Header { key: "ina_window".into(), msg: format!("{v} is too large") })?;
-        }
-        if let Some((k, v)) = header_value(h, 3) {
-            o.ina.policy = v.parse().map_err(|msg| ReplayError::Header { key: k.into(), msg })?;
-        }
-        if let Some((k, v)) = header_value(h, 4) {
-            let mut cls = Vec::new();
-            for part in v.split([',', ';', '+', ' ']).filter(|p| !p.is_empty() && *p != "none") {
-                cls.push(part.parse::<Class>().map_err(|msg| ReplayError::Header { key: k.into(), msg })?);
-            }
-            o.ina.classes = cls;
-        }
-        Ok(o)
+        let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
+            crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
+            other => ReplayError::Header { key: "ina".into(), msg: other.to_string() },
+        })?;
+        Ok(ReplayOptions { payload: ina.payload, ina, ..ReplayOptions::default() })
     }
 }

@@ -16,6 +16,6 @@ pub use io::{
     ValidationSummary, COLUMNS, SCHEMA_VERSION,
 };
 pub use options::{
-    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions,
+    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, TraceOptions, INA_HEADER_KEYS,
 };
 pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};

@@ -94,6 +94,96 @@ impl Default for InaConfig {
     }
 }
 
+/// The INA switch model both back-ends simulate: what a trace's header says about slot
+/// pools, packets, windows and sharing. Parsed from the header in exactly one place
+/// ([`InaSwitchModel::from_header`]) so the replayer and the ns-3 glue cannot read one
+/// trace two ways.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InaSwitchModel {
+    /// Aggregator slots per switch.
+    pub slots: u32,
+    /// Payload bytes one slot aggregates (one packet).
+    pub payload: Bytes,
+    /// Slots (packets) one worker / aggregation keeps outstanding.
+    pub window: u32,
+    /// How a switch's pool is shared among concurrent aggregations.
+    pub policy: InaPolicy,
+    /// Classes allowed to aggregate, in priority order (static shares, priority order).
+    pub classes: Vec<Class>,
+}
+
+impl Default for InaSwitchModel {
+    /// What `ina3d trace` writes when no INA flag is given (see [`InaConfig::default`]).
+    fn default() -> Self {
+        InaConfig::default().switch_model()
+    }
+}
+
+/// Header keys of the INA switch model, each with the spellings accepted on read (the
+/// first is what `ina3d trace` writes).
+pub const INA_HEADER_KEYS: [(&str, &[&str]); 5] = [
+    ("slots per switch", &["ina_slots", "ina_slots_per_switch", "ina.slots_per_switch", "ina.slots"]),
+    ("payload bytes", &["ina_payload_bytes", "ina_payload", "ina.payload_bytes", "ina.payload"]),
+    ("window", &["ina_window", "ina.window"]),
+    ("policy", &["ina_policy", "ina.policy"]),
+    ("classes", &["ina_classes", "ina.classes"]),
+];
+
+impl InaSwitchModel {
+    /// The model of a trace header; keys absent from the header keep
+    /// [`InaSwitchModel::default`], a malformed value is an error naming its key.
+    pub fn from_header(h: &super::TraceHeader) -> Result<Self, super::TraceError> {
+        let mut m = InaSwitchModel::default();
+        let get = |which: usize| INA_HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())));
+        let bad = |key: &str, msg: String| super::TraceError::Metadata { key: key.into(), msg };
+        let int = |which: usize| -> Result<Option<(&str, u64)>, super::TraceError> {
+            match get(which) {
+                None => Ok(None),
+                Some((k, v)) => v.parse::<u64>().map(|n| Some((k, n))).map_err(|_| {
+                    bad(k, format!("`{v}` is not a non-negative integer ({})", INA_HEADER_KEYS[which].0))
+                }),
+            }
+        };
+        let small = |k: &str, n: u64| u32::try_from(n).map_err(|_| bad(k, format!("{n} is too large")));
+        if let Some((k, n)) = int(0)? {
+            m.slots = small(k, n)?;
+        }
+        if let Some((k, n)) = int(1)? {
+            if n == 0 {
+                return Err(bad(k, "payload must be positive".into()));
+            }
+            m.payload = Bytes(n);
+        }
+        if let Some((k, n)) = int(2)? {
+            m.window = small(k, n)?;
+        }
+        if let Some((k, v)) = get(3) {
+            m.policy = v.replace(['_', ' '], "-").parse().map_err(|e| bad(k, e))?;
+        }
+        if let Some((k, v)) = get(4) {
+            m.classes = v
+                .split([',', ';', '+', ' '])
+                .filter(|c| !c.is_empty() && *c != "none")
+                .map(|c| c.parse::<Class>().map_err(|e| bad(k, e)))
+                .collect::<Result<_, _>>()?;
+        }
+        Ok(m)
+    }
+}
+
+impl InaConfig {
+    /// The switch-model part of this configuration (what the back-ends simulate).
+    pub fn switch_model(&self) -> InaSwitchModel {
+        InaSwitchModel {
+            slots: self.slots,
+            payload: self.payload,
+            window: self.window,
+            policy: self.policy,
+            classes: self.classes.clone(),
+        }
+    }
+}
+
 /// All options of [`super::generate`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceOptions {
