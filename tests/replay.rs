@@ -61,8 +61,19 @@ fn compute(id: u64, gpu: u32, dur: u64, deps: &[u64]) -> FlowRecord {
     r
 }
 
+/// Wire bytes of a host transfer: 1,000 B packets with 48 B of headers (flowSim's rule).
 fn wire(b: u64) -> u64 {
     Bytes(b).with_headers(Bytes(1000), Bytes(48)).0
+}
+
+/// Wire bytes of an INA stream whose packets carry `payload` bytes of one slot each.
+fn ina_wire(b: u64, payload: u64) -> u64 {
+    Bytes(b).with_headers(Bytes(payload), Bytes(48)).0
+}
+
+/// Options whose INA window never limits these small trees (SwitchML's 1,024 B slots).
+fn wide_window() -> ReplayOptions {
+    ReplayOptions { ina: InaSwitchModel { payload: Bytes(1024), window: 256, ..Default::default() }, ..Default::default() }
 }
 
 fn run(records: &[FlowRecord], topo: &Topology, opts: &ReplayOptions) -> ina3d::replay::ReplayResult {
@@ -210,7 +221,7 @@ fn ina_allreduce(agg: u64, first_id: u64, workers: &[u32], sw: u32, s: u64, clas
 fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
     ReplayOptions {
         ina: InaSwitchModel {
-            slots: slots,
+            slots,
             payload: Bytes(1000),
             window,
             policy,
@@ -568,9 +579,8 @@ fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_late
     let rate = routing.bottleneck(&tree.edges[0].path).0 as f64 / 8e9;
     // SwitchML's 1,024 B slots: a 256-packet window (262 KB in flight) covers the
     // 100 Gb/s × ~12 µs tree RTT, so the line rate, not the window, limits the unit.
-    let opts = ReplayOptions { ina: InaSwitchModel { payload: Bytes(1024), window: 256, ..Default::default() }, ..Default::default() };
-    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &opts).unwrap();
-    let want = wire(5_000_000) as f64 / rate + 2.0 * depth as f64;
+    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &wide_window()).unwrap();
+    let want = ina_wire(5_000_000, 1024) as f64 / rate + 2.0 * depth as f64;
     for row in &r.rows {
         assert_close(row.end_ns, want, 1.0, "multi-level INA");
         assert_eq!(row.fct_ns, row.standalone_fct_ns);
@@ -589,7 +599,7 @@ fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
     let o = ReplayOptions::from_header(&h).unwrap();
     assert_eq!(o.ina.slots, 1024);
     assert_eq!(o.ina.payload, Bytes(256));
-    assert_eq!(o.payload, Bytes(256), "header overhead follows the INA packet payload");
+    assert_eq!(o.payload, ina3d::trace::NET_PACKET_PAYLOAD, "host transfers keep the network packet payload; only INA streams use the slot payload");
     assert_eq!(o.ina.window, 64);
     assert_eq!(o.ina.policy, InaPolicy::Static);
     assert_eq!(o.ina.classes, vec![Class::Tp, Class::Dp]);
@@ -655,13 +665,13 @@ fn children_behind_a_non_aggregating_switch_share_its_uplink() {
     let topo = Topology { kinds, links: vec![l(0, 2), l(1, 2), l(2, 3)], gpus: vec![NodeId(0), NodeId(1)], gpus_per_server: 1, nvlink_rate: None, source: "two-level".into() };
     let s = 2_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1], 3, s, Class::Dp, &[]);
-    let r = run(&recs, &topo, &ReplayOptions::default());
+    let r = run(&recs, &topo, &wide_window());
     // two streams of S share 2->3 (and 3->2 on the way down): 2·S/B, plus 2 hops up and 2 down
-    let want = 2.0 * wire(s) as f64 / B100 + 4000.0;
+    let want = 2.0 * ina_wire(s, 1024) as f64 / B100 + 4000.0;
     assert_close(r.summary.iteration_time_ns, want, 1.0, "shared uplink");
     assert_eq!(r.rows[0].fct_ns, r.rows[0].standalone_fct_ns);
     let up = r.channels.iter().find(|c| c.from == NodeId(2) && c.to == NodeId(3)).unwrap();
-    assert_eq!(up.bytes, 2 * wire(s));
+    assert_eq!(up.bytes, 2 * ina_wire(s, 1024));
 }
 
 /// One path request: source, destination, ECMP key, the path returned.

@@ -111,6 +111,8 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
             p.inaWindow = v;
         else if (k == "TCP_SEGMENT")
             p.tcpSegment = v;
+        else if (k == "TCP_INITIAL_CWND")
+            p.tcpInitialCwnd = v;
         else if (k == "MTU")
             p.mtu = v;
         else if (k == "QUEUE_PACKETS")

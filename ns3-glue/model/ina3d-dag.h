@@ -93,8 +93,9 @@ struct GlueParams
     std::string inaPolicy = "best-effort";
     /** Traffic classes INA is enabled for, in priority order (static shares, priority order). */
     std::vector<std::string> inaClasses = {"tp", "dp", "emb"};
-    uint32_t tcpSegment = 8900;
-    uint32_t mtu = 9000;
+    uint32_t tcpSegment = 1000;
+    uint32_t tcpInitialCwnd = 1024; //!< segments; see TCP_INITIAL_CWND in params.txt
+    uint32_t mtu = 1500;
     uint32_t queuePackets = 10000;
     std::string flavor = "hpcc";
     bool persistentTcp = true; //!< one TCP connection per (src, dst) pair, flows in FIFO order

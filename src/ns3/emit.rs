@@ -431,15 +431,26 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
     s
 }
 
+/// Initial TCP window of the glue, in segments: about one bandwidth-delay product of a
+/// 400 Gb/s, 3-tier path (1,024 × 1,000 B ≈ 400 Gb/s × 20 µs), so a transfer starts at
+/// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments.
+pub const TCP_INITIAL_CWND: u32 = 1024;
+
 /// `params.txt` text for the glue.
 pub fn params_text(ina: &InaSwitchModel, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
     format!(
-        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU 9000\nTCP_SEGMENT 8900\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
+        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU {}\nTCP_SEGMENT {}\nTCP_INITIAL_CWND {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
         ina.payload.0,
         ina.window,
         ina.policy.as_str(),
         ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","),
+        // IP MTU: Ethernet's 1,500, or more when INA packets are bigger.
+        1500.max(ina.payload.0 + 64),
+        // TCP segments carry the replayer's network packet payload, so both back-ends put
+        // the same header overhead on the wire.
+        crate::trace::NET_PACKET_PAYLOAD.0,
+        TCP_INITIAL_CWND,
         tcp.as_str(),
         flavor.as_str(),
         seed,

@@ -165,8 +165,14 @@ struct Prepared {
     switch_bytes: u64,
 }
 
+/// Wire bytes of a host transfer (network packet payload).
 fn wire(bytes: Bytes, opts: &ReplayOptions) -> Bytes {
     bytes.with_headers(opts.payload, opts.header)
+}
+
+/// Wire bytes of an INA stream: one slot's payload per packet.
+fn ina_wire(bytes: Bytes, opts: &ReplayOptions) -> Bytes {
+    bytes.with_headers(opts.ina.payload, opts.header)
 }
 
 fn prepare<R: PathSource + ?Sized>(
@@ -452,7 +458,7 @@ fn prepare<R: PathSource + ?Sized>(
         let up_lat = up.values().copied().max().unwrap_or(0);
         let down_lat = down.values().copied().max().unwrap_or(0);
         let latency = up_lat + down_lat;
-        let wire_s = wire(s, opts);
+        let wire_s = ina_wire(s, opts);
         let full_window =
             if switches.is_empty() { f64::INFINITY } else { window_rate(opts.ina.window, opts.ina.payload, latency) };
         let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
@@ -1036,7 +1042,7 @@ pub fn simulate<R: PathSource + ?Sized>(
                     if let Owner::Agg(a) = owner {
                         // each edge's own bytes on its own path (reduce-scatter shards differ)
                         for &m in &sim.p.aggs[a as usize].members {
-                            let w = wire(records[m as usize].bytes, opts).0 as f64;
+                            let w = ina_wire(records[m as usize].bytes, opts).0 as f64;
                             let (o, l) = (sim.p.rec_off[m as usize] as usize, sim.p.rec_len[m as usize] as usize);
                             for &c in &sim.p.arena[o..o + l] {
                                 sim.ch_bytes[c as usize] += w;

@@ -75,8 +75,8 @@ pub struct ReplayOptions {
 impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
-            payload: Bytes(1000),
-            header: Bytes(48),
+            payload: crate::trace::NET_PACKET_PAYLOAD,
+            header: crate::trace::PACKET_HEADER,
             ina: InaSwitchModel::default(),
             progress: false,
             trace_name: String::new(),
@@ -209,13 +209,13 @@ pub enum ReplayError {
 
 impl ReplayOptions {
     /// Options with the INA switch model of a trace header
-    /// ([`InaSwitchModel::from_header`]). The packet payload used for header overhead
-    /// follows the INA payload, as before the model was shared.
+    /// ([`InaSwitchModel::from_header`]). Host transfers keep the network packet payload
+    /// ([`crate::trace::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
         let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
             crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
             other => ReplayError::Header { key: "ina".into(), msg: other.to_string() },
         })?;
-        Ok(ReplayOptions { payload: ina.payload, ina, ..ReplayOptions::default() })
+        Ok(ReplayOptions { ina, ..ReplayOptions::default() })
     }
 }

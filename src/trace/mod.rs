@@ -18,4 +18,4 @@ pub use io::{
 pub use options::{
     parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, TraceOptions, INA_HEADER_KEYS,
 };
-pub use record::{AggDir, AggTag, Class, FlowRecord, Mode};
+pub use record::{AggDir, AggTag, Class, FlowRecord, Mode, NET_PACKET_PAYLOAD, PACKET_HEADER};

@@ -21,6 +21,16 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+/// Payload bytes of one packet of a host (`net`) transfer, for wire-overhead accounting:
+/// flowSim's 1,000 B (DESIGN §10). The replayer counts `size + ceil(size/1000)·48` wire
+/// bytes and the ns-3 glue uses 1,000 B TCP segments, so both put the same bytes on a link.
+/// INA packets carry the trace's slot payload instead (`ina_payload_bytes`).
+pub const NET_PACKET_PAYLOAD: Bytes = Bytes(1000);
+
+/// Header bytes per packet counted on the wire (flowSim's 48 B; the glue's INA packets carry
+/// exactly this much, its TCP segments 54 B: TCP with timestamps, IPv4, PPP).
+pub const PACKET_HEADER: Bytes = Bytes(48);
+
 /// How a record consumes time (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
