@@ -28,11 +28,24 @@ fn synth(target: usize) -> String {
     }
     s.push_str("-------------------- end of arguments ---------------------\n");
     let timers = [
-        "forward-backward", "forward-compute", "backward-compute", "batch-generator", "forward-recv",
-        "forward-send", "backward-recv", "backward-send", "forward-send-backward-recv",
-        "backward-send-forward-recv", "layernorm-grads-all-reduce", "embedding-grads-all-reduce",
-        "all-grads-sync", "optimizer-copy-to-main-grad", "optimizer-clip-main-grad", "optimizer-inner-step",
-        "optimizer-copy-main-to-model-params", "optimizer",
+        "forward-backward",
+        "forward-compute",
+        "backward-compute",
+        "batch-generator",
+        "forward-recv",
+        "forward-send",
+        "backward-recv",
+        "backward-send",
+        "forward-send-backward-recv",
+        "backward-send-forward-recv",
+        "layernorm-grads-all-reduce",
+        "embedding-grads-all-reduce",
+        "all-grads-sync",
+        "optimizer-copy-to-main-grad",
+        "optimizer-clip-main-grad",
+        "optimizer-inner-step",
+        "optimizer-copy-main-to-model-params",
+        "optimizer",
     ];
     let mut it = 1u64;
     while s.len() < target {
@@ -43,7 +56,12 @@ fn synth(target: usize) -> String {
         ));
         s.push_str("(min, max) time across ranks (ms):\n");
         for (j, t) in timers.iter().enumerate() {
-            s.push_str(&format!("    {}: ({:.2}, {:.2})\n", format!("{t} ").to_string() + &".".repeat(47 - t.len()), 1.0 + j as f64, 2.5 + j as f64));
+            s.push_str(&format!(
+                "    {}: ({:.2}, {:.2})\n",
+                format!("{t} ").to_string() + &".".repeat(47 - t.len()),
+                1.0 + j as f64,
+                2.5 + j as f64
+            ));
         }
         s.push_str("[default3]:NCCL INFO Channel 00/02 :    0   1   2   3   4   5   6   7\n");
         s.push_str("INFO:megatron.core.distributed.param_and_grad_buffer:Number of buckets for gradient all-reduce / reduce-scatter: 1\n");
@@ -62,7 +80,10 @@ fn cpu_ns() -> Option<u64> {
 }
 
 fn main() {
-    let mb: usize = std::env::var("INA3D_BENCH_MB").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let mb: usize = std::env::var("INA3D_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let text = synth(mb * 1_000_000);
     let bytes = text.len() as f64;
     let mut best = f64::INFINITY;
@@ -88,6 +109,9 @@ fn main() {
         bytes / 1e6 / best
     );
     if best_cpu.is_finite() {
-        println!("  on-CPU time (unaffected by other jobs on the machine): {best_cpu:.3} s = {:.0} MB/s", bytes / 1e6 / best_cpu);
+        println!(
+            "  on-CPU time (unaffected by other jobs on the machine): {best_cpu:.3} s = {:.0} MB/s",
+            bytes / 1e6 / best_cpu
+        );
     }
 }

@@ -27,7 +27,7 @@
 //!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
-use ina3d::replay::{self, InaSwitchModel, InaPolicy, ReplayOptions, SharedRoutes};
+use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions, SharedRoutes};
 use ina3d::topology::{Routing, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
@@ -51,7 +51,16 @@ struct Gen {
 
 impl Gen {
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, src: NodeId, dst: NodeId, bytes: u64, deps: Vec<u64>, dur: u64, mode: Mode, class: Class) -> u64 {
+    fn push(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        bytes: u64,
+        deps: Vec<u64>,
+        dur: u64,
+        mode: Mode,
+        class: Class,
+    ) -> u64 {
         let id = self.recs.len() as u64;
         self.recs.push(FlowRecord {
             id: FlowId(id),
@@ -95,7 +104,8 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
     let gi = |d: u32, p: u32| (d + dp * p) as usize;
     let mut last: Vec<Option<u64>> = vec![None; groups];
     // recv[(d,p)][mb][phase] = ids of incoming flows, per tp rank
-    let mut recv: Vec<Vec<[Vec<u64>; 2]>> = vec![vec![[Vec::new(), Vec::new()]; m as usize]; groups];
+    let mut recv: Vec<Vec<[Vec<u64>; 2]>> =
+        vec![vec![[Vec::new(), Vec::new()]; m as usize]; groups];
     // op order per stage (1F1B): (mb, phase 0 = F / 1 = B)
     let order = |p: u32| {
         let w = (pp - p - 1).min(m);
@@ -135,19 +145,51 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
                             deps.push(inputs[t as usize]);
                         }
                         let dur = if ph == 0 { fwd_ns } else { bwd_ns };
-                        comp.push(g.push(gpu(t, d, p), gpu(t, d, p), 0, deps, dur, Mode::Compute, Class::Compute));
+                        comp.push(g.push(
+                            gpu(t, d, p),
+                            gpu(t, d, p),
+                            0,
+                            deps,
+                            dur,
+                            Mode::Compute,
+                            Class::Compute,
+                        ));
                     }
                     let mut prev = comp;
                     for _ in 0..2 * lps {
-                        let id = g.push(gpu(0, d, p), gpu(tp - 1, d, p), tp_bytes, prev, ar_ns, Mode::NvLink, Class::Tp);
+                        let id = g.push(
+                            gpu(0, d, p),
+                            gpu(tp - 1, d, p),
+                            tp_bytes,
+                            prev,
+                            ar_ns,
+                            Mode::NvLink,
+                            Class::Tp,
+                        );
                         prev = vec![id];
                     }
                     last[gi(d, p)] = Some(prev[0]);
                     // send to the next stage (F) or the previous one (B)
-                    let to = if ph == 0 && p + 1 < pp { Some(p + 1) } else if ph == 1 && p > 0 { Some(p - 1) } else { None };
+                    let to = if ph == 0 && p + 1 < pp {
+                        Some(p + 1)
+                    } else if ph == 1 && p > 0 {
+                        Some(p - 1)
+                    } else {
+                        None
+                    };
                     if let Some(q) = to {
                         let ids: Vec<u64> = (0..tp)
-                            .map(|t| g.push(gpu(t, d, p), gpu(t, d, q), p2p, prev.clone(), 0, Mode::Net, Class::Pp))
+                            .map(|t| {
+                                g.push(
+                                    gpu(t, d, p),
+                                    gpu(t, d, q),
+                                    p2p,
+                                    prev.clone(),
+                                    0,
+                                    Mode::Net,
+                                    Class::Pp,
+                                )
+                            })
                             .collect();
                         recv[gi(d, q)][mb as usize][ph as usize] = ids;
                     }
@@ -170,26 +212,57 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
             for t in 0..tp {
                 let members: Vec<NodeId> = (0..dp).map(|d| gpu(t, d, p)).collect();
                 // dependency of member d: its TP group's last record
-                let mut before: Vec<u64> = (0..dp).map(|d| last[gi(d, p)].expect("every group ran")).collect();
+                let mut before: Vec<u64> = (0..dp)
+                    .map(|d| last[gi(d, p)].expect("every group ran"))
+                    .collect();
                 for _ in 0..buckets {
                     if s.ina {
-                        let tree = routing.aggregation_tree(&members, &|_| true, agg_id).expect("aggregation tree");
-                        let mut up_of: std::collections::HashMap<NodeId, Vec<u64>> = Default::default();
+                        let tree = routing
+                            .aggregation_tree(&members, &|_| true, agg_id)
+                            .expect("aggregation tree");
+                        let mut up_of: std::collections::HashMap<NodeId, Vec<u64>> =
+                            Default::default();
                         let mut ups = Vec::new();
                         for e in &tree.edges {
                             let deps = match members.iter().position(|&x| x == e.child) {
                                 Some(d) => vec![before[d]],
                                 None => up_of.get(&e.child).cloned().unwrap_or_default(),
                             };
-                            let id = g.push(e.child, e.parent, bucket_bytes, deps, 0, Mode::Ina, Class::Dp);
-                            g.recs[id as usize].agg = Some(AggTag { id: agg_id, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Up });
+                            let id = g.push(
+                                e.child,
+                                e.parent,
+                                bucket_bytes,
+                                deps,
+                                0,
+                                Mode::Ina,
+                                Class::Dp,
+                            );
+                            g.recs[id as usize].agg = Some(AggTag {
+                                id: agg_id,
+                                switch: e.parent,
+                                fanin: e.fanin_at_parent,
+                                dir: AggDir::Up,
+                            });
                             up_of.entry(e.parent).or_default().push(id);
                             ups.push(id);
                         }
                         let mut down_to = vec![0u64; dp as usize];
                         for e in tree.edges.iter().rev() {
-                            let id = g.push(e.parent, e.child, bucket_bytes, ups.clone(), 0, Mode::Ina, Class::Dp);
-                            g.recs[id as usize].agg = Some(AggTag { id: agg_id, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Down });
+                            let id = g.push(
+                                e.parent,
+                                e.child,
+                                bucket_bytes,
+                                ups.clone(),
+                                0,
+                                Mode::Ina,
+                                Class::Dp,
+                            );
+                            g.recs[id as usize].agg = Some(AggTag {
+                                id: agg_id,
+                                switch: e.parent,
+                                fanin: e.fanin_at_parent,
+                                dir: AggDir::Down,
+                            });
                             if let Some(d) = members.iter().position(|&x| x == e.child) {
                                 down_to[d] = id;
                             }
@@ -207,7 +280,15 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
                                     if prev[pred] != prev[d as usize] {
                                         deps.push(prev[pred]);
                                     }
-                                    g.push(members[d as usize], members[((d + 1) % dp) as usize], chunk, deps, 0, Mode::Net, Class::Dp)
+                                    g.push(
+                                        members[d as usize],
+                                        members[((d + 1) % dp) as usize],
+                                        chunk,
+                                        deps,
+                                        0,
+                                        Mode::Net,
+                                        Class::Dp,
+                                    )
                                 })
                                 .collect();
                             prev = cur;
@@ -257,7 +338,10 @@ fn run(s: &Shape, spec: &str) -> Run {
     let t0 = Instant::now();
     let recs = synth(s, &topo, &routing);
     let gen_s = t0.elapsed().as_secs_f64();
-    let flows = recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).count();
+    let flows = recs
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+        .count();
     let routes = SharedRoutes::new(&topo, &routing);
     let t1 = Instant::now();
     let r = replay::simulate(&recs, &topo, &routes, &opts()).expect("replay");
@@ -331,7 +415,11 @@ struct Ns3Row {
 }
 
 /// Trace → replay (timed) → ns-3 emit → glue run (timed) → both summaries, for one case.
-fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Result<Ns3Row, Box<dyn std::error::Error>> {
+fn ns3_case(
+    c: &Ns3Case,
+    glue: &std::path::Path,
+    work: &std::path::Path,
+) -> Result<Ns3Row, Box<dyn std::error::Error>> {
     use ina3d::trace::{InaMode, InaSwitches, TraceOptions};
     let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
     let mut cfg = ina3d::megatron::load_input(&tiny.display().to_string())?;
@@ -353,7 +441,10 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
         recs.push(r);
         Ok(())
     })?;
-    let net_flows = recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).count();
+    let net_flows = recs
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+        .count();
 
     // Replay: routing set-up + simulation, as `ina3d replay` does after reading the trace.
     let ropts = ReplayOptions::from_header(&header)?;
@@ -377,18 +468,27 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
         std::fs::remove_dir_all(&dir)?;
     }
     let ina = ina3d::ns3::ina_model(&header)?;
-    let eopts = ina3d::ns3::EmitOptions { seed: o.seed, ..Default::default() };
+    let eopts = ina3d::ns3::EmitOptions {
+        seed: o.seed,
+        ..Default::default()
+    };
     ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
     // The glue's routes, read back, against the paths the replayer took.
     let routes_path = dir.join("routes.txt");
-    let glue_routes = ina3d::ns3::routes::read_routes_txt(&routes_path, &std::fs::read_to_string(&routes_path)?)?;
+    let glue_routes =
+        ina3d::ns3::routes::read_routes_txt(&routes_path, &std::fs::read_to_string(&routes_path)?)?;
     let routing = Routing::new(&topo, o.seed)?;
     let replayer = SharedRoutes::new(&topo, &routing);
     let mut path_differs = (0, 0);
-    for r in recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
+    for r in recs
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
+    {
         use ina3d::replay::PathSource;
         let theirs = replayer.connection_path(r.src, r.dst)?;
-        let ours = glue_routes.get(&(r.src, r.dst)).map(|h| h.iter().map(|x| x.1).collect::<Vec<_>>());
+        let ours = glue_routes
+            .get(&(r.src, r.dst))
+            .map(|h| h.iter().map(|x| x.1).collect::<Vec<_>>());
         path_differs.1 += 1;
         path_differs.0 += u64::from(ours != Some(theirs.iter().map(|c| c.link()).collect()));
     }
@@ -396,16 +496,29 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
     // run_glue wrote summary.csv with fct::summarize; read it back as the result.
     let ns3_summary = ina3d::fct::read_summary_csv(&dir.join("summary.csv"))?;
 
-    let ns3_rows: std::collections::HashMap<u64, &ina3d::fct::FctRow> = ns3.rows.iter().map(|r| (r.flow_id, r)).collect();
+    let ns3_rows: std::collections::HashMap<u64, &ina3d::fct::FctRow> =
+        ns3.rows.iter().map(|r| (r.flow_id, r)).collect();
     let mut fct_err = Vec::new();
     let mut fct_err_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut fct_signed_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-    for r in replayed.rows.iter().filter(|r| r.mode == "net" || r.mode == "ina") {
-        let n = ns3_rows.get(&r.flow_id).ok_or_else(|| format!("{}: record {} has no ns-3 fct row", c.name, r.flow_id))?;
+    for r in replayed
+        .rows
+        .iter()
+        .filter(|r| r.mode == "net" || r.mode == "ina")
+    {
+        let n = ns3_rows
+            .get(&r.flow_id)
+            .ok_or_else(|| format!("{}: record {} has no ns-3 fct row", c.name, r.flow_id))?;
         let e = (r.fct_ns as f64 - n.fct_ns as f64).abs() / (n.fct_ns as f64).max(1.0);
         fct_err.push(e);
-        fct_err_by.entry(format!("{}/{}", r.mode, r.class)).or_default().push(e);
-        fct_signed_by.entry(format!("{}/{}", r.mode, r.class)).or_default().push(r.fct_ns as f64 / (n.fct_ns as f64).max(1.0) - 1.0);
+        fct_err_by
+            .entry(format!("{}/{}", r.mode, r.class))
+            .or_default()
+            .push(e);
+        fct_signed_by
+            .entry(format!("{}/{}", r.mode, r.class))
+            .or_default()
+            .push(r.fct_ns as f64 / (n.fct_ns as f64).max(1.0) - 1.0);
     }
     let (a, b) = (&replayed.summary, &ns3_summary);
     Ok(Ns3Row {
@@ -435,7 +548,10 @@ fn ns3_case(c: &Ns3Case, glue: &std::path::Path, work: &std::path::Path) -> Resu
 /// and per-flow FCT error, for ring and INA. Prints figures, asserts nothing about time.
 fn ns3_vs_replayer_ratio() {
     println!("ns-3 glue vs replayer (traces/example/tiny.toml; replay wall = median of {REPLAY_REPEATS} runs, routing set-up included; ns-3 wall = one glue process, start to exit):");
-    let glue = match ina3d::ns3::run::build_glue(&ina3d::ns3::run::glue_source_dir(), &ina3d::ns3::run::glue_binary()) {
+    let glue = match ina3d::ns3::run::build_glue(
+        &ina3d::ns3::run::glue_source_dir(),
+        &ina3d::ns3::run::glue_binary(),
+    ) {
         Ok(g) => g,
         Err(e) => {
             println!("  could not build the ns-3 glue ({e}); run `make glue` (installs Debian's ns-3 when missing)");
@@ -449,21 +565,51 @@ fn ns3_vs_replayer_ratio() {
     }
     let ls = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=2";
     let cases = [
-        Ns3Case { name: "ring-8", set: &[], topology: ls, ina: None },
-        Ns3Case { name: "ina-hier-8", set: &[], topology: ls, ina: Some("hierarchical") },
-        Ns3Case { name: "ring-16-ft4", set: &[("data_parallel_size", "4")], topology: "fat-tree:k=4,gpus-per-server=2", ina: None },
-        Ns3Case { name: "ina-hier-16-ft4", set: &[("data_parallel_size", "4")], topology: "fat-tree:k=4,gpus-per-server=2", ina: Some("hierarchical") },
+        Ns3Case {
+            name: "ring-8",
+            set: &[],
+            topology: ls,
+            ina: None,
+        },
+        Ns3Case {
+            name: "ina-hier-8",
+            set: &[],
+            topology: ls,
+            ina: Some("hierarchical"),
+        },
+        Ns3Case {
+            name: "ring-16-ft4",
+            set: &[("data_parallel_size", "4")],
+            topology: "fat-tree:k=4,gpus-per-server=2",
+            ina: None,
+        },
+        Ns3Case {
+            name: "ina-hier-16-ft4",
+            set: &[("data_parallel_size", "4")],
+            topology: "fat-tree:k=4,gpus-per-server=2",
+            ina: Some("hierarchical"),
+        },
     ];
     println!(
         "  {:<16} {:>7} {:>9} {:>11} {:>9} {:>9} {:>12} {:>12} {:>8} {:>15}",
-        "case", "records", "net flows", "replay wall", "ns-3 wall", "ratio", "replay iter", "ns-3 iter", "iter err", "FCT err med/p95"
+        "case",
+        "records",
+        "net flows",
+        "replay wall",
+        "ns-3 wall",
+        "ratio",
+        "replay iter",
+        "ns-3 iter",
+        "iter err",
+        "FCT err med/p95"
     );
     let mut rows = Vec::new();
     for c in &cases {
         match ns3_case(c, &glue, &work) {
             Ok(r) => {
                 let ratio = r.ns3_wall_s / r.replay_wall_s;
-                let iter_err = (r.replay_iter_ns as f64 - r.ns3_iter_ns as f64).abs() / r.ns3_iter_ns as f64;
+                let iter_err =
+                    (r.replay_iter_ns as f64 - r.ns3_iter_ns as f64).abs() / r.ns3_iter_ns as f64;
                 let mut all = r.fct_err.clone();
                 let (med, p95) = (quantile(&mut all, 0.5), quantile(&mut all, 0.95));
                 println!(
@@ -493,7 +639,11 @@ fn ns3_vs_replayer_ratio() {
             met(*ratio >= 1000.0),
             iter_err * 100.0,
             met(*iter_err <= 0.05),
-            if r.replay_fallbacks > 0 { format!("; {} replayer INA fallbacks", r.replay_fallbacks) } else { String::new() }
+            if r.replay_fallbacks > 0 {
+                format!("; {} replayer INA fallbacks", r.replay_fallbacks)
+            } else {
+                String::new()
+            }
         );
         let by: Vec<String> = r
             .fct_err_by
@@ -510,7 +660,10 @@ fn ns3_vs_replayer_ratio() {
                 )
             })
             .collect();
-        println!("    per-class FCT error (signed: replay − ns-3, over ns-3): {}", by.join("; "));
+        println!(
+            "    per-class FCT error (signed: replay − ns-3, over ns-3): {}",
+            by.join("; ")
+        );
         let ex: Vec<String> = ["tp", "pp", "dp", "emb"]
             .iter()
             .zip(r.exposed)
@@ -523,7 +676,10 @@ fn ns3_vs_replayer_ratio() {
             r.path_differs.1
         );
     }
-    println!("  outputs (both back-ends' inputs, ns-3 fct.csv and summary.csv) in {}", work.display());
+    println!(
+        "  outputs (both back-ends' inputs, ns-3 fct.csv and summary.csv) in {}",
+        work.display()
+    );
 }
 
 /// GPT-3 175B from the project's generator (as `ina3d trace gpt3-175b --tp 8 --pp 16
@@ -555,7 +711,10 @@ fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
         Ok(())
     })?;
     let gen_s = t0.elapsed().as_secs_f64();
-    let flows = recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).count();
+    let flows = recs
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+        .count();
     let routing = Routing::new(&topo, o.seed)?;
     let routes = SharedRoutes::new(&topo, &routing);
     let opts = ReplayOptions::from_header(&header)?;
@@ -581,7 +740,17 @@ fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
-    Shape { tp: 8, pp, dp, m, layers: 96, hidden: 12288, seq: 2048, params: 175e9 * pp as f64 / 16.0, ina }
+    Shape {
+        tp: 8,
+        pp,
+        dp,
+        m,
+        layers: 96,
+        hidden: 12288,
+        seq: 2048,
+        params: 175e9 * pp as f64 / 16.0,
+        ina,
+    }
 }
 
 fn main() {
@@ -616,8 +785,22 @@ fn main() {
     }
     println!("growth (TP8·PP4, m=32, ring DP; F = network flows; replay wall / (F·log2 F) relative to 1×):");
     let mut base = None;
-    for (mult, dp, spec) in [(1, 2, "fat-tree:k=8"), (4, 8, "fat-tree:k=16"), (16, 32, "fat-tree:k=16")] {
-        let s = Shape { tp: 8, pp: 4, dp, m: 32, layers: 96, hidden: 12288, seq: 2048, params: 175e9 / 4.0, ina: false };
+    for (mult, dp, spec) in [
+        (1, 2, "fat-tree:k=8"),
+        (4, 8, "fat-tree:k=16"),
+        (16, 32, "fat-tree:k=16"),
+    ] {
+        let s = Shape {
+            tp: 8,
+            pp: 4,
+            dp,
+            m: 32,
+            layers: 96,
+            hidden: 12288,
+            seq: 2048,
+            params: 175e9 / 4.0,
+            ina: false,
+        };
         let r = run(&s, spec);
         let f = r.flows as f64;
         let per = r.sim_s / (f * f.log2());

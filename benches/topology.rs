@@ -10,7 +10,15 @@ use std::time::Instant;
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
-    let specs: &[&str] = if quick { &["fat-tree:k=16"] } else { &["fat-tree:k=16", "leaf-spine:leaves=32,spines=16,hosts-per-leaf=32", "fat-tree:k=40"] };
+    let specs: &[&str] = if quick {
+        &["fat-tree:k=16"]
+    } else {
+        &[
+            "fat-tree:k=16",
+            "leaf-spine:leaves=32,spines=16,hosts-per-leaf=32",
+            "fat-tree:k=40",
+        ]
+    };
     for spec in specs {
         let t0 = Instant::now();
         let t = Topology::from_spec(spec).expect("spec");
@@ -38,8 +46,14 @@ fn main() {
         let agg = |v: NodeId| t.kinds[v.idx()] == NodeKind::Switch;
         let mut edges = 0;
         for g in 0..trees {
-            let members: Vec<NodeId> = (0..8).map(|i| NodeId(((g % stride) + i * stride) as u32 % hosts as u32)).collect();
-            edges += r.aggregation_tree(&members, &agg, g).expect("tree").edges.len();
+            let members: Vec<NodeId> = (0..8)
+                .map(|i| NodeId(((g % stride) + i * stride) as u32 % hosts as u32))
+                .collect();
+            edges += r
+                .aggregation_tree(&members, &agg, g)
+                .expect("tree")
+                .edges
+                .len();
         }
         let tt = t3.elapsed();
         println!(

@@ -183,7 +183,10 @@ pub fn write_atomic(
     path: &Path,
     body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), FctError> {
-    let io = |source| FctError::Io { path: path.to_path_buf(), source };
+    let io = |source| FctError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
@@ -211,8 +214,13 @@ pub fn write_fct_csv(path: &Path, rows: &[FctRow]) -> Result<(), FctError> {
 }
 
 fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, FctError> {
-    let f = std::fs::File::open(path).map_err(|source| FctError::Io { path: path.to_path_buf(), source })?;
-    let mut r = csv::ReaderBuilder::new().trim(csv::Trim::All).from_reader(std::io::BufReader::new(f));
+    let f = std::fs::File::open(path).map_err(|source| FctError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut r = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(std::io::BufReader::new(f));
     let mut out = Vec::new();
     for (i, rec) in r.deserialize::<T>().enumerate() {
         let rec = rec.map_err(|e| {
@@ -224,7 +232,11 @@ fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, FctEr
                 },
                 other => format!("{other:?}"),
             };
-            FctError::Parse { path: path.to_path_buf(), line, msg }
+            FctError::Parse {
+                path: path.to_path_buf(),
+                line,
+                msg,
+            }
         })?;
         out.push(rec);
     }
@@ -260,7 +272,12 @@ pub fn write_summary_csv(path: &Path, s: &Summary) -> Result<(), FctError> {
 
 /// Read the first summary row of `summary.csv`.
 pub fn read_summary_csv(path: &Path) -> Result<Summary, FctError> {
-    read_csv::<Summary>(path)?.into_iter().next().ok_or_else(|| FctError::Empty { path: path.to_path_buf() })
+    read_csv::<Summary>(path)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| FctError::Empty {
+            path: path.to_path_buf(),
+        })
 }
 
 /// Write HPCC `fct.txt`: network records only (`net`, `ina`), one line each,
@@ -305,7 +322,11 @@ pub fn write_hpcc_fct(path: &Path, rows: &[FctRow], flavor: HpccFlavor) -> Resul
 ///   buckets add up to the iteration time exactly;
 /// - bubble = max(0, critical-path compute − compute);
 /// - bytes per class: payload of `net` and `ina` records.
-pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) -> Result<Summary, FctError> {
+pub fn summarize(
+    records: &[FlowRecord],
+    rows: &[FctRow],
+    ctx: &SummaryContext,
+) -> Result<Summary, FctError> {
     let n = records.len();
     // Traces usually number their records 0..n in file order: then the id is the index
     // and no map is needed (this function runs on millions of records).
@@ -327,9 +348,15 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
     let mut start = vec![u64::MAX; n];
     let mut end = vec![0u64; n];
     for row in rows {
-        let Some(i) = index(row.flow_id) else { continue };
+        let Some(i) = index(row.flow_id) else {
+            continue;
+        };
         if row.end_ns < row.start_ns {
-            return Err(FctError::BadTimes { id: row.flow_id, start_ns: row.start_ns, end_ns: row.end_ns });
+            return Err(FctError::BadTimes {
+                id: row.flow_id,
+                start_ns: row.start_ns,
+                end_ns: row.end_ns,
+            });
         }
         if start[i] != u64::MAX {
             return Err(FctError::DuplicateRow(row.flow_id));
@@ -343,7 +370,10 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
     for r in records {
         for d in &r.deps {
             if index(d.0).is_none() {
-                return Err(FctError::DanglingDep { id: r.id.0, dep: d.0 });
+                return Err(FctError::DanglingDep {
+                    id: r.id.0,
+                    dep: d.0,
+                });
             }
         }
     }
@@ -370,7 +400,8 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
     let max_node = records.iter().map(|r| r.src.0).max().unwrap_or(0) as usize;
     let mut busy = vec![0u64; max_node + 1];
     for r in records {
-        let is_switch_sender = r.mode == Mode::Ina && r.agg.map(|a| a.dir == AggDir::Down).unwrap_or(false);
+        let is_switch_sender =
+            r.mode == Mode::Ina && r.agg.map(|a| a.dir == AggDir::Down).unwrap_or(false);
         let mut b = if is_switch_sender { 0 } else { r.gap.0 };
         if r.mode == Mode::Compute {
             b += r.dur.0;
@@ -420,7 +451,9 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
                 }
                 let better = match *best {
                     None => true,
-                    Some((b, _)) => end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0),
+                    Some((b, _)) => {
+                        end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
+                    }
                 };
                 if better {
                     *best = Some((d, owner));
@@ -446,7 +479,11 @@ pub fn summarize(records: &[FlowRecord], rows: &[FctRow], ctx: &SummaryContext) 
         let gap = gap.min(span - dur);
         let wait = span - dur - gap;
         buckets[4] += gap;
-        let cls = if r.mode == Mode::Compute { Class::Compute } else { r.class };
+        let cls = if r.mode == Mode::Compute {
+            Class::Compute
+        } else {
+            r.class
+        };
         buckets[bucket(cls)] += dur + wait;
         match best {
             Some((d, _)) => cur = d,
@@ -468,7 +505,15 @@ mod tests {
     use crate::trace::AggTag;
     use crate::units::{Bytes, FlowId, Nanos, NodeId};
 
-    fn rec(id: u64, src: u32, mode: Mode, class: Class, deps: &[u64], gap: u64, dur: u64) -> FlowRecord {
+    fn rec(
+        id: u64,
+        src: u32,
+        mode: Mode,
+        class: Class,
+        deps: &[u64],
+        gap: u64,
+        dur: u64,
+    ) -> FlowRecord {
         FlowRecord {
             id: FlowId(id),
             src: NodeId(src),
@@ -526,9 +571,20 @@ mod tests {
             rec(4, 1, Mode::Compute, Class::Compute, &[2, 3], 0, 100),
             rec(5, 1, Mode::Net, Class::Dp, &[4], 5, 0),
         ];
-        let times = [(0, 100), (0, 30), (110, 160), (30, 50), (160, 260), (265, 300)];
+        let times = [
+            (0, 100),
+            (0, 30),
+            (110, 160),
+            (30, 50),
+            (160, 260),
+            (265, 300),
+        ];
         // rows in a shuffled order, as ns-3 writes them in completion order
-        let mut rows: Vec<FctRow> = recs.iter().zip(times).map(|(r, (a, b))| row(r, a, b)).collect();
+        let mut rows: Vec<FctRow> = recs
+            .iter()
+            .zip(times)
+            .map(|(r, (a, b))| row(r, a, b))
+            .collect();
         rows.reverse();
         let s = summarize(&recs, &rows, &SummaryContext::default()).unwrap();
         assert_eq!(s.iteration_time_ns, 300);
@@ -542,7 +598,11 @@ mod tests {
         assert_eq!(s.tp_bytes, 1000);
         assert_eq!(s.dp_bytes, 1000);
         assert_eq!(
-            s.critical_path_compute_ns + s.exposed_tp_ns + s.exposed_pp_ns + s.exposed_dp_ns + s.exposed_emb_ns,
+            s.critical_path_compute_ns
+                + s.exposed_tp_ns
+                + s.exposed_pp_ns
+                + s.exposed_dp_ns
+                + s.exposed_emb_ns,
             s.iteration_time_ns
         );
     }
@@ -570,10 +630,18 @@ mod tests {
             rec(4, 9, Mode::Ina, Class::Dp, &[2, 3], 0, 0),
         ];
         for (i, dir) in [(2, AggDir::Up), (3, AggDir::Up), (4, AggDir::Down)] {
-            recs[i].agg = Some(AggTag { id: 7, switch: NodeId(9), fanin: 2, dir });
+            recs[i].agg = Some(AggTag {
+                id: 7,
+                switch: NodeId(9),
+                fanin: 2,
+                dir,
+            });
         }
-        let rows: Vec<FctRow> =
-            [(0, 100), (0, 300), (300, 400), (300, 400), (300, 400)].iter().zip(&recs).map(|(&(a, b), r)| row(r, a, b)).collect();
+        let rows: Vec<FctRow> = [(0, 100), (0, 300), (300, 400), (300, 400), (300, 400)]
+            .iter()
+            .zip(&recs)
+            .map(|(&(a, b), r)| row(r, a, b))
+            .collect();
         let s = summarize(&recs, &rows, &SummaryContext::default()).unwrap();
         // last record is 2 (ties at 400: smallest id); its aggregation's latest dep is 1 (ends 300)
         assert_eq!(s.critical_path_compute_ns, 300);
@@ -584,7 +652,10 @@ mod tests {
     #[test]
     fn summarize_rejects_a_record_without_times() {
         let recs = vec![rec(0, 0, Mode::Compute, Class::Compute, &[], 0, 100)];
-        assert!(matches!(summarize(&recs, &[], &SummaryContext::default()), Err(FctError::MissingRow(0))));
+        assert!(matches!(
+            summarize(&recs, &[], &SummaryContext::default()),
+            Err(FctError::MissingRow(0))
+        ));
     }
 
     #[test]
@@ -599,7 +670,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("fct.csv");
         let r = rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0);
-        let rows = vec![row(&r, 5, 25), row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9)];
+        let rows = vec![
+            row(&r, 5, 25),
+            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
+        ];
         write_fct_csv(&p, &rows).unwrap();
         assert_eq!(read_fct_csv(&p).unwrap(), rows);
         assert!(!dir.path().join("fct.csv.tmp").exists());
@@ -614,7 +688,12 @@ mod tests {
     fn summary_csv_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("summary.csv");
-        let s = Summary { backend: "replay".into(), iteration_time_ns: 42, ina_slot_peak: 3, ..Default::default() };
+        let s = Summary {
+            backend: "replay".into(),
+            iteration_time_ns: 42,
+            ina_slot_peak: 3,
+            ..Default::default()
+        };
         write_summary_csv(&p, &s).unwrap();
         assert_eq!(read_summary_csv(&p).unwrap(), s);
     }

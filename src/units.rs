@@ -266,7 +266,10 @@ mod tests {
 
     #[test]
     fn one_megabyte_on_100g_takes_80_microseconds() {
-        assert_eq!(BitsPerSec::gbps(100).transmit_time(Bytes(1_000_000)), Nanos(80_000));
+        assert_eq!(
+            BitsPerSec::gbps(100).transmit_time(Bytes(1_000_000)),
+            Nanos(80_000)
+        );
     }
 
     #[test]
@@ -286,15 +289,24 @@ mod tests {
     #[test]
     fn header_overhead_matches_flowsim_rule() {
         // 1000-byte payload, 48 B headers: 2500 B is 3 packets
-        assert_eq!(Bytes(2500).with_headers(Bytes(1000), Bytes(48)), Bytes(2500 + 3 * 48));
+        assert_eq!(
+            Bytes(2500).with_headers(Bytes(1000), Bytes(48)),
+            Bytes(2500 + 3 * 48)
+        );
         assert_eq!(Bytes(0).with_headers(Bytes(1000), Bytes(48)), Bytes(0));
     }
 
     #[test]
     fn rates_parse_and_print_like_hpcc() {
         assert_eq!(BitsPerSec::parse("100Gbps"), Some(BitsPerSec::gbps(100)));
-        assert_eq!(BitsPerSec::parse("2.5Gbps"), Some(BitsPerSec(2_500_000_000)));
-        assert_eq!(BitsPerSec::parse("400Mbps").unwrap().to_hpcc_string(), "400Mbps");
+        assert_eq!(
+            BitsPerSec::parse("2.5Gbps"),
+            Some(BitsPerSec(2_500_000_000))
+        );
+        assert_eq!(
+            BitsPerSec::parse("400Mbps").unwrap().to_hpcc_string(),
+            "400Mbps"
+        );
         assert_eq!(BitsPerSec::gbps(25).to_hpcc_string(), "25Gbps");
         assert_eq!(BitsPerSec::parse("fast"), None);
         assert_eq!(BitsPerSec::parse("-1Gbps"), None);
@@ -308,7 +320,10 @@ mod tests {
         assert_eq!(parse_delay("2e-6s"), Some(Nanos(2000)));
         assert_eq!(format_delay(Nanos(1000)), "0.001ms");
         assert_eq!(format_delay(Nanos(1500)), "1500ns");
-        assert_eq!(parse_delay(&format_delay(Nanos(123_000))), Some(Nanos(123_000)));
+        assert_eq!(
+            parse_delay(&format_delay(Nanos(123_000))),
+            Some(Nanos(123_000))
+        );
     }
 
     #[test]

@@ -5,7 +5,9 @@ use ina3d::megatron::{self, Dtype, MegatronError, Recompute, Source, TrainingCon
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/megatron").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/megatron")
+        .join(name)
 }
 
 fn write(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
@@ -25,11 +27,18 @@ fn real_2024_arguments_block_gives_the_gpt2_345m_job() {
     assert_eq!(c.hidden_size, 1024);
     assert_eq!(c.ffn_hidden_size, 4096);
     assert_eq!(c.num_attention_heads, 16);
-    assert_eq!(c.num_query_groups, None, "group_query_attention is False in the log");
+    assert_eq!(
+        c.num_query_groups, None,
+        "group_query_attention is False in the log"
+    );
     assert_eq!(c.seq_length, 1024);
     assert_eq!(c.micro_batch_size, 4);
     assert_eq!(c.global_batch_size, 8);
-    assert_eq!(c.num_microbatches(), 2, "the log says: setting number of micro-batches to constant 2");
+    assert_eq!(
+        c.num_microbatches(),
+        2,
+        "the log says: setting number of micro-batches to constant 2"
+    );
     assert_eq!(c.params_dtype, Dtype::Fp16);
     assert_eq!(c.recompute_granularity, Recompute::Selective);
     assert_eq!(c.vocab_size, Some(50257));
@@ -39,38 +48,88 @@ fn real_2024_arguments_block_gives_the_gpt2_345m_job() {
     assert_eq!(c.extra.get("wandb_project").map(String::as_str), Some(""));
     assert_eq!(c.extra.get("adam_eps").map(String::as_str), Some("1e-08"));
     let path = fixture("args_block_2024.log").display().to_string();
-    assert_eq!(c.sources["num_layers"], Source::File { path: path.clone(), line: 158 });
-    assert!(matches!(c.sources["padded_vocab_size"], Source::File { line: 270, .. }));
+    assert_eq!(
+        c.sources["num_layers"],
+        Source::File {
+            path: path.clone(),
+            line: 158
+        }
+    );
+    assert!(matches!(
+        c.sources["padded_vocab_size"],
+        Source::File { line: 270, .. }
+    ));
 }
 
 #[test]
 fn bundled_example_is_the_16_gpu_tp2_pp2_dp4_run_with_iterations_and_level2_timers() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log");
     let c = megatron::load(&[p]).unwrap();
-    assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.data_parallel_size), (2, 2, 4));
+    assert_eq!(
+        (
+            c.tensor_model_parallel_size,
+            c.pipeline_model_parallel_size,
+            c.data_parallel_size
+        ),
+        (2, 2, 4)
+    );
     assert_eq!(c.world_size, 16);
-    assert_eq!((c.micro_batch_size, c.global_batch_size, c.num_microbatches()), (4, 64, 4));
+    assert_eq!(
+        (
+            c.micro_batch_size,
+            c.global_batch_size,
+            c.num_microbatches()
+        ),
+        (4, 64, 4)
+    );
     assert_eq!(c.params_dtype, Dtype::Bf16);
     assert!(!c.use_distributed_optimizer);
-    assert_eq!(c.padded_vocab(), 50432, "50257 rounded up to a multiple of 128·2");
+    assert_eq!(
+        c.padded_vocab(),
+        50432,
+        "50257 rounded up to a multiple of 128·2"
+    );
     assert_eq!(c.iterations.len(), 10);
     assert_eq!(c.iterations[0].iteration, 1);
-    assert_eq!(c.iterations[0].fields.get("timestamp").map(String::as_str), Some("2024-01-24 11:10:40"));
+    assert_eq!(
+        c.iterations[0].fields.get("timestamp").map(String::as_str),
+        Some("2024-01-24 11:10:40")
+    );
     let median = c.median_iteration_ms().unwrap();
     assert!((300.0..360.0).contains(&median), "median {median}");
-    assert!(c.mean_iteration_ms().unwrap() > median, "the warm-up iteration pulls the mean up");
-    for t in ["forward-compute", "backward-compute", "forward-recv", "backward-send", "all-grads-sync", "optimizer"] {
+    assert!(
+        c.mean_iteration_ms().unwrap() > median,
+        "the warm-up iteration pulls the mean up"
+    );
+    for t in [
+        "forward-compute",
+        "backward-compute",
+        "forward-recv",
+        "backward-send",
+        "all-grads-sync",
+        "optimizer",
+    ] {
         assert!(c.timers.contains_key(t), "timer {t} missing");
     }
     let fc = c.timers["forward-compute"];
-    assert!(fc.min <= fc.max && (70.0..90.0).contains(&fc.min), "median of readings ignores warm-up: {fc:?}");
+    assert!(
+        fc.min <= fc.max && (70.0..90.0).contains(&fc.min),
+        "median of readings ignores warm-up: {fc:?}"
+    );
 }
 
 #[test]
 fn setup_timers_fixture_keeps_every_timer_name_and_repeated_readings_are_summarised() {
-    let c = megatron::load(&[fixture("args_block_2024.log"), fixture("setup_timers_2024.log")]).unwrap();
+    let c = megatron::load(&[
+        fixture("args_block_2024.log"),
+        fixture("setup_timers_2024.log"),
+    ])
+    .unwrap();
     assert_eq!(c.timers["load-checkpoint"].max, 0.19);
-    assert_eq!(c.timers["train/valid/test-data-iterators-setup"].min, 596.36);
+    assert_eq!(
+        c.timers["train/valid/test-data-iterators-setup"].min,
+        596.36
+    );
     // evaluate: 2101.26 and 1795.46 → median of two = mean.
     assert!((c.timers["evaluate"].min - (2101.26 + 1795.46) / 2.0).abs() < 1e-9);
 }
@@ -78,41 +137,84 @@ fn setup_timers_fixture_keeps_every_timer_name_and_repeated_readings_are_summari
 #[test]
 fn rank_prefixed_crlf_log_with_trailing_blanks_parses_like_a_clean_one() {
     let c = megatron::load(&[fixture("rank_prefix_crlf_2024.log")]).unwrap();
-    assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size), (2, 4));
+    assert_eq!(
+        (c.tensor_model_parallel_size, c.pipeline_model_parallel_size),
+        (2, 4)
+    );
     assert_eq!(c.data_parallel_size, 4, "derived: 32 / (2·4)");
-    assert!(matches!(&c.sources["data_parallel_size"], Source::Derived { .. }));
+    assert!(matches!(
+        &c.sources["data_parallel_size"],
+        Source::Derived { .. }
+    ));
     assert_eq!(c.global_batch_size, 512);
     assert_eq!(c.extra["wandb_project"], "");
-    assert_eq!(c.extra["zz_site_specific_knob"], "[0.9, 0.95]", "unknown keys are kept verbatim");
+    assert_eq!(
+        c.extra["zz_site_specific_knob"], "[0.9, 0.95]",
+        "unknown keys are kept verbatim"
+    );
     assert_eq!(c.iterations.len(), 2);
     assert_eq!(c.iterations[1].elapsed_ms, 3990.1);
-    assert_eq!(c.iterations[0].fields["throughput per GPU (TFLOP/s/GPU)"], "120.2");
-    assert_eq!(c.params_dtype, Dtype::Fp32, "no bf16/fp16 flag: Megatron's fp32 default");
+    assert_eq!(
+        c.iterations[0].fields["throughput per GPU (TFLOP/s/GPU)"],
+        "120.2"
+    );
+    assert_eq!(
+        c.params_dtype,
+        Dtype::Fp32,
+        "no bf16/fp16 flag: Megatron's fp32 default"
+    );
     assert_eq!(c.sources["params_dtype"], Source::Default);
 }
 
 #[test]
 fn megatron_deepspeed_log_with_default0_prefixes_and_one_line_timers() {
     let c = megatron::load(&[fixture("deepspeed_2022.log")]).unwrap();
-    assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.data_parallel_size), (4, 2, 8));
-    assert_eq!(c.recompute_granularity, Recompute::Full, "checkpoint_activations is the 2021 name of full recompute");
+    assert_eq!(
+        (
+            c.tensor_model_parallel_size,
+            c.pipeline_model_parallel_size,
+            c.data_parallel_size
+        ),
+        (4, 2, 8)
+    );
+    assert_eq!(
+        c.recompute_granularity,
+        Recompute::Full,
+        "checkpoint_activations is the 2021 name of full recompute"
+    );
     assert_eq!(c.extra["zero_stage"], "1");
     assert_eq!(c.padded_vocab(), 50688);
     assert_eq!(c.iterations.len(), 2);
     assert_eq!(c.iterations[0].fields["TFLOPs"], "101.23");
-    assert_eq!(c.timers["backward-params-all-reduce"].min, (120.50 + 119.90) / 2.0);
+    assert_eq!(
+        c.timers["backward-params-all-reduce"].min,
+        (120.50 + 119.90) / 2.0
+    );
     assert_eq!(c.timers["batch-generator"].max, (2.31 + 2.29) / 2.0);
 }
 
 #[test]
 fn old_2021_log_derives_virtual_pipeline_from_layers_per_virtual_stage() {
     let c = megatron::load(&[fixture("old_2021.log")]).unwrap();
-    assert_eq!(c.virtual_pipeline_model_parallel_size, Some(2), "24 / 2 / 6");
-    assert_eq!(c.data_parallel_size, 2, "from the `using world size` line (data-parallel-size: 2)");
+    assert_eq!(
+        c.virtual_pipeline_model_parallel_size,
+        Some(2),
+        "24 / 2 / 6"
+    );
+    assert_eq!(
+        c.data_parallel_size, 2,
+        "from the `using world size` line (data-parallel-size: 2)"
+    );
     assert_eq!(c.world_size, 16);
-    assert_eq!(c.iterations.iter().map(|i| i.iteration).collect::<Vec<_>>(), vec![100, 200]);
+    assert_eq!(
+        c.iterations.iter().map(|i| i.iteration).collect::<Vec<_>>(),
+        vec![100, 200]
+    );
     assert_eq!(c.timers["forward-compute"].min, (221.08 + 220.50) / 2.0);
-    assert_eq!(c.timers["optimizer-unscale-and-check-inf"].max, (1.20 + 1.18) / 2.0);
+    assert_eq!(
+        c.timers["optimizer-unscale-and-check-inf"].max,
+        (1.20 + 1.18) / 2.0
+    );
 }
 
 #[test]
@@ -124,7 +226,10 @@ fn key_value_fork_lines_without_spaces_and_lm_loss_dash_are_iterations() {
     assert_eq!(ms, vec![2345.6, 2301.2, 2299.9]);
     assert_eq!(s.iterations[0].fields["lm-loss"], "1.05E+01");
     assert_eq!(s.iterations[1].fields["learning_rate"], "4.5E-06");
-    assert_eq!(s.iterations[2].fields["current time"], "2024-11-05 12:00:06");
+    assert_eq!(
+        s.iterations[2].fields["current time"],
+        "2024-11-05 12:00:06"
+    );
     assert_eq!(s.iterations[2].iteration, 4);
 }
 
@@ -133,7 +238,13 @@ fn max_only_and_all_ranks_timer_blocks_give_min_and_max() {
     use ina3d::megatron::scan::scan_log;
     let text = std::fs::read_to_string(fixture("timer_variants.log")).unwrap();
     let s = scan_log("t.log", &text).unwrap();
-    let get = |n: &str| s.timers.iter().find(|t| &*t.name == n).map(|t| (t.min, t.max)).unwrap();
+    let get = |n: &str| {
+        s.timers
+            .iter()
+            .find(|t| &*t.name == n)
+            .map(|t| (t.min, t.max))
+            .unwrap()
+    };
     assert_eq!(get("forward-backward"), (812.40, 812.40));
     assert_eq!(get("all-grads-sync"), (30.25, 30.25));
     assert_eq!(get("forward-compute"), (220.10, 230.50));
@@ -156,15 +267,32 @@ fn separate_args_log_and_iterations_log_merge_into_one_config() {
     assert_eq!(c.median_iteration_ms(), Some(600.0));
     // Alone, the iterations log has no arguments: a clear error naming it.
     let e = megatron::load(&[iters.clone()]).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}:1:1: arguments:", iters.display())), "{e}");
+    assert!(
+        e.starts_with(&format!("{}:1:1: arguments:", iters.display())),
+        "{e}"
+    );
 }
 
 #[test]
 fn launch_script_arrays_defaults_arithmetic_and_flag_styles_resolve() {
     let c = megatron::load(&[fixture("launch_arrays.sh")]).unwrap();
-    assert_eq!(c.world_size, 32, "--nproc_per_node 8 × --nnodes ${{NNODES:-4}}");
-    assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.data_parallel_size), (4, 2, 4));
-    assert_eq!(c.virtual_pipeline_model_parallel_size, Some(2), "32 / 2 / 8");
+    assert_eq!(
+        c.world_size, 32,
+        "--nproc_per_node 8 × --nnodes ${{NNODES:-4}}"
+    );
+    assert_eq!(
+        (
+            c.tensor_model_parallel_size,
+            c.pipeline_model_parallel_size,
+            c.data_parallel_size
+        ),
+        (4, 2, 4)
+    );
+    assert_eq!(
+        c.virtual_pipeline_model_parallel_size,
+        Some(2),
+        "32 / 2 / 8"
+    );
     assert_eq!(c.hidden_size, 4096, "--hidden-size=4096");
     assert_eq!(c.ffn_hidden_size, 11008);
     assert_eq!(c.num_query_groups, Some(8));
@@ -172,11 +300,20 @@ fn launch_script_arrays_defaults_arithmetic_and_flag_styles_resolve() {
     assert!(c.swiglu && c.untie_embeddings_and_output_weights && c.sequence_parallel);
     assert!(c.use_distributed_optimizer && c.overlap_grad_reduce);
     assert_eq!(c.params_dtype, Dtype::Bf16);
-    assert_eq!(c.extra["normalization"], "RMSNorm", "+= appends to an array");
+    assert_eq!(
+        c.extra["normalization"], "RMSNorm",
+        "+= appends to an array"
+    );
     assert_eq!(c.extra["no_masked_softmax_fusion"], "True");
-    assert_eq!(c.extra["data_path"], "$DATA_PATH", "an unresolved value we do not need is kept verbatim");
+    assert_eq!(
+        c.extra["data_path"], "$DATA_PATH",
+        "an unresolved value we do not need is kept verbatim"
+    );
     let p = fixture("launch_arrays.sh").display().to_string();
-    assert_eq!(c.sources["tensor_model_parallel_size"], Source::File { path: p, line: 29 });
+    assert_eq!(
+        c.sources["tensor_model_parallel_size"],
+        Source::File { path: p, line: 29 }
+    );
 }
 
 #[test]
@@ -186,7 +323,10 @@ fn bundled_launch_script_describes_the_same_job_as_the_bundled_log() {
     let l = megatron::load(&[root.join("megatron.log")]).unwrap();
     for (a, b) in [
         (s.tensor_model_parallel_size, l.tensor_model_parallel_size),
-        (s.pipeline_model_parallel_size, l.pipeline_model_parallel_size),
+        (
+            s.pipeline_model_parallel_size,
+            l.pipeline_model_parallel_size,
+        ),
         (s.data_parallel_size, l.data_parallel_size),
         (s.world_size, l.world_size),
         (s.num_layers, l.num_layers),
@@ -194,7 +334,10 @@ fn bundled_launch_script_describes_the_same_job_as_the_bundled_log() {
     ] {
         assert_eq!(a, b);
     }
-    assert_eq!((s.hidden_size, s.seq_length, s.global_batch_size), (l.hidden_size, l.seq_length, l.global_batch_size));
+    assert_eq!(
+        (s.hidden_size, s.seq_length, s.global_batch_size),
+        (l.hidden_size, l.seq_length, l.global_batch_size)
+    );
     assert_eq!(s.padded_vocab(), l.padded_vocab());
     assert_eq!(s.params_dtype, l.params_dtype);
 }
@@ -212,29 +355,67 @@ fn unresolved_script_variable_names_file_line_and_flag() {
 #[test]
 fn json_config_applies_its_preset_then_its_keys() {
     let c = megatron::load(&[fixture("gpt3_13b_tp8.json")]).unwrap();
-    assert_eq!((c.num_layers, c.hidden_size, c.num_attention_heads), (40, 5120, 40));
+    assert_eq!(
+        (c.num_layers, c.hidden_size, c.num_attention_heads),
+        (40, 5120, 40)
+    );
     assert_eq!(c.tensor_model_parallel_size, 8);
     assert_eq!(c.data_parallel_size, 4, "64 / (8·2)");
     assert_eq!(c.recompute_granularity, Recompute::None);
     assert_eq!(c.extra["my_note"], "kept in extra");
-    assert_eq!(c.sources["num_layers"], Source::Preset { name: "gpt3-13b".into() });
-    assert!(matches!(c.sources["tensor_model_parallel_size"], Source::File { line: 3, .. }));
+    assert_eq!(
+        c.sources["num_layers"],
+        Source::Preset {
+            name: "gpt3-13b".into()
+        }
+    );
+    assert!(matches!(
+        c.sources["tensor_model_parallel_size"],
+        Source::File { line: 3, .. }
+    ));
 }
 
 #[test]
 fn tiny_toml_is_8_gpus_tp2_pp2_dp2() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
     let c = megatron::load_input(p.to_str().unwrap()).unwrap();
-    assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.data_parallel_size, c.world_size), (2, 2, 2, 8));
-    assert_eq!((c.num_layers, c.hidden_size, c.num_attention_heads, c.seq_length), (4, 256, 4, 256));
-    assert_eq!((c.micro_batch_size, c.global_batch_size, c.num_microbatches()), (1, 8, 4));
+    assert_eq!(
+        (
+            c.tensor_model_parallel_size,
+            c.pipeline_model_parallel_size,
+            c.data_parallel_size,
+            c.world_size
+        ),
+        (2, 2, 2, 8)
+    );
+    assert_eq!(
+        (
+            c.num_layers,
+            c.hidden_size,
+            c.num_attention_heads,
+            c.seq_length
+        ),
+        (4, 256, 4, 256)
+    );
+    assert_eq!(
+        (
+            c.micro_batch_size,
+            c.global_batch_size,
+            c.num_microbatches()
+        ),
+        (1, 8, 4)
+    );
     assert_eq!(c.padded_vocab(), 1024);
 }
 
 #[test]
 fn toml_without_extension_is_detected_by_content() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(&dir, "job.cfg", "preset = \"llama2-70b\"\npipeline-model-parallel-size = 8\nworld_size = 512\n");
+    let p = write(
+        &dir,
+        "job.cfg",
+        "preset = \"llama2-70b\"\npipeline-model-parallel-size = 8\nworld_size = 512\n",
+    );
     let c = megatron::load(&[p]).unwrap();
     assert_eq!(c.num_query_groups, Some(8));
     assert_eq!(c.data_parallel_size, 64);
@@ -245,23 +426,70 @@ fn every_preset_loads_validates_and_matches_published_shapes() {
     for name in megatron::PRESETS {
         let c = megatron::preset(name).unwrap_or_else(|| panic!("{name}"));
         c.validate().unwrap();
-        assert_eq!((c.tensor_model_parallel_size, c.pipeline_model_parallel_size, c.data_parallel_size), (1, 1, 1));
+        assert_eq!(
+            (
+                c.tensor_model_parallel_size,
+                c.pipeline_model_parallel_size,
+                c.data_parallel_size
+            ),
+            (1, 1, 1)
+        );
         assert_eq!(c.params_dtype, Dtype::Bf16, "{name}");
         assert!(megatron::load_input(&format!("preset:{name}")).is_ok());
     }
     let g = megatron::preset("gpt3-175b").unwrap();
-    assert_eq!((g.num_layers, g.hidden_size, g.num_attention_heads, g.seq_length), (96, 12288, 96, 2048));
+    assert_eq!(
+        (
+            g.num_layers,
+            g.hidden_size,
+            g.num_attention_heads,
+            g.seq_length
+        ),
+        (96, 12288, 96, 2048)
+    );
     let l = megatron::preset("llama2-7b").unwrap();
-    assert_eq!((l.num_layers, l.hidden_size, l.ffn_hidden_size, l.vocab_size, l.seq_length), (32, 4096, 11008, Some(32000), 4096));
+    assert_eq!(
+        (
+            l.num_layers,
+            l.hidden_size,
+            l.ffn_hidden_size,
+            l.vocab_size,
+            l.seq_length
+        ),
+        (32, 4096, 11008, Some(32000), 4096)
+    );
     assert_eq!(l.num_query_groups, None);
     let l70 = megatron::preset("llama2-70b").unwrap();
-    assert_eq!((l70.num_layers, l70.hidden_size, l70.num_attention_heads, l70.num_query_groups, l70.ffn_hidden_size), (80, 8192, 64, Some(8), 28672));
+    assert_eq!(
+        (
+            l70.num_layers,
+            l70.hidden_size,
+            l70.num_attention_heads,
+            l70.num_query_groups,
+            l70.ffn_hidden_size
+        ),
+        (80, 8192, 64, Some(8), 28672)
+    );
     let b = megatron::preset("bert-large").unwrap();
-    assert_eq!((b.num_layers, b.hidden_size, b.num_attention_heads, b.seq_length), (24, 1024, 16, 512));
+    assert_eq!(
+        (
+            b.num_layers,
+            b.hidden_size,
+            b.num_attention_heads,
+            b.seq_length
+        ),
+        (24, 1024, 16, 512)
+    );
     let g13 = megatron::preset("gpt3-13b").unwrap();
-    assert_eq!((g13.num_layers, g13.hidden_size, g13.num_attention_heads), (40, 5120, 40));
+    assert_eq!(
+        (g13.num_layers, g13.hidden_size, g13.num_attention_heads),
+        (40, 5120, 40)
+    );
     assert!(megatron::preset("gpt5").is_none());
-    assert!(megatron::load_input("gpt5").unwrap_err().to_string().contains("gpt3-13b"));
+    assert!(megatron::load_input("gpt5")
+        .unwrap_err()
+        .to_string()
+        .contains("gpt3-13b"));
 }
 
 #[test]
@@ -279,8 +507,15 @@ fn overrides_accept_kebab_case_and_rederive_dependent_sizes() {
     c.set("world_size", "512").unwrap();
     assert_eq!(c.data_parallel_size, 4);
     c.set("hidden_size", "1024").unwrap();
-    assert_eq!(c.ffn_hidden_size, 4096, "ffn re-derived from the new hidden size");
-    assert!(c.set("num-layers", "many").unwrap_err().to_string().starts_with("override:0:0: num_layers: expected a positive integer, found `many`"));
+    assert_eq!(
+        c.ffn_hidden_size, 4096,
+        "ffn re-derived from the new hidden size"
+    );
+    assert!(c
+        .set("num-layers", "many")
+        .unwrap_err()
+        .to_string()
+        .starts_with("override:0:0: num_layers: expected a positive integer, found `many`"));
 }
 
 #[test]
@@ -288,24 +523,39 @@ fn validate_names_the_numbers_that_disagree() {
     let mut c = megatron::preset("gpt3-13b").unwrap();
     c.set("tensor_model_parallel_size", "3").unwrap();
     let e = c.validate().unwrap_err().to_string();
-    assert!(e.contains("num_attention_heads 40 is not divisible by tensor_model_parallel_size 3"), "{e}");
+    assert!(
+        e.contains("num_attention_heads 40 is not divisible by tensor_model_parallel_size 3"),
+        "{e}"
+    );
     let mut c = megatron::preset("gpt3-13b").unwrap();
     c.set("pipeline_model_parallel_size", "3").unwrap();
-    assert!(c.validate().unwrap_err().to_string().contains("num_layers 40 is not divisible by pipeline_model_parallel_size 3"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("num_layers 40 is not divisible by pipeline_model_parallel_size 3"));
     let mut c = megatron::preset("gpt3-13b").unwrap();
     c.set("data_parallel_size", "3").unwrap();
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("global_batch_size 1024 is not a positive multiple of micro_batch_size·data_parallel_size = 1·3 = 3"), "{e}");
     let mut c = megatron::preset("llama2-70b").unwrap();
     c.set("tensor_model_parallel_size", "16").unwrap();
-    assert!(c.validate().unwrap_err().to_string().contains("num_query_groups 8 is not divisible by tensor_model_parallel_size 16"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("num_query_groups 8 is not divisible by tensor_model_parallel_size 16"));
     let mut c = megatron::preset("gpt3-13b").unwrap();
     c.set("pipeline_model_parallel_size", "4").unwrap();
     c.set("virtual_pipeline_model_parallel_size", "3").unwrap();
     assert!(c.validate().unwrap_err().to_string().contains("num_layers 40 is not divisible by pipeline_model_parallel_size·virtual_pipeline_model_parallel_size = 4·3 = 12"));
     let mut c = megatron::preset("gpt3-13b").unwrap();
     c.world_size = 7;
-    assert!(c.validate().unwrap_err().to_string().contains("world_size 7 ≠ TP·CP·PP·DP = 1·1·1·1 = 1"));
+    assert!(c
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("world_size 7 ≠ TP·CP·PP·DP = 1·1·1·1 = 1"));
 }
 
 #[test]
@@ -317,7 +567,10 @@ fn log_world_size_and_data_parallel_size_that_disagree_are_rejected() {
         "---- arguments ----\n  num_layers ..... 2\n  hidden_size .... 8\n  num_attention_heads ... 2\n  seq_length ... 8\n  micro_batch_size ... 1\n  data_parallel_size ... 2\n  world_size ... 3\n---- end of arguments ----\n",
     );
     let e = megatron::load(&[p]).unwrap_err().to_string();
-    assert!(e.contains("bad.log:8:1: world_size: world_size 3 ≠ TP·CP·PP·DP = 1·1·1·2 = 2"), "{e}");
+    assert!(
+        e.contains("bad.log:8:1: world_size: world_size 3 ≠ TP·CP·PP·DP = 1·1·1·2 = 2"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -342,53 +595,101 @@ fn non_numeric_size_is_an_error_at_its_column() {
     let e = megatron::load(&[p.clone()]).unwrap_err().to_string();
     assert_eq!(
         e,
-        format!("{}:2:48: tensor_model_parallel_size: expected a positive integer, found `two`", p.display())
+        format!(
+            "{}:2:48: tensor_model_parallel_size: expected a positive integer, found `two`",
+            p.display()
+        )
     );
 }
 
 #[test]
 fn missing_required_argument_names_the_argument() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(&dir, "few.log", "---- arguments ----\n  num_layers ..... 24\n---- end of arguments ----\n");
+    let p = write(
+        &dir,
+        "few.log",
+        "---- arguments ----\n  num_layers ..... 24\n---- end of arguments ----\n",
+    );
     let e = megatron::load(&[p]).unwrap_err();
-    assert!(matches!(&e, MegatronError::Missing { field, .. } if field == "hidden_size"), "{e}");
+    assert!(
+        matches!(&e, MegatronError::Missing { field, .. } if field == "hidden_size"),
+        "{e}"
+    );
 }
 
 #[test]
 fn iteration_line_with_garbage_elapsed_time_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(&dir, "it.log", "x\n iteration 5/10 | elapsed time per iteration (ms): fast |\n");
-    let e = megatron::load(&[fixture("args_block_2024.log"), p.clone()]).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}:2:", p.display())) && e.contains("found `fast`"), "{e}");
+    let p = write(
+        &dir,
+        "it.log",
+        "x\n iteration 5/10 | elapsed time per iteration (ms): fast |\n",
+    );
+    let e = megatron::load(&[fixture("args_block_2024.log"), p.clone()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("{}:2:", p.display())) && e.contains("found `fast`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn malformed_timer_value_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
-    let p = write(&dir, "tm.log", "(min, max) time across ranks (ms):\n    forward-compute ........: (1.0, abc)\n");
+    let p = write(
+        &dir,
+        "tm.log",
+        "(min, max) time across ranks (ms):\n    forward-compute ........: (1.0, abc)\n",
+    );
     let e = megatron::load(&[p.clone()]).unwrap_err().to_string();
-    assert!(e.starts_with(&format!("{}:2:", p.display())) && e.contains("timer forward-compute"), "{e}");
+    assert!(
+        e.starts_with(&format!("{}:2:", p.display())) && e.contains("timer forward-compute"),
+        "{e}"
+    );
 }
 
 #[test]
 fn unreadable_file_is_an_error_naming_it() {
-    let e = megatron::load(&[PathBuf::from("/nonexistent/ina3d.log")]).unwrap_err().to_string();
-    assert!(e.starts_with("/nonexistent/ina3d.log:0:0: file: cannot be read"), "{e}");
+    let e = megatron::load(&[PathBuf::from("/nonexistent/ina3d.log")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("/nonexistent/ina3d.log:0:0: file: cannot be read"),
+        "{e}"
+    );
 }
 
 #[test]
 fn log_arguments_win_over_a_script_of_the_same_run() {
     let dir = tempfile::tempdir().unwrap();
-    let sh = write(&dir, "run.sh", "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 12 --micro-batch-size 4\n");
+    let sh = write(
+        &dir,
+        "run.sh",
+        "torchrun --nproc_per_node 1 pretrain_gpt.py --num-layers 12 --micro-batch-size 4\n",
+    );
     let c = megatron::load(&[fixture("args_block_2024.log"), sh]).unwrap();
     assert_eq!(c.num_layers, 24, "the log is what Megatron ran with");
 }
 
 #[test]
 fn json_keys_are_megatron_argument_names() {
-    let c = megatron::load(&[Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log")]).unwrap();
+    let c =
+        megatron::load(
+            &[Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log")],
+        )
+        .unwrap();
     let v = serde_json::to_value(&c).unwrap();
-    for k in ["tensor_model_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "num_layers", "hidden_size", "seq_length", "micro_batch_size", "global_batch_size"] {
+    for k in [
+        "tensor_model_parallel_size",
+        "pipeline_model_parallel_size",
+        "data_parallel_size",
+        "num_layers",
+        "hidden_size",
+        "seq_length",
+        "micro_batch_size",
+        "global_batch_size",
+    ] {
         assert!(v.get(k).is_some_and(|x| x.is_u64()), "{k}");
     }
     assert_eq!(v["iterations"][0]["iteration"], 1);
@@ -408,13 +709,59 @@ mod never_panics {
         let atoms = prop::sample::select(vec![
             "------------------------ arguments ------------------------",
             "-------------------- end of arguments ---------------------",
-            "  num_layers ........ ", "  tensor_model_parallel_size .... ", " iteration ", "iteration=",
-            "/", " | ", "|", ": ", "=", "elapsed time per iteration (ms): ", "(min, max) time across ranks (ms):",
-            "times across ranks (ms):", "max time across ranks (ms):", "  forward-compute:", "     rank  3: ",
-            "    forward-backward .......: ", "(", ")", ", ", "time (ms) | ", " > padded vocab (size: ",
-            "(new size: ", "using world size: ", "[default0]:", "3: ", "[2024-01-01 00:00:00] ", "\r\n", "\n",
-            "12", "3.5", "-1", "1e308", "nan", "None", "True", "é", "\u{1}", "${", "}", "$((", "))", "$(", "\"", "'",
-            "\\\n", "pretrain_gpt.py", "--tp", "--num-layers", "X=(", "#", "${A:-${B:-", "[@]", " ",
+            "  num_layers ........ ",
+            "  tensor_model_parallel_size .... ",
+            " iteration ",
+            "iteration=",
+            "/",
+            " | ",
+            "|",
+            ": ",
+            "=",
+            "elapsed time per iteration (ms): ",
+            "(min, max) time across ranks (ms):",
+            "times across ranks (ms):",
+            "max time across ranks (ms):",
+            "  forward-compute:",
+            "     rank  3: ",
+            "    forward-backward .......: ",
+            "(",
+            ")",
+            ", ",
+            "time (ms) | ",
+            " > padded vocab (size: ",
+            "(new size: ",
+            "using world size: ",
+            "[default0]:",
+            "3: ",
+            "[2024-01-01 00:00:00] ",
+            "\r\n",
+            "\n",
+            "12",
+            "3.5",
+            "-1",
+            "1e308",
+            "nan",
+            "None",
+            "True",
+            "é",
+            "\u{1}",
+            "${",
+            "}",
+            "$((",
+            "))",
+            "$(",
+            "\"",
+            "'",
+            "\\\n",
+            "pretrain_gpt.py",
+            "--tp",
+            "--num-layers",
+            "X=(",
+            "#",
+            "${A:-${B:-",
+            "[@]",
+            " ",
         ]);
         prop::collection::vec(atoms, 0..60).prop_map(|v| v.concat())
     }

@@ -8,8 +8,12 @@ use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
 use ina3d::ns3::emit::{read_trace_txt, with_proxies, MAX_HPCC_FLOW};
 use ina3d::ns3::hpcc::{read_flow_txt, read_topology_txt};
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
-use ina3d::ns3::run::{build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport};
-use ina3d::ns3::{aicb, emit, EmitOptions, Flavor, InaSwitchModel, InaPolicy, Ns3Error, StartSource};
+use ina3d::ns3::run::{
+    build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
+};
+use ina3d::ns3::{
+    aicb, emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource,
+};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
@@ -18,11 +22,20 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 fn fixture(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(p)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(p)
 }
 
 fn link(a: u32, b: u32, gbps: u64, kind: LinkKind) -> Link {
-    Link { a: NodeId(a), b: NodeId(b), rate: BitsPerSec::gbps(gbps), delay: Nanos(1000), error_rate: 0.0, kind }
+    Link {
+        a: NodeId(a),
+        b: NodeId(b),
+        rate: BitsPerSec::gbps(gbps),
+        delay: Nanos(1000),
+        error_rate: 0.0,
+        kind,
+    }
 }
 
 /// `hosts` hosts on one switch (node id `hosts`).
@@ -31,7 +44,9 @@ fn star(hosts: u32) -> Topology {
     kinds.push(NodeKind::Switch);
     Topology {
         kinds,
-        links: (0..hosts).map(|h| link(h, hosts, 100, LinkKind::Nic)).collect(),
+        links: (0..hosts)
+            .map(|h| link(h, hosts, 100, LinkKind::Nic))
+            .collect(),
         gpus: (0..hosts).map(NodeId).collect(),
         gpus_per_server: 1,
         nvlink_rate: None,
@@ -43,16 +58,33 @@ fn star(hosts: u32) -> Topology {
 fn leaf_spine() -> Topology {
     let mut kinds = vec![NodeKind::Host; 8];
     kinds.extend([NodeKind::Switch; 4]);
-    let mut links: Vec<Link> = (0..8).map(|h| link(h, 8 + h / 4, 100, LinkKind::Nic)).collect();
+    let mut links: Vec<Link> = (0..8)
+        .map(|h| link(h, 8 + h / 4, 100, LinkKind::Nic))
+        .collect();
     for leaf in [8, 9] {
         for spine in [10, 11] {
             links.push(link(leaf, spine, 100, LinkKind::Fabric));
         }
     }
-    Topology { kinds, links, gpus: (0..8).map(NodeId).collect(), gpus_per_server: 1, nvlink_rate: None, source: "test:leaf-spine".into() }
+    Topology {
+        kinds,
+        links,
+        gpus: (0..8).map(NodeId).collect(),
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "test:leaf-spine".into(),
+    }
 }
 
-fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], mode: Mode, class: Class) -> FlowRecord {
+fn rec(
+    id: u64,
+    src: u32,
+    dst: u32,
+    bytes: u64,
+    deps: &[u64],
+    mode: Mode,
+    class: Class,
+) -> FlowRecord {
     FlowRecord {
         id: FlowId(id),
         src: NodeId(src),
@@ -75,9 +107,24 @@ fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], mode: Mode, class:
 }
 
 #[allow(clippy::too_many_arguments)]
-fn ina_edge(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], agg: u64, switch: u32, fanin: u32, dir: AggDir) -> FlowRecord {
+fn ina_edge(
+    id: u64,
+    src: u32,
+    dst: u32,
+    bytes: u64,
+    deps: &[u64],
+    agg: u64,
+    switch: u32,
+    fanin: u32,
+    dir: AggDir,
+) -> FlowRecord {
     let mut r = rec(id, src, dst, bytes, deps, Mode::Ina, Class::Dp);
-    r.agg = Some(AggTag { id: agg, switch: NodeId(switch), fanin, dir });
+    r.agg = Some(AggTag {
+        id: agg,
+        switch: NodeId(switch),
+        fanin,
+        dir,
+    });
     r
 }
 
@@ -88,8 +135,23 @@ fn ring_allreduce(n: u32, s: u64, first_id: u64) -> Vec<FlowRecord> {
     for k in 0..2 * (n as u64 - 1) {
         for r in 0..n {
             let id = first_id + k * n as u64 + r as u64;
-            let deps: Vec<u64> = if k == 0 { vec![] } else { vec![id - n as u64, first_id + (k - 1) * n as u64 + ((r + n - 1) % n) as u64] };
-            let mut f = rec(id, r, (r + 1) % n, s / n as u64, &deps, Mode::Net, Class::Dp);
+            let deps: Vec<u64> = if k == 0 {
+                vec![]
+            } else {
+                vec![
+                    id - n as u64,
+                    first_id + (k - 1) * n as u64 + ((r + n - 1) % n) as u64,
+                ]
+            };
+            let mut f = rec(
+                id,
+                r,
+                (r + 1) % n,
+                s / n as u64,
+                &deps,
+                Mode::Net,
+                Class::Dp,
+            );
             f.step = Some(k as u32);
             v.push(f);
         }
@@ -126,12 +188,30 @@ fn ina_allreduce_staggered(s: u64, stagger_ns: u64) -> Vec<FlowRecord> {
         id += 1;
     }
     for w in 0..8u32 {
-        v.push(ina_edge(id, 8 + w / 4, w, s, &[10, 11], 1, 8 + w / 4, 4, AggDir::Down));
+        v.push(ina_edge(
+            id,
+            8 + w / 4,
+            w,
+            s,
+            &[10, 11],
+            1,
+            8 + w / 4,
+            4,
+            AggDir::Down,
+        ));
         downs.push(id);
         id += 1;
     }
     for (w, d) in downs.iter().enumerate() {
-        let mut c = rec(id, w as u32, w as u32, 0, &[*d], Mode::Compute, Class::Compute);
+        let mut c = rec(
+            id,
+            w as u32,
+            w as u32,
+            0,
+            &[*d],
+            Mode::Compute,
+            Class::Compute,
+        );
         c.dur = Nanos(2000);
         v.push(c);
         id += 1;
@@ -150,10 +230,30 @@ fn snapshot_trace() -> Vec<FlowRecord> {
     big.gap = Nanos(100);
     v.push(big);
     for w in 0..4 {
-        v.push(ina_edge(3 + w, w as u32, 4, 65536, &[1], 9, 4, 4, AggDir::Up));
+        v.push(ina_edge(
+            3 + w,
+            w as u32,
+            4,
+            65536,
+            &[1],
+            9,
+            4,
+            4,
+            AggDir::Up,
+        ));
     }
     for w in 0..4 {
-        v.push(ina_edge(7 + w, 4, w as u32, 65536, &[3, 4, 5, 6], 9, 4, 4, AggDir::Down));
+        v.push(ina_edge(
+            7 + w,
+            4,
+            w as u32,
+            65536,
+            &[3, 4, 5, 6],
+            9,
+            4,
+            4,
+            AggDir::Down,
+        ));
     }
     let mut nv = rec(11, 0, 0, 0, &[7], Mode::NvLink, Class::Tp);
     nv.dur = Nanos(1234);
@@ -162,28 +262,64 @@ fn snapshot_trace() -> Vec<FlowRecord> {
 }
 
 fn ina_params(policy: InaPolicy) -> InaSwitchModel {
-    InaSwitchModel { slots: 64, payload: Bytes(1024), window: 32, policy, ..InaSwitchModel::default() }
+    InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 32,
+        policy,
+        ..InaSwitchModel::default()
+    }
 }
 
 fn check_snapshot(name: &str, file: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots").join(name).join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name)
+        .join(file);
     if std::env::var("INA3D_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, got).unwrap();
         return;
     }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("snapshot {} is missing: review the output and create it with INA3D_UPDATE_SNAPSHOTS=1", path.display()));
-    assert_eq!(got, want, "emitted {file} differs from snapshot {}", path.display());
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "snapshot {} is missing: review the output and create it with INA3D_UPDATE_SNAPSHOTS=1",
+            path.display()
+        )
+    });
+    assert_eq!(
+        got,
+        want,
+        "emitted {file} differs from snapshot {}",
+        path.display()
+    );
 }
 
 #[test]
 fn emitted_files_match_their_snapshots_for_every_flavor() {
     for flavor in [Flavor::Hpcc, Flavor::Parsimon, Flavor::Simai] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = EmitOptions { flavor, ..Default::default() };
-        emit(&snapshot_trace(), &ina_params(InaPolicy::BestEffort), &star(4), &opts, dir.path()).unwrap();
-        for f in ["topology.txt", "flow.txt", "flow.meta.txt", "config.txt", "trace.txt", "routes.txt", "params.txt"] {
+        let opts = EmitOptions {
+            flavor,
+            ..Default::default()
+        };
+        emit(
+            &snapshot_trace(),
+            &ina_params(InaPolicy::BestEffort),
+            &star(4),
+            &opts,
+            dir.path(),
+        )
+        .unwrap();
+        for f in [
+            "topology.txt",
+            "flow.txt",
+            "flow.meta.txt",
+            "config.txt",
+            "trace.txt",
+            "routes.txt",
+            "params.txt",
+        ] {
             let got = std::fs::read_to_string(dir.path().join(f)).unwrap();
             check_snapshot(&format!("ns3_{}", flavor.as_str()), f, &got);
         }
@@ -195,13 +331,30 @@ fn emit_is_deterministic_and_leaves_no_temporary_files() {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     for d in [&a, &b] {
-        emit(&ina_allreduce(65536), &ina_params(InaPolicy::Static), &leaf_spine(), &EmitOptions { seed: 7, ..Default::default() }, d.path()).unwrap();
+        emit(
+            &ina_allreduce(65536),
+            &ina_params(InaPolicy::Static),
+            &leaf_spine(),
+            &EmitOptions {
+                seed: 7,
+                ..Default::default()
+            },
+            d.path(),
+        )
+        .unwrap();
     }
-    let mut names: Vec<String> = std::fs::read_dir(a.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(a.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
     for n in names {
-        assert_eq!(std::fs::read(a.path().join(&n)).unwrap(), std::fs::read(b.path().join(&n)).unwrap(), "{n}");
+        assert_eq!(
+            std::fs::read(a.path().join(&n)).unwrap(),
+            std::fs::read(b.path().join(&n)).unwrap(),
+            "{n}"
+        );
     }
 }
 
@@ -210,10 +363,21 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
     let dir = tempfile::tempdir().unwrap();
     let topo = leaf_spine();
     let trace = ina_allreduce(65536);
-    let r = emit(&trace, &ina_params(InaPolicy::BestEffort), &topo, &EmitOptions::default(), dir.path()).unwrap();
+    let r = emit(
+        &trace,
+        &ina_params(InaPolicy::BestEffort),
+        &topo,
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let (ext, pairs) = with_proxies(&topo, &trace);
     assert_eq!(r.proxies, pairs);
-    assert_eq!(pairs.iter().map(|p| p.0 .0).collect::<Vec<_>>(), vec![8, 9, 10], "leaves and the spine aggregate");
+    assert_eq!(
+        pairs.iter().map(|p| p.0 .0).collect::<Vec<_>>(),
+        vec![8, 9, 10],
+        "leaves and the spine aggregate"
+    );
     let p = dir.path().join("topology.txt");
     let (back, warnings) = read_topology_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -225,7 +389,17 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
     // and the topology module's own reader agrees
     let (theirs, _) = Topology::read_file(&p).unwrap();
     assert_eq!(theirs.kinds, ext.kinds);
-    assert_eq!(theirs.links.iter().map(|l| (l.a, l.b, l.rate, l.delay)).collect::<Vec<_>>(), ext.links.iter().map(|l| (l.a, l.b, l.rate, l.delay)).collect::<Vec<_>>());
+    assert_eq!(
+        theirs
+            .links
+            .iter()
+            .map(|l| (l.a, l.b, l.rate, l.delay))
+            .collect::<Vec<_>>(),
+        ext.links
+            .iter()
+            .map(|l| (l.a, l.b, l.rate, l.delay))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -234,28 +408,76 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     // a ring on the leaf-spine (14 records per pair) plus one flow from each host to its
     // opposite: the leaf-crossing pairs have a choice of spine
     let mut trace = ring_allreduce(8, 8192, 0);
-    trace.extend((0..8).map(|h| rec(1000 + h as u64, h, (h + 4) % 8, 4096, &[], Mode::Net, Class::Tp)));
-    let r = emit(&trace, &InaSwitchModel::default(), &leaf_spine(), &EmitOptions { seed: 3, ..Default::default() }, dir.path()).unwrap();
-    assert_eq!(r.paths_checked, trace.len() as u64, "every record checked against the replayer");
+    trace.extend((0..8).map(|h| {
+        rec(
+            1000 + h as u64,
+            h,
+            (h + 4) % 8,
+            4096,
+            &[],
+            Mode::Net,
+            Class::Tp,
+        )
+    }));
+    let r = emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &leaf_spine(),
+        &EmitOptions {
+            seed: 3,
+            ..Default::default()
+        },
+        dir.path(),
+    )
+    .unwrap();
+    assert_eq!(
+        r.paths_checked,
+        trace.len() as u64,
+        "every record checked against the replayer"
+    );
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
     let routes = ina3d::ns3::routes::read_routes_txt(&p, &text).unwrap();
-    let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace.iter().flat_map(|f| [(f.src, f.dst), (f.dst, f.src)]).collect();
-    assert_eq!(routes.keys().copied().collect::<std::collections::BTreeSet<_>>(), pairs, "trace pairs and their reverses, nothing else");
+    let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace
+        .iter()
+        .flat_map(|f| [(f.src, f.dst), (f.dst, f.src)])
+        .collect();
+    assert_eq!(
+        routes
+            .keys()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        pairs,
+        "trace pairs and their reverses, nothing else"
+    );
     assert_eq!(r.routes, pairs.len());
     // a crossing pair goes host → leaf → spine → leaf → host, on the spine its hash picks
     let routing = ina3d::topology::Routing::new(&leaf_spine(), 3).unwrap();
     let mut spines = std::collections::BTreeSet::new();
     for (&(s, d), hops) in &routes {
         let want = routing.path(s, d, ina3d::topology::pair_key(s, d)).unwrap();
-        assert_eq!(hops.iter().map(|h| h.1).collect::<Vec<_>>(), want.iter().map(|c| c.link()).collect::<Vec<_>>(), "{s}->{d}");
+        assert_eq!(
+            hops.iter().map(|h| h.1).collect::<Vec<_>>(),
+            want.iter().map(|c| c.link()).collect::<Vec<_>>(),
+            "{s}->{d}"
+        );
         if hops.len() == 4 {
             spines.insert(hops[1].0);
         }
     }
-    assert_eq!(spines.len(), 2, "crossing connections spread over both spines");
+    assert_eq!(
+        spines.len(),
+        2,
+        "crossing connections spread over both spines"
+    );
     let meta = std::fs::read_to_string(dir.path().join("flow.meta.txt")).unwrap();
-    assert!(meta.contains(&format!("{} net/ina records checked on the replayer's path", trace.len())), "{meta}");
+    assert!(
+        meta.contains(&format!(
+            "{} net/ina records checked on the replayer's path",
+            trace.len()
+        )),
+        "{meta}"
+    );
 }
 
 #[test]
@@ -263,19 +485,46 @@ fn emitted_flows_read_back_exactly_sorted_by_start_with_big_flows_split_under_u3
     for flavor in [Flavor::Hpcc, Flavor::Parsimon] {
         let dir = tempfile::tempdir().unwrap();
         let trace = snapshot_trace();
-        let r = emit(&trace, &ina_params(InaPolicy::BestEffort), &star(4), &EmitOptions { flavor, ..Default::default() }, dir.path()).unwrap();
+        let r = emit(
+            &trace,
+            &ina_params(InaPolicy::BestEffort),
+            &star(4),
+            &EmitOptions {
+                flavor,
+                ..Default::default()
+            },
+            dir.path(),
+        )
+        .unwrap();
         let p = dir.path().join("flow.txt");
         let (flows, warnings) = read_flow_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(flows.len(), r.flows);
         assert_eq!(r.split_records, 1);
         assert!(flows.iter().all(|f| f.size.0 <= MAX_HPCC_FLOW && f.pg == 3));
-        assert!(flows.windows(2).all(|w| w[0].start <= w[1].start), "sorted by start");
-        let net_ina: u64 = trace.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).map(|r| r.bytes.0).sum();
-        assert_eq!(flows.iter().map(|f| f.size.0).sum::<u64>(), net_ina, "bytes conserved through splitting");
-        assert_eq!(flows.iter().all(|f| f.id.is_some()), flavor == Flavor::Parsimon);
+        assert!(
+            flows.windows(2).all(|w| w[0].start <= w[1].start),
+            "sorted by start"
+        );
+        let net_ina: u64 = trace
+            .iter()
+            .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+            .map(|r| r.bytes.0)
+            .sum();
+        assert_eq!(
+            flows.iter().map(|f| f.size.0).sum::<u64>(),
+            net_ina,
+            "bytes conserved through splitting"
+        );
+        assert_eq!(
+            flows.iter().all(|f| f.id.is_some()),
+            flavor == Flavor::Parsimon
+        );
         // the gap of the 5 GiB flow shows up as its start: 100 ns
-        let big: Vec<_> = flows.iter().filter(|f| f.src == NodeId(2) && f.dst == NodeId(3)).collect();
+        let big: Vec<_> = flows
+            .iter()
+            .filter(|f| f.src == NodeId(2) && f.dst == NodeId(3))
+            .collect();
         assert_eq!(big.len(), 2);
         assert!(big.iter().all(|f| f.start == Nanos(100)));
     }
@@ -288,17 +537,43 @@ fn flow_start_times_come_from_a_replay_fct_csv_when_given_and_meta_says_so() {
     let fct = dir.path().join("replay_fct.csv");
     let mut w = csv::Writer::from_path(&fct).unwrap();
     for r in &trace {
-        w.serialize(FctRow { flow_id: r.id.0, src: r.src.0, dst: r.dst.0, mode: r.mode.to_string(), class: r.class.to_string(), size_bytes: r.bytes.0, start_ns: 1000 + r.id.0 * 7, end_ns: 999_999, fct_ns: 0, standalone_fct_ns: 0 }).unwrap();
+        w.serialize(FctRow {
+            flow_id: r.id.0,
+            src: r.src.0,
+            dst: r.dst.0,
+            mode: r.mode.to_string(),
+            class: r.class.to_string(),
+            size_bytes: r.bytes.0,
+            start_ns: 1000 + r.id.0 * 7,
+            end_ns: 999_999,
+            fct_ns: 0,
+            standalone_fct_ns: 0,
+        })
+        .unwrap();
     }
     w.flush().unwrap();
     let out = dir.path().join("out");
-    let r = emit(&trace, &ina_params(InaPolicy::BestEffort), &star(4), &EmitOptions { start: StartSource::Replay(fct.clone()), ..Default::default() }, &out).unwrap();
+    let r = emit(
+        &trace,
+        &ina_params(InaPolicy::BestEffort),
+        &star(4),
+        &EmitOptions {
+            start: StartSource::Replay(fct.clone()),
+            ..Default::default()
+        },
+        &out,
+    )
+    .unwrap();
     assert!(r.start_source.starts_with("replay:"));
     let meta = std::fs::read_to_string(out.join("flow.meta.txt")).unwrap();
     assert!(meta.contains("start_times replay:"), "{meta}");
     let p = out.join("flow.txt");
     let (flows, _) = read_flow_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
-    assert_eq!(flows[0].start, Nanos(1000), "record 0 starts at 1000 ns in the replay");
+    assert_eq!(
+        flows[0].start,
+        Nanos(1000),
+        "record 0 starts at 1000 ns in the replay"
+    );
     // flow.txt never carries the provenance
     assert!(!std::fs::read_to_string(&p).unwrap().contains("replay"));
 }
@@ -306,7 +581,14 @@ fn flow_start_times_come_from_a_replay_fct_csv_when_given_and_meta_says_so() {
 #[test]
 fn config_has_red_maps_for_every_link_rate_including_proxy_ports() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ina_allreduce(65536), &ina_params(InaPolicy::BestEffort), &leaf_spine(), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &ina_allreduce(65536),
+        &ina_params(InaPolicy::BestEffort),
+        &leaf_spine(),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let cfg = std::fs::read_to_string(dir.path().join("config.txt")).unwrap();
     for key in ["KMAX_MAP", "KMIN_MAP", "PMAX_MAP"] {
         let line = cfg.lines().find(|l| l.starts_with(key)).unwrap();
@@ -323,7 +605,11 @@ fn config_has_red_maps_for_every_link_rate_including_proxy_ports() {
         if key == "TRACE_NODE" {
             continue; // SimAI-only debug key
         }
-        assert!(cfg.lines().any(|l| l.split_whitespace().next() == Some(key)), "config.txt lacks {key}");
+        assert!(
+            cfg.lines()
+                .any(|l| l.split_whitespace().next() == Some(key)),
+            "config.txt lacks {key}"
+        );
     }
 }
 
@@ -331,7 +617,14 @@ fn config_has_red_maps_for_every_link_rate_including_proxy_ports() {
 fn glue_trace_text_reads_back_into_the_same_records() {
     let dir = tempfile::tempdir().unwrap();
     let trace = snapshot_trace();
-    emit(&trace, &ina_params(InaPolicy::BestEffort), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &trace,
+        &ina_params(InaPolicy::BestEffort),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let p = dir.path().join("trace.txt");
     let (back, _) = read_trace_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(back, trace);
@@ -341,10 +634,29 @@ fn glue_trace_text_reads_back_into_the_same_records() {
 fn a_trace_naming_a_node_the_topology_lacks_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let trace = vec![rec(0, 0, 99, 10, &[], Mode::Net, Class::Tp)];
-    let e = emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap_err();
-    assert!(matches!(e, Ns3Error::UnknownNode { node: NodeId(99), .. }), "{e}");
+    let e = emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Ns3Error::UnknownNode {
+                node: NodeId(99),
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains("node 99"), "{e}");
-    assert!(!dir.path().join("flow.txt").exists(), "nothing written on bad input");
+    assert!(
+        !dir.path().join("flow.txt").exists(),
+        "nothing written on bad input"
+    );
 }
 
 #[test]
@@ -352,18 +664,45 @@ fn an_unsupported_link_rate_is_rejected() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = star(2);
     t.links[1].rate = BitsPerSec(1500);
-    let e = emit(&[rec(0, 0, 1, 10, &[], Mode::Net, Class::Tp)], &InaSwitchModel::default(), &t, &EmitOptions::default(), dir.path()).unwrap_err();
-    assert!(matches!(e, Ns3Error::UnsupportedRate { rate: 1500, .. }), "{e}");
+    let e = emit(
+        &[rec(0, 0, 1, 10, &[], Mode::Net, Class::Tp)],
+        &InaSwitchModel::default(),
+        &t,
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Ns3Error::UnsupportedRate { rate: 1500, .. }),
+        "{e}"
+    );
 }
 
 #[test]
 fn cycles_and_dangling_deps_are_rejected_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let cyc = vec![rec(0, 0, 1, 10, &[1], Mode::Net, Class::Tp), rec(1, 1, 0, 10, &[0], Mode::Net, Class::Tp)];
-    let e = emit(&cyc, &InaSwitchModel::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
+    let cyc = vec![
+        rec(0, 0, 1, 10, &[1], Mode::Net, Class::Tp),
+        rec(1, 1, 0, 10, &[0], Mode::Net, Class::Tp),
+    ];
+    let e = emit(
+        &cyc,
+        &InaSwitchModel::default(),
+        &star(2),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("cycle"), "{e}");
     let dangling = vec![rec(0, 0, 1, 10, &[42], Mode::Net, Class::Tp)];
-    let e = emit(&dangling, &InaSwitchModel::default(), &star(2), &EmitOptions::default(), dir.path()).unwrap_err();
+    let e = emit(
+        &dangling,
+        &InaSwitchModel::default(),
+        &star(2),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("unknown record 42"), "{e}");
 }
 
@@ -374,12 +713,21 @@ fn reference_hpcc_flow_file_parses_with_warnings_for_its_count_and_free_text() {
     let p = fixture("hpcc/flow.txt");
     let text = std::fs::read_to_string(&p).unwrap();
     let (flows, warnings) = read_flow_txt(&p, &text).unwrap();
-    assert!(flows.len() > 2, "all valid rows are read despite the header count of 2");
+    assert!(
+        flows.len() > 2,
+        "all valid rows are read despite the header count of 2"
+    );
     assert_eq!(flows[0].src, NodeId(2));
     assert_eq!(flows[0].size, Bytes(200_000_000));
     assert_eq!(flows[0].start, Nanos(2_000_000_000));
-    assert!(warnings.iter().any(|w| w.contains("header says 2 flows")), "{warnings:?}");
-    assert!(warnings.iter().any(|w| w.contains("not a flow row")), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|w| w.contains("header says 2 flows")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings.iter().any(|w| w.contains("not a flow row")),
+        "{warnings:?}"
+    );
     // CRLF gives the same answer
     let crlf = text.replace('\n', "\r\n");
     assert_eq!(read_flow_txt(&p, &crlf).unwrap().0, flows);
@@ -392,10 +740,23 @@ fn reference_topologies_parse_hpcc_fat_tree_and_simai_six_field_header() {
     let (t, warnings) = read_topology_txt(&p, &text).unwrap();
     assert_eq!((t.nodes, t.switches.len(), t.links.len()), (376, 56, 480));
     assert!(warnings.is_empty(), "{warnings:?}");
-    assert_eq!(read_topology_txt(&p, &text.replace('\n', "\r\n")).unwrap().0, t);
+    assert_eq!(
+        read_topology_txt(&p, &text.replace('\n', "\r\n"))
+            .unwrap()
+            .0,
+        t
+    );
     let p = fixture("simai/Spectrum-X_16g_8gps_100Gbps_A100.txt");
     let (t, _) = read_topology_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
-    assert_eq!((t.nodes, t.nvswitches.len(), t.switches.len(), t.gpus_per_server), (90, 2, 72, Some(8)));
+    assert_eq!(
+        (
+            t.nodes,
+            t.nvswitches.len(),
+            t.switches.len(),
+            t.gpus_per_server
+        ),
+        (90, 2, 72, Some(8))
+    );
     assert_eq!(t.gpu_type.as_deref(), Some("A100"));
     assert_eq!(t.links[0].rate, BitsPerSec::gbps(2400));
 }
@@ -422,7 +783,12 @@ fn reference_end_to_end_csv_parses_with_nan_and_none_as_empty_values() {
     assert_eq!(ingest::detect(&p, &text), Some(Kind::EndToEnd));
     let t = parse_end_to_end(&p, &text);
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
-    let get = |section: &str, metric: &str| t.rows.iter().find(|r| r[0] == section && r[3] == metric).map(|r| r[4].clone());
+    let get = |section: &str, metric: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[0] == section && r[3] == metric)
+            .map(|r| r[4].clone())
+    };
     assert_eq!(get("summary", "expose_tp_comm").as_deref(), Some("633"));
     assert_eq!(get("total", "total_time").as_deref(), Some("1745.246000"));
     assert_eq!(get("layer", "fwd_compute").as_deref(), Some("556.000000"));
@@ -436,17 +802,31 @@ fn reference_end_to_end_csv_parses_with_nan_and_none_as_empty_values() {
 fn pfc_and_qlen_lines_become_named_columns_and_bad_lines_are_warned() {
     let dir = tempfile::tempdir().unwrap();
     let pfc = dir.path().join("pfc.txt");
-    std::fs::write(&pfc, "2000000123 320 1 3 1\r\n2000000999 320 1 3 0\r\ngarbage\n").unwrap();
+    std::fs::write(
+        &pfc,
+        "2000000123 320 1 3 1\r\n2000000999 320 1 3 0\r\ngarbage\n",
+    )
+    .unwrap();
     let qlen = dir.path().join("qlen.txt");
     std::fs::write(&qlen, "1000 320 2 9000\n").unwrap();
     let out = dir.path().join("tidy");
     let done = ingest::ingest(&[pfc, qlen], &out).unwrap();
     assert_eq!(done[0].kind, Kind::Pfc);
     assert_eq!(done[0].rows, 2);
-    assert!(done[0].warnings[0].contains("pfc.txt:3"), "{:?}", done[0].warnings);
+    assert!(
+        done[0].warnings[0].contains("pfc.txt:3"),
+        "{:?}",
+        done[0].warnings
+    );
     let csv = std::fs::read_to_string(&done[0].output).unwrap();
-    assert!(csv.starts_with("time_ns,node,node_type,if_index,pause\n2000000123,320,1,3,1\n"), "{csv}");
-    assert_eq!(std::fs::read_to_string(&done[1].output).unwrap(), "time_ns,node,if_index,qlen_bytes\n1000,320,2,9000\n");
+    assert!(
+        csv.starts_with("time_ns,node,node_type,if_index,pause\n2000000123,320,1,3,1\n"),
+        "{csv}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&done[1].output).unwrap(),
+        "time_ns,node,if_index,qlen_bytes\n1000,320,2,9000\n"
+    );
 }
 
 // ---------------------------------------------------------------- AICB
@@ -498,7 +878,11 @@ fn aicb_workload_has_the_simai_header_a_line_count_and_12_fields_per_layer() {
     assert!(lines[0].starts_with("HYBRID_TRANSFORMER_FWD_IN_BCKWD\tmodel_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 8 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 16777216"), "{}", lines[0]);
     let n: usize = lines[1].parse().unwrap();
     assert_eq!(n, lines.len() - 2);
-    assert_eq!(n, 2 + 2 * 32, "grad_norm, embedding, attention+mlp per layer");
+    assert_eq!(
+        n,
+        2 + 2 * 32,
+        "grad_norm, embedding, attention+mlp per layer"
+    );
     for l in &lines[2..] {
         assert_eq!(l.split_whitespace().count(), 12, "{l}");
     }
@@ -507,23 +891,44 @@ fn aicb_workload_has_the_simai_header_a_line_count_and_12_fields_per_layer() {
 #[test]
 fn aicb_tp_collectives_move_b_s_h_bf16_bytes_like_the_reference_file() {
     let text = aicb::workload_text(&llama7b_tp2(), &aicb::GpuModel::default()).unwrap();
-    let reference = std::fs::read_to_string(fixture("simai/aicb_llama7b_tp2_pp1_mbs1.txt")).unwrap();
-    let field = |t: &str, name: &str, k: usize| -> String { t.lines().find(|l| l.starts_with(name)).unwrap().split_whitespace().nth(k).unwrap().to_string() };
-    assert_eq!(field(&text, "attention_layer", 4), field(&reference, "attention_layer", 4));
+    let reference =
+        std::fs::read_to_string(fixture("simai/aicb_llama7b_tp2_pp1_mbs1.txt")).unwrap();
+    let field = |t: &str, name: &str, k: usize| -> String {
+        t.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .split_whitespace()
+            .nth(k)
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        field(&text, "attention_layer", 4),
+        field(&reference, "attention_layer", 4)
+    );
     assert_eq!(field(&text, "mlp_layer", 7), "16777216");
     // DP all-gather of this GPU's bf16 parameters: within 0.5 % of AICB's count
     let ours: f64 = field(&text, "grad_norm", 4).parse().unwrap();
     let theirs: f64 = field(&reference, "grad_norm", 4).parse().unwrap();
-    assert!((ours / theirs - 1.0).abs() < 0.005, "ours {ours} vs AICB {theirs}");
+    assert!(
+        (ours / theirs - 1.0).abs() < 0.005,
+        "ours {ours} vs AICB {theirs}"
+    );
     // gradients reduce-scatter in fp32: twice the bf16 bytes
-    assert_eq!(field(&text, "grad_norm", 10).parse::<f64>().unwrap(), 2.0 * ours);
+    assert_eq!(
+        field(&text, "grad_norm", 10).parse::<f64>().unwrap(),
+        2.0 * ours
+    );
 }
 
 #[test]
 fn aicb_rejects_layers_that_do_not_split_over_stages() {
     let mut c = llama7b_tp2();
     c.pipeline_model_parallel_size = 3;
-    assert!(aicb::workload_text(&c, &aicb::GpuModel::default()).unwrap_err().to_string().contains("32 layers"));
+    assert!(aicb::workload_text(&c, &aicb::GpuModel::default())
+        .unwrap_err()
+        .to_string()
+        .contains("32 layers"));
 }
 
 // ---------------------------------------------------------------- real ns-3
@@ -546,12 +951,18 @@ fn assert_fct_txt_joins(dir: &Path, trace: &[FlowRecord], rows: &[FctRow]) {
     let p = dir.join("fct.txt");
     let t = parse_fct(&p, &std::fs::read_to_string(&p).unwrap());
     assert!(t.warnings.is_empty());
-    let net: Vec<&FlowRecord> = trace.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).collect();
+    let net: Vec<&FlowRecord> = trace
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+        .collect();
     assert_eq!(t.rows.len(), net.len());
     let by_id: BTreeMap<u64, &FctRow> = rows.iter().map(|r| (r.flow_id, r)).collect();
     for (line, r) in t.rows.iter().zip(&net) {
         let row = by_id[&r.id.0];
-        assert_eq!((line[1].as_str(), line[2].as_str()), (r.src.0.to_string().as_str(), r.dst.0.to_string().as_str()));
+        assert_eq!(
+            (line[1].as_str(), line[2].as_str()),
+            (r.src.0.to_string().as_str(), r.dst.0.to_string().as_str())
+        );
         assert_eq!(line[7], r.bytes.0.to_string());
         assert_eq!(line[8], row.start_ns.to_string());
         assert_eq!(line[9], row.fct_ns.to_string());
@@ -563,16 +974,33 @@ fn ns3_ring_allreduce_completes_every_flow_with_all_bytes_and_respects_deps() {
     let dir = tempfile::tempdir().unwrap();
     let s = 1 << 20;
     let trace = ring_allreduce(8, s, 0);
-    let r = run(&trace, &leaf_spine(), &InaSwitchModel::default(), dir.path());
+    let r = run(
+        &trace,
+        &leaf_spine(),
+        &InaSwitchModel::default(),
+        dir.path(),
+    );
     assert_eq!(r.rows.len(), trace.len());
     assert_eq!(r.stats["finished"], trace.len() as u64);
     // per rank 2S(n−1)/n bytes sent
-    let sent0: u64 = r.rows.iter().filter(|x| x.src == 0).map(|x| x.size_bytes).sum();
+    let sent0: u64 = r
+        .rows
+        .iter()
+        .filter(|x| x.src == 0)
+        .map(|x| x.size_bytes)
+        .sum();
     assert_eq!(sent0, 2 * s * 7 / 8);
     // no faster than the bandwidth bound 2(n−1)/n · S / B
     let bound = BitsPerSec::gbps(100).transmit_time(Bytes(2 * s * 7 / 8)).0;
-    assert!(r.summary.iteration_time_ns > bound, "{} ns vs bound {bound}", r.summary.iteration_time_ns);
-    assert_eq!(r.summary.dp_bytes, trace.iter().map(|x| x.bytes.0).sum::<u64>());
+    assert!(
+        r.summary.iteration_time_ns > bound,
+        "{} ns vs bound {bound}",
+        r.summary.iteration_time_ns
+    );
+    assert_eq!(
+        r.summary.dp_bytes,
+        trace.iter().map(|x| x.bytes.0).sum::<u64>()
+    );
     assert_fct_txt_joins(dir.path(), &trace, &r.rows);
     assert!(dir.path().join("summary.csv").exists());
 }
@@ -584,23 +1012,64 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     let dir = tempfile::tempdir().unwrap();
     let trace = ina_allreduce(s);
     let ina = ina_params(InaPolicy::BestEffort);
-    let r = run(&trace, &topo, &InaSwitchModel { window: 256, slots: 8192, ..ina.clone() }, dir.path());
+    let r = run(
+        &trace,
+        &topo,
+        &InaSwitchModel {
+            window: 256,
+            slots: 8192,
+            ..ina.clone()
+        },
+        dir.path(),
+    );
     assert_eq!(r.stats["ina_sum_errors"], 0);
-    assert_eq!(r.stats["ina_fallback_packets"], 0, "8192 slots never run out");
+    assert_eq!(
+        r.stats["ina_fallback_packets"], 0,
+        "8192 slots never run out"
+    );
     assert!(r.summary.ina_slot_peak >= 1);
     // each worker sends S up and receives S down
     for w in 0..8 {
-        assert_eq!(r.rows.iter().filter(|x| x.mode == "ina" && x.src == w).map(|x| x.size_bytes).sum::<u64>(), s);
-        assert_eq!(r.rows.iter().filter(|x| x.mode == "ina" && x.dst == w).map(|x| x.size_bytes).sum::<u64>(), s);
+        assert_eq!(
+            r.rows
+                .iter()
+                .filter(|x| x.mode == "ina" && x.src == w)
+                .map(|x| x.size_bytes)
+                .sum::<u64>(),
+            s
+        );
+        assert_eq!(
+            r.rows
+                .iter()
+                .filter(|x| x.mode == "ina" && x.dst == w)
+                .map(|x| x.size_bytes)
+                .sum::<u64>(),
+            s
+        );
     }
     assert_fct_txt_joins(dir.path(), &trace, &r.rows);
     let ring_dir = tempfile::tempdir().unwrap();
-    let ring = run(&ring_allreduce(8, s, 0), &topo, &InaSwitchModel::default(), ring_dir.path());
+    let ring = run(
+        &ring_allreduce(8, s, 0),
+        &topo,
+        &InaSwitchModel::default(),
+        ring_dir.path(),
+    );
     let ina_t = r.summary.iteration_time_ns - 2000; // minus the final compute
     let s_over_b = BitsPerSec::gbps(100).transmit_time(Bytes(s)).0;
-    assert!(ina_t >= s_over_b, "INA cannot beat S/B: {ina_t} < {s_over_b}");
-    assert!(ina_t < ring.summary.iteration_time_ns, "INA {ina_t} ns should beat ring {} ns", ring.summary.iteration_time_ns);
-    eprintln!("INA {ina_t} ns, ring {} ns, S/B {s_over_b} ns", ring.summary.iteration_time_ns);
+    assert!(
+        ina_t >= s_over_b,
+        "INA cannot beat S/B: {ina_t} < {s_over_b}"
+    );
+    assert!(
+        ina_t < ring.summary.iteration_time_ns,
+        "INA {ina_t} ns should beat ring {} ns",
+        ring.summary.iteration_time_ns
+    );
+    eprintln!(
+        "INA {ina_t} ns, ring {} ns, S/B {s_over_b} ns",
+        ring.summary.iteration_time_ns
+    );
 }
 
 #[test]
@@ -608,37 +1077,87 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
     let s = 256 * 1024;
     let topo = leaf_spine();
     // one enabled class, so the static share is the whole (tiny) pool
-    let tiny = |policy| InaSwitchModel { slots: 2, payload: Bytes(1024), window: 64, policy, classes: vec![Class::Dp] };
+    let tiny = |policy| InaSwitchModel {
+        slots: 2,
+        payload: Bytes(1024),
+        window: 64,
+        policy,
+        classes: vec![Class::Dp],
+    };
     let d1 = tempfile::tempdir().unwrap();
-    let st = run(&ina_allreduce_staggered(s, 20_000), &topo, &tiny(InaPolicy::Static), d1.path());
+    let st = run(
+        &ina_allreduce_staggered(s, 20_000),
+        &topo,
+        &tiny(InaPolicy::Static),
+        d1.path(),
+    );
     assert_eq!(st.stats["ina_fallback_packets"], 0);
     assert!(st.summary.ina_slot_peak <= 2);
     assert_eq!(st.stats["ina_sum_errors"], 0);
     let d2 = tempfile::tempdir().unwrap();
-    let be = run(&ina_allreduce_staggered(s, 20_000), &topo, &tiny(InaPolicy::BestEffort), d2.path());
-    assert!(be.stats["ina_fallback_packets"] > 0, "2 slots cannot hold 64 outstanding packets of staggered workers");
+    let be = run(
+        &ina_allreduce_staggered(s, 20_000),
+        &topo,
+        &tiny(InaPolicy::BestEffort),
+        d2.path(),
+    );
+    assert!(
+        be.stats["ina_fallback_packets"] > 0,
+        "2 slots cannot hold 64 outstanding packets of staggered workers"
+    );
     // (which is faster depends on the fallback host's incast: with 2 slots, best-effort
     // funnels most packets through worker 0's NIC, so it is not asserted)
-    eprintln!("2 slots: static {} ns, best-effort {} ns", st.summary.iteration_time_ns, be.summary.iteration_time_ns);
-    assert_eq!(be.stats["ina_sum_errors"], 0, "fallback hosts sum correctly too");
+    eprintln!(
+        "2 slots: static {} ns, best-effort {} ns",
+        st.summary.iteration_time_ns, be.summary.iteration_time_ns
+    );
+    assert_eq!(
+        be.stats["ina_sum_errors"], 0,
+        "fallback hosts sum correctly too"
+    );
     let d3 = tempfile::tempdir().unwrap();
-    let pr = run(&ina_allreduce_staggered(s, 20_000), &topo, &tiny(InaPolicy::Priority), d3.path());
+    let pr = run(
+        &ina_allreduce_staggered(s, 20_000),
+        &topo,
+        &tiny(InaPolicy::Priority),
+        d3.path(),
+    );
     assert_eq!(pr.stats["ina_fallback_packets"], 0);
 }
 
 #[test]
 fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_outputs() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 1 << 20, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &ring_allreduce(4, 1 << 20, 0),
+        &InaSwitchModel::default(),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     // stop the simulation after 10 µs: the ring needs far longer
     let params = std::fs::read_to_string(dir.path().join("params.txt")).unwrap();
-    let cut: String = params.lines().map(|l| if l.starts_with("STOP_TIME_S") { "STOP_TIME_S 0.00001".to_string() } else { l.to_string() }).collect::<Vec<_>>().join("\n");
+    let cut: String = params
+        .lines()
+        .map(|l| {
+            if l.starts_with("STOP_TIME_S") {
+                "STOP_TIME_S 0.00001".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
     std::fs::write(dir.path().join("params.txt"), cut).unwrap();
     let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err();
     assert!(matches!(e, Ns3Error::Incomplete(_)), "{e}");
     assert!(e.to_string().contains("unfinished"), "{e}");
     for f in ["done", "fct.csv", "fct.txt", "summary.csv"] {
-        assert!(!dir.path().join(f).exists(), "{f} must not exist after an incomplete run");
+        assert!(
+            !dir.path().join(f).exists(),
+            "{f} must not exist after an incomplete run"
+        );
     }
     assert!(dir.path().join("fct.partial.csv").exists());
 }
@@ -646,10 +1165,23 @@ fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_output
 #[test]
 fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 4096, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &ring_allreduce(4, 4096, 0),
+        &InaSwitchModel::default(),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let t = std::fs::read_to_string(dir.path().join("trace.txt")).unwrap();
-    std::fs::write(dir.path().join("trace.txt"), t.replace("0 0 1 1024", "0 0 77 1024")).unwrap();
-    let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
+    std::fs::write(
+        dir.path().join("trace.txt"),
+        t.replace("0 0 1 1024", "0 0 77 1024"),
+    )
+    .unwrap();
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("trace.txt:4") && e.contains("node 77"), "{e}");
 }
 
@@ -657,41 +1189,85 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
 fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
     // the glue has no static or global routing to fall back on: routes.txt is the only table
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 65536, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &ring_allreduce(4, 65536, 0),
+        &InaSwitchModel::default(),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     assert!(t.contains("PATH 1 2 4:1 2:2\n"), "{t}");
     std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2\n", "")).unwrap();
-    let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unfinished"), "{e}");
-    assert!(e.contains("no route for packets from node 1 to node 2"), "{e}");
+    assert!(
+        e.contains("no route for packets from node 1 to node 2"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_routes_txt_hop_over_a_link_that_does_not_join_its_nodes_is_rejected_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();
-    emit(&ring_allreduce(4, 4096, 0), &InaSwitchModel::default(), &star(4), &EmitOptions::default(), dir.path()).unwrap();
+    emit(
+        &ring_allreduce(4, 4096, 0),
+        &InaSwitchModel::default(),
+        &star(4),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     let line = t.lines().position(|l| l == "PATH 1 2 4:1 2:2").unwrap() + 1;
     std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2", "PATH 1 2 4:3 2:2")).unwrap();
-    let e = run_glue(glue(), dir.path(), |_, _| {}).unwrap_err().to_string();
-    assert!(e.contains(&format!("routes.txt:{line}")) && e.contains("link 3 does not join node 1 and node 4"), "{e}");
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("routes.txt:{line}"))
+            && e.contains("link 3 does not join node 1 and node 4"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_missing_ns3_install_gives_the_install_hint() {
-    let e = build_glue_checking(&glue_source_dir(), Path::new("/nonexistent/ina3d-ns3"), Path::new("/nonexistent/ns3/core-module.h")).unwrap_err();
+    let e = build_glue_checking(
+        &glue_source_dir(),
+        Path::new("/nonexistent/ina3d-ns3"),
+        Path::new("/nonexistent/ns3/core-module.h"),
+    )
+    .unwrap_err();
     assert!(matches!(e, Ns3Error::Ns3Missing(_)));
-    assert!(e.to_string().contains("apt-get install ns3 libns3-dev libgsl-dev") && e.to_string().contains("make ns3-deps"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("apt-get install ns3 libns3-dev libgsl-dev")
+            && e.to_string().contains("make ns3-deps"),
+        "{e}"
+    );
 }
 
 #[test]
 fn glue_summary_csv_ingests_with_its_named_columns() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&ring_allreduce(4, 65536, 0), &star(4), &InaSwitchModel::default(), dir.path());
+    let r = run(
+        &ring_allreduce(4, 65536, 0),
+        &star(4),
+        &InaSwitchModel::default(),
+        dir.path(),
+    );
     let out = dir.path().join("tidy");
-    let done = ingest::ingest(&[dir.path().join("summary.csv"), dir.path().join("fct.txt")], &out).unwrap();
+    let done = ingest::ingest(
+        &[dir.path().join("summary.csv"), dir.path().join("fct.txt")],
+        &out,
+    )
+    .unwrap();
     assert_eq!(done[0].kind, Kind::Summary);
     let csv = std::fs::read_to_string(&done[0].output).unwrap();
     assert!(csv.lines().next().unwrap().contains("iteration_time_ns"));
@@ -740,20 +1316,63 @@ fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration
     let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
     let sh = |args: &[&str]| {
         let o = std::process::Command::new(bin).args(args).output().unwrap();
-        assert!(o.status.success(), "ina3d {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "ina3d {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stderr).into_owned()
     };
     let mut iteration = BTreeMap::new();
-    for (name, extra) in [("ring", &[][..]), ("ina", &["--ina", "hierarchical", "--ina-switches", "all", "--ina-payload", "1024"][..])] {
+    for (name, extra) in [
+        ("ring", &[][..]),
+        (
+            "ina",
+            &[
+                "--ina",
+                "hierarchical",
+                "--ina-switches",
+                "all",
+                "--ina-payload",
+                "1024",
+            ][..],
+        ),
+    ] {
         let trace = dir.path().join(format!("{name}.csv"));
         let out = dir.path().join(name);
-        let mut args = vec!["trace", tiny.to_str().unwrap(), "--topology", topo, "-o", trace.to_str().unwrap()];
+        let mut args = vec![
+            "trace",
+            tiny.to_str().unwrap(),
+            "--topology",
+            topo,
+            "-o",
+            trace.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         sh(&args);
-        sh(&["ns3", "emit", trace.to_str().unwrap(), "--topology", topo, "-o", out.to_str().unwrap()]);
-        let log = sh(&["ns3", "run", out.to_str().unwrap(), "--glue", glue().to_str().unwrap()]);
+        sh(&[
+            "ns3",
+            "emit",
+            trace.to_str().unwrap(),
+            "--topology",
+            topo,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let log = sh(&[
+            "ns3",
+            "run",
+            out.to_str().unwrap(),
+            "--glue",
+            glue().to_str().unwrap(),
+        ]);
         assert!(log.contains("ns-3:"), "{log}");
-        let s: ina3d::fct::Summary = csv::Reader::from_path(out.join("summary.csv")).unwrap().deserialize().next().unwrap().unwrap();
+        let s: ina3d::fct::Summary = csv::Reader::from_path(out.join("summary.csv"))
+            .unwrap()
+            .deserialize()
+            .next()
+            .unwrap()
+            .unwrap();
         let records = ina3d::trace::read(&trace).unwrap().records;
         assert_eq!(s.records, records.len() as u64);
         assert_eq!(s.backend, "ns3");
@@ -766,9 +1385,22 @@ fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration
 fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     let trace = ring_allreduce(4, 1 << 18, 0);
     let mut t = BTreeMap::new();
-    for tcp in [ina3d::ns3::TcpConnections::Persistent, ina3d::ns3::TcpConnections::PerFlow] {
+    for tcp in [
+        ina3d::ns3::TcpConnections::Persistent,
+        ina3d::ns3::TcpConnections::PerFlow,
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions { tcp, ..Default::default() }, dir.path()).unwrap();
+        emit(
+            &trace,
+            &InaSwitchModel::default(),
+            &star(4),
+            &EmitOptions {
+                tcp,
+                ..Default::default()
+            },
+            dir.path(),
+        )
+        .unwrap();
         let r = run_glue(glue(), dir.path(), |_, _| {}).unwrap();
         assert_eq!(r.rows.len(), trace.len());
         t.insert(tcp.as_str(), r.summary.iteration_time_ns);
@@ -782,15 +1414,32 @@ fn export_aicb_reads_the_bundled_megatron_log_and_writes_the_workload_atomically
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("workload.txt");
     let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d")).args(["export", "aicb"]).arg(&log).arg("-o").arg(&out).output().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["export", "aicb"])
+        .arg(&log)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let cfg = ina3d::megatron::load_input(log.to_str().unwrap()).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(text, aicb::workload_text(&cfg, &aicb::GpuModel::default()).unwrap());
-    assert!(text.lines().next().unwrap().contains(&format!("all_gpus: {}", cfg.world_size)));
+    assert_eq!(
+        text,
+        aicb::workload_text(&cfg, &aicb::GpuModel::default()).unwrap()
+    );
+    assert!(text
+        .lines()
+        .next()
+        .unwrap()
+        .contains(&format!("all_gpus: {}", cfg.world_size)));
     assert!(!dir.path().join("workload.txt.tmp").exists());
     // a missing input is an error naming it
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d")).args(["export", "aicb", "no-such-model", "-o"]).arg(&out).output().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["export", "aicb", "no-such-model", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-model"));
 }
@@ -801,14 +1450,30 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
     let mut outputs = Vec::new();
     for _ in 0..2 {
         let dir = tempfile::tempdir().unwrap();
-        emit(&trace, &InaSwitchModel::default(), &star(4), &EmitOptions { flavor: Flavor::Parsimon, ..Default::default() }, dir.path()).unwrap();
+        emit(
+            &trace,
+            &InaSwitchModel::default(),
+            &star(4),
+            &EmitOptions {
+                flavor: Flavor::Parsimon,
+                ..Default::default()
+            },
+            dir.path(),
+        )
+        .unwrap();
         run_glue(glue(), dir.path(), |_, _| {}).unwrap();
-        outputs.push((std::fs::read(dir.path().join("fct.csv")).unwrap(), std::fs::read_to_string(dir.path().join("fct.txt")).unwrap()));
+        outputs.push((
+            std::fs::read(dir.path().join("fct.csv")).unwrap(),
+            std::fs::read_to_string(dir.path().join("fct.txt")).unwrap(),
+        ));
     }
     assert_eq!(outputs[0], outputs[1], "same input, byte-identical outputs");
     let p = Path::new("fct.txt");
     let t = parse_fct(p, &outputs[0].1);
     assert!(t.warnings.is_empty());
     let ids: Vec<String> = t.rows.iter().map(|r| r[0].clone()).collect();
-    assert_eq!(ids, trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>());
+    assert_eq!(
+        ids,
+        trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>()
+    );
 }

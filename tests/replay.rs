@@ -1,7 +1,10 @@
 //! The replayer against closed forms on small hand-built topologies.
 
 use ina3d::fct;
-use ina3d::replay::{simulate, InaSwitchModel, InaPolicy, PathSource, ReplayError, ReplayOptions, SharedRoutes, ShortestPaths};
+use ina3d::replay::{
+    simulate, InaPolicy, InaSwitchModel, PathSource, ReplayError, ReplayOptions, SharedRoutes,
+    ShortestPaths,
+};
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
 use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -16,7 +19,14 @@ fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
     let mut kinds = vec![NodeKind::Host; n as usize];
     kinds.push(NodeKind::Switch);
     let links = (0..n)
-        .map(|h| Link { a: NodeId(h), b: NodeId(n), rate, delay, error_rate: 0.0, kind: LinkKind::Nic })
+        .map(|h| Link {
+            a: NodeId(h),
+            b: NodeId(n),
+            rate,
+            delay,
+            error_rate: 0.0,
+            kind: LinkKind::Nic,
+        })
         .collect();
     Topology {
         kinds,
@@ -29,7 +39,16 @@ fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn rec(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64], gap: u64, mode: Mode, class: Class) -> FlowRecord {
+fn rec(
+    id: u64,
+    src: u32,
+    dst: u32,
+    bytes: u64,
+    deps: &[u64],
+    gap: u64,
+    mode: Mode,
+    class: Class,
+) -> FlowRecord {
     FlowRecord {
         id: FlowId(id),
         src: NodeId(src),
@@ -73,25 +92,46 @@ fn ina_wire(b: u64, payload: u64) -> u64 {
 
 /// Options whose INA window never limits these small trees (SwitchML's 1,024 B slots).
 fn wide_window() -> ReplayOptions {
-    ReplayOptions { ina: InaSwitchModel { payload: Bytes(1024), window: 256, ..Default::default() }, ..Default::default() }
+    ReplayOptions {
+        ina: InaSwitchModel {
+            payload: Bytes(1024),
+            window: 256,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
 }
 
-fn run(records: &[FlowRecord], topo: &Topology, opts: &ReplayOptions) -> ina3d::replay::ReplayResult {
+fn run(
+    records: &[FlowRecord],
+    topo: &Topology,
+    opts: &ReplayOptions,
+) -> ina3d::replay::ReplayResult {
     simulate(records, topo, &ShortestPaths::new(topo, 1), opts).expect("replay runs")
 }
 
 fn ends(r: &ina3d::replay::ReplayResult) -> HashMap<u64, (u64, u64)> {
-    r.rows.iter().map(|x| (x.flow_id, (x.start_ns, x.end_ns))).collect()
+    r.rows
+        .iter()
+        .map(|x| (x.flow_id, (x.start_ns, x.end_ns)))
+        .collect()
 }
 
 fn assert_close(got: u64, want: f64, tol_ns: f64, what: &str) {
-    assert!((got as f64 - want).abs() <= tol_ns, "{what}: got {got} ns, want {want:.1} ns (±{tol_ns})");
+    assert!(
+        (got as f64 - want).abs() <= tol_ns,
+        "{what}: got {got} ns, want {want:.1} ns (±{tol_ns})"
+    );
 }
 
 #[test]
 fn one_flow_takes_wire_size_over_bandwidth_plus_path_latency() {
     let topo = star(2, G100, Nanos(1000));
-    let r = run(&[net(0, 0, 1, 1_000_000, &[])], &topo, &ReplayOptions::default());
+    let r = run(
+        &[net(0, 0, 1, 1_000_000, &[])],
+        &topo,
+        &ReplayOptions::default(),
+    );
     // 1,000,000 B + 1000 packets × 48 B = 1,048,000 B at 12.5 B/ns = 83,840 ns; + 2 hops × 1 µs
     assert_eq!(wire(1_000_000), 1_048_000);
     assert_eq!(r.rows[0].end_ns, 83_840 + 2_000);
@@ -103,14 +143,26 @@ fn one_flow_takes_wire_size_over_bandwidth_plus_path_latency() {
 fn k_flows_on_one_bottleneck_each_get_one_kth() {
     for k in [2u32, 3, 7] {
         let topo = star(k + 1, G100, Nanos(500));
-        let recs: Vec<_> = (0..k).map(|i| net(i as u64, i + 1, 0, 2_000_000, &[])).collect();
+        let recs: Vec<_> = (0..k)
+            .map(|i| net(i as u64, i + 1, 0, 2_000_000, &[]))
+            .collect();
         let r = run(&recs, &topo, &ReplayOptions::default());
         let want = k as f64 * wire(2_000_000) as f64 / B100 + 1000.0;
         for row in &r.rows {
-            assert_close(row.end_ns, want, 1.0, &format!("k={k} flow {}", row.flow_id));
+            assert_close(
+                row.end_ns,
+                want,
+                1.0,
+                &format!("k={k} flow {}", row.flow_id),
+            );
             // each ran at 1/k of the link: k times its standalone transfer time
             let alone = row.standalone_fct_ns - 1000;
-            assert_close(row.fct_ns - 1000, (k as u64 * alone) as f64, k as f64, "1/k share");
+            assert_close(
+                row.fct_ns - 1000,
+                (k as u64 * alone) as f64,
+                k as f64,
+                "1/k share",
+            );
         }
     }
 }
@@ -130,7 +182,10 @@ fn a_short_flow_leaves_its_share_to_the_long_one() {
 struct FixedPaths(HashMap<(u32, u32), Vec<Channel>>);
 impl PathSource for FixedPaths {
     fn path(&self, s: NodeId, d: NodeId, _key: u64) -> Result<Vec<Channel>, String> {
-        self.0.get(&(s.0, d.0)).cloned().ok_or_else(|| format!("no fixed path {s}->{d}"))
+        self.0
+            .get(&(s.0, d.0))
+            .cloned()
+            .ok_or_else(|| format!("no fixed path {s}->{d}"))
     }
 }
 
@@ -142,10 +197,31 @@ fn max_min_with_two_bottlenecks_gives_the_classic_allocation() {
     let mut kinds = vec![NodeKind::Host; 8];
     kinds[7] = NodeKind::Switch;
     let links = vec![
-        Link { a: NodeId(7), b: NodeId(0), rate, delay: Nanos(0), error_rate: 0.0, kind: LinkKind::Fabric },
-        Link { a: NodeId(7), b: NodeId(1), rate, delay: Nanos(0), error_rate: 0.0, kind: LinkKind::Fabric },
+        Link {
+            a: NodeId(7),
+            b: NodeId(0),
+            rate,
+            delay: Nanos(0),
+            error_rate: 0.0,
+            kind: LinkKind::Fabric,
+        },
+        Link {
+            a: NodeId(7),
+            b: NodeId(1),
+            rate,
+            delay: Nanos(0),
+            error_rate: 0.0,
+            kind: LinkKind::Fabric,
+        },
     ];
-    let topo = Topology { kinds, links, gpus: vec![], gpus_per_server: 1, nvlink_rate: None, source: "two".into() };
+    let topo = Topology {
+        kinds,
+        links,
+        gpus: vec![],
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "two".into(),
+    };
     let l0 = Channel::of(LinkId(0), true);
     let l1 = Channel::of(LinkId(1), true);
     let paths = FixedPaths(HashMap::from([
@@ -155,7 +231,12 @@ fn max_min_with_two_bottlenecks_gives_the_classic_allocation() {
         ((5, 1), vec![l1]),
     ]));
     let w = 1_000_000u64;
-    let recs = vec![net(0, 2, 0, w, &[]), net(1, 3, 1, w, &[]), net(2, 4, 1, w, &[]), net(3, 5, 1, w, &[])];
+    let recs = vec![
+        net(0, 2, 0, w, &[]),
+        net(1, 3, 1, w, &[]),
+        net(2, 4, 1, w, &[]),
+        net(3, 5, 1, w, &[]),
+    ];
     let r = simulate(&recs, &topo, &paths, &ReplayOptions::default()).unwrap();
     let c = 1.25; // bytes per ns
     let ww = wire(w) as f64;
@@ -173,8 +254,11 @@ fn ring_allreduce(n: u32, s: u64) -> Vec<FlowRecord> {
     let mut v = Vec::new();
     for step in 0..2 * (n - 1) {
         for i in 0..n {
-            let deps: Vec<u64> =
-                if step == 0 { vec![] } else { vec![id(step - 1, i), id(step - 1, (i + n - 1) % n)] };
+            let deps: Vec<u64> = if step == 0 {
+                vec![]
+            } else {
+                vec![id(step - 1, i), id(step - 1, (i + n - 1) % n)]
+            };
             v.push(net(id(step, i), i, (i + 1) % n, chunk, &deps));
         }
     }
@@ -192,27 +276,60 @@ fn ring_allreduce_on_a_nonblocking_network_takes_2_n_minus_1_over_n_s_over_b_plu
         let chunk = s.div_ceil(n as u64);
         // each step: S/n (with headers) at full NIC rate, then 2 hops of latency
         let want = steps as f64 * (wire(chunk) as f64 / B100 + 2.0 * delay as f64);
-        assert_close(r.summary.iteration_time_ns, want, steps as f64, &format!("ring n={n}"));
+        assert_close(
+            r.summary.iteration_time_ns,
+            want,
+            steps as f64,
+            &format!("ring n={n}"),
+        );
         // and that is 2(n-1)/n · S/B within the header overhead (4.8 %) plus latency terms
-        let ideal = 2.0 * (n as f64 - 1.0) / n as f64 * s as f64 / B100 + (steps * 2 * delay) as f64;
+        let ideal =
+            2.0 * (n as f64 - 1.0) / n as f64 * s as f64 / B100 + (steps * 2 * delay) as f64;
         let err = (r.summary.iteration_time_ns as f64 - ideal) / ideal;
         assert!(err > 0.0 && err < 0.05, "n={n}: {err}");
     }
 }
 
 /// One aggregation on the switch of a star: an up edge per worker, a down edge per worker.
-fn ina_allreduce(agg: u64, first_id: u64, workers: &[u32], sw: u32, s: u64, class: Class, deps: &[u64]) -> Vec<FlowRecord> {
+fn ina_allreduce(
+    agg: u64,
+    first_id: u64,
+    workers: &[u32],
+    sw: u32,
+    s: u64,
+    class: Class,
+    deps: &[u64],
+) -> Vec<FlowRecord> {
     let mut v = Vec::new();
     let fanin = workers.len() as u32;
     for (k, &w) in workers.iter().enumerate() {
         let mut r = rec(first_id + k as u64, w, sw, s, deps, 0, Mode::Ina, class);
-        r.agg = Some(AggTag { id: agg, switch: NodeId(sw), fanin, dir: AggDir::Up });
+        r.agg = Some(AggTag {
+            id: agg,
+            switch: NodeId(sw),
+            fanin,
+            dir: AggDir::Up,
+        });
         v.push(r);
     }
     for (k, &w) in workers.iter().enumerate() {
         let ups: Vec<u64> = (0..workers.len() as u64).map(|j| first_id + j).collect();
-        let mut r = rec(first_id + (workers.len() + k) as u64, sw, w, s, &ups, 0, Mode::Ina, class);
-        r.agg = Some(AggTag { id: agg, switch: NodeId(sw), fanin, dir: AggDir::Down });
+        let mut r = rec(
+            first_id + (workers.len() + k) as u64,
+            sw,
+            w,
+            s,
+            &ups,
+            0,
+            Mode::Ina,
+            class,
+        );
+        r.agg = Some(AggTag {
+            id: agg,
+            switch: NodeId(sw),
+            fanin,
+            dir: AggDir::Down,
+        });
         v.push(r);
     }
     v
@@ -256,10 +373,19 @@ fn ina_with_few_slots_is_window_limited_to_slots_times_payload_over_rtt() {
     let s = 1_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
     for (slots, window) in [(8192, 4), (4, 256)] {
-        let r = run(&recs, &topo, &ina_opts(slots, window, InaPolicy::BestEffort));
+        let r = run(
+            &recs,
+            &topo,
+            &ina_opts(slots, window, InaPolicy::BestEffort),
+        );
         // 4 slots × 1000 B / 2000 ns = 2 B/ns = 16 Gb/s
         let want = wire(s) as f64 / 2.0 + 2000.0;
-        assert_close(r.summary.iteration_time_ns, want, 1.0, &format!("slots {slots} window {window}"));
+        assert_close(
+            r.summary.iteration_time_ns,
+            want,
+            1.0,
+            &format!("slots {slots} window {window}"),
+        );
         assert_eq!(r.summary.ina_slot_peak, 4);
     }
 }
@@ -276,7 +402,12 @@ fn best_effort_without_free_slots_falls_back_to_the_host_ring() {
     let e = ends(&r);
     // the first is INA at line rate; the second a 2-rank ring: 2 steps of S/2 each way,
     // its two flows on disjoint NIC channels from the INA one (hosts 2, 3)
-    assert_close(e[&0].1, wire(s) as f64 / B100 + 2000.0, 1.0, "INA aggregation");
+    assert_close(
+        e[&0].1,
+        wire(s) as f64 / B100 + 2000.0,
+        1.0,
+        "INA aggregation",
+    );
     let ring_t = 2.0 * wire(s / 2) as f64 / B100 + 2.0 * 2000.0;
     assert_close(e[&100].1, ring_t, 2.0, "fallback ring");
 }
@@ -318,7 +449,10 @@ fn static_policy_partitions_slots_among_enabled_classes() {
     assert_eq!(r.summary.ina_slot_peak, 512);
     // PP has no share: a PP aggregation falls back to the ring
     let pp = ina_allreduce(3, 0, &[0, 1], 4, s, Class::Pp, &[]);
-    assert_eq!(run(&pp, &topo, &ina_opts(512, 256, InaPolicy::Static)).ina_fallbacks, 1);
+    assert_eq!(
+        run(&pp, &topo, &ina_opts(512, 256, InaPolicy::Static)).ina_fallbacks,
+        1
+    );
 }
 
 #[test]
@@ -326,12 +460,28 @@ fn slot_occupancy_is_recorded_per_switch_over_time() {
     let topo = star(4, G100, Nanos(1000));
     let mut recs = ina_allreduce(1, 0, &[0, 1], 4, 1_000_000, Class::Dp, &[]);
     recs.push(compute(50, 2, 5_000, &[]));
-    recs.extend(ina_allreduce(2, 100, &[2, 3], 4, 1_000_000, Class::Dp, &[50]));
+    recs.extend(ina_allreduce(
+        2,
+        100,
+        &[2, 3],
+        4,
+        1_000_000,
+        Class::Dp,
+        &[50],
+    ));
     let r = run(&recs, &topo, &ina_opts(8192, 100, InaPolicy::BestEffort));
-    let seq: Vec<(u64, u32)> = r.slots.iter().map(|s| (s.time_ns, s.slots_in_use)).collect();
+    let seq: Vec<(u64, u32)> = r
+        .slots
+        .iter()
+        .map(|s| (s.time_ns, s.slots_in_use))
+        .collect();
     let e = ends(&r);
     assert_eq!(seq[0], (0, 100));
-    assert_eq!(seq[1], (5_000, 200), "second aggregation joins while the first runs");
+    assert_eq!(
+        seq[1],
+        (5_000, 200),
+        "second aggregation joins while the first runs"
+    );
     assert_eq!(seq.last().unwrap().1, 0);
     assert!(r.slots.iter().all(|s| s.switch == NodeId(4)));
     assert!(e[&100].0 == 5_000);
@@ -342,19 +492,30 @@ fn slot_occupancy_is_recorded_per_switch_over_time() {
 fn random_dag(n_hosts: u32, n: u64, seed: u64) -> Vec<FlowRecord> {
     let mut x = seed;
     let mut next = move || {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         x >> 33
     };
     let mut v = Vec::new();
     for id in 0..n {
         let k = next() % 3;
-        let deps: Vec<u64> = (0..k).filter(|_| id > 0).map(|_| next() % id).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let deps: Vec<u64> = (0..k)
+            .filter(|_| id > 0)
+            .map(|_| next() % id)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         let a = (next() % n_hosts as u64) as u32;
         let mut b = (next() % n_hosts as u64) as u32;
         if b == a {
             b = (a + 1) % n_hosts;
         }
-        let mut r = if next() % 3 == 0 { compute(id, a, 1000 + next() % 50_000, &deps) } else { net(id, a, b, 1 + next() % 3_000_000, &deps) };
+        let mut r = if next() % 3 == 0 {
+            compute(id, a, 1000 + next() % 50_000, &deps)
+        } else {
+            net(id, a, b, 1 + next() % 3_000_000, &deps)
+        };
         r.gap = Nanos(next() % 10_000);
         v.push(r);
     }
@@ -370,9 +531,21 @@ fn no_record_starts_before_its_deps_end_plus_gap() {
     for rec in &recs {
         let ready = rec.deps.iter().map(|d| e[&d.0].1).max().unwrap_or(0);
         let (s, end) = e[&rec.id.0];
-        assert_eq!(s, ready + rec.gap.0, "record {} starts exactly at ready + gap", rec.id);
+        assert_eq!(
+            s,
+            ready + rec.gap.0,
+            "record {} starts exactly at ready + gap",
+            rec.id
+        );
         assert!(end >= s + r.rows[rec.id.0 as usize].standalone_fct_ns.min(end - s));
-        assert!(end - s >= r.rows[rec.id.0 as usize].standalone_fct_ns.saturating_sub(1), "record {} beat its standalone time", rec.id);
+        assert!(
+            end - s
+                >= r.rows[rec.id.0 as usize]
+                    .standalone_fct_ns
+                    .saturating_sub(1),
+            "record {} beat its standalone time",
+            rec.id
+        );
     }
 }
 
@@ -387,23 +560,44 @@ fn bytes_are_conserved_on_every_channel() {
         *want.entry((rec.src.0, 8)).or_default() += wire(rec.bytes.0);
         *want.entry((8, rec.dst.0)).or_default() += wire(rec.bytes.0);
     }
-    let got: HashMap<(u32, u32), u64> = r.channels.iter().map(|c| ((c.from.0, c.to.0), c.bytes)).collect();
+    let got: HashMap<(u32, u32), u64> = r
+        .channels
+        .iter()
+        .map(|c| ((c.from.0, c.to.0), c.bytes))
+        .collect();
     assert_eq!(got, want);
-    assert!(r.channels.iter().all(|c| c.utilisation > 0.0 && c.utilisation <= 1.0 + 1e-9));
+    assert!(r
+        .channels
+        .iter()
+        .all(|c| c.utilisation > 0.0 && c.utilisation <= 1.0 + 1e-9));
 }
 
 #[test]
 fn the_same_input_gives_byte_identical_files() {
     let topo = star(8, G100, Nanos(700));
     let mut recs = random_dag(8, 1500, 3);
-    recs.extend(ina_allreduce(9, 10_000, &[0, 1, 2, 3], 8, 2_000_000, Class::Dp, &[1499]));
+    recs.extend(ina_allreduce(
+        9,
+        10_000,
+        &[0, 1, 2, 3],
+        8,
+        2_000_000,
+        Class::Dp,
+        &[1499],
+    ));
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     for d in &dirs {
         let mut r = run(&recs, &topo, &ina_opts(300, 256, InaPolicy::BestEffort));
         r.summary.wall_time_ns = 0; // the only field that measures the machine, not the model
         ina3d::replay::write_outputs(d.path(), &r).unwrap();
     }
-    for f in ["fct.csv", "fct.txt", "summary.csv", "links.csv", "switches.csv"] {
+    for f in [
+        "fct.csv",
+        "fct.txt",
+        "summary.csv",
+        "links.csv",
+        "switches.csv",
+    ] {
         let a = std::fs::read(dirs[0].path().join(f)).unwrap();
         let b = std::fs::read(dirs[1].path().join(f)).unwrap();
         assert!(!a.is_empty(), "{f} is empty");
@@ -420,7 +614,11 @@ fn the_summary_critical_path_adds_up_to_the_iteration_time() {
     let recs = random_dag(8, 3000, 11);
     let s = run(&recs, &topo, &ReplayOptions::default()).summary;
     assert_eq!(
-        s.critical_path_compute_ns + s.exposed_tp_ns + s.exposed_pp_ns + s.exposed_dp_ns + s.exposed_emb_ns,
+        s.critical_path_compute_ns
+            + s.exposed_tp_ns
+            + s.exposed_pp_ns
+            + s.exposed_dp_ns
+            + s.exposed_emb_ns,
         s.iteration_time_ns
     );
     assert!(s.exposed_dp_ns > 0 && s.critical_path_compute_ns > 0);
@@ -429,8 +627,19 @@ fn the_summary_critical_path_adds_up_to_the_iteration_time() {
 #[test]
 fn a_dependency_cycle_is_an_error_before_simulation() {
     let topo = star(2, G100, Nanos(0));
-    let recs = vec![net(0, 0, 1, 10, &[2]), net(1, 0, 1, 10, &[0]), net(2, 0, 1, 10, &[1]), net(3, 0, 1, 10, &[])];
-    let e = simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()).unwrap_err();
+    let recs = vec![
+        net(0, 0, 1, 10, &[2]),
+        net(1, 0, 1, 10, &[0]),
+        net(2, 0, 1, 10, &[1]),
+        net(3, 0, 1, 10, &[]),
+    ];
+    let e = simulate(
+        &recs,
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ReplayError::Cycle(_, 3)), "{e}");
     assert!(e.to_string().contains("cycle"));
 }
@@ -442,15 +651,26 @@ fn a_cycle_through_an_aggregation_is_an_error() {
     let mut recs = ina_allreduce(1, 0, &[0, 1], 2, 100, Class::Dp, &[]);
     recs.push(net(9, 0, 1, 10, &[2]));
     recs[0].deps.push(FlowId(9));
-    let e = simulate(&recs, &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default()).unwrap_err();
+    let e = simulate(
+        &recs,
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ReplayError::Cycle(..)), "{e}");
 }
 
 #[test]
 fn a_dangling_dep_names_the_record_and_the_dep() {
     let topo = star(2, G100, Nanos(0));
-    let e = simulate(&[net(5, 0, 1, 10, &[77])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
-        .unwrap_err();
+    let e = simulate(
+        &[net(5, 0, 1, 10, &[77])],
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "record 5: dep 77 is not in the trace");
 }
 
@@ -458,11 +678,21 @@ fn a_dangling_dep_names_the_record_and_the_dep() {
 fn a_flow_without_route_is_an_error() {
     let mut topo = star(2, G100, Nanos(0));
     topo.kinds.push(NodeKind::Host); // node 3, connected to nothing
-    let e = simulate(&[net(0, 0, 3, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
-        .unwrap_err();
+    let e = simulate(
+        &[net(0, 0, 3, 10, &[])],
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ReplayError::NoRoute { .. }), "{e}");
-    let e = simulate(&[net(0, 0, 9, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
-        .unwrap_err();
+    let e = simulate(
+        &[net(0, 0, 9, 10, &[])],
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ReplayError::UnknownNode { .. }), "{e}");
 }
 
@@ -470,16 +700,35 @@ fn a_flow_without_route_is_an_error() {
 fn a_zero_capacity_link_on_a_path_is_an_error() {
     let mut topo = star(2, G100, Nanos(0));
     topo.links[1].rate = BitsPerSec(0);
-    let e = simulate(&[net(0, 0, 1, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
-        .unwrap_err();
-    assert!(matches!(e, ReplayError::ZeroCapacity { link: LinkId(1), .. }), "{e}");
+    let e = simulate(
+        &[net(0, 0, 1, 10, &[])],
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            ReplayError::ZeroCapacity {
+                link: LinkId(1),
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
 fn duplicate_ids_are_an_error() {
     let topo = star(2, G100, Nanos(0));
-    let e = simulate(&[net(0, 0, 1, 10, &[]), net(0, 1, 0, 10, &[])], &topo, &ShortestPaths::new(&topo, 0), &ReplayOptions::default())
-        .unwrap_err();
+    let e = simulate(
+        &[net(0, 0, 1, 10, &[]), net(0, 1, 0, 10, &[])],
+        &topo,
+        &ShortestPaths::new(&topo, 0),
+        &ReplayOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(e, ReplayError::DuplicateId(FlowId(0))));
 }
 
@@ -491,7 +740,10 @@ fn compute_and_nvlink_records_are_timers() {
     let recs = vec![compute(0, 0, 1_000, &[]), nv];
     let r = run(&recs, &topo, &ReplayOptions::default());
     assert_eq!(ends(&r)[&1], (1_100, 4_100));
-    assert!(r.channels.is_empty(), "NVLink records move nothing on the network");
+    assert!(
+        r.channels.is_empty(),
+        "NVLink records move nothing on the network"
+    );
 }
 
 #[test]
@@ -501,17 +753,47 @@ fn the_cli_replays_a_trace_file_on_its_header_topology_and_rejects_a_different_o
     let spec = "fat-tree:k=4";
     let topo = Topology::from_spec(spec).unwrap();
     let g = |r: usize| topo.gpus[r].0;
-    let mut recs = vec![compute(0, g(0), 1_000, &[]), net(1, g(0), g(5), 4_000_000, &[0]), net(2, g(5), g(12), 1_000_000, &[1])];
-    recs.extend(ina_allreduce_on(&topo, 7, 10, &[g(0), g(4), g(8), g(12)], 1_000_000, &[2]));
+    let mut recs = vec![
+        compute(0, g(0), 1_000, &[]),
+        net(1, g(0), g(5), 4_000_000, &[0]),
+        net(2, g(5), g(12), 1_000_000, &[1]),
+    ];
+    recs.extend(ina_allreduce_on(
+        &topo,
+        7,
+        10,
+        &[g(0), g(4), g(8), g(12)],
+        1_000_000,
+        &[2],
+    ));
     let mut h = TraceHeader::new();
-    h.set("topology", spec).set("seed", 3).set("ina_policy", "priority").set("ina_slots_per_switch", 512);
+    h.set("topology", spec)
+        .set("seed", 3)
+        .set("ina_policy", "priority")
+        .set("ina_slots_per_switch", 512);
     let trace = dir.path().join("t.csv.gz");
     ina3d::trace::write(&trace, &h, &recs).unwrap();
     let out = dir.path().join("out");
     let bin = env!("CARGO_BIN_EXE_ina3d");
-    let st = std::process::Command::new(bin).arg("replay").arg(&trace).arg("-o").arg(&out).output().unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
-    for f in ["fct.csv", "fct.txt", "summary.csv", "links.csv", "switches.csv"] {
+    let st = std::process::Command::new(bin)
+        .arg("replay")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    for f in [
+        "fct.csv",
+        "fct.txt",
+        "summary.csv",
+        "links.csv",
+        "switches.csv",
+    ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
     let s = fct::read_summary_csv(&out.join("summary.csv")).unwrap();
@@ -519,21 +801,40 @@ fn the_cli_replays_a_trace_file_on_its_header_topology_and_rejects_a_different_o
     assert_eq!(s.backend, "replay");
     assert!(s.ina_slot_peak > 0 && s.ina_slot_peak <= 512);
     let rows = fct::read_fct_csv(&out.join("fct.csv")).unwrap();
-    assert_eq!(rows.iter().map(|r| r.end_ns).max(), Some(s.iteration_time_ns));
+    assert_eq!(
+        rows.iter().map(|r| r.end_ns).max(),
+        Some(s.iteration_time_ns)
+    );
     // an explicit topology that is not the trace's is refused, naming both
     let st = std::process::Command::new(bin)
-        .args(["replay", trace.to_str().unwrap(), "--topology", "fat-tree:k=6", "-o"])
+        .args([
+            "replay",
+            trace.to_str().unwrap(),
+            "--topology",
+            "fat-tree:k=6",
+            "-o",
+        ])
         .arg(dir.path().join("o2"))
         .output()
         .unwrap();
     assert!(!st.status.success());
     let err = String::from_utf8_lossy(&st.stderr);
-    assert!(err.contains("fat-tree:k=6") && err.contains("fat-tree:k=4"), "{err}");
+    assert!(
+        err.contains("fat-tree:k=6") && err.contains("fat-tree:k=4"),
+        "{err}"
+    );
     assert!(!dir.path().join("o2").join("fct.csv").exists());
 }
 
 /// An aggregation on the tree the shared routing builds for `members`.
-fn ina_allreduce_on(topo: &Topology, agg: u64, first_id: u64, members: &[u32], s: u64, deps: &[u64]) -> Vec<FlowRecord> {
+fn ina_allreduce_on(
+    topo: &Topology,
+    agg: u64,
+    first_id: u64,
+    members: &[u32],
+    s: u64,
+    deps: &[u64],
+) -> Vec<FlowRecord> {
     let routing = ina3d::topology::Routing::new(topo, 3).unwrap();
     let ms: Vec<NodeId> = members.iter().map(|&m| NodeId(m)).collect();
     let tree = routing.aggregation_tree(&ms, &|_| true, agg).unwrap();
@@ -542,14 +843,24 @@ fn ina_allreduce_on(topo: &Topology, agg: u64, first_id: u64, members: &[u32], s
     let mut ups = Vec::new();
     for e in &tree.edges {
         let mut r = rec(id, e.child.0, e.parent.0, s, deps, 0, Mode::Ina, Class::Dp);
-        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Up });
+        r.agg = Some(AggTag {
+            id: agg,
+            switch: e.parent,
+            fanin: e.fanin_at_parent,
+            dir: AggDir::Up,
+        });
         ups.push(id);
         v.push(r);
         id += 1;
     }
     for e in &tree.edges {
         let mut r = rec(id, e.parent.0, e.child.0, s, &ups, 0, Mode::Ina, Class::Dp);
-        r.agg = Some(AggTag { id: agg, switch: e.parent, fanin: e.fanin_at_parent, dir: AggDir::Down });
+        r.agg = Some(AggTag {
+            id: agg,
+            switch: e.parent,
+            fanin: e.fanin_at_parent,
+            dir: AggDir::Down,
+        });
         v.push(r);
         id += 1;
     }
@@ -579,14 +890,25 @@ fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_late
     let rate = routing.bottleneck(&tree.edges[0].path).0 as f64 / 8e9;
     // SwitchML's 1,024 B slots: a 256-packet window (262 KB in flight) covers the
     // 100 Gb/s × ~12 µs tree RTT, so the line rate, not the window, limits the unit.
-    let r = simulate(&recs, &topo, &SharedRoutes::new(&topo, &routing), &wide_window()).unwrap();
+    let r = simulate(
+        &recs,
+        &topo,
+        &SharedRoutes::new(&topo, &routing),
+        &wide_window(),
+    )
+    .unwrap();
     let want = ina_wire(5_000_000, 1024) as f64 / rate + 2.0 * depth as f64;
     for row in &r.rows {
         assert_close(row.end_ns, want, 1.0, "multi-level INA");
         assert_eq!(row.fct_ns, row.standalone_fct_ns);
     }
     // every aggregating switch of the tree held the window
-    let held: std::collections::BTreeSet<NodeId> = r.slots.iter().filter(|s| s.slots_in_use > 0).map(|s| s.switch).collect();
+    let held: std::collections::BTreeSet<NodeId> = r
+        .slots
+        .iter()
+        .filter(|s| s.slots_in_use > 0)
+        .map(|s| s.switch)
+        .collect();
     assert_eq!(held, tree.switches().into_iter().collect());
 }
 
@@ -594,12 +916,18 @@ fn a_multi_level_aggregation_alone_takes_s_over_b_plus_the_up_and_down_tree_late
 fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
     use ina3d::trace::TraceHeader;
     let mut h = TraceHeader::new();
-    h.set("ina_slots_per_switch", 1024).set("ina_payload_bytes", 256).set("ina_window", 64);
+    h.set("ina_slots_per_switch", 1024)
+        .set("ina_payload_bytes", 256)
+        .set("ina_window", 64);
     h.set("ina_policy", "static").set("ina_classes", "tp,dp");
     let o = ReplayOptions::from_header(&h).unwrap();
     assert_eq!(o.ina.slots, 1024);
     assert_eq!(o.ina.payload, Bytes(256));
-    assert_eq!(o.payload, ina3d::trace::NET_PACKET_PAYLOAD, "host transfers keep the network packet payload; only INA streams use the slot payload");
+    assert_eq!(
+        o.payload,
+        ina3d::trace::NET_PACKET_PAYLOAD,
+        "host transfers keep the network packet payload; only INA streams use the slot payload"
+    );
     assert_eq!(o.ina.window, 64);
     assert_eq!(o.ina.policy, InaPolicy::Static);
     assert_eq!(o.ina.classes, vec![Class::Tp, Class::Dp]);
@@ -660,9 +988,28 @@ fn priority_follows_the_order_of_the_enabled_classes() {
 #[test]
 fn children_behind_a_non_aggregating_switch_share_its_uplink() {
     // hosts 0, 1 under switch 2 (not aggregating), switch 2 under the root switch 3
-    let kinds = vec![NodeKind::Host, NodeKind::Host, NodeKind::Switch, NodeKind::Switch];
-    let l = |a: u32, b: u32| Link { a: NodeId(a), b: NodeId(b), rate: G100, delay: Nanos(1000), error_rate: 0.0, kind: LinkKind::Fabric };
-    let topo = Topology { kinds, links: vec![l(0, 2), l(1, 2), l(2, 3)], gpus: vec![NodeId(0), NodeId(1)], gpus_per_server: 1, nvlink_rate: None, source: "two-level".into() };
+    let kinds = vec![
+        NodeKind::Host,
+        NodeKind::Host,
+        NodeKind::Switch,
+        NodeKind::Switch,
+    ];
+    let l = |a: u32, b: u32| Link {
+        a: NodeId(a),
+        b: NodeId(b),
+        rate: G100,
+        delay: Nanos(1000),
+        error_rate: 0.0,
+        kind: LinkKind::Fabric,
+    };
+    let topo = Topology {
+        kinds,
+        links: vec![l(0, 2), l(1, 2), l(2, 3)],
+        gpus: vec![NodeId(0), NodeId(1)],
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "two-level".into(),
+    };
     let s = 2_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1], 3, s, Class::Dp, &[]);
     let r = run(&recs, &topo, &wide_window());
@@ -670,7 +1017,11 @@ fn children_behind_a_non_aggregating_switch_share_its_uplink() {
     let want = 2.0 * ina_wire(s, 1024) as f64 / B100 + 4000.0;
     assert_close(r.summary.iteration_time_ns, want, 1.0, "shared uplink");
     assert_eq!(r.rows[0].fct_ns, r.rows[0].standalone_fct_ns);
-    let up = r.channels.iter().find(|c| c.from == NodeId(2) && c.to == NodeId(3)).unwrap();
+    let up = r
+        .channels
+        .iter()
+        .find(|c| c.from == NodeId(2) && c.to == NodeId(3))
+        .unwrap();
     assert_eq!(up.bytes, 2 * ina_wire(s, 1024));
 }
 
@@ -702,7 +1053,14 @@ fn fat_tree_mix(topo: &Topology) -> Vec<FlowRecord> {
             recs.push(net(id, g[k], g[(k + 1) % g.len()], 65_536, &deps));
         }
     }
-    recs.extend(ina_allreduce_on(topo, 7, 1000, &[g[0], g[5], g[9], g[13]], 1 << 20, &[]));
+    recs.extend(ina_allreduce_on(
+        topo,
+        7,
+        1000,
+        &[g[0], g[5], g[9], g[13]],
+        1 << 20,
+        &[],
+    ));
     recs
 }
 
@@ -710,7 +1068,10 @@ fn fat_tree_mix(topo: &Topology) -> Vec<FlowRecord> {
 fn every_net_and_ina_record_is_routed_by_its_src_dst_connection_not_its_record_id() {
     let topo = Topology::from_spec("fat-tree:k=4").unwrap();
     let routing = ina3d::topology::Routing::new(&topo, 11).unwrap();
-    let rec = Recording { inner: SharedRoutes::new(&topo, &routing), asked: Default::default() };
+    let rec = Recording {
+        inner: SharedRoutes::new(&topo, &routing),
+        asked: Default::default(),
+    };
     let recs = fat_tree_mix(&topo);
     simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
     let asked = rec.asked.into_inner();
@@ -718,12 +1079,21 @@ fn every_net_and_ina_record_is_routed_by_its_src_dst_connection_not_its_record_i
     assert_eq!(asked.len(), recs.len() + 4);
     let mut by_pair: HashMap<(NodeId, NodeId), Vec<Channel>> = HashMap::new();
     for (s, d, key, path) in asked {
-        assert_eq!(key, ina3d::topology::pair_key(s, d), "record {s}->{d} keyed by its connection");
+        assert_eq!(
+            key,
+            ina3d::topology::pair_key(s, d),
+            "record {s}->{d} keyed by its connection"
+        );
         let first = by_pair.entry((s, d)).or_insert_with(|| path.clone());
         assert_eq!(*first, path, "both records {s}->{d} share one path");
     }
-    let record_pairs: std::collections::BTreeSet<(NodeId, NodeId)> = recs.iter().map(|r| (r.src, r.dst)).collect();
-    assert_eq!(record_pairs.len(), recs.len() - 16, "the second ring round reuses the first round's 16 connections");
+    let record_pairs: std::collections::BTreeSet<(NodeId, NodeId)> =
+        recs.iter().map(|r| (r.src, r.dst)).collect();
+    assert_eq!(
+        record_pairs.len(),
+        recs.len() - 16,
+        "the second ring round reuses the first round's 16 connections"
+    );
     assert!(record_pairs.iter().all(|p| by_pair.contains_key(p)));
 }
 
@@ -732,38 +1102,81 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
     let topo = Topology::from_spec("fat-tree:k=4").unwrap();
     let seed = 11;
     let routing = ina3d::topology::Routing::new(&topo, seed).unwrap();
-    let rec = Recording { inner: SharedRoutes::new(&topo, &routing), asked: Default::default() };
+    let rec = Recording {
+        inner: SharedRoutes::new(&topo, &routing),
+        asked: Default::default(),
+    };
     let recs = fat_tree_mix(&topo);
     simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let opts = ina3d::ns3::EmitOptions { seed, ..Default::default() };
-    let report = ina3d::ns3::emit(&recs, &ina3d::ns3::InaSwitchModel::default(), &topo, &opts, dir.path()).unwrap();
+    let opts = ina3d::ns3::EmitOptions {
+        seed,
+        ..Default::default()
+    };
+    let report = ina3d::ns3::emit(
+        &recs,
+        &ina3d::ns3::InaSwitchModel::default(),
+        &topo,
+        &opts,
+        dir.path(),
+    )
+    .unwrap();
     assert_eq!(report.paths_checked, recs.len() as u64);
     let p = dir.path().join("routes.txt");
-    let glue = ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
-    let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec.asked.into_inner().into_iter().map(|(s, d, _, p)| ((s, d), p)).collect();
+    let glue =
+        ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec
+        .asked
+        .into_inner()
+        .into_iter()
+        .map(|(s, d, _, p)| ((s, d), p))
+        .collect();
     let mut multipath = 0;
     for r in &recs {
         let (s, d) = (r.src, r.dst);
         let path = &took[&(s, d)];
-        let hops = glue.get(&(s, d)).unwrap_or_else(|| panic!("routes.txt lacks {s}->{d}"));
-        assert_eq!(hops.iter().map(|h| h.1).collect::<Vec<_>>(), path.iter().map(|c| c.link()).collect::<Vec<_>>(), "{s}->{d}");
+        let hops = glue
+            .get(&(s, d))
+            .unwrap_or_else(|| panic!("routes.txt lacks {s}->{d}"));
+        assert_eq!(
+            hops.iter().map(|h| h.1).collect::<Vec<_>>(),
+            path.iter().map(|c| c.link()).collect::<Vec<_>>(),
+            "{s}->{d}"
+        );
         // hops name the node each link leads to, ending at the destination
         let mut u = s;
         for &(v, l) in hops {
             let link = &topo.links[l.idx()];
-            assert!((link.a, link.b) == (u, v) || (link.b, link.a) == (u, v), "{s}->{d}: link {l} joins {u} and {v}");
+            assert!(
+                (link.a, link.b) == (u, v) || (link.b, link.a) == (u, v),
+                "{s}->{d}: link {l} joins {u} and {v}"
+            );
             u = v;
         }
         assert_eq!(u, d);
         // the reverse direction (TCP ACKs, INA results) is routed too, on its own connection path
-        let back = glue.get(&(d, s)).unwrap_or_else(|| panic!("routes.txt lacks the reverse {d}->{s}"));
-        assert_eq!(back.iter().map(|h| h.1).collect::<Vec<_>>(), routing_path(&topo, &routing, d, s));
+        let back = glue
+            .get(&(d, s))
+            .unwrap_or_else(|| panic!("routes.txt lacks the reverse {d}->{s}"));
+        assert_eq!(
+            back.iter().map(|h| h.1).collect::<Vec<_>>(),
+            routing_path(&topo, &routing, d, s)
+        );
         multipath += usize::from(path.len() >= 4);
     }
     assert!(multipath >= 16, "the check covers the ring steps that leave their edge switch, which have equal-cost choices ({multipath})");
 }
 
-fn routing_path(topo: &Topology, routing: &ina3d::topology::Routing, s: NodeId, d: NodeId) -> Vec<LinkId> {
-    SharedRoutes::new(topo, routing).connection_path(s, d).unwrap().iter().map(|c| c.link()).collect()
+fn routing_path(
+    topo: &Topology,
+    routing: &ina3d::topology::Routing,
+    s: NodeId,
+    d: NodeId,
+) -> Vec<LinkId> {
+    SharedRoutes::new(topo, routing)
+        .connection_path(s, d)
+        .unwrap()
+        .iter()
+        .map(|c| c.link())
+        .collect()
 }

@@ -1,13 +1,18 @@
 //! Specification of the topology module: builders, file formats, routing, INA trees.
 
-use ina3d::topology::{ecmp_choice, ecmp_hash, LinkKind, NodeKind, Routing, Topology, TopologyError};
+use ina3d::topology::{
+    ecmp_choice, ecmp_hash, LinkKind, NodeKind, Routing, Topology, TopologyError,
+};
 use ina3d::units::{BitsPerSec, Nanos, NodeId, Rank};
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 const FAT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/hpcc/fat.txt");
-const SIMAI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/simai/Spectrum-X_16g_8gps_100Gbps_A100.txt");
+const SIMAI: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/simai/Spectrum-X_16g_8gps_100Gbps_A100.txt"
+);
 
 fn topo(spec: &str) -> Topology {
     Topology::from_spec(spec).unwrap_or_else(|e| panic!("{spec}: {e}"))
@@ -45,7 +50,11 @@ fn nvlink_domain_adds_one_nvswitch_per_server_linked_to_its_gpus() {
     assert_eq!(count(&t, NodeKind::NvSwitch), 4);
     assert_eq!(t.gpus_per_server, 4);
     assert_eq!(t.nvlink_rate, Some(BitsPerSec::gbps(900)));
-    let nv: Vec<_> = t.links.iter().filter(|l| l.kind == LinkKind::NvLink).collect();
+    let nv: Vec<_> = t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::NvLink)
+        .collect();
     assert_eq!(nv.len(), 16);
     for l in nv {
         assert_eq!(t.kinds[l.a.idx()], NodeKind::Host);
@@ -98,19 +107,37 @@ fn leaf_spine_has_leaves_times_hosts_per_leaf_hosts_and_a_full_bipartite_fabric(
     let t = topo("leaf-spine:leaves=4,spines=2,hosts-per-leaf=8");
     assert_eq!(t.hosts().len(), 32);
     assert_eq!(t.switches().len(), 6);
-    assert_eq!(t.nvswitches().len(), 4, "NVLink is on by default: 4 servers of 8");
-    let fabric: Vec<_> = t.links.iter().filter(|l| l.kind == LinkKind::Fabric).collect();
+    assert_eq!(
+        t.nvswitches().len(),
+        4,
+        "NVLink is on by default: 4 servers of 8"
+    );
+    let fabric: Vec<_> = t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .collect();
     assert_eq!(fabric.len(), 8);
     // non-blocking by default: 8 × 100G down = 2 uplinks × 400G
     assert!(fabric.iter().all(|l| l.rate == BitsPerSec::gbps(400)));
-    assert_eq!(t.links.iter().filter(|l| l.kind == LinkKind::Nic).count(), 32);
-    assert!(t.links.iter().all(|l| l.kind != LinkKind::Nic || l.rate == BitsPerSec::gbps(100)));
+    assert_eq!(
+        t.links.iter().filter(|l| l.kind == LinkKind::Nic).count(),
+        32
+    );
+    assert!(t
+        .links
+        .iter()
+        .all(|l| l.kind != LinkKind::Nic || l.rate == BitsPerSec::gbps(100)));
 }
 
 #[test]
 fn oversubscription_sizes_leaf_uplinks_so_downlink_over_uplink_capacity_is_the_ratio() {
     let t = topo("leaf-spine:leaves=2,spines=4,hosts-per-leaf=16,nic=200Gbps,oversub=2");
-    let up: Vec<_> = t.links.iter().filter(|l| l.kind == LinkKind::Fabric).collect();
+    let up: Vec<_> = t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .collect();
     // 16 × 200G = 3.2T down, 4 uplinks carrying 1.6T → 400G each
     assert!(up.iter().all(|l| l.rate == BitsPerSec::gbps(400)));
     let leaf = t.switches()[0];
@@ -127,7 +154,11 @@ fn oversubscription_sizes_leaf_uplinks_so_downlink_over_uplink_capacity_is_the_r
     let f = topo("fat-tree:k=4,oversub=4,fabric=400Gbps,nvlink=off");
     let tors: BTreeSet<NodeId> = (16..24).map(NodeId).collect();
     for l in f.links.iter().filter(|l| l.kind == LinkKind::Fabric) {
-        let want = if tors.contains(&l.a) { BitsPerSec::gbps(25) } else { BitsPerSec::gbps(400) };
+        let want = if tors.contains(&l.a) {
+            BitsPerSec::gbps(25)
+        } else {
+            BitsPerSec::gbps(400)
+        };
         assert_eq!(l.rate, want, "{l:?}");
     }
 }
@@ -158,7 +189,11 @@ fn dual_plane_gives_every_gpu_one_port_in_each_plane_and_flows_stay_in_one_plane
     let t = topo("dual-plane:servers=4,gpus-per-server=8,servers-per-tor=2,spines=2");
     assert_eq!(t.switches().len(), 2 * 2 + 2 * 2);
     for &g in &t.gpus {
-        let nics = t.neighbors(g).into_iter().filter(|(c, _)| t.links[c.link().idx()].kind == LinkKind::Nic).count();
+        let nics = t
+            .neighbors(g)
+            .into_iter()
+            .filter(|(c, _)| t.links[c.link().idx()].kind == LinkKind::Nic)
+            .count();
         assert_eq!(nics, 2);
     }
     let r = Routing::new(&t, 5).unwrap();
@@ -198,14 +233,25 @@ fn spec_errors_name_the_bad_key_and_value() {
 
 #[test]
 fn spec_help_documents_every_builder_and_default() {
-    for word in ["fat-tree", "leaf-spine", "rail", "dual-plane", "nic=100Gbps", "latency=1us", "gpus-per-server=8", "nvlink=2400Gbps", "oversub"] {
+    for word in [
+        "fat-tree",
+        "leaf-spine",
+        "rail",
+        "dual-plane",
+        "nic=100Gbps",
+        "latency=1us",
+        "gpus-per-server=8",
+        "nvlink=2400Gbps",
+        "oversub",
+    ] {
         assert!(Topology::SPEC_HELP.contains(word), "{word}");
     }
 }
 
 #[test]
 fn builders_apply_latency_and_nic_options_to_every_network_link() {
-    let t = topo("leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,nic=25Gbps,latency=500ns,nvlink=off");
+    let t =
+        topo("leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,nic=25Gbps,latency=500ns,nvlink=off");
     assert!(t.links.iter().all(|l| l.delay == Nanos(500)));
     let r = Routing::new(&t, 0).unwrap();
     let p = r.path(NodeId(0), NodeId(3), 9).unwrap();
@@ -236,7 +282,10 @@ fn same_seed_and_key_give_the_same_path_and_other_seeds_differ_somewhere() {
     let c = Routing::new(&t, 43).unwrap();
     let mut differ = 0;
     for key in 0..500u64 {
-        let (s, d) = (NodeId((key % 128) as u32), NodeId(((key * 37 + 64) % 128) as u32));
+        let (s, d) = (
+            NodeId((key % 128) as u32),
+            NodeId(((key * 37 + 64) % 128) as u32),
+        );
         assert_eq!(a.path(s, d, key).unwrap(), b.path(s, d, key).unwrap());
         differ += usize::from(a.path(s, d, key).unwrap() != c.path(s, d, key).unwrap());
     }
@@ -250,13 +299,19 @@ fn ecmp_spreads_keys_evenly_over_the_four_paths_between_pods_of_a_k4_fat_tree() 
     let mut count: BTreeMap<Vec<_>, u32> = BTreeMap::new();
     let n = 40_000;
     for key in 0..n {
-        *count.entry(r.path(NodeId(0), NodeId(15), key).unwrap()).or_default() += 1;
+        *count
+            .entry(r.path(NodeId(0), NodeId(15), key).unwrap())
+            .or_default() += 1;
     }
     assert_eq!(count.len(), 4, "k=4: 2 aggregation × 2 core choices");
     // chi-square with 3 degrees of freedom; 16.27 is the 0.1 % critical value
     let e = n as f64 / 4.0;
     let chi: f64 = count.values().map(|&o| (o as f64 - e).powi(2) / e).sum();
-    assert!(chi < 16.27, "chi² = {chi}, counts {:?}", count.values().collect::<Vec<_>>());
+    assert!(
+        chi < 16.27,
+        "chi² = {chi}, counts {:?}",
+        count.values().collect::<Vec<_>>()
+    );
 }
 
 #[test]
@@ -271,13 +326,19 @@ fn ecmp_choice_is_uniform_and_reproducible_from_its_documented_formula() {
     for (seed, key) in [(0u64, 0u64), (1, 2), (u64::MAX, 12345)] {
         assert_eq!(ecmp_hash(seed, key), sm(seed ^ sm(key)));
         let h = ecmp_hash(seed, key ^ sm(7));
-        assert_eq!(ecmp_choice(seed, key, NodeId(7), 5), ((h as u128 * 5) >> 64) as usize);
+        assert_eq!(
+            ecmp_choice(seed, key, NodeId(7), 5),
+            ((h as u128 * 5) >> 64) as usize
+        );
     }
     let mut hist = [0u32; 3];
     for key in 0..30_000 {
         hist[ecmp_choice(9, key, NodeId(1), 3)] += 1;
     }
-    assert!(hist.iter().all(|&h| (9_500..10_500).contains(&h)), "{hist:?}");
+    assert!(
+        hist.iter().all(|&h| (9_500..10_500).contains(&h)),
+        "{hist:?}"
+    );
 }
 
 #[test]
@@ -289,8 +350,15 @@ fn hpcc_fat_txt_loads_with_320_hosts_56_switches_and_routes() {
     assert_eq!(t.hosts().len(), 320);
     assert_eq!(t.switches().len(), 56);
     assert_eq!(t.links.len(), 480);
-    assert_eq!(t.links.iter().filter(|l| l.kind == LinkKind::Nic).count(), 320);
-    assert!(t.links.iter().filter(|l| l.kind == LinkKind::Fabric).all(|l| l.rate == BitsPerSec::gbps(400)));
+    assert_eq!(
+        t.links.iter().filter(|l| l.kind == LinkKind::Nic).count(),
+        320
+    );
+    assert!(t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .all(|l| l.rate == BitsPerSec::gbps(400)));
     assert!(t.links.iter().all(|l| l.delay == Nanos(1000)));
     assert_eq!(t.gpus_per_server, 1);
     assert_eq!(t.nvlink_rate, None);
@@ -308,15 +376,27 @@ fn a_sloppy_fat_txt_with_crlf_wrong_counts_and_free_text_loads_with_warnings() {
     let text = std::fs::read_to_string(FAT).unwrap();
     let mut lines: Vec<String> = text.lines().map(|l| format!("{l}  \r")).collect();
     lines[0] = "376 57 500  \r".into();
-    let sloppy = format!("{}\n\nthis topology was generated by hand\n  see README\n", lines.join("\n"));
+    let sloppy = format!(
+        "{}\n\nthis topology was generated by hand\n  see README\n",
+        lines.join("\n")
+    );
     let (t, w) = Topology::parse_str(&sloppy, "sloppy.txt").unwrap();
     let (clean, _) = Topology::parse_str(&text, "sloppy.txt").unwrap();
     assert_eq!(t, clean);
     let msgs: Vec<String> = w.iter().map(|w| w.to_string()).collect();
     assert_eq!(msgs.len(), 3, "{msgs:#?}");
-    assert!(msgs[0].starts_with("sloppy.txt:2: warning:") && msgs[0].contains("57"), "{msgs:#?}");
-    assert!(msgs[1].starts_with("sloppy.txt:485:") && msgs[1].contains("free text"), "{msgs:#?}");
-    assert!(msgs[2].contains("500") && msgs[2].contains("480"), "{msgs:#?}");
+    assert!(
+        msgs[0].starts_with("sloppy.txt:2: warning:") && msgs[0].contains("57"),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs[1].starts_with("sloppy.txt:485:") && msgs[1].contains("free text"),
+        "{msgs:#?}"
+    );
+    assert!(
+        msgs[2].contains("500") && msgs[2].contains("480"),
+        "{msgs:#?}"
+    );
 }
 
 #[test]
@@ -330,7 +410,13 @@ fn simai_topology_loads_nvswitches_then_switches() {
     assert_eq!(t.gpus_per_server, 8);
     assert_eq!(t.nvlink_rate, Some(BitsPerSec::gbps(2400)));
     assert_eq!(t.links.len(), 544);
-    assert_eq!(t.links.iter().filter(|l| l.kind == LinkKind::NvLink).count(), 16);
+    assert_eq!(
+        t.links
+            .iter()
+            .filter(|l| l.kind == LinkKind::NvLink)
+            .count(),
+        16
+    );
     assert!(t.same_nvlink_domain(Rank(0), Rank(7)));
     let r = Routing::new(&t, 0).unwrap();
     // rail-optimised: GPU 0 and GPU 8 share rail switch 18
@@ -341,13 +427,21 @@ fn simai_topology_loads_nvswitches_then_switches() {
 
 #[test]
 fn written_hpcc_and_simai_files_read_back_identically() {
-    for spec in ["fat-tree:k=4,nvlink=off", "leaf-spine:leaves=3,spines=2,hosts-per-leaf=5,nvlink=off,latency=1500ns", "dual-plane:servers=2,gpus-per-server=4,nvlink=off"] {
+    for spec in [
+        "fat-tree:k=4,nvlink=off",
+        "leaf-spine:leaves=3,spines=2,hosts-per-leaf=5,nvlink=off,latency=1500ns",
+        "dual-plane:servers=2,gpus-per-server=4,nvlink=off",
+    ] {
         let t = topo(spec);
         let (back, w) = Topology::parse_str(&t.to_hpcc_string(), spec).unwrap();
         assert_eq!(w, vec![]);
         assert_eq!(back, t, "{spec}");
     }
-    for spec in ["rail:servers=2,gpus-per-server=8", "fat-tree:k=4,gpus-per-server=4,nvlink=900Gbps", "fat-tree:k=4,nvlink=off"] {
+    for spec in [
+        "rail:servers=2,gpus-per-server=8",
+        "fat-tree:k=4,gpus-per-server=4,nvlink=900Gbps",
+        "fat-tree:k=4,nvlink=off",
+    ] {
         let t = topo(spec);
         let (back, w) = Topology::parse_str(&t.to_simai_string("H100"), spec).unwrap();
         assert_eq!(w, vec![]);
@@ -356,7 +450,11 @@ fn written_hpcc_and_simai_files_read_back_identically() {
     // the real files too: read → write → read
     for f in [FAT, SIMAI] {
         let (t, _) = Topology::read_file(Path::new(f)).unwrap();
-        let text = if t.nvswitches().is_empty() { t.to_hpcc_string() } else { t.to_simai_string("A100") };
+        let text = if t.nvswitches().is_empty() {
+            t.to_hpcc_string()
+        } else {
+            t.to_simai_string("A100")
+        };
         assert_eq!(Topology::parse_str(&text, f).unwrap().0, t);
     }
 }
@@ -368,22 +466,32 @@ fn reader_errors_name_file_line_and_field() {
         ("3 1\n", ":1: header:"),
         ("3 x 2\n2\n0 2 100Gbps 1us 0\n", ":1: switch count:"),
         ("3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 fast 1us 0\n", ":4: rate:"),
-        ("3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps soon 0\n", ":4: delay:"),
-        ("3 1 2\n2\n0 2 100Gbps 1us 0\n1 1 100Gbps 1us 0\n", ":4: dst:"),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps soon 0\n",
+            ":4: delay:",
+        ),
+        (
+            "3 1 2\n2\n0 2 100Gbps 1us 0\n1 1 100Gbps 1us 0\n",
+            ":4: dst:",
+        ),
         ("3 1 2\n2\n0 2 100Gbps\n", ":3: delay:"),
         ("3 1 1\n2\n0 2 100Gbps 1us 7\n", ":3: error_rate:"),
         ("3 1 1\nswitch\n0 2 100Gbps 1us 0\n", ":2: switch id:"),
         ("3 1 1\n0 2 100Gbps 1us 0\n", ":2: switch ids:"),
     ];
     for (text, want) in cases {
-        let e = Topology::parse_str(text, "t.txt").expect_err(text).to_string();
+        let e = Topology::parse_str(text, "t.txt")
+            .expect_err(text)
+            .to_string();
         assert!(e.starts_with("t.txt") && e.contains(want), "{text:?}: {e}");
     }
 }
 
 #[test]
 fn missing_topology_file_is_an_error_naming_it() {
-    let e = Topology::from_spec("/nonexistent/topo.txt").unwrap_err().to_string();
+    let e = Topology::from_spec("/nonexistent/topo.txt")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("/nonexistent/topo.txt"), "{e}");
 }
 
@@ -396,24 +504,42 @@ fn routing_rejects_zero_rate_links_and_disconnected_hosts() {
         other => panic!("{other:?}"),
     }
     // a zero-rate link read from a file: the reader keeps it, routing refuses it
-    let (z, _) = Topology::parse_str("3 1 2\n2\n0 2 0Gbps 1us 0\n1 2 100Gbps 1us 0\n", "z.txt").unwrap();
-    assert!(matches!(Routing::new(&z, 0), Err(TopologyError::ZeroRate { link: 0, .. })));
+    let (z, _) =
+        Topology::parse_str("3 1 2\n2\n0 2 0Gbps 1us 0\n1 2 100Gbps 1us 0\n", "z.txt").unwrap();
+    assert!(matches!(
+        Routing::new(&z, 0),
+        Err(TopologyError::ZeroRate { link: 0, .. })
+    ));
     // two leaf-spine halves with no spine between them
-    let (split, _) = Topology::parse_str("6 2 4\n4 5\n0 4 1Gbps 1us 0\n1 4 1Gbps 1us 0\n2 5 1Gbps 1us 0\n3 5 1Gbps 1us 0\n", "s.txt").unwrap();
+    let (split, _) = Topology::parse_str(
+        "6 2 4\n4 5\n0 4 1Gbps 1us 0\n1 4 1Gbps 1us 0\n2 5 1Gbps 1us 0\n3 5 1Gbps 1us 0\n",
+        "s.txt",
+    )
+    .unwrap();
     let e = Routing::new(&split, 0).unwrap_err();
     assert!(matches!(e, TopologyError::Disconnected { .. }), "{e}");
     // a host known only from the header has no link at all
-    let (lonely, w) = Topology::parse_str("4 1 2\n2\n0 2 1Gbps 1us 0\n1 2 1Gbps 1us 0\n", "l.txt").unwrap();
+    let (lonely, w) =
+        Topology::parse_str("4 1 2\n2\n0 2 1Gbps 1us 0\n1 2 1Gbps 1us 0\n", "l.txt").unwrap();
     assert_eq!(w.len(), 1, "{w:?}");
-    assert!(Routing::new(&lonely, 0).unwrap_err().to_string().contains("host 3"));
+    assert!(Routing::new(&lonely, 0)
+        .unwrap_err()
+        .to_string()
+        .contains("host 3"));
 }
 
 #[test]
 fn path_queries_reject_non_hosts() {
     let t = topo("fat-tree:k=4,gpus-per-server=8");
     let r = Routing::new(&t, 0).unwrap();
-    assert!(matches!(r.path(NodeId(0), NodeId(16), 0), Err(TopologyError::NotAHost { .. })));
-    assert!(matches!(r.path(NodeId(0), NodeId(9999), 0), Err(TopologyError::NotAHost { .. })));
+    assert!(matches!(
+        r.path(NodeId(0), NodeId(16), 0),
+        Err(TopologyError::NotAHost { .. })
+    ));
+    assert!(matches!(
+        r.path(NodeId(0), NodeId(9999), 0),
+        Err(TopologyError::NotAHost { .. })
+    ));
     assert_eq!(r.path(NodeId(3), NodeId(3), 0).unwrap(), vec![]);
 }
 
@@ -459,12 +585,19 @@ fn ina_tree_over_two_pods_aggregates_at_the_tors_and_roots_at_a_core() {
 fn ina_tree_of_members_under_one_tor_is_that_tor() {
     let t = topo("fat-tree:k=4,nvlink=off");
     let r = Routing::new(&t, 2).unwrap();
-    let tree = r.aggregation_tree(&[NodeId(1), NodeId(0)], &|_| true, 5).unwrap();
+    let tree = r
+        .aggregation_tree(&[NodeId(1), NodeId(0)], &|_| true, 5)
+        .unwrap();
     assert_eq!(tree.root, NodeId(16));
     assert_eq!(tree.edges.len(), 2);
-    assert!(tree.edges.iter().all(|e| e.parent == NodeId(16) && e.path.len() == 1 && e.fanin_at_parent == 2));
+    assert!(tree
+        .edges
+        .iter()
+        .all(|e| e.parent == NodeId(16) && e.path.len() == 1 && e.fanin_at_parent == 2));
     // members in one pod: an aggregation switch of that pod
-    let tree = r.aggregation_tree(&[NodeId(0), NodeId(3)], &|_| true, 5).unwrap();
+    let tree = r
+        .aggregation_tree(&[NodeId(0), NodeId(3)], &|_| true, 5)
+        .unwrap();
     assert_eq!(r.level(tree.root), Some(2));
     assert!([24, 25].contains(&tree.root.0), "{tree:?}");
 }
@@ -478,12 +611,20 @@ fn ina_tree_skips_switches_that_cannot_aggregate_and_errors_when_none_covers() {
     let tree = r.aggregation_tree(&members, &only_cores, 1).unwrap();
     assert!(tree.root.0 >= 32);
     assert_eq!(tree.edges.len(), 3, "members send straight to the core");
-    assert!(tree.edges.iter().all(|e| e.path.len() == 3 && e.fanin_at_parent == 3));
+    assert!(tree
+        .edges
+        .iter()
+        .all(|e| e.path.len() == 3 && e.fanin_at_parent == 3));
     let only_tor0 = |v: NodeId| v.0 == 16;
     let e = r.aggregation_tree(&members, &only_tor0, 1).unwrap_err();
-    assert!(matches!(e, TopologyError::NoAggregator { members: 3, .. }), "{e}");
+    assert!(
+        matches!(e, TopologyError::NoAggregator { members: 3, .. }),
+        "{e}"
+    );
     assert!(r.aggregation_tree(&[], &only_cores, 1).is_err());
-    assert!(r.aggregation_tree(&[NodeId(0), NodeId(0)], &only_cores, 1).is_err());
+    assert!(r
+        .aggregation_tree(&[NodeId(0), NodeId(0)], &only_cores, 1)
+        .is_err());
     assert!(r.aggregation_tree(&[NodeId(16)], &only_cores, 1).is_err());
 }
 
@@ -494,7 +635,8 @@ fn routing_a_1024_gpu_fat_tree_reaches_every_pair_in_six_hops_or_fewer() {
     let mut buf = Vec::new();
     for s in (0..1024).step_by(37) {
         for d in (0..1024).step_by(41) {
-            r.path_into(NodeId(s), NodeId(d), (s * 1024 + d) as u64, &mut buf).unwrap();
+            r.path_into(NodeId(s), NodeId(d), (s * 1024 + d) as u64, &mut buf)
+                .unwrap();
             assert!(buf.len() <= 6 && (s == d || !buf.is_empty()));
         }
     }
@@ -563,7 +705,11 @@ fn ina_roots_spread_over_the_spines_of_a_leaf_spine_by_key() {
         assert_eq!(r.level(tree.root), Some(2));
         assert_eq!(tree.fanin(tree.root), 4, "four leaves feed the spine");
         assert_eq!(tree.edges.len(), 8 + 4);
-        assert_eq!(tree, r.aggregation_tree(&members, &|_| true, key).unwrap(), "deterministic");
+        assert_eq!(
+            tree,
+            r.aggregation_tree(&members, &|_| true, key).unwrap(),
+            "deterministic"
+        );
         *roots.entry(tree.root).or_insert(0) += 1;
     }
     assert_eq!(roots.len(), 4, "{roots:?}");

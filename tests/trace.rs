@@ -541,7 +541,9 @@ pub mod gen {
         let pp = recs.iter().filter(|r| r.class == Class::Pp).count();
         assert_eq!(pp, 8 * 2 * (4 * 2 - 1));
         // stage 3 → stage 0 carries chunk 0's output into chunk 1
-        assert!(recs.iter().any(|r| r.class == Class::Pp && r.src == topo.gpus[3] && r.dst == topo.gpus[0]));
+        assert!(recs
+            .iter()
+            .any(|r| r.class == Class::Pp && r.src == topo.gpus[3] && r.dst == topo.gpus[0]));
     }
 
     #[test]
@@ -551,14 +553,28 @@ pub mod gen {
         let cfg = small(1, 1, 16, 16);
         let s = dp_bucket(&cfg).0;
         assert_eq!(s % 16, 0);
-        let recs = collect(&cfg, &topo, &TraceOptions { collective: Algorithm::Hierarchical, ..Default::default() });
-        let nv: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Dp && r.mode == Mode::NvLink).collect();
+        let recs = collect(
+            &cfg,
+            &topo,
+            &TraceOptions {
+                collective: Algorithm::Hierarchical,
+                ..Default::default()
+            },
+        );
+        let nv: Vec<&FlowRecord> = recs
+            .iter()
+            .filter(|r| r.class == Class::Dp && r.mode == Mode::NvLink)
+            .collect();
         assert_eq!(nv.len(), 4, "RS and AG in each of 2 servers");
         assert!(nv.iter().all(|r| r.group_size == Some(8) && r.bytes.0 == s));
         let (tx, rx) = per_node(&recs, Class::Dp);
         assert_eq!(tx.len(), 16);
         for (n, b) in &tx {
-            assert_eq!(*b, 2 * (s / 8) / 2, "node {n}: ring of 2 over S/8 sends 2·(S/8)·(1/2)");
+            assert_eq!(
+                *b,
+                2 * (s / 8) / 2,
+                "node {n}: ring of 2 over S/8 sends 2·(S/8)·(1/2)"
+            );
             assert_eq!(rx[n], *b);
         }
     }

@@ -32,10 +32,21 @@ pub struct AicbArgs {
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Aicb(a) => {
-            let cfg: TrainingConfig = megatron::load_input(&a.input).with_context(|| format!("reading the training config `{}`", a.input))?;
-            let w = workload_text(&cfg, &GpuModel { peak_flops: a.peak_tflops * 1e12, mfu: a.mfu })?;
+            let cfg: TrainingConfig = megatron::load_input(&a.input)
+                .with_context(|| format!("reading the training config `{}`", a.input))?;
+            let w = workload_text(
+                &cfg,
+                &GpuModel {
+                    peak_flops: a.peak_tflops * 1e12,
+                    mfu: a.mfu,
+                },
+            )?;
             ina3d::ns3::write_atomic(&a.out, w.as_bytes())?;
-            eprintln!("wrote {} ({} layer lines)", a.out.display(), w.lines().count() - 2);
+            eprintln!(
+                "wrote {} ({} layer lines)",
+                a.out.display(),
+                w.lines().count() - 2
+            );
             Ok(())
         }
     }

@@ -1,7 +1,9 @@
 //! `ina3d ns3 emit|run|ingest`.
 
 use anyhow::{bail, Context, Result};
-use ina3d::ns3::{self, emit::read_trace_txt, EmitOptions, Flavor, InaSwitchModel, InaPolicy, StartSource};
+use ina3d::ns3::{
+    self, emit::read_trace_txt, EmitOptions, Flavor, InaPolicy, InaSwitchModel, StartSource,
+};
 use ina3d::topology::Topology;
 use ina3d::trace::FlowRecord;
 use ina3d::units::Bytes;
@@ -88,7 +90,8 @@ type Loaded = (Vec<FlowRecord>, InaSwitchModel, Option<String>, Option<u64>);
 
 fn load_trace(p: &Path) -> Result<Loaded> {
     if p.extension().is_some_and(|e| e == "txt") {
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
         if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
             let params = p.with_file_name("params.txt");
             let mut ina = InaSwitchModel::default();
@@ -97,13 +100,34 @@ fn load_trace(p: &Path) -> Result<Loaded> {
                 for l in t.lines() {
                     let mut it = l.split_whitespace();
                     match (it.next(), it.next()) {
-                        (Some("INA_SLOTS"), Some(v)) => ina.slots = v.parse().with_context(|| format!("{}: INA_SLOTS", params.display()))?,
-                        (Some("INA_PAYLOAD"), Some(v)) => ina.payload = Bytes(v.parse().with_context(|| format!("{}: INA_PAYLOAD", params.display()))?),
-                        (Some("INA_WINDOW"), Some(v)) => ina.window = v.parse().with_context(|| format!("{}: INA_WINDOW", params.display()))?,
+                        (Some("INA_SLOTS"), Some(v)) => {
+                            ina.slots = v
+                                .parse()
+                                .with_context(|| format!("{}: INA_SLOTS", params.display()))?
+                        }
+                        (Some("INA_PAYLOAD"), Some(v)) => {
+                            ina.payload =
+                                Bytes(v.parse().with_context(|| {
+                                    format!("{}: INA_PAYLOAD", params.display())
+                                })?)
+                        }
+                        (Some("INA_WINDOW"), Some(v)) => {
+                            ina.window = v
+                                .parse()
+                                .with_context(|| format!("{}: INA_WINDOW", params.display()))?
+                        }
                         (Some("INA_POLICY"), Some(v)) => ina.policy = policy(v)?,
-                        (Some("SEED"), Some(v)) => seed = Some(v.parse().with_context(|| format!("{}: SEED", params.display()))?),
+                        (Some("SEED"), Some(v)) => {
+                            seed = Some(
+                                v.parse()
+                                    .with_context(|| format!("{}: SEED", params.display()))?,
+                            )
+                        }
                         (Some("INA_CLASSES"), Some(v)) => {
-                            ina.classes = v.split(',').map(|c| c.parse().map_err(anyhow::Error::msg)).collect::<Result<_>>()?
+                            ina.classes = v
+                                .split(',')
+                                .map(|c| c.parse().map_err(anyhow::Error::msg))
+                                .collect::<Result<_>>()?
                         }
                         _ => {}
                     }
@@ -114,9 +138,18 @@ fn load_trace(p: &Path) -> Result<Loaded> {
     }
     let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
     let ina = ns3::ina_model(&t.header).with_context(|| format!("trace {}", p.display()))?;
-    let topo = t.header.get("topology").map(str::trim).filter(|s| !s.is_empty()).map(String::from);
+    let topo = t
+        .header
+        .get("topology")
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from);
     let seed = match t.header.get("seed") {
-        Some(s) => Some(s.trim().parse::<u64>().with_context(|| format!("{}: header seed `{s}`", p.display()))?),
+        Some(s) => Some(
+            s.trim()
+                .parse::<u64>()
+                .with_context(|| format!("{}: header seed `{s}`", p.display()))?,
+        ),
         None => None,
     };
     Ok((t.records, ina, topo, seed))
@@ -131,12 +164,16 @@ fn topology_spec(cli: Option<&str>, header: Option<&str>, trace: &Path) -> Resul
         ),
         (Some(c), _) => Ok(c.to_string()),
         (None, Some(h)) => Ok(h.to_string()),
-        (None, None) => bail!("the trace {} names no topology: give --topology", trace.display()),
+        (None, None) => bail!(
+            "the trace {} names no topology: give --topology",
+            trace.display()
+        ),
     }
 }
 
 fn load_topology(spec: &str) -> Result<Topology> {
-    let (t, warnings) = Topology::from_spec_with_warnings(spec).with_context(|| format!("topology `{spec}`"))?;
+    let (t, warnings) =
+        Topology::from_spec_with_warnings(spec).with_context(|| format!("topology `{spec}`"))?;
     for w in warnings {
         eprintln!("warning: {w}");
     }
@@ -144,7 +181,8 @@ fn load_topology(spec: &str) -> Result<Topology> {
 }
 
 fn policy(s: &str) -> Result<InaPolicy> {
-    s.parse().map_err(|e: String| anyhow::anyhow!("--policy: {e}"))
+    s.parse()
+        .map_err(|e: String| anyhow::anyhow!("--policy: {e}"))
 }
 
 /// Run `ina3d ns3`.
@@ -179,7 +217,8 @@ pub fn run(c: Command) -> Result<()> {
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,
             };
-            let r = ns3::emit(&records, &ina, &topo, &opts, &a.out).with_context(|| format!("emitting into {}", a.out.display()))?;
+            let r = ns3::emit(&records, &ina, &topo, &opts, &a.out)
+                .with_context(|| format!("emitting into {}", a.out.display()))?;
             let src = a.out.join(ns3::run::SOURCE_TRACE_FILE);
             ina3d::fct::write_atomic(&src, |w| writeln!(w, "{}", a.trace.display()))
                 .with_context(|| format!("writing {}", src.display()))?;
@@ -210,7 +249,10 @@ pub fn run(c: Command) -> Result<()> {
             };
             let bar = indicatif::ProgressBar::new(0);
             bar.set_style(
-                indicatif::ProgressStyle::with_template("ns-3 {bar:40} {pos}/{len} records ({elapsed})").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template(
+                    "ns-3 {bar:40} {pos}/{len} records ({elapsed})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             let r = ns3::run::run_glue(&bin, &a.dir, |done, total| {
                 bar.set_length(total);
@@ -234,7 +276,13 @@ pub fn run(c: Command) -> Result<()> {
                 for w in &d.warnings {
                     eprintln!("warning: {w}");
                 }
-                eprintln!("{} ({}) → {}: {} rows", d.input.display(), d.kind.as_str(), d.output.display(), d.rows);
+                eprintln!(
+                    "{} ({}) → {}: {} rows",
+                    d.input.display(),
+                    d.kind.as_str(),
+                    d.output.display(),
+                    d.rows
+                );
             }
             Ok(())
         }

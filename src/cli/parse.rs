@@ -27,7 +27,10 @@ pub struct Args {
 }
 
 /// Loads the inputs (files, or a single preset name) and applies `--set` overrides.
-pub fn load_with_overrides(inputs: &[String], overrides: &[String]) -> anyhow::Result<TrainingConfig> {
+pub fn load_with_overrides(
+    inputs: &[String],
+    overrides: &[String],
+) -> anyhow::Result<TrainingConfig> {
     let mut c = if inputs.len() == 1 {
         megatron::load_input(&inputs[0])?
     } else {
@@ -62,13 +65,18 @@ fn summary(c: &TrainingConfig, verbose: bool) -> String {
     let row = |o: &mut String, label: &str, value: String, fields: &[&str]| {
         let _ = write!(o, "  {label:<28} {value}");
         if verbose {
-            let w: Vec<String> = fields.iter().map(|f| format!("{f} ← {}", src(c, f))).collect();
+            let w: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{f} ← {}", src(c, f)))
+                .collect();
             let _ = write!(o, "    [{}]", w.join("; "));
         }
         o.push('\n');
     };
     o.push_str("parallel layout\n");
-    let vpp = c.virtual_pipeline_model_parallel_size.map_or("-".into(), |v| v.to_string());
+    let vpp = c
+        .virtual_pipeline_model_parallel_size
+        .map_or("-".into(), |v| v.to_string());
     row(
         &mut o,
         "TP × CP × PP × DP = world",
@@ -80,27 +88,72 @@ fn summary(c: &TrainingConfig, verbose: bool) -> String {
             c.data_parallel_size,
             c.world_size
         ),
-        &["tensor_model_parallel_size", "context_parallel_size", "pipeline_model_parallel_size", "data_parallel_size", "world_size"],
+        &[
+            "tensor_model_parallel_size",
+            "context_parallel_size",
+            "pipeline_model_parallel_size",
+            "data_parallel_size",
+            "world_size",
+        ],
     );
-    row(&mut o, "virtual pipeline / EP", format!("{vpp} / {}", c.expert_model_parallel_size), &["virtual_pipeline_model_parallel_size", "expert_model_parallel_size"]);
+    row(
+        &mut o,
+        "virtual pipeline / EP",
+        format!("{vpp} / {}", c.expert_model_parallel_size),
+        &[
+            "virtual_pipeline_model_parallel_size",
+            "expert_model_parallel_size",
+        ],
+    );
     o.push_str("model\n");
     row(&mut o, "layers", c.num_layers.to_string(), &["num_layers"]);
-    row(&mut o, "hidden / ffn", format!("{} / {}", c.hidden_size, c.ffn_hidden_size), &["hidden_size", "ffn_hidden_size"]);
-    let gqa = c.num_query_groups.map_or("MHA".into(), |g| format!("{g} query groups"));
-    row(&mut o, "attention heads", format!("{} ({gqa})", c.num_attention_heads), &["num_attention_heads", "num_query_groups"]);
-    row(&mut o, "seq length / max positions", format!("{} / {}", c.seq_length, c.max_position_embeddings), &["seq_length", "max_position_embeddings"]);
+    row(
+        &mut o,
+        "hidden / ffn",
+        format!("{} / {}", c.hidden_size, c.ffn_hidden_size),
+        &["hidden_size", "ffn_hidden_size"],
+    );
+    let gqa = c
+        .num_query_groups
+        .map_or("MHA".into(), |g| format!("{g} query groups"));
+    row(
+        &mut o,
+        "attention heads",
+        format!("{} ({gqa})", c.num_attention_heads),
+        &["num_attention_heads", "num_query_groups"],
+    );
+    row(
+        &mut o,
+        "seq length / max positions",
+        format!("{} / {}", c.seq_length, c.max_position_embeddings),
+        &["seq_length", "max_position_embeddings"],
+    );
     row(
         &mut o,
         "vocab (padded)",
-        format!("{} ({})", c.vocab_size.map_or("?".into(), |v| v.to_string()), c.padded_vocab()),
+        format!(
+            "{} ({})",
+            c.vocab_size.map_or("?".into(), |v| v.to_string()),
+            c.padded_vocab()
+        ),
         &["vocab_size", "padded_vocab_size"],
     );
-    row(&mut o, "params dtype", format!("{:?}", c.params_dtype).to_lowercase(), &["params_dtype"]);
+    row(
+        &mut o,
+        "params dtype",
+        format!("{:?}", c.params_dtype).to_lowercase(),
+        &["params_dtype"],
+    );
     o.push_str("batch\n");
     row(
         &mut o,
         "micro / global / microbatches",
-        format!("{} / {} / {}", c.micro_batch_size, c.global_batch_size, c.num_microbatches()),
+        format!(
+            "{} / {} / {}",
+            c.micro_batch_size,
+            c.global_batch_size,
+            c.num_microbatches()
+        ),
         &["micro_batch_size", "global_batch_size"],
     );
     o.push_str("flags\n");
@@ -109,21 +162,42 @@ fn summary(c: &TrainingConfig, verbose: bool) -> String {
         ("use_distributed_optimizer", c.use_distributed_optimizer),
         ("overlap_grad_reduce", c.overlap_grad_reduce),
         ("overlap_param_gather", c.overlap_param_gather),
-        ("accumulate_allreduce_grads_in_fp32", c.accumulate_allreduce_grads_in_fp32),
+        (
+            "accumulate_allreduce_grads_in_fp32",
+            c.accumulate_allreduce_grads_in_fp32,
+        ),
         ("grad_reduce_in_bf16", c.grad_reduce_in_bf16),
-        ("untie_embeddings_and_output_weights", c.untie_embeddings_and_output_weights),
+        (
+            "untie_embeddings_and_output_weights",
+            c.untie_embeddings_and_output_weights,
+        ),
         ("swiglu", c.swiglu),
         ("use_tp_pp_dp_mapping", c.use_tp_pp_dp_mapping),
     ];
     for (f, v) in flags {
         row(&mut o, f, v.to_string(), &[f]);
     }
-    row(&mut o, "recompute_granularity", format!("{:?}", c.recompute_granularity).to_lowercase(), &["recompute_granularity"]);
-    row(&mut o, "log_interval / timing level", format!("{} / {}", c.log_interval, c.timing_log_level), &["log_interval", "timing_log_level"]);
+    row(
+        &mut o,
+        "recompute_granularity",
+        format!("{:?}", c.recompute_granularity).to_lowercase(),
+        &["recompute_granularity"],
+    );
+    row(
+        &mut o,
+        "log_interval / timing level",
+        format!("{} / {}", c.log_interval, c.timing_log_level),
+        &["log_interval", "timing_log_level"],
+    );
     o.push_str("measured\n");
     match (c.mean_iteration_ms(), c.median_iteration_ms()) {
         (Some(mean), Some(median)) => {
-            let _ = writeln!(o, "  {:<28} {} logged, mean {mean:.1} ms, median {median:.1} ms", "iterations", c.iterations.len());
+            let _ = writeln!(
+                o,
+                "  {:<28} {} logged, mean {mean:.1} ms, median {median:.1} ms",
+                "iterations",
+                c.iterations.len()
+            );
         }
         _ => {
             let _ = writeln!(o, "  {:<28} none logged", "iterations");

@@ -26,8 +26,13 @@ pub struct Args {
 
 /// Run `ina3d replay`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let trace = ina3d::trace::read(&a.trace).with_context(|| format!("reading trace {}", a.trace.display()))?;
-    let header_topo = trace.header.get("topology").map(str::trim).filter(|s| !s.is_empty());
+    let trace = ina3d::trace::read(&a.trace)
+        .with_context(|| format!("reading trace {}", a.trace.display()))?;
+    let header_topo = trace
+        .header
+        .get("topology")
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
     let spec = match (a.topology.as_deref().map(str::trim), header_topo) {
         (Some(cli), Some(h)) if cli != h => bail!(
             "--topology `{cli}` disagrees with the topology `{h}` the trace {} was generated for",
@@ -35,10 +40,17 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         ),
         (Some(cli), _) => cli.to_string(),
         (None, Some(h)) => h.to_string(),
-        (None, None) => bail!("the trace {} names no topology: give --topology", a.trace.display()),
+        (None, None) => bail!(
+            "the trace {} names no topology: give --topology",
+            a.trace.display()
+        ),
     };
     let header_seed = match trace.header.get("seed") {
-        Some(s) => Some(s.trim().parse::<u64>().with_context(|| format!("{}: header seed `{s}`", a.trace.display()))?),
+        Some(s) => Some(
+            s.trim()
+                .parse::<u64>()
+                .with_context(|| format!("{}: header seed `{s}`", a.trace.display()))?,
+        ),
         None => None,
     };
     if let (Some(cli), Some(h)) = (a.seed, header_seed) {
@@ -50,7 +62,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let topo = Topology::from_spec(&spec).with_context(|| format!("topology `{spec}`"))?;
     let routing = Routing::new(&topo, seed).with_context(|| format!("routing on `{spec}`"))?;
     let routes = SharedRoutes::new(&topo, &routing);
-    let mut opts = ReplayOptions::from_header(&trace.header).with_context(|| format!("{}", a.trace.display()))?;
+    let mut opts = ReplayOptions::from_header(&trace.header)
+        .with_context(|| format!("{}", a.trace.display()))?;
     opts.progress = std::io::stderr().is_terminal();
     opts.trace_name = a.trace.display().to_string();
     let r = replay::simulate(&trace.records, &topo, &routes, &opts)

@@ -35,7 +35,12 @@ fn line_of(text: &str, key: &str) -> (usize, usize) {
     for (i, l) in text.lines().enumerate() {
         let t = l.trim_start();
         let t2 = t.trim_start_matches(['"', '\'']);
-        if t2.starts_with(key) && t2[key.len()..].trim_start_matches(['"', '\'']).trim_start().starts_with(['=', ':']) {
+        if t2.starts_with(key)
+            && t2[key.len()..]
+                .trim_start_matches(['"', '\''])
+                .trim_start()
+                .starts_with(['=', ':'])
+        {
             return (i + 1, l.len() - t.len() + 1);
         }
     }
@@ -48,7 +53,13 @@ fn python_str_toml(v: &toml::Value) -> Option<String> {
         toml::Value::Integer(i) => i.to_string(),
         toml::Value::Float(f) => f.to_string(),
         toml::Value::Boolean(b) => if *b { "True" } else { "False" }.into(),
-        toml::Value::Array(a) => format!("[{}]", a.iter().filter_map(python_str_toml).collect::<Vec<_>>().join(", ")),
+        toml::Value::Array(a) => format!(
+            "[{}]",
+            a.iter()
+                .filter_map(python_str_toml)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         toml::Value::Datetime(d) => d.to_string(),
         toml::Value::Table(_) => return None,
     })
@@ -60,7 +71,13 @@ fn python_str_json(v: &serde_json::Value) -> Option<String> {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Number(n) => n.to_string(),
         serde_json::Value::Bool(b) => if *b { "True" } else { "False" }.into(),
-        serde_json::Value::Array(a) => format!("[{}]", a.iter().filter_map(python_str_json).collect::<Vec<_>>().join(", ")),
+        serde_json::Value::Array(a) => format!(
+            "[{}]",
+            a.iter()
+                .filter_map(python_str_json)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         serde_json::Value::Object(_) => return None,
     })
 }
@@ -69,36 +86,66 @@ fn python_str_json(v: &serde_json::Value) -> Option<String> {
 pub fn parse_config_file(path: &str, text: &str, json: bool) -> Result<FileConfig, MegatronError> {
     let pairs: Vec<(String, Option<String>)> = if json {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-            MegatronError::at(&Loc::new(path, e.line(), e.column()), "json", format!("expected a JSON object ({e})"))
+            MegatronError::at(
+                &Loc::new(path, e.line(), e.column()),
+                "json",
+                format!("expected a JSON object ({e})"),
+            )
         })?;
         let serde_json::Value::Object(m) = v else {
-            return Err(MegatronError::at(&Loc::new(path, 1, 1), "json", "expected one JSON object of Megatron arguments"));
+            return Err(MegatronError::at(
+                &Loc::new(path, 1, 1),
+                "json",
+                "expected one JSON object of Megatron arguments",
+            ));
         };
-        m.iter().map(|(k, v)| (k.clone(), python_str_json(v))).collect()
+        m.iter()
+            .map(|(k, v)| (k.clone(), python_str_json(v)))
+            .collect()
     } else {
         let t: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             let (line, col) = e
                 .span()
                 .map(|sp| {
                     let before = text.get(..sp.start).unwrap_or(text);
-                    (before.matches('\n').count() + 1, before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1)
+                    (
+                        before.matches('\n').count() + 1,
+                        before.len() - before.rfind('\n').map_or(0, |p| p + 1) + 1,
+                    )
                 })
                 .unwrap_or((0, 0));
-            MegatronError::at(&Loc::new(path, line, col), "toml", format!("expected TOML `key = value` lines ({})", e.message()))
+            MegatronError::at(
+                &Loc::new(path, line, col),
+                "toml",
+                format!("expected TOML `key = value` lines ({})", e.message()),
+            )
         })?;
-        t.iter().map(|(k, v)| (k.clone(), python_str_toml(v))).collect()
+        t.iter()
+            .map(|(k, v)| (k.clone(), python_str_toml(v)))
+            .collect()
     };
-    let mut out = FileConfig { preset: None, args: Vec::new() };
+    let mut out = FileConfig {
+        preset: None,
+        args: Vec::new(),
+    };
     for (k, v) in pairs {
         let (line, col) = line_of(text, &k);
         let loc = Loc::new(path, line, col);
         let Some(v) = v else {
-            return Err(MegatronError::at(&loc, &k, "expected a plain value (number, boolean, string or list), found a table"));
+            return Err(MegatronError::at(
+                &loc,
+                &k,
+                "expected a plain value (number, boolean, string or list), found a table",
+            ));
         };
         if k == "preset" {
             out.preset = Some((v, loc));
         } else {
-            out.args.push(Assignment { key: k, value: v, loc });
+            out.args.push(Assignment {
+                key: k,
+                value: v,
+                loc,
+            });
         }
     }
     // TOML tables iterate in key order; put arguments back in file order for provenance.

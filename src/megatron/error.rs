@@ -19,7 +19,11 @@ pub struct Loc {
 impl Loc {
     /// A position in `path`.
     pub fn new(path: impl Into<String>, line: usize, col: usize) -> Self {
-        Loc { path: path.into(), line, col }
+        Loc {
+            path: path.into(),
+            line,
+            col,
+        }
     }
 }
 
@@ -97,6 +101,10 @@ pub enum MegatronError {
 impl MegatronError {
     /// A syntax error at a file position.
     pub(crate) fn at(loc: &Loc, field: impl Into<String>, expected: impl Into<String>) -> Self {
-        MegatronError::Syntax { at: loc.to_string(), field: field.into(), expected: expected.into() }
+        MegatronError::Syntax {
+            at: loc.to_string(),
+            field: field.into(),
+            expected: expected.into(),
+        }
     }
 }

@@ -52,8 +52,13 @@ pub(crate) const FIELDS: &[&str] = &[
 ];
 
 /// Arguments with no Megatron default that a job cannot be described without.
-pub(crate) const REQUIRED: &[&str] =
-    &["num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size"];
+pub(crate) const REQUIRED: &[&str] = &[
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "seq_length",
+    "micro_batch_size",
+];
 
 /// Normalises an argument name as Megatron's argparse does (`--num-layers` → `num_layers`),
 /// and maps the few renamed arguments of older versions onto today's names.
@@ -78,13 +83,21 @@ fn parse_uint(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u64, MegatronEr
     let t = t.strip_prefix('+').unwrap_or(t);
     match t.parse::<u64>() {
         Ok(n) if n >= min => Ok(n),
-        Ok(n) => Err(MegatronError::at(loc, key, format!("expected an integer ≥ {min}, found `{n}`"))),
+        Ok(n) => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected an integer ≥ {min}, found `{n}`"),
+        )),
         Err(_) => Err(MegatronError::at(
             loc,
             key,
             format!(
                 "expected {}, found `{}`",
-                if min > 0 { "a positive integer" } else { "a non-negative integer" },
+                if min > 0 {
+                    "a positive integer"
+                } else {
+                    "a non-negative integer"
+                },
                 v.trim()
             ),
         )),
@@ -93,7 +106,9 @@ fn parse_uint(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u64, MegatronEr
 
 fn parse_u32(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u32, MegatronError> {
     let n = parse_uint(v, key, loc, min)?;
-    u32::try_from(n).map_err(|_| MegatronError::at(loc, key, format!("expected a size below 2^32, found `{n}`")))
+    u32::try_from(n).map_err(|_| {
+        MegatronError::at(loc, key, format!("expected a size below 2^32, found `{n}`"))
+    })
 }
 
 /// Python's `str(bool)` plus what hand-written files use.
@@ -101,7 +116,11 @@ pub(crate) fn parse_bool(v: &str, key: &str, loc: &Loc) -> Result<bool, Megatron
     match v.trim() {
         "True" | "true" | "1" | "yes" | "on" => Ok(true),
         "False" | "false" | "0" | "no" | "off" | "None" | "" => Ok(false),
-        other => Err(MegatronError::at(loc, key, format!("expected True or False, found `{other}`"))),
+        other => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected True or False, found `{other}`"),
+        )),
     }
 }
 
@@ -169,17 +188,28 @@ impl TrainingConfig {
     /// True when `field` was given by an input (file, preset or override), as opposed to
     /// defaulted or derived.
     pub fn is_explicit(&self, field: &str) -> bool {
-        matches!(self.sources.get(field), Some(Source::File { .. } | Source::Preset { .. } | Source::Override))
+        matches!(
+            self.sources.get(field),
+            Some(Source::File { .. } | Source::Preset { .. } | Source::Override)
+        )
     }
 
     fn explicit_extra_bool(&self, key: &str) -> Option<bool> {
-        self.extra.get(key).map(|v| matches!(v.trim(), "True" | "true" | "1"))
+        self.extra
+            .get(key)
+            .map(|v| matches!(v.trim(), "True" | "true" | "1"))
     }
 
     /// Sets one Megatron argument from the `str()` of its value, recording `src`. Unknown
     /// names are kept verbatim in `extra`. Derived fields are not recomputed here; call
     /// [`TrainingConfig::finalize`] once all inputs are applied.
-    pub(crate) fn apply(&mut self, key: &str, value: &str, src: Source, loc: &Loc) -> Result<(), MegatronError> {
+    pub(crate) fn apply(
+        &mut self,
+        key: &str,
+        value: &str,
+        src: Source,
+        loc: &Loc,
+    ) -> Result<(), MegatronError> {
         let key = canonical_key(key);
         let k = key.as_str();
         let v = value.trim();
@@ -192,14 +222,26 @@ impl TrainingConfig {
         // A Python `None` for a field without an Option leaves the default in place.
         let none = is_none(v);
         match k {
-            "tensor_model_parallel_size" if !none => set!(tensor_model_parallel_size, parse_u32(v, k, loc, 1)?),
-            "pipeline_model_parallel_size" if !none => set!(pipeline_model_parallel_size, parse_u32(v, k, loc, 1)?),
+            "tensor_model_parallel_size" if !none => {
+                set!(tensor_model_parallel_size, parse_u32(v, k, loc, 1)?)
+            }
+            "pipeline_model_parallel_size" if !none => {
+                set!(pipeline_model_parallel_size, parse_u32(v, k, loc, 1)?)
+            }
             "virtual_pipeline_model_parallel_size" => set!(
                 virtual_pipeline_model_parallel_size,
-                if none { None } else { Some(parse_u32(v, k, loc, 1)?) }
+                if none {
+                    None
+                } else {
+                    Some(parse_u32(v, k, loc, 1)?)
+                }
             ),
-            "context_parallel_size" if !none => set!(context_parallel_size, parse_u32(v, k, loc, 1)?),
-            "expert_model_parallel_size" if !none => set!(expert_model_parallel_size, parse_u32(v, k, loc, 1)?),
+            "context_parallel_size" if !none => {
+                set!(context_parallel_size, parse_u32(v, k, loc, 1)?)
+            }
+            "expert_model_parallel_size" if !none => {
+                set!(expert_model_parallel_size, parse_u32(v, k, loc, 1)?)
+            }
             "data_parallel_size" if !none => set!(data_parallel_size, parse_u32(v, k, loc, 1)?),
             "world_size" if !none => set!(world_size, parse_u32(v, k, loc, 1)?),
             "num_layers" if !none => set!(num_layers, parse_u32(v, k, loc, 1)?),
@@ -207,22 +249,49 @@ impl TrainingConfig {
             "ffn_hidden_size" if !none => set!(ffn_hidden_size, parse_uint(v, k, loc, 1)?),
             "num_attention_heads" if !none => set!(num_attention_heads, parse_u32(v, k, loc, 1)?),
             "num_query_groups" => {
-                set!(num_query_groups, if none { None } else { Some(parse_u32(v, k, loc, 1)?) });
+                set!(
+                    num_query_groups,
+                    if none {
+                        None
+                    } else {
+                        Some(parse_u32(v, k, loc, 1)?)
+                    }
+                );
             }
             "seq_length" if !none => set!(seq_length, parse_uint(v, k, loc, 1)?),
-            "max_position_embeddings" if !none => set!(max_position_embeddings, parse_uint(v, k, loc, 1)?),
+            "max_position_embeddings" if !none => {
+                set!(max_position_embeddings, parse_uint(v, k, loc, 1)?)
+            }
             "micro_batch_size" if !none => set!(micro_batch_size, parse_uint(v, k, loc, 1)?),
             "global_batch_size" if !none => set!(global_batch_size, parse_uint(v, k, loc, 1)?),
-            "vocab_size" => set!(vocab_size, if none { None } else { Some(parse_uint(v, k, loc, 1)?) }),
-            "padded_vocab_size" => set!(padded_vocab_size, if none { None } else { Some(parse_uint(v, k, loc, 1)?) }),
+            "vocab_size" => set!(
+                vocab_size,
+                if none {
+                    None
+                } else {
+                    Some(parse_uint(v, k, loc, 1)?)
+                }
+            ),
+            "padded_vocab_size" => set!(
+                padded_vocab_size,
+                if none {
+                    None
+                } else {
+                    Some(parse_uint(v, k, loc, 1)?)
+                }
+            ),
             "sequence_parallel" => set!(sequence_parallel, parse_bool(v, k, loc)?),
             "use_distributed_optimizer" => set!(use_distributed_optimizer, parse_bool(v, k, loc)?),
             "overlap_grad_reduce" => set!(overlap_grad_reduce, parse_bool(v, k, loc)?),
             "overlap_param_gather" => set!(overlap_param_gather, parse_bool(v, k, loc)?),
-            "accumulate_allreduce_grads_in_fp32" => set!(accumulate_allreduce_grads_in_fp32, parse_bool(v, k, loc)?),
+            "accumulate_allreduce_grads_in_fp32" => {
+                set!(accumulate_allreduce_grads_in_fp32, parse_bool(v, k, loc)?)
+            }
             "grad_reduce_in_bf16" => set!(grad_reduce_in_bf16, parse_bool(v, k, loc)?),
             "params_dtype" if !none => set!(params_dtype, parse_dtype(v, k, loc)?),
-            "untie_embeddings_and_output_weights" => set!(untie_embeddings_and_output_weights, parse_bool(v, k, loc)?),
+            "untie_embeddings_and_output_weights" => {
+                set!(untie_embeddings_and_output_weights, parse_bool(v, k, loc)?)
+            }
             "swiglu" => set!(swiglu, parse_bool(v, k, loc)?),
             "recompute_granularity" => set!(
                 recompute_granularity,
@@ -231,7 +300,11 @@ impl TrainingConfig {
                     "selective" => Recompute::Selective,
                     "full" => Recompute::Full,
                     other => {
-                        return Err(MegatronError::at(loc, k, format!("expected None, selective or full, found `{other}`")))
+                        return Err(MegatronError::at(
+                            loc,
+                            k,
+                            format!("expected None, selective or full, found `{other}`"),
+                        ));
                     }
                 }
             ),
@@ -274,7 +347,8 @@ impl TrainingConfig {
     fn derive<T>(&mut self, field: &str, how: impl Into<String>, set: impl FnOnce(&mut Self) -> T) {
         if !self.is_explicit(field) {
             set(self);
-            self.sources.insert(field.to_string(), Source::Derived { how: how.into() });
+            self.sources
+                .insert(field.to_string(), Source::Derived { how: how.into() });
         }
     }
 
@@ -288,7 +362,8 @@ impl TrainingConfig {
                 return Err(MegatronError::Missing {
                     at: "inputs".into(),
                     field: (*f).to_string(),
-                    hint: "an arguments block, a launch script flag, a config file key or a preset".into(),
+                    hint: "an arguments block, a launch script flag, a config file key or a preset"
+                        .into(),
                 });
             }
         }
@@ -307,17 +382,34 @@ impl TrainingConfig {
         let h = self.hidden_size;
         if self.swiglu {
             // Megatron: int((4h · 2/3) / 64) · 64, keeping SwiGLU's parameter count ≈ 4h MLP's.
-            self.derive("ffn_hidden_size", "SwiGLU: floor(8h/3 / 64)·64", |c| c.ffn_hidden_size = (8 * h / 3) / 64 * 64);
+            self.derive("ffn_hidden_size", "SwiGLU: floor(8h/3 / 64)·64", |c| {
+                c.ffn_hidden_size = (8 * h / 3) / 64 * 64
+            });
         } else {
-            self.derive("ffn_hidden_size", "4·hidden_size", |c| c.ffn_hidden_size = 4 * h);
+            self.derive("ffn_hidden_size", "4·hidden_size", |c| {
+                c.ffn_hidden_size = 4 * h
+            });
         }
         let s = self.seq_length;
-        self.derive("max_position_embeddings", "seq_length", |c| c.max_position_embeddings = s);
-        if self.explicit_extra_bool("group_query_attention") == Some(false) && self.num_query_groups.is_some() {
+        self.derive("max_position_embeddings", "seq_length", |c| {
+            c.max_position_embeddings = s
+        });
+        if self.explicit_extra_bool("group_query_attention") == Some(false)
+            && self.num_query_groups.is_some()
+        {
             self.num_query_groups = None;
-            self.sources.insert("num_query_groups".into(), Source::Derived { how: "group_query_attention is False".into() });
+            self.sources.insert(
+                "num_query_groups".into(),
+                Source::Derived {
+                    how: "group_query_attention is False".into(),
+                },
+            );
         }
-        if let Some(n) = self.extra.get("num_layers_per_virtual_pipeline_stage").and_then(|v| v.trim().parse::<u32>().ok()) {
+        if let Some(n) = self
+            .extra
+            .get("num_layers_per_virtual_pipeline_stage")
+            .and_then(|v| v.trim().parse::<u32>().ok())
+        {
             let (l, pp) = (self.num_layers, self.pipeline_model_parallel_size);
             if n > 0 && pp > 1 && l % (pp * n) == 0 {
                 self.derive(
@@ -342,7 +434,9 @@ impl TrainingConfig {
                     ),
                 });
             }
-            self.derive("data_parallel_size", "world_size / (TP·CP·PP)", |c| c.data_parallel_size = (w / mp) as u32);
+            self.derive("data_parallel_size", "world_size / (TP·CP·PP)", |c| {
+                c.data_parallel_size = (w / mp) as u32
+            });
         } else {
             let w = mp * self.data_parallel_size as u64;
             let w = u32::try_from(w).map_err(|_| MegatronError::Inconsistent {
@@ -353,7 +447,11 @@ impl TrainingConfig {
             self.derive("world_size", "TP·CP·PP·DP", |c| c.world_size = w);
         }
         let gb = self.micro_batch_size * self.data_parallel_size as u64;
-        self.derive("global_batch_size", "micro_batch_size·data_parallel_size", |c| c.global_batch_size = gb);
+        self.derive(
+            "global_batch_size",
+            "micro_batch_size·data_parallel_size",
+            |c| c.global_batch_size = gb,
+        );
         if !self.is_explicit("padded_vocab_size") {
             let (v, how) = match self.vocab_size {
                 Some(v) => (v, "vocab_size rounded up to make_vocab_size_divisible_by·TP".to_string()),
@@ -388,13 +486,23 @@ impl TrainingConfig {
         let k = canonical_key(key);
         let loc = Loc::new("override", 0, 0);
         let unset = |c: &mut Self, f: &str| {
-            c.sources.insert(f.to_string(), Source::Derived { how: "re-derived after an override".into() });
+            c.sources.insert(
+                f.to_string(),
+                Source::Derived {
+                    how: "re-derived after an override".into(),
+                },
+            );
         };
         self.apply(&k, value, Source::Override, &loc)?;
         match k.as_str() {
             "world_size" => unset(self, "data_parallel_size"),
-            "tensor_model_parallel_size" | "context_parallel_size" | "pipeline_model_parallel_size" => {
-                if matches!(self.sources.get("data_parallel_size"), Some(Source::Override)) {
+            "tensor_model_parallel_size"
+            | "context_parallel_size"
+            | "pipeline_model_parallel_size" => {
+                if matches!(
+                    self.sources.get("data_parallel_size"),
+                    Some(Source::Override)
+                ) {
                     unset(self, "world_size");
                 } else {
                     unset(self, "data_parallel_size");
@@ -408,7 +516,8 @@ impl TrainingConfig {
                 unset(self, "padded_vocab_size")
             }
             "num_query_groups" if self.num_query_groups.is_some() => {
-                self.extra.insert("group_query_attention".into(), "True".into());
+                self.extra
+                    .insert("group_query_attention".into(), "True".into());
             }
             "hidden_size" | "swiglu" => unset(self, "ffn_hidden_size"),
             "seq_length" => unset(self, "max_position_embeddings"),
@@ -423,8 +532,19 @@ impl TrainingConfig {
     /// chunks when interleaved), heads and query groups divide by TP. The error names the
     /// numbers that disagree and where the first one came from.
     pub fn validate(&self) -> Result<(), MegatronError> {
-        let at = |f: &str| self.sources.get(f).map(source_place).unwrap_or_else(|| "inputs".into());
-        let bad = |f: &str, msg: String| Err(MegatronError::Inconsistent { at: at(f), field: f.into(), expected: msg });
+        let at = |f: &str| {
+            self.sources
+                .get(f)
+                .map(source_place)
+                .unwrap_or_else(|| "inputs".into())
+        };
+        let bad = |f: &str, msg: String| {
+            Err(MegatronError::Inconsistent {
+                at: at(f),
+                field: f.into(),
+                expected: msg,
+            })
+        };
         let (tp, cp, pp, dp) = (
             self.tensor_model_parallel_size as u64,
             self.context_parallel_size as u64,
@@ -453,7 +573,10 @@ impl TrainingConfig {
         }
         let l = self.num_layers as u64;
         if l % pp != 0 {
-            return bad("num_layers", format!("num_layers {l} is not divisible by pipeline_model_parallel_size {pp}"));
+            return bad(
+                "num_layers",
+                format!("num_layers {l} is not divisible by pipeline_model_parallel_size {pp}"),
+            );
         }
         if let Some(v) = self.virtual_pipeline_model_parallel_size {
             let v = v as u64;
@@ -479,7 +602,9 @@ impl TrainingConfig {
             if g % tp != 0 {
                 return bad(
                     "num_query_groups",
-                    format!("num_query_groups {g} is not divisible by tensor_model_parallel_size {tp}"),
+                    format!(
+                        "num_query_groups {g} is not divisible by tensor_model_parallel_size {tp}"
+                    ),
                 );
             }
             if heads % g != 0 {
@@ -518,7 +643,10 @@ impl TrainingConfig {
         if self.iterations.is_empty() {
             return None;
         }
-        Some(self.iterations.iter().map(|i| i.elapsed_ms).sum::<f64>() / self.iterations.len() as f64)
+        Some(
+            self.iterations.iter().map(|i| i.elapsed_ms).sum::<f64>()
+                / self.iterations.len() as f64,
+        )
     }
 
     /// Median logged elapsed time per iteration (ms): robust to the warm-up line.
@@ -529,7 +657,11 @@ impl TrainingConfig {
         }
         v.sort_by(|a, b| a.total_cmp(b));
         let n = v.len();
-        Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+        Some(if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        })
     }
 }
 

@@ -37,7 +37,10 @@ pub enum InputKind {
 }
 
 enum Parsed {
-    Config { preset: Option<(String, Loc)>, args: Vec<Assignment> },
+    Config {
+        preset: Option<(String, Loc)>,
+        args: Vec<Assignment>,
+    },
     Script(Vec<Assignment>),
     Log(Box<LogScan>),
 }
@@ -73,36 +76,76 @@ fn looks_like_script(text: &str) -> bool {
 /// a `#!` line a script; `key = value` lines TOML), the extension only breaking ties.
 fn parse_file(path: &Path) -> Result<(InputKind, Parsed), MegatronError> {
     let p = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| MegatronError::Io { path: p.clone(), source })?;
+    let bytes = std::fs::read(path).map_err(|source| MegatronError::Io {
+        path: p.clone(),
+        source,
+    })?;
     let text = String::from_utf8_lossy(&bytes);
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     if text.trim_start().starts_with('{') || ext == "json" {
         let c = cfgfile::parse_config_file(&p, text, true)?;
-        return Ok((InputKind::Json, Parsed::Config { preset: c.preset, args: c.args }));
+        return Ok((
+            InputKind::Json,
+            Parsed::Config {
+                preset: c.preset,
+                args: c.args,
+            },
+        ));
     }
     if ext == "toml" {
         let c = cfgfile::parse_config_file(&p, text, false)?;
-        return Ok((InputKind::Toml, Parsed::Config { preset: c.preset, args: c.args }));
+        return Ok((
+            InputKind::Toml,
+            Parsed::Config {
+                preset: c.preset,
+                args: c.args,
+            },
+        ));
     }
     if matches!(ext.as_str(), "sh" | "bash") {
-        return Ok((InputKind::Script, Parsed::Script(script::scan_script(&p, text)?)));
+        return Ok((
+            InputKind::Script,
+            Parsed::Script(script::scan_script(&p, text)?),
+        ));
     }
     let log = scan::scan_log(&p, text)?;
-    let found = log.args_header_line.is_some() || !log.iterations.is_empty() || !log.timers.is_empty();
+    let found =
+        log.args_header_line.is_some() || !log.iterations.is_empty() || !log.timers.is_empty();
     if !found && looks_like_script(text) {
-        return Ok((InputKind::Script, Parsed::Script(script::scan_script(&p, text)?)));
+        return Ok((
+            InputKind::Script,
+            Parsed::Script(script::scan_script(&p, text)?),
+        ));
     }
     if !found && looks_like_toml(text) {
         let c = cfgfile::parse_config_file(&p, text, false)?;
-        return Ok((InputKind::Toml, Parsed::Config { preset: c.preset, args: c.args }));
+        return Ok((
+            InputKind::Toml,
+            Parsed::Config {
+                preset: c.preset,
+                args: c.args,
+            },
+        ));
     }
     Ok((InputKind::Log, Parsed::Log(Box::new(log))))
 }
 
 fn apply_all(c: &mut TrainingConfig, args: &[Assignment]) -> Result<(), MegatronError> {
     for a in args {
-        c.apply(&a.key, &a.value, Source::File { path: a.loc.path.clone(), line: a.loc.line }, &a.loc)?;
+        c.apply(
+            &a.key,
+            &a.value,
+            Source::File {
+                path: a.loc.path.clone(),
+                line: a.loc.line,
+            },
+            &a.loc,
+        )?;
     }
     Ok(())
 }
@@ -163,7 +206,12 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
                 apply_all(&mut c, &log.late)?;
                 has_args |= log.args_header_line.is_some();
                 if !log.iterations.is_empty() {
-                    c.sources.entry("iterations".into()).or_insert(Source::File { path: path.clone(), line: 0 });
+                    c.sources
+                        .entry("iterations".into())
+                        .or_insert(Source::File {
+                            path: path.clone(),
+                            line: 0,
+                        });
                 }
                 for it in &log.iterations {
                     if !c.iterations.contains(it) {
@@ -174,7 +222,10 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
                     let e = timers.entry(t.name.to_string()).or_default();
                     e.0.push(t.min);
                     e.1.push(t.max);
-                    c.sources.entry("timers".into()).or_insert(Source::File { path: path.clone(), line: t.line });
+                    c.sources.entry("timers".into()).or_insert(Source::File {
+                        path: path.clone(),
+                        line: t.line,
+                    });
                 }
             }
         }
@@ -189,11 +240,21 @@ pub fn load(inputs: &[PathBuf]) -> Result<TrainingConfig, MegatronError> {
         });
     }
     for (name, (lo, hi)) in timers {
-        c.timers.insert(name, TimerStat { min: median(lo), max: median(hi) });
+        c.timers.insert(
+            name,
+            TimerStat {
+                min: median(lo),
+                max: median(hi),
+            },
+        );
     }
     c.finalize().map_err(|e| match e {
         MegatronError::Missing { field, hint, .. } => MegatronError::Missing {
-            at: inputs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            at: inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             field,
             hint,
         },

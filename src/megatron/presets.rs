@@ -48,7 +48,13 @@ fn gpt3(l: &str, h: &str, heads: &str, gbs: &str) -> Vec<(&'static str, String)>
     ]
 }
 
-fn llama2(l: &str, h: &str, heads: &str, ffn: &str, groups: Option<&str>) -> Vec<(&'static str, String)> {
+fn llama2(
+    l: &str,
+    h: &str,
+    heads: &str,
+    ffn: &str,
+    groups: Option<&str>,
+) -> Vec<(&'static str, String)> {
     let mut v = vec![
         ("num_layers", l.into()),
         ("hidden_size", h.into()),
@@ -101,14 +107,19 @@ fn shape(name: &str) -> Option<Vec<(&'static str, String)>> {
 
 /// Strips an optional `preset:` prefix and normalises case.
 pub(crate) fn preset_name(s: &str) -> String {
-    s.trim().strip_prefix("preset:").unwrap_or(s.trim()).to_ascii_lowercase()
+    s.trim()
+        .strip_prefix("preset:")
+        .unwrap_or(s.trim())
+        .to_ascii_lowercase()
 }
 
 /// Applies the preset's arguments onto `c` (recording [`Source::Preset`]); false if the
 /// name is unknown.
 pub(crate) fn apply_preset(c: &mut TrainingConfig, name: &str) -> bool {
     let name = preset_name(name);
-    let Some(args) = shape(&name) else { return false };
+    let Some(args) = shape(&name) else {
+        return false;
+    };
     let loc = Loc::new(format!("preset:{name}"), 0, 0);
     let src = || Source::Preset { name: name.clone() };
     for (k, v) in COMMON.iter().map(|(k, v)| (*k, v.to_string())).chain(args) {

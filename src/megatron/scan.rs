@@ -112,12 +112,15 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
                 None => break,
             },
             Some(c) if c.is_ascii_alphanumeric() => {
-                let n = b[..b.len().min(48)].iter().position(|c| !PREFIX_TOKEN[*c as usize]);
+                let n = b[..b.len().min(48)]
+                    .iter()
+                    .position(|c| !PREFIX_TOKEN[*c as usize]);
                 match n {
                     Some(n)
                         if b[n] == b':'
                             && b[..n].iter().any(u8::is_ascii_digit)
-                            && b.get(n + 1).is_none_or(|c| *c == b' ' || *c == b'\t' || *c == b'[') =>
+                            && b.get(n + 1)
+                                .is_none_or(|c| *c == b' ' || *c == b'\t' || *c == b'[') =>
                     {
                         s = trim_start_fast(&s[n + 1..]);
                     }
@@ -140,7 +143,10 @@ pub fn args_line(s: &str) -> IResult<&str, (&str, &str)> {
     let (r, sp) = space1(r)?;
     let (r, dots) = take_while(|c| c == '.')(r)?;
     if dots.is_empty() && sp.len() < 2 {
-        return Err(nom::Err::Error(nom::error::Error::new(r, nom::error::ErrorKind::Tag)));
+        return Err(nom::Err::Error(nom::error::Error::new(
+            r,
+            nom::error::ErrorKind::Tag,
+        )));
     }
     let (r, _) = space0(r)?;
     Ok(("", (name, r.trim_end())))
@@ -169,15 +175,23 @@ pub fn iteration_head(s: &str) -> IResult<&str, (u64, u64)> {
 
 fn first_number(v: &str) -> Option<f64> {
     let t = v.trim();
-    let end = t.find(|c: char| c.is_whitespace() || c == ',').unwrap_or(t.len());
+    let end = t
+        .find(|c: char| c.is_whitespace() || c == ',')
+        .unwrap_or(t.len());
     t[..end].parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
 /// Parses an iteration line starting at `iteration` (prefixes already stripped).
 /// `Ok(None)` when the line is not an iteration line; `Err` when it is one but its
 /// elapsed time is missing or not a number.
-pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<IterationRecord>, MegatronError> {
-    let Ok((rest, (iteration, total))) = iteration_head(s) else { return Ok(None) };
+pub fn iteration_line(
+    s: &str,
+    stamp: Option<&str>,
+    loc: &Loc,
+) -> Result<Option<IterationRecord>, MegatronError> {
+    let Ok((rest, (iteration, total))) = iteration_head(s) else {
+        return Ok(None);
+    };
     let mut elapsed = None;
     // Fields are gathered as borrowed pairs, in the order a map insertion would see them
     // (later duplicates win), and copied once into the map below.
@@ -207,7 +221,11 @@ pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<
             };
             if is_elapsed {
                 let norm = k.to_ascii_lowercase();
-                let scale = if norm.contains("(s)") || norm.ends_with(" s") { 1000.0 } else { 1.0 };
+                let scale = if norm.contains("(s)") || norm.ends_with(" s") {
+                    1000.0
+                } else {
+                    1.0
+                };
                 match first_number(v) {
                     Some(x) => elapsed = Some(x * scale),
                     None => {
@@ -229,7 +247,11 @@ pub fn iteration_line(s: &str, stamp: Option<&str>, loc: &Loc) -> Result<Option<
         }
     }
     match elapsed {
-        Some(elapsed_ms) => Ok(Some(IterationRecord { iteration, elapsed_ms, fields: fields_map(pairs) })),
+        Some(elapsed_ms) => Ok(Some(IterationRecord {
+            iteration,
+            elapsed_ms,
+            fields: fields_map(pairs),
+        })),
         None => Err(MegatronError::at(
             loc,
             "elapsed time per iteration (ms)",
@@ -288,7 +310,10 @@ fn trim_start_fast(s: &str) -> &str {
 fn trim_fast(s: &str) -> &str {
     let s = trim_start_fast(s);
     let b = s.as_bytes();
-    let j = b.iter().rposition(|c| !is_ascii_ws(*c)).map_or(0, |j| j + 1);
+    let j = b
+        .iter()
+        .rposition(|c| !is_ascii_ws(*c))
+        .map_or(0, |j| j + 1);
     if j > 0 && b[j - 1] >= 0x80 {
         return s[..j].trim_end();
     }
@@ -312,7 +337,11 @@ fn find_newline(b: &[u8]) -> Option<usize> {
         }
         base += 8;
     }
-    chunks.remainder().iter().position(|c| *c == b'\n').map(|p| base + p)
+    chunks
+        .remainder()
+        .iter()
+        .position(|c| *c == b'\n')
+        .map(|p| base + p)
 }
 
 /// The pieces of `text` between `\n`s, exactly as `text.split('\n')` yields them.
@@ -393,8 +422,14 @@ fn timer_values_plain(s: &str) -> Option<(f64, f64)> {
             }
         };
         let b = piece.as_bytes();
-        let i = b.iter().position(|c| !matches!(c, b' ' | b'\t')).unwrap_or(b.len());
-        let j = b.iter().rposition(|c| !matches!(c, b' ' | b'\t')).map_or(i, |j| j + 1);
+        let i = b
+            .iter()
+            .position(|c| !matches!(c, b' ' | b'\t'))
+            .unwrap_or(b.len());
+        let j = b
+            .iter()
+            .rposition(|c| !matches!(c, b' ' | b'\t'))
+            .map_or(i, |j| j + 1);
         let piece = &piece[i..j.max(i)];
         if !is_plain_decimal(piece.as_bytes()) {
             return None;
@@ -413,7 +448,10 @@ pub fn timer_values(s: &str) -> IResult<&str, (f64, f64)> {
         return Ok(("", v));
     }
     let list = |i| separated_list1(tuple((space0, char(','), space0)), double)(i);
-    let (r, v) = alt((delimited(tuple((char('('), space0)), list, tuple((space0, char(')')))), list))(s.trim())?;
+    let (r, v) = alt((
+        delimited(tuple((char('('), space0)), list, tuple((space0, char(')')))),
+        list,
+    ))(s.trim())?;
     let min = v.iter().copied().fold(f64::INFINITY, f64::min);
     let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     Ok((r, (min, max)))
@@ -439,7 +477,9 @@ fn timer_line(s: &str) -> TimerLine<'_> {
             return TimerLine::Rank(r[d + 1..].trim());
         }
     }
-    let Some(p) = t.as_bytes().iter().position(|c| *c == b':') else { return TimerLine::Other };
+    let Some(p) = t.as_bytes().iter().position(|c| *c == b':') else {
+        return TimerLine::Other;
+    };
     let (lhs, value) = (&t[..p], t[p + 1..].trim());
     let name = lhs.trim_end_matches('.').trim_end();
     if name.is_empty() || name.contains(char::is_whitespace) {
@@ -458,11 +498,21 @@ fn timer_error(path: &str, line_no: usize, line: &str, part: &str, name: &str) -
     MegatronError::at(
         &Loc::new(path, line_no, col(line, part)),
         format!("timer {name}"),
-        format!("expected `(min, max)` or a number of milliseconds, found `{}`", part.trim()),
+        format!(
+            "expected `(min, max)` or a number of milliseconds, found `{}`",
+            part.trim()
+        ),
     )
 }
 
-fn push_numbers(out: &mut Vec<Assignment>, text: &str, line: &str, path: &str, line_no: usize, keys: &[(&str, &str)]) {
+fn push_numbers(
+    out: &mut Vec<Assignment>,
+    text: &str,
+    line: &str,
+    path: &str,
+    line_no: usize,
+    keys: &[(&str, &str)],
+) {
     for (pat, key) in keys {
         if let Some(p) = text.find(pat) {
             let after = text[p + pat.len()..].trim_start();
@@ -510,7 +560,11 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                 block.clear();
                 state = State::Args { header: line_no };
             } else if let Ok((_, (k, v))) = args_line(s) {
-                block.push(Assignment { key: k.into(), value: v.into(), loc: Loc::new(path, line_no, col(line, v)) });
+                block.push(Assignment {
+                    key: k.into(),
+                    value: v.into(),
+                    loc: Loc::new(path, line_no, col(line, v)),
+                });
             }
             continue;
         }
@@ -519,12 +573,22 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                 TimerLine::Entry(name, v) => {
                     if let Some((n, lo, hi, k)) = ranks.take() {
                         if k > 0 {
-                            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                            out.timers.push(TimerReading {
+                                name: n,
+                                min: lo,
+                                max: hi,
+                                line: line_no,
+                            });
                         }
                     }
                     match timer_values(v) {
                         Ok((r, (min, max))) if r.trim().is_empty() => {
-                            out.timers.push(TimerReading { name: names.get(name), min, max, line: line_no })
+                            out.timers.push(TimerReading {
+                                name: names.get(name),
+                                min,
+                                max,
+                                line: line_no,
+                            })
                         }
                         _ => return Err(timer_error(path, line_no, line, v, name)),
                     }
@@ -533,7 +597,12 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                 TimerLine::Name(name) => {
                     if let Some((n, lo, hi, k)) = ranks.take() {
                         if k > 0 {
-                            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                            out.timers.push(TimerReading {
+                                name: n,
+                                min: lo,
+                                max: hi,
+                                line: line_no,
+                            });
                         }
                     }
                     ranks = Some((names.get(name), f64::INFINITY, f64::NEG_INFINITY, 0));
@@ -557,11 +626,18 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
             }
             if let Some((n, lo, hi, k)) = ranks.take() {
                 if k > 0 {
-                    out.timers.push(TimerReading { name: n, min: lo, max: hi, line: line_no });
+                    out.timers.push(TimerReading {
+                        name: n,
+                        min: lo,
+                        max: hi,
+                        line: line_no,
+                    });
                 }
             }
         }
-        let Some(&first) = s.as_bytes().first() else { continue };
+        let Some(&first) = s.as_bytes().first() else {
+            continue;
+        };
         match first {
             b'i' if s.starts_with("iteration") => {
                 let loc = Loc::new(path, line_no, col(line, s));
@@ -581,7 +657,12 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                     let Some(p) = seg.rfind(':') else { continue };
                     let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
                     match first_number(v) {
-                        Some(x) => out.timers.push(TimerReading { name: names.get(name), min: x, max: x, line: line_no }),
+                        Some(x) => out.timers.push(TimerReading {
+                            name: names.get(name),
+                            min: x,
+                            max: x,
+                            line: line_no,
+                        }),
                         None => return Err(timer_error(path, line_no, line, v, name)),
                     }
                 }
@@ -599,7 +680,10 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                         line,
                         path,
                         line_no,
-                        &[("(size:", "vocab_size"), ("(new size:", "padded_vocab_size")],
+                        &[
+                            ("(size:", "vocab_size"),
+                            ("(new size:", "padded_vocab_size"),
+                        ],
                     );
                 }
             }
@@ -615,7 +699,10 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
                     ("data-parallel-size:", "data_parallel_size"),
                     ("context-parallel size:", "context_parallel_size"),
                     ("tensor-model-parallel size:", "tensor_model_parallel_size"),
-                    ("pipeline-model-parallel size:", "pipeline_model_parallel_size"),
+                    (
+                        "pipeline-model-parallel size:",
+                        "pipeline_model_parallel_size",
+                    ),
                 ],
             ),
             _ => {}
@@ -623,7 +710,12 @@ pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
     }
     if let Some((n, lo, hi, k)) = ranks.take() {
         if k > 0 {
-            out.timers.push(TimerReading { name: n, min: lo, max: hi, line: 0 });
+            out.timers.push(TimerReading {
+                name: n,
+                min: lo,
+                max: hi,
+                line: 0,
+            });
         }
     }
     if let State::Args { header } = state {

@@ -20,7 +20,13 @@ use std::collections::BTreeMap;
 enum Part {
     Lit(String),
     /// `$NAME`, `${NAME…}`: name, operator (`:-`, `-`, `:=`, `:+`), operand text, `[@]`.
-    Var { name: String, op: Option<String>, arg: String, all: bool, quoted: bool },
+    Var {
+        name: String,
+        op: Option<String>,
+        arg: String,
+        all: bool,
+        quoted: bool,
+    },
     Arith(String),
     Cmd(String),
 }
@@ -115,15 +121,30 @@ impl<'a> Lexer<'a> {
             }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
                 let st = self.i;
-                while self.peek(0).is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_') {
+                while self
+                    .peek(0)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == b'_')
+                {
                     self.bump();
                 }
                 let name = String::from_utf8_lossy(&self.s[st..self.i]).into_owned();
-                Part::Var { name, op: None, arg: String::new(), all: false, quoted }
+                Part::Var {
+                    name,
+                    op: None,
+                    arg: String::new(),
+                    all: false,
+                    quoted,
+                }
             }
             Some(c) if c.is_ascii_digit() || c == b'@' || c == b'*' || c == b'#' || c == b'?' => {
                 self.bump();
-                Part::Var { name: (c as char).to_string(), op: None, arg: String::new(), all: c == b'@', quoted }
+                Part::Var {
+                    name: (c as char).to_string(),
+                    op: None,
+                    arg: String::new(),
+                    all: c == b'@',
+                    quoted,
+                }
             }
             _ => Part::Lit("$".into()),
         }
@@ -251,31 +272,58 @@ impl<'a> Lexer<'a> {
         }
         flush(&mut lit, &mut parts);
         let raw = String::from_utf8_lossy(&self.s[start..self.i]).into_owned();
-        Some(Tok::Word(Word { parts, raw, line, col }))
+        Some(Tok::Word(Word {
+            parts,
+            raw,
+            line,
+            col,
+        }))
     }
 }
 
 fn parse_brace(body: &str, quoted: bool) -> Part {
     let b = body.trim();
-    let n = b.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
-    let n = if n == 0 && b.starts_with(['@', '*', '#']) { 1 } else { n };
+    let n = b
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        .count();
+    let n = if n == 0 && b.starts_with(['@', '*', '#']) {
+        1
+    } else {
+        n
+    };
     let name = b[..n].to_string();
     let mut rest = &b[n..];
     let mut all = name == "@";
-    if let Some(r) = rest.strip_prefix("[@]").or_else(|| rest.strip_prefix("[*]")) {
+    if let Some(r) = rest
+        .strip_prefix("[@]")
+        .or_else(|| rest.strip_prefix("[*]"))
+    {
         all = true;
         rest = r;
     }
     for op in [":-", ":=", ":+", "-", "=", "+"] {
         if let Some(arg) = rest.strip_prefix(op) {
-            return Part::Var { name, op: Some(op.into()), arg: arg.into(), all, quoted };
+            return Part::Var {
+                name,
+                op: Some(op.into()),
+                arg: arg.into(),
+                all,
+                quoted,
+            };
         }
     }
     if !rest.is_empty() {
         // `${X/a/b}`, `${#X}` and friends: not supported, so not resolvable.
         return Part::Cmd(format!("${{{b}}}"));
     }
-    Part::Var { name, op: None, arg: String::new(), all, quoted }
+    Part::Var {
+        name,
+        op: None,
+        arg: String::new(),
+        all,
+        quoted,
+    }
 }
 
 /// Integer arithmetic of `$(( … ))`: + - * / % and parentheses, after variables are
@@ -373,10 +421,20 @@ impl Env {
     fn lex_word(text: &str) -> Word {
         // Operand of `${X:-…}`: expanded like a double-quoted string.
         let quoted = format!("\"{}\"", text.replace('"', "\\\""));
-        let mut lx = Lexer { s: quoted.as_bytes(), i: 0, line: 0, line_start: 0 };
+        let mut lx = Lexer {
+            s: quoted.as_bytes(),
+            i: 0,
+            line: 0,
+            line_start: 0,
+        };
         match lx.next() {
             Some(Tok::Word(w)) => w,
-            _ => Word { parts: vec![], raw: String::new(), line: 0, col: 0 },
+            _ => Word {
+                parts: vec![],
+                raw: String::new(),
+                line: 0,
+                col: 0,
+            },
         }
     }
 
@@ -409,7 +467,10 @@ impl Env {
                     let mut text = String::new();
                     let mut lx = e.as_bytes().iter().peekable();
                     let mut cur = String::new();
-                    let flush = |cur: &mut String, text: &mut String, env: &Env| -> Result<(), String> {
+                    let flush = |cur: &mut String,
+                                 text: &mut String,
+                                 env: &Env|
+                     -> Result<(), String> {
                         if cur.is_empty() {
                             return Ok(());
                         }
@@ -437,15 +498,26 @@ impl Env {
                     }
                     flush(&mut cur, &mut text, self)?;
                     match arith(&text) {
-                        Some(v) => fields.last_mut().unwrap_or(&mut String::new()).push_str(&v.to_string()),
+                        Some(v) => fields
+                            .last_mut()
+                            .unwrap_or(&mut String::new())
+                            .push_str(&v.to_string()),
                         None => return Err(format!("$(({e}))")),
                     }
                     any_quoted_or_lit = true;
                 }
-                Part::Var { name, op, arg, all, quoted } => {
+                Part::Var {
+                    name,
+                    op,
+                    arg,
+                    all,
+                    quoted,
+                } => {
                     let cur = self.get(name).cloned();
                     let set = match &cur {
-                        Some(Val::Scalar(s)) => !(s.is_empty() && op.as_deref().is_some_and(|o| o.starts_with(':'))),
+                        Some(Val::Scalar(s)) => {
+                            !(s.is_empty() && op.as_deref().is_some_and(|o| o.starts_with(':')))
+                        }
                         Some(_) => true,
                         None => false,
                     };
@@ -477,10 +549,15 @@ impl Env {
                         Val::Scalar(s) => {
                             let mut it = s.split_whitespace();
                             if let Some(first) = it.next() {
-                                if s.starts_with(char::is_whitespace) && !fields.last().is_none_or(|f| f.is_empty()) {
+                                if s.starts_with(char::is_whitespace)
+                                    && !fields.last().is_none_or(|f| f.is_empty())
+                                {
                                     fields.push(String::new());
                                 }
-                                fields.last_mut().unwrap_or(&mut String::new()).push_str(first);
+                                fields
+                                    .last_mut()
+                                    .unwrap_or(&mut String::new())
+                                    .push_str(first);
                                 for f in it {
                                     fields.push(f.to_string());
                                 }
@@ -491,7 +568,9 @@ impl Env {
                                 if *quoted {
                                     a
                                 } else {
-                                    a.iter().flat_map(|e| e.split_whitespace().map(str::to_string)).collect()
+                                    a.iter()
+                                        .flat_map(|e| e.split_whitespace().map(str::to_string))
+                                        .collect()
                                 }
                             } else {
                                 a.into_iter().take(1).collect()
@@ -501,7 +580,10 @@ impl Env {
                             }
                             let mut it = elems.into_iter();
                             if let Some(first) = it.next() {
-                                fields.last_mut().unwrap_or(&mut String::new()).push_str(&first);
+                                fields
+                                    .last_mut()
+                                    .unwrap_or(&mut String::new())
+                                    .push_str(&first);
                                 for e in it {
                                     fields.push(e);
                                 }
@@ -535,7 +617,10 @@ struct Arg {
 fn assignment_name(raw_first: &Part) -> Option<(String, bool, String)> {
     // `NAME=rest`, `NAME+=rest` at the start of a word's first literal.
     let Part::Lit(s) = raw_first else { return None };
-    let n = s.bytes().take_while(|c| c.is_ascii_alphanumeric() || *c == b'_').count();
+    let n = s
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        .count();
     if n == 0 || s.as_bytes()[0].is_ascii_digit() {
         return None;
     }
@@ -543,7 +628,8 @@ fn assignment_name(raw_first: &Part) -> Option<(String, bool, String)> {
     if let Some(r) = rest.strip_prefix("+=") {
         Some((s[..n].to_string(), true, r.to_string()))
     } else {
-        rest.strip_prefix('=').map(|r| (s[..n].to_string(), false, r.to_string()))
+        rest.strip_prefix('=')
+            .map(|r| (s[..n].to_string(), false, r.to_string()))
     }
 }
 
@@ -552,15 +638,27 @@ fn needed(key: &str) -> bool {
     FIELDS.contains(&key)
         || matches!(
             key,
-            "bf16" | "fp16" | "group_query_attention" | "make_vocab_size_divisible_by" | "num_layers_per_virtual_pipeline_stage"
+            "bf16"
+                | "fp16"
+                | "group_query_attention"
+                | "make_vocab_size_divisible_by"
+                | "num_layers_per_virtual_pipeline_stage"
         )
 }
 
 /// Reads the Megatron flags (and the launcher's GPU count) of the first
 /// `pretrain_*.py` command in a bash script.
 pub fn scan_script(path: &str, text: &str) -> Result<Vec<Assignment>, MegatronError> {
-    let mut lx = Lexer { s: text.as_bytes(), i: 0, line: 1, line_start: 0 };
-    let mut env = Env { vars: BTreeMap::new(), depth: 0 };
+    let mut lx = Lexer {
+        s: text.as_bytes(),
+        i: 0,
+        line: 1,
+        line_start: 0,
+    };
+    let mut env = Env {
+        vars: BTreeMap::new(),
+        depth: 0,
+    };
     let mut stmt: Vec<Tok> = Vec::new();
     let mut launch: Option<(Vec<Arg>, Vec<Arg>)> = None;
     let mut depth = 0usize;
@@ -615,18 +713,30 @@ pub fn scan_script(path: &str, text: &str) -> Result<Vec<Assignment>, MegatronEr
     if let Some(p) = per_node {
         let n_nodes = match nodes {
             // `--nnodes 1:4` (elastic) takes the maximum.
-            Some(n) => n.value.rsplit(':').next().and_then(|v| v.trim().parse::<u64>().ok()),
+            Some(n) => n
+                .value
+                .rsplit(':')
+                .next()
+                .and_then(|v| v.trim().parse::<u64>().ok()),
             None => Some(1),
         };
         if let (Ok(p_n), Some(n)) = (p.value.trim().parse::<u64>(), n_nodes) {
-            out.push(Assignment { key: "world_size".into(), value: (p_n * n).to_string(), loc: p.loc.clone() });
+            out.push(Assignment {
+                key: "world_size".into(),
+                value: (p_n * n).to_string(),
+                loc: p.loc.clone(),
+            });
         }
     }
     out.extend(flags(path, &args, needed)?);
     Ok(out)
 }
 
-fn flags(path: &str, args: &[Arg], needed: impl Fn(&str) -> bool) -> Result<Vec<Assignment>, MegatronError> {
+fn flags(
+    path: &str,
+    args: &[Arg],
+    needed: impl Fn(&str) -> bool,
+) -> Result<Vec<Assignment>, MegatronError> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < args.len() {
@@ -640,23 +750,44 @@ fn flags(path: &str, args: &[Arg], needed: impl Fn(&str) -> bool) -> Result<Vec<
                 if a.raw.starts_with("--") {
                     let flag = a.raw.split('=').next().unwrap_or(&a.raw).to_string();
                     if needed(&canonical_key(&flag)) {
-                        return Err(MegatronError::Unresolved { at: loc.to_string(), field: flag, var: var.clone() });
+                        return Err(MegatronError::Unresolved {
+                            at: loc.to_string(),
+                            field: flag,
+                            var: var.clone(),
+                        });
                     }
                     continue;
                 }
-                return Err(MegatronError::Unresolved { at: loc.to_string(), field: a.raw.clone(), var: var.clone() });
+                return Err(MegatronError::Unresolved {
+                    at: loc.to_string(),
+                    field: a.raw.clone(),
+                    var: var.clone(),
+                });
             }
         };
-        let Some(flag) = text.strip_prefix("--") else { continue };
+        let Some(flag) = text.strip_prefix("--") else {
+            continue;
+        };
         if flag.is_empty() {
             continue;
         }
         let (key, value, vloc) = if let Some(p) = flag.find('=') {
-            (flag[..p].to_string(), Ok(flag[p + 1..].to_string()), loc.clone())
-        } else if i < args.len() && !args[i].text.as_ref().is_ok_and(|t| t.starts_with("--")) && !args[i].raw.starts_with("--") {
+            (
+                flag[..p].to_string(),
+                Ok(flag[p + 1..].to_string()),
+                loc.clone(),
+            )
+        } else if i < args.len()
+            && !args[i].text.as_ref().is_ok_and(|t| t.starts_with("--"))
+            && !args[i].raw.starts_with("--")
+        {
             let v = &args[i];
             i += 1;
-            (flag.to_string(), v.text.clone().map_err(|e| (e, v.raw.clone())), Loc::new(path, v.line, v.col))
+            (
+                flag.to_string(),
+                v.text.clone().map_err(|e| (e, v.raw.clone())),
+                Loc::new(path, v.line, v.col),
+            )
         } else {
             (flag.to_string(), Ok("True".into()), loc.clone())
         };
@@ -665,7 +796,11 @@ fn flags(path: &str, args: &[Arg], needed: impl Fn(&str) -> bool) -> Result<Vec<
             Ok(v) => v,
             Err((var, raw)) => {
                 if needed(&ck) {
-                    return Err(MegatronError::Unresolved { at: vloc.to_string(), field: format!("--{key}"), var });
+                    return Err(MegatronError::Unresolved {
+                        at: vloc.to_string(),
+                        field: format!("--{key}"),
+                        var,
+                    });
                 }
                 raw
             }
@@ -673,11 +808,19 @@ fn flags(path: &str, args: &[Arg], needed: impl Fn(&str) -> bool) -> Result<Vec<
         // `--no-foo` (store_false): foo = False when foo is modelled.
         if let Some(base) = ck.strip_prefix("no_") {
             if needed(base) && value == "True" {
-                out.push(Assignment { key: base.into(), value: "False".into(), loc: vloc });
+                out.push(Assignment {
+                    key: base.into(),
+                    value: "False".into(),
+                    loc: vloc,
+                });
                 continue;
             }
         }
-        out.push(Assignment { key, value, loc: vloc });
+        out.push(Assignment {
+            key,
+            value,
+            loc: vloc,
+        });
     }
     Ok(out)
 }
@@ -688,7 +831,11 @@ fn statement(env: &mut Env, toks: Vec<Tok>) -> Option<(Vec<Arg>, Vec<Arg>)> {
     let mut i = 0;
     // Skip declaration keywords and their options.
     while let Some(Tok::Word(w)) = toks.get(i) {
-        if matches!(w.raw.as_str(), "export" | "local" | "declare" | "readonly" | "typeset") || (i > 0 && w.raw.starts_with('-') && !w.raw.starts_with("--")) {
+        if matches!(
+            w.raw.as_str(),
+            "export" | "local" | "declare" | "readonly" | "typeset"
+        ) || (i > 0 && w.raw.starts_with('-') && !w.raw.starts_with("--"))
+        {
             i += 1;
         } else {
             break;
@@ -696,7 +843,9 @@ fn statement(env: &mut Env, toks: Vec<Tok>) -> Option<(Vec<Arg>, Vec<Arg>)> {
     }
     // Leading assignments.
     while let Some(Tok::Word(w)) = toks.get(i) {
-        let Some((name, append, rest)) = w.parts.first().and_then(assignment_name) else { break };
+        let Some((name, append, rest)) = w.parts.first().and_then(assignment_name) else {
+            break;
+        };
         i += 1;
         if rest.is_empty() && w.parts.len() == 1 && matches!(toks.get(i), Some(Tok::Open)) {
             // Array literal.
@@ -710,7 +859,10 @@ fn statement(env: &mut Env, toks: Vec<Tok>) -> Option<(Vec<Arg>, Vec<Arg>)> {
                         Ok(v) => elems.extend(v),
                         // Kept as a marker so the flag reader can report the variable
                         // at the element's own line if (and only if) its flag matters.
-                        Err(u) => elems.push(format!("{UNRESOLVED}{u}{UNRESOLVED}{}{UNRESOLVED}{}", e.line, e.col)),
+                        Err(u) => elems.push(format!(
+                            "{UNRESOLVED}{u}{UNRESOLVED}{}{UNRESOLVED}{}",
+                            e.line, e.col
+                        )),
                     },
                     _ => {}
                 }
@@ -724,7 +876,10 @@ fn statement(env: &mut Env, toks: Vec<Tok>) -> Option<(Vec<Arg>, Vec<Arg>)> {
         }
         let mut w2 = w.clone();
         w2.parts[0] = Part::Lit(rest);
-        let quoted_word = Word { parts: w2.parts, ..w.clone() };
+        let quoted_word = Word {
+            parts: w2.parts,
+            ..w.clone()
+        };
         // Assignment values are not word-split.
         let v = match env.expand(&quoted_word) {
             Ok(f) => Val::Scalar(f.join(" ")),
@@ -759,10 +914,20 @@ fn statement(env: &mut Env, toks: Vec<Tok>) -> Option<(Vec<Arg>, Vec<Arg>)> {
                             line: l.parse().unwrap_or(w.line),
                             col: c.parse().unwrap_or(w.col),
                         },
-                        _ => Arg { text: Ok(f), raw: w.raw.clone(), line: w.line, col: w.col },
+                        _ => Arg {
+                            text: Ok(f),
+                            raw: w.raw.clone(),
+                            line: w.line,
+                            col: w.col,
+                        },
                     }
                 })),
-                Err(u) => out.push(Arg { text: Err(u), raw: w.raw.clone(), line: w.line, col: w.col }),
+                Err(u) => out.push(Arg {
+                    text: Err(u),
+                    raw: w.raw.clone(),
+                    line: w.line,
+                    col: w.col,
+                }),
             }
         }
         out

@@ -35,7 +35,10 @@ pub struct GpuModel {
 impl Default for GpuModel {
     /// A100 (312 TFLOP/s bf16) at MFU 0.45 (DESIGN §5.4).
     fn default() -> Self {
-        GpuModel { peak_flops: 312e12, mfu: 0.45 }
+        GpuModel {
+            peak_flops: 312e12,
+            mfu: 0.45,
+        }
     }
 }
 
@@ -79,14 +82,23 @@ pub fn params_per_gpu(c: &TrainingConfig) -> u64 {
     let mut stage = layers * (a + m) + emb;
     if pp == 1 {
         // single stage also holds the final norm and, untied, the output layer
-        stage += 2 * c.hidden_size + if c.untie_embeddings_and_output_weights { emb } else { 0 };
+        stage += 2 * c.hidden_size
+            + if c.untie_embeddings_and_output_weights {
+                emb
+            } else {
+                0
+            };
     }
     stage / u64::from(c.tensor_model_parallel_size.max(1))
 }
 
 /// Forward FLOPs per GPU of one layer's attention and MLP parts.
 pub fn layer_forward_flops(c: &TrainingConfig) -> (f64, f64) {
-    let (b, s, h) = (c.micro_batch_size as f64, c.seq_length as f64, c.hidden_size as f64);
+    let (b, s, h) = (
+        c.micro_batch_size as f64,
+        c.seq_length as f64,
+        c.hidden_size as f64,
+    );
     let heads = f64::from(c.num_attention_heads.max(1));
     let kv = f64::from(c.num_query_groups.unwrap_or(c.num_attention_heads).max(1));
     let tp = f64::from(c.tensor_model_parallel_size.max(1));
@@ -102,34 +114,71 @@ pub fn workload_text(c: &TrainingConfig, gpu: &GpuModel) -> Result<String, AicbE
     let tp = c.tensor_model_parallel_size;
     let pp = c.pipeline_model_parallel_size;
     let dp = c.data_parallel_size;
-    if tp == 0 || pp == 0 || dp == 0 || c.hidden_size == 0 || c.seq_length == 0 || c.micro_batch_size == 0 {
-        return Err(AicbError::Config("TP, PP, DP, hidden size, sequence length and micro-batch must be positive".into()));
+    if tp == 0
+        || pp == 0
+        || dp == 0
+        || c.hidden_size == 0
+        || c.seq_length == 0
+        || c.micro_batch_size == 0
+    {
+        return Err(AicbError::Config(
+            "TP, PP, DP, hidden size, sequence length and micro-batch must be positive".into(),
+        ));
     }
     if !c.num_layers.is_multiple_of(pp) {
-        return Err(AicbError::Config(format!("{} layers do not split over {pp} pipeline stages", c.num_layers)));
+        return Err(AicbError::Config(format!(
+            "{} layers do not split over {pp} pipeline stages",
+            c.num_layers
+        )));
     }
     if !(gpu.peak_flops > 0.0 && gpu.mfu > 0.0) {
-        return Err(AicbError::Config("GPU peak FLOP/s and MFU must be positive".into()));
+        return Err(AicbError::Config(
+            "GPU peak FLOP/s and MFU must be positive".into(),
+        ));
     }
     let ga = c.global_batch_size / (c.micro_batch_size * u64::from(dp));
     if ga == 0 {
-        return Err(AicbError::Config("global batch smaller than micro-batch × DP".into()));
+        return Err(AicbError::Config(
+            "global batch smaller than micro-batch × DP".into(),
+        ));
     }
     let dt = c.params_dtype.size_bytes();
-    let act = c.micro_batch_size * c.seq_length / u64::from(c.context_parallel_size.max(1)) * c.hidden_size * dt;
-    let pp_comm = if c.sequence_parallel { act / u64::from(tp) } else { act };
+    let act = c.micro_batch_size * c.seq_length / u64::from(c.context_parallel_size.max(1))
+        * c.hidden_size
+        * dt;
+    let pp_comm = if c.sequence_parallel {
+        act / u64::from(tp)
+    } else {
+        act
+    };
     let ns = |flops: f64| (flops / (gpu.peak_flops * gpu.mfu) * 1e9).round() as u64;
     let mut rows: Vec<String> = Vec::new();
-    let row = |name: &str, f: (u64, &str, u64), ig: (u64, &str, u64), wg: (u64, &str, u64), upd: u64| {
-        format!("{name}\t-1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{upd}", f.0, f.1, f.2, ig.0, ig.1, ig.2, wg.0, wg.1, wg.2)
-    };
+    let row =
+        |name: &str, f: (u64, &str, u64), ig: (u64, &str, u64), wg: (u64, &str, u64), upd: u64| {
+            format!(
+                "{name}\t-1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{upd}",
+                f.0, f.1, f.2, ig.0, ig.1, ig.2, wg.0, wg.1, wg.2
+            )
+        };
     let params = params_per_gpu(c);
     let grad_bytes = if c.grad_reduce_in_bf16 { 2 } else { 4 };
     if dp > 1 || c.use_distributed_optimizer {
         if c.use_distributed_optimizer {
-            rows.push(row("grad_norm", (1, "ALLGATHER", params * dt), (1, "NONE", 0), (1, "REDUCESCATTER", params * grad_bytes), 1));
+            rows.push(row(
+                "grad_norm",
+                (1, "ALLGATHER", params * dt),
+                (1, "NONE", 0),
+                (1, "REDUCESCATTER", params * grad_bytes),
+                1,
+            ));
         } else {
-            rows.push(row("grad_norm", (1, "NONE", 0), (1, "NONE", 0), (1, "ALLREDUCE", params * grad_bytes), 1));
+            rows.push(row(
+                "grad_norm",
+                (1, "NONE", 0),
+                (1, "NONE", 0),
+                (1, "ALLREDUCE", params * grad_bytes),
+                1,
+            ));
         }
     }
     let tp_op = if tp > 1 { act } else { 0 };
@@ -138,7 +187,13 @@ pub fn workload_text(c: &TrainingConfig, gpu: &GpuModel) -> Result<String, AicbE
         (true, false) => ("ALLREDUCE", "ALLREDUCE"),
         (true, true) => ("REDUCESCATTER", "ALLGATHER"),
     };
-    rows.push(row("embedding_layer", (1, fwd_op, tp_op), (1, ig_op, tp_op), (1, "NONE", 0), 1));
+    rows.push(row(
+        "embedding_layer",
+        (1, fwd_op, tp_op),
+        (1, ig_op, tp_op),
+        (1, "NONE", 0),
+        1,
+    ));
     let (fa, fm) = layer_forward_flops(c);
     let recompute = c.recompute_granularity == Recompute::Full;
     let (pa, pm) = layer_params(c);
@@ -148,7 +203,13 @@ pub fn workload_text(c: &TrainingConfig, gpu: &GpuModel) -> Result<String, AicbE
         for (name, f, p) in [("attention_layer", fa, pa), ("mlp_layer", fm, pm)] {
             let fwd = ns(f).max(1);
             let ig = ns(f + if recompute { f } else { 0.0 }).max(1);
-            rows.push(row(name, (fwd, fwd_op, tp_op), (ig, ig_op, tp_op), (fwd, "NONE", 0), upd(p)));
+            rows.push(row(
+                name,
+                (fwd, fwd_op, tp_op),
+                (ig, ig_op, tp_op),
+                (fwd, "NONE", 0),
+                upd(p),
+            ));
         }
     }
     let vpp = c.virtual_pipeline_model_parallel_size.unwrap_or(1);

@@ -25,8 +25,8 @@ use super::{write_atomic, InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
 use crate::trace::{AggDir, FlowRecord, Mode};
-use crate::units::{format_delay, BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use crate::trace::{AggTag, Class};
+use crate::units::{format_delay, BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -130,17 +130,38 @@ pub struct EmitReport {
 /// Check that `routes.txt` (as written) gives every net and INA record the replayer's path
 /// (an independent [`crate::replay::SharedRoutes`] on `topo` with `seed`); returns the
 /// number of records checked, or an error naming the first record on another path.
-pub fn check_paths_match_replayer(records: &[FlowRecord], topo: &Topology, seed: u64, routes_path: &Path, routes_txt: &str) -> Result<u64, Ns3Error> {
+pub fn check_paths_match_replayer(
+    records: &[FlowRecord],
+    topo: &Topology,
+    seed: u64,
+    routes_path: &Path,
+    routes_txt: &str,
+) -> Result<u64, Ns3Error> {
     use crate::replay::PathSource;
     let written = read_routes_txt(routes_path, routes_txt)?;
-    let routing = crate::topology::Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
+    let routing =
+        crate::topology::Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
     let replayer = crate::replay::SharedRoutes::new(topo, &routing);
     let mut checked = 0;
-    for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
-        let theirs = replayer.connection_path(r.src, r.dst).map_err(|_| Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
-        let ours = written.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
+    for r in records
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
+    {
+        let theirs = replayer
+            .connection_path(r.src, r.dst)
+            .map_err(|_| Ns3Error::NoRoute {
+                src: r.src,
+                dst: r.dst,
+            })?;
+        let ours = written.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute {
+            src: r.src,
+            dst: r.dst,
+        })?;
         if theirs.iter().map(|c| c.link()).ne(ours.iter().map(|h| h.1)) {
-            return Err(Ns3Error::Routing(format!("record {}: routes.txt path from {} to {} differs from the replayer's", r.id, r.src, r.dst)));
+            return Err(Ns3Error::Routing(format!(
+                "record {}: routes.txt path from {} to {} differs from the replayer's",
+                r.id, r.src, r.dst
+            )));
         }
         checked += 1;
     }
@@ -154,7 +175,11 @@ pub const MAX_HPCC_FLOW: u64 = u32::MAX as u64;
 pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
     let r = l.rate.0;
     if r == 0 || !r.is_multiple_of(1_000_000) || r > 10_000_000_000_000 {
-        return Err(Ns3Error::UnsupportedRate { a: l.a, b: l.b, rate: r });
+        return Err(Ns3Error::UnsupportedRate {
+            a: l.a,
+            b: l.b,
+            rate: r,
+        });
     }
     Ok(())
 }
@@ -166,15 +191,27 @@ pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error>
     for r in records {
         for node in [r.src, r.dst] {
             if node.idx() >= n {
-                return Err(Ns3Error::UnknownNode { record: r.id, node, nodes: n });
+                return Err(Ns3Error::UnknownNode {
+                    record: r.id,
+                    node,
+                    nodes: n,
+                });
             }
         }
         if !ids.insert(r.id) {
-            return Err(Ns3Error::BadTrace(format!("record id {} appears twice", r.id)));
+            return Err(Ns3Error::BadTrace(format!(
+                "record id {} appears twice",
+                r.id
+            )));
         }
         match r.mode {
             Mode::Ina => {
-                let a = r.agg.ok_or_else(|| Ns3Error::BadTrace(format!("record {}: ina record without aggregation tag", r.id)))?;
+                let a = r.agg.ok_or_else(|| {
+                    Ns3Error::BadTrace(format!(
+                        "record {}: ina record without aggregation tag",
+                        r.id
+                    ))
+                })?;
                 let sw = match a.dir {
                     AggDir::Up => r.dst,
                     AggDir::Down => r.src,
@@ -186,7 +223,10 @@ pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error>
             Mode::Net if r.src != r.dst => {
                 for node in [r.src, r.dst] {
                     if topo.kinds[node.idx()] != NodeKind::Host {
-                        return Err(Ns3Error::BadTrace(format!("record {}: net flow endpoint {node} is not a host", r.id)));
+                        return Err(Ns3Error::BadTrace(format!(
+                            "record {}: net flow endpoint {node} is not a host",
+                            r.id
+                        )));
                     }
                 }
             }
@@ -202,12 +242,15 @@ pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error>
 /// Records in an order where every dep precedes its dependant (Kahn), or an error naming
 /// a dangling dep or a cycle.
 pub fn topo_order(records: &[FlowRecord]) -> Result<Vec<usize>, Ns3Error> {
-    let index: BTreeMap<FlowId, usize> = records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let index: BTreeMap<FlowId, usize> =
+        records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
     let mut indeg = vec![0usize; records.len()];
     let mut out: Vec<Vec<usize>> = vec![Vec::new(); records.len()];
     for (i, r) in records.iter().enumerate() {
         for d in &r.deps {
-            let j = *index.get(d).ok_or_else(|| Ns3Error::BadTrace(format!("record {} depends on unknown record {d}", r.id)))?;
+            let j = *index.get(d).ok_or_else(|| {
+                Ns3Error::BadTrace(format!("record {} depends on unknown record {d}", r.id))
+            })?;
             out[j].push(i);
             indeg[i] += 1;
         }
@@ -224,14 +267,23 @@ pub fn topo_order(records: &[FlowRecord]) -> Result<Vec<usize>, Ns3Error> {
         }
     }
     if order.len() != records.len() {
-        let stuck = (0..records.len()).find(|&i| indeg[i] > 0).map(|i| records[i].id.0).unwrap_or(0);
-        return Err(Ns3Error::BadTrace(format!("the dependencies have a cycle (through record {stuck})")));
+        let stuck = (0..records.len())
+            .find(|&i| indeg[i] > 0)
+            .map(|i| records[i].id.0)
+            .unwrap_or(0);
+        return Err(Ns3Error::BadTrace(format!(
+            "the dependencies have a cycle (through record {stuck})"
+        )));
     }
     Ok(order)
 }
 
 /// Standalone time of every record (index-aligned with `records`).
-pub fn standalone_times(records: &[FlowRecord], topo: &Topology, routes: &PairRoutes) -> Result<Vec<Nanos>, Ns3Error> {
+pub fn standalone_times(
+    records: &[FlowRecord],
+    topo: &Topology,
+    routes: &PairRoutes,
+) -> Result<Vec<Nanos>, Ns3Error> {
     records
         .iter()
         .map(|r| match r.mode {
@@ -242,15 +294,24 @@ pub fn standalone_times(records: &[FlowRecord], topo: &Topology, routes: &PairRo
 }
 
 /// Contention-free schedule: start of every record (index-aligned), and the makespan.
-pub fn contention_free_schedule(records: &[FlowRecord], standalone: &[Nanos]) -> Result<(Vec<Nanos>, Nanos), Ns3Error> {
+pub fn contention_free_schedule(
+    records: &[FlowRecord],
+    standalone: &[Nanos],
+) -> Result<(Vec<Nanos>, Nanos), Ns3Error> {
     let order = topo_order(records)?;
-    let index: BTreeMap<FlowId, usize> = records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let index: BTreeMap<FlowId, usize> =
+        records.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
     let mut start = vec![Nanos::ZERO; records.len()];
     let mut end = vec![Nanos::ZERO; records.len()];
     let mut makespan = Nanos::ZERO;
     for i in order {
         let r = &records[i];
-        let ready = r.deps.iter().map(|d| end[index[d]]).max().unwrap_or(Nanos::ZERO);
+        let ready = r
+            .deps
+            .iter()
+            .map(|d| end[index[d]])
+            .max()
+            .unwrap_or(Nanos::ZERO);
         start[i] = ready + r.gap;
         end[i] = start[i] + standalone[i];
         makespan = makespan.max(end[i]);
@@ -260,7 +321,8 @@ pub fn contention_free_schedule(records: &[FlowRecord], standalone: &[Nanos]) ->
 
 /// Read start times from a replay's fct.csv, index-aligned with `records`.
 pub fn replay_starts(path: &Path, records: &[FlowRecord]) -> Result<Vec<Nanos>, Ns3Error> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))?;
+    let mut rdr = csv::Reader::from_path(path)
+        .map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))?;
     let mut by_id = BTreeMap::new();
     for (i, row) in rdr.deserialize::<FctRow>().enumerate() {
         let row = row.map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
@@ -268,7 +330,16 @@ pub fn replay_starts(path: &Path, records: &[FlowRecord]) -> Result<Vec<Nanos>, 
     }
     records
         .iter()
-        .map(|r| by_id.get(&r.id.0).copied().ok_or_else(|| Ns3Error::parse(path, 0, "flow_id", format!("record {} of the trace has no row", r.id))))
+        .map(|r| {
+            by_id.get(&r.id.0).copied().ok_or_else(|| {
+                Ns3Error::parse(
+                    path,
+                    0,
+                    "flow_id",
+                    format!("record {} of the trace has no row", r.id),
+                )
+            })
+        })
         .collect()
 }
 
@@ -282,16 +353,31 @@ fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
 /// The topology with one aggregation proxy host per aggregating switch (module docs of
 /// [`crate::ns3`]); returns it and the (switch, proxy) pairs.
 pub fn with_proxies(topo: &Topology, records: &[FlowRecord]) -> (Topology, Vec<(NodeId, NodeId)>) {
-    let switches: BTreeSet<NodeId> = records.iter().filter(|r| r.mode == Mode::Ina).filter_map(|r| r.agg.map(|a| a.switch)).collect();
+    let switches: BTreeSet<NodeId> = records
+        .iter()
+        .filter(|r| r.mode == Mode::Ina)
+        .filter_map(|r| r.agg.map(|a| a.switch))
+        .collect();
     let mut t = topo.clone();
     let mut pairs = Vec::new();
     for sw in switches {
-        let ports: Vec<&Link> = topo.links.iter().filter(|l| (l.a == sw || l.b == sw) && l.kind != LinkKind::NvLink).collect();
+        let ports: Vec<&Link> = topo
+            .links
+            .iter()
+            .filter(|l| (l.a == sw || l.b == sw) && l.kind != LinkKind::NvLink)
+            .collect();
         let rate = BitsPerSec(ports.iter().map(|l| l.rate.0).sum::<u64>().max(1_000_000));
         let delay = ports.iter().map(|l| l.delay).min().unwrap_or(Nanos(1000));
         let proxy = NodeId(t.kinds.len() as u32);
         t.kinds.push(NodeKind::Host);
-        t.links.push(Link { a: sw, b: proxy, rate, delay, error_rate: 0.0, kind: LinkKind::Nic });
+        t.links.push(Link {
+            a: sw,
+            b: proxy,
+            rate,
+            delay,
+            error_rate: 0.0,
+            kind: LinkKind::Nic,
+        });
         pairs.push((sw, proxy));
     }
     (t, pairs)
@@ -300,24 +386,62 @@ pub fn with_proxies(topo: &Topology, records: &[FlowRecord]) -> (Topology, Vec<(
 /// `topology.txt` text.
 pub fn topology_text(topo: &Topology, flavor: Flavor, gpu_type: &str) -> String {
     let ids = |k: NodeKind| -> Vec<String> {
-        topo.kinds.iter().enumerate().filter(|(_, x)| **x == k).map(|(i, _)| i.to_string()).collect()
+        topo.kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, x)| **x == k)
+            .map(|(i, _)| i.to_string())
+            .collect()
     };
     let sw = ids(NodeKind::Switch);
     let nv = ids(NodeKind::NvSwitch);
     let mut s = String::new();
     if flavor == Flavor::Simai {
-        let gpu = if gpu_type.is_empty() { "A100" } else { gpu_type };
-        let _ = writeln!(s, "{} {} {} {} {} {}", topo.node_count(), topo.gpus_per_server.max(1), nv.len(), sw.len(), topo.links.len(), gpu);
+        let gpu = if gpu_type.is_empty() {
+            "A100"
+        } else {
+            gpu_type
+        };
+        let _ = writeln!(
+            s,
+            "{} {} {} {} {} {}",
+            topo.node_count(),
+            topo.gpus_per_server.max(1),
+            nv.len(),
+            sw.len(),
+            topo.links.len(),
+            gpu
+        );
         let all: Vec<String> = nv.into_iter().chain(sw).collect();
         let _ = writeln!(s, "{}", all.join(" "));
     } else {
         // HPCC has two node kinds: NVSwitches are switches to it.
-        let all: Vec<String> = topo.kinds.iter().enumerate().filter(|(_, k)| **k != NodeKind::Host).map(|(i, _)| i.to_string()).collect();
-        let _ = writeln!(s, "{} {} {}", topo.node_count(), all.len(), topo.links.len());
+        let all: Vec<String> = topo
+            .kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k != NodeKind::Host)
+            .map(|(i, _)| i.to_string())
+            .collect();
+        let _ = writeln!(
+            s,
+            "{} {} {}",
+            topo.node_count(),
+            all.len(),
+            topo.links.len()
+        );
         let _ = writeln!(s, "{}", all.join(" "));
     }
     for l in &topo.links {
-        let _ = writeln!(s, "{} {} {} {} {}", l.a, l.b, l.rate.to_hpcc_string(), format_delay(l.delay), l.error_rate);
+        let _ = writeln!(
+            s,
+            "{} {} {} {} {}",
+            l.a,
+            l.b,
+            l.rate.to_hpcc_string(),
+            format_delay(l.delay),
+            l.error_rate
+        );
     }
     s
 }
@@ -414,7 +538,11 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
     );
     let _ = writeln!(s, "RECORDS {}", records.len());
     for (r, sa) in records.iter().zip(standalone) {
-        let _ = write!(s, "{} {} {} {} {} {} {} {} {}", r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0);
+        let _ = write!(
+            s,
+            "{} {} {} {} {} {} {} {} {}",
+            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0
+        );
         match r.agg {
             Some(a) => {
                 let dir = if a.dir == AggDir::Up { "up" } else { "down" };
@@ -437,7 +565,13 @@ pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
 pub const TCP_INITIAL_CWND: u32 = 1024;
 
 /// `params.txt` text for the glue.
-pub fn params_text(ina: &InaSwitchModel, tcp: TcpConnections, flavor: Flavor, seed: u64, stop_time_s: f64) -> String {
+pub fn params_text(
+    ina: &InaSwitchModel,
+    tcp: TcpConnections,
+    flavor: Flavor,
+    seed: u64,
+    stop_time_s: f64,
+) -> String {
     format!(
         "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU {}\nTCP_SEGMENT {}\nTCP_INITIAL_CWND {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
@@ -458,9 +592,20 @@ pub fn params_text(ina: &InaSwitchModel, tcp: TcpConnections, flavor: Flavor, se
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
-pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts: &EmitOptions, dir: &Path) -> Result<EmitReport, Ns3Error> {
+pub fn emit(
+    records: &[FlowRecord],
+    ina: &InaSwitchModel,
+    topo: &Topology,
+    opts: &EmitOptions,
+    dir: &Path,
+) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
-    if ina.payload.0 == 0 || ina.payload.0 > 8192 || ina.slots == 0 || ina.window == 0 || ina.classes.is_empty() {
+    if ina.payload.0 == 0
+        || ina.payload.0 > 8192
+        || ina.slots == 0
+        || ina.window == 0
+        || ina.classes.is_empty()
+    {
         return Err(Ns3Error::BadTrace(format!(
             "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1), {} classes (≥ 1)",
             ina.payload.0, ina.slots, ina.window, ina.classes.len()
@@ -471,10 +616,19 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
     let (sched, makespan) = contention_free_schedule(records, &standalone)?;
     let (starts, start_source) = match &opts.start {
         StartSource::Schedule => (sched, "contention-free-schedule".to_string()),
-        StartSource::Replay(p) => (replay_starts(p, records)?, format!("replay:{}", p.display())),
+        StartSource::Replay(p) => (
+            replay_starts(p, records)?,
+            format!("replay:{}", p.display()),
+        ),
     };
     let (routes_txt, nroutes) = routes.text(topo);
-    let paths_checked = check_paths_match_replayer(records, topo, opts.seed, &dir.join("routes.txt"), &routes_txt)?;
+    let paths_checked = check_paths_match_replayer(
+        records,
+        topo,
+        opts.seed,
+        &dir.join("routes.txt"),
+        &routes_txt,
+    )?;
     let (ext, proxies) = with_proxies(topo, records);
     let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
 
@@ -484,7 +638,10 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
     for (i, r) in records.iter().enumerate() {
         let (src, dst) = match r.mode {
             Mode::Net if r.src != r.dst && r.bytes.0 > 0 => (r.src, r.dst),
-            Mode::Ina if r.bytes.0 > 0 => (*proxy_of.get(&r.src).unwrap_or(&r.src), *proxy_of.get(&r.dst).unwrap_or(&r.dst)),
+            Mode::Ina if r.bytes.0 > 0 => (
+                *proxy_of.get(&r.src).unwrap_or(&r.src),
+                *proxy_of.get(&r.dst).unwrap_or(&r.dst),
+            ),
             _ => continue,
         };
         let pieces = r.bytes.0.div_ceil(MAX_HPCC_FLOW) as u32;
@@ -493,7 +650,15 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
         }
         for p in 0..pieces {
             let size = (r.bytes.0 - p as u64 * MAX_HPCC_FLOW).min(MAX_HPCC_FLOW);
-            rows.push(Row { start: starts[i], record: r.id, piece: p, pieces, src, dst, size });
+            rows.push(Row {
+                start: starts[i],
+                record: r.id,
+                piece: p,
+                pieces,
+                src,
+                dst,
+                size,
+            });
         }
     }
     rows.sort();
@@ -513,7 +678,14 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
         if opts.flavor == Flavor::Parsimon {
             let _ = write!(flow, "{k} ");
         }
-        let _ = writeln!(flow, "{} {} 3 100 {} {}", row.src, row.dst, row.size, format_secs(row.start));
+        let _ = writeln!(
+            flow,
+            "{} {} 3 100 {} {}",
+            row.src,
+            row.dst,
+            row.size,
+            format_secs(row.start)
+        );
         let _ = writeln!(meta, "{k} {} {} {}", row.record, row.piece, row.pieces);
     }
 
@@ -524,14 +696,20 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
     // stop time: generous against the contention-free bound, at least 1 s
     let stop = (makespan.as_secs_f64() * 100.0).max(1.0);
     let files: Vec<(&str, String)> = vec![
-        ("topology.txt", topology_text(&ext, opts.flavor, &opts.gpu_type)),
+        (
+            "topology.txt",
+            topology_text(&ext, opts.flavor, &opts.gpu_type),
+        ),
         ("flow.txt", flow),
         ("flow.meta.txt", meta),
         ("config.txt", config_text(&rates, stop)),
         ("trace_nodes.txt", "0\n".to_string()),
         ("trace.txt", trace_text(records, &standalone)),
         ("routes.txt", routes_txt),
-        ("params.txt", params_text(ina, opts.tcp, opts.flavor, opts.seed, stop)),
+        (
+            "params.txt",
+            params_text(ina, opts.tcp, opts.flavor, opts.seed, stop),
+        ),
     ];
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();
@@ -540,7 +718,16 @@ pub fn emit(records: &[FlowRecord], ina: &InaSwitchModel, topo: &Topology, opts:
         write_atomic(&p, text.as_bytes())?;
         written.push(p);
     }
-    Ok(EmitReport { files: written, flows: rows.len(), split_records: split, proxies, start_source, schedule_makespan: makespan, routes: nroutes, paths_checked })
+    Ok(EmitReport {
+        files: written,
+        flows: rows.len(),
+        split_records: split,
+        proxies,
+        start_source,
+        schedule_makespan: makespan,
+        routes: nroutes,
+        paths_checked,
+    })
 }
 
 /// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are
@@ -559,38 +746,83 @@ pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<N
         if expected.is_none() {
             match (t.first(), t.get(1).and_then(|x| x.parse().ok())) {
                 (Some(&"RECORDS"), Some(n)) if t.len() == 2 => expected = Some((n, no)),
-                _ => return Err(Ns3Error::parse(path, no, "header", "expected `RECORDS <count>`")),
+                _ => {
+                    return Err(Ns3Error::parse(
+                        path,
+                        no,
+                        "header",
+                        "expected `RECORDS <count>`",
+                    ))
+                }
             }
             continue;
         }
         if t.len() < 14 {
-            return Err(Ns3Error::parse(path, no, "record", format!("expected at least 14 fields, found {}", t.len())));
+            return Err(Ns3Error::parse(
+                path,
+                no,
+                "record",
+                format!("expected at least 14 fields, found {}", t.len()),
+            ));
         }
         let num = |k: usize, field: &str| -> Result<u64, Ns3Error> {
-            t[k].parse().map_err(|_| Ns3Error::parse(path, no, field, format!("`{}` is not an unsigned integer", t[k])))
+            t[k].parse().map_err(|_| {
+                Ns3Error::parse(
+                    path,
+                    no,
+                    field,
+                    format!("`{}` is not an unsigned integer", t[k]),
+                )
+            })
         };
         let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
             let v = num(k, field)?;
-            u32::try_from(v).map(NodeId).map_err(|_| Ns3Error::parse(path, no, field, "node id out of range"))
+            u32::try_from(v)
+                .map(NodeId)
+                .map_err(|_| Ns3Error::parse(path, no, field, "node id out of range"))
         };
-        let mode: Mode = t[6].parse().map_err(|e: String| Ns3Error::parse(path, no, "mode", e))?;
-        let class: Class = t[7].parse().map_err(|e: String| Ns3Error::parse(path, no, "class", e))?;
+        let mode: Mode = t[6]
+            .parse()
+            .map_err(|e: String| Ns3Error::parse(path, no, "mode", e))?;
+        let class: Class = t[7]
+            .parse()
+            .map_err(|e: String| Ns3Error::parse(path, no, "class", e))?;
         let agg = if t[9] == "-" {
             None
         } else {
             let dir = match t[12] {
                 "up" => AggDir::Up,
                 "down" => AggDir::Down,
-                other => return Err(Ns3Error::parse(path, no, "agg_dir", format!("expected up or down, found `{other}`"))),
+                other => {
+                    return Err(Ns3Error::parse(
+                        path,
+                        no,
+                        "agg_dir",
+                        format!("expected up or down, found `{other}`"),
+                    ))
+                }
             };
-            let fanin = u32::try_from(num(11, "agg_fanin")?).map_err(|_| Ns3Error::parse(path, no, "agg_fanin", "out of range"))?;
-            Some(AggTag { id: num(9, "agg_id")?, switch: node(10, "agg_switch")?, fanin, dir })
+            let fanin = u32::try_from(num(11, "agg_fanin")?)
+                .map_err(|_| Ns3Error::parse(path, no, "agg_fanin", "out of range"))?;
+            Some(AggTag {
+                id: num(9, "agg_id")?,
+                switch: node(10, "agg_switch")?,
+                fanin,
+                dir,
+            })
         };
         let nd = num(13, "ndeps")? as usize;
         if t.len() != 14 + nd {
-            return Err(Ns3Error::parse(path, no, "ndeps", format!("says {nd} deps, line has {}", t.len() - 14)));
+            return Err(Ns3Error::parse(
+                path,
+                no,
+                "ndeps",
+                format!("says {nd} deps, line has {}", t.len() - 14),
+            ));
         }
-        let deps = (0..nd).map(|k| num(14 + k, "dep").map(FlowId)).collect::<Result<Vec<_>, _>>()?;
+        let deps = (0..nd)
+            .map(|k| num(14 + k, "dep").map(FlowId))
+            .collect::<Result<Vec<_>, _>>()?;
         records.push(FlowRecord {
             id: FlowId(num(0, "id")?),
             src: node(1, "src")?,
@@ -613,8 +845,18 @@ pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<N
         standalone.push(Nanos(num(8, "standalone_ns")?));
     }
     match expected {
-        None => Err(Ns3Error::parse(path, 1, "header", "missing `RECORDS <count>`")),
-        Some((n, no)) if n != records.len() => Err(Ns3Error::parse(path, no, "RECORDS", format!("says {n} records, file has {}", records.len()))),
+        None => Err(Ns3Error::parse(
+            path,
+            1,
+            "header",
+            "missing `RECORDS <count>`",
+        )),
+        Some((n, no)) if n != records.len() => Err(Ns3Error::parse(
+            path,
+            no,
+            "RECORDS",
+            format!("says {n} records, file has {}", records.len()),
+        )),
         _ => Ok((records, standalone)),
     }
 }

@@ -33,7 +33,10 @@ pub struct HpccFlow {
 /// Parse seconds written as `%.9f` (or fewer digits) exactly into nanoseconds.
 pub fn parse_secs_exact(s: &str) -> Option<Nanos> {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-    if int.is_empty() && frac.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let whole: u64 = if int.is_empty() { 0 } else { int.parse().ok()? };
@@ -56,10 +59,22 @@ pub fn format_secs(t: Nanos) -> String {
 
 /// Read a `flow.txt` (HPCC: 6 fields; Parsimon: 7, id first). Returns the flows and warnings.
 pub fn read_flow_txt(path: &Path, text: &str) -> Result<(Vec<HpccFlow>, Vec<String>), Ns3Error> {
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()));
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()));
     let mut warnings = Vec::new();
-    let (hline, header) = lines.find(|(_, l)| !l.is_empty()).ok_or_else(|| Ns3Error::parse(path, 1, "count", "empty file"))?;
-    let count: u64 = header.parse().map_err(|_| Ns3Error::parse(path, hline, "count", format!("expected the number of flows, found `{header}`")))?;
+    let (hline, header) = lines
+        .find(|(_, l)| !l.is_empty())
+        .ok_or_else(|| Ns3Error::parse(path, 1, "count", "empty file"))?;
+    let count: u64 = header.parse().map_err(|_| {
+        Ns3Error::parse(
+            path,
+            hline,
+            "count",
+            format!("expected the number of flows, found `{header}`"),
+        )
+    })?;
     let mut flows = Vec::new();
     for (no, l) in lines {
         if l.is_empty() {
@@ -88,13 +103,20 @@ pub fn read_flow_txt(path: &Path, text: &str) -> Result<(Vec<HpccFlow>, Vec<Stri
         match parsed {
             Some(f) => flows.push(f),
             None => {
-                warnings.push(format!("{}:{no}: not a flow row, ignoring it and the rest of the file: `{l}`", path.display()));
+                warnings.push(format!(
+                    "{}:{no}: not a flow row, ignoring it and the rest of the file: `{l}`",
+                    path.display()
+                ));
                 break;
             }
         }
     }
     if flows.len() as u64 != count {
-        warnings.push(format!("{}:{hline}: header says {count} flows, file has {}", path.display(), flows.len()));
+        warnings.push(format!(
+            "{}:{hline}: header says {count} flows, file has {}",
+            path.display(),
+            flows.len()
+        ));
     }
     Ok((flows, warnings))
 }
@@ -119,26 +141,62 @@ pub struct HpccTopology {
 /// Read a `topology.txt`. Link rows that do not parse end the data (warned).
 pub fn read_topology_txt(path: &Path, text: &str) -> Result<(HpccTopology, Vec<String>), Ns3Error> {
     let mut warnings = Vec::new();
-    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()));
-    let (hl, header) = lines.find(|(_, l)| !l.is_empty()).ok_or_else(|| Ns3Error::parse(path, 1, "header", "empty file"))?;
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()));
+    let (hl, header) = lines
+        .find(|(_, l)| !l.is_empty())
+        .ok_or_else(|| Ns3Error::parse(path, 1, "header", "empty file"))?;
     let h: Vec<&str> = header.split_whitespace().collect();
     let num = |i: usize, field: &str| -> Result<u32, Ns3Error> {
-        h.get(i).and_then(|x| x.parse().ok()).ok_or_else(|| Ns3Error::parse(path, hl, field, format!("expected a number in `{header}`")))
+        h.get(i).and_then(|x| x.parse().ok()).ok_or_else(|| {
+            Ns3Error::parse(path, hl, field, format!("expected a number in `{header}`"))
+        })
     };
-    let (nodes, nv, sw, nlinks, gps, gpu_type) = match h.len() {
-        3 => (num(0, "node_num")?, 0, num(1, "switch_num")?, num(2, "link_num")?, None, None),
-        6 => (num(0, "node_num")?, num(2, "nvswitch_num")?, num(3, "switch_num")?, num(4, "link_num")?, Some(num(1, "gpus_per_server")?), Some(h[5].to_string())),
-        _ => return Err(Ns3Error::parse(path, hl, "header", format!("expected `<nodes> <switches> <links>` or SimAI's 6 fields, found `{header}`"))),
-    };
+    let (nodes, nv, sw, nlinks, gps, gpu_type) =
+        match h.len() {
+            3 => (
+                num(0, "node_num")?,
+                0,
+                num(1, "switch_num")?,
+                num(2, "link_num")?,
+                None,
+                None,
+            ),
+            6 => (
+                num(0, "node_num")?,
+                num(2, "nvswitch_num")?,
+                num(3, "switch_num")?,
+                num(4, "link_num")?,
+                Some(num(1, "gpus_per_server")?),
+                Some(h[5].to_string()),
+            ),
+            _ => return Err(Ns3Error::parse(
+                path,
+                hl,
+                "header",
+                format!(
+                    "expected `<nodes> <switches> <links>` or SimAI's 6 fields, found `{header}`"
+                ),
+            )),
+        };
     // switch ids: the next tokens, possibly over several lines
     let mut ids = Vec::new();
     let mut rest_lines = Vec::new();
     for (no, l) in lines.by_ref() {
         if ids.len() < (nv + sw) as usize {
             for t in l.split_whitespace() {
-                let id: u32 = t.parse().map_err(|_| Ns3Error::parse(path, no, "switch id", format!("`{t}` is not a node id")))?;
+                let id: u32 = t.parse().map_err(|_| {
+                    Ns3Error::parse(path, no, "switch id", format!("`{t}` is not a node id"))
+                })?;
                 if id >= nodes {
-                    return Err(Ns3Error::parse(path, no, "switch id", format!("{id} is not below the node count {nodes}")));
+                    return Err(Ns3Error::parse(
+                        path,
+                        no,
+                        "switch id",
+                        format!("{id} is not below the node count {nodes}"),
+                    ));
                 }
                 ids.push(NodeId(id));
             }
@@ -177,18 +235,42 @@ pub fn read_topology_txt(path: &Path, text: &str) -> Result<(HpccTopology, Vec<S
         match parsed {
             Some((a, b, rate, delay, error_rate)) => {
                 let kind = link_kind(&kinds, a, b);
-                links.push(Link { a, b, rate, delay, error_rate, kind });
+                links.push(Link {
+                    a,
+                    b,
+                    rate,
+                    delay,
+                    error_rate,
+                    kind,
+                });
             }
             None => {
-                warnings.push(format!("{}:{no}: not a link row, ignoring it and the rest of the file: `{l}`", path.display()));
+                warnings.push(format!(
+                    "{}:{no}: not a link row, ignoring it and the rest of the file: `{l}`",
+                    path.display()
+                ));
                 break;
             }
         }
     }
     if links.len() as u32 != nlinks {
-        warnings.push(format!("{}:{hl}: header says {nlinks} links, file has {}", path.display(), links.len()));
+        warnings.push(format!(
+            "{}:{hl}: header says {nlinks} links, file has {}",
+            path.display(),
+            links.len()
+        ));
     }
-    Ok((HpccTopology { nodes, switches, nvswitches, gpus_per_server: gps, gpu_type, links }, warnings))
+    Ok((
+        HpccTopology {
+            nodes,
+            switches,
+            nvswitches,
+            gpus_per_server: gps,
+            gpu_type,
+            links,
+        },
+        warnings,
+    ))
 }
 
 fn kinds_of(nodes: u32, switches: &[NodeId], nvswitches: &[NodeId]) -> Vec<NodeKind> {
@@ -214,7 +296,12 @@ impl HpccTopology {
     /// As a [`Topology`] (hosts in id order are the GPUs).
     pub fn to_topology(&self, source: &str) -> Topology {
         let kinds = kinds_of(self.nodes, &self.switches, &self.nvswitches);
-        let gpus = kinds.iter().enumerate().filter(|(_, k)| **k == NodeKind::Host).map(|(i, _)| NodeId(i as u32)).collect();
+        let gpus = kinds
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| **k == NodeKind::Host)
+            .map(|(i, _)| NodeId(i as u32))
+            .collect();
         Topology {
             kinds,
             links: self.links.clone(),

@@ -71,7 +71,9 @@ pub struct Table {
 }
 
 fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()))
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r').trim()))
 }
 
 /// Node id of an HPCC host IP written as 8 hex digits.
@@ -92,7 +94,10 @@ pub fn detect(path: &Path, text: &str) -> Option<Kind> {
     if first.starts_with("backend,") {
         return Some(Kind::Summary);
     }
-    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     if name.contains("pfc") {
         return Some(Kind::Pfc);
     }
@@ -116,9 +121,22 @@ fn warn(path: &Path, no: usize, msg: &str, line: &str) -> String {
 /// HPCC fct → tidy rows.
 pub fn parse_fct(path: &Path, text: &str) -> Table {
     let mut t = Table {
-        header: ["flow_id", "src_node", "dst_node", "src_ip", "dst_ip", "sport", "dport", "size_bytes", "start_ns", "fct_ns", "standalone_fct_ns", "slowdown"]
-            .map(String::from)
-            .to_vec(),
+        header: [
+            "flow_id",
+            "src_node",
+            "dst_node",
+            "src_ip",
+            "dst_ip",
+            "sport",
+            "dport",
+            "size_bytes",
+            "start_ns",
+            "fct_ns",
+            "standalone_fct_ns",
+            "slowdown",
+        ]
+        .map(String::from)
+        .to_vec(),
         ..Default::default()
     };
     for (no, l) in lines(text) {
@@ -135,12 +153,22 @@ pub fn parse_fct(path: &Path, text: &str) -> Table {
             }
         };
         let nums: Option<Vec<u64>> = r[2..].iter().map(|x| x.parse().ok()).collect();
-        let (Some(s), Some(d), Some(n), Some(id_ok)) = (hpcc_ip_node(r[0]), hpcc_ip_node(r[1]), nums, id.map_or(Some(0), |x| x.parse::<u64>().ok())) else {
-            t.warnings.push(warn(path, no, "not an fct row (hex IPs, then integers)", l));
+        let (Some(s), Some(d), Some(n), Some(id_ok)) = (
+            hpcc_ip_node(r[0]),
+            hpcc_ip_node(r[1]),
+            nums,
+            id.map_or(Some(0), |x| x.parse::<u64>().ok()),
+        ) else {
+            t.warnings
+                .push(warn(path, no, "not an fct row (hex IPs, then integers)", l));
             continue;
         };
         let _ = id_ok;
-        let slowdown = if n[5] > 0 { format!("{:.6}", n[4] as f64 / n[5] as f64) } else { String::new() };
+        let slowdown = if n[5] > 0 {
+            format!("{:.6}", n[4] as f64 / n[5] as f64)
+        } else {
+            String::new()
+        };
         t.rows.push(vec![
             id.unwrap_or("").to_string(),
             s.to_string(),
@@ -160,14 +188,18 @@ pub fn parse_fct(path: &Path, text: &str) -> Table {
 }
 
 fn parse_ints(path: &Path, text: &str, header: &[&str], what: &str) -> Table {
-    let mut t = Table { header: header.iter().map(|s| s.to_string()).collect(), ..Default::default() };
+    let mut t = Table {
+        header: header.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    };
     for (no, l) in lines(text) {
         if l.is_empty() {
             continue;
         }
         let f: Vec<&str> = l.split_whitespace().collect();
         if f.len() != header.len() || f.iter().any(|x| x.parse::<u64>().is_err()) {
-            t.warnings.push(warn(path, no, &format!("expected {what}"), l));
+            t.warnings
+                .push(warn(path, no, &format!("expected {what}"), l));
             continue;
         }
         t.rows.push(f.iter().map(|s| s.to_string()).collect());
@@ -177,12 +209,22 @@ fn parse_ints(path: &Path, text: &str, header: &[&str], what: &str) -> Table {
 
 /// HPCC pfc → tidy rows (`pause` is HPCC's type: 1 pause, 0 resume).
 pub fn parse_pfc(path: &Path, text: &str) -> Table {
-    parse_ints(path, text, &["time_ns", "node", "node_type", "if_index", "pause"], "`time_ns node_id node_type if_index type`")
+    parse_ints(
+        path,
+        text,
+        &["time_ns", "node", "node_type", "if_index", "pause"],
+        "`time_ns node_id node_type if_index type`",
+    )
 }
 
 /// Queue-length samples → tidy rows.
 pub fn parse_qlen(path: &Path, text: &str) -> Table {
-    parse_ints(path, text, &["time_ns", "node", "if_index", "qlen_bytes"], "`time_ns node_id if_index qlen_bytes`")
+    parse_ints(
+        path,
+        text,
+        &["time_ns", "node", "if_index", "qlen_bytes"],
+        "`time_ns node_id if_index qlen_bytes`",
+    )
 }
 
 fn snake(s: &str) -> String {
@@ -209,7 +251,12 @@ fn cell_value(s: &str) -> Option<String> {
 
 /// SimAI EndToEnd.csv → long-form rows. Times are µs; algbw/busbw GB/s.
 pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
-    let mut t = Table { header: ["section", "layer", "row", "metric", "value", "unit"].map(String::from).to_vec(), ..Default::default() };
+    let mut t = Table {
+        header: ["section", "layer", "row", "metric", "value", "unit"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    };
     let split = |l: &str| -> Vec<String> { l.split(',').map(|c| c.trim().to_string()).collect() };
     let unit = |m: &str| if m.contains("bw") { "GB/s" } else { "us" };
     let mut summary_header: Option<Vec<String>> = None;
@@ -233,7 +280,11 @@ pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
                 if s.ends_with("total_comm") {
                     last = s.trim_end_matches("_total_comm").to_string();
                 }
-                names.push(if s == "algbw" || s == "busbw" { format!("{last}_{s}") } else { s });
+                names.push(if s == "algbw" || s == "busbw" {
+                    format!("{last}_{s}")
+                } else {
+                    s
+                });
             }
             layer_header = Some(names);
             continue;
@@ -242,7 +293,14 @@ pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
             for pair in c.chunks(2) {
                 if let [k, v] = pair {
                     let m = snake(k);
-                    t.rows.push(vec!["total".into(), String::new(), String::new(), m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+                    t.rows.push(vec![
+                        "total".into(),
+                        String::new(),
+                        String::new(),
+                        m.clone(),
+                        cell_value(v).unwrap_or_default(),
+                        unit(&m).into(),
+                    ]);
                 }
             }
             continue;
@@ -256,18 +314,41 @@ pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
             row_no += usize::from(section == "layer");
             for (k, v) in c.iter().enumerate().skip(2) {
                 let m = lh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
-                t.rows.push(vec![section.into(), if section == "sum" { String::new() } else { c[0].clone() }, if section == "sum" { String::new() } else { row_no.to_string() }, m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+                t.rows.push(vec![
+                    section.into(),
+                    if section == "sum" {
+                        String::new()
+                    } else {
+                        c[0].clone()
+                    },
+                    if section == "sum" {
+                        String::new()
+                    } else {
+                        row_no.to_string()
+                    },
+                    m.clone(),
+                    cell_value(v).unwrap_or_default(),
+                    unit(&m).into(),
+                ]);
             }
             continue;
         }
         if let Some(sh) = &summary_header {
             for (k, v) in c.iter().enumerate().skip(1) {
                 let m = sh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
-                t.rows.push(vec!["summary".into(), String::new(), String::new(), m.clone(), cell_value(v).unwrap_or_default(), unit(&m).into()]);
+                t.rows.push(vec![
+                    "summary".into(),
+                    String::new(),
+                    String::new(),
+                    m.clone(),
+                    cell_value(v).unwrap_or_default(),
+                    unit(&m).into(),
+                ]);
             }
             continue;
         }
-        t.warnings.push(warn(path, no, "line before any EndToEnd header", l));
+        t.warnings
+            .push(warn(path, no, "line before any EndToEnd header", l));
     }
     t
 }
@@ -275,11 +356,21 @@ pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
 /// Our summary.csv → the same columns, checked against the [`Summary`] schema.
 pub fn parse_summary(path: &Path, text: &str) -> Result<Table, Ns3Error> {
     let mut rdr = csv::Reader::from_reader(text.as_bytes());
-    let header: Vec<String> = rdr.headers().map_err(|e| Ns3Error::parse(path, 1, "header", e.to_string()))?.iter().map(String::from).collect();
-    let mut t = Table { header, ..Default::default() };
+    let header: Vec<String> = rdr
+        .headers()
+        .map_err(|e| Ns3Error::parse(path, 1, "header", e.to_string()))?
+        .iter()
+        .map(String::from)
+        .collect();
+    let mut t = Table {
+        header,
+        ..Default::default()
+    };
     for (i, rec) in rdr.records().enumerate() {
         let rec = rec.map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
-        let _: Summary = rec.deserialize(Some(&csv::StringRecord::from(t.header.clone()))).map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
+        let _: Summary = rec
+            .deserialize(Some(&csv::StringRecord::from(t.header.clone())))
+            .map_err(|e| Ns3Error::parse(path, i + 2, "row", e.to_string()))?;
         t.rows.push(rec.iter().map(String::from).collect());
     }
     Ok(t)
@@ -304,7 +395,8 @@ pub fn to_csv(t: &Table) -> Result<Vec<u8>, Ns3Error> {
     for r in &t.rows {
         w.write_record(r).map_err(e)?;
     }
-    w.into_inner().map_err(|e| Ns3Error::Incomplete(format!("csv: {e}")))
+    w.into_inner()
+        .map_err(|e| Ns3Error::Incomplete(format!("csv: {e}")))
 }
 
 /// Ingest every file into `out` as `<stem>.<kind>.csv`.
@@ -314,12 +406,28 @@ pub fn ingest(files: &[PathBuf], out: &Path) -> Result<Vec<Ingested>, Ns3Error> 
     for f in files {
         let bytes = std::fs::read(f).map_err(|e| Ns3Error::io(f, e))?;
         let text = String::from_utf8_lossy(&bytes);
-        let kind = detect(f, &text).ok_or_else(|| Ns3Error::parse(f, 1, "format", "not an HPCC fct/pfc/qlen file, a SimAI EndToEnd.csv or an ina3d summary.csv"))?;
+        let kind = detect(f, &text).ok_or_else(|| {
+            Ns3Error::parse(
+                f,
+                1,
+                "format",
+                "not an HPCC fct/pfc/qlen file, a SimAI EndToEnd.csv or an ina3d summary.csv",
+            )
+        })?;
         let table = parse(kind, f, &text)?;
-        let stem = f.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "input".into());
+        let stem = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "input".into());
         let output = out.join(format!("{stem}.{}.csv", kind.as_str()));
         write_atomic(&output, &to_csv(&table)?)?;
-        done.push(Ingested { input: f.clone(), kind, output, rows: table.rows.len(), warnings: table.warnings });
+        done.push(Ingested {
+            input: f.clone(),
+            kind,
+            output,
+            rows: table.rows.len(),
+            warnings: table.warnings,
+        });
     }
     Ok(done)
 }

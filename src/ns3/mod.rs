@@ -123,10 +123,23 @@ pub enum Ns3Error {
 
 impl Ns3Error {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Ns3Error::Io { path: path.into(), source }
+        Ns3Error::Io {
+            path: path.into(),
+            source,
+        }
     }
-    pub(crate) fn parse(path: &std::path::Path, line: usize, field: &str, msg: impl Into<String>) -> Self {
-        Ns3Error::Parse { path: path.to_path_buf(), line, field: field.to_string(), msg: msg.into() }
+    pub(crate) fn parse(
+        path: &std::path::Path,
+        line: usize,
+        field: &str,
+        msg: impl Into<String>,
+    ) -> Self {
+        Ns3Error::Parse {
+            path: path.to_path_buf(),
+            line,
+            field: field.to_string(),
+            msg: msg.into(),
+        }
     }
 }
 
@@ -147,13 +160,34 @@ mod tests {
     #[test]
     fn ina_params_come_from_the_trace_header_and_bad_values_name_the_key() {
         let mut h = crate::trace::TraceHeader::new();
-        h.set("ina_slots", 512).set("ina_payload_bytes", 256).set("ina_window", 64).set("ina_policy", "best-effort");
+        h.set("ina_slots", 512)
+            .set("ina_payload_bytes", 256)
+            .set("ina_window", 64)
+            .set("ina_policy", "best-effort");
         let p = super::ina_model(&h).unwrap();
-        assert_eq!(p, InaSwitchModel { slots: 512, payload: Bytes(256), window: 64, policy: InaPolicy::BestEffort, ..InaSwitchModel::default() });
+        assert_eq!(
+            p,
+            InaSwitchModel {
+                slots: 512,
+                payload: Bytes(256),
+                window: 64,
+                policy: InaPolicy::BestEffort,
+                ..InaSwitchModel::default()
+            }
+        );
         h.set("ina_classes", "dp,tp");
-        assert_eq!(super::ina_model(&h).unwrap().classes, vec![crate::trace::Class::Dp, crate::trace::Class::Tp]);
+        assert_eq!(
+            super::ina_model(&h).unwrap().classes,
+            vec![crate::trace::Class::Dp, crate::trace::Class::Tp]
+        );
         h.set("ina_window", "many");
-        assert!(super::ina_model(&h).unwrap_err().to_string().contains("ina_window"));
-        assert_eq!(super::ina_model(&crate::trace::TraceHeader::new()).unwrap(), InaSwitchModel::default());
+        assert!(super::ina_model(&h)
+            .unwrap_err()
+            .to_string()
+            .contains("ina_window"));
+        assert_eq!(
+            super::ina_model(&crate::trace::TraceHeader::new()).unwrap(),
+            InaSwitchModel::default()
+        );
     }
 }

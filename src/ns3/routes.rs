@@ -30,10 +30,17 @@ pub type Hop = (NodeId, LinkId);
 /// INA edge (switch ends included) and its reverse direction (TCP ACKs; INA results), and,
 /// under the best-effort policy, each aggregating switch to and from its aggregation's
 /// fallback host (the lowest-id worker, as the glue picks it).
-pub fn glue_pairs(records: &[FlowRecord], topo: &Topology, policy: InaPolicy) -> BTreeSet<(NodeId, NodeId)> {
+pub fn glue_pairs(
+    records: &[FlowRecord],
+    topo: &Topology,
+    policy: InaPolicy,
+) -> BTreeSet<(NodeId, NodeId)> {
     let mut pairs = BTreeSet::new();
     let mut aggs: BTreeMap<u64, (BTreeSet<NodeId>, Option<NodeId>)> = BTreeMap::new();
-    for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
+    for r in records
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
+    {
         pairs.insert((r.src, r.dst));
         pairs.insert((r.dst, r.src));
         if let (Mode::Ina, Some(a)) = (r.mode, r.agg) {
@@ -67,7 +74,11 @@ pub struct PairRoutes {
 impl PairRoutes {
     /// The replayer's path ([`SharedRoutes`] on `topo` with ECMP seed `seed`,
     /// [`PathSource::connection_path`]) of every pair in `pairs`.
-    pub fn new(topo: &Topology, seed: u64, pairs: &BTreeSet<(NodeId, NodeId)>) -> Result<Self, Ns3Error> {
+    pub fn new(
+        topo: &Topology,
+        seed: u64,
+        pairs: &BTreeSet<(NodeId, NodeId)>,
+    ) -> Result<Self, Ns3Error> {
         let routing = Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
         let shared = SharedRoutes::new(topo, &routing);
         let mut paths = BTreeMap::new();
@@ -75,7 +86,9 @@ impl PairRoutes {
             if src == dst {
                 continue;
             }
-            let chans = shared.connection_path(src, dst).map_err(|_| Ns3Error::NoRoute { src, dst })?;
+            let chans = shared
+                .connection_path(src, dst)
+                .map_err(|_| Ns3Error::NoRoute { src, dst })?;
             let hops = chans
                 .iter()
                 .map(|&c| {
@@ -94,7 +107,10 @@ impl PairRoutes {
         if src == dst {
             return Ok(&[]);
         }
-        self.paths.get(&(src, dst)).map(Vec::as_slice).ok_or(Ns3Error::NoRoute { src, dst })
+        self.paths
+            .get(&(src, dst))
+            .map(Vec::as_slice)
+            .ok_or(Ns3Error::NoRoute { src, dst })
     }
 
     /// Every routed pair and its hops, in (src, dst) order.
@@ -115,12 +131,22 @@ impl PairRoutes {
     /// Completion time alone on an idle network: serialisation at the bottleneck rate plus
     /// the path's propagation delay (store-and-forward of one packet is not added, as in
     /// the HPCC family's `standalone_fct`).
-    pub fn standalone(&self, topo: &Topology, src: NodeId, dst: NodeId, bytes: Bytes) -> Result<Nanos, Ns3Error> {
+    pub fn standalone(
+        &self,
+        topo: &Topology,
+        src: NodeId,
+        dst: NodeId,
+        bytes: Bytes,
+    ) -> Result<Nanos, Ns3Error> {
         if src == dst {
             return Ok(Nanos::ZERO);
         }
         let path = self.path(src, dst)?;
-        let rate = path.iter().map(|(_, l)| topo.links[l.idx()].rate).min().unwrap_or(BitsPerSec(u64::MAX));
+        let rate = path
+            .iter()
+            .map(|(_, l)| topo.links[l.idx()].rate)
+            .min()
+            .unwrap_or(BitsPerSec(u64::MAX));
         let delay: Nanos = path.iter().map(|(_, l)| topo.links[l.idx()].delay).sum();
         Ok(rate.transmit_time(bytes) + delay)
     }
@@ -132,7 +158,10 @@ impl PairRoutes {
             if *k != NodeKind::Host {
                 continue;
             }
-            let nic = topo.links.iter().find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
+            let nic = topo
+                .links
+                .iter()
+                .find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
             if let Some(l) = nic {
                 let peer = if l.a.idx() == i { l.b } else { l.a };
                 let _ = writeln!(s, "ADDR {i} {peer}");
@@ -151,7 +180,10 @@ impl PairRoutes {
 
 /// Read the `PATH` lines of a `routes.txt` back ((src, dst) → hops); `ADDR` lines are
 /// checked for shape only. Errors name the file, line and field.
-pub fn read_routes_txt(path: &Path, text: &str) -> Result<BTreeMap<(NodeId, NodeId), Vec<Hop>>, Ns3Error> {
+pub fn read_routes_txt(
+    path: &Path,
+    text: &str,
+) -> Result<BTreeMap<(NodeId, NodeId), Vec<Hop>>, Ns3Error> {
     let mut out = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
         let no = i + 1;
@@ -163,7 +195,14 @@ pub fn read_routes_txt(path: &Path, text: &str) -> Result<BTreeMap<(NodeId, Node
             t.get(k)
                 .and_then(|v| v.parse().ok())
                 .map(NodeId)
-                .ok_or_else(|| Ns3Error::parse(path, no, field, format!("expected a node id, found `{}`", t.get(k).unwrap_or(&""))))
+                .ok_or_else(|| {
+                    Ns3Error::parse(
+                        path,
+                        no,
+                        field,
+                        format!("expected a node id, found `{}`", t.get(k).unwrap_or(&"")),
+                    )
+                })
         };
         match t[0] {
             "ADDR" if t.len() == 3 => {
@@ -204,10 +243,37 @@ mod tests {
 
     /// hosts 0, 1 on switch 2; host 3 on switch 4; switches 2 and 4 joined by two paths via 5 and 6.
     fn diamond() -> Topology {
-        let l = |a, b| Link { a: NodeId(a), b: NodeId(b), rate: BitsPerSec::gbps(100), delay: Nanos(1000), error_rate: 0.0, kind: LinkKind::Nic };
-        let mut kinds = vec![NodeKind::Host, NodeKind::Host, NodeKind::Switch, NodeKind::Host];
+        let l = |a, b| Link {
+            a: NodeId(a),
+            b: NodeId(b),
+            rate: BitsPerSec::gbps(100),
+            delay: Nanos(1000),
+            error_rate: 0.0,
+            kind: LinkKind::Nic,
+        };
+        let mut kinds = vec![
+            NodeKind::Host,
+            NodeKind::Host,
+            NodeKind::Switch,
+            NodeKind::Host,
+        ];
         kinds.extend([NodeKind::Switch; 3]);
-        Topology { kinds, links: vec![l(0, 2), l(1, 2), l(3, 4), l(2, 5), l(5, 4), l(2, 6), l(6, 4)], gpus: vec![NodeId(0), NodeId(1), NodeId(3)], gpus_per_server: 1, nvlink_rate: None, source: "diamond".into() }
+        Topology {
+            kinds,
+            links: vec![
+                l(0, 2),
+                l(1, 2),
+                l(3, 4),
+                l(2, 5),
+                l(5, 4),
+                l(2, 6),
+                l(6, 4),
+            ],
+            gpus: vec![NodeId(0), NodeId(1), NodeId(3)],
+            gpus_per_server: 1,
+            nvlink_rate: None,
+            source: "diamond".into(),
+        }
     }
 
     fn net(id: u64, src: u32, dst: u32) -> FlowRecord {
@@ -242,7 +308,10 @@ mod tests {
         for (s, d) in pairs {
             let want = routing.path(s, d, pair_key(s, d)).unwrap();
             let got = r.path(s, d).unwrap();
-            assert_eq!(got.iter().map(|h| h.1).collect::<Vec<_>>(), want.iter().map(|c| c.link()).collect::<Vec<_>>());
+            assert_eq!(
+                got.iter().map(|h| h.1).collect::<Vec<_>>(),
+                want.iter().map(|c| c.link()).collect::<Vec<_>>()
+            );
             assert_eq!(got.last().unwrap().0, d);
         }
     }
@@ -250,7 +319,8 @@ mod tests {
     #[test]
     fn routes_txt_reads_back_as_the_same_paths_and_unrouted_pairs_are_an_error() {
         let t = diamond();
-        let r = PairRoutes::new(&t, 0, &glue_pairs(&[net(0, 0, 3)], &t, InaPolicy::Static)).unwrap();
+        let r =
+            PairRoutes::new(&t, 0, &glue_pairs(&[net(0, 0, 3)], &t, InaPolicy::Static)).unwrap();
         let (text, n) = r.text(&t);
         assert_eq!(n, 2);
         assert!(text.contains("ADDR 0 2\n"), "{text}");
@@ -259,11 +329,21 @@ mod tests {
         for (s, d, hops) in r.iter() {
             assert_eq!(back[&(s, d)], hops);
         }
-        assert!(matches!(r.path(NodeId(1), NodeId(3)), Err(Ns3Error::NoRoute { .. })));
-        let bad = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0 5\n").unwrap_err().to_string();
+        assert!(matches!(
+            r.path(NodeId(1), NodeId(3)),
+            Err(Ns3Error::NoRoute { .. })
+        ));
+        let bad = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0 5\n")
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("routes.txt:1: hop"), "{bad}");
-        let short = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0\n").unwrap_err().to_string();
-        assert!(short.contains("does not end at its destination 3"), "{short}");
+        let short = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            short.contains("does not end at its destination 3"),
+            "{short}"
+        );
     }
 
     #[test]
@@ -271,19 +351,41 @@ mod tests {
         let t = diamond();
         let r = PairRoutes::new(&t, 0, &[(NodeId(0), NodeId(3))].into()).unwrap();
         // 1 MB at 100 Gbps = 80 µs, 4 hops of 1 µs
-        assert_eq!(r.standalone(&t, NodeId(0), NodeId(3), Bytes(1_000_000)).unwrap(), Nanos(84_000));
+        assert_eq!(
+            r.standalone(&t, NodeId(0), NodeId(3), Bytes(1_000_000))
+                .unwrap(),
+            Nanos(84_000)
+        );
     }
 
     #[test]
     fn best_effort_routes_each_aggregating_switch_to_and_from_the_lowest_worker() {
         use crate::trace::AggTag;
-        let edge = |id, src, dst, sw, dir| FlowRecord { mode: Mode::Ina, agg: Some(AggTag { id: 9, switch: NodeId(sw), fanin: 2, dir }), ..net(id, src, dst) };
+        let edge = |id, src, dst, sw, dir| FlowRecord {
+            mode: Mode::Ina,
+            agg: Some(AggTag {
+                id: 9,
+                switch: NodeId(sw),
+                fanin: 2,
+                dir,
+            }),
+            ..net(id, src, dst)
+        };
         // workers 1 and 3 under switches 2 and 4, root 5
-        let recs = [edge(0, 1, 2, 2, AggDir::Up), edge(1, 3, 4, 4, AggDir::Up), edge(2, 2, 5, 5, AggDir::Up), edge(3, 4, 5, 5, AggDir::Up)];
+        let recs = [
+            edge(0, 1, 2, 2, AggDir::Up),
+            edge(1, 3, 4, 4, AggDir::Up),
+            edge(2, 2, 5, 5, AggDir::Up),
+            edge(3, 4, 5, 5, AggDir::Up),
+        ];
         let fallback = glue_pairs(&recs, &diamond(), InaPolicy::BestEffort);
         let plain = glue_pairs(&recs, &diamond(), InaPolicy::Static);
         let extra: Vec<_> = fallback.difference(&plain).copied().collect();
         let n = |a, b| (NodeId(a), NodeId(b));
-        assert_eq!(extra, vec![n(1, 4), n(1, 5), n(4, 1), n(5, 1)], "switch 2 already talks to host 1");
+        assert_eq!(
+            extra,
+            vec![n(1, 4), n(1, 5), n(4, 1), n(5, 1)],
+            "switch 2 already talks to host 1"
+        );
     }
 }

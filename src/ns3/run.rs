@@ -21,11 +21,24 @@ use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
 /// ns-3 modules the glue links.
-pub const NS3_MODULES: [&str; 6] = ["core", "network", "internet", "point-to-point", "applications", "traffic-control"];
+pub const NS3_MODULES: [&str; 6] = [
+    "core",
+    "network",
+    "internet",
+    "point-to-point",
+    "applications",
+    "traffic-control",
+];
 /// The header whose presence means Debian's ns-3 dev package is installed.
 pub const NS3_HEADER: &str = "/usr/include/ns3/core-module.h";
 /// Glue sources, relative to the crate root.
-pub const GLUE_SOURCES: [&str; 5] = ["scenario/ina3d-ns3.cc", "helper/ina3d-helper.cc", "model/ina-apps.cc", "model/ina3d-dag.cc", "model/ina3d-pair-routing.cc"];
+pub const GLUE_SOURCES: [&str; 5] = [
+    "scenario/ina3d-ns3.cc",
+    "helper/ina3d-helper.cc",
+    "model/ina-apps.cc",
+    "model/ina3d-dag.cc",
+    "model/ina3d-pair-routing.cc",
+];
 
 /// Where the glue sources are (the crate's `ns3-glue/`).
 pub fn glue_source_dir() -> PathBuf {
@@ -58,9 +71,16 @@ fn mtime(p: &Path) -> Option<SystemTime> {
 /// Compiler flags for ns-3: pkg-config when it knows ns-3, else the plain `-l` list.
 fn ns3_flags() -> Vec<String> {
     let names: Vec<String> = NS3_MODULES.iter().map(|m| format!("ns3-{m}")).collect();
-    let out = Command::new("pkg-config").arg("--cflags").arg("--libs").args(&names).output();
+    let out = Command::new("pkg-config")
+        .arg("--cflags")
+        .arg("--libs")
+        .args(&names)
+        .output();
     match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).split_whitespace().map(String::from).collect(),
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .map(String::from)
+            .collect(),
         _ => NS3_MODULES.iter().map(|m| format!("-lns3-{m}")).collect(),
     }
 }
@@ -75,14 +95,25 @@ pub fn build_glue(src: &Path, out: &Path) -> Result<PathBuf, Ns3Error> {
 /// check the missing-install message).
 pub fn build_glue_checking(src: &Path, out: &Path, ns3_header: &Path) -> Result<PathBuf, Ns3Error> {
     if !ns3_header.exists() {
-        return Err(Ns3Error::Ns3Missing(format!("{} not found", ns3_header.display())));
+        return Err(Ns3Error::Ns3Missing(format!(
+            "{} not found",
+            ns3_header.display()
+        )));
     }
     let mut newest = None;
-    for entry in ["scenario", "helper", "model"].iter().flat_map(|d| std::fs::read_dir(src.join(d)).into_iter().flatten().flatten()) {
+    for entry in ["scenario", "helper", "model"].iter().flat_map(|d| {
+        std::fs::read_dir(src.join(d))
+            .into_iter()
+            .flatten()
+            .flatten()
+    }) {
         newest = newest.max(mtime(&entry.path()));
     }
     if newest.is_none() {
-        return Err(Ns3Error::Build(format!("no glue sources under {}", src.display())));
+        return Err(Ns3Error::Build(format!(
+            "no glue sources under {}",
+            src.display()
+        )));
     }
     if let (Some(b), Some(n)) = (mtime(out), newest) {
         if b >= n {
@@ -103,7 +134,12 @@ pub fn build_glue_checking(src: &Path, out: &Path, ns3_header: &Path) -> Result<
     if !o.status.success() {
         let _ = std::fs::remove_file(&tmp);
         let err = String::from_utf8_lossy(&o.stderr);
-        let first: String = err.lines().filter(|l| l.contains("error")).take(5).collect::<Vec<_>>().join("\n");
+        let first: String = err
+            .lines()
+            .filter(|l| l.contains("error"))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n");
         if err.contains("ns3/") && err.contains("No such file") {
             return Err(Ns3Error::Ns3Missing(first));
         }
@@ -125,10 +161,21 @@ pub struct RunReport {
 }
 
 /// Output files of a run, removed before a new run so nothing stale is taken as its result.
-pub const OUTPUTS: [&str; 6] = ["done", "fct.csv", "fct.txt", "stats.txt", "summary.csv", "fct.partial.csv"];
+pub const OUTPUTS: [&str; 6] = [
+    "done",
+    "fct.csv",
+    "fct.txt",
+    "stats.txt",
+    "summary.csv",
+    "fct.partial.csv",
+];
 
 /// Run the glue binary on `dir`; `progress(done, total)` is called for each progress line.
-pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -> Result<RunReport, Ns3Error> {
+pub fn run_glue(
+    binary: &Path,
+    dir: &Path,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<RunReport, Ns3Error> {
     let trace_path = dir.join("trace.txt");
     let text = std::fs::read_to_string(&trace_path).map_err(|e| Ns3Error::io(&trace_path, e))?;
     let (records, _) = read_trace_txt(&trace_path, &text)?;
@@ -146,7 +193,11 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
     if let Some(err) = child.stderr.take() {
         for line in BufReader::new(err).lines().map_while(Result::ok) {
             let t: Vec<&str> = line.split_whitespace().collect();
-            match (t.first(), t.get(1).and_then(|x| x.parse().ok()), t.get(2).and_then(|x| x.parse().ok())) {
+            match (
+                t.first(),
+                t.get(1).and_then(|x| x.parse().ok()),
+                t.get(2).and_then(|x| x.parse().ok()),
+            ) {
                 (Some(&"progress"), Some(d), Some(n)) => progress(d, n),
                 _ => messages.push(line),
             }
@@ -162,7 +213,10 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
             Some(c) => format!("the glue exited with status {c}"),
             None => "the glue was killed before it finished".to_string(),
         };
-        return Err(Ns3Error::Incomplete(format!("{how}; no `done` marker in {}. {msg}", dir.display())));
+        return Err(Ns3Error::Incomplete(format!(
+            "{how}; no `done` marker in {}. {msg}",
+            dir.display()
+        )));
     }
     let topo_path = dir.join("topology.txt");
     let ttext = std::fs::read_to_string(&topo_path).map_err(|e| Ns3Error::io(&topo_path, e))?;
@@ -179,9 +233,15 @@ pub fn run_glue(binary: &Path, dir: &Path, mut progress: impl FnMut(u64, u64)) -
         ina_slot_peak: stats.get("ina_slot_peak").copied().unwrap_or(0),
         wall_time_ns: wall.as_nanos() as u64,
     };
-    let summary = fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
-    fct::write_summary_csv(&dir.join("summary.csv"), &summary).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
-    Ok(RunReport { summary, rows, stats })
+    let summary =
+        fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
+    fct::write_summary_csv(&dir.join("summary.csv"), &summary)
+        .map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
+    Ok(RunReport {
+        summary,
+        rows,
+        stats,
+    })
 }
 
 /// Read an `fct.csv` (the [`FctRow`] schema, checked by [`fct::read_fct_csv`]).
@@ -195,7 +255,9 @@ fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
     for (i, l) in text.lines().enumerate() {
         let mut t = l.split_whitespace();
         if let (Some(k), Some(v)) = (t.next(), t.next()) {
-            let v = v.parse().map_err(|_| Ns3Error::parse(path, i + 1, k, format!("`{v}` is not an unsigned integer")))?;
+            let v = v.parse().map_err(|_| {
+                Ns3Error::parse(path, i + 1, k, format!("`{v}` is not an unsigned integer"))
+            })?;
             m.insert(k.to_string(), v);
         }
     }
@@ -203,32 +265,64 @@ fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
 }
 
 /// Every record has exactly one row with all its bytes, and starts after its deps + gap.
-pub fn check_complete(records: &[FlowRecord], rows: &[FctRow], topo: &Topology) -> Result<(), Ns3Error> {
+pub fn check_complete(
+    records: &[FlowRecord],
+    rows: &[FctRow],
+    topo: &Topology,
+) -> Result<(), Ns3Error> {
     let mut by_id: BTreeMap<u64, &FctRow> = BTreeMap::new();
     for r in rows {
         if by_id.insert(r.flow_id, r).is_some() {
-            return Err(Ns3Error::Incomplete(format!("record {} has two fct rows", r.flow_id)));
+            return Err(Ns3Error::Incomplete(format!(
+                "record {} has two fct rows",
+                r.flow_id
+            )));
         }
     }
     let known: BTreeSet<u64> = records.iter().map(|r| r.id.0).collect();
     if let Some(extra) = by_id.keys().find(|k| !known.contains(k)) {
-        return Err(Ns3Error::Incomplete(format!("fct row {extra} joins to no trace record")));
+        return Err(Ns3Error::Incomplete(format!(
+            "fct row {extra} joins to no trace record"
+        )));
     }
     for r in records {
-        let row = by_id.get(&r.id.0).ok_or_else(|| Ns3Error::Incomplete(format!("record {} has no fct row", r.id)))?;
+        let row = by_id
+            .get(&r.id.0)
+            .ok_or_else(|| Ns3Error::Incomplete(format!("record {} has no fct row", r.id)))?;
         if row.size_bytes != r.bytes.0 {
-            return Err(Ns3Error::Incomplete(format!("record {}: {} of {} bytes delivered", r.id, row.size_bytes, r.bytes.0)));
+            return Err(Ns3Error::Incomplete(format!(
+                "record {}: {} of {} bytes delivered",
+                r.id, row.size_bytes, r.bytes.0
+            )));
         }
         if row.end_ns < row.start_ns {
-            return Err(Ns3Error::Incomplete(format!("record {} ends before it starts", r.id)));
+            return Err(Ns3Error::Incomplete(format!(
+                "record {} ends before it starts",
+                r.id
+            )));
         }
         // Coupled INA edges (sent by a switch) move as their aggregation produces data, so
         // only records that start by themselves are held to their deps.
-        let coupled = r.mode == Mode::Ina && topo.kinds.get(r.src.idx()).is_some_and(|k| *k != NodeKind::Host);
+        let coupled = r.mode == Mode::Ina
+            && topo
+                .kinds
+                .get(r.src.idx())
+                .is_some_and(|k| *k != NodeKind::Host);
         if !coupled {
-            let ready = r.deps.iter().filter_map(|d| by_id.get(&d.0)).map(|d| d.end_ns).max().unwrap_or(0);
+            let ready = r
+                .deps
+                .iter()
+                .filter_map(|d| by_id.get(&d.0))
+                .map(|d| d.end_ns)
+                .max()
+                .unwrap_or(0);
             if row.start_ns < ready + r.gap.0 {
-                return Err(Ns3Error::Incomplete(format!("record {} started at {} ns, before its deps ended + gap ({} ns)", r.id, row.start_ns, ready + r.gap.0)));
+                return Err(Ns3Error::Incomplete(format!(
+                    "record {} started at {} ns, before its deps ended + gap ({} ns)",
+                    r.id,
+                    row.start_ns,
+                    ready + r.gap.0
+                )));
             }
         }
     }
@@ -238,14 +332,29 @@ pub fn check_complete(records: &[FlowRecord], rows: &[FctRow], topo: &Topology) 
 /// Payload bytes × switches traversed, summed over network records, on the paths of the
 /// glue's `routes.txt` (the `switch_bytes` of [`Summary`]); an INA edge ending or starting
 /// at a switch counts it.
-pub fn switch_bytes(records: &[FlowRecord], topo: &Topology, routes_path: &Path) -> Result<u64, Ns3Error> {
+pub fn switch_bytes(
+    records: &[FlowRecord],
+    topo: &Topology,
+    routes_path: &Path,
+) -> Result<u64, Ns3Error> {
     let text = std::fs::read_to_string(routes_path).map_err(|e| Ns3Error::io(routes_path, e))?;
     let routes = read_routes_txt(routes_path, &text)?;
     let mut total = 0;
-    for r in records.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst) {
-        let path = routes.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute { src: r.src, dst: r.dst })?;
-        let is_switch = |v: NodeId| topo.kinds.get(v.idx()).is_some_and(|k| *k != NodeKind::Host);
-        let switches = u64::from(is_switch(r.src)) + path.iter().filter(|h| is_switch(h.0)).count() as u64;
+    for r in records
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
+    {
+        let path = routes.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute {
+            src: r.src,
+            dst: r.dst,
+        })?;
+        let is_switch = |v: NodeId| {
+            topo.kinds
+                .get(v.idx())
+                .is_some_and(|k| *k != NodeKind::Host)
+        };
+        let switches =
+            u64::from(is_switch(r.src)) + path.iter().filter(|h| is_switch(h.0)).count() as u64;
         total += r.bytes.0 * switches;
     }
     Ok(total)

@@ -119,7 +119,12 @@ impl Pools {
         if self.capacity(c) == 0 || window == 0 {
             return Grant::Fallback;
         }
-        let free = agg.switches.iter().map(|&s| self.free(s, c)).min().unwrap_or(0);
+        let free = agg
+            .switches
+            .iter()
+            .map(|&s| self.free(s, c))
+            .min()
+            .unwrap_or(0);
         if free > 0 {
             Grant::Slots(free.min(window))
         } else if self.policy == InaPolicy::BestEffort {
@@ -139,11 +144,19 @@ impl Pools {
             }
             let total: u32 = u.iter().sum();
             self.peak = self.peak.max(total);
-            self.samples.push(SlotSample { time_ns: now, switch: self.node_of[s as usize], slots_in_use: total });
+            self.samples.push(SlotSample {
+                time_ns: now,
+                switch: self.node_of[s as usize],
+                slots_in_use: total,
+            });
         }
     }
     fn wait_key(&self, agg: &Agg, idx: u32, now: u64) -> (u8, u64, u32) {
-        let prio = if self.policy == InaPolicy::Priority { self.prio[class_idx(agg.class)] } else { 0 };
+        let prio = if self.policy == InaPolicy::Priority {
+            self.prio[class_idx(agg.class)]
+        } else {
+            0
+        };
         (prio, now, idx)
     }
 }
@@ -208,13 +221,20 @@ fn prepare<R: PathSource + ?Sized>(
     for (i, r) in records.iter().enumerate() {
         for node in [r.src, r.dst] {
             if node.idx() >= nodes {
-                return Err(ReplayError::UnknownNode { id: r.id, node, nodes });
+                return Err(ReplayError::UnknownNode {
+                    id: r.id,
+                    node,
+                    nodes,
+                });
             }
         }
         match (r.mode, &r.agg) {
             (Mode::Ina, Some(a)) => {
                 if r.class == Class::Compute {
-                    return Err(ReplayError::BadAggregation { agg: a.id, msg: format!("record {} has class compute", r.id) });
+                    return Err(ReplayError::BadAggregation {
+                        agg: a.id,
+                        msg: format!("record {} has class compute", r.id),
+                    });
                 }
                 let next = members.len() as u32;
                 let ai = *agg_of.entry(a.id).or_insert(next);
@@ -233,7 +253,10 @@ fn prepare<R: PathSource + ?Sized>(
             (_, Some(a)) => {
                 return Err(ReplayError::BadAggregation {
                     agg: a.id,
-                    msg: format!("record {} carries an aggregation tag but its mode is {}", r.id, r.mode),
+                    msg: format!(
+                        "record {} carries an aggregation tag but its mode is {}",
+                        r.id, r.mode
+                    ),
                 })
             }
             _ => {}
@@ -272,14 +295,22 @@ fn prepare<R: PathSource + ?Sized>(
     drop(fill);
     // cycle check: Kahn over records with each aggregation contracted to one node
     {
-        let node = |i: usize| if rec_agg[i] != NONE { n + rec_agg[i] as usize } else { i };
+        let node = |i: usize| {
+            if rec_agg[i] != NONE {
+                n + rec_agg[i] as usize
+            } else {
+                i
+            }
+        };
         let mut indeg = vec![0u32; n + members.len()];
         for i in 0..n {
             indeg[node(i)] += pending[i];
         }
         // a member record is not a node of its own: its aggregation is
         let is_node = |v: usize| v >= n || rec_agg[v] == NONE;
-        let mut stack: Vec<usize> = (0..n + members.len()).filter(|&v| is_node(v) && indeg[v] == 0).collect();
+        let mut stack: Vec<usize> = (0..n + members.len())
+            .filter(|&v| is_node(v) && indeg[v] == 0)
+            .collect();
         let mut seen = 0usize;
         let mut one = [0u32];
         while let Some(v) = stack.pop() {
@@ -291,7 +322,9 @@ fn prepare<R: PathSource + ?Sized>(
                 &one
             };
             for &r in recs {
-                for &d in &dependants[dep_off[r as usize] as usize..dep_off[r as usize + 1] as usize] {
+                for &d in
+                    &dependants[dep_off[r as usize] as usize..dep_off[r as usize + 1] as usize]
+                {
                     let t = node(d as usize);
                     indeg[t] -= 1;
                     if indeg[t] == 0 {
@@ -321,7 +354,10 @@ fn prepare<R: PathSource + ?Sized>(
             ch_rate[c] = link.rate.0;
             ch_delay[c] = link.delay.0;
             let to = if dir == 0 { link.b } else { link.a };
-            ch_to_switch[c] = topo.kinds.get(to.idx()).is_some_and(|k| *k != NodeKind::Host);
+            ch_to_switch[c] = topo
+                .kinds
+                .get(to.idx())
+                .is_some_and(|k| *k != NodeKind::Host);
         }
     }
     let check = |id: FlowId, path: &[crate::topology::Channel]| -> Result<(), ReplayError> {
@@ -331,11 +367,19 @@ fn prepare<R: PathSource + ?Sized>(
                     id,
                     src: NodeId(0),
                     dst: NodeId(0),
-                    reason: format!("router returned channel {} of a link the topology lacks", c.0),
+                    reason: format!(
+                        "router returned channel {} of a link the topology lacks",
+                        c.0
+                    ),
                 });
             };
             if link.rate.0 == 0 {
-                return Err(ReplayError::ZeroCapacity { id, link: c.link(), a: link.a, b: link.b });
+                return Err(ReplayError::ZeroCapacity {
+                    id,
+                    link: c.link(),
+                    a: link.a,
+                    b: link.b,
+                });
             }
         }
         Ok(())
@@ -350,9 +394,15 @@ fn prepare<R: PathSource + ?Sized>(
         if !matches!(r.mode, Mode::Net | Mode::Ina) || r.src == r.dst {
             continue;
         }
-        let path = routing
-            .connection_path(r.src, r.dst)
-            .map_err(|reason| ReplayError::NoRoute { id: r.id, src: r.src, dst: r.dst, reason })?;
+        let path =
+            routing
+                .connection_path(r.src, r.dst)
+                .map_err(|reason| ReplayError::NoRoute {
+                    id: r.id,
+                    src: r.src,
+                    dst: r.dst,
+                    reason,
+                })?;
         check(r.id, &path)?;
         rec_off[i] = arena.len() as u32;
         rec_len[i] = path.len() as u32;
@@ -384,7 +434,10 @@ fn prepare<R: PathSource + ?Sized>(
             if r.class != class {
                 return Err(ReplayError::BadAggregation {
                     agg: id,
-                    msg: format!("record {} is class {} but record {} is class {}", r.id, r.class, first.id, class),
+                    msg: format!(
+                        "record {} is class {} but record {} is class {}",
+                        r.id, r.class, first.id, class
+                    ),
                 });
             }
             if r.agg.map(|a| a.dir) == Some(AggDir::Up) {
@@ -396,7 +449,10 @@ fn prepare<R: PathSource + ?Sized>(
             let sw = r.agg.map(|a| a.switch).unwrap_or(r.dst);
             has_up |= r.agg.map(|a| a.dir) == Some(AggDir::Up);
             if topo.kinds.get(sw.idx()) != Some(&NodeKind::Switch) {
-                return Err(ReplayError::BadAggregation { agg: id, msg: format!("record {}: node {sw} is not a switch", r.id) });
+                return Err(ReplayError::BadAggregation {
+                    agg: id,
+                    msg: format!("record {}: node {sw} is not a switch", r.id),
+                });
             }
             if switch_idx[sw.idx()] == NONE {
                 switch_idx[sw.idx()] = switch_nodes.len() as u32;
@@ -459,8 +515,11 @@ fn prepare<R: PathSource + ?Sized>(
         let down_lat = down.values().copied().max().unwrap_or(0);
         let latency = up_lat + down_lat;
         let wire_s = ina_wire(s, opts);
-        let full_window =
-            if switches.is_empty() { f64::INFINITY } else { window_rate(opts.ina.window, opts.ina.payload, latency) };
+        let full_window = if switches.is_empty() {
+            f64::INFINITY
+        } else {
+            window_rate(opts.ina.window, opts.ina.payload, latency)
+        };
         let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
         // host ring fallback over the worker hosts
         let mut hosts: Vec<(NodeId, FlowId)> = Vec::new();
@@ -484,7 +543,12 @@ fn prepare<R: PathSource + ?Sized>(
             let b = hosts[(k + 1) % hn].0;
             let path = routing
                 .connection_path(a, b)
-                .map_err(|reason| ReplayError::NoRoute { id: rid, src: a, dst: b, reason })?;
+                .map_err(|reason| ReplayError::NoRoute {
+                    id: rid,
+                    src: a,
+                    dst: b,
+                    reason,
+                })?;
             check(rid, &path)?;
             ring.push((arena.len() as u32, path.len() as u32));
             let mut d = 0;
@@ -603,7 +667,18 @@ impl Sim<'_> {
 
     fn add_unit(&mut self, off: u32, len: u32, wire: f64, cap: f64, latency: u64, owner: Owner) {
         let u = self.units.len() as u32;
-        self.units.push(Unit { off, len, remaining: wire, wire, rate: 0.0, cap, last: self.now, ver: 0, latency, owner });
+        self.units.push(Unit {
+            off,
+            len,
+            remaining: wire,
+            wire,
+            rate: 0.0,
+            cap,
+            last: self.now,
+            ver: 0,
+            latency,
+            owner,
+        });
         self.unit_mark.push(0);
         self.unit_frozen.push(0);
         self.new_rate.push(0.0);
@@ -639,7 +714,11 @@ impl Sim<'_> {
             if let Some(&(u2, k2)) = self.ch_units[c].get(p) {
                 self.pos[(self.units[u2 as usize].off + k2) as usize] = p as u32;
             }
-            self.ch_demand[c] = if self.ch_units[c].is_empty() { 0.0 } else { self.ch_demand[c] - cap };
+            self.ch_demand[c] = if self.ch_units[c].is_empty() {
+                0.0
+            } else {
+                self.ch_demand[c] - cap
+            };
             if account {
                 self.ch_bytes[c] += wire;
             }
@@ -701,7 +780,8 @@ impl Sim<'_> {
         self.fresh.clear();
 
         // progressive filling: channels by fair share (min-heap), units by cap
-        let mut heap: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::with_capacity(comp_ch.len());
+        let mut heap: BinaryHeap<Reverse<(u64, u32, u32)>> =
+            BinaryHeap::with_capacity(comp_ch.len());
         for &c in &comp_ch {
             let cu = c as usize;
             self.rem[cu] = self.p.ch_cap[cu];
@@ -711,7 +791,10 @@ impl Sim<'_> {
             heap.push(Reverse((share.to_bits(), c, self.ch_ver[cu])));
         }
         comp_units.sort_unstable_by(|&a, &b| {
-            self.units[a as usize].cap.total_cmp(&self.units[b as usize].cap).then(a.cmp(&b))
+            self.units[a as usize]
+                .cap
+                .total_cmp(&self.units[b as usize].cap)
+                .then(a.cmp(&b))
         });
         let mut ui = 0;
         loop {
@@ -725,7 +808,9 @@ impl Sim<'_> {
                     break;
                 }
             }
-            let top = heap.peek().map(|&Reverse((s, c, _))| (f64::from_bits(s), c));
+            let top = heap
+                .peek()
+                .map(|&Reverse((s, c, _))| (f64::from_bits(s), c));
             let next_cap = comp_units.get(ui).map(|&u| self.units[u as usize].cap);
             match (top, next_cap) {
                 (None, None) => break,
@@ -807,7 +892,10 @@ impl Sim<'_> {
     fn finish(&mut self, i: u32, records: &[FlowRecord]) {
         self.end[i as usize] = self.now;
         self.done += 1;
-        let (a, b) = (self.p.dep_off[i as usize] as usize, self.p.dep_off[i as usize + 1] as usize);
+        let (a, b) = (
+            self.p.dep_off[i as usize] as usize,
+            self.p.dep_off[i as usize + 1] as usize,
+        );
         for k in a..b {
             let d = self.p.dependants[k];
             let du = d as usize;
@@ -831,7 +919,9 @@ impl Sim<'_> {
                 if len == 0 || w == 0.0 {
                     self.push(self.now + self.p.rec_delay[iu], EV_END, i, 0);
                 } else {
-                    let cap = (off..off + len).map(|k| self.p.ch_cap[self.p.arena[k as usize] as usize]).fold(f64::INFINITY, f64::min);
+                    let cap = (off..off + len)
+                        .map(|k| self.p.ch_cap[self.p.arena[k as usize] as usize])
+                        .fold(f64::INFINITY, f64::min);
                     self.add_unit(off, len, w, cap, self.p.rec_delay[iu], Owner::Rec(i));
                 }
             }
@@ -848,7 +938,11 @@ impl Sim<'_> {
             self.push(t, EV_AGG_END, a, 0);
             return;
         }
-        let window = if agg.switches.is_empty() { f64::INFINITY } else { window_rate(slots, self.opts.ina.payload, agg.rtt) };
+        let window = if agg.switches.is_empty() {
+            f64::INFINITY
+        } else {
+            window_rate(slots, self.opts.ina.payload, agg.rtt)
+        };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
         self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
@@ -870,7 +964,9 @@ impl Sim<'_> {
             return;
         }
         for (off, len) in usable {
-            let cap = (off..off + len).map(|k| self.p.ch_cap[self.p.arena[k as usize] as usize]).fold(f64::INFINITY, f64::min);
+            let cap = (off..off + len)
+                .map(|k| self.p.ch_cap[self.p.arena[k as usize] as usize])
+                .fold(f64::INFINITY, f64::min);
             self.add_unit(off, len, w, cap, lat, Owner::Ring(a));
         }
     }
@@ -951,7 +1047,12 @@ pub fn simulate<R: PathSource + ?Sized>(
     let nsw = p.switch_nodes.len();
     let ina = &opts.ina;
     let enabled: Vec<Class> = {
-        let mut v: Vec<Class> = ina.classes.iter().copied().filter(|c| *c != Class::Compute).collect();
+        let mut v: Vec<Class> = ina
+            .classes
+            .iter()
+            .copied()
+            .filter(|c| *c != Class::Compute)
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -961,7 +1062,12 @@ pub fn simulate<R: PathSource + ?Sized>(
         share[class_idx(*c)] = ina.slots / enabled.len() as u32;
     }
     let mut prio = [4u8, 5, 6, 7];
-    for (rank, c) in ina.classes.iter().filter(|c| **c != Class::Compute).enumerate() {
+    for (rank, c) in ina
+        .classes
+        .iter()
+        .filter(|c| **c != Class::Compute)
+        .enumerate()
+    {
         let p = &mut prio[class_idx(*c)];
         *p = (*p).min(rank as u8);
     }
@@ -1015,8 +1121,10 @@ pub fn simulate<R: PathSource + ?Sized>(
     let bar = if opts.progress {
         let b = indicatif::ProgressBar::new(n as u64);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} records  sim {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} records  sim {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         Some(b)
     } else {
@@ -1043,7 +1151,10 @@ pub fn simulate<R: PathSource + ?Sized>(
                         // each edge's own bytes on its own path (reduce-scatter shards differ)
                         for &m in &sim.p.aggs[a as usize].members {
                             let w = ina_wire(records[m as usize].bytes, opts).0 as f64;
-                            let (o, l) = (sim.p.rec_off[m as usize] as usize, sim.p.rec_len[m as usize] as usize);
+                            let (o, l) = (
+                                sim.p.rec_off[m as usize] as usize,
+                                sim.p.rec_len[m as usize] as usize,
+                            );
                             for &c in &sim.p.arena[o..o + l] {
                                 sim.ch_bytes[c as usize] += w;
                             }
@@ -1092,9 +1203,14 @@ pub fn simulate<R: PathSource + ?Sized>(
             Mode::Ina => sim.p.aggs[sim.p.rec_agg[i] as usize].standalone,
             Mode::Net => {
                 let (off, len) = (sim.p.rec_off[i] as usize, sim.p.rec_len[i] as usize);
-                let min_rate = sim.p.arena[off..off + len].iter().map(|&c| sim.p.ch_rate[c as usize]).min();
+                let min_rate = sim.p.arena[off..off + len]
+                    .iter()
+                    .map(|&c| sim.p.ch_rate[c as usize])
+                    .min();
                 match min_rate {
-                    Some(rate) => BitsPerSec(rate).transmit_time(wire(r.bytes, opts)).0 + sim.p.rec_delay[i],
+                    Some(rate) => {
+                        BitsPerSec(rate).transmit_time(wire(r.bytes, opts)).0 + sim.p.rec_delay[i]
+                    }
                     None => sim.p.rec_delay[i],
                 }
             }
@@ -1128,7 +1244,11 @@ pub fn simulate<R: PathSource + ?Sized>(
             to,
             rate_bps: l.rate.0,
             bytes: b,
-            utilisation: if cap_bytes > 0.0 { b as f64 / cap_bytes } else { 0.0 },
+            utilisation: if cap_bytes > 0.0 {
+                b as f64 / cap_bytes
+            } else {
+                0.0
+            },
         });
     }
     let ctx = SummaryContext {

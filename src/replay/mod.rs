@@ -214,8 +214,14 @@ impl ReplayOptions {
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
         let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
             crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
-            other => ReplayError::Header { key: "ina".into(), msg: other.to_string() },
+            other => ReplayError::Header {
+                key: "ina".into(),
+                msg: other.to_string(),
+            },
         })?;
-        Ok(ReplayOptions { ina, ..ReplayOptions::default() })
+        Ok(ReplayOptions {
+            ina,
+            ..ReplayOptions::default()
+        })
     }
 }

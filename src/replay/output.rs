@@ -9,14 +9,21 @@ use std::path::Path;
 /// carried bytes) and `switches.csv` (`time_ns,switch,slots_in_use`: every change of a
 /// switch's INA slot occupancy) into `dir`, creating it if needed.
 pub fn write_outputs(dir: &Path, r: &ReplayResult) -> Result<(), FctError> {
-    std::fs::create_dir_all(dir).map_err(|source| FctError::Io { path: dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| FctError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     fct::write_fct_csv(&dir.join("fct.csv"), &r.rows)?;
     fct::write_hpcc_fct(&dir.join("fct.txt"), &r.rows, HpccFlavor::Hpcc)?;
     fct::write_summary_csv(&dir.join("summary.csv"), &r.summary)?;
     fct::write_atomic(&dir.join("links.csv"), |w| {
         writeln!(w, "link,from,to,rate_bps,bytes,utilisation")?;
         for c in &r.channels {
-            writeln!(w, "{},{},{},{},{},{:.6}", c.link, c.from, c.to, c.rate_bps, c.bytes, c.utilisation)?;
+            writeln!(
+                w,
+                "{},{},{},{},{},{:.6}",
+                c.link, c.from, c.to, c.rate_bps, c.bytes, c.utilisation
+            )?;
         }
         Ok(())
     })?;

@@ -55,7 +55,12 @@ impl ShortestPaths {
         let nvs = |v: NodeId| topo.kinds.get(v.idx()) == Some(&NodeKind::NvSwitch);
         for (i, l) in topo.links.iter().enumerate() {
             let id = crate::units::LinkId(i as u32);
-            if l.a.idx() < n && l.b.idx() < n && l.kind != LinkKind::NvLink && !nvs(l.a) && !nvs(l.b) {
+            if l.a.idx() < n
+                && l.b.idx() < n
+                && l.kind != LinkKind::NvLink
+                && !nvs(l.a)
+                && !nvs(l.b)
+            {
                 adj[l.a.idx()].push((l.b.0, Channel::of(id, true)));
                 adj[l.b.idx()].push((l.a.0, Channel::of(id, false)));
             }
@@ -64,7 +69,12 @@ impl ShortestPaths {
             a.sort_by_key(|&(_, c): &(u32, Channel)| c);
         }
         let host = topo.kinds.iter().map(|k| *k == NodeKind::Host).collect();
-        ShortestPaths { adj, host, dist: (0..n).map(|_| OnceCell::new()).collect(), seed }
+        ShortestPaths {
+            adj,
+            host,
+            dist: (0..n).map(|_| OnceCell::new()).collect(),
+            seed,
+        }
     }
 
     fn distances(&self, dst: usize) -> &Vec<u32> {
@@ -93,7 +103,10 @@ impl PathSource for ShortestPaths {
     fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, String> {
         let n = self.adj.len();
         if src.idx() >= n || dst.idx() >= n {
-            return Err(format!("node {} or {} is not in the topology ({n} nodes)", src, dst));
+            return Err(format!(
+                "node {} or {} is not in the topology ({n} nodes)",
+                src, dst
+            ));
         }
         if src == dst {
             return Ok(Vec::new());
@@ -109,7 +122,8 @@ impl PathSource for ShortestPaths {
             cands.clear();
             let mut next = Vec::new();
             for &(v, c) in &self.adj[u] {
-                if d[v as usize] + 1 == d[u] && (v as usize == dst.idx() || !self.host[v as usize]) {
+                if d[v as usize] + 1 == d[u] && (v as usize == dst.idx() || !self.host[v as usize])
+                {
                     cands.push(c);
                     next.push(v);
                 }

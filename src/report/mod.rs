@@ -339,7 +339,6 @@ fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
     }
 }
 
-
 /// Reads an `fct.csv` into a DataFrame with the contract's columns and types (extra
 /// columns are dropped); the first bad row is reported with its line and field.
 pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {

@@ -9,7 +9,14 @@ use std::collections::BTreeMap;
 pub(super) const KINDS: [&str; 4] = ["fat-tree", "leaf-spine", "rail", "dual-plane"];
 
 /// Options every builder accepts.
-const COMMON: [&str; 6] = ["nic", "fabric", "latency", "gpus-per-server", "nvlink", "nvlink-latency"];
+const COMMON: [&str; 6] = [
+    "nic",
+    "fabric",
+    "latency",
+    "gpus-per-server",
+    "nvlink",
+    "nvlink-latency",
+];
 
 /// Hard cap on hosts, so a typo such as `k=4000` is an error, not an out-of-memory.
 const MAX_HOSTS: u64 = 1 << 22;
@@ -48,7 +55,9 @@ Common options (defaults):
 
     /// [`Topology::from_spec`], also returning the warnings a topology file produced
     /// (always empty for builder specs).
-    pub fn from_spec_with_warnings(spec: &str) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
+    pub fn from_spec_with_warnings(
+        spec: &str,
+    ) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
         let spec = spec.trim();
         let (kind, body) = match spec.split_once(':') {
             Some((k, b)) => (k.trim(), b),
@@ -98,14 +107,22 @@ impl<'a> Opts<'a> {
                 });
             }
             if map.insert(k.clone(), v).is_some() {
-                return Err(TopologyError::Spec { spec: spec.into(), key: k, msg: "given twice".into() });
+                return Err(TopologyError::Spec {
+                    spec: spec.into(),
+                    key: k,
+                    msg: "given twice".into(),
+                });
             }
         }
         Ok(Opts { spec, map })
     }
 
     fn err(&self, key: &str, msg: String) -> TopologyError {
-        TopologyError::Spec { spec: self.spec.into(), key: key.into(), msg }
+        TopologyError::Spec {
+            spec: self.spec.into(),
+            key: key.into(),
+            msg,
+        }
     }
 
     fn has(&self, key: &str) -> bool {
@@ -113,7 +130,9 @@ impl<'a> Opts<'a> {
     }
 
     fn count(&self, key: &str, default: u64, min: u64) -> Result<u64, TopologyError> {
-        let Some(v) = self.map.get(key) else { return Ok(default) };
+        let Some(v) = self.map.get(key) else {
+            return Ok(default);
+        };
         let n: u64 = v
             .parse()
             .map_err(|_| self.err(key, format!("`{v}` is not a whole number")))?;
@@ -127,7 +146,9 @@ impl<'a> Opts<'a> {
     }
 
     fn rate(&self, key: &str, default: BitsPerSec) -> Result<BitsPerSec, TopologyError> {
-        let Some(v) = self.map.get(key) else { return Ok(default) };
+        let Some(v) = self.map.get(key) else {
+            return Ok(default);
+        };
         match BitsPerSec::parse(v) {
             Some(r) if r.0 > 0 => Ok(r),
             Some(_) => Err(self.err(key, format!("`{v}` is zero; a link rate must be positive"))),
@@ -144,15 +165,27 @@ impl<'a> Opts<'a> {
     }
 
     fn delay(&self, key: &str, default: Nanos) -> Result<Nanos, TopologyError> {
-        let Some(v) = self.map.get(key) else { return Ok(default) };
-        parse_delay(v).ok_or_else(|| self.err(key, format!("`{v}` is not a delay like 1us, 1000ns or 0.001ms")))
+        let Some(v) = self.map.get(key) else {
+            return Ok(default);
+        };
+        parse_delay(v).ok_or_else(|| {
+            self.err(
+                key,
+                format!("`{v}` is not a delay like 1us, 1000ns or 0.001ms"),
+            )
+        })
     }
 
     fn oversub(&self) -> Result<Option<f64>, TopologyError> {
-        let Some(v) = self.map.get("oversub") else { return Ok(None) };
+        let Some(v) = self.map.get("oversub") else {
+            return Ok(None);
+        };
         match v.parse::<f64>() {
             Ok(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-            _ => Err(self.err("oversub", format!("`{v}` is not a positive ratio such as 2 or 1.5"))),
+            _ => Err(self.err(
+                "oversub",
+                format!("`{v}` is not a positive ratio such as 2 or 1.5"),
+            )),
         }
     }
 
@@ -173,7 +206,8 @@ impl<'a> Opts<'a> {
             if over.is_some() {
                 return Err(self.err(
                     "oversub",
-                    "give fabric (the uplink rate) or oversub (uplinks sized from it), not both".into(),
+                    "give fabric (the uplink rate) or oversub (uplinks sized from it), not both"
+                        .into(),
                 ));
             }
             return Ok(f);
@@ -181,10 +215,18 @@ impl<'a> Opts<'a> {
         self.sized_uplink(down, uplinks, over.unwrap_or(1.0))
     }
 
-    fn sized_uplink(&self, down: u128, uplinks: u64, over: f64) -> Result<BitsPerSec, TopologyError> {
+    fn sized_uplink(
+        &self,
+        down: u128,
+        uplinks: u64,
+        over: f64,
+    ) -> Result<BitsPerSec, TopologyError> {
         let r = (down as f64 / (uplinks.max(1) as f64 * over)).round();
         if r < 1.0 || r >= u64::MAX as f64 {
-            return Err(self.err("oversub", format!("gives an uplink rate of {r} bps, out of range")));
+            return Err(self.err(
+                "oversub",
+                format!("gives an uplink rate of {r} bps, out of range"),
+            ));
         }
         Ok(BitsPerSec(r as u64))
     }
@@ -203,7 +245,14 @@ impl Net {
         first
     }
     fn link(&mut self, a: u32, b: u32, rate: BitsPerSec, delay: Nanos, kind: LinkKind) {
-        self.links.push(Link { a: NodeId(a), b: NodeId(b), rate, delay, error_rate: 0.0, kind });
+        self.links.push(Link {
+            a: NodeId(a),
+            b: NodeId(b),
+            rate,
+            delay,
+            error_rate: 0.0,
+            kind,
+        });
     }
 }
 
@@ -231,7 +280,10 @@ fn common(o: &Opts<'_>, gps_default: u64) -> Result<Common, TopologyError> {
 /// after its NVLink link, so each GPU's links stay together as in SimAI files.
 fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, TopologyError> {
     if hosts > MAX_HOSTS {
-        return Err(o.err("kind", format!("{hosts} hosts is more than the {MAX_HOSTS} supported")));
+        return Err(o.err(
+            "kind",
+            format!("{hosts} hosts is more than the {MAX_HOSTS} supported"),
+        ));
     }
     if c.nvlink.is_some() && !hosts.is_multiple_of(c.gps) {
         return Err(o.err(
@@ -242,7 +294,10 @@ fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, Topolog
             ),
         ));
     }
-    let mut net = Net { kinds: Vec::new(), links: Vec::new() };
+    let mut net = Net {
+        kinds: Vec::new(),
+        links: Vec::new(),
+    };
     net.nodes(hosts, NodeKind::Host);
     if c.nvlink.is_some() {
         net.nodes(hosts / c.gps, NodeKind::NvSwitch);
@@ -271,9 +326,24 @@ fn finish(net: Net, c: &Common, hosts: u64, spec: &str) -> Topology {
 fn build(spec: &str, kind: &str, body: &str) -> Result<Topology, TopologyError> {
     match kind {
         "fat-tree" => fat_tree(&Opts::parse(spec, kind, body, &["k", "oversub"])?),
-        "leaf-spine" => leaf_spine(&Opts::parse(spec, kind, body, &["leaves", "spines", "hosts-per-leaf", "oversub"])?),
-        "rail" => rail(&Opts::parse(spec, kind, body, &["servers", "spines", "oversub"])?),
-        "dual-plane" => dual_plane(&Opts::parse(spec, kind, body, &["servers", "servers-per-tor", "spines", "oversub"])?),
+        "leaf-spine" => leaf_spine(&Opts::parse(
+            spec,
+            kind,
+            body,
+            &["leaves", "spines", "hosts-per-leaf", "oversub"],
+        )?),
+        "rail" => rail(&Opts::parse(
+            spec,
+            kind,
+            body,
+            &["servers", "spines", "oversub"],
+        )?),
+        "dual-plane" => dual_plane(&Opts::parse(
+            spec,
+            kind,
+            body,
+            &["servers", "servers-per-tor", "spines", "oversub"],
+        )?),
         _ => unreachable!("caller checked KINDS"),
     }
 }
@@ -301,19 +371,37 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let core0 = net.nodes(h * h, NodeKind::Switch) as u64;
     for g in 0..hosts {
         nvlink_of(&mut net, &c, hosts, g);
-        net.link(g as u32, (tor0 + g / h) as u32, c.nic, c.latency, LinkKind::Nic);
+        net.link(
+            g as u32,
+            (tor0 + g / h) as u32,
+            c.nic,
+            c.latency,
+            LinkKind::Nic,
+        );
     }
     for pod in 0..k {
         for e in 0..h {
             for a in 0..h {
-                net.link((tor0 + pod * h + e) as u32, (agg0 + pod * h + a) as u32, tor_up, c.latency, LinkKind::Fabric);
+                net.link(
+                    (tor0 + pod * h + e) as u32,
+                    (agg0 + pod * h + a) as u32,
+                    tor_up,
+                    c.latency,
+                    LinkKind::Fabric,
+                );
             }
         }
     }
     for pod in 0..k {
         for a in 0..h {
             for j in 0..h {
-                net.link((agg0 + pod * h + a) as u32, (core0 + a * h + j) as u32, fabric, c.latency, LinkKind::Fabric);
+                net.link(
+                    (agg0 + pod * h + a) as u32,
+                    (core0 + a * h + j) as u32,
+                    fabric,
+                    c.latency,
+                    LinkKind::Fabric,
+                );
             }
         }
     }
@@ -334,11 +422,23 @@ fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
     for g in 0..hosts {
         nvlink_of(&mut net, &c, hosts, g);
-        net.link(g as u32, (leaf0 + g / hpl) as u32, c.nic, c.latency, LinkKind::Nic);
+        net.link(
+            g as u32,
+            (leaf0 + g / hpl) as u32,
+            c.nic,
+            c.latency,
+            LinkKind::Nic,
+        );
     }
     for l in 0..leaves {
         for s in 0..spines {
-            net.link((leaf0 + l) as u32, (spine0 + s) as u32, up, c.latency, LinkKind::Fabric);
+            net.link(
+                (leaf0 + l) as u32,
+                (spine0 + s) as u32,
+                up,
+                c.latency,
+                LinkKind::Fabric,
+            );
         }
     }
     Ok(finish(net, &c, hosts, o.spec))
@@ -359,11 +459,23 @@ fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
     for g in 0..hosts {
         nvlink_of(&mut net, &c, hosts, g);
-        net.link(g as u32, (leaf0 + g % c.gps) as u32, c.nic, c.latency, LinkKind::Nic);
+        net.link(
+            g as u32,
+            (leaf0 + g % c.gps) as u32,
+            c.nic,
+            c.latency,
+            LinkKind::Nic,
+        );
     }
     for l in 0..c.gps {
         for s in 0..spines {
-            net.link((leaf0 + l) as u32, (spine0 + s) as u32, up, c.latency, LinkKind::Fabric);
+            net.link(
+                (leaf0 + l) as u32,
+                (spine0 + s) as u32,
+                up,
+                c.latency,
+                LinkKind::Fabric,
+            );
         }
     }
     Ok(finish(net, &c, hosts, o.spec))
@@ -389,7 +501,13 @@ fn dual_plane(o: &Opts<'_>) -> Result<Topology, TopologyError> {
         nvlink_of(&mut net, &c, hosts, g);
         let t = g / c.gps / spt;
         for plane in 0..2 {
-            net.link(g as u32, (tor0 + plane * tors + t) as u32, c.nic, c.latency, LinkKind::Nic);
+            net.link(
+                g as u32,
+                (tor0 + plane * tors + t) as u32,
+                c.nic,
+                c.latency,
+                LinkKind::Nic,
+            );
         }
     }
     for plane in 0..2 {

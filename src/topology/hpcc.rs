@@ -22,7 +22,10 @@ impl Topology {
     /// Read an HPCC `topology.txt` or SimAI topology file (told apart by the header's
     /// field count: 3 for HPCC, 5 or 6 for SimAI).
     pub fn read_file(path: &Path) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
-        let bytes = std::fs::read(path).map_err(|source| TopologyError::Io { path: path.to_path_buf(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| TopologyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let text = String::from_utf8_lossy(&bytes);
         Topology::parse_str(&text, &path.display().to_string())
     }
@@ -31,8 +34,15 @@ impl Topology {
     /// warnings and becomes [`Topology::source`]. Hosts become the GPUs in ascending id
     /// order; HPCC files have `gpus_per_server = 1` and no NVLink; SimAI files take
     /// `gpus_per_server` from the header and the NVLink rate from the first NVLink link.
-    pub fn parse_str(text: &str, origin: &str) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
-        Reader { origin, warnings: Vec::new() }.parse(text)
+    pub fn parse_str(
+        text: &str,
+        origin: &str,
+    ) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
+        Reader {
+            origin,
+            warnings: Vec::new(),
+        }
+        .parse(text)
     }
 
     /// HPCC `topology.txt` text. HPCC has no NVSwitch kind: NVSwitches are written as
@@ -44,7 +54,13 @@ impl Topology {
             .filter(|&v| self.kinds[v] != NodeKind::Host)
             .map(|v| v.to_string())
             .collect();
-        let mut s = format!("{} {} {}\n{}\n", self.kinds.len(), ids.len(), self.links.len(), ids.join(" "));
+        let mut s = format!(
+            "{} {} {}\n{}\n",
+            self.kinds.len(),
+            ids.len(),
+            self.links.len(),
+            ids.join(" ")
+        );
         self.write_links(&mut s);
         s
     }
@@ -54,8 +70,15 @@ impl Topology {
     pub fn to_simai_string(&self, gpu_type: &str) -> String {
         let nv = self.nvswitches();
         let sw = self.switches();
-        let gpu_type: String = gpu_type.chars().map(|c| if c.is_whitespace() { '_' } else { c }).collect();
-        let gpu_type = if gpu_type.is_empty() { "unknown".to_string() } else { gpu_type };
+        let gpu_type: String = gpu_type
+            .chars()
+            .map(|c| if c.is_whitespace() { '_' } else { c })
+            .collect();
+        let gpu_type = if gpu_type.is_empty() {
+            "unknown".to_string()
+        } else {
+            gpu_type
+        };
         let ids: Vec<String> = nv.iter().chain(sw.iter()).map(|v| v.to_string()).collect();
         let mut s = format!(
             "{} {} {} {} {} {}\n{}\n",
@@ -73,7 +96,15 @@ impl Topology {
 
     fn write_links(&self, s: &mut String) {
         for l in &self.links {
-            let _ = writeln!(s, "{} {} {} {}ns {}", l.a, l.b, l.rate.to_hpcc_string(), l.delay.0, l.error_rate);
+            let _ = writeln!(
+                s,
+                "{} {} {} {}ns {}",
+                l.a,
+                l.b,
+                l.rate.to_hpcc_string(),
+                l.delay.0,
+                l.error_rate
+            );
         }
     }
 }
@@ -94,10 +125,19 @@ struct Header {
 
 impl Reader<'_> {
     fn err(&self, line: usize, field: &str, msg: String) -> TopologyError {
-        TopologyError::Parse { path: self.origin.to_string(), line, field: field.to_string(), msg }
+        TopologyError::Parse {
+            path: self.origin.to_string(),
+            line,
+            field: field.to_string(),
+            msg,
+        }
     }
     fn warn(&mut self, line: usize, msg: String) {
-        self.warnings.push(TopologyWarning { path: self.origin.to_string(), line, msg });
+        self.warnings.push(TopologyWarning {
+            path: self.origin.to_string(),
+            line,
+            msg,
+        });
     }
 
     fn num(&self, line: usize, field: &str, tok: &str) -> Result<u64, TopologyError> {
@@ -110,16 +150,32 @@ impl Reader<'_> {
     fn id(&self, line: usize, field: &str, tok: &str) -> Result<u32, TopologyError> {
         let v = self.num(line, field, tok)?;
         if v >= MAX_NODES {
-            return Err(self.err(line, field, format!("node id {v} is beyond the supported {MAX_NODES}")));
+            return Err(self.err(
+                line,
+                field,
+                format!("node id {v} is beyond the supported {MAX_NODES}"),
+            ));
         }
         Ok(v as u32)
     }
 
     fn parse(mut self, text: &str) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
-        let lines: Vec<(usize, &str)> = text.split('\n').enumerate().map(|(i, l)| (i + 1, l.trim())).collect();
-        let mut it = lines.iter().copied().skip_while(|(_, l)| l.is_empty()).peekable();
+        let lines: Vec<(usize, &str)> = text
+            .split('\n')
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.trim()))
+            .collect();
+        let mut it = lines
+            .iter()
+            .copied()
+            .skip_while(|(_, l)| l.is_empty())
+            .peekable();
         let Some((hl, header)) = it.next() else {
-            return Err(self.err(1, "header", "the file is empty; expected `<nodes> <switches> <links>`".into()));
+            return Err(self.err(
+                1,
+                "header",
+                "the file is empty; expected `<nodes> <switches> <links>`".into(),
+            ));
         };
         let h = self.header(hl, header)?;
         let expected_ids = h.nvswitches + h.switches;
@@ -139,7 +195,9 @@ impl Reader<'_> {
                 match it.next() {
                     Some((n, l)) => {
                         id_line = n;
-                        if looks_like_link(l) && l.split_whitespace().count() != expected_ids as usize {
+                        if looks_like_link(l)
+                            && l.split_whitespace().count() != expected_ids as usize
+                        {
                             return Err(self.err(
                                 n,
                                 "switch ids",
@@ -152,7 +210,13 @@ impl Reader<'_> {
                     }
                     None if expected_ids == 0 => {}
                     None => {
-                        return Err(self.err(hl + 1, "switch ids", format!("expected {expected_ids} switch ids, found the end of the file")))
+                        return Err(self.err(
+                            hl + 1,
+                            "switch ids",
+                            format!(
+                                "expected {expected_ids} switch ids, found the end of the file"
+                            ),
+                        ))
                     }
                 }
             }
@@ -181,8 +245,14 @@ impl Reader<'_> {
                 }
                 Err(e) => match blank {
                     Some(b) if !links.is_empty() => {
-                        let rest = lines.iter().filter(|(m, t)| *m >= n && !t.is_empty()).count();
-                        self.warn(n, format!("ignored {rest} line(s) of free text after the blank line {b}"));
+                        let rest = lines
+                            .iter()
+                            .filter(|(m, t)| *m >= n && !t.is_empty())
+                            .count();
+                        self.warn(
+                            n,
+                            format!("ignored {rest} line(s) of free text after the blank line {b}"),
+                        );
                         break;
                     }
                     _ => return Err(e),
@@ -192,25 +262,48 @@ impl Reader<'_> {
         if links.len() as u64 != h.links {
             self.warn(
                 last_line,
-                format!("the header announces {} links but the file has {}; using the rows", h.links, links.len()),
+                format!(
+                    "the header announces {} links but the file has {}; using the rows",
+                    h.links,
+                    links.len()
+                ),
             );
         }
 
         // Nodes: as many as the header says, or as the ids need.
-        let max_id = ids.iter().copied().chain(links.iter().flat_map(|l| [l.a.0, l.b.0])).max();
+        let max_id = ids
+            .iter()
+            .copied()
+            .chain(links.iter().flat_map(|l| [l.a.0, l.b.0]))
+            .max();
         let need = max_id.map_or(0, |m| m as u64 + 1);
         let n = if need > h.nodes {
-            self.warn(hl, format!("the header announces {} nodes but ids go up to {}; using {need} nodes", h.nodes, need - 1));
+            self.warn(
+                hl,
+                format!(
+                    "the header announces {} nodes but ids go up to {}; using {need} nodes",
+                    h.nodes,
+                    need - 1
+                ),
+            );
             need
         } else {
             if h.nodes > MAX_NODES {
-                return Err(self.err(hl, "node count", format!("{} nodes is beyond the supported {MAX_NODES}", h.nodes)));
+                return Err(self.err(
+                    hl,
+                    "node count",
+                    format!("{} nodes is beyond the supported {MAX_NODES}", h.nodes),
+                ));
             }
             h.nodes
         } as usize;
         let mut kinds = vec![NodeKind::Host; n];
         for (i, &id) in ids.iter().enumerate() {
-            let k = if (i as u64) < h.nvswitches { NodeKind::NvSwitch } else { NodeKind::Switch };
+            let k = if (i as u64) < h.nvswitches {
+                NodeKind::NvSwitch
+            } else {
+                NodeKind::Switch
+            };
             if kinds[id as usize] != NodeKind::Host {
                 self.warn(id_line, format!("node {id} is listed twice as a switch"));
             }
@@ -232,10 +325,19 @@ impl Reader<'_> {
         let lonely = linked.iter().filter(|&&x| !x).count();
         if lonely > 0 {
             let first = linked.iter().position(|&x| !x).unwrap_or(0);
-            self.warn(hl, format!("{lonely} node(s) appear in no link (first: node {first})"));
+            self.warn(
+                hl,
+                format!("{lonely} node(s) appear in no link (first: node {first})"),
+            );
         }
-        let gpus: Vec<NodeId> = (0..n as u32).map(NodeId).filter(|v| kinds[v.idx()] == NodeKind::Host).collect();
-        let nvlink_rate = links.iter().find(|l| l.kind == LinkKind::NvLink).map(|l| l.rate);
+        let gpus: Vec<NodeId> = (0..n as u32)
+            .map(NodeId)
+            .filter(|v| kinds[v.idx()] == NodeKind::Host)
+            .collect();
+        let nvlink_rate = links
+            .iter()
+            .find(|l| l.kind == LinkKind::NvLink)
+            .map(|l| l.rate);
         let gps = match h.gpus_per_server {
             None => 1,
             Some(0) => {
@@ -307,8 +409,15 @@ impl Reader<'_> {
         if a == b {
             return Err(self.err(n, "dst", format!("the link joins node {a} to itself")));
         }
-        let rate = BitsPerSec::parse(f[2]).ok_or_else(|| self.err(n, "rate", format!("`{}` is not a rate like 100Gbps", f[2])))?;
-        let delay = parse_delay(f[3]).ok_or_else(|| self.err(n, "delay", format!("`{}` is not a delay like 1000ns or 0.001ms", f[3])))?;
+        let rate = BitsPerSec::parse(f[2])
+            .ok_or_else(|| self.err(n, "rate", format!("`{}` is not a rate like 100Gbps", f[2])))?;
+        let delay = parse_delay(f[3]).ok_or_else(|| {
+            self.err(
+                n,
+                "delay",
+                format!("`{}` is not a delay like 1000ns or 0.001ms", f[3]),
+            )
+        })?;
         let error_rate = match f.get(4) {
             None => {
                 self.warn(n, "no error-rate column; using 0".into());
@@ -316,13 +425,32 @@ impl Reader<'_> {
             }
             Some(t) => match t.parse::<f64>() {
                 Ok(x) if x.is_finite() && (0.0..=1.0).contains(&x) => x,
-                _ => return Err(self.err(n, "error_rate", format!("`{t}` is not a probability between 0 and 1"))),
+                _ => {
+                    return Err(self.err(
+                        n,
+                        "error_rate",
+                        format!("`{t}` is not a probability between 0 and 1"),
+                    ))
+                }
             },
         };
         if f.len() > 5 {
-            self.warn(n, format!("{} extra field(s) after the error rate ignored", f.len() - 5));
+            self.warn(
+                n,
+                format!(
+                    "{} extra field(s) after the error rate ignored",
+                    f.len() - 5
+                ),
+            );
         }
-        Ok(Link { a: NodeId(a), b: NodeId(b), rate, delay, error_rate, kind: LinkKind::Nic })
+        Ok(Link {
+            a: NodeId(a),
+            b: NodeId(b),
+            rate,
+            delay,
+            error_rate,
+            kind: LinkKind::Nic,
+        })
     }
 }
 

@@ -133,7 +133,10 @@ impl Topology {
         self.nodes_of(NodeKind::NvSwitch)
     }
     fn nodes_of(&self, k: NodeKind) -> Vec<NodeId> {
-        (0..self.kinds.len() as u32).map(NodeId).filter(|n| self.kinds[n.idx()] == k).collect()
+        (0..self.kinds.len() as u32)
+            .map(NodeId)
+            .filter(|n| self.kinds[n.idx()] == k)
+            .collect()
     }
     /// Kind of a node, `None` when the id is out of range.
     pub fn kind(&self, n: NodeId) -> Option<NodeKind> {
@@ -181,7 +184,10 @@ impl Topology {
     }
     /// The server (NVLink domain) of a GPU node, `None` when `n` is not a GPU of `gpus`.
     pub fn server_of_node(&self, n: NodeId) -> Option<u32> {
-        self.gpus.iter().position(|&g| g == n).map(|r| self.server_of(Rank(r as u32)))
+        self.gpus
+            .iter()
+            .position(|&g| g == n)
+            .map(|r| self.server_of(Rank(r as u32)))
     }
 
     /// Check that a job of `world` GPUs with tensor-parallel size `tp` fits: no more GPUs

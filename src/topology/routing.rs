@@ -139,7 +139,11 @@ impl Routing {
         let mut delays = Vec::with_capacity(topo.links.len());
         for (i, l) in topo.links.iter().enumerate() {
             if l.rate.0 == 0 {
-                return Err(TopologyError::ZeroRate { link: i as u32, a: l.a, b: l.b });
+                return Err(TopologyError::ZeroRate {
+                    link: i as u32,
+                    a: l.a,
+                    b: l.b,
+                });
             }
             if l.a.idx() >= n || l.b.idx() >= n {
                 return Err(TopologyError::World(format!(
@@ -210,8 +214,11 @@ impl Routing {
                     "host {v} has no network link (only NVLink or nothing), so no flow can reach it"
                 )));
             }
-            let mut key: Vec<NodeId> =
-                net.iter().map(|&(_, w)| w).filter(|w| r.sw[w.idx()] != NONE).collect();
+            let mut key: Vec<NodeId> = net
+                .iter()
+                .map(|&(_, w)| w)
+                .filter(|w| r.sw[w.idx()] != NONE)
+                .collect();
             key.sort_unstable();
             key.dedup();
             let next = keys.len() as u32;
@@ -222,7 +229,10 @@ impl Routing {
             r.group_of[v] = g;
         }
         let mut lists = Lists::default();
-        r.groups = sources.iter().map(|s| r.bfs(s, switches as usize, &mut lists)).collect();
+        r.groups = sources
+            .iter()
+            .map(|s| r.bfs(s, switches as usize, &mut lists))
+            .collect();
         lists.ids = Default::default();
         r.lists = lists;
         r.level = r.levels(switches as usize);
@@ -317,8 +327,10 @@ impl Routing {
     /// Every host must reach every group: through a switch at finite distance, or by a
     /// direct host-host link.
     fn check_connected(&self) -> Result<(), TopologyError> {
-        let hosts: Vec<NodeId> =
-            (0..self.kinds.len() as u32).map(NodeId).filter(|v| self.kinds[v.idx()] == NodeKind::Host).collect();
+        let hosts: Vec<NodeId> = (0..self.kinds.len() as u32)
+            .map(NodeId)
+            .filter(|v| self.kinds[v.idx()] == NodeKind::Host)
+            .collect();
         let mut rep = vec![None; self.groups.len()];
         for &h in &hosts {
             let g = self.group_of[h.idx()] as usize;
@@ -354,7 +366,10 @@ impl Routing {
     fn host(&self, v: NodeId) -> Result<(), TopologyError> {
         match self.kinds.get(v.idx()) {
             Some(NodeKind::Host) => Ok(()),
-            Some(k) => Err(TopologyError::NotAHost { node: v, what: format!("a {k:?}").to_lowercase() }),
+            Some(k) => Err(TopologyError::NotAHost {
+                node: v,
+                what: format!("a {k:?}").to_lowercase(),
+            }),
             None => Err(TopologyError::NotAHost {
                 node: v,
                 what: format!("out of range (the topology has {} nodes)", self.kinds.len()),
@@ -376,7 +391,13 @@ impl Routing {
     }
 
     /// [`Routing::path`] into a reused buffer (cleared first), for hot loops.
-    pub fn path_into(&self, src: NodeId, dst: NodeId, key: u64, out: &mut Vec<Channel>) -> Result<(), TopologyError> {
+    pub fn path_into(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        out: &mut Vec<Channel>,
+    ) -> Result<(), TopologyError> {
         self.host(src)?;
         self.host(dst)?;
         out.clear();
@@ -387,7 +408,13 @@ impl Routing {
     }
 
     /// Walk from `src` (host or switch) to host `dst`, appending channels to `out`.
-    fn route(&self, src: NodeId, dst: NodeId, key: u64, out: &mut Vec<Channel>) -> Result<(), TopologyError> {
+    fn route(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        out: &mut Vec<Channel>,
+    ) -> Result<(), TopologyError> {
         let grp = &self.groups[self.group_of[dst.idx()] as usize];
         let dist_of = |w: NodeId| {
             let wi = self.sw[w.idx()];
@@ -404,17 +431,36 @@ impl Routing {
             let direct = self.net(v).iter().filter(|&&(_, w)| w == dst).count();
             if direct > 0 {
                 let i = ecmp_choice(self.seed, key, v, direct);
-                let (c, _) = *self.net(v).iter().filter(|&&(_, w)| w == dst).nth(i).expect("i < count");
+                let (c, _) = *self
+                    .net(v)
+                    .iter()
+                    .filter(|&&(_, w)| w == dst)
+                    .nth(i)
+                    .expect("i < count");
                 out.push(c);
                 return Ok(());
             }
-            let best = self.net(v).iter().map(|&(_, w)| dist_of(w)).min().unwrap_or(FAR);
+            let best = self
+                .net(v)
+                .iter()
+                .map(|&(_, w)| dist_of(w))
+                .min()
+                .unwrap_or(FAR);
             if best == FAR {
                 return Err(TopologyError::Disconnected { from: src, to: dst });
             }
-            let cnt = self.net(v).iter().filter(|&&(_, w)| dist_of(w) == best).count();
+            let cnt = self
+                .net(v)
+                .iter()
+                .filter(|&&(_, w)| dist_of(w) == best)
+                .count();
             let i = ecmp_choice(self.seed, key, v, cnt);
-            let (c, w) = *self.net(v).iter().filter(|&&(_, w)| dist_of(w) == best).nth(i).expect("i < count");
+            let (c, w) = *self
+                .net(v)
+                .iter()
+                .filter(|&&(_, w)| dist_of(w) == best)
+                .nth(i)
+                .expect("i < count");
             out.push(c);
             v = w;
         }
@@ -463,7 +509,10 @@ impl Routing {
 
     /// The smallest link rate along a path; `BitsPerSec(u64::MAX)` for the empty path.
     pub fn bottleneck(&self, path: &[Channel]) -> BitsPerSec {
-        path.iter().map(|c| self.rates[c.link().idx()]).min().unwrap_or(BitsPerSec(u64::MAX))
+        path.iter()
+            .map(|c| self.rates[c.link().idx()])
+            .min()
+            .unwrap_or(BitsPerSec(u64::MAX))
     }
 
     /// Rate of the link under a channel.
@@ -520,7 +569,10 @@ impl Routing {
             return Err(TopologyError::Members("no members".into()));
         }
         if let Some(w) = ms.windows(2).find(|w| w[0] == w[1]) {
-            return Err(TopologyError::Members(format!("node {} is listed twice", w[0])));
+            return Err(TopologyError::Members(format!(
+                "node {} is listed twice",
+                w[0]
+            )));
         }
         for &m in &ms {
             self.host(m)?;
@@ -553,7 +605,10 @@ impl Routing {
             }
         }
         if cands.is_empty() {
-            return Err(TopologyError::NoAggregator { members: ms.len(), first: ms[0] });
+            return Err(TopologyError::NoAggregator {
+                members: ms.len(),
+                first: ms[0],
+            });
         }
         let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
 
@@ -571,7 +626,12 @@ impl Routing {
                 seg.push(up);
                 let v = self.channel_ends(up).1;
                 if agg(v) {
-                    edges.push(AggEdge { child, parent: v, fanin_at_parent: 0, path: std::mem::take(&mut seg) });
+                    edges.push(AggEdge {
+                        child,
+                        parent: v,
+                        fanin_at_parent: 0,
+                        path: std::mem::take(&mut seg),
+                    });
                     if in_tree.insert(v, ()).is_some() {
                         break;
                     }
@@ -632,6 +692,10 @@ impl AggTree {
     }
     /// The children of `node`, in edge order.
     pub fn children(&self, node: NodeId) -> Vec<NodeId> {
-        self.edges.iter().filter(|e| e.parent == node).map(|e| e.child).collect()
+        self.edges
+            .iter()
+            .filter(|e| e.parent == node)
+            .map(|e| e.child)
+            .collect()
     }
 }

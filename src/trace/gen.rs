@@ -192,7 +192,11 @@ pub fn generate_workload(
 /// NVLink link delay (GPU → NVSwitch → GPU), else 1 µs.
 pub fn nvlink_step_latency(topo: &Topology, opts: &TraceOptions) -> Nanos {
     opts.nvlink_step_latency.unwrap_or_else(|| {
-        topo.links.iter().find(|l| l.kind == LinkKind::NvLink).map(|l| Nanos(2 * l.delay.0)).unwrap_or(Nanos(1000))
+        topo.links
+            .iter()
+            .find(|l| l.kind == LinkKind::NvLink)
+            .map(|l| Nanos(2 * l.delay.0))
+            .unwrap_or(Nanos(1000))
     })
 }
 

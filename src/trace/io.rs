@@ -184,7 +184,9 @@ struct GzThread {
 impl GzThread {
     fn new(file: File) -> Self {
         use std::sync::{mpsc, Arc, Mutex};
-        let k = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 4);
+        let k = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 4);
         let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
         let rx = Arc::new(Mutex::new(rx));
         let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
@@ -198,7 +200,8 @@ impl GzThread {
                         Err(_) => return,
                     };
                     let Ok((seq, data)) = job else { return };
-                    let mut enc = GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
+                    let mut enc =
+                        GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
                     let res = enc.write_all(&data).and_then(|_| enc.finish());
                     if out_tx.send((seq, res)).is_err() {
                         return;
@@ -219,11 +222,18 @@ impl GzThread {
                 }
             }
             if !pending.is_empty() {
-                return Err(std::io::Error::other("gzip worker stopped early: a chunk is missing"));
+                return Err(std::io::Error::other(
+                    "gzip worker stopped early: a chunk is missing",
+                ));
             }
             Ok(file)
         });
-        GzThread { tx: Some(tx), workers, writer: Some(writer), seq: 0 }
+        GzThread {
+            tx: Some(tx),
+            workers,
+            writer: Some(writer),
+            seq: 0,
+        }
     }
     fn broken() -> std::io::Error {
         std::io::Error::other("gzip threads stopped")

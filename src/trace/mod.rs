@@ -16,6 +16,7 @@ pub use io::{
     ValidationSummary, COLUMNS, SCHEMA_VERSION,
 };
 pub use options::{
-    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, TraceOptions, INA_HEADER_KEYS,
+    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
+    TraceOptions, INA_HEADER_KEYS,
 };
 pub use record::{AggDir, AggTag, Class, FlowRecord, Mode, NET_PACKET_PAYLOAD, PACKET_HEADER};

@@ -122,8 +122,24 @@ impl Default for InaSwitchModel {
 /// Header keys of the INA switch model, each with the spellings accepted on read (the
 /// first is what `ina3d trace` writes).
 pub const INA_HEADER_KEYS: [(&str, &[&str]); 5] = [
-    ("slots per switch", &["ina_slots", "ina_slots_per_switch", "ina.slots_per_switch", "ina.slots"]),
-    ("payload bytes", &["ina_payload_bytes", "ina_payload", "ina.payload_bytes", "ina.payload"]),
+    (
+        "slots per switch",
+        &[
+            "ina_slots",
+            "ina_slots_per_switch",
+            "ina.slots_per_switch",
+            "ina.slots",
+        ],
+    ),
+    (
+        "payload bytes",
+        &[
+            "ina_payload_bytes",
+            "ina_payload",
+            "ina.payload_bytes",
+            "ina.payload",
+        ],
+    ),
     ("window", &["ina_window", "ina.window"]),
     ("policy", &["ina_policy", "ina.policy"]),
     ("classes", &["ina_classes", "ina.classes"]),
@@ -134,17 +150,32 @@ impl InaSwitchModel {
     /// [`InaSwitchModel::default`], a malformed value is an error naming its key.
     pub fn from_header(h: &super::TraceHeader) -> Result<Self, super::TraceError> {
         let mut m = InaSwitchModel::default();
-        let get = |which: usize| INA_HEADER_KEYS[which].1.iter().find_map(|k| h.get(k).map(|v| (*k, v.trim())));
-        let bad = |key: &str, msg: String| super::TraceError::Metadata { key: key.into(), msg };
+        let get = |which: usize| {
+            INA_HEADER_KEYS[which]
+                .1
+                .iter()
+                .find_map(|k| h.get(k).map(|v| (*k, v.trim())))
+        };
+        let bad = |key: &str, msg: String| super::TraceError::Metadata {
+            key: key.into(),
+            msg,
+        };
         let int = |which: usize| -> Result<Option<(&str, u64)>, super::TraceError> {
             match get(which) {
                 None => Ok(None),
                 Some((k, v)) => v.parse::<u64>().map(|n| Some((k, n))).map_err(|_| {
-                    bad(k, format!("`{v}` is not a non-negative integer ({})", INA_HEADER_KEYS[which].0))
+                    bad(
+                        k,
+                        format!(
+                            "`{v}` is not a non-negative integer ({})",
+                            INA_HEADER_KEYS[which].0
+                        ),
+                    )
                 }),
             }
         };
-        let small = |k: &str, n: u64| u32::try_from(n).map_err(|_| bad(k, format!("{n} is too large")));
+        let small =
+            |k: &str, n: u64| u32::try_from(n).map_err(|_| bad(k, format!("{n} is too large")));
         if let Some((k, n)) = int(0)? {
             m.slots = small(k, n)?;
         }

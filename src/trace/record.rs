@@ -110,7 +110,11 @@ impl FromStr for Class {
             "dp" => Class::Dp,
             "emb" => Class::Emb,
             "compute" => Class::Compute,
-            other => return Err(format!("unknown traffic class `{other}` (expected tp, pp, dp, emb or compute)")),
+            other => {
+                return Err(format!(
+                    "unknown traffic class `{other}` (expected tp, pp, dp, emb or compute)"
+                ))
+            }
         })
     }
 }
@@ -122,7 +126,11 @@ impl FromStr for Mode {
             "ina" => Mode::Ina,
             "nvlink" => Mode::NvLink,
             "compute" => Mode::Compute,
-            other => return Err(format!("unknown mode `{other}` (expected net, ina, nvlink or compute)")),
+            other => {
+                return Err(format!(
+                    "unknown mode `{other}` (expected net, ina, nvlink or compute)"
+                ))
+            }
         })
     }
 }
