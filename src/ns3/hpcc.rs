@@ -154,33 +154,34 @@ pub fn read_topology_txt(path: &Path, text: &str) -> Result<(HpccTopology, Vec<S
             Ns3Error::parse(path, hl, field, format!("expected a number in `{header}`"))
         })
     };
-    let (nodes, nv, sw, nlinks, gps, gpu_type) =
-        match h.len() {
-            3 => (
-                num(0, "node_num")?,
-                0,
-                num(1, "switch_num")?,
-                num(2, "link_num")?,
-                None,
-                None,
-            ),
-            6 => (
-                num(0, "node_num")?,
-                num(2, "nvswitch_num")?,
-                num(3, "switch_num")?,
-                num(4, "link_num")?,
-                Some(num(1, "gpus_per_server")?),
-                Some(h[5].to_string()),
-            ),
-            _ => return Err(Ns3Error::parse(
+    let (nodes, nv, sw, nlinks, gps, gpu_type) = match h.len() {
+        3 => (
+            num(0, "node_num")?,
+            0,
+            num(1, "switch_num")?,
+            num(2, "link_num")?,
+            None,
+            None,
+        ),
+        6 => (
+            num(0, "node_num")?,
+            num(2, "nvswitch_num")?,
+            num(3, "switch_num")?,
+            num(4, "link_num")?,
+            Some(num(1, "gpus_per_server")?),
+            Some(h[5].to_string()),
+        ),
+        _ => {
+            return Err(Ns3Error::parse(
                 path,
                 hl,
                 "header",
                 format!(
                     "expected `<nodes> <switches> <links>` or SimAI's 6 fields, found `{header}`"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     // switch ids: the next tokens, possibly over several lines
     let mut ids = Vec::new();
     let mut rest_lines = Vec::new();

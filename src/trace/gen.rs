@@ -212,6 +212,41 @@ impl Gen<'_> {
         }
     }
 
+    /// One edge of an INA aggregation: a `Mode::Ina` record of step `step` of collective
+    /// `coll` over `group` members, aggregated as `agg` says (no fixed duration: the
+    /// back-ends stream it with the other edges of its aggregation).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_ina(
+        &mut self,
+        src: NodeId,
+        dst: NodeId,
+        bytes: Bytes,
+        deps: Vec<FlowId>,
+        gap: Nanos,
+        tag: Tag,
+        coll: u64,
+        step: u32,
+        group: u32,
+        agg: AggTag,
+    ) -> Result<FlowId, TraceError> {
+        let class = tag.class;
+        self.emit(
+            src,
+            dst,
+            bytes,
+            deps,
+            gap,
+            Nanos(0),
+            Mode::Ina,
+            class,
+            tag,
+            Some(coll),
+            Some(step),
+            Some(group),
+            Some(agg),
+        )
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn emit(
         &mut self,
@@ -781,25 +816,22 @@ impl Gen<'_> {
                 Some(&r) => self.start(s, r, &[], tag)?,
                 None => (up_into.remove(&c).unwrap_or_default(), Nanos(0)),
             };
-            let id = self.emit(
+            let id = self.emit_ina(
                 c,
                 p,
                 bytes,
                 deps,
                 gap,
-                Nanos(0),
-                Mode::Ina,
-                tag.class,
                 tag,
-                Some(coll),
-                Some(0),
-                Some(members.len() as u32),
-                Some(AggTag {
+                coll,
+                0,
+                members.len() as u32,
+                AggTag {
                     id: agg,
                     switch: p,
                     fanin,
                     dir: AggDir::Up,
-                }),
+                },
             )?;
             up_into.entry(p).or_default().push(id);
         }
@@ -816,25 +848,22 @@ impl Gen<'_> {
                 CollKind::ReduceScatter => Bytes(bytes.0 * below.get(&c).copied().unwrap_or(1) / n),
                 _ => bytes,
             };
-            let id = self.emit(
+            let id = self.emit_ina(
                 p,
                 c,
                 b,
                 deps,
                 Nanos(0),
-                Nanos(0),
-                Mode::Ina,
-                tag.class,
                 tag,
-                Some(coll),
-                Some(1),
-                Some(members.len() as u32),
-                Some(AggTag {
+                coll,
+                1,
+                members.len() as u32,
+                AggTag {
                     id: agg,
                     switch: p,
                     fanin,
                     dir: AggDir::Down,
-                }),
+                },
             )?;
             down_into.insert(c, id);
             if let Some(&r) = rank_of.get(&c) {
@@ -888,25 +917,22 @@ impl Gen<'_> {
             let mut ups = Vec::new();
             for &r in rs {
                 let (deps, gap) = self.start(s, r, &[], tag)?;
-                ups.push(self.emit(
+                ups.push(self.emit_ina(
                     self.topo.gpu(r),
                     *tor,
                     bytes,
                     deps,
                     gap,
-                    Nanos(0),
-                    Mode::Ina,
-                    tag.class,
                     tag,
-                    Some(coll),
-                    Some(0),
-                    Some(members.len() as u32),
-                    Some(AggTag {
+                    coll,
+                    0,
+                    members.len() as u32,
+                    AggTag {
                         id: agg,
                         switch: *tor,
                         fanin: rs.len() as u32,
                         dir: AggDir::Up,
-                    }),
+                    },
                 )?);
             }
             workers.push((rs[0], W::Tor(*tor, ups)));
@@ -919,25 +945,22 @@ impl Gen<'_> {
                 let rs = &racks[tor];
                 let agg = rack_agg[tor];
                 for &r in rs {
-                    let id = self.emit(
+                    let id = self.emit_ina(
                         *tor,
                         self.topo.gpu(r),
                         bytes,
                         ups.clone(),
                         Nanos(0),
-                        Nanos(0),
-                        Mode::Ina,
-                        tag.class,
                         tag,
-                        Some(coll),
-                        Some(1),
-                        Some(members.len() as u32),
-                        Some(AggTag {
+                        coll,
+                        1,
+                        members.len() as u32,
+                        AggTag {
                             id: agg,
                             switch: *tor,
                             fanin: rs.len() as u32,
                             dir: AggDir::Down,
-                        }),
+                        },
                     )?;
                     self.set_tail(s, r, &[id]);
                 }
@@ -994,25 +1017,22 @@ impl Gen<'_> {
                     let agg = self.new_agg();
                     let rs = racks[tor].clone();
                     for r in rs.iter() {
-                        let id = self.emit(
+                        let id = self.emit_ina(
                             *tor,
                             self.topo.gpu(*r),
                             bytes,
                             done.clone(),
                             Nanos(0),
-                            Nanos(0),
-                            Mode::Ina,
-                            tag.class,
                             tag,
-                            Some(coll),
-                            Some(steps as u32 + 1),
-                            Some(members.len() as u32),
-                            Some(AggTag {
+                            coll,
+                            steps as u32 + 1,
+                            members.len() as u32,
+                            AggTag {
                                 id: agg,
                                 switch: *tor,
                                 fanin: rs.len() as u32,
                                 dir: AggDir::Down,
-                            }),
+                            },
                         )?;
                         self.set_tail(s, *r, &[id]);
                     }
