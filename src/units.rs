@@ -193,11 +193,11 @@ impl BitsPerSec {
     /// Rate as HPCC writes it: `100Gbps`, `400Mbps`, `2500bps`.
     pub fn to_hpcc_string(self) -> String {
         let v = self.0;
-        if v % 1_000_000_000 == 0 {
+        if v.is_multiple_of(1_000_000_000) {
             format!("{}Gbps", v / 1_000_000_000)
-        } else if v % 1_000_000 == 0 {
+        } else if v.is_multiple_of(1_000_000) {
             format!("{}Mbps", v / 1_000_000)
-        } else if v % 1_000 == 0 {
+        } else if v.is_multiple_of(1_000) {
             format!("{}Kbps", v / 1_000)
         } else {
             format!("{v}bps")
@@ -252,7 +252,7 @@ pub fn parse_delay(s: &str) -> Option<Nanos> {
 
 /// Format a delay the way HPCC topology files do (`0.001ms` for whole microseconds, else ns).
 pub fn format_delay(d: Nanos) -> String {
-    if d.0 % 1000 == 0 {
+    if d.0.is_multiple_of(1000) {
         let ms = d.0 as f64 / 1e6;
         format!("{ms}ms")
     } else {

@@ -266,7 +266,9 @@ fn separate_args_log_and_iterations_log_merge_into_one_config() {
     assert_eq!(c.mean_iteration_ms(), Some(600.0));
     assert_eq!(c.median_iteration_ms(), Some(600.0));
     // Alone, the iterations log has no arguments: a clear error naming it.
-    let e = megatron::load(&[iters.clone()]).unwrap_err().to_string();
+    let e = megatron::load(std::slice::from_ref(&iters))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with(&format!("{}:1:1: arguments:", iters.display())),
         "{e}"
@@ -577,7 +579,9 @@ fn log_world_size_and_data_parallel_size_that_disagree_are_rejected() {
 fn truncated_arguments_block_is_an_error_at_its_header() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(&dir, "cut.log", "noise\n------------------------ arguments ------------------------\n  num_layers ..... 24\n  hidden_size ....");
-    let e = megatron::load(&[p.clone()]).unwrap_err().to_string();
+    let e = megatron::load(std::slice::from_ref(&p))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         format!("{}:2:1: arguments: the arguments block starting here is truncated: no `end of arguments` line follows", p.display())
@@ -592,7 +596,9 @@ fn non_numeric_size_is_an_error_at_its_column() {
         "nan.log",
         "---- arguments ----\r\n[default0]:  tensor_model_parallel_size ...... two\r\n---- end of arguments ----\r\n",
     );
-    let e = megatron::load(&[p.clone()]).unwrap_err().to_string();
+    let e = megatron::load(std::slice::from_ref(&p))
+        .unwrap_err()
+        .to_string();
     assert_eq!(
         e,
         format!(
@@ -642,7 +648,9 @@ fn malformed_timer_value_is_an_error() {
         "tm.log",
         "(min, max) time across ranks (ms):\n    forward-compute ........: (1.0, abc)\n",
     );
-    let e = megatron::load(&[p.clone()]).unwrap_err().to_string();
+    let e = megatron::load(std::slice::from_ref(&p))
+        .unwrap_err()
+        .to_string();
     assert!(
         e.starts_with(&format!("{}:2:", p.display())) && e.contains("timer forward-compute"),
         "{e}"

@@ -424,7 +424,7 @@ impl TrainingConfig {
             * self.pipeline_model_parallel_size as u64;
         if !self.is_explicit("data_parallel_size") && self.is_explicit("world_size") {
             let w = self.world_size as u64;
-            if w % mp != 0 {
+            if !w.is_multiple_of(mp) {
                 return Err(MegatronError::Inconsistent {
                     at: source_place(&self.sources["world_size"]),
                     field: "world_size".into(),
@@ -562,7 +562,7 @@ impl TrainingConfig {
             );
         }
         let mb = self.micro_batch_size * dp;
-        if mb == 0 || self.global_batch_size % mb != 0 || self.global_batch_size == 0 {
+        if mb == 0 || !self.global_batch_size.is_multiple_of(mb) || self.global_batch_size == 0 {
             return bad(
                 "global_batch_size",
                 format!(
@@ -572,7 +572,7 @@ impl TrainingConfig {
             );
         }
         let l = self.num_layers as u64;
-        if l % pp != 0 {
+        if !l.is_multiple_of(pp) {
             return bad(
                 "num_layers",
                 format!("num_layers {l} is not divisible by pipeline_model_parallel_size {pp}"),
@@ -580,7 +580,7 @@ impl TrainingConfig {
         }
         if let Some(v) = self.virtual_pipeline_model_parallel_size {
             let v = v as u64;
-            if l % (pp * v) != 0 {
+            if !l.is_multiple_of(pp * v) {
                 return bad(
                     "num_layers",
                     format!(
@@ -591,7 +591,7 @@ impl TrainingConfig {
             }
         }
         let heads = self.num_attention_heads as u64;
-        if heads % tp != 0 {
+        if !heads.is_multiple_of(tp) {
             return bad(
                 "num_attention_heads",
                 format!("num_attention_heads {heads} is not divisible by tensor_model_parallel_size {tp}"),
@@ -599,7 +599,7 @@ impl TrainingConfig {
         }
         if let Some(g) = self.num_query_groups {
             let g = g as u64;
-            if g % tp != 0 {
+            if !g.is_multiple_of(tp) {
                 return bad(
                     "num_query_groups",
                     format!(
@@ -607,7 +607,7 @@ impl TrainingConfig {
                     ),
                 );
             }
-            if heads % g != 0 {
+            if !heads.is_multiple_of(g) {
                 return bad(
                     "num_query_groups",
                     format!("num_attention_heads {heads} is not divisible by num_query_groups {g}"),
@@ -620,11 +620,7 @@ impl TrainingConfig {
     /// Micro-batches per iteration per pipeline: global / (micro · DP).
     pub fn num_microbatches(&self) -> u64 {
         let d = self.micro_batch_size * self.data_parallel_size as u64;
-        if d == 0 {
-            0
-        } else {
-            self.global_batch_size / d
-        }
+        self.global_batch_size.checked_div(d).unwrap_or(0)
     }
 
     /// Vocabulary as the embedding is sized: the padded size when known (logged or

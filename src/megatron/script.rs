@@ -247,7 +247,7 @@ impl<'a> Lexer<'a> {
                             _ => {
                                 let st = self.i;
                                 self.bump();
-                                while self.peek(0).is_some_and(|c| c >= 0x80 && c < 0xC0) {
+                                while self.peek(0).is_some_and(|c| (0x80..0xC0).contains(&c)) {
                                     self.bump();
                                 }
                                 lit.push_str(&String::from_utf8_lossy(&self.s[st..self.i]));
@@ -263,7 +263,7 @@ impl<'a> Lexer<'a> {
                 _ => {
                     let st = self.i;
                     self.bump();
-                    while self.peek(0).is_some_and(|c| c >= 0x80 && c < 0xC0) {
+                    while self.peek(0).is_some_and(|c| (0x80..0xC0).contains(&c)) {
                         self.bump();
                     }
                     lit.push_str(&String::from_utf8_lossy(&self.s[st..self.i]));
@@ -465,7 +465,7 @@ impl Env {
                 Part::Cmd(c) => return Err(format!("$({c})")),
                 Part::Arith(e) => {
                     let mut text = String::new();
-                    let mut lx = e.as_bytes().iter().peekable();
+                    let lx = e.as_bytes().iter().peekable();
                     let mut cur = String::new();
                     let flush = |cur: &mut String,
                                  text: &mut String,
@@ -486,7 +486,7 @@ impl Env {
                         cur.clear();
                         Ok(())
                     };
-                    while let Some(&c) = lx.next() {
+                    for &c in lx {
                         if c.is_ascii_alphanumeric() || c == b'_' {
                             cur.push(c as char);
                         } else {
