@@ -418,13 +418,29 @@ fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let hosts = leaves.saturating_mul(hpl);
     let up = o.leaf_uplink(hpl as u128 * c.nic.0 as u128, spines)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    two_tier(&mut net, &c, hosts, leaves, spines, up, |g| g / hpl);
+    Ok(finish(net, &c, hosts, o.spec))
+}
+
+/// The shape both two-tier builders share: leaves then spines appended after the hosts,
+/// host `g` (with its NVLink) on leaf `leaf_of(g)` at the NIC rate, and every leaf linked
+/// once to every spine at `up`.
+fn two_tier(
+    net: &mut Net,
+    c: &Common,
+    hosts: u64,
+    leaves: u64,
+    spines: u64,
+    up: BitsPerSec,
+    leaf_of: impl Fn(u64) -> u64,
+) {
     let leaf0 = net.nodes(leaves, NodeKind::Switch) as u64;
     let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
     for g in 0..hosts {
-        nvlink_of(&mut net, &c, hosts, g);
+        nvlink_of(net, c, hosts, g);
         net.link(
             g as u32,
-            (leaf0 + g / hpl) as u32,
+            (leaf0 + leaf_of(g)) as u32,
             c.nic,
             c.latency,
             LinkKind::Nic,
@@ -441,7 +457,6 @@ fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
             );
         }
     }
-    Ok(finish(net, &c, hosts, o.spec))
 }
 
 /// Rail-optimised: one leaf per rail (`gpus-per-server` rails), GPU i of every server on
@@ -455,29 +470,7 @@ fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let hosts = servers.saturating_mul(c.gps);
     let up = o.leaf_uplink(servers as u128 * c.nic.0 as u128, spines)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
-    let leaf0 = net.nodes(c.gps, NodeKind::Switch) as u64;
-    let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
-    for g in 0..hosts {
-        nvlink_of(&mut net, &c, hosts, g);
-        net.link(
-            g as u32,
-            (leaf0 + g % c.gps) as u32,
-            c.nic,
-            c.latency,
-            LinkKind::Nic,
-        );
-    }
-    for l in 0..c.gps {
-        for s in 0..spines {
-            net.link(
-                (leaf0 + l) as u32,
-                (spine0 + s) as u32,
-                up,
-                c.latency,
-                LinkKind::Fabric,
-            );
-        }
-    }
+    two_tier(&mut net, &c, hosts, c.gps, spines, up, |g| g % c.gps);
     Ok(finish(net, &c, hosts, o.spec))
 }
 
