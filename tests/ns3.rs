@@ -1125,17 +1125,24 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
     assert_eq!(pr.stats["ina_fallback_packets"], 0);
 }
 
-#[test]
-fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_outputs() {
+/// A directory holding `ns3 emit` output for a 4-rank ring all-reduce of `bytes` on a
+/// 4-host star, ready for the glue (or for a test to break one of its files first).
+fn emitted_ring_on_star(bytes: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     emit(
-        &ring_allreduce(4, 1 << 20, 0),
+        &ring_allreduce(4, bytes, 0),
         &InaSwitchModel::default(),
         &star(4),
         &EmitOptions::default(),
         dir.path(),
     )
     .unwrap();
+    dir
+}
+
+#[test]
+fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_outputs() {
+    let dir = emitted_ring_on_star(1 << 20);
     // stop the simulation after 10 µs: the ring needs far longer
     let params = std::fs::read_to_string(dir.path().join("params.txt")).unwrap();
     let cut: String = params
@@ -1164,15 +1171,7 @@ fn a_glue_run_that_stops_early_is_an_error_and_leaves_no_complete_looking_output
 
 #[test]
 fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    emit(
-        &ring_allreduce(4, 4096, 0),
-        &InaSwitchModel::default(),
-        &star(4),
-        &EmitOptions::default(),
-        dir.path(),
-    )
-    .unwrap();
+    let dir = emitted_ring_on_star(4096);
     let t = std::fs::read_to_string(dir.path().join("trace.txt")).unwrap();
     std::fs::write(
         dir.path().join("trace.txt"),
@@ -1188,15 +1187,7 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
 #[test]
 fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
     // the glue has no static or global routing to fall back on: routes.txt is the only table
-    let dir = tempfile::tempdir().unwrap();
-    emit(
-        &ring_allreduce(4, 65536, 0),
-        &InaSwitchModel::default(),
-        &star(4),
-        &EmitOptions::default(),
-        dir.path(),
-    )
-    .unwrap();
+    let dir = emitted_ring_on_star(65536);
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     assert!(t.contains("PATH 1 2 4:1 2:2\n"), "{t}");
@@ -1213,15 +1204,7 @@ fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
 
 #[test]
 fn a_routes_txt_hop_over_a_link_that_does_not_join_its_nodes_is_rejected_with_file_and_line() {
-    let dir = tempfile::tempdir().unwrap();
-    emit(
-        &ring_allreduce(4, 4096, 0),
-        &InaSwitchModel::default(),
-        &star(4),
-        &EmitOptions::default(),
-        dir.path(),
-    )
-    .unwrap();
+    let dir = emitted_ring_on_star(4096);
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
     let line = t.lines().position(|l| l == "PATH 1 2 4:1 2:2").unwrap() + 1;
