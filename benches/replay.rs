@@ -72,14 +72,7 @@ impl Gen {
             dur: Nanos(dur),
             mode,
             class,
-            iteration: 0,
-            collective: None,
-            step: None,
-            microbatch: None,
-            layer: None,
-            stage: None,
-            group_size: None,
-            agg: None,
+            ..Default::default()
         });
         id
     }

@@ -524,14 +524,7 @@ mod tests {
             dur: Nanos(dur),
             mode,
             class,
-            iteration: 0,
-            collective: None,
-            step: None,
-            microbatch: None,
-            layer: None,
-            stage: None,
-            group_size: None,
-            agg: None,
+            ..Default::default()
         }
     }
 

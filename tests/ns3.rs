@@ -95,14 +95,7 @@ fn rec(
         dur: Nanos::ZERO,
         mode,
         class,
-        iteration: 0,
-        collective: None,
-        step: None,
-        microbatch: None,
-        layer: None,
-        stage: None,
-        group_size: None,
-        agg: None,
+        ..Default::default()
     }
 }
 

@@ -23,14 +23,7 @@ fn net(id: u64, src: u32, dst: u32, bytes: u64, deps: &[u64]) -> FlowRecord {
         dur: Nanos(0),
         mode: Mode::Net,
         class: Class::Dp,
-        iteration: 0,
-        collective: None,
-        step: None,
-        microbatch: None,
-        layer: None,
-        stage: None,
-        group_size: None,
-        agg: None,
+        ..Default::default()
     }
 }
 

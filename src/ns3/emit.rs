@@ -833,14 +833,8 @@ pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<N
             dur: Nanos(num(5, "dur_ns")?),
             mode,
             class,
-            iteration: 0,
-            collective: None,
-            step: None,
-            microbatch: None,
-            layer: None,
-            stage: None,
-            group_size: None,
             agg,
+            ..Default::default()
         });
         standalone.push(Nanos(num(8, "standalone_ns")?));
     }

@@ -287,14 +287,7 @@ mod tests {
             dur: Nanos::ZERO,
             mode: Mode::Net,
             class: Class::Dp,
-            iteration: 0,
-            collective: None,
-            step: None,
-            microbatch: None,
-            layer: None,
-            stage: None,
-            group_size: None,
-            agg: None,
+            ..Default::default()
         }
     }
 

@@ -196,3 +196,29 @@ pub struct FlowRecord {
     /// INA membership.
     pub agg: Option<AggTag>,
 }
+
+impl Default for FlowRecord {
+    /// A zero-length compute record on node 0 with no deps and no tags: the base for
+    /// struct-update syntax, so code that builds records spells only the fields it sets.
+    fn default() -> Self {
+        FlowRecord {
+            id: FlowId(0),
+            src: NodeId(0),
+            dst: NodeId(0),
+            bytes: Bytes::ZERO,
+            deps: Vec::new(),
+            gap: Nanos::ZERO,
+            dur: Nanos::ZERO,
+            mode: Mode::Compute,
+            class: Class::Compute,
+            iteration: 0,
+            collective: None,
+            step: None,
+            microbatch: None,
+            layer: None,
+            stage: None,
+            group_size: None,
+            agg: None,
+        }
+    }
+}
