@@ -27,9 +27,9 @@
 //!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions, SharedRoutes};
 use ina3d::topology::{Routing, Topology};
-use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use std::time::Instant;
 
@@ -487,7 +487,7 @@ fn ns3_case(
     }
     let ns3 = ina3d::ns3::run::run_glue(glue, &dir, |_, _| {})?;
     // run_glue wrote summary.csv with fct::summarize; read it back as the result.
-    let ns3_summary = ina3d::fct::read_summary_csv(&dir.join("summary.csv"))?;
+    let ns3_summary = ina3d::formats::summary_csv::read(&dir.join("summary.csv"))?;
 
     let ns3_rows: std::collections::HashMap<u64, &ina3d::fct::FctRow> =
         ns3.rows.iter().map(|r| (r.flow_id, r)).collect();
@@ -497,7 +497,7 @@ fn ns3_case(
     for r in replayed
         .rows
         .iter()
-        .filter(|r| r.mode == "net" || r.mode == "ina")
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
     {
         let n = ns3_rows
             .get(&r.flow_id)

@@ -2,21 +2,20 @@
 //!
 //! The native replayer and the ns-3 glue both write, for one trace:
 //! - `fct.csv`: one [`FctRow`] per trace record (compute and NVLink records included, so
-//!   the timeline is complete), joinable on `flow_id`;
-//! - `fct.txt`: the HPCC text format (network records only) for tools that read it;
-//! - `summary.csv`: one [`Summary`] row, computed by the same Rust function
-//!   ([`summarize`]) from the trace and the per-record times, so both back-ends'
-//!   summaries mean exactly the same.
+//!   the timeline is complete), joinable on `flow_id` ([`crate::formats::fct_csv`]);
+//! - `fct.txt`: the HPCC text format (network records only) for tools that read it
+//!   ([`crate::formats::hpcc_fct`]);
+//! - `summary.csv`: one [`Summary`] row ([`crate::formats::summary_csv`]), computed by the
+//!   same Rust function ([`summarize`]) from the trace and the per-record times, so both
+//!   back-ends' summaries mean exactly the same.
 //!
 //! [`summarize`] depends only on the trace records and the per-record start/end times,
 //! never on a back-end's internals; what only a back-end knows (bytes through switches,
 //! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
-use crate::trace::{AggDir, Class, FlowRecord, Mode};
+use crate::record::{AggDir, Class, FlowRecord, Mode};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 
 /// One record's outcome, as written to `fct.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,10 +26,10 @@ pub struct FctRow {
     pub src: u32,
     /// Destination node id.
     pub dst: u32,
-    /// `net`, `ina`, `nvlink` or `compute`.
-    pub mode: String,
-    /// `tp`, `pp`, `dp`, `emb` or `compute`.
-    pub class: String,
+    /// How the record consumed time (`net`, `ina`, `nvlink` or `compute` in the file).
+    pub mode: Mode,
+    /// Traffic class (`tp`, `pp`, `dp`, `emb` or `compute` in the file).
+    pub class: Class,
     /// Payload bytes.
     pub size_bytes: u64,
     /// When the record started (after deps and gap), ns from iteration start.
@@ -99,33 +98,12 @@ pub struct SummaryContext {
     pub wall_time_ns: u64,
 }
 
-/// Errors of this module: every one names the file (and line) or record at fault.
+/// Why a summary could not be computed (or its files read or written).
 #[derive(Debug, thiserror::Error)]
 pub enum FctError {
-    /// A file could not be created, written or renamed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// A CSV row did not parse.
-    #[error("{path}:{line}: {msg}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: u64,
-        /// What was wrong (field and value).
-        msg: String,
-    },
-    /// The summary file had no data row.
-    #[error("{path}: no summary row")]
-    Empty {
-        /// The file.
-        path: PathBuf,
-    },
+    /// A results file could not be read or written.
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// A trace record has no result row.
     #[error("record {0} has no result row (every record needs its start and end time)")]
     MissingRow(u64),
@@ -150,160 +128,6 @@ pub enum FctError {
         /// The missing dep.
         dep: u64,
     },
-}
-
-/// The HPCC `fct.txt` variant to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HpccFlavor {
-    /// 8 fields: `sip dip sport dport size start_ns fct_ns standalone_fct_ns`.
-    Hpcc,
-    /// 9 fields, the flow id first (Parsimon's fork).
-    Parsimon,
-}
-
-impl HpccFlavor {
-    /// The flavour with `n` fields (8 or 9).
-    pub fn from_fields(n: usize) -> Option<Self> {
-        match n {
-            8 => Some(Self::Hpcc),
-            9 => Some(Self::Parsimon),
-            _ => None,
-        }
-    }
-}
-
-/// HPCC host IP of node `id`: `0x0b000001 + (id/256)<<16 + (id%256)<<8` (DESIGN §9).
-pub fn hpcc_ip(id: u32) -> u32 {
-    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
-}
-
-/// Write `path` atomically: the content goes to `path.tmp`, which is renamed over
-/// `path` only once it is complete, so a crash never leaves a half-written result.
-pub fn write_atomic(
-    path: &Path,
-    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), FctError> {
-    let io = |source| FctError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let f = std::fs::File::create(&tmp).map_err(io)?;
-    let mut w = BufWriter::new(f);
-    body(&mut w).map_err(io)?;
-    w.flush().map_err(io)?;
-    drop(w);
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-fn csv_err_to_io(e: csv::Error) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
-
-/// Write `fct.csv` (header + one row per record, in the given order).
-pub fn write_fct_csv(path: &Path, rows: &[FctRow]) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        let mut c = csv::Writer::from_writer(w);
-        for r in rows {
-            c.serialize(r).map_err(csv_err_to_io)?;
-        }
-        c.flush()
-    })
-}
-
-fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, FctError> {
-    let f = std::fs::File::open(path).map_err(|source| FctError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut r = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(std::io::BufReader::new(f));
-    let mut out = Vec::new();
-    for (i, rec) in r.deserialize::<T>().enumerate() {
-        let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line()).unwrap_or(i as u64 + 2);
-            let msg = match e.kind() {
-                csv::ErrorKind::Deserialize { err, .. } => match err.field() {
-                    Some(f) => format!("field {}: {}", f + 1, err.kind()),
-                    None => err.kind().to_string(),
-                },
-                other => format!("{other:?}"),
-            };
-            FctError::Parse {
-                path: path.to_path_buf(),
-                line,
-                msg,
-            }
-        })?;
-        out.push(rec);
-    }
-    Ok(out)
-}
-
-/// Read `fct.csv` back; a malformed row is an error naming `path:line` and the field.
-pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, FctError> {
-    let rows: Vec<FctRow> = read_csv(path)?;
-    for (i, r) in rows.iter().enumerate() {
-        if r.end_ns < r.start_ns || r.fct_ns != r.end_ns - r.start_ns {
-            return Err(FctError::Parse {
-                path: path.to_path_buf(),
-                line: i as u64 + 2,
-                msg: format!(
-                    "flow {}: start_ns {} end_ns {} fct_ns {} are inconsistent (need fct = end - start >= 0)",
-                    r.flow_id, r.start_ns, r.end_ns, r.fct_ns
-                ),
-            });
-        }
-    }
-    Ok(rows)
-}
-
-/// Write `summary.csv` (header + one row).
-pub fn write_summary_csv(path: &Path, s: &Summary) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        let mut c = csv::Writer::from_writer(w);
-        c.serialize(s).map_err(csv_err_to_io)?;
-        c.flush()
-    })
-}
-
-/// Read the first summary row of `summary.csv`.
-pub fn read_summary_csv(path: &Path) -> Result<Summary, FctError> {
-    read_csv::<Summary>(path)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| FctError::Empty {
-            path: path.to_path_buf(),
-        })
-}
-
-/// Write HPCC `fct.txt`: network records only (`net`, `ina`), one line each,
-/// `sip dip sport dport size start_ns fct_ns standalone_fct_ns` with IPs as 8 hex digits;
-/// [`HpccFlavor::Parsimon`] puts the flow id first. `sport` is `10000 + id mod 50000`
-/// (distinct for concurrent flows of one pair, as HPCC's incrementing port), `dport` 100.
-pub fn write_hpcc_fct(path: &Path, rows: &[FctRow], flavor: HpccFlavor) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        for r in rows.iter().filter(|r| r.mode == "net" || r.mode == "ina") {
-            if flavor == HpccFlavor::Parsimon {
-                write!(w, "{} ", r.flow_id)?;
-            }
-            writeln!(
-                w,
-                "{:08x} {:08x} {} 100 {} {} {} {}",
-                hpcc_ip(r.src),
-                hpcc_ip(r.dst),
-                10000 + r.flow_id % 50000,
-                r.size_bytes,
-                r.start_ns,
-                r.fct_ns,
-                r.standalone_fct_ns
-            )?;
-        }
-        Ok(())
-    })
 }
 
 /// The iteration summary of one run, from the trace and each record's start/end.
@@ -502,7 +326,7 @@ pub fn summarize(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::AggTag;
+    use crate::record::AggTag;
     use crate::units::{Bytes, FlowId, Nanos, NodeId};
 
     fn rec(
@@ -533,8 +357,8 @@ mod tests {
             flow_id: r.id.0,
             src: r.src.0,
             dst: r.dst.0,
-            mode: r.mode.as_str().into(),
-            class: r.class.as_str().into(),
+            mode: r.mode,
+            class: r.class,
             size_bytes: r.bytes.0,
             start_ns: start,
             end_ns: end,
@@ -649,73 +473,5 @@ mod tests {
             summarize(&recs, &[], &SummaryContext::default()),
             Err(FctError::MissingRow(0))
         ));
-    }
-
-    #[test]
-    fn hpcc_ips_follow_the_simulator_rule() {
-        assert_eq!(format!("{:08x}", hpcc_ip(0)), "0b000001");
-        assert_eq!(format!("{:08x}", hpcc_ip(31)), "0b001f01");
-        assert_eq!(format!("{:08x}", hpcc_ip(257)), "0b010101");
-    }
-
-    #[test]
-    fn fct_csv_round_trips_and_bad_rows_name_their_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("fct.csv");
-        let r = rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0);
-        let rows = vec![
-            row(&r, 5, 25),
-            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
-        ];
-        write_fct_csv(&p, &rows).unwrap();
-        assert_eq!(read_fct_csv(&p).unwrap(), rows);
-        assert!(!dir.path().join("fct.csv.tmp").exists());
-        let text = std::fs::read_to_string(&p).unwrap();
-        let bad = text.replacen(",25,", ",x5,", 1);
-        std::fs::write(&p, bad).unwrap();
-        let e = read_fct_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("fct.csv:2"), "{e}");
-    }
-
-    #[test]
-    fn summary_csv_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("summary.csv");
-        let s = Summary {
-            backend: "replay".into(),
-            iteration_time_ns: 42,
-            ina_slot_peak: 3,
-            ..Default::default()
-        };
-        write_summary_csv(&p, &s).unwrap();
-        assert_eq!(read_summary_csv(&p).unwrap(), s);
-    }
-
-    #[test]
-    fn hpcc_fct_has_8_or_9_fields_and_only_network_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("fct.txt");
-        let rows = vec![
-            row(&rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0), 5, 25),
-            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
-        ];
-        write_hpcc_fct(&p, &rows, HpccFlavor::Hpcc).unwrap();
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(t, "0b000101 0b000201 10003 100 1000 5 20 20\n");
-        write_hpcc_fct(&p, &rows, HpccFlavor::Parsimon).unwrap();
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(t.split_whitespace().count(), 9);
-        assert!(t.starts_with("3 0b000101"));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn reading_arbitrary_fct_text_never_panics(s in ".{0,400}") {
-            let dir = tempfile::tempdir().unwrap();
-            let p = dir.path().join("fct.csv");
-            std::fs::write(&p, format!("flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns\n{s}")).unwrap();
-            let _ = read_fct_csv(&p);
-            let _ = read_summary_csv(&p);
-        }
     }
 }

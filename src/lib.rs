@@ -12,9 +12,13 @@
 //! `units` (typed quantities and ids), `topology` (clusters and routing) and `fct` (the
 //! results schema both back-ends write) are shared vocabulary, not stages.
 
+mod keyword;
+
 pub mod fct;
+pub mod formats;
 pub mod megatron;
 pub mod ns3;
+pub mod record;
 pub mod replay;
 #[cfg(feature = "tables")]
 pub mod report;

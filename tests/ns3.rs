@@ -4,9 +4,10 @@
 //! it is missing they fail with the install hint, they never skip.
 
 use ina3d::fct::FctRow;
+use ina3d::formats::flow_txt::{self, MAX_FLOW_BYTES};
+use ina3d::formats::topology_txt::{self, Flavor as TopoFlavor};
 use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
-use ina3d::ns3::emit::{read_trace_txt, with_proxies, MAX_HPCC_FLOW};
-use ina3d::ns3::hpcc::{read_flow_txt, read_topology_txt};
+use ina3d::ns3::emit::{read_trace_txt, with_proxies};
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
@@ -14,8 +15,8 @@ use ina3d::ns3::run::{
 use ina3d::ns3::{
     aicb, emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource,
 };
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
-use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -372,11 +373,9 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
         "leaves and the spine aggregate"
     );
     let p = dir.path().join("topology.txt");
-    let (back, warnings) = read_topology_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (back, warnings) = topology_txt::read_file(&p).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
-    let t = back.to_topology("x");
-    assert_eq!(t.kinds, ext.kinds);
-    assert_eq!(t.links, ext.links);
+    assert_eq!(back, ext.to_file(TopoFlavor::Hpcc));
     // the proxy port of a leaf is as fast as its 6 other ports together
     assert_eq!(ext.links[ext.links.len() - 3].rate, BitsPerSec::gbps(600));
     // and the topology module's own reader agrees
@@ -490,11 +489,13 @@ fn emitted_flows_read_back_exactly_sorted_by_start_with_big_flows_split_under_u3
         )
         .unwrap();
         let p = dir.path().join("flow.txt");
-        let (flows, warnings) = read_flow_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+        let (flows, warnings) = flow_txt::read(&p).unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         assert_eq!(flows.len(), r.flows);
         assert_eq!(r.split_records, 1);
-        assert!(flows.iter().all(|f| f.size.0 <= MAX_HPCC_FLOW && f.pg == 3));
+        assert!(flows
+            .iter()
+            .all(|f| f.size.0 <= MAX_FLOW_BYTES && f.pg == 3));
         assert!(
             flows.windows(2).all(|w| w[0].start <= w[1].start),
             "sorted by start"
@@ -534,8 +535,8 @@ fn flow_start_times_come_from_a_replay_fct_csv_when_given_and_meta_says_so() {
             flow_id: r.id.0,
             src: r.src.0,
             dst: r.dst.0,
-            mode: r.mode.to_string(),
-            class: r.class.to_string(),
+            mode: r.mode,
+            class: r.class,
             size_bytes: r.bytes.0,
             start_ns: 1000 + r.id.0 * 7,
             end_ns: 999_999,
@@ -561,7 +562,7 @@ fn flow_start_times_come_from_a_replay_fct_csv_when_given_and_meta_says_so() {
     let meta = std::fs::read_to_string(out.join("flow.meta.txt")).unwrap();
     assert!(meta.contains("start_times replay:"), "{meta}");
     let p = out.join("flow.txt");
-    let (flows, _) = read_flow_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (flows, _) = flow_txt::read(&p).unwrap();
     assert_eq!(
         flows[0].start,
         Nanos(1000),
@@ -705,7 +706,7 @@ fn cycles_and_dangling_deps_are_rejected_before_anything_is_written() {
 fn reference_hpcc_flow_file_parses_with_warnings_for_its_count_and_free_text() {
     let p = fixture("hpcc/flow.txt");
     let text = std::fs::read_to_string(&p).unwrap();
-    let (flows, warnings) = read_flow_txt(&p, &text).unwrap();
+    let (flows, warnings) = flow_txt::parse(&p, &text).unwrap();
     assert!(
         flows.len() > 2,
         "all valid rows are read despite the header count of 2"
@@ -714,43 +715,52 @@ fn reference_hpcc_flow_file_parses_with_warnings_for_its_count_and_free_text() {
     assert_eq!(flows[0].size, Bytes(200_000_000));
     assert_eq!(flows[0].start, Nanos(2_000_000_000));
     assert!(
-        warnings.iter().any(|w| w.contains("header says 2 flows")),
+        warnings
+            .iter()
+            .any(|w| w.msg.contains("header says 2 flows")),
         "{warnings:?}"
     );
     assert!(
-        warnings.iter().any(|w| w.contains("not a flow row")),
+        warnings.iter().any(|w| w.msg.contains("not a flow row")),
         "{warnings:?}"
     );
     // CRLF gives the same answer
     let crlf = text.replace('\n', "\r\n");
-    assert_eq!(read_flow_txt(&p, &crlf).unwrap().0, flows);
+    assert_eq!(flow_txt::parse(&p, &crlf).unwrap().0, flows);
 }
 
 #[test]
 fn reference_topologies_parse_hpcc_fat_tree_and_simai_six_field_header() {
     let p = fixture("hpcc/fat.txt");
     let text = std::fs::read_to_string(&p).unwrap();
-    let (t, warnings) = read_topology_txt(&p, &text).unwrap();
+    let (t, warnings) = topology_txt::parse(&p, &text).unwrap();
     assert_eq!((t.nodes, t.switches.len(), t.links.len()), (376, 56, 480));
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!(
-        read_topology_txt(&p, &text.replace('\n', "\r\n"))
+        topology_txt::parse(&p, &text.replace('\n', "\r\n"))
             .unwrap()
             .0,
         t
     );
     let p = fixture("simai/Spectrum-X_16g_8gps_100Gbps_A100.txt");
-    let (t, _) = read_topology_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (t, _) = topology_txt::read_file(&p).unwrap();
     assert_eq!(
         (
             t.nodes,
             t.nvswitches.len(),
             t.switches.len(),
-            t.gpus_per_server
+            t.flavor.clone()
         ),
-        (90, 2, 72, Some(8))
+        (
+            90,
+            2,
+            72,
+            TopoFlavor::Simai {
+                gpus_per_server: 8,
+                gpu_type: "A100".into()
+            }
+        )
     );
-    assert_eq!(t.gpu_type.as_deref(), Some("A100"));
     assert_eq!(t.links[0].rate, BitsPerSec::gbps(2400));
 }
 
@@ -1026,7 +1036,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
         assert_eq!(
             r.rows
                 .iter()
-                .filter(|x| x.mode == "ina" && x.src == w)
+                .filter(|x| x.mode == Mode::Ina && x.src == w)
                 .map(|x| x.size_bytes)
                 .sum::<u64>(),
             s
@@ -1034,7 +1044,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
         assert_eq!(
             r.rows
                 .iter()
-                .filter(|x| x.mode == "ina" && x.dst == w)
+                .filter(|x| x.mode == Mode::Ina && x.dst == w)
                 .map(|x| x.size_bytes)
                 .sum::<u64>(),
             s
@@ -1260,8 +1270,8 @@ mod parsers_never_panic {
         #[test]
         fn on_arbitrary_text(s in "(?s).{0,400}") {
             let p = Path::new("x.txt");
-            let _ = read_flow_txt(p, &s);
-            let _ = read_topology_txt(p, &s);
+            let _ = flow_txt::parse(p, &s);
+            let _ = topology_txt::parse(p, &s);
             let _ = read_trace_txt(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
@@ -1273,8 +1283,8 @@ mod parsers_never_panic {
         fn on_number_soup(lines in proptest::collection::vec("[0-9a-f .,\\-]{0,40}", 0..12)) {
             let s = lines.join("\n");
             let p = Path::new("x.txt");
-            let _ = read_flow_txt(p, &s);
-            let _ = read_topology_txt(p, &s);
+            let _ = flow_txt::parse(p, &s);
+            let _ = topology_txt::parse(p, &s);
             let _ = read_trace_txt(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);

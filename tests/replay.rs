@@ -1,12 +1,11 @@
 //! The replayer against closed forms on small hand-built topologies.
 
-use ina3d::fct;
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::replay::{
     simulate, InaPolicy, InaSwitchModel, PathSource, ReplayError, ReplayOptions, SharedRoutes,
     ShortestPaths,
 };
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Topology};
-use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
 use std::collections::HashMap;
 
@@ -597,7 +596,7 @@ fn the_same_input_gives_byte_identical_files() {
         assert_eq!(a, b, "{f} differs between two runs");
     }
     // and the written fct.csv reads back as the rows
-    let rows = fct::read_fct_csv(&dirs[0].path().join("fct.csv")).unwrap();
+    let rows = ina3d::formats::fct_csv::read(&dirs[0].path().join("fct.csv")).unwrap();
     assert_eq!(rows.len(), recs.len());
 }
 
@@ -789,11 +788,11 @@ fn the_cli_replays_a_trace_file_on_its_header_topology_and_rejects_a_different_o
     ] {
         assert!(out.join(f).is_file(), "{f} missing");
     }
-    let s = fct::read_summary_csv(&out.join("summary.csv")).unwrap();
+    let s = ina3d::formats::summary_csv::read(&out.join("summary.csv")).unwrap();
     assert_eq!(s.records, recs.len() as u64);
     assert_eq!(s.backend, "replay");
     assert!(s.ina_slot_peak > 0 && s.ina_slot_peak <= 512);
-    let rows = fct::read_fct_csv(&out.join("fct.csv")).unwrap();
+    let rows = ina3d::formats::fct_csv::read(&out.join("fct.csv")).unwrap();
     assert_eq!(
         rows.iter().map(|r| r.end_ns).max(),
         Some(s.iteration_time_ns)
@@ -918,7 +917,7 @@ fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
     assert_eq!(o.ina.payload, Bytes(256));
     assert_eq!(
         o.payload,
-        ina3d::trace::NET_PACKET_PAYLOAD,
+        ina3d::record::NET_PACKET_PAYLOAD,
         "host transfers keep the network packet payload; only INA streams use the slot payload"
     );
     assert_eq!(o.ina.window, 64);

@@ -1,5 +1,6 @@
 //! Specification of the topology module: builders, file formats, routing, INA trees.
 
+use ina3d::formats::topology_txt::Flavor;
 use ina3d::topology::{
     ecmp_choice, ecmp_hash, LinkKind, NodeKind, Routing, Topology, TopologyError,
 };
@@ -433,7 +434,7 @@ fn written_hpcc_and_simai_files_read_back_identically() {
         "dual-plane:servers=2,gpus-per-server=4,nvlink=off",
     ] {
         let t = topo(spec);
-        let (back, w) = Topology::parse_str(&t.to_hpcc_string(), spec).unwrap();
+        let (back, w) = Topology::parse_str(&t.to_text(Flavor::Hpcc), spec).unwrap();
         assert_eq!(w, vec![]);
         assert_eq!(back, t, "{spec}");
     }
@@ -443,7 +444,14 @@ fn written_hpcc_and_simai_files_read_back_identically() {
         "fat-tree:k=4,nvlink=off",
     ] {
         let t = topo(spec);
-        let (back, w) = Topology::parse_str(&t.to_simai_string("H100"), spec).unwrap();
+        let (back, w) = Topology::parse_str(
+            &t.to_text(Flavor::Simai {
+                gpus_per_server: t.gpus_per_server,
+                gpu_type: "H100".into(),
+            }),
+            spec,
+        )
+        .unwrap();
         assert_eq!(w, vec![]);
         assert_eq!(back, t, "{spec}");
     }
@@ -451,9 +459,12 @@ fn written_hpcc_and_simai_files_read_back_identically() {
     for f in [FAT, SIMAI] {
         let (t, _) = Topology::read_file(Path::new(f)).unwrap();
         let text = if t.nvswitches().is_empty() {
-            t.to_hpcc_string()
+            t.to_text(Flavor::Hpcc)
         } else {
-            t.to_simai_string("A100")
+            t.to_text(Flavor::Simai {
+                gpus_per_server: t.gpus_per_server,
+                gpu_type: "A100".into(),
+            })
         };
         assert_eq!(Topology::parse_str(&text, f).unwrap().0, t);
     }
@@ -684,10 +695,10 @@ proptest! {
         for (i, l) in t.links.iter_mut().enumerate() {
             if i % 3 == 0 { l.error_rate = err; }
         }
-        let (back, _) = Topology::parse_str(&t.to_simai_string("A100"), &spec).unwrap();
+        let (back, _) = Topology::parse_str(&t.to_text(Flavor::Simai { gpus_per_server: t.gpus_per_server, gpu_type: "A100".into() }), &spec).unwrap();
         prop_assert_eq!(&back, &t);
         if !nv {
-            let (back, _) = Topology::parse_str(&t.to_hpcc_string(), &spec).unwrap();
+            let (back, _) = Topology::parse_str(&t.to_text(Flavor::Hpcc), &spec).unwrap();
             prop_assert_eq!(&back, &t);
         }
         prop_assert!(Routing::new(&t, 0).is_ok());

@@ -1,6 +1,7 @@
 //! Trace file format: lossless round trip, validation errors naming file:line:column.
 
-use ina3d::trace::{self, AggDir, AggTag, Class, FlowRecord, Mode, TraceError, TraceHeader};
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::trace::{self, TraceError, TraceHeader};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use proptest::prelude::*;
 
@@ -245,9 +246,10 @@ fn metadata_with_newlines_is_refused_on_write() {
 
 pub mod gen {
     use ina3d::megatron::{self, TrainingConfig};
+    use ina3d::record::{Class, FlowRecord, Mode};
     use ina3d::schedule::{self, ScheduleOptions};
     use ina3d::topology::Topology;
-    use ina3d::trace::{self, Algorithm, Class, FlowRecord, InaMode, Mode, TraceOptions};
+    use ina3d::trace::{self, Algorithm, InaMode, TraceOptions};
     use ina3d::units::Bytes;
     use std::collections::BTreeMap;
 
@@ -726,8 +728,9 @@ mod cli {
 
 mod gen_props {
     use super::gen::small;
+    use ina3d::record::Mode;
     use ina3d::topology::Topology;
-    use ina3d::trace::{self, Algorithm, InaMode, Mode, TraceOptions};
+    use ina3d::trace::{self, Algorithm, InaMode, TraceOptions};
     use proptest::prelude::*;
 
     proptest! {
@@ -759,11 +762,11 @@ mod gen_props {
             trace::write(&path, &trace::TraceHeader::new(), &recs).unwrap();
             let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_topology(&topo).collect::<Result<_, _>>().unwrap();
             prop_assert_eq!(&back, &recs);
-            let net = |f: &dyn Fn(&trace::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
+            let net = |f: &dyn Fn(&ina3d::record::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
             // Per GPU of the job, class by class: collectives are symmetric, and PP sends
             // to a neighbour exactly what that neighbour sends back (activations ↔ gradients).
             for g in &topo.gpus[..(tp * pp * dp) as usize] {
-                for c in [trace::Class::Tp, trace::Class::Dp, trace::Class::Emb] {
+                for c in [ina3d::record::Class::Tp, ina3d::record::Class::Dp, ina3d::record::Class::Emb] {
                     if opts.ina.mode == InaMode::Off || !opts.ina.classes.contains(&c) {
                         prop_assert_eq!(net(&|r| r.src == *g && r.class == c), net(&|r| r.dst == *g && r.class == c), "{:?} {}", c, g);
                     }

@@ -41,7 +41,7 @@ pub fn run(c: Command) -> Result<()> {
                     mfu: a.mfu,
                 },
             )?;
-            ina3d::ns3::write_atomic(&a.out, w.as_bytes())?;
+            ina3d::formats::write_atomic_bytes(&a.out, w.as_bytes())?;
             eprintln!(
                 "wrote {} ({} layer lines)",
                 a.out.display(),

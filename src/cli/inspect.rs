@@ -1,9 +1,10 @@
 //! `ina3d inspect`: what a trace contains, in the vocabulary of Megatron and nccl-tests.
 
 use anyhow::Context;
+use ina3d::record::{Class, Mode};
 use ina3d::schedule::{self, CollKind, Groups, RankOrder};
 use ina3d::topology::Topology;
-use ina3d::trace::{Class, Mode, TraceReader};
+use ina3d::trace::TraceReader;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

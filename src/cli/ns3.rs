@@ -4,8 +4,8 @@ use anyhow::{bail, Context, Result};
 use ina3d::ns3::{
     self, emit::read_trace_txt, EmitOptions, Flavor, InaPolicy, InaSwitchModel, StartSource,
 };
+use ina3d::record::FlowRecord;
 use ina3d::topology::Topology;
-use ina3d::trace::FlowRecord;
 use ina3d::units::Bytes;
 use std::path::{Path, PathBuf};
 
@@ -34,7 +34,7 @@ pub struct EmitArgs {
     #[arg(short, long)]
     pub out: PathBuf,
     /// Simulator dialect.
-    #[arg(long, value_enum, default_value_t = Flavor::Hpcc)]
+    #[arg(long, value_parser = super::keyword::<Flavor>(Flavor::NAMES), default_value_t = Flavor::Hpcc)]
     pub flavor: Flavor,
     /// Take flow.txt start times from a replay's fct.csv instead of a contention-free schedule.
     #[arg(long)]
@@ -56,7 +56,7 @@ pub struct EmitArgs {
     #[arg(long)]
     pub policy: Option<String>,
     /// TCP connections of the glue: persistent per (src, dst) pair, or one per record.
-    #[arg(long, value_enum, default_value_t = ns3::TcpConnections::Persistent)]
+    #[arg(long, value_parser = super::keyword::<ns3::TcpConnections>(ns3::TcpConnections::NAMES), default_value_t = ns3::TcpConnections::Persistent)]
     pub tcp_connections: ns3::TcpConnections,
     /// SimAI GPU type field.
     #[arg(long, default_value = "A100")]
@@ -220,7 +220,7 @@ pub fn run(c: Command) -> Result<()> {
             let r = ns3::emit(&records, &ina, &topo, &opts, &a.out)
                 .with_context(|| format!("emitting into {}", a.out.display()))?;
             let src = a.out.join(ns3::run::SOURCE_TRACE_FILE);
-            ina3d::fct::write_atomic(&src, |w| writeln!(w, "{}", a.trace.display()))
+            ina3d::formats::write_atomic(&src, |w| writeln!(w, "{}", a.trace.display()))
                 .with_context(|| format!("writing {}", src.display()))?;
             eprintln!(
                 "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns",

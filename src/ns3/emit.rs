@@ -19,20 +19,22 @@
 //! (HPCC's own `TRACE_FILE` key means something else — a list of nodes to trace — so
 //! config.txt points it at `trace_nodes.txt`.)
 
-use super::hpcc::format_secs;
 use super::routes::{glue_pairs, read_routes_txt, PairRoutes};
-use super::{write_atomic, InaSwitchModel, Ns3Error};
+use super::{InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
+use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
+use crate::formats::{topology_txt, write_atomic_bytes};
+use crate::keyword::keyword_enum;
+use crate::record::{AggDir, FlowRecord, Mode};
+use crate::record::{AggTag, Class};
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
-use crate::trace::{AggDir, FlowRecord, Mode};
-use crate::trace::{AggTag, Class};
-use crate::units::{format_delay, BitsPerSec, Bytes, FlowId, Nanos, NodeId};
+use crate::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Which simulator's dialect to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Flavor {
     /// alibaba-edu/High-Precision-Congestion-Control.
     #[default]
@@ -43,13 +45,26 @@ pub enum Flavor {
     Simai,
 }
 
+keyword_enum!(Flavor, "simulator flavour", Flavor::Hpcc => "hpcc", Flavor::Parsimon => "parsimon", Flavor::Simai => "simai");
+
 impl Flavor {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
+    /// The `flow.txt` variant of this dialect (Parsimon's has an id column).
+    pub fn flow_flavor(self) -> flow_txt::Flavor {
         match self {
-            Flavor::Hpcc => "hpcc",
-            Flavor::Parsimon => "parsimon",
-            Flavor::Simai => "simai",
+            Flavor::Parsimon => flow_txt::Flavor::Parsimon,
+            Flavor::Hpcc | Flavor::Simai => flow_txt::Flavor::Hpcc,
+        }
+    }
+
+    /// The `topology.txt` header of this dialect for `topo`: SimAI's names the GPUs per
+    /// server and the GPU type (`A100`, SimAI's default, when empty).
+    pub fn topology_flavor(self, topo: &Topology, gpu_type: &str) -> topology_txt::Flavor {
+        match self {
+            Flavor::Simai => topology_txt::Flavor::Simai {
+                gpus_per_server: topo.gpus_per_server.max(1),
+                gpu_type: gpu_type.to_string(),
+            },
+            Flavor::Hpcc | Flavor::Parsimon => topology_txt::Flavor::Hpcc,
         }
     }
 }
@@ -69,7 +84,7 @@ pub enum StartSource {
 }
 
 /// How the glue carries `net` records over TCP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TcpConnections {
     /// One long-lived connection per (src, dst) pair, records in FIFO order (as NCCL keeps
     /// its peer connections open): no handshake or slow start per record.
@@ -79,15 +94,7 @@ pub enum TcpConnections {
     PerFlow,
 }
 
-impl TcpConnections {
-    /// Name as written in `params.txt`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TcpConnections::Persistent => "persistent",
-            TcpConnections::PerFlow => "per-flow",
-        }
-    }
-}
+keyword_enum!(TcpConnections, "TCP connection reuse", TcpConnections::Persistent => "persistent", TcpConnections::PerFlow => "per-flow");
 
 /// Options of [`emit`].
 #[derive(Clone, Debug, Default)]
@@ -167,9 +174,6 @@ pub fn check_paths_match_replayer(
     }
     Ok(checked)
 }
-
-/// Largest flow HPCC's reader takes (its size is a uint32).
-pub const MAX_HPCC_FLOW: u64 = u32::MAX as u64;
 
 /// Check a link rate is one the HPCC family and ns-3 take.
 pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
@@ -383,69 +387,6 @@ pub fn with_proxies(topo: &Topology, records: &[FlowRecord]) -> (Topology, Vec<(
     (t, pairs)
 }
 
-/// `topology.txt` text.
-pub fn topology_text(topo: &Topology, flavor: Flavor, gpu_type: &str) -> String {
-    let ids = |k: NodeKind| -> Vec<String> {
-        topo.kinds
-            .iter()
-            .enumerate()
-            .filter(|(_, x)| **x == k)
-            .map(|(i, _)| i.to_string())
-            .collect()
-    };
-    let sw = ids(NodeKind::Switch);
-    let nv = ids(NodeKind::NvSwitch);
-    let mut s = String::new();
-    if flavor == Flavor::Simai {
-        let gpu = if gpu_type.is_empty() {
-            "A100"
-        } else {
-            gpu_type
-        };
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {} {}",
-            topo.node_count(),
-            topo.gpus_per_server.max(1),
-            nv.len(),
-            sw.len(),
-            topo.links.len(),
-            gpu
-        );
-        let all: Vec<String> = nv.into_iter().chain(sw).collect();
-        let _ = writeln!(s, "{}", all.join(" "));
-    } else {
-        // HPCC has two node kinds: NVSwitches are switches to it.
-        let all: Vec<String> = topo
-            .kinds
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| **k != NodeKind::Host)
-            .map(|(i, _)| i.to_string())
-            .collect();
-        let _ = writeln!(
-            s,
-            "{} {} {}",
-            topo.node_count(),
-            all.len(),
-            topo.links.len()
-        );
-        let _ = writeln!(s, "{}", all.join(" "));
-    }
-    for l in &topo.links {
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {}",
-            l.a,
-            l.b,
-            l.rate.to_hpcc_string(),
-            format_delay(l.delay),
-            l.error_rate
-        );
-    }
-    s
-}
-
 /// One flow.txt row before formatting.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Row {
@@ -583,7 +524,7 @@ pub fn params_text(
         1500.max(ina.payload.0 + 64),
         // TCP segments carry the replayer's network packet payload, so both back-ends put
         // the same header overhead on the wire.
-        crate::trace::NET_PACKET_PAYLOAD.0,
+        crate::record::NET_PACKET_PAYLOAD.0,
         TCP_INITIAL_CWND,
         tcp.as_str(),
         flavor.as_str(),
@@ -644,12 +585,12 @@ pub fn emit(
             ),
             _ => continue,
         };
-        let pieces = r.bytes.0.div_ceil(MAX_HPCC_FLOW) as u32;
+        let pieces = r.bytes.0.div_ceil(MAX_FLOW_BYTES) as u32;
         if pieces > 1 {
             split += 1;
         }
         for p in 0..pieces {
-            let size = (r.bytes.0 - p as u64 * MAX_HPCC_FLOW).min(MAX_HPCC_FLOW);
+            let size = (r.bytes.0 - p as u64 * MAX_FLOW_BYTES).min(MAX_FLOW_BYTES);
             rows.push(Row {
                 start: starts[i],
                 record: r.id,
@@ -662,9 +603,22 @@ pub fn emit(
         }
     }
     rows.sort();
-    let mut flow = format!("{}\n", rows.len());
+    let lines: Vec<FlowLine> = rows
+        .iter()
+        .enumerate()
+        .map(|(k, row)| FlowLine {
+            id: Some(k as u64),
+            src: row.src,
+            dst: row.dst,
+            pg: 3,
+            dport: 100,
+            size: Bytes(row.size),
+            start: row.start,
+        })
+        .collect();
+    let flow = flow_txt::to_string(&lines, opts.flavor.flow_flavor());
     let mut meta = format!(
-        "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_HPCC_FLOW} B cut into pieces starting together)\nina_proxies {}\n",
+        "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_FLOW_BYTES} B cut into pieces starting together)\nina_proxies {}\n",
         opts.flavor.as_str(),
         rows.len(),
         proxies.len()
@@ -675,17 +629,6 @@ pub fn emit(
     let _ = writeln!(meta, "glue_routes per (src, dst) connection: {paths_checked} net/ina records checked on the replayer's path, {nroutes} pairs routed");
     meta.push_str("# flow_index record_id piece pieces\n");
     for (k, row) in rows.iter().enumerate() {
-        if opts.flavor == Flavor::Parsimon {
-            let _ = write!(flow, "{k} ");
-        }
-        let _ = writeln!(
-            flow,
-            "{} {} 3 100 {} {}",
-            row.src,
-            row.dst,
-            row.size,
-            format_secs(row.start)
-        );
         let _ = writeln!(meta, "{k} {} {} {}", row.record, row.piece, row.pieces);
     }
 
@@ -698,7 +641,9 @@ pub fn emit(
     let files: Vec<(&str, String)> = vec![
         (
             "topology.txt",
-            topology_text(&ext, opts.flavor, &opts.gpu_type),
+            topology_txt::to_string(
+                &ext.to_file(opts.flavor.topology_flavor(&ext, &opts.gpu_type)),
+            ),
         ),
         ("flow.txt", flow),
         ("flow.meta.txt", meta),
@@ -715,7 +660,7 @@ pub fn emit(
     let mut written = Vec::new();
     for (name, text) in files {
         let p = dir.join(name);
-        write_atomic(&p, text.as_bytes())?;
+        write_atomic_bytes(&p, text.as_bytes())?;
         written.push(p);
     }
     Ok(EmitReport {

@@ -15,9 +15,9 @@
 //! traffic is an NVLink record with an analytical duration), and hosts never forward.
 
 use super::{InaPolicy, Ns3Error};
+use crate::record::{AggDir, FlowRecord, Mode};
 use crate::replay::{PathSource, SharedRoutes};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology};
-use crate::trace::{AggDir, FlowRecord, Mode};
 use crate::units::{BitsPerSec, Bytes, LinkId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -237,8 +237,8 @@ pub fn read_routes_txt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::Class;
     use crate::topology::{pair_key, Link};
-    use crate::trace::Class;
     use crate::units::FlowId;
 
     /// hosts 0, 1 on switch 2; host 3 on switch 4; switches 2 and 4 joined by two paths via 5 and 6.
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn best_effort_routes_each_aggregating_switch_to_and_from_the_lowest_worker() {
-        use crate::trace::AggTag;
+        use crate::record::AggTag;
         let edge = |id, src, dst, sw, dir| FlowRecord {
             mode: Mode::Ina,
             agg: Some(AggTag {

@@ -7,12 +7,12 @@
 //! its gap. Anything else is [`Ns3Error::Incomplete`] and `summary.csv` is not written.
 
 use super::emit::read_trace_txt;
-use super::hpcc::read_topology_txt;
 use super::routes::read_routes_txt;
 use super::Ns3Error;
 use crate::fct::{self, FctRow, Summary, SummaryContext};
+use crate::formats::{fct_csv, summary_csv};
+use crate::record::{FlowRecord, Mode};
 use crate::topology::{NodeKind, Topology};
-use crate::trace::{FlowRecord, Mode};
 use crate::units::NodeId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
@@ -219,11 +219,8 @@ pub fn run_glue(
         )));
     }
     let topo_path = dir.join("topology.txt");
-    let ttext = std::fs::read_to_string(&topo_path).map_err(|e| Ns3Error::io(&topo_path, e))?;
-    let (ht, _) = read_topology_txt(&topo_path, &ttext)?;
-    let topo = ht.to_topology(&topo_path.display().to_string());
-    let fct_path = dir.join("fct.csv");
-    let rows = read_fct_csv(&fct_path)?;
+    let (topo, _) = Topology::read_file(&topo_path)?;
+    let rows = fct_csv::read(&dir.join("fct.csv"))?;
     check_complete(&records, &rows, &topo)?;
     let stats = read_stats(&dir.join("stats.txt"))?;
     let ctx = SummaryContext {
@@ -235,18 +232,12 @@ pub fn run_glue(
     };
     let summary =
         fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
-    fct::write_summary_csv(&dir.join("summary.csv"), &summary)
-        .map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
+    summary_csv::write(&dir.join("summary.csv"), &summary)?;
     Ok(RunReport {
         summary,
         rows,
         stats,
     })
-}
-
-/// Read an `fct.csv` (the [`FctRow`] schema, checked by [`fct::read_fct_csv`]).
-pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, Ns3Error> {
-    fct::read_fct_csv(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))
 }
 
 fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {

@@ -6,10 +6,12 @@
 //! unit is O(path length).
 
 use super::route::PathSource;
-use super::{ChannelStat, InaPolicy, ReplayError, ReplayOptions, ReplayResult, SlotSample};
+use super::{InaPolicy, ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, FctRow, SummaryContext};
+use crate::formats::links_csv::ChannelStat;
+use crate::formats::switches_csv::SlotSample;
+use crate::record::{AggDir, Class, FlowRecord, Mode};
 use crate::topology::{NodeKind, Topology};
-use crate::trace::{AggDir, Class, FlowRecord, Mode};
 use crate::units::{BitsPerSec, Bytes, FlowId, LinkId, NodeId};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
@@ -1219,8 +1221,8 @@ pub fn simulate<R: PathSource + ?Sized>(
             flow_id: r.id.0,
             src: r.src.0,
             dst: r.dst.0,
-            mode: r.mode.as_str().to_string(),
-            class: r.class.as_str().to_string(),
+            mode: r.mode,
+            class: r.class,
             size_bytes: r.bytes.0,
             start_ns: sim.start[i],
             end_ns: sim.end[i],

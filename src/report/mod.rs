@@ -32,26 +32,14 @@
 //! is a consistency check (it must show zero error) rather than a measurement.
 
 use crate::fct::{FctRow, Summary};
+use crate::formats::{fct_csv, summary_csv};
 use polars::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-/// Columns of `fct.csv`, in the contract's order (src/fct.rs).
-pub const FCT_COLUMNS: [&str; 10] = [
-    "flow_id",
-    "src",
-    "dst",
-    "mode",
-    "class",
-    "size_bytes",
-    "start_ns",
-    "end_ns",
-    "fct_ns",
-    "standalone_fct_ns",
-];
+/// Columns of `fct.csv`, in the contract's order.
+pub use crate::formats::fct_csv::COLUMNS as FCT_COLUMNS;
 
 /// Columns of `results.csv`: the eleven the issue names, then the extras (see
 /// [`results_table`] for their meaning).
@@ -90,44 +78,9 @@ pub enum ReportError {
         /// What it should have been and who writes it.
         what: &'static str,
     },
-    /// An input file exists but holds no data.
-    #[error("{path}: empty: {why}")]
-    Empty {
-        /// The file.
-        path: PathBuf,
-        /// What is missing (no header, header only, ...).
-        why: String,
-    },
-    /// A required column is absent from the header.
-    #[error("{path}: line 1: missing column `{column}` (header must include: {expected})")]
-    MissingColumn {
-        /// The file.
-        path: PathBuf,
-        /// The column that is absent.
-        column: String,
-        /// The columns the contract requires.
-        expected: String,
-    },
-    /// A value does not parse as the contract's type.
-    #[error("{path}: line {line}, field `{field}`: {why}")]
-    BadValue {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number (the header is line 1).
-        line: u64,
-        /// Column name (or `?` when the row is malformed as a whole).
-        field: String,
-        /// The parser's complaint.
-        why: String,
-    },
-    /// `summary.csv` must hold exactly one row.
-    #[error("{path}: expected exactly one summary row, found {rows}")]
-    SummaryRows {
-        /// The file.
-        path: PathBuf,
-        /// Rows found.
-        rows: usize,
-    },
+    /// An input file that cannot be read or does not follow its format.
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// `fct.csv` must hold one row per trace record (the summary's `records`).
     #[error("{path}: {rows} rows but {summary} says the trace has {records} records")]
     RecordCount {
@@ -272,129 +225,23 @@ fn require_file(path: &Path, what: &'static str) -> Result<(), ReportError> {
 pub fn read_summary(path: &Path) -> Result<Summary, ReportError> {
     require_file(
         path,
-        "summary.csv: the back-end's one-row iteration summary (src/fct.rs)",
+        "summary.csv: the back-end's one-row iteration summary (src/formats/summary_csv.rs)",
     )?;
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    if headers.iter().all(|h| h.trim().is_empty()) {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "no header line".into(),
-        });
-    }
-    let mut rows = Vec::new();
-    for row in rdr.deserialize::<Summary>() {
-        rows.push(row.map_err(|e| csv_error(path, e, &headers))?);
-    }
-    match rows.len() {
-        0 => Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "header only, no summary row".into(),
-        }),
-        1 => Ok(rows.pop().expect("one row")),
-        n => Err(ReportError::SummaryRows {
-            path: path.to_path_buf(),
-            rows: n,
-        }),
-    }
-}
-
-/// Turns a csv-crate error into a [`ReportError`] naming line and field.
-fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
-    let line = e.position().map(|p| p.line()).unwrap_or(0);
-    match e.kind() {
-        csv::ErrorKind::Io(_) => ReportError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e.to_string()),
-        },
-        csv::ErrorKind::Deserialize { err, .. } => {
-            let field = err
-                .field()
-                .and_then(|i| headers.get(i as usize))
-                .cloned()
-                .or_else(|| {
-                    // serde names a missing field in its message: "missing field `x`".
-                    let msg = err.to_string();
-                    msg.split('`').nth(1).map(str::to_string)
-                })
-                .unwrap_or_else(|| "?".into());
-            ReportError::BadValue {
-                path: path.to_path_buf(),
-                line,
-                field,
-                why: err.kind().to_string(),
-            }
-        }
-        _ => ReportError::BadValue {
-            path: path.to_path_buf(),
-            line,
-            field: "?".into(),
-            why: e.to_string(),
-        },
-    }
+    Ok(summary_csv::read(path)?)
 }
 
 /// Reads an `fct.csv` into a DataFrame with the contract's columns and types (extra
 /// columns are dropped); the first bad row is reported with its line and field.
 pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
-    require_file(path, "fct.csv: one row per trace record (src/fct.rs)")?;
-    // Header first: an empty file and a missing column deserve their own messages.
-    let mut first = String::new();
-    let n = std::io::BufReader::new(File::open(path).map_err(io(path))?)
-        .read_line(&mut first)
-        .map_err(io(path))?;
-    if n == 0 || first.trim().is_empty() {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "no header line".into(),
-        });
-    }
-    let header: Vec<&str> = first
-        .trim_end_matches(['\r', '\n'])
-        .split(',')
-        .map(str::trim)
-        .collect();
-    for c in FCT_COLUMNS {
-        if !header.contains(&c) {
-            return Err(ReportError::MissingColumn {
-                path: path.to_path_buf(),
-                column: c.into(),
-                expected: FCT_COLUMNS.join(","),
-            });
-        }
-    }
+    require_file(
+        path,
+        "fct.csv: one row per trace record (src/formats/fct_csv.rs)",
+    )?;
     // The csv crate parses and types every row (errors name line and field); polars only
     // receives typed columns. Arbitrary bytes made polars' own CSV reader panic inside its
     // worker threads (found by the property test), so it never sees raw input here.
-    let rows = read_fct_rows(path)?;
-    if rows.is_empty() {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "header only, no records".into(),
-        });
-    }
-    let df = fct_frame(&rows).map_err(pol(path))?;
-    // Re-select so the column order is the contract's whatever the file's order.
-    df.select(FCT_COLUMNS).map_err(pol(path))
-}
-
-/// Reads `path` row by row as [`FctRow`]s and returns the first error, with its line.
-fn read_fct_rows(path: &Path) -> Result<Vec<FctRow>, ReportError> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    rdr.deserialize::<FctRow>()
-        .map(|row| row.map_err(|e| csv_error(path, e, &headers)))
-        .collect()
+    let rows = fct_csv::read(path)?;
+    fct_frame(&rows).map_err(pol(path))
 }
 
 /// Typed columns of the fct contract, in [`FCT_COLUMNS`] order.
@@ -1089,20 +936,12 @@ pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), ReportError> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).map_err(io(d))?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    {
-        let f = File::create(&tmp).map_err(io(&tmp))?;
-        let mut w = std::io::BufWriter::new(f);
-        CsvWriter::new(&mut w)
-            .include_header(true)
-            .finish(df)
-            .map_err(pol(path))?;
-        use std::io::Write;
-        w.flush().map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let mut bytes = Vec::new();
+    CsvWriter::new(&mut bytes)
+        .include_header(true)
+        .finish(df)
+        .map_err(pol(path))?;
+    Ok(crate::formats::write_atomic_bytes(path, &bytes)?)
 }
 
 fn cell(c: &Column, i: usize) -> String {

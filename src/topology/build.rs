@@ -1,7 +1,8 @@
 //! Builder specs (`fat-tree:k=8`, `leaf-spine:…`, `rail:…`, `dual-plane:…`) and the
 //! cluster builders behind them.
 
-use super::{Link, LinkKind, NodeKind, Topology, TopologyError, TopologyWarning};
+use super::{Link, LinkKind, NodeKind, Topology, TopologyError};
+use crate::formats::Warning;
 use crate::units::{parse_delay, BitsPerSec, Nanos, NodeId};
 use std::collections::BTreeMap;
 
@@ -55,9 +56,7 @@ Common options (defaults):
 
     /// [`Topology::from_spec`], also returning the warnings a topology file produced
     /// (always empty for builder specs).
-    pub fn from_spec_with_warnings(
-        spec: &str,
-    ) -> Result<(Topology, Vec<TopologyWarning>), TopologyError> {
+    pub fn from_spec_with_warnings(spec: &str) -> Result<(Topology, Vec<Warning>), TopologyError> {
         let spec = spec.trim();
         let (kind, body) = match spec.split_once(':') {
             Some((k, b)) => (k.trim(), b),

@@ -16,10 +16,10 @@
 
 mod build;
 mod error;
-mod hpcc;
+mod file;
 mod routing;
 
-pub use error::{TopologyError, TopologyWarning};
+pub use error::TopologyError;
 pub use routing::{ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};

@@ -14,8 +14,8 @@
 
 use super::io::TraceError;
 use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
-use super::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::megatron::TrainingConfig;
+use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::schedule::{self, CollKind, Coords, LayerStep, Pass, Workload};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};

@@ -19,7 +19,7 @@
 //! consistency, endpoints inside the topology when one is given. Errors name
 //! `file:line:column`.
 
-use super::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::topology::{NodeKind, Topology};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use flate2::read::MultiGzDecoder;

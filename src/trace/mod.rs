@@ -8,7 +8,6 @@
 pub mod gen;
 pub mod io;
 pub mod options;
-pub mod record;
 
 pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
 pub use io::{
@@ -19,4 +18,3 @@ pub use options::{
     parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
     TraceOptions, INA_HEADER_KEYS,
 };
-pub use record::{AggDir, AggTag, Class, FlowRecord, Mode, NET_PACKET_PAYLOAD, PACKET_HEADER};

@@ -1,6 +1,6 @@
 //! Options of trace generation: collective algorithm and INA configuration.
 
-use super::record::Class;
+use crate::record::Class;
 use crate::schedule::ScheduleOptions;
 use crate::units::{Bytes, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
@@ -246,28 +246,7 @@ impl Default for TraceOptions {
     }
 }
 
-macro_rules! keyword_enum {
-    ($t:ty, $what:literal, $($v:path => $s:literal),+) => {
-        impl $t {
-            /// Name as written in headers and on the command line.
-            pub fn as_str(self) -> &'static str {
-                match self { $($v => $s),+ }
-            }
-        }
-        impl fmt::Display for $t {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
-        }
-        impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s.trim().to_ascii_lowercase().as_str() {
-                    $($s => Ok($v),)+
-                    other => Err(format!(concat!("unknown ", $what, " `{}` (expected {})"), other, [$($s),+].join(", "))),
-                }
-            }
-        }
-    };
-}
+use crate::keyword::keyword_enum;
 
 keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
 keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina");

@@ -16,10 +16,9 @@
 //!
 //! So both back-ends treat NVLink and compute identically by construction: a timer of `dur`.
 
+use crate::keyword::keyword_enum;
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
 /// Payload bytes of one packet of a host (`net`) transfer, for wire-overhead accounting:
 /// flowSim's 1,000 B (DESIGN §10). The replayer counts `size + ceil(size/1000)·48` wire
@@ -66,74 +65,10 @@ impl Class {
     pub const ALL: [Class; 5] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb, Class::Compute];
     /// The traffic classes (what INA can be enabled for).
     pub const TRAFFIC: [Class; 4] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb];
-    /// Lower-case name as written in files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Class::Tp => "tp",
-            Class::Pp => "pp",
-            Class::Dp => "dp",
-            Class::Emb => "emb",
-            Class::Compute => "compute",
-        }
-    }
 }
 
-impl Mode {
-    /// Lower-case name as written in files.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Net => "net",
-            Mode::Ina => "ina",
-            Mode::NvLink => "nvlink",
-            Mode::Compute => "compute",
-        }
-    }
-}
-
-impl fmt::Display for Class {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Class {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "tp" => Class::Tp,
-            "pp" => Class::Pp,
-            "dp" => Class::Dp,
-            "emb" => Class::Emb,
-            "compute" => Class::Compute,
-            other => {
-                return Err(format!(
-                    "unknown traffic class `{other}` (expected tp, pp, dp, emb or compute)"
-                ))
-            }
-        })
-    }
-}
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "net" => Mode::Net,
-            "ina" => Mode::Ina,
-            "nvlink" => Mode::NvLink,
-            "compute" => Mode::Compute,
-            other => {
-                return Err(format!(
-                    "unknown mode `{other}` (expected net, ina, nvlink or compute)"
-                ))
-            }
-        })
-    }
-}
+keyword_enum!(Class, "traffic class", Class::Tp => "tp", Class::Pp => "pp", Class::Dp => "dp", Class::Emb => "emb", Class::Compute => "compute");
+keyword_enum!(Mode, "mode", Mode::Net => "net", Mode::Ina => "ina", Mode::NvLink => "nvlink", Mode::Compute => "compute");
 
 /// Direction of an INA tree edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
