@@ -36,7 +36,7 @@ pub fn read(path: &Path) -> Result<Vec<FctRow>, FormatError> {
     if rows.is_empty() {
         return Err(FormatError::file(
             path,
-            "header only, no records (did the run stop before writing any?)",
+            "empty: header only, no records (did the run stop before writing any?)",
         ));
     }
     for (i, r) in rows.iter().enumerate() {
