@@ -87,7 +87,7 @@ fn main() {
         if matches!(r.mode, Mode::Net | Mode::Ina) {
             network += 1;
         }
-        w.write(&r)
+        Ok(w.write(&r)?)
     })
     .expect("generate");
     w.finish().expect("finish");

@@ -338,7 +338,10 @@ fn an_ns3_fct_with_only_a_header_is_reported_empty() {
     let (_t, r, n) = fixture_copy();
     fs::write(n.join("fct.csv"), format!("{FCT_HEADER}\n")).unwrap();
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::File(FormatError::File { .. })), "{e}");
+    assert!(
+        matches!(e, ReportError::File(FormatError::File { .. })),
+        "{e}"
+    );
     assert!(
         e.to_string().contains("ns3/fct.csv: empty: header only"),
         "{e}"
@@ -350,7 +353,10 @@ fn a_zero_byte_ns3_summary_is_reported_empty() {
     let (_t, r, n) = fixture_copy();
     fs::write(n.join("summary.csv"), "").unwrap();
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::File(FormatError::File { .. })), "{e}");
+    assert!(
+        matches!(e, ReportError::File(FormatError::File { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("ns3/summary.csv"), "{e}");
 }
 

@@ -1,7 +1,8 @@
 //! Trace file format: lossless round trip, validation errors naming file:line:column.
 
+use ina3d::formats::FormatError;
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
-use ina3d::trace::{self, TraceError, TraceHeader};
+use ina3d::trace::{self, TraceHeader};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use proptest::prelude::*;
 
@@ -158,15 +159,16 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     assert!(!dir.path().join("a.csv.tmp").exists());
 }
 
-fn expect_invalid(text: &str) -> (u64, usize, String) {
+fn expect_invalid(text: &str) -> (u64, u64, String) {
     match trace::read_str(text, "bad.csv") {
-        Err(TraceError::Invalid {
+        Err(FormatError::Syntax {
             line,
-            column,
+            column: Some(column),
             msg,
             path,
+            ..
         }) => {
-            assert_eq!(path, "bad.csv");
+            assert_eq!(path, std::path::Path::new("bad.csv"));
             (line, column, msg)
         }
         other => panic!("expected a validation error, got {other:?}"),
@@ -222,7 +224,7 @@ fn mode_and_field_mismatches_name_the_column() {
 fn wrong_magic_or_schema_is_refused() {
     assert!(matches!(
         trace::read_str("id,src\n", "x"),
-        Err(TraceError::Invalid { line: 1, .. })
+        Err(FormatError::Syntax { line: 1, .. })
     ));
     let e = trace::read_str("# ina3d-trace schema=9\n", "x")
         .unwrap_err()
@@ -237,7 +239,7 @@ fn metadata_with_newlines_is_refused_on_write() {
     h.set("model", "a\nb");
     assert!(matches!(
         trace::write(dir.path().join("x.csv"), &h, &[]),
-        Err(TraceError::Metadata { .. })
+        Err(FormatError::File { .. })
     ));
     assert!(!dir.path().join("x.csv").exists());
 }
@@ -465,7 +467,7 @@ pub mod gen {
             let path = dir.path().join(format!("t{i}.csv"));
             let mut w =
                 trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
-            let stats = trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            let stats = trace::generate(&cfg, &topo, &opts, &mut |r| Ok(w.write(&r)?)).unwrap();
             w.finish().unwrap();
             let v = trace::validate(&path, Some(&topo)).unwrap_or_else(|e| panic!("case {i}: {e}"));
             assert_eq!(v.records, stats.records);
@@ -490,7 +492,7 @@ pub mod gen {
             let path = dir.path().join(format!("t{i}.csv.gz"));
             let mut w =
                 trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
-            trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            trace::generate(&cfg, &topo, &opts, &mut |r| Ok(w.write(&r)?)).unwrap();
             w.finish().unwrap();
             files.push(std::fs::read(&path).unwrap());
         }
@@ -760,7 +762,7 @@ mod gen_props {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("p.csv.gz");
             trace::write(&path, &trace::TraceHeader::new(), &recs).unwrap();
-            let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_topology(&topo).collect::<Result<_, _>>().unwrap();
+            let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_check(&topo).collect::<Result<_, _>>().unwrap();
             prop_assert_eq!(&back, &recs);
             let net = |f: &dyn Fn(&ina3d::record::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
             // Per GPU of the job, class by class: collectives are symmetric, and PP sends

@@ -142,7 +142,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (mut records, mut comp_rec, mut comp_gap) = (0u64, 0u64, 0u64);
     let mut aggs = std::collections::BTreeSet::new();
     let rd = match &topo {
-        Some(t) => rd.with_topology(t),
+        Some(t) => rd.with_check(t),
         None => rd,
     };
     for r in rd {

@@ -288,7 +288,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             bar.set_message(format!("{n} records"));
             bar.tick();
         }
-        w.write(&r)
+        Ok(w.write(&r)?)
     })
     .with_context(|| format!("generating `{}`", a.output.display()))?;
     let path = w.finish()?;

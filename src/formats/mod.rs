@@ -16,6 +16,7 @@
 //! | `fct.csv` | [`fct_csv`] | replay, `ns3 run` | `compare`, `ns3 emit --starts` |
 //! | `summary.csv` | [`summary_csv`] | replay, `ns3 run` | `compare`, `run`, `ns3 ingest` |
 //! | `links.csv` | [`links_csv`] | replay, `ns3 run` (glue counters) | `compare` |
+//! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
@@ -32,6 +33,7 @@ pub mod links_csv;
 pub mod summary_csv;
 pub mod switches_csv;
 pub mod topology_txt;
+pub mod trace_csv;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 pub use error::{numbered_lines, read_text, FormatError, Warning};

@@ -20,7 +20,10 @@ pub fn read(path: &Path) -> Result<Summary, FormatError> {
         "summary.csv: the back-end's one-row iteration summary",
     )?;
     match rows.len() {
-        0 => Err(FormatError::file(path, "empty: header only, no summary row")),
+        0 => Err(FormatError::file(
+            path,
+            "empty: header only, no summary row",
+        )),
         1 => Ok(rows.pop().expect("one row")),
         n => Err(FormatError::file(
             path,

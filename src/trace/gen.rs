@@ -12,8 +12,8 @@
 //! follow once every replica's backward has been emitted. Memory is O(ranks + buckets +
 //! in-flight p2p messages), independent of the number of records.
 
-use super::io::TraceError;
 use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
+use super::TraceError;
 use crate::megatron::TrainingConfig;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::schedule::{self, CollKind, Coords, LayerStep, Pass, Workload};
@@ -1362,8 +1362,8 @@ pub fn header(
     wl: &Workload,
     topo: &Topology,
     opts: &TraceOptions,
-) -> super::io::TraceHeader {
-    let mut h = super::io::TraceHeader::new();
+) -> super::TraceHeader {
+    let mut h = super::TraceHeader::new();
     let ina: &InaConfig = &opts.ina;
     h.set("topology", &topo.source)
         .set("seed", opts.seed)

@@ -16,11 +16,12 @@
 //!
 //! Validation happens while reading ([`TraceReader`]): ids unique, every dep already seen
 //! (so the file order is a topological order and the DAG is acyclic), mode/field
-//! consistency, endpoints inside the topology when one is given. Errors name
-//! `file:line:column`.
+//! consistency, and any further per-record check the caller plugs in ([`RecordCheck`]; the
+//! trace stage checks endpoints against a topology). Errors name `file:line:column` and
+//! the column's name.
 
+use super::FormatError;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
-use crate::topology::{NodeKind, Topology};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
@@ -60,47 +61,12 @@ pub const COLUMNS: [&str; 20] = [
     "agg_dir",
 ];
 
-/// Errors of trace IO and validation.
-#[derive(Debug, thiserror::Error)]
-pub enum TraceError {
-    /// The file could not be opened, read, written or renamed.
-    #[error("{path}: {source}")]
-    Io {
-        /// File.
-        path: String,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A line is malformed or breaks a trace invariant.
-    #[error("{path}:{line}:{column}: {msg}")]
-    Invalid {
-        /// File.
-        path: String,
-        /// 1-based line.
-        line: u64,
-        /// 1-based column (character) where the offending field starts.
-        column: usize,
-        /// What was wrong, and what was expected.
-        msg: String,
-    },
-    /// A metadata key or value cannot be written (would break the line format).
-    #[error("trace metadata `{key}`: {msg}")]
-    Metadata {
-        /// Key.
-        key: String,
-        /// Why.
-        msg: String,
-    },
-    /// Generation failed (inconsistent options, internal invariant).
-    #[error("{0}")]
-    Generate(String),
-    /// The training configuration cannot be scheduled.
-    #[error(transparent)]
-    Schedule(#[from] crate::schedule::ScheduleError),
-    /// The job does not fit the topology, or routing failed.
-    #[error(transparent)]
-    Topology(#[from] crate::topology::TopologyError),
+/// A per-record check the reader runs after its own (the trace stage checks endpoints
+/// against a topology): on failure the index of the offending column in [`COLUMNS`] and
+/// what is wrong.
+pub trait RecordCheck {
+    /// Check one record.
+    fn check(&self, r: &FlowRecord) -> Result<(), (usize, String)>;
 }
 
 /// The metadata lines of a trace: schema version and `key=value` pairs (sorted by key).
@@ -145,9 +111,9 @@ fn is_gz(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
 }
 
-fn io_err(path: &Path, source: std::io::Error) -> TraceError {
-    TraceError::Io {
-        path: path.display().to_string(),
+fn io_err(path: &Path, source: std::io::Error) -> FormatError {
+    FormatError::Io {
+        path: path.to_path_buf(),
         source,
     }
 }
@@ -301,21 +267,20 @@ impl Write for Sink {
 
 impl TraceWriter {
     /// Create `path` (via `path.tmp`) and write the metadata and the column header.
-    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, TraceError> {
+    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, FormatError> {
         let path = path.as_ref().to_path_buf();
         for (k, v) in &header.meta {
             if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
-                return Err(TraceError::Metadata {
-                    key: k.clone(),
-                    msg: "keys must be non-empty, without `=`, newlines or surrounding blanks"
-                        .into(),
-                });
+                return Err(FormatError::file(
+                    &path,
+                    format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
+                ));
             }
             if v.contains(['\n', '\r']) {
-                return Err(TraceError::Metadata {
-                    key: k.clone(),
-                    msg: "values must not contain newlines".into(),
-                });
+                return Err(FormatError::file(
+                    &path,
+                    format!("metadata `{k}`: values must not contain newlines"),
+                ));
             }
         }
         let mut tmp = path.clone().into_os_string();
@@ -346,13 +311,13 @@ impl TraceWriter {
         Ok(w)
     }
 
-    fn write_raw(&mut self, b: &[u8]) -> Result<(), TraceError> {
+    fn write_raw(&mut self, b: &[u8]) -> Result<(), FormatError> {
         let out = self.out.as_mut().expect("writer used after finish");
         out.write_all(b).map_err(|e| io_err(&self.tmp, e))
     }
 
     /// Append one record.
-    pub fn write(&mut self, r: &FlowRecord) -> Result<(), TraceError> {
+    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
         let mut line = std::mem::take(&mut self.line);
         line.clear();
         format_record(&mut line, r);
@@ -368,7 +333,7 @@ impl TraceWriter {
     }
 
     /// Flush, finish the gzip stream, and rename the temp file to the final name.
-    pub fn finish(mut self) -> Result<PathBuf, TraceError> {
+    pub fn finish(mut self) -> Result<PathBuf, FormatError> {
         let out = self.out.take().expect("finish called once");
         let sink = out
             .into_inner()
@@ -472,7 +437,7 @@ pub fn write(
     path: impl AsRef<Path>,
     header: &TraceHeader,
     records: &[FlowRecord],
-) -> Result<(), TraceError> {
+) -> Result<(), FormatError> {
     let mut w = TraceWriter::create(path, header)?;
     for r in records {
         w.write(r)?;
@@ -482,7 +447,7 @@ pub fn write(
 }
 
 /// Read and validate a whole trace. Use [`TraceReader`] for large files.
-pub fn read(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
+pub fn read(path: impl AsRef<Path>) -> Result<Trace, FormatError> {
     let mut rd = TraceReader::open(path)?;
     let mut records = Vec::new();
     for r in rd.by_ref() {
@@ -494,69 +459,48 @@ pub fn read(path: impl AsRef<Path>) -> Result<Trace, TraceError> {
     })
 }
 
-/// What [`validate`] found in a valid trace.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ValidationSummary {
-    /// Records.
-    pub records: u64,
-    /// Dependency edges.
-    pub deps: u64,
-    /// Payload bytes of network (net + ina) records.
-    pub network_bytes: Bytes,
-}
-
-/// Stream through a trace checking every invariant (and endpoints against `topo` when given).
-pub fn validate(
-    path: impl AsRef<Path>,
-    topo: Option<&Topology>,
-) -> Result<ValidationSummary, TraceError> {
-    let mut rd = TraceReader::open(path)?;
-    if let Some(t) = topo {
-        rd = rd.with_topology(t);
-    }
-    let mut s = ValidationSummary::default();
-    for r in rd {
-        let r = r?;
-        s.records += 1;
-        s.deps += r.deps.len() as u64;
-        if matches!(r.mode, Mode::Net | Mode::Ina) {
-            s.network_bytes += r.bytes;
-        }
-    }
-    Ok(s)
-}
-
-/// Set of seen ids: a bitmap for the dense ids generators produce, a hash set beyond.
+/// Set of seen ids: a bitmap for the dense ids generators produce, a hash set for the
+/// rest. The bitmap only grows to cover ids up to twice the number of records seen (plus a
+/// small floor), so its size follows the input's length: one crafted line with a huge id
+/// lands in the hash set instead of allocating gigabytes.
 #[derive(Default)]
 struct IdSet {
     bits: Vec<u64>,
     sparse: HashSet<u64>,
+    len: u64,
 }
 
 impl IdSet {
-    const DENSE_LIMIT: u64 = 1 << 34;
+    /// Ids below this always fit the bitmap (8 KiB).
+    const FLOOR: u64 = 1 << 16;
+    fn dense_bound(&self) -> u64 {
+        Self::FLOOR.max(2 * self.len)
+    }
+    fn bit(&self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        w < self.bits.len() && self.bits[w] & (1 << (id % 64)) != 0
+    }
     fn contains(&self, id: u64) -> bool {
-        if id < Self::DENSE_LIMIT {
-            let w = (id / 64) as usize;
-            w < self.bits.len() && self.bits[w] & (1 << (id % 64)) != 0
-        } else {
-            self.sparse.contains(&id)
-        }
+        self.bit(id) || self.sparse.contains(&id)
     }
     /// Insert; false when already present.
     fn insert(&mut self, id: u64) -> bool {
-        if id < Self::DENSE_LIMIT {
+        if self.contains(id) {
+            return false;
+        }
+        if id < self.dense_bound() {
             let w = (id / 64) as usize;
             if w >= self.bits.len() {
-                self.bits.resize((w + 1).max(self.bits.len() * 2), 0);
+                let want = (w + 1).max(self.bits.len() * 2);
+                let cap = (self.dense_bound() / 64 + 1) as usize;
+                self.bits.resize(want.min(cap).max(w + 1), 0);
             }
-            let m = 1 << (id % 64);
-            let fresh = self.bits[w] & m == 0;
-            self.bits[w] |= m;
-            fresh
+            self.bits[w] |= 1 << (id % 64);
         } else {
-            self.sparse.insert(id)
+            self.sparse.insert(id);
         }
+        self.len += 1;
+        true
     }
 }
 
@@ -569,13 +513,13 @@ pub struct TraceReader<'t> {
     line_no: u64,
     buf: String,
     seen: IdSet,
-    topo: Option<&'t Topology>,
+    check: Option<&'t dyn RecordCheck>,
     done: bool,
 }
 
 impl<'t> TraceReader<'t> {
     /// Open a trace (gzip detected from the `.gz` name or the gzip magic bytes) and read its header.
-    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, TraceError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, FormatError> {
         let p = path.as_ref();
         let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
         let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
@@ -592,7 +536,7 @@ impl<'t> TraceReader<'t> {
     pub fn from_reader(
         input: Box<dyn BufRead>,
         name: String,
-    ) -> Result<TraceReader<'static>, TraceError> {
+    ) -> Result<TraceReader<'static>, FormatError> {
         let mut rd = TraceReader {
             input,
             path: name,
@@ -600,15 +544,15 @@ impl<'t> TraceReader<'t> {
             line_no: 0,
             buf: String::new(),
             seen: IdSet::default(),
-            topo: None,
+            check: None,
             done: false,
         };
         rd.read_header()?;
         Ok(rd)
     }
 
-    /// Also check every endpoint against `topo` (nodes exist; compute on hosts; INA switches are switches).
-    pub fn with_topology<'u>(self, topo: &'u Topology) -> TraceReader<'u> {
+    /// Also run `check` on every record (after the format's own checks).
+    pub fn with_check<'u>(self, check: &'u dyn RecordCheck) -> TraceReader<'u> {
         TraceReader {
             input: self.input,
             path: self.path,
@@ -616,7 +560,7 @@ impl<'t> TraceReader<'t> {
             line_no: self.line_no,
             buf: self.buf,
             seen: self.seen,
-            topo: Some(topo),
+            check: Some(check),
             done: self.done,
         }
     }
@@ -626,24 +570,28 @@ impl<'t> TraceReader<'t> {
         &self.header
     }
 
-    fn err(&self, column: usize, msg: impl Into<String>) -> TraceError {
-        TraceError::Invalid {
-            path: self.path.clone(),
-            line: self.line_no,
-            column,
-            msg: msg.into(),
-        }
+    /// An error at `column` of the current line, in the field named `field`.
+    fn err_in(&self, field: &str, column: usize, msg: impl Into<String>) -> FormatError {
+        FormatError::at(
+            Path::new(&self.path),
+            self.line_no,
+            column as u64,
+            field,
+            msg,
+        )
     }
 
-    fn next_line(&mut self) -> Result<bool, TraceError> {
+    /// An error in field `i` of [`COLUMNS`], starting at `column`.
+    fn err(&self, i: usize, column: usize, msg: impl Into<String>) -> FormatError {
+        self.err_in(COLUMNS.get(i).copied().unwrap_or("row"), column, msg)
+    }
+
+    fn next_line(&mut self) -> Result<bool, FormatError> {
         self.buf.clear();
         let n = self
             .input
             .read_line(&mut self.buf)
-            .map_err(|e| TraceError::Io {
-                path: self.path.clone(),
-                source: e,
-            })?;
+            .map_err(|e| io_err(Path::new(&self.path), e))?;
         if n == 0 {
             return Ok(false);
         }
@@ -654,16 +602,18 @@ impl<'t> TraceReader<'t> {
         Ok(true)
     }
 
-    fn read_header(&mut self) -> Result<(), TraceError> {
+    fn read_header(&mut self) -> Result<(), FormatError> {
         if !self.next_line()? {
-            return Err(self.err(
+            return Err(self.err_in(
+                "header",
                 1,
                 format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`"),
             ));
         }
         let first = self.buf.trim();
         let Some(rest) = first.strip_prefix(MAGIC) else {
-            return Err(self.err(
+            return Err(self.err_in(
+                "header",
                 1,
                 format!(
                     "not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`",
@@ -678,7 +628,8 @@ impl<'t> TraceReader<'t> {
         match v {
             Some(SCHEMA_VERSION) => self.header.schema = SCHEMA_VERSION,
             Some(v) => {
-                return Err(self.err(
+                return Err(self.err_in(
+                    "header",
                     MAGIC.len() + 2,
                     format!(
                         "schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"
@@ -686,7 +637,8 @@ impl<'t> TraceReader<'t> {
                 ))
             }
             None => {
-                return Err(self.err(
+                return Err(self.err_in(
+                    "header",
                     MAGIC.len() + 2,
                     "expected `schema=<number>` after the magic",
                 ))
@@ -694,7 +646,7 @@ impl<'t> TraceReader<'t> {
         }
         loop {
             if !self.next_line()? {
-                return Err(self.err(1, "missing column header row"));
+                return Err(self.err_in("header", 1, "missing column header row"));
             }
             if let Some(kv) = self.buf.strip_prefix('#') {
                 let kv = kv.trim_start();
@@ -702,40 +654,45 @@ impl<'t> TraceReader<'t> {
                     continue;
                 }
                 let Some((k, v)) = kv.split_once('=') else {
-                    return Err(self.err(3, "metadata lines must be `# key=value`"));
+                    return Err(self.err_in("metadata", 3, "metadata lines must be `# key=value`"));
                 };
                 self.header.meta.insert(k.trim().to_string(), v.to_string());
                 continue;
             }
             let cols: Vec<&str> = self.buf.split(',').map(str::trim).collect();
             if cols != COLUMNS {
-                return Err(self.err(1, format!("column header must be `{}`", COLUMNS.join(","))));
+                return Err(self.err_in(
+                    "header",
+                    1,
+                    format!("column header must be `{}`", COLUMNS.join(",")),
+                ));
             }
             return Ok(());
         }
     }
 
-    fn parse_line(&mut self) -> Result<FlowRecord, TraceError> {
+    fn parse_line(&mut self) -> Result<FlowRecord, FormatError> {
         let line = std::mem::take(&mut self.buf);
         let res = self.parse_fields(&line);
         self.buf = line;
         res
     }
 
-    fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, TraceError> {
+    fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, FormatError> {
         let mut fields: [(&str, usize); 20] = [("", 0); 20];
         let mut n = 0;
         let mut col = 1;
         for f in line.split(',') {
             if n == 20 {
-                return Err(self.err(col, format!("more than {} fields", COLUMNS.len())));
+                return Err(self.err_in("row", col, format!("more than {} fields", COLUMNS.len())));
             }
             fields[n] = (f, col);
             n += 1;
             col += f.len() + 1;
         }
         if n != 20 {
-            return Err(self.err(
+            return Err(self.err_in(
+                "row",
                 col,
                 format!(
                     "{n} fields, expected {} ({})",
@@ -744,31 +701,33 @@ impl<'t> TraceReader<'t> {
                 ),
             ));
         }
-        let num = |i: usize| -> Result<u64, TraceError> {
+        let num = |i: usize| -> Result<u64, FormatError> {
             let (f, c) = fields[i];
             parse_u64(f).ok_or_else(|| {
                 self.err(
+                    i,
                     c,
                     format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i]),
                 )
             })
         };
-        let opt = |i: usize| -> Result<Option<u64>, TraceError> {
+        let opt = |i: usize| -> Result<Option<u64>, FormatError> {
             if fields[i].0.is_empty() {
                 Ok(None)
             } else {
                 num(i).map(Some)
             }
         };
-        let u32f = |i: usize, v: u64| -> Result<u32, TraceError> {
+        let u32f = |i: usize, v: u64| -> Result<u32, FormatError> {
             u32::try_from(v).map_err(|_| {
                 self.err(
+                    i,
                     fields[i].1,
                     format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
                 )
             })
         };
-        let opt32 = |i: usize| -> Result<Option<u32>, TraceError> {
+        let opt32 = |i: usize| -> Result<Option<u32>, FormatError> {
             opt(i)?.map(|v| u32f(i, v)).transpose()
         };
 
@@ -782,15 +741,16 @@ impl<'t> TraceReader<'t> {
             for d in fields[4].0.split(';') {
                 let v = parse_u64(d).ok_or_else(|| {
                     self.err(
+                        4,
                         c,
                         format!("deps must be `;`-separated record ids, found `{d}`"),
                     )
                 })?;
                 if v == id {
-                    return Err(self.err(c, format!("record {id} depends on itself")));
+                    return Err(self.err(4, c, format!("record {id} depends on itself")));
                 }
                 if !self.seen.contains(v) {
-                    return Err(self.err(c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
+                    return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
                 }
                 deps.push(FlowId(v));
                 c += d.len() + 1;
@@ -801,11 +761,11 @@ impl<'t> TraceReader<'t> {
         let mode: Mode = fields[7]
             .0
             .parse()
-            .map_err(|e: String| self.err(fields[7].1, e))?;
+            .map_err(|e: String| self.err(7, fields[7].1, e))?;
         let class: Class = fields[8]
             .0
             .parse()
-            .map_err(|e: String| self.err(fields[8].1, e))?;
+            .map_err(|e: String| self.err(8, fields[8].1, e))?;
         let iteration = u32f(9, num(9)?)?;
         let collective = opt(10)?;
         let step = opt32(11)?;
@@ -825,6 +785,7 @@ impl<'t> TraceReader<'t> {
                 "down" => AggDir::Down,
                 other => {
                     return Err(self.err(
+                        19,
                         fields[19].1,
                         format!("agg_dir must be `up` or `down`, found `{other}`"),
                     ))
@@ -857,44 +818,15 @@ impl<'t> TraceReader<'t> {
             agg,
         };
         if let Err((i, msg)) = check_consistency(&rec) {
-            return Err(self.err(fields[i].1, msg));
+            return Err(self.err(i, fields[i].1, msg));
         }
-        if let Some(t) = self.topo {
-            let n = t.node_count() as u32;
-            for (i, node) in [(1, rec.src), (2, rec.dst)] {
-                if node.0 >= n {
-                    return Err(self.err(
-                        fields[i].1,
-                        format!(
-                            "node {} is not in the topology ({} nodes, from `{}`)",
-                            node.0, n, t.source
-                        ),
-                    ));
-                }
-            }
-            if rec.mode == Mode::Compute && t.kinds[rec.src.idx()] != NodeKind::Host {
-                return Err(self.err(
-                    fields[1].1,
-                    format!(
-                        "compute record on node {} which is not a GPU host",
-                        rec.src.0
-                    ),
-                ));
-            }
-            if let Some(a) = rec.agg {
-                if a.switch.0 >= n || t.kinds[a.switch.idx()] != NodeKind::Switch {
-                    return Err(self.err(
-                        fields[17].1,
-                        format!(
-                            "aggregation switch {} is not a switch of the topology",
-                            a.switch.0
-                        ),
-                    ));
-                }
+        if let Some(check) = self.check {
+            if let Err((i, msg)) = check.check(&rec) {
+                return Err(self.err(i, fields[i].1, msg));
             }
         }
         if !self.seen.insert(id) {
-            return Err(self.err(fields[0].1, format!("duplicate record id {id}")));
+            return Err(self.err(0, fields[0].1, format!("duplicate record id {id}")));
         }
         Ok(rec)
     }
@@ -1033,7 +965,7 @@ fn parse_u64(s: &str) -> Option<u64> {
 }
 
 impl Iterator for TraceReader<'_> {
-    type Item = Result<FlowRecord, TraceError>;
+    type Item = Result<FlowRecord, FormatError>;
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
@@ -1063,7 +995,7 @@ impl Iterator for TraceReader<'_> {
 }
 
 /// Read a trace from an in-memory string (tests, fuzzing).
-pub fn read_str(text: &str, name: &str) -> Result<Trace, TraceError> {
+pub fn read_str(text: &str, name: &str) -> Result<Trace, FormatError> {
     let input: Box<dyn BufRead> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
     let mut rd = TraceReader::from_reader(input, name.to_string())?;
     let mut records = Vec::new();
@@ -1074,4 +1006,32 @@ pub fn read_str(text: &str, name: &str) -> Result<Trace, TraceError> {
         header: rd.header().clone(),
         records,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_record_id_is_remembered_without_a_huge_bitmap() {
+        let mut s = IdSet::default();
+        assert!(s.insert(1 << 33));
+        assert!(s.bits.len() * 8 <= 16 << 10, "{} words", s.bits.len());
+        assert!(!s.insert(1 << 33), "a duplicate is still caught");
+        for id in 0..100_000 {
+            assert!(s.insert(id));
+        }
+        assert!(s.contains(1 << 33) && s.contains(99_999) && !s.contains(100_000));
+        assert!(s.bits.len() * 64 <= 4 * 100_000 + (1 << 16));
+    }
+
+    #[test]
+    fn ids_first_seen_sparse_stay_found_once_the_bitmap_grows_over_them() {
+        let mut s = IdSet::default();
+        assert!(s.insert(200_000));
+        for id in 0..150_000 {
+            s.insert(id);
+        }
+        assert!(!s.insert(200_000));
+    }
 }
