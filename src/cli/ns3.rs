@@ -233,8 +233,8 @@ pub fn run(c: Command) -> Result<()> {
                 r.schedule_makespan.0
             );
             eprintln!(
-                "glue routes are per (src, dst) connection, as the replayer's: all {} net/ina records checked on the replayer's path ({} pairs routed, seed {})",
-                r.paths_checked, r.routes, seed
+                "glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
+                r.routes, seed
             );
             Ok(())
         }

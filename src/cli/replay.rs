@@ -1,7 +1,7 @@
 //! `ina3d replay <trace> --topology <SPEC|FILE> -o DIR [--seed N]`.
 
 use anyhow::{bail, Context};
-use ina3d::replay::{self, ReplayOptions, SharedRoutes};
+use ina3d::replay::{self, ReplayOptions};
 use ina3d::topology::{Routing, Topology};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -61,12 +61,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let seed = a.seed.or(header_seed).unwrap_or(0);
     let topo = Topology::from_spec(&spec).with_context(|| format!("topology `{spec}`"))?;
     let routing = Routing::new(&topo, seed).with_context(|| format!("routing on `{spec}`"))?;
-    let routes = SharedRoutes::new(&topo, &routing);
     let mut opts = ReplayOptions::from_header(&trace.header)
         .with_context(|| format!("{}", a.trace.display()))?;
     opts.progress = std::io::stderr().is_terminal();
     opts.trace_name = a.trace.display().to_string();
-    let r = replay::simulate(&trace.records, &topo, &routes, &opts)
+    let r = replay::simulate(&trace.records, &topo, &routing, &opts)
         .with_context(|| format!("replaying {}", a.trace.display()))?;
     replay::write_outputs(&a.out, &r)?;
     let s = &r.summary;

@@ -13,13 +13,13 @@
 //!
 //! ## Routing: the same path in the glue and the replayer
 //! Both back-ends use ECMP **per connection**: every net record and INA edge from `src`
-//! to `dst` takes the path [`crate::replay::PathSource::connection_path`] gives, keyed by
+//! to `dst` takes the path [`crate::topology::Routing::connection_path`] gives, keyed by
 //! [`crate::topology::pair_key`]`(src, dst)` (a fabric hashing the 5-tuple of NCCL's
 //! persistent per-peer connections). [`emit()`] writes that path for every pair the glue
 //! carries (and the reverse direction, for TCP ACKs and INA results) into `routes.txt`
 //! ([`routes`]), and the glue's `Ina3dPairRouting` forwards by (source, destination) from
-//! that table. [`EmitReport::paths_checked`] counts the records whose path, read back from
-//! the written file, was checked equal to the replayer's; emit fails on any difference.
+//! that table. What the glue really forwarded is counted per link direction and checked
+//! against the replayer's `links.csv` by `ina3d compare` (not assumed from the table).
 //!
 //! ## INA for simulators without INA
 //! HPCC-family simulators have no aggregating switch. [`emit()`] attaches one *aggregation

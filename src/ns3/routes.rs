@@ -1,8 +1,8 @@
 //! The glue's routes: the replayer's path of every (source, destination) connection.
 //!
 //! ECMP is per connection in both back-ends ([`crate::topology::pair_key`]): the replayer
-//! routes each net record and INA edge with [`PathSource::connection_path`], and
-//! [`PairRoutes`] asks the very same function (on the same [`SharedRoutes`]) for every
+//! routes each net record and INA edge with [`Routing::connection_path`], and
+//! [`PairRoutes`] asks the very same function (on the same topology and seed) for every
 //! pair the glue carries, which `routes.txt` hands to the glue's `Ina3dPairRouting`
 //! (forwarding by source and destination). So every record takes the same path in both.
 //!
@@ -16,7 +16,6 @@
 
 use super::{InaPolicy, Ns3Error};
 use crate::record::{AggDir, FlowRecord, Mode};
-use crate::replay::{PathSource, SharedRoutes};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology};
 use crate::units::{BitsPerSec, Bytes, LinkId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,21 +71,20 @@ pub struct PairRoutes {
 }
 
 impl PairRoutes {
-    /// The replayer's path ([`SharedRoutes`] on `topo` with ECMP seed `seed`,
-    /// [`PathSource::connection_path`]) of every pair in `pairs`.
+    /// The path of every pair in `pairs` ([`Routing::connection_path`] on `topo` with ECMP
+    /// seed `seed`, as the replayer routes).
     pub fn new(
         topo: &Topology,
         seed: u64,
         pairs: &BTreeSet<(NodeId, NodeId)>,
     ) -> Result<Self, Ns3Error> {
         let routing = Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
-        let shared = SharedRoutes::new(topo, &routing);
         let mut paths = BTreeMap::new();
         for &(src, dst) in pairs {
             if src == dst {
                 continue;
             }
-            let chans = shared
+            let chans = routing
                 .connection_path(src, dst)
                 .map_err(|_| Ns3Error::NoRoute { src, dst })?;
             let hops = chans

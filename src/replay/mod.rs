@@ -44,7 +44,7 @@ mod route;
 
 pub use engine::simulate;
 pub use output::write_outputs;
-pub use route::{PathSource, SharedRoutes, ShortestPaths};
+pub use route::PathSource;
 
 use crate::fct::{FctRow, Summary};
 use crate::formats::links_csv::ChannelStat;

@@ -19,6 +19,7 @@
 use super::{Channel, LinkKind, NodeKind, Topology, TopologyError};
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 const NONE: u32 = u32::MAX;
 const FAR: u16 = u16::MAX;
@@ -127,6 +128,10 @@ pub struct Routing {
     lists: Lists,
     /// Per switch: hops from the nearest host (ToR/leaf = 1, aggregation = 2, core = 3).
     level: Vec<u16>,
+    /// Per destination switch (dense index), every switch's hop distance to it over
+    /// switches, computed on first use: only the switches that end a transfer (INA tree
+    /// nodes) ever need one, so a 5,120-switch fat-tree pays for the few it uses.
+    to_switch: Vec<OnceLock<Vec<u16>>>,
 }
 
 impl Routing {
@@ -193,6 +198,7 @@ impl Routing {
             groups: Vec::new(),
             lists: Lists::default(),
             level: Vec::new(),
+            to_switch: Vec::new(),
         };
         let mut switches = 0u32;
         for v in 0..n {
@@ -236,6 +242,7 @@ impl Routing {
         lists.ids = Default::default();
         r.lists = lists;
         r.level = r.levels(switches as usize);
+        r.to_switch = (0..switches).map(|_| OnceLock::new()).collect();
         r.check_connected()?;
         Ok(r)
     }
@@ -363,9 +370,21 @@ impl Routing {
         Ok(())
     }
 
+    /// `v` is a host.
     fn host(&self, v: NodeId) -> Result<(), TopologyError> {
         match self.kinds.get(v.idx()) {
             Some(NodeKind::Host) => Ok(()),
+            _ => self.endpoint(v).and(Err(TopologyError::NotAHost {
+                node: v,
+                what: format!("a {:?}", self.kinds[v.idx()]).to_lowercase(),
+            })),
+        }
+    }
+
+    /// `v` may end a path: a host or a packet switch.
+    fn endpoint(&self, v: NodeId) -> Result<(), TopologyError> {
+        match self.kinds.get(v.idx()) {
+            Some(NodeKind::Host | NodeKind::Switch) => Ok(()),
             Some(k) => Err(TopologyError::NotAHost {
                 node: v,
                 what: format!("a {k:?}").to_lowercase(),
@@ -382,8 +401,19 @@ impl Routing {
         self.seed
     }
 
-    /// The ECMP path from host `src` to host `dst` for flow key `key`, as the channels it
-    /// crosses in order. Same seed and key → same path. `src == dst` gives the empty path.
+    /// The ECMP path of the connection from `src` to `dst` (hosts or switches): the one
+    /// place where a transfer's ECMP key is chosen, [`pair_key`]`(src, dst)`. The
+    /// replayer routes every net record and INA edge with it, `ina3d ns3 emit` writes its
+    /// paths into the glue's `routes.txt`, and INA trees are built from it.
+    pub fn connection_path(&self, src: NodeId, dst: NodeId) -> Result<Vec<Channel>, TopologyError> {
+        self.path(src, dst, pair_key(src, dst))
+    }
+
+    /// The ECMP path from `src` to `dst` (each a host or a packet switch) for flow key
+    /// `key`, as the channels it crosses in order. Same seed and key → same path.
+    /// `src == dst` gives the empty path. Among the equal-cost next hops of a node, in
+    /// ascending channel order, the path takes [`ecmp_choice`]`(seed, key, node, n)`;
+    /// only switches forward.
     pub fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, TopologyError> {
         let mut out = Vec::with_capacity(8);
         self.path_into(src, dst, key, &mut out)?;
@@ -398,13 +428,86 @@ impl Routing {
         key: u64,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
-        self.host(src)?;
-        self.host(dst)?;
+        self.endpoint(src)?;
+        self.endpoint(dst)?;
         out.clear();
         if src == dst {
             return Ok(());
         }
+        if self.kinds[dst.idx()] == NodeKind::Switch {
+            return self.route_to_switch(src, dst, key, out);
+        }
         self.route(src, dst, key, out)
+    }
+
+    /// Hop distances of every switch to switch `t` (dense index) over switches.
+    fn switch_distances(&self, t: u32) -> &[u16] {
+        self.to_switch[t as usize].get_or_init(|| {
+            let mut dist = vec![FAR; self.to_switch.len()];
+            dist[t as usize] = 0;
+            let mut queue = std::collections::VecDeque::new();
+            queue.push_back(t);
+            let mut node_of = vec![NodeId(0); self.to_switch.len()];
+            for (v, &i) in self.sw.iter().enumerate() {
+                if i != NONE {
+                    node_of[i as usize] = NodeId(v as u32);
+                }
+            }
+            while let Some(u) = queue.pop_front() {
+                let du = dist[u as usize];
+                for &(_, w) in self.net(node_of[u as usize]) {
+                    let wi = self.sw[w.idx()];
+                    if wi != NONE && dist[wi as usize] == FAR {
+                        dist[wi as usize] = du + 1;
+                        queue.push_back(wi);
+                    }
+                }
+            }
+            dist
+        })
+    }
+
+    /// Walk from `src` (host or switch) to switch `dst`: at every node the channels to
+    /// switches one hop closer to `dst`, ascending, and [`ecmp_choice`] among them.
+    fn route_to_switch(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        out: &mut Vec<Channel>,
+    ) -> Result<(), TopologyError> {
+        let dist = self.switch_distances(self.sw[dst.idx()]);
+        let dist_of = |w: NodeId| match self.sw[w.idx()] {
+            NONE => FAR,
+            wi => dist[wi as usize],
+        };
+        let mut v = src;
+        let mut d = if self.kinds[src.idx()] == NodeKind::Switch {
+            dist_of(src)
+        } else {
+            // A host is one hop beyond its nearest attached switch.
+            self.net(src)
+                .iter()
+                .map(|&(_, w)| dist_of(w))
+                .min()
+                .unwrap_or(FAR)
+                .saturating_add(1)
+        };
+        if d >= FAR {
+            return Err(TopologyError::Disconnected { from: src, to: dst });
+        }
+        while v != dst {
+            let closer = |&&(_, w): &&(Channel, NodeId)| dist_of(w) == d - 1;
+            let n = self.net(v).iter().filter(closer).count();
+            let i = ecmp_choice(self.seed, key, v, n);
+            let Some(&(c, w)) = self.net(v).iter().filter(closer).nth(i) else {
+                return Err(TopologyError::Disconnected { from: src, to: dst });
+            };
+            out.push(c);
+            v = w;
+            d -= 1;
+        }
+        Ok(())
     }
 
     /// Walk from `src` (host or switch) to host `dst`, appending channels to `out`.
