@@ -493,7 +493,7 @@ impl Routing {
                 .unwrap_or(FAR)
                 .saturating_add(1)
         };
-        if d >= FAR {
+        if d == FAR {
             return Err(TopologyError::Disconnected { from: src, to: dst });
         }
         while v != dst {
