@@ -13,7 +13,10 @@
 //! never on a back-end's internals; what only a back-end knows (bytes through switches,
 //! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
+use crate::formats::switches_csv::SlotSample;
 use crate::record::{AggDir, Class, FlowRecord, Mode};
+use crate::topology::{Channel, NodeKind, Topology};
+use crate::units::NodeId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -75,12 +78,61 @@ pub struct Summary {
     pub dp_bytes: u64,
     /// See `tp_bytes`.
     pub emb_bytes: u64,
-    /// Bytes that traversed at least one switch (sum over records of payload × switch hops).
+    /// Payload × switches touched, summed over network records ([`switch_hops`]).
     pub switch_bytes: u64,
     /// Peak number of INA aggregator slots in use on any switch.
     pub ina_slot_peak: u64,
     /// Wall-clock time the back-end took.
     pub wall_time_ns: u64,
+}
+
+impl Summary {
+    /// Every numeric metric of the summary with its `summary.csv` column name, in column
+    /// order: what `ina3d compare` puts side by side (`iteration.csv`).
+    pub fn metrics(&self) -> [(&'static str, u64); 16] {
+        [
+            ("records", self.records),
+            ("iteration_time_ns", self.iteration_time_ns),
+            ("compute_ns", self.compute_ns),
+            ("bubble_ns", self.bubble_ns),
+            ("exposed_tp_ns", self.exposed_tp_ns),
+            ("exposed_pp_ns", self.exposed_pp_ns),
+            ("exposed_dp_ns", self.exposed_dp_ns),
+            ("exposed_emb_ns", self.exposed_emb_ns),
+            ("critical_path_compute_ns", self.critical_path_compute_ns),
+            ("tp_bytes", self.tp_bytes),
+            ("pp_bytes", self.pp_bytes),
+            ("dp_bytes", self.dp_bytes),
+            ("emb_bytes", self.emb_bytes),
+            ("switch_bytes", self.switch_bytes),
+            ("ina_slot_peak", self.ina_slot_peak),
+            ("wall_time_ns", self.wall_time_ns),
+        ]
+    }
+}
+
+/// How many packet switches a transfer from `src` along `path` touches: `src` itself when
+/// it is a switch (an INA down edge leaves its aggregating switch), then every switch a
+/// channel of the path enters (the last one too, when an INA up edge ends at its switch).
+/// `switch_bytes` of a [`Summary`] is Σ payload × this over network records; both
+/// back-ends count with this one function, on the paths their packets take.
+pub fn switch_hops(topo: &Topology, src: NodeId, path: &[Channel]) -> u64 {
+    let is_switch = |v: NodeId| topo.kind(v) == Some(NodeKind::Switch);
+    u64::from(is_switch(src))
+        + path
+            .iter()
+            .filter(|&&c| is_switch(topo.channel_ends(c).1))
+            .count() as u64
+}
+
+/// Peak aggregator slots in use on any one switch, from a back-end's occupancy samples
+/// (`switches.csv`): the `ina_slot_peak` of a [`Summary`].
+pub fn slot_peak(samples: &[SlotSample]) -> u64 {
+    samples
+        .iter()
+        .map(|s| s.slots_in_use as u64)
+        .max()
+        .unwrap_or(0)
 }
 
 /// What only the back-end knows, passed through to the [`Summary`] unchanged.
@@ -90,9 +142,9 @@ pub struct SummaryContext {
     pub backend: String,
     /// Trace file name.
     pub trace: String,
-    /// Payload bytes × switch hops, summed over network records.
+    /// Payload × [`switch_hops`], summed over network records.
     pub switch_bytes: u64,
-    /// Peak INA slots in use on any one switch.
+    /// Peak INA slots in use on any one switch ([`slot_peak`]).
     pub ina_slot_peak: u64,
     /// Wall-clock time of the run.
     pub wall_time_ns: u64,
@@ -473,5 +525,44 @@ mod tests {
             summarize(&recs, &[], &SummaryContext::default()),
             Err(FctError::MissingRow(0))
         ));
+    }
+
+    #[test]
+    fn metrics_list_every_numeric_summary_column_in_file_order() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(Summary::default()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let numeric: Vec<&str> = header
+            .into_iter()
+            .filter(|c| !matches!(*c, "backend" | "trace"))
+            .collect();
+        let names: Vec<&str> = Summary::default().metrics().iter().map(|m| m.0).collect();
+        assert_eq!(names, numeric);
+    }
+
+    #[test]
+    fn switch_hops_count_a_sending_switch_and_every_switch_entered() {
+        // host 0 — switch 2 — host 1; an INA up edge 0→2 touches 2, a down edge 2→1 too,
+        // a host-to-host flow 0→1 crosses 2 once.
+        let t = Topology::from_spec("leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,nvlink=off")
+            .unwrap();
+        let r = crate::topology::Routing::new(&t, 0).unwrap();
+        let leaf = t.switches()[0];
+        let (h0, h1) = (t.gpus[0], t.gpus[1]);
+        assert_eq!(switch_hops(&t, h0, &r.connection_path(h0, h1).unwrap()), 1);
+        assert_eq!(
+            switch_hops(&t, h0, &r.connection_path(h0, leaf).unwrap()),
+            1
+        );
+        assert_eq!(
+            switch_hops(&t, leaf, &r.connection_path(leaf, h1).unwrap()),
+            1
+        );
+        let spine = t.switches()[1];
+        assert_eq!(
+            switch_hops(&t, spine, &r.connection_path(spine, h1).unwrap()),
+            2
+        );
     }
 }

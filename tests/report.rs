@@ -218,7 +218,7 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
     );
     assert_eq!(
         first_line("iteration.csv"),
-        "metric,replay,ns3,rel_error,ns3_over_replay"
+        "metric,replay,ns3,difference,rel_error,ns3_over_replay"
     );
     assert_eq!(
         first_line("flows.csv"),
@@ -227,9 +227,15 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
     let it = fs::read_to_string(t.path().join("iteration.csv")).unwrap();
     assert!(
         it.lines()
-            .any(|l| l == "iteration_time_ns,10000,12500,-0.2,1.25"),
+            .any(|l| l == "iteration_time_ns,10000,12500,-2500,-0.2,1.25"),
         "{it}"
     );
+    for metric in ["switch_bytes", "ina_slot_peak", "records", "wall_time_ns"] {
+        assert!(
+            it.lines().any(|l| l.starts_with(&format!("{metric},"))),
+            "iteration.csv lists {metric}: {it}"
+        );
+    }
     let again = tempfile::tempdir().unwrap();
     c.write(again.path()).unwrap();
     for f in ["fct_error.csv", "iteration.csv", "flows.csv"] {

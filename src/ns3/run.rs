@@ -12,8 +12,7 @@ use super::Ns3Error;
 use crate::fct::{self, FctRow, Summary, SummaryContext};
 use crate::formats::{fct_csv, summary_csv};
 use crate::record::{FlowRecord, Mode};
-use crate::topology::{NodeKind, Topology};
-use crate::units::NodeId;
+use crate::topology::{Channel, NodeKind, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -320,9 +319,8 @@ pub fn check_complete(
     Ok(())
 }
 
-/// Payload bytes × switches traversed, summed over network records, on the paths of the
-/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]); an INA edge ending or starting
-/// at a switch counts it.
+/// Payload bytes × [`fct::switch_hops`], summed over network records, on the paths of the
+/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]).
 pub fn switch_bytes(
     records: &[FlowRecord],
     topo: &Topology,
@@ -339,13 +337,15 @@ pub fn switch_bytes(
             src: r.src,
             dst: r.dst,
         })?;
-        let is_switch = |v: NodeId| {
-            topo.kinds
-                .get(v.idx())
-                .is_some_and(|k| *k != NodeKind::Host)
-        };
-        let switches =
-            u64::from(is_switch(r.src)) + path.iter().filter(|h| is_switch(h.0)).count() as u64;
+        let chans: Vec<Channel> = path
+            .iter()
+            .scan(r.src, |from, &(to, link)| {
+                let c = Channel::of(link, topo.links[link.idx()].a == *from);
+                *from = to;
+                Some(c)
+            })
+            .collect();
+        let switches = fct::switch_hops(topo, r.src, &chans);
         total += r.bytes.0 * switches;
     }
     Ok(total)

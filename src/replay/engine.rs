@@ -348,18 +348,12 @@ fn prepare<R: PathSource + ?Sized>(
     let mut ch_cap = vec![0.0f64; nch];
     let mut ch_rate = vec![0u64; nch];
     let mut ch_delay = vec![0u64; nch];
-    let mut ch_to_switch = vec![false; nch];
     for (l, link) in topo.links.iter().enumerate() {
         for dir in 0..2 {
             let c = l * 2 + dir;
             ch_cap[c] = link.rate.0 as f64 / 8e9;
             ch_rate[c] = link.rate.0;
             ch_delay[c] = link.delay.0;
-            let to = if dir == 0 { link.b } else { link.a };
-            ch_to_switch[c] = topo
-                .kinds
-                .get(to.idx())
-                .is_some_and(|k| *k != NodeKind::Host);
         }
     }
     let check = |id: FlowId, path: &[crate::topology::Channel]| -> Result<(), ReplayError> {
@@ -412,10 +406,8 @@ fn prepare<R: PathSource + ?Sized>(
         for c in &path {
             arena.push(c.0);
             delay += ch_delay[c.idx()];
-            if ch_to_switch[c.idx()] {
-                switch_bytes += r.bytes.0;
-            }
         }
+        switch_bytes += r.bytes.0 * fct::switch_hops(topo, r.src, &path);
         rec_delay[i] = delay;
     }
     // aggregations
@@ -1257,7 +1249,7 @@ pub fn simulate<R: PathSource + ?Sized>(
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
         switch_bytes: sim.p.switch_bytes,
-        ina_slot_peak: sim.pools.peak as u64,
+        ina_slot_peak: fct::slot_peak(&sim.pools.samples),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
     let summary = fct::summarize(records, &rows, &ctx)?;

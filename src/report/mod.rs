@@ -455,6 +455,13 @@ impl Comparison {
             ),
             Column::new("ns3".into(), m.iter().map(|x| x.ns3).collect::<Vec<_>>()),
             Column::new(
+                "difference".into(),
+                m.iter()
+                    .map(|x| x.replay as i128 - x.ns3 as i128)
+                    .map(|d| d.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
                 "rel_error".into(),
                 m.iter().map(|x| x.rel_error).collect::<Vec<_>>(),
             ),
@@ -788,30 +795,11 @@ fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
 }
 
 fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
-    let pairs: [(&'static str, u64, u64); 14] = [
-        (
-            "iteration_time_ns",
-            r.iteration_time_ns,
-            n.iteration_time_ns,
-        ),
-        ("compute_ns", r.compute_ns, n.compute_ns),
-        ("bubble_ns", r.bubble_ns, n.bubble_ns),
-        ("exposed_tp_ns", r.exposed_tp_ns, n.exposed_tp_ns),
-        ("exposed_pp_ns", r.exposed_pp_ns, n.exposed_pp_ns),
-        ("exposed_dp_ns", r.exposed_dp_ns, n.exposed_dp_ns),
-        ("exposed_emb_ns", r.exposed_emb_ns, n.exposed_emb_ns),
-        (
-            "critical_path_compute_ns",
-            r.critical_path_compute_ns,
-            n.critical_path_compute_ns,
-        ),
-        ("tp_bytes", r.tp_bytes, n.tp_bytes),
-        ("pp_bytes", r.pp_bytes, n.pp_bytes),
-        ("dp_bytes", r.dp_bytes, n.dp_bytes),
-        ("emb_bytes", r.emb_bytes, n.emb_bytes),
-        ("ina_slot_peak", r.ina_slot_peak, n.ina_slot_peak),
-        ("wall_time_ns", r.wall_time_ns, n.wall_time_ns),
-    ];
+    let pairs = r
+        .metrics()
+        .into_iter()
+        .zip(n.metrics())
+        .map(|((name, a), (_, b))| (name, a, b));
     pairs
         .into_iter()
         .map(|(metric, a, b)| MetricComparison {
