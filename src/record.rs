@@ -80,6 +80,8 @@ pub enum AggDir {
     Down,
 }
 
+keyword_enum!(AggDir, "aggregation direction", AggDir::Up => "up", AggDir::Down => "down");
+
 /// Membership of a record in an in-network aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AggTag {

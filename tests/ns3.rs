@@ -5,9 +5,10 @@
 
 use ina3d::fct::FctRow;
 use ina3d::formats::flow_txt::{self, MAX_FLOW_BYTES};
+use ina3d::formats::glue_trace_txt;
 use ina3d::formats::topology_txt::{self, Flavor as TopoFlavor};
 use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
-use ina3d::ns3::emit::{read_trace_txt, with_proxies};
+use ina3d::ns3::emit::with_proxies;
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
@@ -425,7 +426,7 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     assert!(r.routes > 0);
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
-    let routes = ina3d::ns3::routes::read_routes_txt(&p, &text).unwrap();
+    let routes = ina3d::formats::routes_txt::parse(&p, &text).unwrap().paths;
     let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace
         .iter()
         .flat_map(|f| [(f.src, f.dst), (f.dst, f.src)])
@@ -613,7 +614,7 @@ fn glue_trace_text_reads_back_into_the_same_records() {
     )
     .unwrap();
     let p = dir.path().join("trace.txt");
-    let (back, _) = read_trace_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (back, _) = glue_trace_txt::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(back, trace);
 }
 
@@ -1265,7 +1266,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
             let _ = ingest::parse_pfc(p, &s);
@@ -1278,7 +1279,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
         }

@@ -422,10 +422,7 @@ pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
             out.push(b',');
             push_u64(out, a.fanin as u64);
             out.push(b',');
-            out.extend_from_slice(match a.dir {
-                AggDir::Up => b"up",
-                AggDir::Down => b"down",
-            });
+            out.extend_from_slice(a.dir.as_str().as_bytes());
         }
         None => out.extend_from_slice(b",,,"),
     }
