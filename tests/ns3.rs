@@ -1457,3 +1457,31 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
         trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
+    let odd =
+        Topology::from_spec("leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,nic=10Gbps,nvlink=off")
+            .unwrap();
+    let w = ina3d::ns3::emit::simai_rate_warnings(&odd);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("10Gbps") && w[0].contains("config.txt"),
+        "{w:?}"
+    );
+    // the stock speeds are those of SimAI's own configuration file
+    let conf = std::fs::read_to_string(fixture("simai/SimAI.conf")).unwrap();
+    let kmax: Vec<u64> = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("KMAX_MAP "))
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.parse::<u64>().unwrap() / 1_000_000_000)
+        .collect();
+    assert_eq!(kmax, ina3d::ns3::emit::SIMAI_STOCK_RATES_GBPS);
+    // stock speeds, NVLink ignored: nothing to say
+    let ok = Topology::from_spec("fat-tree:k=4").unwrap();
+    assert!(ina3d::ns3::emit::simai_rate_warnings(&ok).is_empty());
+}

@@ -235,6 +235,9 @@ pub fn run(c: Command) -> Result<()> {
                 r.start_source,
                 r.schedule_makespan.0
             );
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
             eprintln!(
                 "glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
                 r.routes, seed

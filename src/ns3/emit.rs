@@ -127,6 +127,39 @@ pub struct EmitReport {
     pub schedule_makespan: Nanos,
     /// PATH lines in routes.txt: the (src, dst) pairs routed, reverse directions included.
     pub routes: usize,
+    /// What a user of these files must know (e.g. link speeds a simulator's stock
+    /// configuration has no ECN thresholds for).
+    pub warnings: Vec<String>,
+}
+
+/// Network link speeds with `KMAX_MAP`/`KMIN_MAP`/`PMAX_MAP` entries in SimAI's stock
+/// configuration (`SimAI.conf`, aliyun/SimAI; tests/fixtures/simai/SimAI.conf): its ns-3
+/// aborts ("must set kmin for each link speed") on a network link of any other speed.
+pub const SIMAI_STOCK_RATES_GBPS: [u64; 6] = [25, 50, 100, 200, 400, 1600];
+
+/// Warnings for network links whose speed SimAI's stock configuration lacks: the
+/// `config.txt` written beside them has entries for every speed and must be used instead.
+pub fn simai_rate_warnings(topo: &Topology) -> Vec<String> {
+    let odd: BTreeSet<BitsPerSec> = topo
+        .links
+        .iter()
+        .filter(|l| l.kind != LinkKind::NvLink)
+        .map(|l| l.rate)
+        .filter(|r| {
+            !SIMAI_STOCK_RATES_GBPS
+                .iter()
+                .any(|g| BitsPerSec::gbps(*g) == *r)
+        })
+        .collect();
+    odd.iter()
+        .map(|r| {
+            format!(
+                "network links at {} have no ECN thresholds in SimAI's stock SimAI.conf (it knows {} Gb/s): run SimAI with the config.txt written here, which has entries for every speed used",
+                r.to_hpcc_string(),
+                SIMAI_STOCK_RATES_GBPS.map(|g| g.to_string()).join(", ")
+            )
+        })
+        .collect()
 }
 
 /// Check a link rate is one the HPCC family and ns-3 take.
@@ -593,5 +626,10 @@ pub fn emit(
         start_source,
         schedule_makespan: makespan,
         routes: nroutes,
+        warnings: if opts.flavor == Flavor::Simai {
+            simai_rate_warnings(&ext)
+        } else {
+            Vec::new()
+        },
     })
 }
