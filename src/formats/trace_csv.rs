@@ -501,6 +501,9 @@ impl IdSet {
     }
 }
 
+/// The fields of one data line with the 1-based column each starts at.
+type Row<'l> = [(&'l str, usize); 20];
+
 /// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
 /// after which iteration stops).
 pub struct TraceReader<'t> {
@@ -675,8 +678,46 @@ impl<'t> TraceReader<'t> {
         res
     }
 
+    /// One data line: the fields, each parsed and typed, then the record-level checks.
     fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, FormatError> {
-        let mut fields: [(&str, usize); 20] = [("", 0); 20];
+        let f = self.split_row(line)?;
+        let id = self.num(&f, 0)?;
+        let rec = FlowRecord {
+            id: FlowId(id),
+            src: NodeId(self.num32(&f, 1)?),
+            dst: NodeId(self.num32(&f, 2)?),
+            bytes: Bytes(self.num(&f, 3)?),
+            deps: self.deps(&f, id)?,
+            gap: Nanos(self.num(&f, 5)?),
+            dur: Nanos(self.num(&f, 6)?),
+            mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
+            class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
+            iteration: self.num32(&f, 9)?,
+            collective: self.opt(&f, 10)?,
+            step: self.opt32(&f, 11)?,
+            microbatch: self.opt32(&f, 12)?,
+            layer: self.opt32(&f, 13)?,
+            stage: self.opt32(&f, 14)?,
+            group_size: self.opt32(&f, 15)?,
+            agg: self.agg(&f)?,
+        };
+        if let Err((i, msg)) = check_consistency(&rec) {
+            return Err(self.err(i, f[i].1, msg));
+        }
+        if let Some(check) = self.check {
+            if let Err((i, msg)) = check.check(&rec) {
+                return Err(self.err(i, f[i].1, msg));
+            }
+        }
+        if !self.seen.insert(id) {
+            return Err(self.err(0, f[0].1, format!("duplicate record id {id}")));
+        }
+        Ok(rec)
+    }
+
+    /// The line's fields with the column each starts at: exactly [`COLUMNS`] of them.
+    fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, FormatError> {
+        let mut fields: Row<'l> = [("", 0); 20];
         let mut n = 0;
         let mut col = 1;
         for f in line.split(',') {
@@ -698,134 +739,105 @@ impl<'t> TraceReader<'t> {
                 ),
             ));
         }
-        let num = |i: usize| -> Result<u64, FormatError> {
-            let (f, c) = fields[i];
-            parse_u64(f).ok_or_else(|| {
-                self.err(
-                    i,
-                    c,
-                    format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i]),
-                )
-            })
-        };
-        let opt = |i: usize| -> Result<Option<u64>, FormatError> {
-            if fields[i].0.is_empty() {
-                Ok(None)
-            } else {
-                num(i).map(Some)
-            }
-        };
-        let u32f = |i: usize, v: u64| -> Result<u32, FormatError> {
-            u32::try_from(v).map_err(|_| {
-                self.err(
-                    i,
-                    fields[i].1,
-                    format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
-                )
-            })
-        };
-        let opt32 = |i: usize| -> Result<Option<u32>, FormatError> {
-            opt(i)?.map(|v| u32f(i, v)).transpose()
-        };
+        Ok(fields)
+    }
 
-        let id = num(0)?;
-        let src = u32f(1, num(1)?)?;
-        let dst = u32f(2, num(2)?)?;
-        let bytes = num(3)?;
-        let mut deps = Vec::new();
-        if !fields[4].0.is_empty() {
-            let mut c = fields[4].1;
-            for d in fields[4].0.split(';') {
-                let v = parse_u64(d).ok_or_else(|| {
-                    self.err(
-                        4,
-                        c,
-                        format!("deps must be `;`-separated record ids, found `{d}`"),
-                    )
-                })?;
-                if v == id {
-                    return Err(self.err(4, c, format!("record {id} depends on itself")));
-                }
-                if !self.seen.contains(v) {
-                    return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
-                }
-                deps.push(FlowId(v));
-                c += d.len() + 1;
-            }
-        }
-        let gap = num(5)?;
-        let dur = num(6)?;
-        let mode: Mode = fields[7]
-            .0
-            .parse()
-            .map_err(|e: String| self.err(7, fields[7].1, e))?;
-        let class: Class = fields[8]
-            .0
-            .parse()
-            .map_err(|e: String| self.err(8, fields[8].1, e))?;
-        let iteration = u32f(9, num(9)?)?;
-        let collective = opt(10)?;
-        let step = opt32(11)?;
-        let microbatch = opt32(12)?;
-        let layer = opt32(13)?;
-        let stage = opt32(14)?;
-        let group_size = opt32(15)?;
-        let agg_fields_empty = (16..20).all(|i| fields[i].0.is_empty());
-        let agg = if agg_fields_empty {
-            None
+    /// Field `i` as an unsigned integer.
+    #[inline]
+    fn num(&self, f: &Row<'_>, i: usize) -> Result<u64, FormatError> {
+        let (v, c) = f[i];
+        parse_u64(v).ok_or_else(|| {
+            self.err(
+                i,
+                c,
+                format!("`{}` must be an unsigned integer, found `{v}`", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i` as an unsigned 32-bit integer.
+    #[inline]
+    fn num32(&self, f: &Row<'_>, i: usize) -> Result<u32, FormatError> {
+        let v = self.num(f, i)?;
+        u32::try_from(v).map_err(|_| {
+            self.err(
+                i,
+                f[i].1,
+                format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i`, empty for absent.
+    #[inline]
+    fn opt(&self, f: &Row<'_>, i: usize) -> Result<Option<u64>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
         } else {
-            let aid = num(16)?;
-            let sw = u32f(17, num(17)?)?;
-            let fanin = u32f(18, num(18)?)?;
-            let dir = match fields[19].0 {
-                "up" => AggDir::Up,
-                "down" => AggDir::Down,
-                other => {
-                    return Err(self.err(
-                        19,
-                        fields[19].1,
-                        format!("agg_dir must be `up` or `down`, found `{other}`"),
-                    ))
-                }
-            };
-            Some(AggTag {
-                id: aid,
-                switch: NodeId(sw),
-                fanin,
-                dir,
-            })
-        };
-        let rec = FlowRecord {
-            id: FlowId(id),
-            src: NodeId(src),
-            dst: NodeId(dst),
-            bytes: Bytes(bytes),
-            deps,
-            gap: Nanos(gap),
-            dur: Nanos(dur),
-            mode,
-            class,
-            iteration,
-            collective,
-            step,
-            microbatch,
-            layer,
-            stage,
-            group_size,
-            agg,
-        };
-        if let Err((i, msg)) = check_consistency(&rec) {
-            return Err(self.err(i, fields[i].1, msg));
+            self.num(f, i).map(Some)
         }
-        if let Some(check) = self.check {
-            if let Err((i, msg)) = check.check(&rec) {
-                return Err(self.err(i, fields[i].1, msg));
+    }
+
+    /// Field `i` as a 32-bit integer, empty for absent.
+    #[inline]
+    fn opt32(&self, f: &Row<'_>, i: usize) -> Result<Option<u32>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num32(f, i).map(Some)
+        }
+    }
+
+    /// The `;`-separated deps of record `id`: each an earlier record, none itself.
+    fn deps(&self, f: &Row<'_>, id: u64) -> Result<Vec<FlowId>, FormatError> {
+        let (text, mut c) = f[4];
+        let mut deps = Vec::new();
+        if text.is_empty() {
+            return Ok(deps);
+        }
+        for d in text.split(';') {
+            let v = parse_u64(d).ok_or_else(|| {
+                self.err(
+                    4,
+                    c,
+                    format!("deps must be `;`-separated record ids, found `{d}`"),
+                )
+            })?;
+            if v == id {
+                return Err(self.err(4, c, format!("record {id} depends on itself")));
             }
+            if !self.seen.contains(v) {
+                return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
+            }
+            deps.push(FlowId(v));
+            c += d.len() + 1;
         }
-        if !self.seen.insert(id) {
-            return Err(self.err(0, fields[0].1, format!("duplicate record id {id}")));
+        Ok(deps)
+    }
+
+    /// The four aggregation fields: all empty (no aggregation) or all given.
+    fn agg(&self, f: &Row<'_>) -> Result<Option<AggTag>, FormatError> {
+        if (16..20).all(|i| f[i].0.is_empty()) {
+            return Ok(None);
         }
-        Ok(rec)
+        let (id, switch, fanin) = (self.num(f, 16)?, self.num32(f, 17)?, self.num32(f, 18)?);
+        let dir = match f[19].0 {
+            "up" => AggDir::Up,
+            "down" => AggDir::Down,
+            other => {
+                return Err(self.err(
+                    19,
+                    f[19].1,
+                    format!("agg_dir must be `up` or `down`, found `{other}`"),
+                ))
+            }
+        };
+        Ok(Some(AggTag {
+            id,
+            switch: NodeId(switch),
+            fanin,
+            dir,
+        }))
     }
 }
 
