@@ -1,7 +1,9 @@
 //! Specification of the Megatron front-end: every input variant, the real fixtures, the
 //! error paths, merging, overrides and presets.
 
-use ina3d::megatron::{self, Dtype, MegatronError, Recompute, Source, TrainingConfig};
+use ina3d::megatron::{
+    self, Dtype, MegatronError, Normalization, Recompute, Source, TrainingConfig,
+};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
@@ -182,7 +184,22 @@ fn megatron_deepspeed_log_with_default0_prefixes_and_one_line_timers() {
         Recompute::Full,
         "checkpoint_activations is the 2021 name of full recompute"
     );
-    assert_eq!(c.extra["zero_stage"], "1");
+    assert_eq!(
+        c.zero_stage,
+        Some(1),
+        "DeepSpeed on; its config is not beside the log, so the zero_stage argument stands (with a warning)"
+    );
+    assert!(
+        c.use_distributed_optimizer,
+        "ZeRO-1 shards the optimizer as the distributed optimizer does"
+    );
+    assert!(
+        c.warnings.iter().any(|w| w.field == "deepspeed_config"
+            && w.message
+                .contains("ZeRO stage 1 taken from the zero_stage argument")),
+        "{:?}",
+        c.warnings
+    );
     assert_eq!(c.padded_vocab(), 50688);
     assert_eq!(c.iterations.len(), 2);
     assert_eq!(c.iterations[0].fields["TFLOPs"], "101.23");
@@ -303,7 +320,8 @@ fn launch_script_arrays_defaults_arithmetic_and_flag_styles_resolve() {
     assert!(c.use_distributed_optimizer && c.overlap_grad_reduce);
     assert_eq!(c.params_dtype, Dtype::Bf16);
     assert_eq!(
-        c.extra["normalization"], "RMSNorm",
+        c.normalization,
+        Normalization::RMSNorm,
         "+= appends to an array"
     );
     assert_eq!(c.extra["no_masked_softmax_fusion"], "True");
