@@ -314,7 +314,8 @@ fn parse_layer_freq(v: &str, key: &str, loc: &Loc) -> Result<MoeLayerFreq, Megat
 }
 
 /// `--num-experts`: Megatron-LM's integer (0 means dense), or Megatron-DeepSpeed's list of
-/// one count (`[1]` is its dense default).
+/// one count. One expert is read as a dense model: it is Megatron-DeepSpeed's dense
+/// default (`[1]`, `--num-experts 1`), and a single expert exchanges no tokens.
 fn parse_num_experts(v: &str, key: &str, loc: &Loc) -> Result<Option<u32>, MegatronError> {
     let t = v.trim();
     if t.starts_with('[') {
@@ -328,7 +329,7 @@ fn parse_num_experts(v: &str, key: &str, loc: &Loc) -> Result<Option<u32>, Megat
             )),
         };
     }
-    Ok(Some(parse_u32(t, key, loc, 0)?).filter(|n| *n > 0))
+    Ok(Some(parse_u32(t, key, loc, 0)?).filter(|n| *n > 1))
 }
 
 /// Same origin: both from one file, both overrides, or both from one preset.

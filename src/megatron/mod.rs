@@ -303,7 +303,7 @@ pub fn load_with_overrides(
             hint: "no input given".into(),
         });
     }
-    let reads = inputs
+    let mut reads = inputs
         .iter()
         .map(|i| read_input(i))
         .collect::<Result<Vec<_>, _>>()?;
@@ -325,6 +325,7 @@ pub fn load_with_overrides(
     for (k, v) in overrides {
         c.override_arg(k, v)?;
     }
+    check_unresolved(&c, &mut reads)?;
     c.finalize().map_err(|e| match e {
         MegatronError::Missing { field, hint, .. } => MegatronError::Missing {
             at: inputs.join(", "),
@@ -335,6 +336,28 @@ pub fn load_with_overrides(
     })?;
     c.validate()?;
     Ok(c)
+}
+
+/// A launch-script flag that matters but had no value the script alone gives is an
+/// error — unless another input (a log's arguments block, a config file) or an override
+/// sets that argument.
+fn check_unresolved(c: &TrainingConfig, reads: &mut [Read]) -> Result<(), MegatronError> {
+    for r in reads {
+        let Parsed::Script(s) = &mut r.parsed else {
+            continue;
+        };
+        for (key, err) in s.unresolved.drain(..) {
+            let elsewhere = match c.sources.get(&key) {
+                Some(Source::Override) => true,
+                Some(Source::File { path, .. }) => *path != r.label,
+                _ => false,
+            };
+            if !elsewhere {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Files the launch scripts wrote with here-documents (`cat <<EOF > ds_config.json`).

@@ -7,6 +7,14 @@ use super::error::{source_place, MegatronError};
 
 type Check = Result<(), MegatronError>;
 
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a.max(1)
+    } else {
+        gcd(b, a % b)
+    }
+}
+
 impl TrainingConfig {
     fn bad(&self, field: &str, msg: String) -> Check {
         Err(MegatronError::Inconsistent {
@@ -213,13 +221,29 @@ impl TrainingConfig {
             u64::from(self.expert_model_parallel_size),
             u64::from(self.pipeline_model_parallel_size),
         );
+        if etp
+            .checked_mul(ep)
+            .and_then(|x| x.checked_mul(pp))
+            .is_none()
+        {
+            return Err(self.overflow("expert_model_parallel_size", "expert TP·EP·PP"));
+        }
         let w = u64::from(self.world_size);
         let emp = etp * ep * pp;
         if !w.is_multiple_of(emp) {
+            // The smallest DP ≥ today's whose world the expert layout divides.
+            let mp = self.model_parallel_product().unwrap_or(1).max(1);
+            let step = emp / gcd(mp, emp);
+            let dp = u64::from(self.data_parallel_size)
+                .div_ceil(step)
+                .max(1)
+                .saturating_mul(step);
             return self.bad(
                 "expert_model_parallel_size",
                 format!(
-                    "world_size {w} is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = {etp}·{ep}·{pp} = {emp}: the expert layers need a multiple of {emp} GPUs; change EP or expert TP, or the GPU count"
+                    "world_size {w} is not divisible by expert_tensor_parallel_size·expert_model_parallel_size·pipeline_model_parallel_size = {etp}·{ep}·{pp} = {emp}: the expert layers need a multiple of {emp} GPUs; \
+                     make it valid with an override, e.g. `--dp {dp}` (world_size {}), or a smaller EP / expert TP",
+                    dp.saturating_mul(mp)
                 ),
             );
         }
@@ -286,8 +310,9 @@ impl TrainingConfig {
     /// Expert data-parallel size: world / (expert TP · EP · PP); 0 when it does not divide.
     pub fn expert_data_parallel_size(&self) -> u32 {
         let emp = u64::from(self.expert_tensor_parallel_size.max(1))
-            * u64::from(self.expert_model_parallel_size.max(1))
-            * u64::from(self.pipeline_model_parallel_size.max(1));
+            .checked_mul(u64::from(self.expert_model_parallel_size.max(1)))
+            .and_then(|x| x.checked_mul(u64::from(self.pipeline_model_parallel_size.max(1))))
+            .unwrap_or(u64::MAX);
         let w = u64::from(self.world_size);
         if w.is_multiple_of(emp) {
             (w / emp) as u32

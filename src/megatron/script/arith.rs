@@ -214,6 +214,9 @@ impl<E, F: FnMut(&str) -> Result<i64, E>> P<'_, F> {
                 }
                 let name = String::from_utf8_lossy(&self.s[st..self.i]).into_owned();
                 self.blanks();
+                if self.s[self.i..].starts_with(b"++") || self.s[self.i..].starts_with(b"--") {
+                    return Err(bad("`++`/`--` are not evaluated"));
+                }
                 if self.s.get(self.i) == Some(&b'=') && self.s.get(self.i + 1) != Some(&b'=') {
                     return Err(bad("assignments are not evaluated"));
                 }

@@ -221,7 +221,7 @@ fn pattern_of(sh: &mut Shell, w: &Word) -> Result<String, Blocker> {
             }
         }
     }
-    Ok(out)
+    sh.known(out)
 }
 
 /// Glob matching bounded in time: a pattern and a text whose product of lengths is
@@ -395,14 +395,14 @@ impl CondParser<'_> {
         if let (Some(op), Some(y)) = (x.plain().map(str::to_string), self.word(1).cloned()) {
             if op.starts_with('-') && op.len() == 2 {
                 self.i += 2;
-                return match self.sh.expand_str(&y) {
+                return match self.sh.expand_str(&y).and_then(|t| self.sh.known(t)) {
                     Ok(s) => unary(&op, &s).unwrap_or(Tri::False),
                     Err(b) => Tri::Unknown(b.describe()),
                 };
             }
         }
         self.i += 1;
-        match self.sh.expand_str(&x) {
+        match self.sh.expand_str(&x).and_then(|t| self.sh.known(t)) {
             Ok(s) => Tri::from(!s.is_empty()),
             Err(b) => Tri::Unknown(b.describe()),
         }
@@ -428,7 +428,7 @@ impl CondParser<'_> {
         ) {
             return None;
         }
-        let a = match self.sh.expand_str(x) {
+        let a = match self.sh.expand_str(x).and_then(|t| self.sh.known(t)) {
             Ok(a) => a,
             Err(b) => return Some(Tri::Unknown(b.describe())),
         };
@@ -447,7 +447,7 @@ impl CondParser<'_> {
             },
             // `[[ ]]` evaluates integer operands as arithmetic.
             "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge" => {
-                let b = match self.sh.expand_str(y) {
+                let b = match self.sh.expand_str(y).and_then(|t| self.sh.known(t)) {
                     Ok(b) => b,
                     Err(e) => return Some(Tri::Unknown(e.describe())),
                 };
@@ -458,7 +458,7 @@ impl CondParser<'_> {
                     (Err(e), _) | (_, Err(e)) => Tri::Unknown(e.describe()),
                 }
             }
-            _ => match self.sh.expand_str(y) {
+            _ => match self.sh.expand_str(y).and_then(|t| self.sh.known(t)) {
                 Ok(b) => binary(op, &a, &b).unwrap_or(Tri::False),
                 Err(e) => Tri::Unknown(e.describe()),
             },

@@ -54,6 +54,25 @@ pub(crate) fn node_pos(n: &Node) -> (usize, usize) {
     }
 }
 
+/// Commands that name a training script without running it (`[ -f pretrain_gpt.py ]`,
+/// `echo … pretrain_gpt.py`).
+const NOT_LAUNCHERS: &[&str] = &[
+    "[", "test", "echo", "printf", "cat", "ls", "cp", "mv", "rm", "mkdir", "cd", "grep", "sed",
+    "awk", "find", "wget", "curl", "git", "chmod", "touch", "head", "tail", "which", "export",
+    "local", "declare", "readonly", "typeset", "realpath", "dirname", "basename", "readlink",
+];
+
+/// `… sh -c "STRING"` / `bash -c 'STRING'` (after any launcher such as `srun`): the
+/// string is run as a script.
+fn shell_dash_c(fields: &[Elem]) -> Option<String> {
+    let text = |i: usize| fields.get(i).and_then(|e| e.text.as_ref().ok());
+    (0..fields.len()).find_map(|i| {
+        let sh = text(i)?;
+        let base = sh.rsplit('/').next().unwrap_or(sh);
+        (matches!(base, "sh" | "bash") && text(i + 1)? == "-c").then(|| text(i + 2).cloned())?
+    })
+}
+
 fn is_pretrain(e: &Elem) -> bool {
     e.text.as_ref().is_ok_and(|t| {
         let t = t.trim_matches(['"', '\'']);
@@ -104,7 +123,7 @@ impl Shell {
                 arms,
                 line,
             } => {
-                let s = self.expand_str(subject);
+                let s = self.expand_str(subject).and_then(|t| self.known(t));
                 self.case_arms(&s, arms, *line)
             }
             Node::For {
@@ -163,16 +182,20 @@ impl Shell {
     fn branch(
         &mut self,
         why: Rc<str>,
+        detail: &str,
         yes: impl FnOnce(&mut Shell) -> R,
         no: impl FnOnce(&mut Shell) -> R,
     ) -> R {
         let mut other = self.clone();
         let fa = yes(self)?;
         let fb = no(&mut other)?;
-        Ok(self.merge(fa, other, fb, &why))
+        Ok(self.merge(fa, other, fb, &why, detail))
     }
 
-    fn merge(&mut self, fa: Flow, other: Shell, fb: Flow, why: &Rc<str>) -> Flow {
+    /// Merges the other outcome of a branch into this one. `detail` is the undecided
+    /// condition's own reason: the status when the two outcomes' statuses differ (so
+    /// reasons do not nest).
+    fn merge(&mut self, fa: Flow, other: Shell, fb: Flow, why: &Rc<str>, detail: &str) -> Flow {
         let mut warnings = std::mem::take(&mut self.warnings);
         for w in &other.warnings {
             if !warnings.contains(w) {
@@ -198,7 +221,7 @@ impl Shell {
         self.warnings = warnings;
         let keys: Vec<String> = self.vars.keys().chain(other.vars.keys()).cloned().collect();
         for k in keys {
-            let v = merge_val(self.vars.get(&k), other.vars.get(&k), why);
+            let v = merge_val(self, self.vars.get(&k), other.vars.get(&k), why);
             self.vars.insert(k, v);
         }
         match (&mut self.launch, other.launch) {
@@ -229,7 +252,7 @@ impl Shell {
         }
         match (fa, fb) {
             (Flow::Next(a), Flow::Next(b)) if a == b => Flow::Next(a),
-            _ => Flow::Next(Tri::Unknown(why.to_string())),
+            _ => Flow::Next(Tri::Unknown(detail.to_string())),
         }
     }
 
@@ -246,8 +269,8 @@ impl Shell {
                 (_, Tri::Unknown(d)) => {
                     let (l, c) = node_pos(first);
                     let why = self.why(l, c, "the command list", &d);
-                    let skipped = Flow::Next(Tri::Unknown(d));
-                    self.branch(why, |s| s.node(n), |_| Ok(skipped))?
+                    let skipped = Flow::Next(Tri::Unknown(d.clone()));
+                    self.branch(why, &d, |s| s.node(n), |_| Ok(skipped))?
                 }
             };
         }
@@ -271,7 +294,7 @@ impl Shell {
             Tri::Unknown(d) => {
                 let (l, c) = cond.first().map_or((0, 0), node_pos);
                 let why = self.why(l, c, "the condition", &d);
-                self.branch(why, |s| s.run(body), |s| s.if_arms(rest, otherwise))
+                self.branch(why, &d, |s| s.run(body), |s| s.if_arms(rest, otherwise))
             }
         }
     }
@@ -304,7 +327,12 @@ impl Shell {
             Tri::False => self.case_arms(subject, rest, line),
             Tri::Unknown(d) => {
                 let why = self.why(line, 1, "the `case`", &d);
-                self.branch(why, |s| s.run(body), |s| s.case_arms(subject, rest, line))
+                self.branch(
+                    why,
+                    &d,
+                    |s| s.run(body),
+                    |s| s.case_arms(subject, rest, line),
+                )
             }
         }
     }
@@ -321,7 +349,12 @@ impl Shell {
     /// A loop whose iterations are not known: its body is explored as run once or not.
     fn unknown_loop(&mut self, body: &[Node], line: usize, detail: &str) -> R {
         let why = self.why(line, 1, "the number of iterations of the loop", detail);
-        self.branch(why, |s| s.run(body).map(|_| ok(true)), |_| Ok(ok(true)))
+        self.branch(
+            why,
+            detail,
+            |s| s.run(body).map(|_| ok(true)),
+            |_| Ok(ok(true)),
+        )
     }
 
     fn for_loop(&mut self, var: &str, words: Option<&[Word]>, body: &[Node], line: usize) -> R {
@@ -407,7 +440,11 @@ impl Shell {
         for w in ws {
             match self.expand(w, true) {
                 Ok(f) => out.extend(f.into_iter().map(|mut e| {
-                    if e.text.is_err() && e.raw.is_none() {
+                    let partly = e
+                        .text
+                        .as_ref()
+                        .map_or(true, |t| t.contains(super::expand::MARK));
+                    if partly && e.raw.is_none() {
                         e.raw = Some(Rc::from(w.raw.as_str()));
                     }
                     e
@@ -418,6 +455,7 @@ impl Shell {
                     col: w.col,
                     cond: None,
                     raw: Some(Rc::from(w.raw.as_str())),
+                    shown: None,
                 }),
             }
         }
@@ -433,7 +471,11 @@ impl Shell {
             return Ok(ok(true));
         }
         let fields = self.expand_elems(&s.words);
-        if let Some(pos) = fields.iter().position(is_pretrain) {
+        if let Some(script) = shell_dash_c(&fields) {
+            return self.eval_text(script, s);
+        }
+        let runs = !matches!(fields.first().map(|e| &e.text), Some(Ok(t)) if NOT_LAUNCHERS.contains(&t.as_str()));
+        if let Some(pos) = fields.iter().position(is_pretrain).filter(|_| runs) {
             if self.launch.is_none() {
                 self.launch = Some(Launch {
                     launcher: fields[..pos].to_vec(),
@@ -457,7 +499,10 @@ impl Shell {
     }
 
     fn builtin(&mut self, name: &str, args: &[Elem], s: &Simple) -> R {
-        let texts: Vec<Result<String, Blocker>> = args.iter().map(|e| e.text.clone()).collect();
+        let texts: Vec<Result<String, Blocker>> = args
+            .iter()
+            .map(|e| e.text.clone().and_then(|t| self.known(t)))
+            .collect();
         Ok(match name {
             "true" | ":" => ok(true),
             "false" => ok(false),
@@ -493,6 +538,7 @@ impl Shell {
                     .ok();
                 ok(true)
             }
+            "eval" => return self.eval(args, s),
             "source" | "." => {
                 let file = texts
                     .first()
@@ -509,6 +555,46 @@ impl Shell {
             f if self.funcs.contains_key(f) => return self.call(f, &texts, s.line),
             other => Flow::Next(Tri::Unknown(format!("the exit status of `{other}`"))),
         })
+    }
+
+    /// `eval WORDS`: the words joined and run as a script (an unknown piece stays a
+    /// marker, unknown again wherever it is used).
+    fn eval(&mut self, args: &[Elem], s: &Simple) -> R {
+        let mut parts = Vec::new();
+        for e in args {
+            match &e.text {
+                Ok(t) => parts.push(t.clone()),
+                Err(b) => return Ok(Flow::Next(Tri::Unknown(b.describe()))),
+            }
+        }
+        self.eval_text(parts.join(" "), s)
+    }
+
+    fn eval_text(&mut self, text: String, s: &Simple) -> R {
+        let raw: Vec<String> = s.words.iter().map(|w| w.raw.clone()).collect();
+        if self.calls >= MAX_CALLS {
+            return Ok(Flow::Next(Tri::Unknown("`eval` nested too deeply".into())));
+        }
+        self.charge(text.len() as u64 / 16 + 1, s.line)?;
+        let nodes = match super::ast::parse(super::lex::tokens(&text)) {
+            Ok(n) => n,
+            Err((_, _, m)) => {
+                self.warnings.push(Warning {
+                    at: format!("{}:{}:{}", self.path, s.line, s.col),
+                    field: "eval".into(),
+                    message: format!(
+                        "`eval {}` does not parse ({m}): not followed",
+                        raw.join(" ")
+                    ),
+                });
+                return Ok(Flow::Next(Tri::Unknown("the exit status of `eval`".into())));
+            }
+        };
+        let nodes = relocate(nodes, s.line, s.col);
+        self.calls += 1;
+        let r = self.run(&nodes);
+        self.calls -= 1;
+        r
     }
 
     fn call(&mut self, f: &str, args: &[Result<String, Blocker>], line: usize) -> R {
@@ -542,7 +628,7 @@ impl Shell {
                 continue;
             }
             let Some(target) = &r.target else { continue };
-            let Ok(path) = self.expand_str(target) else {
+            let Ok(path) = self.expand_str(target).and_then(|p| self.known(p)) else {
                 continue;
             };
             let doc = s.redirs.iter().find_map(|r| r.heredoc.as_ref());
@@ -559,6 +645,7 @@ impl Shell {
                 }
                 _ => continue,
             };
+            let text = text.and_then(|t| self.known(t).map_err(|b| b.describe()));
             let text = match (r.op.as_str(), self.files.get(&path)) {
                 (">>", Some(WrittenFile { text: Ok(old), .. })) => {
                     text.map(|t| format!("{old}{t}"))
@@ -577,9 +664,34 @@ impl Shell {
     }
 }
 
+/// Two texts that differ only between a common start and a common end (whole words):
+/// the common parts stay known and the middle becomes a marker showing both versions —
+/// the shape `options="$options --bf16"` under an undecided `if` takes.
+fn merge_scalars(sh: &Shell, x: &str, y: &str, why: &Rc<str>) -> String {
+    let p = x.bytes().zip(y.bytes()).take_while(|(a, b)| a == b).count();
+    // Back to a word boundary (and a char boundary: whitespace is ASCII).
+    let p = x[..p].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    let q = x[p..]
+        .bytes()
+        .rev()
+        .zip(y[p..].bytes().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let xs = x.len() - q;
+    let xs = x[xs..]
+        .find(char::is_whitespace)
+        .map_or(x.len(), |i| xs + i);
+    let ys = y.len() - (x.len() - xs);
+    let (mx, my) = (&x[p..xs], &y[p..ys]);
+    let shown = format!("`{}` or `{}`", sh.shown(mx.trim()), sh.shown(my.trim()));
+    let m = sh.mark(Blocker::Why(why.clone()), &shown);
+    format!("{}{m}{}", &x[..p], &x[xs..])
+}
+
 /// The value after a branch point: equal values stay; arrays keep their common prefix
-/// and mark the rest with the condition; anything else differing is unknown.
-fn merge_val(a: Option<&Val>, b: Option<&Val>, why: &Rc<str>) -> Val {
+/// and mark the rest with the condition; texts keep their common start and end; anything
+/// else differing is unknown.
+fn merge_val(sh: &Shell, a: Option<&Val>, b: Option<&Val>, why: &Rc<str>) -> Val {
     let mark = |e: &Elem| Elem {
         cond: e.cond.clone().or_else(|| Some(why.clone())),
         ..e.clone()
@@ -600,6 +712,81 @@ fn merge_val(a: Option<&Val>, b: Option<&Val>, why: &Rc<str>) -> Val {
         (Some(Val::Array(x)), None) | (None, Some(Val::Array(x))) => {
             Val::Array(x.iter().map(mark).collect())
         }
+        (Some(Val::Scalar(x)), Some(Val::Scalar(y))) => Val::Scalar(merge_scalars(sh, x, y, why)),
         _ => Val::Unknown(Blocker::Why(why.clone())),
     }
+}
+
+/// Commands an `eval` parsed from a string, placed at the `eval` (their own positions are
+/// in the string, not the file).
+fn relocate(nodes: Vec<Node>, line: usize, col: usize) -> Vec<Node> {
+    fn words(ws: &mut [Word], line: usize, col: usize) {
+        for w in ws {
+            w.line = line;
+            w.col = col;
+        }
+    }
+    fn node(n: &mut Node, line: usize, col: usize) {
+        match n {
+            Node::Simple(s) => {
+                s.line = line;
+                s.col = col;
+                words(&mut s.words, line, col);
+                for a in &mut s.assigns {
+                    a.line = line;
+                    match &mut a.value {
+                        AssignValue::Scalar(w) => words(std::slice::from_mut(w), line, col),
+                        AssignValue::Array(ws) => words(ws, line, col),
+                    }
+                }
+            }
+            Node::Pipeline(v, _) | Node::Group(v) | Node::Subshell(v) => {
+                v.iter_mut().for_each(|n| node(n, line, col))
+            }
+            Node::AndOr(f, rest) => {
+                node(f, line, col);
+                rest.iter_mut().for_each(|(_, n)| node(n, line, col));
+            }
+            Node::If { arms, otherwise } => {
+                for (c, b) in arms {
+                    c.iter_mut()
+                        .chain(b.iter_mut())
+                        .for_each(|n| node(n, line, col));
+                }
+                otherwise
+                    .iter_mut()
+                    .flatten()
+                    .for_each(|n| node(n, line, col));
+            }
+            Node::Case { line: l, arms, .. } => {
+                *l = line;
+                arms.iter_mut()
+                    .flat_map(|a| a.1.iter_mut())
+                    .for_each(|n| node(n, line, col));
+            }
+            Node::For { line: l, body, .. } => {
+                *l = line;
+                body.iter_mut().for_each(|n| node(n, line, col));
+            }
+            Node::While {
+                line: l,
+                cond,
+                body,
+                ..
+            } => {
+                *l = line;
+                cond.iter_mut()
+                    .chain(body.iter_mut())
+                    .for_each(|n| node(n, line, col));
+            }
+            Node::Cond(_, l, c) | Node::Arith(_, l, c) => {
+                *l = line;
+                *c = col;
+            }
+            Node::Function(_, b) => node(b, line, col),
+        }
+    }
+    let mut nodes = nodes;
+    nodes.iter_mut().for_each(|n| node(n, line, col));
+    nodes
 }

@@ -3,10 +3,10 @@
 //! every value the script alone cannot give, the reason why.
 
 use super::arith::{self, ArithError};
-use super::lex::{lex_quoted, Part, Word};
+use super::lex::{lex_operand, Part, Word};
 use super::{Launch, WrittenFile};
 use crate::megatron::error::{MegatronError, Warning};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -14,6 +14,16 @@ use std::rc::Rc;
 /// string in a loop cannot make the reader allocate without bound.
 pub(crate) const MAX_VALUE_BYTES: usize = 1 << 20;
 pub(crate) const MAX_ARRAY_LEN: usize = 1 << 16;
+
+/// Marks an unknown piece inside an otherwise known text: `\u{1}N\u{1}`, where N indexes
+/// [`Shell::marks`]. A launch line such as `deepspeed $(pwd)/pretrain_gpt.py …` stays
+/// readable while what `$(pwd)` is stays unknown, and any decision that depends on a
+/// marked text (a condition, arithmetic, a flag that matters) is undecided. Input text
+/// cannot forge a marker: the reader replaces the byte before lexing.
+pub(crate) const MARK: char = '\u{1}';
+
+/// Most distinct unknowns one script may produce (each a few bytes).
+const MAX_MARKS: usize = 1 << 16;
 
 /// Why a value cannot be known from the script alone.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,8 +58,11 @@ pub(crate) struct Elem {
     pub col: usize,
     /// Present in one branch of an undecided condition only (the reason, naming it).
     pub cond: Option<Rc<str>>,
-    /// The word as written, for a word that could not be expanded at all.
+    /// The word as written, for a word that could not be expanded (or only in part).
     pub raw: Option<Rc<str>>,
+    /// The expansion with its unknown pieces shown as the script wrote them (or as the
+    /// alternatives of an undecided branch).
+    pub shown: Option<Rc<str>>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +85,9 @@ pub(crate) struct Shell {
     pub files: BTreeMap<String, WrittenFile>,
     pub warnings: Vec<Warning>,
     pub budget: Rc<Cell<u64>>,
+    /// What each marker stands for: the reason and how the script wrote it (shared by
+    /// the clones of a branch, so markers keep their meaning).
+    pub marks: Rc<RefCell<Vec<(Blocker, String)>>>,
     /// Nesting of `${X:-${Y:-…}}` being expanded.
     pub depth: u32,
     /// Nesting of function calls.
@@ -96,6 +112,50 @@ impl Shell {
         Ok(())
     }
 
+    /// A marker standing for an unknown value.
+    pub fn mark(&self, b: Blocker, shown: &str) -> String {
+        let mut m = self.marks.borrow_mut();
+        if m.len() >= MAX_MARKS {
+            return format!("{MARK}0{MARK}");
+        }
+        m.push((b, shown.to_string()));
+        format!("{MARK}{}{MARK}", m.len() - 1)
+    }
+
+    /// The reason of the first marker in `s`, if any.
+    pub fn blocker_in(&self, s: &str) -> Option<Blocker> {
+        let i = s.find(MARK)?;
+        let rest = &s[i + 1..];
+        let n: usize = rest[..rest.find(MARK)?].parse().ok()?;
+        self.marks.borrow().get(n).map(|(b, _)| b.clone())
+    }
+
+    /// `s` when it holds no marker, else the reason of the first.
+    pub fn known(&self, s: String) -> Result<String, Blocker> {
+        match self.blocker_in(&s) {
+            Some(b) => Err(b),
+            None => Ok(s),
+        }
+    }
+
+    /// `s` with each marker shown as the script wrote it (`$(pwd)`, `${HOSTNAME}`).
+    pub fn shown(&self, s: &str) -> String {
+        let marks = self.marks.borrow();
+        let mut out = String::new();
+        let mut parts = s.split(MARK);
+        out.push_str(parts.next().unwrap_or(""));
+        while let Some(idx) = parts.next() {
+            let sh = idx
+                .parse::<usize>()
+                .ok()
+                .and_then(|n| marks.get(n))
+                .map_or("?", |m| m.1.as_str());
+            out.push_str(sh);
+            out.push_str(parts.next().unwrap_or(""));
+        }
+        out
+    }
+
     fn elem(&self, text: String, w: &Word) -> Elem {
         Elem {
             text: Ok(text),
@@ -103,6 +163,7 @@ impl Shell {
             col: w.col,
             cond: None,
             raw: None,
+            shown: None,
         }
     }
 
@@ -171,15 +232,20 @@ impl Shell {
                     out.push_str(s);
                 }
                 Part::Cmd(c) => {
-                    return Err(Blocker::why(format!(
+                    let b = Blocker::why(format!(
                         "`$({})` is command output, which the reader does not run",
                         c.trim()
-                    )))
+                    ));
+                    out.keep = true;
+                    out.push_str(&self.mark(b, &format!("$({})", c.trim())));
                 }
                 Part::Arith(e) => {
-                    let v = self.arith(e)?;
+                    let v = match self.arith(e) {
+                        Ok(v) => v.to_string(),
+                        Err(b) => self.mark(b, &format!("$(({e}))")),
+                    };
                     out.keep = true;
-                    out.push_str(&v.to_string());
+                    out.push_str(&v);
                 }
                 Part::Var {
                     name,
@@ -188,8 +254,17 @@ impl Shell {
                     all,
                     quoted,
                 } => {
-                    let v = self.var_value(name, op.as_deref(), arg)?;
-                    out.push_val(v, *all, *quoted);
+                    let shown = match op {
+                        Some(o) => format!("${{{name}{o}{arg}}}"),
+                        None => format!("${{{name}}}"),
+                    };
+                    match self.var_value(name, op.as_deref(), arg) {
+                        Ok(Val::Unknown(b)) | Err(b) => {
+                            out.keep = true;
+                            out.push_str(&self.mark(b, &shown));
+                        }
+                        Ok(v) => out.push_val(v, *all, *quoted),
+                    }
                 }
             }
         }
@@ -205,13 +280,17 @@ impl Shell {
     /// `$(( … ))`: the body is expanded first (`$X`, `${X:-4}`), then evaluated with bare
     /// names looked up.
     pub fn arith(&mut self, e: &str) -> Result<i64, Blocker> {
-        let body = lex_quoted(e, 0);
+        let body = lex_operand(e, 0);
         let text = self.expand_str(&body)?;
-        let vars = &self.vars;
+        let text = self.known(text)?;
+        let (vars, this) = (&self.vars, &*self);
         let r = arith::eval(&text, |name: &str| match vars.get(name) {
-            Some(Val::Scalar(s)) => s.trim().parse::<i64>().map_err(|_| {
-                Blocker::why(format!("`{name}` = `{s}` is not an integer in `$(({e}))`"))
-            }),
+            Some(Val::Scalar(s)) => match this.blocker_in(s) {
+                Some(b) => Err(b),
+                None => s.trim().parse::<i64>().map_err(|_| {
+                    Blocker::why(format!("`{name}` = `{s}` is not an integer in `$(({e}))`"))
+                }),
+            },
             Some(Val::Array(a)) => match a.first().map(|x| &x.text) {
                 Some(Ok(s)) => s
                     .trim()
@@ -242,6 +321,7 @@ impl Shell {
                             col: 0,
                             cond: None,
                             raw: None,
+                            shown: None,
                         })
                         .collect(),
                 )
@@ -289,13 +369,13 @@ impl Shell {
             None => false,
         };
         Ok(match (op, set) {
-            (Some(":-" | "-"), false) => Val::Scalar(self.expand_str(&lex_quoted(arg, 0))?),
+            (Some(":-" | "-"), false) => Val::Scalar(self.expand_str(&lex_operand(arg, 0))?),
             (Some(":=" | "="), false) => {
-                let v = Val::Scalar(self.expand_str(&lex_quoted(arg, 0))?);
+                let v = Val::Scalar(self.expand_str(&lex_operand(arg, 0))?);
                 self.vars.insert(name.to_string(), v.clone());
                 v
             }
-            (Some(":+" | "+"), true) => Val::Scalar(self.expand_str(&lex_quoted(arg, 0))?),
+            (Some(":+" | "+"), true) => Val::Scalar(self.expand_str(&lex_operand(arg, 0))?),
             (Some(":+" | "+"), false) => Val::Scalar(String::new()),
             (_, true) => cur.unwrap_or(Val::Scalar(String::new())),
             (_, false) => return Err(Blocker::Unset(name.to_string())),
@@ -327,6 +407,7 @@ impl Fields {
             col,
             cond: None,
             raw: None,
+            shown: None,
         });
     }
 

@@ -135,6 +135,22 @@ pub(crate) fn lex_quoted(text: &str, line: usize) -> Word {
     }
 }
 
+/// Lexes the operand of `${X:-…}` or the body of `$(( … ))` as bash reads them: quotes
+/// are removed, `$` expands, blanks and operators are plain text.
+pub(crate) fn lex_operand(text: &str, line: usize) -> Word {
+    let mut lx = Lexer {
+        s: text.as_bytes(),
+        i: 0,
+        line,
+        line_start: 0,
+        out: Vec::new(),
+        pending: Vec::new(),
+    };
+    let mut w = lx.word_until(line, 1, |_| false);
+    w.raw = text.to_string();
+    w
+}
+
 fn flush(lit: &mut String, parts: &mut Vec<Part>, quoted: bool) {
     if !lit.is_empty() {
         parts.push(Part::Lit(std::mem::take(lit), quoted));
@@ -355,12 +371,17 @@ impl Lexer<'_> {
 
     /// A word: literal, quoted and expandable parts up to the next metacharacter.
     fn word(&mut self, line: usize, col: usize) -> Word {
+        self.word_until(line, col, is_meta)
+    }
+
+    /// A word up to a byte `stop` accepts (outside quotes).
+    fn word_until(&mut self, line: usize, col: usize, stop: fn(u8) -> bool) -> Word {
         let start = self.i;
         let mut parts = Vec::new();
         let mut lit = String::new();
         while let Some(c) = self.peek(0) {
             match c {
-                c if is_meta(c) => break,
+                c if stop(c) => break,
                 b'\\' => {
                     self.bump();
                     match self.peek(0) {

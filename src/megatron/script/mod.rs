@@ -28,8 +28,8 @@ mod lex;
 use super::error::{Loc, MegatronError, Warning};
 use super::fields::{canonical_key, is_modelled};
 use super::scan::Assignment;
-use expand::{Blocker, Elem, Shell};
-use std::cell::Cell;
+use expand::{Blocker, Elem, Shell, MARK};
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -45,7 +45,7 @@ pub struct WrittenFile {
 }
 
 /// What a launch script tells about the job.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct ScriptScan {
     /// The launch's Megatron flags (and the launcher's GPU count as `world_size`).
     pub args: Vec<Assignment>,
@@ -53,6 +53,9 @@ pub struct ScriptScan {
     pub files: BTreeMap<String, WrittenFile>,
     /// What the reader could not decide.
     pub warnings: Vec<Warning>,
+    /// Flags that matter whose value the script alone does not give, by argument name:
+    /// each is an error unless another input or an override sets the argument.
+    pub unresolved: Vec<(String, MegatronError)>,
 }
 
 /// The first command running `pretrain_*.py`.
@@ -92,7 +95,9 @@ fn blocker_error(loc: &Loc, field: &str, b: &Blocker) -> MegatronError {
 /// Reads the Megatron flags (and the launcher's GPU count) of the first `pretrain_*.py`
 /// command a bash script runs.
 pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> {
-    let nodes = ast::parse(lex::tokens(text)).map_err(|(l, c, m)| MegatronError::Syntax {
+    // A marker byte in the input would forge an unknown value: it is replaced first.
+    let text = text.replace(MARK, "\u{FFFD}");
+    let nodes = ast::parse(lex::tokens(&text)).map_err(|(l, c, m)| MegatronError::Syntax {
         at: format!("{path}:{l}:{c}"),
         field: "script".into(),
         expected: m,
@@ -106,6 +111,10 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         files: BTreeMap::new(),
         warnings: Vec::new(),
         budget: Rc::new(Cell::new(BUDGET)),
+        marks: Rc::new(RefCell::new(vec![(
+            Blocker::why("too many unknown values in the script"),
+            "?".into(),
+        )])),
         depth: 0,
         calls: 0,
     };
@@ -118,9 +127,9 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         ));
     };
     let mut out = ScriptScan {
-        args: Vec::new(),
         files: std::mem::take(&mut sh.files),
         warnings: std::mem::take(&mut sh.warnings),
+        ..ScriptScan::default()
     };
     if let Some(why) = &launch.cond {
         out.warnings.push(Warning::at(
@@ -135,15 +144,50 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         out: Vec::new(),
         dropped: Vec::new(),
         unknown: Vec::new(),
+        unresolved: Vec::new(),
     };
-    reader.read(&launch.launcher)?;
+    let launcher = marked_as_unknown(&sh, &launch.launcher);
+    let args = marked_as_unknown(&sh, &launch.args);
+    reader.read(&launcher)?;
+    for (_, e) in reader.unresolved.drain(..) {
+        out.warnings.push(Warning {
+            at: format!("{path}:{}:{}", launch.line, launch.col),
+            field: "world_size".into(),
+            message: format!(
+                "the launcher's GPU count is unknown ({e}): pass --set world_size=N or --dp N"
+            ),
+        });
+    }
     let launcher = std::mem::take(&mut reader.out);
     out.args.extend(world_size(&launcher)?);
     reader.needed = &needed;
-    reader.read(&launch.args)?;
+    reader.read(&args)?;
     out.args.append(&mut reader.out);
     reader.warnings(&launch, &mut out.warnings);
+    out.unresolved = reader.unresolved;
     Ok(out)
+}
+
+/// Launch arguments with a marked (partly unknown) text become unknown elements, shown
+/// as the script wrote them.
+fn marked_as_unknown(sh: &Shell, elems: &[Elem]) -> Vec<Elem> {
+    elems
+        .iter()
+        .map(|e| match &e.text {
+            Ok(t) if t.contains(MARK) => Elem {
+                text: Err(sh
+                    .blocker_in(t)
+                    .unwrap_or_else(|| Blocker::why("an unknown value"))),
+                raw: e
+                    .raw
+                    .clone()
+                    .or_else(|| Some(Rc::from(sh.shown(t).as_str()))),
+                shown: Some(Rc::from(sh.shown(t).as_str())),
+                ..e.clone()
+            },
+            _ => e.clone(),
+        })
+        .collect()
 }
 
 /// World size from the launcher: torchrun / `torch.distributed.launch` `--nproc_per_node`
@@ -179,6 +223,11 @@ fn world_size(lflags: &[Assignment]) -> Result<Option<Assignment>, MegatronError
     }))
 }
 
+/// A word as written, without its outer quotes (`"--flag $X"` → `--flag $X`).
+fn unquoted(raw: &str) -> &str {
+    raw.trim_start_matches(['"', '\''])
+}
+
 /// Reads `--flag value`, `--flag=value` and bare `--flag` pairs from expanded arguments.
 struct FlagReader<'a> {
     path: &'a str,
@@ -188,12 +237,16 @@ struct FlagReader<'a> {
     dropped: Vec<(String, Rc<str>)>,
     /// Words that could not be expanded and may add flags (`"$@"`).
     unknown: Vec<(String, Loc, String)>,
+    /// Flags that matter without a value: (argument, the error).
+    unresolved: Vec<(String, MegatronError)>,
 }
 
 impl FlagReader<'_> {
     fn is_flag(e: &Elem) -> bool {
         e.text.as_ref().is_ok_and(|t| t.starts_with("--"))
-            || e.raw.as_deref().is_some_and(|r| r.starts_with("--"))
+            || e.raw
+                .as_deref()
+                .is_some_and(|r| unquoted(r).starts_with("--"))
     }
 
     fn read(&mut self, args: &[Elem]) -> Result<(), MegatronError> {
@@ -239,16 +292,44 @@ impl FlagReader<'_> {
 
     /// A word that could not be expanded at all.
     fn unexpandable(&mut self, a: &Elem, loc: &Loc, b: &Blocker) -> Result<(), MegatronError> {
-        let raw = a.raw.as_deref().unwrap_or("");
-        if raw.starts_with("--") {
-            let flag = raw.split('=').next().unwrap_or(raw);
-            if (self.needed)(&canonical_key(flag)) {
-                return Err(blocker_error(loc, flag, b));
+        let raw = unquoted(a.raw.as_deref().unwrap_or(""));
+        if let Some(flag) = raw.strip_prefix("--") {
+            let (name, value) = flag.split_once('=').unwrap_or((flag, "True"));
+            let ck = canonical_key(name);
+            if (self.needed)(&ck) {
+                self.unresolved
+                    .push((ck, blocker_error(loc, &format!("--{name}"), b)));
+            } else {
+                // Kept as written (`--save=$(pwd)/ckpt`): it does not change the job.
+                self.out.push(Assignment {
+                    key: name.to_string(),
+                    value: value.to_string(),
+                    loc: loc.clone(),
+                });
             }
             return Ok(());
         }
-        self.unknown
-            .push((raw.to_string(), loc.clone(), b.describe()));
+        // A text that may be one of several (`` `--bf16` or `` ``): a flag that matters
+        // among them is undecided.
+        let shown = a.shown.as_deref().unwrap_or(raw);
+        for w in shown.split(|c: char| c.is_whitespace() || c == '`') {
+            let Some(name) = w.strip_prefix("--") else {
+                continue;
+            };
+            let ck = canonical_key(name.split('=').next().unwrap_or(name));
+            if (self.needed)(&ck) && !self.unresolved.iter().any(|(k, _)| *k == ck) {
+                let e = MegatronError::Undecidable {
+                    at: loc.to_string(),
+                    field: format!("--{name}"),
+                    why: b.describe(),
+                };
+                self.unresolved.push((ck, e));
+            }
+        }
+        let u = (raw.to_string(), loc.clone(), b.describe());
+        if !self.unknown.contains(&u) {
+            self.unknown.push(u);
+        }
         Ok(())
     }
 
@@ -256,20 +337,34 @@ impl FlagReader<'_> {
         let ck = canonical_key(key);
         let vloc = Loc::new(self.path, value.line, value.col);
         let needed = (self.needed)(&ck) || ck.strip_prefix("no_").is_some_and(|b| (self.needed)(b));
+        let arg = ck
+            .strip_prefix("no_")
+            .filter(|b| (self.needed)(b))
+            .unwrap_or(&ck)
+            .to_string();
         if let Some(why) = cond.or_else(|| value.cond.clone()) {
             if needed {
-                return Err(MegatronError::Undecidable {
+                let e = MegatronError::Undecidable {
                     at: vloc.to_string(),
                     field: format!("--{key}"),
                     why: why.to_string(),
-                });
+                };
+                self.unresolved.push((arg, e));
+            } else {
+                let d = (format!("--{key}"), why);
+                if !self.dropped.contains(&d) {
+                    self.dropped.push(d);
+                }
             }
-            self.dropped.push((format!("--{key}"), why));
             return Ok(());
         }
         let value = match value.text {
             Ok(v) => v,
-            Err(b) if needed => return Err(blocker_error(&vloc, &format!("--{key}"), &b)),
+            Err(b) if needed => {
+                self.unresolved
+                    .push((arg, blocker_error(&vloc, &format!("--{key}"), &b)));
+                return Ok(());
+            }
             Err(_) => value.raw.as_deref().unwrap_or("").to_string(),
         };
         // `--no-foo` (store_false): foo = False when foo is modelled.
