@@ -60,6 +60,7 @@ const NOT_LAUNCHERS: &[&str] = &[
     "[", "test", "echo", "printf", "cat", "ls", "cp", "mv", "rm", "mkdir", "cd", "grep", "sed",
     "awk", "find", "wget", "curl", "git", "chmod", "touch", "head", "tail", "which", "export",
     "local", "declare", "readonly", "typeset", "realpath", "dirname", "basename", "readlink",
+    "eval",
 ];
 
 /// `… sh -c "STRING"` / `bash -c 'STRING'` (after any launcher such as `srun`): the
