@@ -125,10 +125,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
 }
 
 /// Line and column of the first line at or after `from` that starts (after blanks and a
-/// quote) with `key` followed by `=` or `:`.
+/// quote) with `key` followed by `=` or `:`, or is the TOML table header `[key]`.
 fn line_of(text: &str, key: &str, from: usize) -> (usize, usize) {
     for (i, l) in text.lines().enumerate().skip(from.saturating_sub(1)) {
         let t = l.trim_start();
+        if t.trim_end() == format!("[{key}]") {
+            return (i + 1, l.len() - t.len() + 1);
+        }
         let t2 = t.trim_start_matches(['"', '\'']);
         if t2.starts_with(key)
             && t2[key.len()..]
@@ -157,13 +160,37 @@ fn python_str(v: &Value) -> Option<String> {
     })
 }
 
+/// Where a duplicate key is written the second time (serde reports the end of its
+/// object instead).
+fn duplicate_position(text: &str, msg: &str) -> Option<(usize, usize)> {
+    let key = msg.strip_prefix("duplicate key `")?.split('`').next()?;
+    let quoted = format!("\"{key}\"");
+    let mut seen = 0;
+    for (i, l) in text.lines().enumerate() {
+        let mut from = 0;
+        while let Some(p) = l[from..].find(&quoted) {
+            let at = from + p;
+            from = at + quoted.len();
+            if l[from..].trim_start().starts_with(':') {
+                seen += 1;
+                if seen == 2 {
+                    return Some((i + 1, at + 1));
+                }
+            }
+        }
+    }
+    None
+}
+
 fn read_json(path: &str, text: &str) -> Result<Map<String, Value>, MegatronError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let v = Strict::deserialize(&mut de)
         .and_then(|v| de.end().map(|_| v))
         .map_err(|e| {
+            let (line, col) =
+                duplicate_position(text, &e.to_string()).unwrap_or((e.line(), e.column()));
             MegatronError::at(
-                &Loc::new(path, e.line(), e.column()),
+                &Loc::new(path, line, col),
                 "json",
                 format!("expected one JSON object of Megatron arguments ({e})"),
             )
