@@ -408,7 +408,7 @@ impl Shell {
         self.unknown_loop(body, line, "it runs more than 10000 times")
     }
 
-    pub fn assign(&mut self, a: &Assign) {
+    pub fn assign(&mut self, a: &Assign) -> Result<(), MegatronError> {
         let v = match &a.value {
             AssignValue::Scalar(w) => match self.expand_str(w) {
                 Ok(s) => Val::Scalar(s),
@@ -431,7 +431,18 @@ impl Shell {
             (true, Some(Val::Unknown(b)), _) => Val::Unknown(b.clone()),
             (_, _, v) => v,
         };
+        // Copying a value costs time in proportion to its size.
+        let bytes = match &v {
+            Val::Scalar(s) => s.len(),
+            Val::Array(x) => x
+                .iter()
+                .map(|e| e.text.as_ref().map_or(0, String::len) + 16)
+                .sum(),
+            Val::Unknown(_) => 0,
+        };
+        self.charge(bytes as u64 / 64, a.line)?;
         self.set_var(&a.name, v, a.line);
+        Ok(())
     }
 
     /// Array elements (or command arguments): each word's fields, a word that cannot be
@@ -466,7 +477,7 @@ impl Shell {
     fn simple(&mut self, s: &Simple) -> R {
         self.charge(1 + s.words.len() as u64, s.line)?;
         for a in &s.assigns {
-            self.assign(a);
+            self.assign(a)?;
         }
         if s.words.is_empty() {
             return Ok(ok(true));
@@ -665,28 +676,35 @@ impl Shell {
     }
 }
 
-/// Two texts that differ only between a common start and a common end (whole words):
-/// the common parts stay known and the middle becomes a marker showing both versions —
-/// the shape `options="$options --bf16"` under an undecided `if` takes.
+/// Two texts that differ only between common leading and trailing words: those words
+/// stay known and the differing words become one marker showing both versions — the
+/// shape `options="$options --bf16"` under an undecided `if` takes. (Blanks between
+/// words become single spaces, which field splitting does anyway.)
 fn merge_scalars(sh: &Shell, x: &str, y: &str, why: &Rc<str>) -> String {
-    let p = x.bytes().zip(y.bytes()).take_while(|(a, b)| a == b).count();
-    // Back to a word boundary (and a char boundary: whitespace is ASCII).
-    let p = x[..p].rfind(char::is_whitespace).map_or(0, |i| i + 1);
-    let q = x[p..]
-        .bytes()
+    let (wx, wy): (Vec<&str>, Vec<&str>) = (
+        x.split_whitespace().collect(),
+        y.split_whitespace().collect(),
+    );
+    let k = wx.iter().zip(&wy).take_while(|(a, b)| a == b).count();
+    let m = wx[k..]
+        .iter()
         .rev()
-        .zip(y[p..].bytes().rev())
+        .zip(wy[k..].iter().rev())
         .take_while(|(a, b)| a == b)
         .count();
-    let xs = x.len() - q;
-    let xs = x[xs..]
-        .find(char::is_whitespace)
-        .map_or(x.len(), |i| xs + i);
-    let ys = y.len() - (x.len() - xs);
-    let (mx, my) = (&x[p..xs], &y[p..ys]);
-    let shown = format!("`{}` or `{}`", sh.shown(mx.trim()), sh.shown(my.trim()));
-    let m = sh.mark(Blocker::Why(why.clone()), &shown);
-    format!("{}{m}{}", &x[..p], &x[xs..])
+    let (mx, my) = (wx[k..wx.len() - m].join(" "), wy[k..wy.len() - m].join(" "));
+    if mx.is_empty() && my.is_empty() {
+        return x.to_string();
+    }
+    let shown = format!("`{}` or `{}`", sh.shown(&mx), sh.shown(&my));
+    let marker = sh.mark(Blocker::Why(why.clone()), &shown);
+    let words: Vec<&str> = wx[..k]
+        .iter()
+        .copied()
+        .chain(std::iter::once(marker.as_str()))
+        .chain(wx[wx.len() - m..].iter().copied())
+        .collect();
+    words.join(" ")
 }
 
 /// The value after a branch point: equal values stay; arrays keep their common prefix

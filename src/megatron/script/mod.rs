@@ -70,7 +70,7 @@ pub(crate) struct Launch {
 }
 
 /// Evaluation steps allowed: far beyond any real launch script, a bound for crafted ones.
-const BUDGET: u64 = 2_000_000;
+const BUDGET: u64 = 300_000;
 
 /// Flags whose value the configuration needs: an unresolved value for these is an error.
 fn needed(key: &str) -> bool {
@@ -149,6 +149,7 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
     let launcher = marked_as_unknown(&sh, &launch.launcher);
     let args = marked_as_unknown(&sh, &launch.args);
     reader.read(&launcher)?;
+    let gpus_unknown = !reader.unresolved.is_empty();
     for (_, e) in reader.unresolved.drain(..) {
         out.warnings.push(Warning {
             at: format!("{path}:{}:{}", launch.line, launch.col),
@@ -159,7 +160,9 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         });
     }
     let launcher = std::mem::take(&mut reader.out);
-    out.args.extend(world_size(&launcher)?);
+    if !gpus_unknown {
+        out.args.extend(world_size(&launcher)?);
+    }
     reader.needed = &needed;
     reader.read(&args)?;
     out.args.append(&mut reader.out);
@@ -410,3 +413,6 @@ impl FlagReader<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
