@@ -212,7 +212,7 @@ impl MoeLayerFreq {
     /// is ever sized by the (untrusted) layer count.
     pub fn is_moe_layer(&self, i: u32) -> bool {
         match self {
-            MoeLayerFreq::Every(n) => *n > 0 && i % n == 0,
+            MoeLayerFreq::Every(n) => *n > 0 && i.is_multiple_of(*n),
             MoeLayerFreq::Pattern(p) => p.get(i as usize).copied().unwrap_or(false),
         }
     }
