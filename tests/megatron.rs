@@ -965,6 +965,25 @@ fn the_deepspeed_config_beside_a_log_decides_the_stage_over_the_zero_stage_argum
 }
 
 #[test]
+fn a_deepspeed_config_naming_a_device_is_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        &dir,
+        "dev.log",
+        "---- arguments ----\n  num_layers ..... 2\n  hidden_size .... 8\n  num_attention_heads ... 2\n  seq_length ... 8\n  micro_batch_size ... 1\n  deepspeed ... True\n  deepspeed_config ... /dev/zero\n  zero_stage ... 1\n---- end of arguments ----\n",
+    );
+    let c = megatron::load(&[p]).unwrap();
+    assert_eq!(c.zero_stage, Some(1), "the argument stands");
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.message.contains("`/dev/zero` could not be read")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
 fn deepspeed_off_means_no_zero_stage_whatever_the_argument_says() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(

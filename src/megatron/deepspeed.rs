@@ -69,6 +69,75 @@ fn place(c: &TrainingConfig, field: &str) -> String {
         .unwrap_or_else(|| "inputs".into())
 }
 
+/// Largest DeepSpeed config read (real ones are a few kB).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A regular file of at most [`MAX_CONFIG_BYTES`]: an input naming `/dev/zero` or a FIFO
+/// as its DeepSpeed config cannot make the reader block or allocate without bound.
+fn read_bounded(p: &Path) -> Option<String> {
+    let m = std::fs::metadata(p).ok()?;
+    if !m.is_file() || m.len() > MAX_CONFIG_BYTES {
+        return None;
+    }
+    use std::io::Read;
+    let mut t = String::new();
+    std::fs::File::open(p)
+        .ok()?
+        .take(MAX_CONFIG_BYTES)
+        .read_to_string(&mut t)
+        .ok()?;
+    Some(t)
+}
+
+/// What the fallback is when the config cannot be read.
+fn assumed(c: &TrainingConfig) -> String {
+    match c.zero_stage {
+        Some(s) => format!(
+            "ZeRO stage {s} taken from the zero_stage argument ({})",
+            place(c, "zero_stage")
+        ),
+        None => "no ZeRO stage assumed (pass --set zero_stage=N)".into(),
+    }
+}
+
+/// The config's text: written by a launch script, else read from disk next to the input
+/// that names it, else as given. `Err` holds the warning saying why it cannot be had.
+fn config_text(
+    c: &TrainingConfig,
+    written: &BTreeMap<String, WrittenFile>,
+    name: &str,
+) -> Result<(String, String, usize), Warning> {
+    if let Some(w) = written.get(name) {
+        return match &w.text {
+            Ok(t) => Ok((w.path.clone(), t.clone(), w.line)),
+            Err(why) => Err(Warning {
+                at: format!("{}:{}:1", w.path, w.line),
+                field: "deepspeed_config".into(),
+                message: format!(
+                    "the script writes `{name}` with content the reader cannot know ({why}): {}",
+                    assumed(c)
+                ),
+            }),
+        };
+    }
+    let candidates = [
+        base_dir(c).map(|d| d.join(name)),
+        Some(Path::new(name).to_path_buf()),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find_map(|p| read_bounded(&p).map(|t| (p.display().to_string(), t, 1)))
+        .ok_or_else(|| Warning {
+            at: place(c, "deepspeed_config"),
+            field: "deepspeed_config".into(),
+            message: format!(
+                "`{name}` could not be read (written by no script, and not a regular file of at most 1 MiB next to the input or as given): {}",
+                assumed(c)
+            ),
+        })
+}
+
 /// Reads the DeepSpeed config a job names and sets `zero_stage` from it (a file the
 /// launch script wrote first, then the file on disk relative to the naming input, then
 /// as given). When it cannot be read, the `zero_stage` argument stands and a warning says
@@ -92,52 +161,12 @@ pub(crate) fn resolve_zero_stage(
         });
         return Ok(());
     }
-    let found = if let Some(w) = written.get(&name) {
-        match &w.text {
-            Ok(t) => Some((w.path.clone(), t.clone(), w.line)),
-            Err(why) => {
-                let assumed = c.zero_stage.map_or(
-                    "no ZeRO stage assumed (pass --set zero_stage=N)".into(),
-                    |s| {
-                        format!(
-                            "ZeRO stage {s} taken from the zero_stage argument ({})",
-                            place(c, "zero_stage")
-                        )
-                    },
-                );
-                c.warnings.push(Warning {
-                    at: format!("{}:{}:1", w.path, w.line),
-                    field: "deepspeed_config".into(),
-                    message: format!("the script writes `{name}` with content the reader cannot know ({why}): {assumed}"),
-                });
-                return Ok(());
-            }
+    let (path, text, first) = match config_text(c, written, &name) {
+        Ok(found) => found,
+        Err(w) => {
+            c.warnings.push(w);
+            return Ok(());
         }
-    } else {
-        let candidates = [
-            base_dir(c).map(|d| d.join(&name)),
-            Some(Path::new(&name).to_path_buf()),
-        ];
-        candidates.into_iter().flatten().find_map(|p| {
-            std::fs::read_to_string(&p)
-                .ok()
-                .map(|t| (p.display().to_string(), t, 1))
-        })
-    };
-    let Some((path, text, first)) = found else {
-        let assumed = match c.zero_stage {
-            Some(s) => format!(
-                "ZeRO stage {s} taken from the zero_stage argument ({})",
-                place(c, "zero_stage")
-            ),
-            None => "no ZeRO stage assumed (pass --set zero_stage=N)".into(),
-        };
-        c.warnings.push(Warning {
-            at: place(c, "deepspeed_config"),
-            field: "deepspeed_config".into(),
-            message: format!("`{name}` could not be read (written by no script, not found next to the input nor as given): {assumed}"),
-        });
-        return Ok(());
     };
     let (stage, line) = zero_stage_of(&path, &text, first)?.map_or((0, first), |x| x);
     if let Some(arg) = c.zero_stage.filter(|a| *a != stage) {

@@ -100,7 +100,8 @@ pub(crate) const REQUIRED: &[&str] = &[
 ];
 
 /// True for an argument whose value changes the model of the job: a field, or one of
-/// the [`TYPED_EXTRA`] arguments.
+/// the arguments kept in `extra` that a derived field depends on (`deepspeed`,
+/// `num_layers_per_virtual_pipeline_stage`, the Megatron-DeepSpeed spellings…).
 pub fn is_modelled(key: &str) -> bool {
     FIELDS.contains(&key) || TYPED_EXTRA.contains(&key)
 }
