@@ -965,6 +965,31 @@ fn the_deepspeed_config_beside_a_log_decides_the_stage_over_the_zero_stage_argum
 }
 
 #[test]
+fn a_config_written_to_a_partly_unknown_path_is_found_through_the_same_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        &dir,
+        "ds.sh",
+        "DIR=$(pwd)\ncfg=\"$DIR/ds_${USER}.json\"\ncat <<EOT > $cfg\n{\"zero_optimization\": {\"stage\": 2}}\nEOT\n\
+         deepspeed --num_gpus 8 $DIR/pretrain_gpt.py --num-layers 2 --hidden-size 64 --num-attention-heads 4 \\\n\
+         --seq-length 16 --micro-batch-size 1 --deepspeed --deepspeed_config $cfg\n",
+    );
+    let c = megatron::load(std::slice::from_ref(&p)).unwrap();
+    assert_eq!(c.zero_stage, Some(2));
+    assert_eq!(
+        c.sources["zero_stage"],
+        Source::File {
+            path: p.display().to_string(),
+            line: 4
+        }
+    );
+    assert_eq!(
+        c.extra["deepspeed_config"], "$(pwd)/ds_${USER}.json",
+        "shown as the script writes it"
+    );
+}
+
+#[test]
 fn a_deepspeed_config_naming_a_device_is_not_read() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(

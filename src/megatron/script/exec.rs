@@ -640,7 +640,9 @@ impl Shell {
                 continue;
             }
             let Some(target) = &r.target else { continue };
-            let Ok(path) = self.expand_str(target).and_then(|p| self.known(p)) else {
+            // A partly unknown path (`$(pwd)/ds.json`) is kept as shown, so a flag naming
+            // it through the same variable finds it.
+            let Ok(path) = self.expand_str(target).map(|p| self.shown(&p)) else {
                 continue;
             };
             let doc = s.redirs.iter().find_map(|r| r.heredoc.as_ref());

@@ -297,6 +297,13 @@ impl FlagReader<'_> {
     fn unexpandable(&mut self, a: &Elem, loc: &Loc, b: &Blocker) -> Result<(), MegatronError> {
         let raw = unquoted(a.raw.as_deref().unwrap_or(""));
         if let Some(flag) = raw.strip_prefix("--") {
+            let shown = unquoted(a.shown.as_deref().unwrap_or(raw));
+            let flag =
+                if canonical_key(flag.split('=').next().unwrap_or(flag)) == "deepspeed_config" {
+                    shown.strip_prefix("--").unwrap_or(flag)
+                } else {
+                    flag
+                };
             let (name, value) = flag.split_once('=').unwrap_or((flag, "True"));
             let ck = canonical_key(name);
             if (self.needed)(&ck) {
@@ -368,6 +375,13 @@ impl FlagReader<'_> {
                     .push((arg, blocker_error(&vloc, &format!("--{key}"), &b)));
                 return Ok(());
             }
+            // The DeepSpeed config's path as shown, to match a file the script writes.
+            Err(_) if ck == "deepspeed_config" => value
+                .shown
+                .as_deref()
+                .or(value.raw.as_deref())
+                .unwrap_or("")
+                .to_string(),
             Err(_) => value.raw.as_deref().unwrap_or("").to_string(),
         };
         // `--no-foo` (store_false): foo = False when foo is modelled.
