@@ -1287,6 +1287,40 @@ fn a_moe_arguments_block_carries_every_expert_field_with_its_line() {
 }
 
 #[test]
+fn megatron_deepspeed_moe_spellings_map_onto_the_expert_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        &dir,
+        "dsmoe.log",
+        "---- arguments ----\n  num_layers ..... 4\n  hidden_size .... 64\n  num_attention_heads ... 4\n  seq_length ... 16\n  micro_batch_size ... 1\n  world_size ... 4\n  num_experts ... [8]\n  topk ... 1\n  expert_interval ... 2\n  moe_expert_parallel_size ... 2\n  disable_bias_linear ... True\n---- end of arguments ----\n",
+    );
+    let c = megatron::load(&[p]).unwrap();
+    assert_eq!(
+        (
+            c.num_experts,
+            c.moe_router_topk,
+            c.expert_model_parallel_size
+        ),
+        (Some(8), 1, 2)
+    );
+    assert_eq!(
+        c.moe_layer_freq,
+        MoeLayerFreq::Pattern(vec![false, true, false, true]),
+        "Megatron-DeepSpeed: layer n (1-based) is MoE when n % expert_interval == 0"
+    );
+    let p = write(
+        &dir,
+        "dense.log",
+        "---- arguments ----\n  num_layers ..... 4\n  hidden_size .... 64\n  num_attention_heads ... 4\n  seq_length ... 16\n  micro_batch_size ... 1\n  num_experts ... [1]\n  topk ... 1\n---- end of arguments ----\n",
+    );
+    assert_eq!(
+        megatron::load(&[p]).unwrap().num_experts,
+        None,
+        "[1] is Megatron-DeepSpeed's dense default"
+    );
+}
+
+#[test]
 fn expert_tp_defaults_to_tp_and_moe_ffn_to_ffn_as_megatron_does() {
     let mut c = megatron::preset("mixtral-8x7b").unwrap();
     c.set("tensor_model_parallel_size", "4").unwrap();
