@@ -865,6 +865,7 @@ fn llama7b_tp2() -> TrainingConfig {
         timers: BTreeMap::new(),
         extra: BTreeMap::new(),
         sources: BTreeMap::new(),
+        ..TrainingConfig::megatron_defaults()
     }
 }
 
