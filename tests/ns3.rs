@@ -266,28 +266,30 @@ fn ina_params(policy: InaPolicy) -> InaSwitchModel {
     }
 }
 
-fn check_snapshot(name: &str, file: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(name)
-        .join(file);
-    if std::env::var("INA3D_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "snapshot {} is missing: review the output and create it with INA3D_UPDATE_SNAPSHOTS=1",
-            path.display()
-        )
-    });
-    assert_eq!(
-        got,
-        want,
-        "emitted {file} differs from snapshot {}",
-        path.display()
+/// Compares one emitted file with its reviewed snapshot,
+/// `tests/snapshots/ns3__emit_<flavor>_<file>.snap` (insta). A difference fails the test;
+/// outside CI insta also leaves the new output beside it as `.snap.new`, to be accepted
+/// or rejected with `cargo insta review` (docs/testing.md). CI runs with
+/// `INSTA_UPDATE=no`, so it never writes a snapshot.
+///
+/// insta compares text with line endings normalised and trailing newlines trimmed, so
+/// those two properties of the emitted files are asserted here instead.
+fn check_snapshot(flavor: Flavor, file: &str, got: &str) {
+    assert!(
+        !got.contains('\r'),
+        "emitted {file} must use LF line endings"
     );
+    assert!(
+        got.ends_with('\n') && !got.ends_with("\n\n"),
+        "emitted {file} must end in exactly one newline"
+    );
+    let flavor = flavor.as_str();
+    insta::with_settings!({
+        omit_expression => true,
+        description => format!("`ina3d ns3 emit --flavor {flavor}`: {file} of the snapshot trace on a 4-host star"),
+    }, {
+        insta::assert_snapshot!(format!("emit_{flavor}_{file}"), got);
+    });
 }
 
 #[test]
@@ -316,7 +318,7 @@ fn emitted_files_match_their_snapshots_for_every_flavor() {
             "params.txt",
         ] {
             let got = std::fs::read_to_string(dir.path().join(f)).unwrap();
-            check_snapshot(&format!("ns3_{}", flavor.as_str()), f, &got);
+            check_snapshot(flavor, f, &got);
         }
     }
 }

@@ -5,7 +5,7 @@
 //! runs the same order, every layer the same op sequence, so the workload stores each once
 //! (a few kB even for 1,024 GPUs) and the trace generator expands it while streaming.
 //!
-//! Model (DESIGN §5; approximations are marked):
+//! Model (docs/model.md#workload-model; approximations are marked):
 //! - TP per layer: no SP → forward 2 all-reduces, backward 2; SP → forward 2 all-gathers +
 //!   2 reduce-scatters, backward 4 all-gathers + 2 reduce-scatters; each of `b·(s/CP)·h`
 //!   elements in the params dtype. Full recomputation re-runs each layer's forward
