@@ -116,3 +116,21 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 pub fn run(_a: Args) -> anyhow::Result<()> {
     anyhow::bail!("`ina3d run` needs the `tables` feature (polars); rebuild with default features")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        run: Args,
+    }
+
+    #[test]
+    fn run_without_flags_is_the_library_s_default_run() {
+        let c = Cmd::try_parse_from(["run", "-o", "x"]).unwrap();
+        assert_eq!(c.run.spec().unwrap(), RunSpec::default());
+    }
+}

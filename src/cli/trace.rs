@@ -57,3 +57,30 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     print!("{}", trace_report(&job, &opts, &t?));
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        trace: Args,
+    }
+
+    #[test]
+    fn trace_without_flags_takes_the_library_s_job_defaults() {
+        let c = Cmd::try_parse_from(["trace", "in.log", "--topology", "t", "-o", "x"]).unwrap();
+        let a = &c.trace;
+        let spec = a.job.spec(&a.input, &a.topology, a.ina, parse_classes(&a.ina_classes).unwrap(), a.seed).unwrap();
+        let want = ina3d::pipeline::JobSpec {
+            input: "in.log".into(),
+            topology: "t".into(),
+            ..Default::default()
+        };
+        assert_eq!(spec, want);
+        // and the generator's own defaults
+        assert_eq!(spec.trace_options().unwrap(), ina3d::trace::TraceOptions::default());
+    }
+}

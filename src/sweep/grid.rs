@@ -93,7 +93,7 @@ impl Grid {
     pub fn parse(path: &Path, text: &str) -> Result<Grid, FormatError> {
         let raw: RawGrid = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
-            at_offset(path, text, at, "grid", e.message().to_string())
+            at_offset(path, text, at, "grid", e.message().trim().replace('\n', "; "))
         })?;
         let mut g = Grid {
             path: path.to_path_buf(),
@@ -202,7 +202,7 @@ impl Grid {
         span: Range<usize>,
     ) -> Result<(), FormatError> {
         spec.set(key, &v.option)
-            .map_err(|e| self.err(span.start, key, e.to_string()))?;
+            .map_err(|e| self.err(span.start, key, option_msg(e)))?;
         let check = match key {
             "input" => crate::megatron::load_input(&spec.job.input)
                 .err()
@@ -381,7 +381,7 @@ impl Grid {
         for (g, &r) in self.groups.iter().zip(pick) {
             for ((key, _), (v, span)) in g.keys.iter().zip(&g.rows[r]) {
                 spec.set(key, &v.option)
-                    .map_err(|e| self.err(span.start, key, e.to_string()))?;
+                    .map_err(|e| self.err(span.start, key, option_msg(e)))?;
                 axes.push((key.clone(), v.clone()));
             }
         }
@@ -419,6 +419,14 @@ impl Grid {
             axes,
             spec,
         }))
+    }
+}
+
+/// An option error without the option's name (the grid error names it as its field).
+fn option_msg(e: crate::pipeline::OptionError) -> String {
+    match e {
+        crate::pipeline::OptionError::Invalid { msg, .. } => msg,
+        other => other.to_string(),
     }
 }
 
