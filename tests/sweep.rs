@@ -12,7 +12,10 @@ fn root() -> PathBuf {
 }
 
 fn tiny() -> String {
-    root().join("traces/example/tiny.toml").display().to_string()
+    root()
+        .join("traces/example/tiny.toml")
+        .display()
+        .to_string()
 }
 
 fn grid(text: &str) -> Result<Grid, String> {
@@ -41,12 +44,22 @@ fn axes_multiply_in_file_order_with_the_first_axis_slowest_and_zips_go_together(
     assert_eq!(cs.len(), 2 * 3 * 2);
     let got: Vec<(String, String, String, String)> = cs
         .iter()
-        .map(|c| (value(c, "ina-slots"), value(c, "collective"), value(c, "pp"), value(c, "dp")))
+        .map(|c| {
+            (
+                value(c, "ina-slots"),
+                value(c, "collective"),
+                value(c, "pp"),
+                value(c, "dp"),
+            )
+        })
         .collect();
     assert_eq!(got[0], ("64".into(), "ring".into(), "1".into(), "4".into()));
     assert_eq!(got[1], ("64".into(), "ring".into(), "2".into(), "2".into()));
     assert_eq!(got[2], ("64".into(), "hd".into(), "1".into(), "4".into()));
-    assert_eq!(got[11], ("128".into(), "dbt".into(), "2".into(), "2".into()));
+    assert_eq!(
+        got[11],
+        ("128".into(), "dbt".into(), "2".into(), "2".into())
+    );
     assert!(cs.iter().enumerate().all(|(i, c)| c.index == i));
     assert_eq!(
         grid(&text).unwrap().axis_names(),
@@ -62,7 +75,9 @@ fn axes_multiply_in_file_order_with_the_first_axis_slowest_and_zips_go_together(
 #[test]
 fn adding_an_axis_value_or_reordering_axes_keeps_every_other_cell_s_id() {
     let base = format!("[base]\ninput = '{}'\n", tiny());
-    let a = cells(&format!("{base}[axes]\nina-slots = [64, 128]\ncollective = ['ring', 'hd']\n"));
+    let a = cells(&format!(
+        "{base}[axes]\nina-slots = [64, 128]\ncollective = ['ring', 'hd']\n"
+    ));
     let b = cells(&format!(
         "{base}[axes]\ncollective = ['hd', 'ring']\nina-slots = [32, 64, 128]\n"
     ));
@@ -72,7 +87,9 @@ fn adding_an_axis_value_or_reordering_axes_keeps_every_other_cell_s_id() {
     }
     assert_eq!(b.len(), 6);
     // an axis fixed in [base] instead gives the same id, and so does a default made explicit
-    let one = cells(&format!("{base}ina-slots = 64\ncollective = 'hd'\nina-window = 256\n"));
+    let one = cells(&format!(
+        "{base}ina-slots = 64\ncollective = 'hd'\nina-window = 256\n"
+    ));
     assert!(a.iter().any(|c| c.id == one[0].id));
 }
 
@@ -80,13 +97,21 @@ fn adding_an_axis_value_or_reordering_axes_keeps_every_other_cell_s_id() {
 fn cell_ids_hash_only_what_differs_from_run_s_defaults() {
     let mut spec = RunSpec::default();
     let id0 = sweep::CellId::of(&spec);
-    spec.set("ina-slots", &OptionValue::One("8192".into())).unwrap(); // the default
+    spec.set("ina-slots", &OptionValue::One("8192".into()))
+        .unwrap(); // the default
     assert_eq!(sweep::CellId::of(&spec), id0);
-    spec.set("ina-slots", &OptionValue::One("64".into())).unwrap();
-    assert_eq!(spec.canonical(), [("ina-slots".to_string(), "64".to_string())]);
+    spec.set("ina-slots", &OptionValue::One("64".into()))
+        .unwrap();
+    assert_eq!(
+        spec.canonical(),
+        [("ina-slots".to_string(), "64".to_string())]
+    );
     assert_ne!(sweep::CellId::of(&spec), id0);
     // the hash of exactly that text, FNV-1a 64
-    assert_eq!(sweep::CellId::of(&spec).as_str(), format!("{:016x}", sweep::cell::fnv1a64(b"ina-slots=64\n")));
+    assert_eq!(
+        sweep::CellId::of(&spec).as_str(),
+        format!("{:016x}", sweep::cell::fnv1a64(b"ina-slots=64\n"))
+    );
 }
 
 #[test]
@@ -103,7 +128,10 @@ fn a_filter_keeps_only_the_cells_it_is_true_for() {
         assert!(!(value(c, "collective") == "hd" && value(c, "ina-slots") == "128"));
     }
     // options not in the grid read as their defaults (ina-window is 256)
-    let keep_all = cells(&format!("filter = 'ina-window == 256'\n[base]\ninput = '{}'\n", tiny()));
+    let keep_all = cells(&format!(
+        "filter = 'ina-window == 256'\n[base]\ninput = '{}'\n",
+        tiny()
+    ));
     assert_eq!(keep_all.len(), 1);
 }
 
@@ -129,26 +157,83 @@ fn a_cell_toml_is_a_grid_of_that_one_cell_with_the_same_id() {
 fn bad_grids_are_refused_naming_line_and_column() {
     let t = tiny();
     for (text, want) in [
-        ("[axes]\nina-slotz = [1]\n".to_string(), "g.toml:2:1: axes.ina-slotz: unknown option `ina-slotz`"),
-        ("[axes]\nina-slots = [64, 'many']\n".to_string(), "g.toml:2:18: ina-slots: `many` is not a positive integer"),
-        ("[axes]\nina-slots = [64, 0]\n".to_string(), "g.toml:2:18: ina-slots: must be positive"),
-        ("[axes]\ncollective = ['ring', 'tree']\n".to_string(), "g.toml:2:23: collective: unknown collective algorithm `tree`"),
-        ("[base]\ninput = 'no-such-model'\n".to_string(), "g.toml:2:9: input"),
-        ("[base]\ntopology = 'fat-tree:k=3'\n".to_string(), "g.toml:2:12: topology"),
-        ("[axes]\ntp = []\n".to_string(), "g.toml:2:6: axes.tp: no values: the product would be empty"),
-        ("[[zip]]\ntp = [1, 2]\ndp = [4]\n".to_string(), "g.toml:3:6: zip.dp: 1 values where `tp` (line 2) has 2"),
-        ("[base]\ntp = 2\n[axes]\ntp = [1, 2]\n".to_string(), "g.toml:4:1: axes.tp: `tp` is already set on line 2"),
-        ("[axes]\ntp = [1, 1]\n".to_string(), "g.toml:2:10: axes: cells 0 (tp=1) and 1 (tp=1) are the same run"),
-        ("filter = 'tp >'\n[axes]\ntp = [1]\n".to_string(), "g.toml:1:15: filter: unexpected the end of the filter"),
-        ("filter = 'tpp > 1'\n[axes]\ntp = [1]\n".to_string(), "g.toml:1:11: filter: `tpp` is not an option"),
-        ("filter = 'tp > 4'\n[axes]\ntp = [1, 2]\n".to_string(), "g.toml:1:10: filter: the filter keeps none of the 2 cells"),
-        ("filter = 'collective > 4'\n".to_string(), "g.toml:1:22: filter: cannot compare text ('ring') with a number (4)"),
-        ("[axes]\ntp = [1, 2\n".to_string(), "g.toml:3:1: grid: invalid array; expected `]`"),
+        (
+            "[axes]\nina-slotz = [1]\n".to_string(),
+            "g.toml:2:1: axes.ina-slotz: unknown option `ina-slotz`",
+        ),
+        (
+            "[axes]\nina-slots = [64, 'many']\n".to_string(),
+            "g.toml:2:18: ina-slots: `many` is not a positive integer",
+        ),
+        (
+            "[axes]\nina-slots = [64, 0]\n".to_string(),
+            "g.toml:2:18: ina-slots: must be positive",
+        ),
+        (
+            "[axes]\ncollective = ['ring', 'tree']\n".to_string(),
+            "g.toml:2:23: collective: unknown collective algorithm `tree`",
+        ),
+        (
+            "[base]\ninput = 'no-such-model'\n".to_string(),
+            "g.toml:2:9: input",
+        ),
+        (
+            "[base]\ntopology = 'fat-tree:k=3'\n".to_string(),
+            "g.toml:2:12: topology",
+        ),
+        (
+            "[axes]\ntp = []\n".to_string(),
+            "g.toml:2:6: axes.tp: no values: the product would be empty",
+        ),
+        (
+            "[[zip]]\ntp = [1, 2]\ndp = [4]\n".to_string(),
+            "g.toml:3:6: zip.dp: 1 values where `tp` (line 2) has 2",
+        ),
+        (
+            "[base]\ntp = 2\n[axes]\ntp = [1, 2]\n".to_string(),
+            "g.toml:4:1: axes.tp: `tp` is already set on line 2",
+        ),
+        (
+            "[axes]\ntp = [1, 1]\n".to_string(),
+            "g.toml:2:10: axes: cells 0 (tp=1) and 1 (tp=1) are the same run",
+        ),
+        (
+            "filter = 'tp >'\n[axes]\ntp = [1]\n".to_string(),
+            "g.toml:1:15: filter: unexpected the end of the filter",
+        ),
+        (
+            "filter = 'tpp > 1'\n[axes]\ntp = [1]\n".to_string(),
+            "g.toml:1:11: filter: `tpp` is not an option",
+        ),
+        (
+            "filter = 'tp > 4'\n[axes]\ntp = [1, 2]\n".to_string(),
+            "g.toml:1:10: filter: the filter keeps none of the 2 cells",
+        ),
+        (
+            "filter = 'collective > 4'\n".to_string(),
+            "g.toml:1:22: filter: cannot compare text ('ring') with a number (4)",
+        ),
+        (
+            "[axes]\ntp = [1, 2\n".to_string(),
+            "g.toml:3:1: grid: invalid array; expected `]`",
+        ),
         ("[axis]\ntp = [1]\n".to_string(), "g.toml:1:"),
-        ("[axes]\ntp = [{ a = 1 }]\n".to_string(), "g.toml:2:7: tp: expected text, a number"),
-        ("[base]\nina = 'off'\n".to_string(), "g.toml:1:1: axes: cell [base]: --ina off: the INA policies"),
-        (format!("[base]\ninput = '{t}'\n[axes]\nseeds = ['0,0']\n"), "g.toml:4:10: seeds: seed 0 is named twice"),
-        (format!("[base]\ninput = '{t}'\n[axes]\nnum-layers = ['x']\n"), "g.toml:4:15: num-layers:"),
+        (
+            "[axes]\ntp = [{ a = 1 }]\n".to_string(),
+            "g.toml:2:7: tp: expected text, a number",
+        ),
+        (
+            "[base]\nina = 'off'\n".to_string(),
+            "g.toml:1:1: axes: cell [base]: --ina off: the INA policies",
+        ),
+        (
+            format!("[base]\ninput = '{t}'\n[axes]\nseeds = ['0,0']\n"),
+            "g.toml:4:10: seeds: seed 0 is named twice",
+        ),
+        (
+            format!("[base]\ninput = '{t}'\n[axes]\nnum-layers = ['x']\n"),
+            "g.toml:4:15: num-layers:",
+        ),
     ] {
         let got = grid(&text).and_then(|g| g.expand().map(|_| ()).map_err(|e| e.to_string()));
         let e = got.expect_err(&text);
@@ -160,7 +245,8 @@ fn bad_grids_are_refused_naming_line_and_column() {
 fn a_product_beyond_the_cell_limit_is_refused_before_anything_is_allocated() {
     let many: Vec<String> = (1..=100).map(|i| i.to_string()).collect();
     let list = many.join(", ");
-    let text = format!("[axes]\nina-slots = [{list}]\nina-window = [{list}]\nina-payload = [{list}]\n");
+    let text =
+        format!("[axes]\nina-slots = [{list}]\nina-window = [{list}]\nina-payload = [{list}]\n");
     let e = grid(&text).unwrap().expand().unwrap_err().to_string();
     assert!(e.contains("more than 100000 cells"), "{e}");
 }
@@ -171,7 +257,14 @@ fn a_product_beyond_the_cell_limit_is_refused_before_anything_is_allocated() {
 
 fn two_cells(dir: &Path) -> (PathBuf, Vec<Cell>) {
     let g = dir.join("grid.toml");
-    std::fs::write(&g, format!("[base]\ninput = '{}'\n[axes]\nina-slots = [64, 128]\n", tiny())).unwrap();
+    std::fs::write(
+        &g,
+        format!(
+            "[base]\ninput = '{}'\n[axes]\nina-slots = [64, 128]\n",
+            tiny()
+        ),
+    )
+    .unwrap();
     let (_, cs) = sweep::prepare(&g, &dir.join("out")).unwrap();
     (g, cs)
 }
@@ -196,11 +289,22 @@ fn done_cells_are_skipped_failed_ones_retried_and_partial_ones_redone() {
     assert_eq!(outcomes[0], Outcome::Failed("slots too few".into()));
     assert_eq!(outcomes[1], Outcome::Done);
     let failed = out.join("cells").join(cs[0].id.as_str());
-    assert_eq!(std::fs::read_to_string(failed.join("error.txt")).unwrap(), "slots too few\n");
+    assert_eq!(
+        std::fs::read_to_string(failed.join("error.txt")).unwrap(),
+        "slots too few\n"
+    );
     assert!(!failed.join("results.csv").exists());
-    assert_eq!(std::fs::read_to_string(failed.join("log.txt")).unwrap(), "hello\n");
-    assert!(std::fs::read_to_string(failed.join("cell.toml")).unwrap().contains("ina-slots = 64"));
-    assert_eq!(sweep::state(&out, &cs[0].id), CellState::Failed("slots too few".into()));
+    assert_eq!(
+        std::fs::read_to_string(failed.join("log.txt")).unwrap(),
+        "hello\n"
+    );
+    assert!(std::fs::read_to_string(failed.join("cell.toml"))
+        .unwrap()
+        .contains("ina-slots = 64"));
+    assert_eq!(
+        sweep::state(&out, &cs[0].id),
+        CellState::Failed("slots too few".into())
+    );
     assert_eq!(sweep::state(&out, &cs[1].id), CellState::Done);
     // again: the done cell is skipped, the failed one retried (and now succeeds)
     fail_64.store(false, Ordering::SeqCst);
@@ -216,7 +320,10 @@ fn done_cells_are_skipped_failed_ones_retried_and_partial_ones_redone() {
     assert_eq!(sweep::state(&out, &cs[1].id), CellState::Partial);
     assert_eq!(run_cell(&out, &g, &cs[1], &runner).unwrap(), Outcome::Done);
     assert!(!tmp.exists());
-    let done = out.join("cells").join(cs[1].id.as_str()).join("results.csv");
+    let done = out
+        .join("cells")
+        .join(cs[1].id.as_str())
+        .join("results.csv");
     assert_eq!(std::fs::read_to_string(done).unwrap(), "policy\nring\n");
 }
 
@@ -230,7 +337,10 @@ fn a_cell_that_dies_mid_run_leaves_no_results_under_its_final_name() {
         panic!("killed half-way");
     };
     let o = run_cell(&out, &g, &cs[0], dies).unwrap();
-    assert!(matches!(&o, Outcome::Failed(e) if e.contains("killed half-way")), "{o:?}");
+    assert!(
+        matches!(&o, Outcome::Failed(e) if e.contains("killed half-way")),
+        "{o:?}"
+    );
     let dir = out.join("cells").join(cs[0].id.as_str());
     assert!(!dir.join("results.csv").exists());
     assert!(dir.join("error.txt").exists());
@@ -266,7 +376,13 @@ fn grid_keys_and_run_flags_are_the_same_options() {
     let mut flags: Vec<String> = help
         .split_whitespace()
         .filter_map(|w| w.strip_prefix("--"))
-        .map(|w| w.trim_end_matches([',', '.', ')', ']']).split(['=', '[', '<']).next().unwrap().to_string())
+        .map(|w| {
+            w.trim_end_matches([',', '.', ')', ']'])
+                .split(['=', '[', '<'])
+                .next()
+                .unwrap()
+                .to_string()
+        })
         .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
         .collect();
     flags.sort();
@@ -296,23 +412,53 @@ fn sweep_dry_run_lists_cells_and_the_slurm_script_names_the_pending_ones() {
     let d = tempfile::tempdir().unwrap();
     let (g, cs) = two_cells(d.path());
     let out = d.path().join("out2");
-    let o = ina3d(&["sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap(), "--dry-run"]);
+    let o = ina3d(&[
+        "sweep",
+        g.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--dry-run",
+    ]);
     let listed = String::from_utf8_lossy(&o.stdout).into_owned();
     ok(&o);
     assert_eq!(listed.lines().count(), 2);
-    assert!(listed.contains(cs[1].id.as_str()) && listed.contains("ina-slots=128"), "{listed}");
+    assert!(
+        listed.contains(cs[1].id.as_str()) && listed.contains("ina-slots=128"),
+        "{listed}"
+    );
     let o = ina3d(&[
-        "sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap(), "--slurm", "--dry-run",
-        "--array-limit", "3", "--partition", "ci", "--time", "10",
+        "sweep",
+        g.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--slurm",
+        "--dry-run",
+        "--array-limit",
+        "3",
+        "--partition",
+        "ci",
+        "--time",
+        "10",
     ]);
     ok(&o);
     let script = String::from_utf8_lossy(&o.stdout).into_owned();
-    for want in ["#SBATCH --array=0-1%3", "#SBATCH --partition=ci", "#SBATCH --time=10", "--cell \"$SLURM_ARRAY_TASK_ID\""] {
+    for want in [
+        "#SBATCH --array=0-1%3",
+        "#SBATCH --partition=ci",
+        "#SBATCH --time=10",
+        "--cell \"$SLURM_ARRAY_TASK_ID\"",
+    ] {
         assert!(script.contains(want), "{want} not in\n{script}");
     }
     // sbatch missing: a clear error, status 2
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-        .args(["sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap(), "--slurm"])
+        .args([
+            "sweep",
+            g.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--slurm",
+        ])
         .env("INA3D_SBATCH", d.path().join("no-sbatch"))
         .output()
         .unwrap();
@@ -326,10 +472,18 @@ fn a_bad_grid_exits_2_naming_its_line() {
     let d = tempfile::tempdir().unwrap();
     let g = d.path().join("bad.toml");
     std::fs::write(&g, "[axes]\nina-slots = [64]\ncollectiv = ['ring']\n").unwrap();
-    let o = ina3d(&["sweep", g.to_str().unwrap(), "-o", d.path().join("o").to_str().unwrap()]);
+    let o = ina3d(&[
+        "sweep",
+        g.to_str().unwrap(),
+        "-o",
+        d.path().join("o").to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("bad.toml:3:1: axes.collectiv: unknown option"), "{e}");
+    assert!(
+        e.contains("bad.toml:3:1: axes.collectiv: unknown option"),
+        "{e}"
+    );
 }
 
 #[cfg(feature = "tables")]
@@ -343,7 +497,12 @@ mod tables {
         let h: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
         let rows = r
             .records()
-            .map(|rec| h.iter().cloned().zip(rec.unwrap().iter().map(String::from)).collect())
+            .map(|rec| {
+                h.iter()
+                    .cloned()
+                    .zip(rec.unwrap().iter().map(String::from))
+                    .collect()
+            })
             .collect();
         (h, rows)
     }
@@ -352,14 +511,32 @@ mod tables {
     fn run_in_process_gives_what_the_stand_alone_replay_of_its_trace_gives() {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("run");
-        ok(&ina3d(&["run", &tiny(), "--no-ns3", "--policies", "ring,ina-dp", "-o", out.to_str().unwrap()]));
+        ok(&ina3d(&[
+            "run",
+            &tiny(),
+            "--no-ns3",
+            "--policies",
+            "ring,ina-dp",
+            "-o",
+            out.to_str().unwrap(),
+        ]));
         let (h, rows) = csv_columns(&out.join("results.csv"));
         assert_eq!(h, ina3d::report::RESULTS_COLUMNS);
-        assert_eq!(rows.iter().map(|r| r["policy"].as_str()).collect::<Vec<_>>(), ["ring", "ina-dp"]);
+        assert_eq!(
+            rows.iter()
+                .map(|r| r["policy"].as_str())
+                .collect::<Vec<_>>(),
+            ["ring", "ina-dp"]
+        );
         for p in ["ring", "ina-dp"] {
             let again = d.path().join(format!("again-{p}"));
             let trace = out.join(p).join("trace.csv.gz");
-            ok(&ina3d(&["replay", trace.to_str().unwrap(), "-o", again.to_str().unwrap()]));
+            ok(&ina3d(&[
+                "replay",
+                trace.to_str().unwrap(),
+                "-o",
+                again.to_str().unwrap(),
+            ]));
             let (_, a) = csv_columns(&out.join(p).join("replay/summary.csv"));
             let (_, b) = csv_columns(&again.join("summary.csv"));
             let strip = |mut r: BTreeMap<String, String>| {
@@ -390,8 +567,18 @@ mod tables {
         let out = d.path().join("seeds");
         let topo = "fat-tree:k=4,gpus-per-server=1";
         ok(&ina3d(&[
-            "run", &tiny(), "--topology", topo, "--no-ns3", "--no-traces", "--policies", "ring,ina-dp",
-            "--seeds", "0,1,2,3", "-o", out.to_str().unwrap(),
+            "run",
+            &tiny(),
+            "--topology",
+            topo,
+            "--no-ns3",
+            "--no-traces",
+            "--policies",
+            "ring,ina-dp",
+            "--seeds",
+            "0,1,2,3",
+            "-o",
+            out.to_str().unwrap(),
         ]));
         let (h, rows) = csv_columns(&out.join("results.csv"));
         assert_eq!(&h[..18], &ina3d::report::RESULTS_COLUMNS[..]);
@@ -401,14 +588,26 @@ mod tables {
             .collect();
         for (i, row) in rows.iter().enumerate() {
             assert_eq!(row["seeds"], "0;1;2;3");
-            let it: Vec<u64> = per_seed.iter().map(|t| t[i]["iteration_time_ns"].parse().unwrap()).collect();
+            let it: Vec<u64> = per_seed
+                .iter()
+                .map(|t| t[i]["iteration_time_ns"].parse().unwrap())
+                .collect();
             assert_eq!(row["iteration_time_ns"], median(it.clone()).to_string());
-            assert_eq!(row["iteration_time_ns_min"], it.iter().min().unwrap().to_string());
-            assert_eq!(row["iteration_time_ns_max"], it.iter().max().unwrap().to_string());
+            assert_eq!(
+                row["iteration_time_ns_min"],
+                it.iter().min().unwrap().to_string()
+            );
+            assert_eq!(
+                row["iteration_time_ns_max"],
+                it.iter().max().unwrap().to_string()
+            );
             // each seed's speed-up pairs the policy with the ring of the same seed
             let sp: Vec<f64> = per_seed
                 .iter()
-                .map(|t| t[0]["iteration_time_ns"].parse::<f64>().unwrap() / t[i]["iteration_time_ns"].parse::<f64>().unwrap())
+                .map(|t| {
+                    t[0]["iteration_time_ns"].parse::<f64>().unwrap()
+                        / t[i]["iteration_time_ns"].parse::<f64>().unwrap()
+                })
                 .collect();
             let lo = sp.iter().cloned().fold(f64::INFINITY, f64::min);
             let hi = sp.iter().cloned().fold(0.0, f64::max);
@@ -421,8 +620,16 @@ mod tables {
         // seed 0 alone is what a one-seed run writes
         let one = d.path().join("one");
         ok(&ina3d(&[
-            "run", &tiny(), "--topology", topo, "--no-ns3", "--no-traces", "--policies", "ring,ina-dp",
-            "-o", one.to_str().unwrap(),
+            "run",
+            &tiny(),
+            "--topology",
+            topo,
+            "--no-ns3",
+            "--no-traces",
+            "--policies",
+            "ring,ina-dp",
+            "-o",
+            one.to_str().unwrap(),
         ]));
         let strip = |rows: Vec<BTreeMap<String, String>>| {
             rows.into_iter()
@@ -432,7 +639,10 @@ mod tables {
                 })
                 .collect::<Vec<_>>()
         };
-        assert_eq!(strip(csv_columns(&one.join("results.csv")).1), strip(per_seed[0].clone()));
+        assert_eq!(
+            strip(csv_columns(&one.join("results.csv")).1),
+            strip(per_seed[0].clone())
+        );
     }
 
     #[test]
@@ -449,8 +659,20 @@ mod tables {
         )
         .unwrap();
         let out = d.path().join("sw");
-        let o = ina3d(&["sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap(), "--jobs", "2"]);
-        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = ina3d(&[
+            "sweep",
+            g.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--jobs",
+            "2",
+        ]);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let (h, rows) = csv_columns(&out.join("sweep.csv"));
         assert_eq!(&h[..3], ["cell", "ina-slots", "tp"]);
         assert!(!h.iter().any(|c| c.ends_with("wall_time_ns")));
@@ -459,7 +681,11 @@ mod tables {
         assert_eq!(cells.iter().filter(|c| c["state"] == "failed").count(), 2);
         for c in cells.iter().filter(|c| c["state"] == "failed") {
             assert_eq!(c["tp"], "3");
-            assert!(c["error"].contains("inconsistent") || c["error"].contains("override"), "{}", c["error"]);
+            assert!(
+                c["error"].contains("inconsistent") || c["error"].contains("override"),
+                "{}",
+                c["error"]
+            );
         }
         // every sweep.csv row is its cell's results.csv row
         for r in &rows {
@@ -470,7 +696,12 @@ mod tables {
                     assert_eq!(&r[k], v, "{k}");
                 }
             }
-            let (_, summary) = csv_columns(&out.join("cells").join(&r["cell"]).join(&r["policy"]).join("replay/summary.csv"));
+            let (_, summary) = csv_columns(
+                &out.join("cells")
+                    .join(&r["cell"])
+                    .join(&r["policy"])
+                    .join("replay/summary.csv"),
+            );
             assert_eq!(r["iteration_time_ns"], summary[0]["iteration_time_ns"]);
         }
         // collected again: the same bytes; a removed cell is reported missing (status 1)
@@ -490,7 +721,11 @@ mod tables {
         let d = tempfile::tempdir().unwrap();
         let g = d.path().join("grid.toml");
         // the bundled 16-GPU example: seconds per cell, long enough to be killed mid-cell
-        std::fs::write(&g, "[base]\nns3 = 'off'\ntraces = false\n[axes]\nina-slots = [4096]\n").unwrap();
+        std::fs::write(
+            &g,
+            "[base]\nns3 = 'off'\ntraces = false\n[axes]\nina-slots = [4096]\n",
+        )
+        .unwrap();
         let out = d.path().join("sw");
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
             .args(["sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap()])
@@ -501,22 +736,37 @@ mod tables {
         let cells = out.join("cells");
         let tmp = loop {
             let t = std::fs::read_dir(&cells).ok().and_then(|mut r| {
-                r.find_map(|e| e.ok().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "tmp")))
+                r.find_map(|e| {
+                    e.ok()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "tmp"))
+                })
             });
             if let Some(t) = t {
                 break t;
             }
-            assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its cell started");
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the sweep ended before its cell started"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         };
         child.kill().unwrap();
         child.wait().unwrap();
         let id = tmp.file_stem().unwrap().to_str().unwrap().to_string();
-        assert!(!cells.join(&id).exists(), "the killed cell has a final directory");
+        assert!(
+            !cells.join(&id).exists(),
+            "the killed cell has a final directory"
+        );
         let o = ina3d(&["sweep", "collect", out.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1));
         assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("{id}: partial")));
-        ok(&ina3d(&["sweep", g.to_str().unwrap(), "-o", out.to_str().unwrap()]));
+        ok(&ina3d(&[
+            "sweep",
+            g.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]));
         assert!(!tmp.exists());
         assert!(cells.join(&id).join("results.csv").exists());
     }

@@ -88,9 +88,13 @@ pub fn run(c: Command) -> Result<()> {
         Command::Emit(a) => {
             let input = pipeline::load_ns3_input(&a.trace)?;
             let mut warnings = Vec::new();
-            let seed = pipeline::resolve_seed(a.seed, input.seed, "the glue's routes", &mut warnings);
-            let spec =
-                pipeline::resolve_topology(a.topology.as_deref(), input.topology.as_deref(), &a.trace)?;
+            let seed =
+                pipeline::resolve_seed(a.seed, input.seed, "the glue's routes", &mut warnings);
+            let spec = pipeline::resolve_topology(
+                a.topology.as_deref(),
+                input.topology.as_deref(),
+                &a.trace,
+            )?;
             let (topo, topo_warnings) = Topology::from_spec_with_warnings(&spec)
                 .with_context(|| format!("topology `{spec}`"))?;
             for w in &warnings {
@@ -128,7 +132,10 @@ pub fn run(c: Command) -> Result<()> {
             let bin = match a.glue {
                 Some(b) => b,
                 None => {
-                    eprintln!("building ns3-glue if needed → {}", ns3::run::glue_binary().display());
+                    eprintln!(
+                        "building ns3-glue if needed → {}",
+                        ns3::run::glue_binary().display()
+                    );
                     pipeline::glue()?
                 }
             };

@@ -27,7 +27,11 @@ pub struct Args {
     /// Policies to run, comma-separated, `ring` among them (every speed-up is measured
     /// against it): ring (INA off), ina-dp, ina-tp, ina-tp-dp (the classes allowed to
     /// aggregate in switches).
-    #[arg(long, default_value = "ring,ina-dp,ina-tp,ina-tp-dp", value_name = "LIST")]
+    #[arg(
+        long,
+        default_value = "ring,ina-dp,ina-tp,ina-tp-dp",
+        value_name = "LIST"
+    )]
     pub policies: String,
     /// ECMP seeds, comma-separated: every policy runs once per seed. With more than one,
     /// each seed's outputs go to DIR/seed-<s>/ and results.csv gives per policy the median

@@ -106,7 +106,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.dry_run {
         for c in &cells {
-            println!("{:>5}  {}  {:<8} {}", c.index, c.id, sweep::state(out, &c.id).as_str(), axes(c));
+            println!(
+                "{:>5}  {}  {:<8} {}",
+                c.index,
+                c.id,
+                sweep::state(out, &c.id).as_str(),
+                axes(c)
+            );
         }
         return Ok(());
     }
@@ -153,7 +159,12 @@ fn runner() -> &'static sweep::exec::CellRunner<'static> {
 fn one_cell(out: &Path, grid: &Path, cell: &Cell) -> anyhow::Result<()> {
     let t0 = std::time::Instant::now();
     let o = sweep::exec::run_cell(out, grid, cell, runner())?;
-    eprintln!("cell {} {}: {}", cell.index, cell.id, status(&o, t0.elapsed().as_secs_f64()));
+    eprintln!(
+        "cell {} {}: {}",
+        cell.index,
+        cell.id,
+        status(&o, t0.elapsed().as_secs_f64())
+    );
     match o {
         Outcome::Failed(e) => Err(Incomplete(format!("cell {} failed: {e}", cell.index)).into()),
         _ => Ok(()),
@@ -163,8 +174,10 @@ fn one_cell(out: &Path, grid: &Path, cell: &Cell) -> anyhow::Result<()> {
 fn run_local(out: &Path, grid: &Path, cells: &[Cell], jobs: usize) -> anyhow::Result<()> {
     let bar = indicatif::ProgressBar::new(cells.len() as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("sweep {bar:40} {pos}/{len} cells ({elapsed}, eta {eta})")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "sweep {bar:40} {pos}/{len} cells ({elapsed}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let width = cells.len().to_string().len();
     let on = |e: Event<'_>| {
@@ -195,7 +208,8 @@ fn submit(a: &Args, grid: &Path, out: &Path, cells: &[Cell]) -> anyhow::Result<(
         eprintln!("every cell is done: nothing to submit");
         return collect(out);
     }
-    let abs = |p: &Path| std::path::absolute(p).with_context(|| format!("resolving {}", p.display()));
+    let abs =
+        |p: &Path| std::path::absolute(p).with_context(|| format!("resolving {}", p.display()));
     let exe = std::env::current_exe().context("locating the ina3d binary")?;
     let opts = slurm::SlurmOptions {
         partition: a.partition.clone(),
@@ -241,7 +255,11 @@ fn collect(dir: &Path) -> anyhow::Result<()> {
         c.cells.len() - bad.len(),
         bad.len(),
         c.rows,
-        c.written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        c.written
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     for (i, id, st) in bad.iter().take(20) {
         let why = match st {
@@ -253,11 +271,19 @@ fn collect(dir: &Path) -> anyhow::Result<()> {
     if bad.is_empty() {
         Ok(())
     } else {
-        Err(Incomplete(format!("{} of {} cells not done (see {})", bad.len(), c.cells.len(), dir.join("cells.csv").display())).into())
+        Err(Incomplete(format!(
+            "{} of {} cells not done (see {})",
+            bad.len(),
+            c.cells.len(),
+            dir.join("cells.csv").display()
+        ))
+        .into())
     }
 }
 
 #[cfg(not(feature = "tables"))]
 fn collect(_dir: &Path) -> anyhow::Result<()> {
-    anyhow::bail!("`ina3d sweep collect` needs the `tables` feature (polars); rebuild with default features")
+    anyhow::bail!(
+        "`ina3d sweep collect` needs the `tables` feature (polars); rebuild with default features"
+    )
 }

@@ -73,7 +73,16 @@ mod tests {
     fn trace_without_flags_takes_the_library_s_job_defaults() {
         let c = Cmd::try_parse_from(["trace", "in.log", "--topology", "t", "-o", "x"]).unwrap();
         let a = &c.trace;
-        let spec = a.job.spec(&a.input, &a.topology, a.ina, parse_classes(&a.ina_classes).unwrap(), a.seed).unwrap();
+        let spec = a
+            .job
+            .spec(
+                &a.input,
+                &a.topology,
+                a.ina,
+                parse_classes(&a.ina_classes).unwrap(),
+                a.seed,
+            )
+            .unwrap();
         let want = ina3d::pipeline::JobSpec {
             input: "in.log".into(),
             topology: "t".into(),
@@ -81,6 +90,9 @@ mod tests {
         };
         assert_eq!(spec, want);
         // and the generator's own defaults
-        assert_eq!(spec.trace_options().unwrap(), ina3d::trace::TraceOptions::default());
+        assert_eq!(
+            spec.trace_options().unwrap(),
+            ina3d::trace::TraceOptions::default()
+        );
     }
 }

@@ -39,11 +39,19 @@ pub fn read_from(path: &Path, input: impl std::io::Read) -> Result<ResultsText, 
         .map(str::to_string)
         .collect();
     if columns.iter().all(String::is_empty) {
-        return Err(FormatError::file(path, "empty: no header line (expected a results table)"));
+        return Err(FormatError::file(
+            path,
+            "empty: no header line (expected a results table)",
+        ));
     }
     for (i, c) in columns.iter().enumerate() {
         if columns[..i].contains(c) {
-            return Err(FormatError::syntax(path, 1, c.as_str(), "column named twice"));
+            return Err(FormatError::syntax(
+                path,
+                1,
+                c.as_str(),
+                "column named twice",
+            ));
         }
     }
     if !columns.iter().any(|c| c == POLICY_COLUMN) {
@@ -60,7 +68,10 @@ pub fn read_from(path: &Path, input: impl std::io::Read) -> Result<ResultsText, 
         rows.push(r.iter().map(str::to_string).collect());
     }
     if rows.is_empty() {
-        return Err(FormatError::file(path, "no rows: a results table has one row per policy"));
+        return Err(FormatError::file(
+            path,
+            "no rows: a results table has one row per policy",
+        ));
     }
     Ok(ResultsText { columns, rows })
 }
@@ -75,8 +86,12 @@ mod tests {
 
     #[test]
     fn a_table_is_read_as_text_cells_with_empty_cells_kept() {
-        let t = parse("policy,iteration_time_ns,ns3_iteration_time_ns\nring,10,\nina-dp,8,7\n").unwrap();
-        assert_eq!(t.columns, ["policy", "iteration_time_ns", "ns3_iteration_time_ns"]);
+        let t = parse("policy,iteration_time_ns,ns3_iteration_time_ns\nring,10,\nina-dp,8,7\n")
+            .unwrap();
+        assert_eq!(
+            t.columns,
+            ["policy", "iteration_time_ns", "ns3_iteration_time_ns"]
+        );
         assert_eq!(t.rows, [["ring", "10", ""], ["ina-dp", "8", "7"]]);
     }
 

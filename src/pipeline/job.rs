@@ -189,11 +189,10 @@ impl Default for JobSpec {
 impl JobSpec {
     /// The training config after every override, validated.
     pub fn config(&self) -> Result<TrainingConfig, PipelineError> {
-        let mut cfg =
-            megatron::load_input(&self.input).map_err(|source| PipelineError::Input {
-                input: self.input.clone(),
-                source,
-            })?;
+        let mut cfg = megatron::load_input(&self.input).map_err(|source| PipelineError::Input {
+            input: self.input.clone(),
+            source: Box::new(source),
+        })?;
         let mut pairs: Vec<(String, String)> = self.megatron.clone();
         for (k, v) in [
             ("tensor_model_parallel_size", self.tp),
@@ -219,10 +218,11 @@ impl JobSpec {
             cfg.set(k, v).map_err(|source| PipelineError::Override {
                 key: k.replace('_', "-"),
                 value: v.clone(),
-                source,
+                source: Box::new(source),
             })?;
         }
-        cfg.validate().map_err(PipelineError::Inconsistent)?;
+        cfg.validate()
+            .map_err(|e| PipelineError::Inconsistent(Box::new(e)))?;
         Ok(cfg)
     }
 
@@ -273,13 +273,14 @@ impl Job {
             Topology::from_spec_with_warnings(&spec.topology).map_err(|source| {
                 PipelineError::Topology {
                     spec: spec.topology.clone(),
-                    source,
+                    source: Box::new(source),
                 }
             })?;
-        let workload = schedule::build(&cfg, &opts.schedule).map_err(PipelineError::Workload)?;
+        let workload = schedule::build(&cfg, &opts.schedule)
+            .map_err(|e| PipelineError::Workload(Box::new(e)))?;
         topology
             .check_world(workload.world(), workload.tp())
-            .map_err(PipelineError::Fit)?;
+            .map_err(|e| PipelineError::Fit(Box::new(e)))?;
         Ok(Job {
             cfg,
             topology,

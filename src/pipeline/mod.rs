@@ -62,7 +62,7 @@ pub enum PipelineError {
         input: String,
         /// Why.
         #[source]
-        source: crate::megatron::MegatronError,
+        source: Box<crate::megatron::MegatronError>,
     },
     /// A Megatron override does not apply.
     #[error("override --{key} {value}")]
@@ -73,11 +73,11 @@ pub enum PipelineError {
         value: String,
         /// Why.
         #[source]
-        source: crate::megatron::MegatronError,
+        source: Box<crate::megatron::MegatronError>,
     },
     /// The configuration after every override is inconsistent.
     #[error("the training configuration is inconsistent")]
-    Inconsistent(#[source] crate::megatron::MegatronError),
+    Inconsistent(#[source] Box<crate::megatron::MegatronError>),
     /// An option's value is not usable.
     #[error("{option}: {msg}")]
     Option {
@@ -93,7 +93,7 @@ pub enum PipelineError {
         spec: String,
         /// Why.
         #[source]
-        source: crate::topology::TopologyError,
+        source: Box<crate::topology::TopologyError>,
     },
     /// Routing cannot be set up on the topology.
     #[error("routing on `{spec}`")]
@@ -102,14 +102,14 @@ pub enum PipelineError {
         spec: String,
         /// Why.
         #[source]
-        source: crate::topology::TopologyError,
+        source: Box<crate::topology::TopologyError>,
     },
     /// The workload cannot be built.
     #[error("building the 3D-parallel workload")]
-    Workload(#[source] crate::schedule::ScheduleError),
+    Workload(#[source] Box<crate::schedule::ScheduleError>),
     /// The job does not fit the topology.
     #[error("the job does not fit the topology")]
-    Fit(#[source] crate::topology::TopologyError),
+    Fit(#[source] Box<crate::topology::TopologyError>),
     /// Trace generation failed.
     #[error("generating {what}")]
     Generate {
@@ -117,7 +117,7 @@ pub enum PipelineError {
         what: String,
         /// Why.
         #[source]
-        source: crate::trace::TraceError,
+        source: Box<crate::trace::TraceError>,
     },
     /// A trace file cannot be read.
     #[error("reading trace {}", path.display())]
@@ -126,7 +126,7 @@ pub enum PipelineError {
         path: PathBuf,
         /// Why.
         #[source]
-        source: crate::formats::FormatError,
+        source: Box<crate::formats::FormatError>,
     },
     /// The topology given and the one a trace names differ.
     #[error("--topology `{given}` disagrees with the topology `{header}` the trace {} was generated for", trace.display())]
@@ -148,7 +148,7 @@ pub enum PipelineError {
         trace: String,
         /// Why.
         #[source]
-        source: crate::replay::ReplayError,
+        source: Box<crate::replay::ReplayError>,
     },
     /// A trace's header does not describe an INA model ns-3 can take.
     #[error("trace {}", trace.display())]
@@ -157,7 +157,7 @@ pub enum PipelineError {
         trace: PathBuf,
         /// Why.
         #[source]
-        source: crate::ns3::Ns3Error,
+        source: Box<crate::ns3::Ns3Error>,
     },
     /// Writing the ns-3 inputs failed.
     #[error("emitting into {}", dir.display())]
@@ -166,7 +166,7 @@ pub enum PipelineError {
         dir: PathBuf,
         /// Why.
         #[source]
-        source: crate::ns3::Ns3Error,
+        source: Box<crate::ns3::Ns3Error>,
     },
     /// The glue run failed or is incomplete.
     #[error("running ns-3 on {}", dir.display())]
@@ -175,14 +175,14 @@ pub enum PipelineError {
         dir: PathBuf,
         /// Why.
         #[source]
-        source: crate::ns3::Ns3Error,
+        source: Box<crate::ns3::Ns3Error>,
     },
     /// Other ns-3 back-end failures (glue build, input files).
     #[error(transparent)]
-    Ns3(crate::ns3::Ns3Error),
+    Ns3(Box<crate::ns3::Ns3Error>),
     /// A file could not be written or read.
     #[error(transparent)]
-    File(#[from] crate::formats::FormatError),
+    File(Box<crate::formats::FormatError>),
     /// I/O on a named path.
     #[error("{}: {source}", path.display())]
     Io {
@@ -195,7 +195,7 @@ pub enum PipelineError {
     /// Comparison or tables failed.
     #[cfg(feature = "tables")]
     #[error(transparent)]
-    Report(#[from] crate::report::ReportError),
+    Report(Box<crate::report::ReportError>),
     /// One policy (at one seed) of a run failed.
     #[error("policy `{policy}`, seed {seed}")]
     Policy {
@@ -207,6 +207,19 @@ pub enum PipelineError {
         #[source]
         source: Box<PipelineError>,
     },
+}
+
+impl From<crate::formats::FormatError> for PipelineError {
+    fn from(e: crate::formats::FormatError) -> Self {
+        PipelineError::File(Box::new(e))
+    }
+}
+
+#[cfg(feature = "tables")]
+impl From<crate::report::ReportError> for PipelineError {
+    fn from(e: crate::report::ReportError) -> Self {
+        PipelineError::Report(Box::new(e))
+    }
 }
 
 impl PipelineError {

@@ -29,12 +29,8 @@ pub enum Policy {
 keyword_enum!(Policy, "policy", Policy::Ring => "ring", Policy::InaDp => "ina-dp", Policy::InaTp => "ina-tp", Policy::InaTpDp => "ina-tp-dp");
 
 /// The policies of `ina3d run` when none are named, ring first.
-pub const DEFAULT_POLICIES: [Policy; 4] = [
-    Policy::Ring,
-    Policy::InaDp,
-    Policy::InaTp,
-    Policy::InaTpDp,
-];
+pub const DEFAULT_POLICIES: [Policy; 4] =
+    [Policy::Ring, Policy::InaDp, Policy::InaTp, Policy::InaTpDp];
 
 /// What a policy may use to make its trace options.
 pub struct PolicyContext<'a> {

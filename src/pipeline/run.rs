@@ -15,8 +15,12 @@
 //! and the top `results.csv` gives, per policy, the median over the seeds and the range of
 //! the iteration time and the speed-up, with the seeds listed ([`crate::report::seeds_table`]).
 
-use super::stages::{emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report};
-use super::{Job, Ns3Choice, PipelineError, Policy, PolicyContext, Reporter, RunSpec, AUTO_NS3_MAX_NET_BYTES};
+use super::stages::{
+    emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report,
+};
+use super::{
+    Job, Ns3Choice, PipelineError, Policy, PolicyContext, Reporter, RunSpec, AUTO_NS3_MAX_NET_BYTES,
+};
 use crate::fct::Summary;
 use crate::ns3::{self, EmitOptions};
 use crate::report::{self, PolicyResult};
@@ -63,7 +67,13 @@ pub fn run(
     let several = spec.seeds.len() > 1;
     let mut per_seed = Vec::new();
     for &seed in &spec.seeds {
-        let sub = |d: &Path| if several { d.join(format!("seed-{seed}")) } else { d.to_path_buf() };
+        let sub = |d: &Path| {
+            if several {
+                d.join(format!("seed-{seed}"))
+            } else {
+                d.to_path_buf()
+            }
+        };
         let (dir, names) = (sub(out), sub(name_root));
         let seeded = TraceOptions {
             seed,
@@ -71,9 +81,20 @@ pub fn run(
         };
         let mut rows = Vec::new();
         for &p in &spec.policies {
-            let tag = if several { format!("{p} seed {seed}") } else { p.to_string() };
+            let tag = if several {
+                format!("{p} seed {seed}")
+            } else {
+                p.to_string()
+            };
             let r = ctx
-                .policy(p, &seeded, &dir.join(p.as_str()), &names.join(p.as_str()), &tag, rep)
+                .policy(
+                    p,
+                    &seeded,
+                    &dir.join(p.as_str()),
+                    &names.join(p.as_str()),
+                    &tag,
+                    rep,
+                )
                 .map_err(|e| PipelineError::Policy {
                     policy: p,
                     seed,
@@ -146,9 +167,19 @@ impl Runner<'_> {
         let t = generate_trace(self.job, &opts, file.as_deref(), true, &mut |_| {})?;
         rep.line(&prefixed(tag, &trace_report(self.job, &opts, &t)));
         let replay_dir = dir.join("replay");
-        let r = replay_records(&t.records, &t.header, &self.job.topology, base.seed, &name, rep.bars())?;
+        let r = replay_records(
+            &t.records,
+            &t.header,
+            &self.job.topology,
+            base.seed,
+            &name,
+            rep.bars(),
+        )?;
         crate::replay::write_outputs(&replay_dir, &r)?;
-        rep.line(&format!("[{tag}] replay: {}", replay_report(&r, &replay_dir)));
+        rep.line(&format!(
+            "[{tag}] replay: {}",
+            replay_report(&r, &replay_dir)
+        ));
         let ns3 = match self.spec.ns3 {
             Ns3Choice::On => true,
             Ns3Choice::Off => false,
@@ -188,7 +219,14 @@ impl Runner<'_> {
             tcp: self.spec.tcp_connections,
             ..EmitOptions::default()
         };
-        let e = emit_ns3(records, &opts.ina.switch_model(), &self.job.topology, &emit, &ns3_dir, name)?;
+        let e = emit_ns3(
+            records,
+            &opts.ina.switch_model(),
+            &self.job.topology,
+            &emit,
+            &ns3_dir,
+            name,
+        )?;
         rep.line(&prefixed(tag, &super::emit_report(&e, &ns3_dir, seed)));
         let bin = match &self.glue {
             Some(b) => b.clone(),
@@ -197,8 +235,10 @@ impl Runner<'_> {
         let bar = rep.bars().then(|| {
             let b = indicatif::ProgressBar::new(0);
             b.set_style(
-                indicatif::ProgressStyle::with_template("ns-3 {bar:40} {pos}/{len} records ({elapsed})")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template(
+                    "ns-3 {bar:40} {pos}/{len} records ({elapsed})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
             b
         });
@@ -213,7 +253,11 @@ impl Runner<'_> {
         }
         let run = run?;
         rep.line(&format!("[{tag}] {}", super::ns3_report(&run, &ns3_dir)));
-        let c = report::compare_with(&dir.join("replay"), &ns3_dir, &report::CompareOptions::default())?;
+        let c = report::compare_with(
+            &dir.join("replay"),
+            &ns3_dir,
+            &report::CompareOptions::default(),
+        )?;
         c.write(&dir.join("compare"))?;
         rep.line(&format!("[{tag}] replayer vs ns-3:\n{}", c.summary_text()?));
         self.ns3_ran = true;

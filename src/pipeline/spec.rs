@@ -109,9 +109,7 @@ fn list(v: &OptionValue) -> Vec<String> {
 
 fn num<T: FromStr>(v: &OptionValue, what: &str) -> Result<T, String> {
     let s = one(v)?;
-    s.trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not {what}"))
+    s.trim().parse().map_err(|_| format!("`{s}` is not {what}"))
 }
 
 fn keyword<T: FromStr<Err = String>>(v: &OptionValue) -> Result<T, String> {
@@ -140,7 +138,10 @@ macro_rules! parallel_size {
             help: $help,
             set: |s, v| {
                 s.job.$field = Some(num::<u32>(v, POS)?).filter(|&n| n > 0);
-                s.job.$field.map(|_| ()).ok_or_else(|| "must be positive".into())
+                s.job
+                    .$field
+                    .map(|_| ())
+                    .ok_or_else(|| "must be positive".into())
             },
             get: |s| opt_text(&s.job.$field),
         }
@@ -362,7 +363,10 @@ fn positive<T: FromStr + Default + PartialEq>(
 }
 
 fn join<T: ToString>(v: &[T]) -> String {
-    v.iter().map(ToString::to_string).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Parses a comma-separated seed list (`0,1,2`): at least one, none twice.
@@ -513,8 +517,7 @@ impl RunSpec {
     /// have an INA algorithm.
     pub fn validate(&self) -> Result<(), PipelineError> {
         self.job.trace_options()?;
-        if self.policies.iter().any(|&p| p != Policy::Ring) && self.job.ina.mode == InaMode::Off
-        {
+        if self.policies.iter().any(|&p| p != Policy::Ring) && self.job.ina.mode == InaMode::Off {
             return Err(PipelineError::Option {
                 option: "--ina off".into(),
                 msg: format!(

@@ -54,7 +54,7 @@ pub fn generate_trace(
     })
     .map_err(|source| PipelineError::Generate {
         what: file.map_or("the trace".into(), |p| format!("`{}`", p.display())),
-        source,
+        source: Box::new(source),
     })?;
     let path = writer.map(TraceWriter::finish).transpose()?;
     Ok(GeneratedTrace {
@@ -71,10 +71,9 @@ pub fn trace_report(job: &Job, opts: &TraceOptions, t: &GeneratedTrace) -> Strin
     let (wl, stats) = (&job.workload, &t.stats);
     let c = &wl.calibration;
     let mut s = String::new();
-    let target = t
-        .path
-        .as_ref()
-        .map_or("trace in memory".into(), |p| format!("wrote {}", p.display()));
+    let target = t.path.as_ref().map_or("trace in memory".into(), |p| {
+        format!("wrote {}", p.display())
+    });
     let _ = writeln!(s, "{target} ({} records)", stats.records);
     let _ = writeln!(
         s,
@@ -186,17 +185,17 @@ pub fn replay_records(
 ) -> Result<ReplayResult, PipelineError> {
     let routing = Routing::new(topo, seed).map_err(|source| PipelineError::Routing {
         spec: topo.source.clone(),
-        source,
+        source: Box::new(source),
     })?;
     let mut opts = ReplayOptions::from_header(header).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
-        source,
+        source: Box::new(source),
     })?;
     opts.progress = progress;
     opts.trace_name = trace_name.into();
     replay::simulate(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -219,18 +218,15 @@ pub fn replay_file(
 ) -> Result<FileReplay, PipelineError> {
     let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     let spec = resolve_topology(topology, header_topology(&t.header), path)?;
     let mut warnings = Vec::new();
-    let seed = resolve_seed(
-        seed,
-        header_seed(&t.header, path)?,
-        "routes",
-        &mut warnings,
-    );
-    let topo = Topology::from_spec(&spec)
-        .map_err(|source| PipelineError::Topology { spec, source })?;
+    let seed = resolve_seed(seed, header_seed(&t.header, path)?, "routes", &mut warnings);
+    let topo = Topology::from_spec(&spec).map_err(|source| PipelineError::Topology {
+        spec,
+        source: Box::new(source),
+    })?;
     let name = path.display().to_string();
     let result = replay_records(&t.records, &t.header, &topo, seed, &name, progress)?;
     Ok(FileReplay { result, warnings })
@@ -283,11 +279,12 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
         if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
             let params = path.with_file_name("params.txt");
             let (ina, seed) = match std::fs::read_to_string(&params) {
-                Ok(t) => ns3::emit::read_params(&params, &t).map_err(PipelineError::Ns3)?,
+                Ok(t) => ns3::emit::read_params(&params, &t)
+                    .map_err(|e| PipelineError::Ns3(Box::new(e)))?,
                 Err(_) => (InaSwitchModel::default(), None),
             };
-            let (records, _) =
-                ns3::emit::read_trace_txt(path, &text).map_err(PipelineError::Ns3)?;
+            let (records, _) = ns3::emit::read_trace_txt(path, &text)
+                .map_err(|e| PipelineError::Ns3(Box::new(e)))?;
             return Ok(Ns3Input {
                 records,
                 ina,
@@ -298,11 +295,11 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
     }
     let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     let ina = ns3::ina_model(&t.header).map_err(|source| PipelineError::Ns3Trace {
         trace: path.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     Ok(Ns3Input {
         topology: header_topology(&t.header).map(String::from),
@@ -324,7 +321,7 @@ pub fn emit_ns3(
 ) -> Result<EmitReport, PipelineError> {
     let r = ns3::emit(records, ina, topo, opts, out).map_err(|source| PipelineError::Emit {
         dir: out.to_path_buf(),
-        source,
+        source: Box::new(source),
     })?;
     let src = out.join(ns3::run::SOURCE_TRACE_FILE);
     write_atomic(&src, |w| writeln!(w, "{source_trace}"))?;
@@ -354,7 +351,7 @@ pub fn glue() -> Result<PathBuf, PipelineError> {
     static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
     ns3::run::build_glue(&ns3::run::glue_source_dir(), &ns3::run::glue_binary())
-        .map_err(PipelineError::Ns3)
+        .map_err(|e| PipelineError::Ns3(Box::new(e)))
 }
 
 /// Runs the glue `binary` on the emitted directory `dir`; `progress(done, total)` follows
@@ -366,7 +363,7 @@ pub fn run_ns3(
 ) -> Result<ns3::run::RunReport, PipelineError> {
     ns3::run::run_glue(binary, dir, progress).map_err(|source| PipelineError::Ns3Run {
         dir: dir.to_path_buf(),
-        source,
+        source: Box::new(source),
     })
 }
 

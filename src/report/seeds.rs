@@ -60,13 +60,18 @@ pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<DataFrame, R
             msg: "no seed ran".into(),
         });
     };
-    let policies = |rows: &[PolicyResult]| rows.iter().map(|r| r.policy.clone()).collect::<Vec<_>>();
+    let policies =
+        |rows: &[PolicyResult]| rows.iter().map(|r| r.policy.clone()).collect::<Vec<_>>();
     let expected = policies(&per_seed[0].1);
     for (seed, rows) in per_seed {
         if policies(rows) != expected {
             return Err(ReportError::SeedPolicies {
                 seed: Some(*seed),
-                msg: format!("ran {:?}, seed {} ran {expected:?}", policies(rows), per_seed[0].0),
+                msg: format!(
+                    "ran {:?}, seed {} ran {expected:?}",
+                    policies(rows),
+                    per_seed[0].0
+                ),
             });
         }
     }
@@ -79,7 +84,11 @@ pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<DataFrame, R
             .map_err(pol(name))?;
         cols.push(fold(c, &across).map_err(pol(name))?);
     }
-    let seeds = per_seed.iter().map(|(s, _)| s.to_string()).collect::<Vec<_>>().join(";");
+    let seeds = per_seed
+        .iter()
+        .map(|(s, _)| s.to_string())
+        .collect::<Vec<_>>()
+        .join(";");
     cols.push(Column::new("seeds".into(), vec![seeds; first.height()]));
     for metric in ["iteration_time_ns", "speedup_vs_ring"] {
         let across = tables
@@ -87,7 +96,8 @@ pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<DataFrame, R
             .map(|t| t.column(metric)?.cast(&DataType::Float64))
             .collect::<PolarsResult<Vec<Column>>>()
             .map_err(pol(name))?;
-        let values = |i: usize| -> Vec<f64> { across.iter().filter_map(|c| c.f64().ok()?.get(i)).collect() };
+        let values =
+            |i: usize| -> Vec<f64> { across.iter().filter_map(|c| c.f64().ok()?.get(i)).collect() };
         let range = |pick: fn(f64, f64) -> f64| -> Vec<f64> {
             (0..first.height())
                 .map(|i| values(i).into_iter().reduce(pick).unwrap_or(f64::NAN))
@@ -113,7 +123,10 @@ fn fold(first: &Column, across: &[Column]) -> PolarsResult<Column> {
     Ok(match first.dtype() {
         DataType::String => {
             for c in across {
-                if !c.as_materialized_series().equals(first.as_materialized_series()) {
+                if !c
+                    .as_materialized_series()
+                    .equals(first.as_materialized_series())
+                {
                     return Err(PolarsError::ComputeError(
                         format!("column `{name}` differs between seeds").into(),
                     ));
@@ -122,7 +135,10 @@ fn fold(first: &Column, across: &[Column]) -> PolarsResult<Column> {
             first.clone()
         }
         DataType::Float64 => {
-            let cs = across.iter().map(|c| c.f64().cloned()).collect::<PolarsResult<Vec<_>>>()?;
+            let cs = across
+                .iter()
+                .map(|c| c.f64().cloned())
+                .collect::<PolarsResult<Vec<_>>>()?;
             let v: Vec<Option<f64>> = (0..n)
                 .map(|i| median_f64(&cs.iter().filter_map(|c| c.get(i)).collect::<Vec<_>>()))
                 .collect();
@@ -133,7 +149,10 @@ fn fold(first: &Column, across: &[Column]) -> PolarsResult<Column> {
                 .iter()
                 .map(|c| c.cast(&DataType::UInt64))
                 .collect::<PolarsResult<Vec<_>>>()?;
-            let cs = cs.iter().map(|c| c.u64().cloned()).collect::<PolarsResult<Vec<_>>>()?;
+            let cs = cs
+                .iter()
+                .map(|c| c.u64().cloned())
+                .collect::<PolarsResult<Vec<_>>>()?;
             let v: Vec<Option<u64>> = (0..n)
                 .map(|i| median_u64(&cs.iter().filter_map(|c| c.get(i)).collect::<Vec<_>>()))
                 .collect();

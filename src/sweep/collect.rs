@@ -55,7 +55,10 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
     for (i, c) in cells.iter().enumerate() {
         let st = state(out, &c.id);
         if st == CellState::Done {
-            tables.push((i, results_csv::read(&cell_dir(out, &c.id).join(RESULTS_FILE))?));
+            tables.push((
+                i,
+                results_csv::read(&cell_dir(out, &c.id).join(RESULTS_FILE))?,
+            ));
         }
         states.push((c.index, c.id.to_string(), st));
     }
@@ -67,7 +70,8 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
             }
         }
     }
-    let (wall, kept): (Vec<String>, Vec<String>) = columns.into_iter().partition(|c| is_wall_time(c));
+    let (wall, kept): (Vec<String>, Vec<String>) =
+        columns.into_iter().partition(|c| is_wall_time(c));
     // One output row per (cell, results row).
     let rows: Vec<(usize, &ResultsText, usize)> = tables
         .iter()
@@ -84,7 +88,10 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
             })
             .collect()
     };
-    let ids: Vec<String> = rows.iter().map(|(i, _, _)| cells[*i].id.to_string()).collect();
+    let ids: Vec<String> = rows
+        .iter()
+        .map(|(i, _, _)| cells[*i].id.to_string())
+        .collect();
     let path = |n: &str| out.join(n);
     let mut sweep = vec![Column::new("cell".into(), ids.clone())];
     for a in &axes {
@@ -105,11 +112,17 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
         timings.push(typed_text(c, &text(c)));
     }
     let mut written = Vec::new();
-    for (name, cols) in [("sweep.csv", sweep), ("timings.csv", timings), ("cells.csv", cells_table(&cells, &states, &axes))] {
+    for (name, cols) in [
+        ("sweep.csv", sweep),
+        ("timings.csv", timings),
+        ("cells.csv", cells_table(&cells, &states, &axes)),
+    ] {
         let p = path(name);
-        let mut df = DataFrame::new_infer_height(cols).map_err(|source| crate::report::ReportError::Polars {
-            path: p.clone(),
-            source,
+        let mut df = DataFrame::new_infer_height(cols).map_err(|source| {
+            crate::report::ReportError::Polars {
+                path: p.clone(),
+                source,
+            }
         })?;
         write_csv(&mut df, &p)?;
         written.push(p);
@@ -131,9 +144,16 @@ fn axis_value(axes: &[(String, super::grid::AxisValue)], name: &str) -> Value {
 fn typed_axis(name: &str, v: &[Value]) -> Column {
     let name: PlSmallStr = name.into();
     if v.iter().all(|x| matches!(x, Value::Int(_))) {
-        return Column::new(name, v.iter().map(|x| if let Value::Int(i) = x { *i } else { 0 }).collect::<Vec<i64>>());
+        return Column::new(
+            name,
+            v.iter()
+                .map(|x| if let Value::Int(i) = x { *i } else { 0 })
+                .collect::<Vec<i64>>(),
+        );
     }
-    if v.iter().all(|x| matches!(x, Value::Int(_) | Value::Float(_))) {
+    if v.iter()
+        .all(|x| matches!(x, Value::Int(_) | Value::Float(_)))
+    {
         let f = |x: &Value| match x {
             Value::Int(i) => *i as f64,
             Value::Float(f) => *f,
@@ -142,7 +162,12 @@ fn typed_axis(name: &str, v: &[Value]) -> Column {
         return Column::new(name, v.iter().map(f).collect::<Vec<f64>>());
     }
     if v.iter().all(|x| matches!(x, Value::Bool(_))) {
-        return Column::new(name, v.iter().map(|x| matches!(x, Value::Bool(true))).collect::<Vec<bool>>());
+        return Column::new(
+            name,
+            v.iter()
+                .map(|x| matches!(x, Value::Bool(true)))
+                .collect::<Vec<bool>>(),
+        );
     }
     let s = |x: &Value| match x {
         Value::Str(s) => s.clone(),
@@ -183,9 +208,18 @@ fn cells_table(
     axes: &[String],
 ) -> Vec<Column> {
     let mut cols = vec![
-        Column::new("index".into(), states.iter().map(|s| s.0 as u64).collect::<Vec<u64>>()),
-        Column::new("cell".into(), states.iter().map(|s| s.1.clone()).collect::<Vec<String>>()),
-        Column::new("state".into(), states.iter().map(|s| s.2.as_str()).collect::<Vec<&str>>()),
+        Column::new(
+            "index".into(),
+            states.iter().map(|s| s.0 as u64).collect::<Vec<u64>>(),
+        ),
+        Column::new(
+            "cell".into(),
+            states.iter().map(|s| s.1.clone()).collect::<Vec<String>>(),
+        ),
+        Column::new(
+            "state".into(),
+            states.iter().map(|s| s.2.as_str()).collect::<Vec<&str>>(),
+        ),
         Column::new(
             "error".into(),
             states

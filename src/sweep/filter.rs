@@ -131,7 +131,9 @@ fn ident_char(c: char) -> bool {
 
 const KEYWORDS: [&str; 6] = ["and", "or", "not", "in", "true", "false"];
 
-fn ws<'a, O>(f: impl FnMut(In<'a>) -> IResult<In<'a>, O>) -> impl FnMut(In<'a>) -> IResult<In<'a>, O> {
+fn ws<'a, O>(
+    f: impl FnMut(In<'a>) -> IResult<In<'a>, O>,
+) -> impl FnMut(In<'a>) -> IResult<In<'a>, O> {
     preceded(multispace0, f)
 }
 
@@ -144,7 +146,10 @@ impl<'s> P<'s> {
         self.src.len() - rest.len()
     }
     fn node(&self, rest: In<'_>, e: Expr) -> Node {
-        Node { at: self.at(rest), e }
+        Node {
+            at: self.at(rest),
+            e,
+        }
     }
 
     fn expr<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
@@ -166,7 +171,10 @@ impl<'s> P<'s> {
                 if let Ok((r, _)) = keyword(word)(i) {
                     let at = self.at(r) - word.len();
                     let (r, right) = next(self, r)?;
-                    left = Node { at, e: Expr::Bin(op, Box::new(left), Box::new(right)) };
+                    left = Node {
+                        at,
+                        e: Expr::Bin(op, Box::new(left), Box::new(right)),
+                    };
                     i = r;
                     continue 'more;
                 }
@@ -178,13 +186,26 @@ impl<'s> P<'s> {
         if let Ok((r, _)) = keyword("not")(i) {
             let at = self.at(r) - 3;
             let (r, inner) = self.not(r)?;
-            return Ok((r, Node { at, e: Expr::Not(Box::new(inner)) }));
+            return Ok((
+                r,
+                Node {
+                    at,
+                    e: Expr::Not(Box::new(inner)),
+                },
+            ));
         }
         self.compare(i)
     }
     fn compare<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
         let (i, left) = self.sum(i)?;
-        let ops = alt((tag("=="), tag("!="), tag("<="), tag(">="), tag("<"), tag(">")));
+        let ops = alt((
+            tag("=="),
+            tag("!="),
+            tag("<="),
+            tag(">="),
+            tag("<"),
+            tag(">"),
+        ));
         if let Ok((r, o)) = ws(ops)(i) {
             let op = match o {
                 "==" => Op::Eq,
@@ -196,7 +217,13 @@ impl<'s> P<'s> {
             };
             let at = self.at(r) - o.len();
             let (r, right) = self.sum(r)?;
-            return Ok((r, Node { at, e: Expr::Bin(op, Box::new(left), Box::new(right)) }));
+            return Ok((
+                r,
+                Node {
+                    at,
+                    e: Expr::Bin(op, Box::new(left), Box::new(right)),
+                },
+            ));
         }
         if let Ok((r, _)) = keyword("in")(i) {
             let at = self.at(r) - 2;
@@ -211,7 +238,13 @@ impl<'s> P<'s> {
                     break;
                 }
             }
-            return Ok((r, Node { at, e: Expr::In(Box::new(left), items) }));
+            return Ok((
+                r,
+                Node {
+                    at,
+                    e: Expr::In(Box::new(left), items),
+                },
+            ));
         }
         Ok((i, left))
     }
@@ -228,7 +261,10 @@ impl<'s> P<'s> {
                 if let Ok((r2, _)) = char::<_, nom::error::Error<In<'a>>>(c)(r) {
                     let at = self.at(r);
                     let (r3, right) = next(self, r2)?;
-                    left = Node { at, e: Expr::Bin(op, Box::new(left), Box::new(right)) };
+                    left = Node {
+                        at,
+                        e: Expr::Bin(op, Box::new(left), Box::new(right)),
+                    };
                     i = r3;
                     continue 'more;
                 }
@@ -240,13 +276,23 @@ impl<'s> P<'s> {
         self.arith(i, &[('+', Op::Add), ('-', Op::Sub)], Self::product)
     }
     fn product<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
-        self.arith(i, &[('*', Op::Mul), ('/', Op::Div), ('%', Op::Rem)], Self::unary)
+        self.arith(
+            i,
+            &[('*', Op::Mul), ('/', Op::Div), ('%', Op::Rem)],
+            Self::unary,
+        )
     }
     fn unary<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
         if let Ok((r, _)) = ws(char::<_, nom::error::Error<In<'a>>>('-'))(i) {
             let at = self.at(r) - 1;
             let (r, inner) = self.unary(r)?;
-            return Ok((r, Node { at, e: Expr::Neg(Box::new(inner)) }));
+            return Ok((
+                r,
+                Node {
+                    at,
+                    e: Expr::Neg(Box::new(inner)),
+                },
+            ));
         }
         self.atom(i)
     }
@@ -258,7 +304,10 @@ impl<'s> P<'s> {
             return Ok((r, e));
         }
         let quoted: IResult<In<'a>, In<'a>> = alt((
-            preceded(char('\''), terminated(take_while(|c| c != '\''), char('\''))),
+            preceded(
+                char('\''),
+                terminated(take_while(|c| c != '\''), char('\'')),
+            ),
             preceded(char('"'), terminated(take_while(|c| c != '"'), char('"'))),
         ))(i);
         if let Ok((r, s)) = quoted {
@@ -267,7 +316,11 @@ impl<'s> P<'s> {
         let number = recognize(tuple((
             digit1,
             opt(pair(char('.'), digit1)),
-            opt(tuple((alt((char('e'), char('E'))), opt(alt((char('+'), char('-')))), digit1))),
+            opt(tuple((
+                alt((char('e'), char('E'))),
+                opt(alt((char('+'), char('-')))),
+                digit1,
+            ))),
         )));
         let number: IResult<In<'a>, In<'a>> =
             terminated(number, not(peek(take_while1(ident_char))))(i);
@@ -321,7 +374,10 @@ impl Filter {
                 } else {
                     Err(FilterError {
                         offset: p.at(rest),
-                        msg: format!("unexpected {} (expected an operator, `and`, `or` or the end)", near(rest)),
+                        msg: format!(
+                            "unexpected {} (expected an operator, `and`, `or` or the end)",
+                            near(rest)
+                        ),
                     })
                 }
             }
@@ -329,7 +385,10 @@ impl Filter {
                 let rest = e.input.trim_start();
                 Err(FilterError {
                     offset: p.at(rest),
-                    msg: format!("unexpected {} (expected a value, a name, `not` or `(`)", near(rest)),
+                    msg: format!(
+                        "unexpected {} (expected a value, a name, `not` or `(`)",
+                        near(rest)
+                    ),
                 })
             }
             Err(nom::Err::Incomplete(_)) => Err(FilterError {
@@ -367,7 +426,10 @@ impl Filter {
             Value::Bool(b) => Ok(b),
             v => Err(FilterError {
                 offset: self.root.at,
-                msg: format!("the filter must be true or false, it gave {} ({v})", v.kind()),
+                msg: format!(
+                    "the filter must be true or false, it gave {} ({v})",
+                    v.kind()
+                ),
             }),
         }
     }
@@ -380,7 +442,10 @@ fn err<T>(at: usize, msg: String) -> Result<T, FilterError> {
 fn truth(n: &Node, lookup: &dyn Fn(&str) -> Option<Value>) -> Result<bool, FilterError> {
     match eval(n, lookup)? {
         Value::Bool(b) => Ok(b),
-        v => err(n.at, format!("expected true or false, found {} ({v})", v.kind())),
+        v => err(
+            n.at,
+            format!("expected true or false, found {} ({v})", v.kind()),
+        ),
     }
 }
 
@@ -395,13 +460,21 @@ fn compare(at: usize, a: &Value, b: &Value) -> Result<Ordering, FilterError> {
         },
     };
     o.map_or_else(
-        || err(at, format!("cannot compare {} ({a}) with {} ({b})", a.kind(), b.kind())),
+        || {
+            err(
+                at,
+                format!("cannot compare {} ({a}) with {} ({b})", a.kind(), b.kind()),
+            )
+        },
         Ok,
     )
 }
 
 fn arith(at: usize, op: Op, a: &Value, b: &Value) -> Result<Value, FilterError> {
-    let overflow = || FilterError { offset: at, msg: format!("{a} and {b}: integer overflow") };
+    let overflow = || FilterError {
+        offset: at,
+        msg: format!("{a} and {b}: integer overflow"),
+    };
     if let (Value::Int(x), Value::Int(y)) = (a, b) {
         let r = match op {
             Op::Add => x.checked_add(*y),
@@ -416,7 +489,14 @@ fn arith(at: usize, op: Op, a: &Value, b: &Value) -> Result<Value, FilterError> 
         }
     }
     let (Some(x), Some(y)) = (a.number(), b.number()) else {
-        return err(at, format!("arithmetic needs numbers, found {} ({a}) and {} ({b})", a.kind(), b.kind()));
+        return err(
+            at,
+            format!(
+                "arithmetic needs numbers, found {} ({a}) and {} ({b})",
+                a.kind(),
+                b.kind()
+            ),
+        );
     };
     match op {
         Op::Div if y == 0.0 => err(at, format!("{a} / 0")),
@@ -531,11 +611,24 @@ mod tests {
     fn type_errors_name_both_sides_and_where() {
         let e = keeps("tp == 2 and collective > 3").unwrap_err();
         assert_eq!(e.offset, 23);
-        assert!(e.msg.contains("text ('ring') with a number (3)"), "{}", e.msg);
+        assert!(
+            e.msg.contains("text ('ring') with a number (3)"),
+            "{}",
+            e.msg
+        );
         assert!(keeps("tp").unwrap_err().msg.contains("true or false"));
-        assert!(keeps("tp and calibrate").unwrap_err().msg.contains("expected true or false"));
-        assert!(keeps("nope == 1").unwrap_err().msg.contains("unknown name `nope`"));
-        assert!(keeps("9223372036854775807 + 1 == 0").unwrap_err().msg.contains("overflow"));
+        assert!(keeps("tp and calibrate")
+            .unwrap_err()
+            .msg
+            .contains("expected true or false"));
+        assert!(keeps("nope == 1")
+            .unwrap_err()
+            .msg
+            .contains("unknown name `nope`"));
+        assert!(keeps("9223372036854775807 + 1 == 0")
+            .unwrap_err()
+            .msg
+            .contains("overflow"));
         assert!(keeps("tp % 0 == 0").is_err());
     }
 
@@ -544,7 +637,11 @@ mod tests {
         let f = Filter::parse("tp > 1 and ina-slots in [tp, 4]").unwrap();
         assert_eq!(
             f.names(),
-            [("tp".to_string(), 0), ("ina-slots".to_string(), 11), ("tp".to_string(), 25)]
+            [
+                ("tp".to_string(), 0),
+                ("ina-slots".to_string(), 11),
+                ("tp".to_string(), 25)
+            ]
         );
     }
 

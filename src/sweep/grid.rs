@@ -93,7 +93,13 @@ impl Grid {
     pub fn parse(path: &Path, text: &str) -> Result<Grid, FormatError> {
         let raw: RawGrid = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
-            at_offset(path, text, at, "grid", e.message().trim().replace('\n', "; "))
+            at_offset(
+                path,
+                text,
+                at,
+                "grid",
+                e.message().trim().replace('\n', "; "),
+            )
         })?;
         let mut g = Grid {
             path: path.to_path_buf(),
@@ -121,7 +127,11 @@ impl Grid {
         if let Some(a) = raw.axes {
             tables.push((a.span().start, a.into_inner(), false));
         }
-        tables.extend(raw.zip.into_iter().map(|z| (z.span().start, z.into_inner(), true)));
+        tables.extend(
+            raw.zip
+                .into_iter()
+                .map(|z| (z.span().start, z.into_inner(), true)),
+        );
         tables.sort_by_key(|t| t.0);
         for (at, lists, zipped) in tables {
             g.lists(at, lists, zipped, &mut seen)?;
@@ -169,7 +179,13 @@ impl Grid {
                 _ => return None,
             })
         };
-        let bad = || self.err(v.span().start, key, "expected text, a number, true/false or a list of them");
+        let bad = || {
+            self.err(
+                v.span().start,
+                key,
+                "expected text, a number, true/false or a list of them",
+            )
+        };
         match v.get_ref() {
             toml::Value::Array(items) => {
                 let texts = items
@@ -234,7 +250,11 @@ impl Grid {
             self.key(&k, seen, table)?;
             let field = format!("{table}.{}", k.get_ref());
             if list.get_ref().is_empty() {
-                return Err(self.err(list.span().start, &field, "no values: the product would be empty"));
+                return Err(self.err(
+                    list.span().start,
+                    &field,
+                    "no values: the product would be empty",
+                ));
             }
             let mut values = Vec::new();
             for v in list.get_ref() {
@@ -315,7 +335,10 @@ impl Grid {
 
     /// The options swept, in column order: every axis key, then every zipped key.
     pub fn axis_names(&self) -> Vec<String> {
-        self.groups.iter().flat_map(|g| g.keys.iter().map(|k| k.0.clone())).collect()
+        self.groups
+            .iter()
+            .flat_map(|g| g.keys.iter().map(|k| k.0.clone()))
+            .collect()
     }
 
     /// Every cell the grid keeps, in product order (first axis slowest), numbered from 0.
@@ -362,7 +385,11 @@ impl Grid {
         }
         if cells.is_empty() {
             let at = self.filter.as_ref().map_or(0, |f| f.1.start);
-            return Err(self.err(at, "filter", format!("the filter keeps none of the {total} cells")));
+            return Err(self.err(
+                at,
+                "filter",
+                format!("the filter keeps none of the {total} cells"),
+            ));
         }
         Ok(cells)
     }
@@ -395,7 +422,11 @@ impl Grid {
             };
             let keep = f.keeps(&lookup).map_err(|e| {
                 let at = self.filter_offset(span, src, e.offset);
-                self.err(at, "filter", format!("{} (in cell {})", e.msg, describe_axes(&axes)))
+                self.err(
+                    at,
+                    "filter",
+                    format!("{} (in cell {})", e.msg, describe_axes(&axes)),
+                )
             })?;
             if !keep {
                 return Ok(None);

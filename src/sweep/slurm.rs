@@ -75,11 +75,23 @@ pub fn script(
     let mut s = String::from("#!/bin/bash\n");
     let line = |s: &mut String, d: String| s.push_str(&format!("#SBATCH {d}\n"));
     line(&mut s, "--job-name=ina3d-sweep".into());
-    line(&mut s, format!("--array={}", array_spec(indices, o.array_limit)));
+    line(
+        &mut s,
+        format!("--array={}", array_spec(indices, o.array_limit)),
+    );
     let log = out.join("slurm").join("%A_%a.out");
-    line(&mut s, format!("--output={}", directive_value("output", &log.display().to_string())?));
+    line(
+        &mut s,
+        format!(
+            "--output={}",
+            directive_value("output", &log.display().to_string())?
+        ),
+    );
     if let Some(p) = &o.partition {
-        line(&mut s, format!("--partition={}", directive_value("partition", p)?));
+        line(
+            &mut s,
+            format!("--partition={}", directive_value("partition", p)?),
+        );
     }
     if let Some(t) = &o.time {
         line(&mut s, format!("--time={}", directive_value("time", t)?));
@@ -120,7 +132,10 @@ pub fn submit(sbatch: &Path, script: &Path, wait: bool) -> Result<Submitted, Swe
     }
     let o = c.arg(script).output().map_err(|e| {
         SweepError::Slurm(if e.kind() == std::io::ErrorKind::NotFound {
-            format!("`{}` not found: is Slurm installed and on PATH? ({e})", sbatch.display())
+            format!(
+                "`{}` not found: is Slurm installed and on PATH? ({e})",
+                sbatch.display()
+            )
         } else {
             format!("cannot run `{}`: {e}", sbatch.display())
         })
@@ -199,9 +214,16 @@ mod tests {
             partition: Some("a\n#SBATCH --x".into()),
             ..SlurmOptions::default()
         };
-        let e = script(Path::new("x"), Path::new("g"), Path::new("o"), Path::new("."), &[0], &o)
-            .unwrap_err()
-            .to_string();
+        let e = script(
+            Path::new("x"),
+            Path::new("g"),
+            Path::new("o"),
+            Path::new("."),
+            &[0],
+            &o,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--partition"), "{e}");
     }
 
@@ -221,7 +243,9 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let e = submit(&fake, Path::new("job.sh"), false).unwrap_err().to_string();
+        let e = submit(&fake, Path::new("job.sh"), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("invalid partition specified: nope"), "{e}");
     }
 }
