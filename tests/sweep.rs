@@ -251,6 +251,39 @@ fn a_product_beyond_the_cell_limit_is_refused_before_anything_is_allocated() {
     assert!(e.contains("more than 100000 cells"), "{e}");
 }
 
+proptest::proptest! {
+    /// Near-valid grids (known and unknown keys, good and bad values, filters) are either
+    /// expanded or refused with an error naming the file and a line — never a panic.
+    #[test]
+    fn near_valid_grids_expand_or_are_refused_with_a_line(
+        keys in proptest::collection::vec(0usize..8, 0..4),
+        values in proptest::collection::vec(0usize..9, 1..4),
+        zip in proptest::bool::ANY,
+        filter in 0usize..6,
+    ) {
+        const KEYS: [&str; 8] = ["tp", "ina-slots", "collective", "ina", "seeds", "mfu", "nonsense", "policies"];
+        const VALUES: [&str; 9] = ["1", "2", "0", "'ring'", "'hd'", "0.5", "[0, 1]", "'x'", "true"];
+        const FILTERS: [&str; 6] = ["", "tp > 1", "tp ==", "collective == 'ring' or tp in [1, 2]", "nonsense > 1", "tp + 'a' > 1"];
+        let list = values.iter().map(|&v| VALUES[v]).collect::<Vec<_>>().join(", ");
+        let mut text = String::new();
+        if filter > 0 {
+            text.push_str(&format!("filter = \"{}\"\n", FILTERS[filter]));
+        }
+        text.push_str(if zip { "[[zip]]\n" } else { "[axes]\n" });
+        let mut used = Vec::new();
+        for &k in &keys {
+            if !used.contains(&k) {
+                used.push(k);
+                text.push_str(&format!("{} = [{list}]\n", KEYS[k]));
+            }
+        }
+        match grid(&text).and_then(|g| g.expand().map_err(|e| e.to_string())) {
+            Ok(cs) => proptest::prop_assert!(!cs.is_empty()),
+            Err(e) => proptest::prop_assert!(e.starts_with("g.toml:"), "{}", e),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Running cells: atomic directories, resume, failures, kills
 // ---------------------------------------------------------------------------------------
@@ -549,6 +582,74 @@ mod tables {
             let fct = |dir: &Path| std::fs::read(dir.join("fct.csv")).unwrap();
             assert_eq!(fct(&out.join(p).join("replay")), fct(&again));
         }
+    }
+
+    fn result(
+        policy: &str,
+        iteration_time_ns: u64,
+        ns3: Option<u64>,
+    ) -> ina3d::report::PolicyResult {
+        ina3d::report::PolicyResult {
+            policy: policy.into(),
+            ina_slots: 64,
+            replay: ina3d::fct::Summary {
+                iteration_time_ns,
+                dp_bytes: iteration_time_ns / 10,
+                ..Default::default()
+            },
+            ns3: ns3.map(|t| ina3d::fct::Summary {
+                iteration_time_ns: t,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Worked by hand: ring 100, 110, 90, 120 and ina-dp 50, 100, 60, 80 over four seeds.
+    #[test]
+    fn the_seed_table_takes_medians_of_paired_speedups_and_rounds_integer_medians_half_up() {
+        let rows =
+            |r: u64, i: u64, n: Option<u64>| vec![result("ring", r, None), result("ina-dp", i, n)];
+        let per_seed = vec![
+            (0, rows(100, 50, Some(40))),
+            (1, rows(110, 100, None)),
+            (2, rows(90, 60, Some(41))),
+            (3, rows(120, 80, None)),
+        ];
+        let mut df = ina3d::report::seeds_table(&per_seed).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.csv");
+        ina3d::report::write_csv(&mut df, &p).unwrap();
+        let (_, t) = csv_columns(&p);
+        // ring: sorted 90 100 110 120 → (100 + 110) / 2 = 105; dp_bytes 9 10 11 12 → 10.5 → 11
+        assert_eq!(t[0]["iteration_time_ns"], "105");
+        assert_eq!(t[0]["dp_bytes"], "11");
+        assert_eq!(t[0]["speedup_vs_ring"], "1.0");
+        // ina-dp: sorted 50 60 80 100 → 70; min 50, max 100
+        assert_eq!(t[1]["iteration_time_ns"], "70");
+        assert_eq!(
+            (
+                t[1]["iteration_time_ns_min"].as_str(),
+                t[1]["iteration_time_ns_max"].as_str()
+            ),
+            ("50", "100")
+        );
+        // speed-ups per seed: 2, 1.1, 1.5, 1.5 → median 1.5, range 1.1 … 2
+        assert_eq!(t[1]["speedup_vs_ring"], "1.5");
+        assert_eq!(t[1]["speedup_vs_ring_min"], "1.1");
+        assert_eq!(t[1]["speedup_vs_ring_max"], "2.0");
+        // ns-3 ran at two seeds: median of 40 and 41 is 40.5 → 41; the ring never: empty
+        assert_eq!(t[1]["ns3_iteration_time_ns"], "41");
+        assert_eq!(t[0]["ns3_iteration_time_ns"], "");
+        assert_eq!(t[1]["seeds"], "0;1;2;3");
+        // seeds that ran different policies are refused
+        let bad = vec![
+            (0, rows(100, 50, None)),
+            (1, vec![result("ring", 100, None)]),
+        ];
+        assert!(ina3d::report::seeds_table(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("seed 1"));
     }
 
     fn median(mut v: Vec<u64>) -> u64 {
