@@ -666,7 +666,7 @@ mod tables {
     fn several_seeds_give_each_seed_its_table_and_medians_and_ranges_over_them() {
         let d = tempfile::tempdir().unwrap();
         let out = d.path().join("seeds");
-        let topo = "fat-tree:k=4,gpus-per-server=1";
+        let topo = "fat-tree:k=4,nvlink=off";
         ok(&ina3d(&[
             "run",
             &tiny(),

@@ -36,7 +36,7 @@ pub fn median_u64(values: &[u64]) -> Option<u64> {
     match k {
         0 => None,
         _ if k % 2 == 1 => Some(v[k / 2]),
-        _ => Some(((u128::from(v[k / 2 - 1]) + u128::from(v[k / 2]) + 1) / 2) as u64),
+        _ => Some((u128::from(v[k / 2 - 1]) + u128::from(v[k / 2])).div_ceil(2) as u64),
     }
 }
 
