@@ -182,14 +182,20 @@ fn run_local(out: &Path, grid: &Path, cells: &[Cell], jobs: usize) -> anyhow::Re
     let width = cells.len().to_string().len();
     let on = |e: Event<'_>| {
         if let Event::Finish(c, o, t) = e {
-            bar.println(format!(
+            let line = format!(
                 "[{:>width$}/{}] {}  {}  {}",
                 c.index + 1,
                 cells.len(),
                 c.id,
                 status(o, t.as_secs_f64()),
                 axes(c)
-            ));
+            );
+            // A hidden bar (stderr not a terminal: logs, CI) drops its println.
+            if bar.is_hidden() {
+                eprintln!("{line}");
+            } else {
+                bar.println(line);
+            }
             bar.inc(1);
         }
     };
