@@ -23,7 +23,11 @@ export SLURM_CONF=$state/slurm.conf
 
 t0=$(date +%s)
 "$bin" sweep "$grid" -o "$state/local" --jobs 2
-"$bin" sweep "$grid" -o "$state/slurm" --slurm --wait --array-limit 2
+# A scheduler that never runs the array must fail the target, not hang CI.
+timeout 600 "$bin" sweep "$grid" -o "$state/slurm" --slurm --wait --array-limit 2 || {
+    echo "slurm-test: the Slurm sweep failed or timed out (squeue: $(squeue -h 2>&1 | head -5))" >&2
+    exit 1
+}
 tasks=$(find "$state/slurm/slurm" -name '*_*.out' | wc -l)
 if [ "$tasks" -ne 4 ]; then
     echo "slurm-test: expected 4 array task logs, found $tasks" >&2

@@ -105,7 +105,8 @@ wait_idle() {
     host=$(hostname -s)
     for _ in $(seq 150); do
         s=$(sinfo -h -n "$host" -o %t 2>/dev/null || true)
-        case $s in idle*|mix*|alloc*) echo "slurm node $host: $s"; return ;; esac
+        # idle/mixed/allocated and responding (a trailing * or ~ means it is not)
+        case $s in idle|mix|alloc) echo "slurm node $host: $s"; return ;; esac
         sleep 0.2
     done
     die "node $host never became idle (sinfo: ${s:-no answer})"
