@@ -20,6 +20,7 @@
 //! | `links.csv` | [`links_csv`] | replay, `ns3 run` (glue counters) | `compare` |
 //! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
+//! | `results.csv` | [`results_csv`] (reader; written by `report::write_csv`) | `run`, sweep cells | `sweep collect` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -33,6 +34,7 @@ pub mod flow_txt;
 pub mod glue_trace_txt;
 pub mod hpcc_fct;
 pub mod links_csv;
+pub mod results_csv;
 pub mod routes_txt;
 pub mod summary_csv;
 pub mod switches_csv;

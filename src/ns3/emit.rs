@@ -491,6 +491,44 @@ pub fn params_text(
     )
 }
 
+/// Read back what [`params_text`] wrote that a re-emit needs: the INA switch model and the
+/// route seed (`None` when the file has no `SEED` line). Keys it does not need are
+/// skipped; a malformed value of a key it reads is an error naming the line.
+pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u64>), Ns3Error> {
+    let mut ina = InaSwitchModel::default();
+    let mut seed = None;
+    for (i, l) in text.lines().enumerate() {
+        let mut it = l.split_whitespace();
+        let (Some(key), Some(v)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let bad = |msg: String| Ns3Error::parse(path, i + 1, key, msg);
+        let int = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| bad(format!("`{v}` is not an unsigned integer")))
+        };
+        let small = |v: &str| {
+            int(v).and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{n} is too large"))))
+        };
+        match key {
+            "INA_SLOTS" => ina.slots = small(v)?,
+            "INA_PAYLOAD" => ina.payload = Bytes(int(v)?),
+            "INA_WINDOW" => ina.window = small(v)?,
+            "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
+            "INA_CLASSES" => {
+                ina.classes = v
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(|c| c.parse().map_err(bad))
+                    .collect::<Result<_, _>>()?
+            }
+            "SEED" => seed = Some(int(v)?),
+            _ => {}
+        }
+    }
+    Ok((ina, seed))
+}
+
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
 pub fn emit(
     records: &[FlowRecord],
