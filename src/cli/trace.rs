@@ -3,7 +3,7 @@
 use anyhow::{bail, Context};
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ina3d::megatron::{self, TrainingConfig};
-use ina3d::schedule::{self, Gpu, ScheduleOptions};
+use ina3d::schedule::{self, Gpu, MoeRouting, ScheduleOptions, WarmupRule};
 use ina3d::topology::Topology;
 use ina3d::trace::{
     self, parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions,
@@ -46,6 +46,19 @@ const MEGATRON_FLAGS: &[(&str, bool)] = &[
     ("swiglu", true),
     ("recompute-granularity", false),
     ("use-tp-pp-dp-mapping", true),
+    ("cp-comm-type", false),
+    ("num-experts", false),
+    ("moe-router-topk", false),
+    ("expert-model-parallel-size", false),
+    ("expert-tensor-parallel-size", false),
+    ("moe-layer-freq", false),
+    ("moe-token-dispatcher-type", false),
+    ("moe-expert-capacity-factor", false),
+    ("moe-ffn-hidden-size", false),
+    ("moe-shared-expert-intermediate-size", false),
+    ("normalization", false),
+    ("disable-bias-linear", true),
+    ("position-embedding-type", false),
 ];
 
 /// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
@@ -150,9 +163,22 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
     /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
-    /// (default: twice the topology's NVLink link delay, or 1000 without NVLink links).
+    /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
+    /// protocol, `src/graph/tuning.cc`).
     #[arg(long, value_name = "NS")]
     pub nvlink_step_latency: Option<u64>,
+    /// NCCL channels each network collective is split over, each its own connection with
+    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
+    #[arg(long, value_name = "N")]
+    pub nccl_channels: Option<u32>,
+    /// How MoE tokens spread over the experts: `uniform`, or `zipf:S` (expert e gets a
+    /// share ∝ (e+1)^-S, so the first EP rank is the straggler).
+    #[arg(long, default_value = "uniform", value_name = "ROUTING")]
+    pub moe_routing: String,
+    /// Interleaved 1F1B as Megatron before November 2024: with as many micro-batches as
+    /// pipeline stages, every step is a warm-up step.
+    #[arg(long)]
+    pub legacy_interleaved_warmup: bool,
     /// Tensor-parallel size (= --tensor-model-parallel-size).
     #[arg(long)]
     pub tp: Option<u32>,
@@ -168,6 +194,9 @@ pub struct Args {
     /// Context-parallel size.
     #[arg(long)]
     pub cp: Option<u32>,
+    /// Expert-parallel size (= --expert-model-parallel-size).
+    #[arg(long)]
+    pub ep: Option<u32>,
     /// Any Megatron argument, `key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
@@ -186,6 +215,7 @@ pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
         ("context_parallel_size", a.cp),
         ("data_parallel_size", a.dp),
         ("virtual_pipeline_model_parallel_size", a.vpp),
+        ("expert_model_parallel_size", a.ep),
     ] {
         if let Some(v) = v {
             pairs.push((k.to_string(), v.to_string()));
@@ -247,7 +277,20 @@ pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
         mfu: a.mfu,
         calibrate: !a.no_calibrate,
         factor: a.calibration_factor,
+        moe_routing: a
+            .moe_routing
+            .parse::<MoeRouting>()
+            .map_err(anyhow::Error::msg)
+            .context("--moe-routing")?,
+        warmup_rule: if a.legacy_interleaved_warmup {
+            WarmupRule::AllWarmupWhenMEqualsPp
+        } else {
+            WarmupRule::Current
+        },
     };
+    if a.nccl_channels == Some(0) {
+        bail!("--nccl-channels must be at least 1");
+    }
     Ok(TraceOptions {
         schedule,
         collective: a
@@ -259,6 +302,7 @@ pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
         seed: a.seed,
         iterations: a.iterations,
         nvlink_step_latency: a.nvlink_step_latency.map(ina3d::units::Nanos),
+        nccl_channels: a.nccl_channels,
     })
 }
 
@@ -304,6 +348,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         wl.microbatches,
         wl.stages.iter().map(|s| s.warmup).collect::<Vec<_>>()
     );
+    if let Some(m) = &wl.moe {
+        println!(
+            "  MoE: {} experts, top-{}, EP{} expert-TP{} expert-DP{}, {} dispatcher, {} routing, {:.2} % of token copies dropped",
+            m.num_experts,
+            m.topk,
+            wl.groups.ep,
+            wl.groups.etp,
+            wl.groups.edp,
+            m.dispatcher.as_str(),
+            m.routing,
+            100.0 * m.dropped
+        );
+    }
+    println!("  NCCL channels per network collective: {}", stats.channels);
     println!(
         "  compute: {} at {} TF × MFU {} × calibration {:.4} ({})",
         c.gpu.name,
