@@ -1701,6 +1701,10 @@ fn a_timer_header_behind_a_python_logging_prefix_opens_its_block() {
     assert_eq!(c.timers["forward-compute"].min, 10.0);
     assert_eq!(c.timers["forward-compute"].max, 12.5);
     assert_eq!(c.timers["backward-compute"].max, 21.0);
-    assert_eq!(c.iterations.len(), 1, "the iteration line behind the prefix too");
+    assert_eq!(
+        c.iterations.len(),
+        1,
+        "the iteration line behind the prefix too"
+    );
     assert_eq!(c.iterations[0].elapsed_ms, 40.0);
 }

@@ -143,7 +143,14 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
 /// `INFO:megatron.core.timers:`), which Megatron's logger puts before its messages; the
 /// rest of the line, or `None` when the line has no such prefix.
 fn strip_logging_prefix(s: &str) -> Option<&str> {
-    const LEVELS: [&str; 6] = ["DEBUG:", "INFO:", "WARNING:", "WARN:", "ERROR:", "CRITICAL:"];
+    const LEVELS: [&str; 6] = [
+        "DEBUG:",
+        "INFO:",
+        "WARNING:",
+        "WARN:",
+        "ERROR:",
+        "CRITICAL:",
+    ];
     let rest = LEVELS.iter().find_map(|l| s.strip_prefix(l))?;
     let name_len = rest
         .bytes()
