@@ -107,43 +107,13 @@ impl clap::Args for Overrides {
     }
 }
 
-/// Arguments of `ina3d trace`.
+/// The job and how to model it: the input, Megatron overrides, the compute model and the
+/// modelling choices. Shared by `ina3d trace` and `ina3d export aicb`, so both read a job
+/// the same way.
 #[derive(clap::Args, Debug)]
-#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
-pub struct Args {
+pub struct JobArgs {
     /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
     pub input: String,
-    /// Topology: a builder spec (`fat-tree:k=8`, `leaf-spine:leaves=4,spines=2,hosts-per-leaf=8`, …) or an HPCC topology.txt.
-    #[arg(long)]
-    pub topology: String,
-    /// Output trace (CSV; gzip when the name ends in .gz).
-    #[arg(short = 'o', long)]
-    pub output: PathBuf,
-    /// Host algorithm for collectives that cross the network: ring, dbt, hd, hierarchical.
-    #[arg(long, default_value = "ring")]
-    pub collective: String,
-    /// In-network aggregation: off, switchml, hierarchical, atp, rina.
-    #[arg(long, default_value = "off")]
-    pub ina: String,
-    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
-    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
-    #[arg(long, default_value = "all")]
-    pub ina_switches: String,
-    /// Aggregator slots per switch.
-    #[arg(long, default_value_t = 8192)]
-    pub ina_slots: u32,
-    /// Payload bytes per slot (one packet).
-    #[arg(long, default_value_t = 256)]
-    pub ina_payload: u64,
-    /// Outstanding packets per worker.
-    #[arg(long, default_value_t = 256)]
-    pub ina_window: u32,
-    /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
-    #[arg(long)]
-    pub ina_policy: Option<String>,
-    /// Traffic classes allowed to aggregate, in priority order.
-    #[arg(long, default_value = "tp,dp,emb")]
-    pub ina_classes: String,
     /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
     #[arg(long, default_value = "a100")]
     pub gpu: String,
@@ -156,21 +126,6 @@ pub struct Args {
     /// Use this compute scale factor instead of calibrating.
     #[arg(long)]
     pub calibration_factor: Option<f64>,
-    /// ECMP / tie-break seed.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Iterations to generate.
-    #[arg(long, default_value_t = 1)]
-    pub iterations: u32,
-    /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
-    /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
-    /// protocol, `src/graph/tuning.cc`).
-    #[arg(long, value_name = "NS")]
-    pub nvlink_step_latency: Option<u64>,
-    /// NCCL channels each network collective is split over, each its own connection with
-    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
-    #[arg(long, value_name = "N")]
-    pub nccl_channels: Option<u32>,
     /// How MoE tokens spread over the experts: `uniform`, or `zipf:S` (expert e gets a
     /// share ∝ (e+1)^-S, so the first EP rank is the straggler).
     #[arg(long, default_value = "uniform", value_name = "ROUTING")]
@@ -205,9 +160,65 @@ pub struct Args {
     pub overrides: Overrides,
 }
 
+/// Arguments of `ina3d trace`.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
+pub struct Args {
+    /// The job.
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Topology: a builder spec (`fat-tree:k=8`, `leaf-spine:leaves=4,spines=2,hosts-per-leaf=8`, …) or an HPCC topology.txt.
+    #[arg(long)]
+    pub topology: String,
+    /// Output trace (CSV; gzip when the name ends in .gz).
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// Host algorithm for collectives that cross the network: ring, dbt, hd, hierarchical.
+    #[arg(long, default_value = "ring")]
+    pub collective: String,
+    /// In-network aggregation: off, switchml, hierarchical, atp, rina.
+    #[arg(long, default_value = "off")]
+    pub ina: String,
+    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
+    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
+    #[arg(long, default_value = "all")]
+    pub ina_switches: String,
+    /// Aggregator slots per switch.
+    #[arg(long, default_value_t = 8192)]
+    pub ina_slots: u32,
+    /// Payload bytes per slot (one packet).
+    #[arg(long, default_value_t = 256)]
+    pub ina_payload: u64,
+    /// Outstanding packets per worker.
+    #[arg(long, default_value_t = 256)]
+    pub ina_window: u32,
+    /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
+    #[arg(long)]
+    pub ina_policy: Option<String>,
+    /// Traffic classes allowed to aggregate, in priority order (tp, pp, dp, emb, cp, ep;
+    /// all-to-alls and point-to-point transfers are never aggregated).
+    #[arg(long, default_value = "tp,dp,emb")]
+    pub ina_classes: String,
+    /// ECMP / tie-break seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Iterations to generate.
+    #[arg(long, default_value_t = 1)]
+    pub iterations: u32,
+    /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
+    /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
+    /// protocol, `src/graph/tuning.cc`).
+    #[arg(long, value_name = "NS")]
+    pub nvlink_step_latency: Option<u64>,
+    /// NCCL channels each network collective is split over, each its own connection with
+    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
+    #[arg(long, value_name = "N")]
+    pub nccl_channels: Option<u32>,
+}
+
 /// The training config after every override, validated (the overrides apply before the
 /// check, so they can make a job valid that its input alone is not).
-pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
+pub fn load_config(a: &JobArgs) -> anyhow::Result<TrainingConfig> {
     let mut pairs: Vec<(String, String)> = a.overrides.pairs.clone();
     for (k, v) in [
         ("tensor_model_parallel_size", a.tp),
@@ -233,6 +244,31 @@ pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
         eprintln!("warning: {w}");
     }
     Ok(cfg)
+}
+
+/// The compute model and modelling choices from the flags.
+pub fn schedule_options(a: &JobArgs) -> anyhow::Result<ScheduleOptions> {
+    Ok(ScheduleOptions {
+        gpu: Gpu::preset(&a.gpu).with_context(|| {
+            format!(
+                "--gpu `{}`: expected a100, h100, h800, h20 or NAME:TFLOPS",
+                a.gpu
+            )
+        })?,
+        mfu: a.mfu,
+        calibrate: !a.no_calibrate,
+        factor: a.calibration_factor,
+        moe_routing: a
+            .moe_routing
+            .parse::<MoeRouting>()
+            .map_err(anyhow::Error::msg)
+            .context("--moe-routing")?,
+        warmup_rule: if a.legacy_interleaved_warmup {
+            WarmupRule::AllWarmupWhenMEqualsPp
+        } else {
+            WarmupRule::Current
+        },
+    })
 }
 
 /// Trace options from the flags.
@@ -267,27 +303,7 @@ pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
             .map_err(anyhow::Error::msg)
             .context("--ina-classes")?,
     };
-    let schedule = ScheduleOptions {
-        gpu: Gpu::preset(&a.gpu).with_context(|| {
-            format!(
-                "--gpu `{}`: expected a100, h100, h800, h20 or NAME:TFLOPS",
-                a.gpu
-            )
-        })?,
-        mfu: a.mfu,
-        calibrate: !a.no_calibrate,
-        factor: a.calibration_factor,
-        moe_routing: a
-            .moe_routing
-            .parse::<MoeRouting>()
-            .map_err(anyhow::Error::msg)
-            .context("--moe-routing")?,
-        warmup_rule: if a.legacy_interleaved_warmup {
-            WarmupRule::AllWarmupWhenMEqualsPp
-        } else {
-            WarmupRule::Current
-        },
-    };
+    let schedule = schedule_options(&a.job)?;
     if a.nccl_channels == Some(0) {
         bail!("--nccl-channels must be at least 1");
     }
@@ -308,7 +324,7 @@ pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
 
 /// Run `ina3d trace`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let cfg = load_config(&a)?;
+    let cfg = load_config(&a.job)?;
     let opts = options(&a)?;
     let topo =
         Topology::from_spec(&a.topology).with_context(|| format!("--topology `{}`", a.topology))?;
