@@ -377,7 +377,7 @@ fn moe_with_tp_and_without_sequence_parallelism_is_refused_naming_the_field_and_
         "preset = \"mixtral-8x7b\"\ntensor_model_parallel_size = 2\nnum_layers = 2\nglobal_batch_size = 8\n",
     )
     .unwrap();
-    let c = megatron::load(&[p.clone()]).unwrap();
+    let c = megatron::load(std::slice::from_ref(&p)).unwrap();
     let e = schedule::build(&c, &ScheduleOptions::default())
         .unwrap_err()
         .to_string();
@@ -404,7 +404,7 @@ fn moe_with_tp_and_without_sequence_parallelism_is_refused_naming_the_field_and_
         "preset = \"llama2-7b\"\ncontext_parallel_size = 2\ncp_comm_type = \"a2a+p2p\"\nnum_layers = 2\nglobal_batch_size = 1\n",
     )
     .unwrap();
-    let c = megatron::load(&[q.clone()]).unwrap();
+    let c = megatron::load(std::slice::from_ref(&q)).unwrap();
     let e3 = schedule::build(&c, &ScheduleOptions::default())
         .unwrap_err()
         .to_string();

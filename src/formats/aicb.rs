@@ -217,11 +217,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Workload, FormatError> {
     Ok(Workload { kind, header, rows })
 }
 
-fn parse_header(
-    path: &Path,
-    no: u64,
-    line: &str,
-) -> Result<(String, Vec<(String, Vec<String>)>), FormatError> {
+/// Header `key:` → value tokens, in file order.
+type Header = Vec<(String, Vec<String>)>;
+
+fn parse_header(path: &Path, no: u64, line: &str) -> Result<(String, Header), FormatError> {
     let mut toks = line.split_whitespace();
     let kind = toks.next().unwrap_or_default().to_string();
     if !kind.chars().all(|c| c.is_ascii_uppercase() || c == '_') || kind.is_empty() {
@@ -232,7 +231,7 @@ fn parse_header(
             format!("expected a workload kind such as {KIND}, found `{kind}`"),
         ));
     }
-    let mut header: Vec<(String, Vec<String>)> = Vec::new();
+    let mut header: Header = Vec::new();
     for t in toks {
         match t.strip_suffix(':') {
             Some(k) if !k.is_empty() && !k.bytes().all(|b| b.is_ascii_digit()) => {

@@ -265,7 +265,7 @@ fn groups_from_meta(meta: &BTreeMap<String, String>) -> Option<GroupsOut> {
     );
     let moe = meta.contains_key("num_experts");
     let world = tp * pp * dp * cp;
-    if moe && (ep == 0 || etp == 0 || world % (ep * etp * pp) != 0) {
+    if moe && (ep == 0 || etp == 0 || !world.is_multiple_of(ep * etp * pp)) {
         return None;
     }
     let g = Groups::with_experts(tp, cp, dp, pp, order, ExpertSizes { ep, etp });
