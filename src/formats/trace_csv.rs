@@ -31,7 +31,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// Version of the file layout written in the first line. Bump on any column change.
@@ -134,36 +134,43 @@ fn io_err(path: &Path, source: std::io::Error) -> FormatError {
     }
 }
 
-/// Streaming trace writer: rows go straight to a buffered (gzip) stream of `NAME.tmp`,
-/// renamed to `NAME` by [`TraceWriter::finish`]. Dropping it unfinished removes the temp file,
-/// so a half-written trace is never presented under the final name.
+/// Streaming trace writer: rows are formatted straight into 1 MiB chunks that go to
+/// `NAME.tmp` (compressed in parallel for `.gz`), renamed to `NAME` by
+/// [`TraceWriter::finish`]. Dropping it unfinished removes the temp file, so a
+/// half-written trace is never presented under the final name.
 pub struct TraceWriter {
-    out: Option<BufWriter<Sink>>,
-    line: Vec<u8>,
+    sink: Option<Sink>,
+    /// Rows not yet handed to the sink.
+    chunk: Vec<u8>,
     tmp: PathBuf,
     path: PathBuf,
     count: u64,
 }
 
+/// Bytes of formatted rows per chunk (and per gzip member).
+const CHUNK: usize = 1 << 20;
+
 enum Sink {
     Plain(File),
-    Gz(GzThread),
+    Gz(GzPool),
 }
 
-/// Parallel gzip: the generator's 1 MiB chunks are compressed by worker threads, each
-/// into a complete gzip member, and written in order by a writer thread. A concatenation
-/// of gzip members is a valid gzip file (RFC 1952; `zcat`, Python's `gzip`, pandas and
-/// flate2's `MultiGzDecoder` read it as one stream). Chunk boundaries depend only on the
-/// row sizes, so the output is byte-identical from run to run whatever the thread timing.
-/// Compression is otherwise the bottleneck of trace generation.
-struct GzThread {
+/// Parallel gzip: chunks of formatted rows are moved (not copied) to worker threads, each
+/// compresses its chunk into a complete gzip member, and a writer thread writes the
+/// members in order; emptied chunk buffers come back for reuse, so steady state allocates
+/// nothing. A concatenation of gzip members is a valid gzip file (RFC 1952; `zcat`,
+/// Python's `gzip`, pandas and flate2's `MultiGzDecoder` read it as one stream). Chunk
+/// boundaries depend only on the row sizes, so the output is byte-identical from run to
+/// run whatever the thread timing. Compression is the bottleneck of trace generation.
+struct GzPool {
     tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
     workers: Vec<std::thread::JoinHandle<()>>,
     writer: Option<std::thread::JoinHandle<std::io::Result<File>>>,
     seq: u64,
 }
 
-impl GzThread {
+impl GzPool {
     fn new(file: File) -> Self {
         use std::sync::{mpsc, Arc, Mutex};
         let k = std::thread::available_parallelism()
@@ -172,19 +179,25 @@ impl GzThread {
         let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
         let rx = Arc::new(Mutex::new(rx));
         let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
+        let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
         let workers = (0..k)
             .map(|_| {
                 let rx = Arc::clone(&rx);
                 let out_tx = out_tx.clone();
+                let spare_tx = spare_tx.clone();
                 std::thread::spawn(move || loop {
                     let job = match rx.lock() {
                         Ok(r) => r.recv(),
                         Err(_) => return,
                     };
-                    let Ok((seq, data)) = job else { return };
+                    let Ok((seq, mut data)) = job else { return };
+                    // Fast level: the generator must sustain millions of rows/s; traces
+                    // compress about 5x even so.
                     let mut enc =
                         GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
                     let res = enc.write_all(&data).and_then(|_| enc.finish());
+                    data.clear();
+                    let _ = spare_tx.send(data);
                     if out_tx.send((seq, res)).is_err() {
                         return;
                     }
@@ -210,21 +223,46 @@ impl GzThread {
             }
             Ok(file)
         });
-        GzThread {
+        GzPool {
             tx: Some(tx),
+            spare,
             workers,
             writer: Some(writer),
             seq: 0,
         }
     }
+
     fn broken() -> std::io::Error {
         std::io::Error::other("gzip threads stopped")
     }
-    fn finish(mut self) -> std::io::Result<File> {
+
+    /// Hand `chunk` to a worker and return an empty buffer to fill next.
+    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
+        if tx.send((self.seq, chunk)).is_err() {
+            // Every worker ended early: surface the writer's error.
+            self.stop();
+            return Err(match self.writer.take().map(|h| h.join()) {
+                Some(Ok(Err(e))) => e,
+                _ => Self::broken(),
+            });
+        }
+        self.seq += 1;
+        Ok(self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK + 4096)))
+    }
+
+    fn stop(&mut self) {
         drop(self.tx.take());
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+
+    fn finish(mut self) -> std::io::Result<File> {
+        self.stop();
         match self.writer.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
             _ => Err(Self::broken()),
@@ -232,51 +270,11 @@ impl GzThread {
     }
 }
 
-impl Drop for GzThread {
+impl Drop for GzPool {
     fn drop(&mut self) {
-        drop(self.tx.take());
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        self.stop();
         if let Some(h) = self.writer.take() {
             let _ = h.join();
-        }
-    }
-}
-
-impl Write for GzThread {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
-        if tx.send((self.seq, b.to_vec())).is_err() {
-            // Every worker ended early: surface the writer's error.
-            drop(self.tx.take());
-            for w in self.workers.drain(..) {
-                let _ = w.join();
-            }
-            return Err(match self.writer.take().map(|h| h.join()) {
-                Some(Ok(Err(e))) => e,
-                _ => Self::broken(),
-            });
-        }
-        self.seq += 1;
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Sink::Plain(f) => f.write(b),
-            Sink::Gz(g) => g.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Sink::Plain(f) => f.flush(),
-            Sink::Gz(g) => g.flush(),
         }
     }
 }
@@ -299,49 +297,53 @@ impl TraceWriter {
                 ));
             }
         }
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
+        let tmp = super::atomic::temp_path(&path);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-        // Fast level: the generator must sustain millions of rows/s; traces compress ~10× anyway.
         let sink = if is_gz(&path) {
-            Sink::Gz(GzThread::new(file))
+            Sink::Gz(GzPool::new(file))
         } else {
             Sink::Plain(file)
         };
         let mut w = TraceWriter {
-            out: Some(BufWriter::with_capacity(1 << 20, sink)),
-            line: Vec::with_capacity(256),
+            sink: Some(sink),
+            chunk: Vec::with_capacity(CHUNK + 4096),
             tmp,
             path,
             count: 0,
         };
-        let mut head = String::new();
         // Rows are always written in the current layout, whatever schema the header was read with.
-        head.push_str(&format!("{MAGIC} schema={SCHEMA_VERSION}\n"));
+        w.chunk
+            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
         for (k, v) in &header.meta {
-            head.push_str(&format!("# {k}={v}\n"));
+            w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
         }
-        head.push_str(&COLUMNS.join(","));
-        head.push('\n');
-        w.write_raw(head.as_bytes())?;
+        w.chunk.extend_from_slice(COLUMNS.join(",").as_bytes());
+        w.chunk.push(b'\n');
         Ok(w)
     }
 
-    fn write_raw(&mut self, b: &[u8]) -> Result<(), FormatError> {
-        let out = self.out.as_mut().expect("writer used after finish");
-        out.write_all(b).map_err(|e| io_err(&self.tmp, e))
+    /// Append one record.
+    #[inline]
+    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
+        format_record(&mut self.chunk, r);
+        self.count += 1;
+        if self.chunk.len() >= CHUNK {
+            self.flush_chunk()?;
+        }
+        Ok(())
     }
 
-    /// Append one record.
-    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
-        let mut line = std::mem::take(&mut self.line);
-        line.clear();
-        format_record(&mut line, r);
-        let res = self.write_raw(&line);
-        self.line = line;
-        self.count += 1;
-        res
+    /// Hand the collected rows to the sink.
+    fn flush_chunk(&mut self) -> Result<(), FormatError> {
+        let res = match self.sink.as_mut() {
+            Some(Sink::Plain(f)) => f.write_all(&self.chunk).map(|_| self.chunk.clear()),
+            Some(Sink::Gz(g)) => {
+                let full = std::mem::take(&mut self.chunk);
+                g.send(full).map(|empty| self.chunk = empty)
+            }
+            None => Err(std::io::Error::other("trace writer used after finish")),
+        };
+        res.map_err(|e| io_err(&self.tmp, e))
     }
 
     /// Records written so far.
@@ -351,13 +353,13 @@ impl TraceWriter {
 
     /// Flush, finish the gzip stream, and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
-        let out = self.out.take().expect("finish called once");
-        let sink = out
-            .into_inner()
-            .map_err(|e| io_err(&self.tmp, e.into_error()))?;
-        let file = match sink {
-            Sink::Plain(f) => f,
-            Sink::Gz(g) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+        if !self.chunk.is_empty() {
+            self.flush_chunk()?;
+        }
+        let file = match self.sink.take() {
+            Some(Sink::Plain(f)) => f,
+            Some(Sink::Gz(g)) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+            None => return Err(io_err(&self.tmp, std::io::Error::other("finished twice"))),
         };
         file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
         drop(file);
@@ -368,8 +370,7 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        if self.out.is_some() {
-            self.out = None;
+        if self.sink.take().is_some() {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
