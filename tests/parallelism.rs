@@ -522,7 +522,14 @@ fn glue_conserves_bytes(recs: &[FlowRecord], topo: &Topology, dir: &std::path::P
     use ina3d::ns3::{emit, EmitOptions, InaSwitchModel};
     let glue = build_glue(&glue_source_dir(), &glue_binary())
         .unwrap_or_else(|e| panic!("ns-3 glue unavailable — this test needs ns-3: {e}"));
-    emit(recs, &InaSwitchModel::default(), topo, &EmitOptions::default(), dir).unwrap();
+    emit(
+        recs,
+        &InaSwitchModel::default(),
+        topo,
+        &EmitOptions::default(),
+        dir,
+    )
+    .unwrap();
     let r = run_glue(&glue, dir, |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.rows.len(), recs.len());
     assert_eq!(r.stats["finished"], recs.len() as u64);

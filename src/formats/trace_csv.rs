@@ -981,6 +981,11 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
         }
         _ => {}
     }
+    check_channel(r)
+}
+
+/// Only `net` records travel on NCCL channels.
+fn check_channel(r: &FlowRecord) -> Result<(), (usize, String)> {
     if r.channel != 0 && r.mode != Mode::Net {
         return Err((
             20,

@@ -626,16 +626,20 @@ pub fn emit(
         start_source,
         schedule_makespan: makespan,
         routes: nroutes,
-        warnings: {
-            let mut w = if opts.flavor == Flavor::Simai {
-                simai_rate_warnings(&ext)
-            } else {
-                Vec::new()
-            };
-            w.extend(channel_warning(records));
-            w
-        },
+        warnings: emit_warnings(opts, &ext, records),
     })
+}
+
+/// What a user of the emitted files must know: link speeds SimAI's stock configuration
+/// lacks (SimAI flavour), channels the glue cannot route apart.
+fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> Vec<String> {
+    let mut w = if opts.flavor == Flavor::Simai {
+        simai_rate_warnings(ext)
+    } else {
+        Vec::new()
+    };
+    w.extend(channel_warning(records));
+    w
 }
 
 /// Records on NCCL channels > 0 are routed by the replayer on their channel's own ECMP
