@@ -68,6 +68,12 @@ pub struct Summary {
     pub exposed_dp_ns: u64,
     /// Critical-path time in embedding records.
     pub exposed_emb_ns: u64,
+    /// Critical-path time in context-parallel records (ring attention, Ulysses).
+    #[serde(default)]
+    pub exposed_cp_ns: u64,
+    /// Critical-path time in expert-parallel records (MoE dispatch and combine).
+    #[serde(default)]
+    pub exposed_ep_ns: u64,
     /// Compute on the critical path.
     pub critical_path_compute_ns: u64,
     /// Payload bytes per class that crossed the network (net + ina records).
@@ -78,6 +84,12 @@ pub struct Summary {
     pub dp_bytes: u64,
     /// See `tp_bytes`.
     pub emb_bytes: u64,
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub cp_bytes: u64,
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub ep_bytes: u64,
     /// Payload × switches touched, summed over network records ([`switch_hops`]).
     pub switch_bytes: u64,
     /// Peak number of INA aggregator slots in use on any switch.
@@ -89,7 +101,7 @@ pub struct Summary {
 impl Summary {
     /// Every numeric metric of the summary with its `summary.csv` column name, in column
     /// order: what `ina3d compare` puts side by side (`iteration.csv`).
-    pub fn metrics(&self) -> [(&'static str, u64); 16] {
+    pub fn metrics(&self) -> [(&'static str, u64); 20] {
         [
             ("records", self.records),
             ("iteration_time_ns", self.iteration_time_ns),
@@ -99,11 +111,15 @@ impl Summary {
             ("exposed_pp_ns", self.exposed_pp_ns),
             ("exposed_dp_ns", self.exposed_dp_ns),
             ("exposed_emb_ns", self.exposed_emb_ns),
+            ("exposed_cp_ns", self.exposed_cp_ns),
+            ("exposed_ep_ns", self.exposed_ep_ns),
             ("critical_path_compute_ns", self.critical_path_compute_ns),
             ("tp_bytes", self.tp_bytes),
             ("pp_bytes", self.pp_bytes),
             ("dp_bytes", self.dp_bytes),
             ("emb_bytes", self.emb_bytes),
+            ("cp_bytes", self.cp_bytes),
+            ("ep_bytes", self.ep_bytes),
             ("switch_bytes", self.switch_bytes),
             ("ina_slot_peak", self.ina_slot_peak),
             ("wall_time_ns", self.wall_time_ns),
@@ -222,6 +238,8 @@ pub fn summarize(
     s.exposed_dp_ns = buckets[2];
     s.exposed_emb_ns = buckets[3];
     s.critical_path_compute_ns = buckets[4];
+    s.exposed_cp_ns = buckets[5];
+    s.exposed_ep_ns = buckets[6];
     s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
     Ok(s)
 }
@@ -316,6 +334,8 @@ fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
                 Class::Pp => &mut s.pp_bytes,
                 Class::Dp => &mut s.dp_bytes,
                 Class::Emb => &mut s.emb_bytes,
+                Class::Cp => &mut s.cp_bytes,
+                Class::Ep => &mut s.ep_bytes,
                 Class::Compute => continue,
             };
             *slot += r.bytes.0;
@@ -324,15 +344,15 @@ fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
     s.compute_ns = busy.iter().copied().max().unwrap_or(0);
 }
 
-/// Critical-path time per bucket `[tp, pp, dp, emb, compute]` (see [`summarize`]).
+/// Critical-path time per bucket `[tp, pp, dp, emb, compute, cp, ep]` (see [`summarize`]).
 fn critical_path(
     records: &[FlowRecord],
     index: &RecordIndex,
     start: &[u64],
     end: &[u64],
-) -> [u64; 5] {
+) -> [u64; 7] {
     let n = records.len();
-    let mut buckets = [0u64; 5];
+    let mut buckets = [0u64; 7];
     // Aggregation members, for jumping across a coupled INA unit.
     let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
     for (i, r) in records.iter().enumerate() {
@@ -380,6 +400,8 @@ fn bucket(c: Class) -> usize {
         Class::Dp => 2,
         Class::Emb => 3,
         Class::Compute => 4,
+        Class::Cp => 5,
+        Class::Ep => 6,
     }
 }
 

@@ -35,7 +35,7 @@ enum Command {
     /// Read Megatron logs, launch scripts, config files or presets into one training config.
     Parse(cli::parse::Args),
     /// Build the per-flow DAG trace of one iteration on a cluster.
-    Trace(cli::trace::Args),
+    Trace(Box<cli::trace::Args>),
     /// Summarise a trace: flows and bytes per class, groups, pipeline warm-up.
     Inspect(cli::inspect::Args),
     /// ns-3 back-end: emit HPCC/SimAI inputs, run the glue, ingest outputs.
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse(a) => cli::parse::run(a),
-        Command::Trace(a) => cli::trace::run(a),
+        Command::Trace(a) => cli::trace::run(*a),
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Ns3(c) => cli::ns3::run(c),
         Command::Export(c) => cli::export::run(c),

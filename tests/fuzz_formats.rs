@@ -347,12 +347,13 @@ proptest! {
     }
 
     #[test]
-    fn summary_csv(n in proptest::collection::vec(0u64..u64::MAX, 16), m in mutation()) {
+    fn summary_csv(n in proptest::collection::vec(0u64..u64::MAX, 20), m in mutation()) {
         let s = Summary {
             backend: "replay".into(), trace: "t.csv.gz".into(), records: n[0], iteration_time_ns: n[1],
             compute_ns: n[2], bubble_ns: n[3], exposed_tp_ns: n[4], exposed_pp_ns: n[5], exposed_dp_ns: n[6],
             exposed_emb_ns: n[7], critical_path_compute_ns: n[8], tp_bytes: n[9], pp_bytes: n[10],
             dp_bytes: n[11], emb_bytes: n[12], switch_bytes: n[13], ina_slot_peak: n[14], wall_time_ns: n[15],
+            exposed_cp_ns: n[16], exposed_ep_ns: n[17], cp_bytes: n[18], ep_bytes: n[19],
         };
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("summary.csv");

@@ -1686,3 +1686,25 @@ mod never_panics {
         }
     }
 }
+
+#[test]
+fn a_timer_header_behind_a_python_logging_prefix_opens_its_block() {
+    // Megatron logging through Python's `logging` module: `LEVEL:logger:` before the
+    // header line only (one log call prints the whole block).
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        &dir,
+        "t.log",
+        "INFO:megatron.core.timers:times across ranks (ms):\n  forward-compute:\n     rank  0: 10.00\n     rank  1: 12.50\n  backward-compute:\n     rank  0: 20.00\n     rank  1: 21.00\nINFO:megatron.training.training: iteration        2/      10 | elapsed time per iteration (ms): 40.0 |\n",
+    );
+    let c = load_with(&["gpt3-1.3b", &p.display().to_string()], &[]).unwrap();
+    assert_eq!(c.timers["forward-compute"].min, 10.0);
+    assert_eq!(c.timers["forward-compute"].max, 12.5);
+    assert_eq!(c.timers["backward-compute"].max, 21.0);
+    assert_eq!(
+        c.iterations.len(),
+        1,
+        "the iteration line behind the prefix too"
+    );
+    assert_eq!(c.iterations[0].elapsed_ms, 40.0);
+}

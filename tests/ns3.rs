@@ -7,15 +7,12 @@ use ina3d::fct::FctRow;
 use ina3d::formats::flow_txt::{self, MAX_FLOW_BYTES};
 use ina3d::formats::glue_trace_txt;
 use ina3d::formats::topology_txt::{self, Flavor as TopoFlavor};
-use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
 use ina3d::ns3::emit::with_proxies;
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
 };
-use ina3d::ns3::{
-    aicb, emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource,
-};
+use ina3d::ns3::{emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource};
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
@@ -830,107 +827,6 @@ fn pfc_and_qlen_lines_become_named_columns_and_bad_lines_are_warned() {
 
 // ---------------------------------------------------------------- AICB
 
-fn llama7b_tp2() -> TrainingConfig {
-    TrainingConfig {
-        tensor_model_parallel_size: 2,
-        pipeline_model_parallel_size: 1,
-        virtual_pipeline_model_parallel_size: None,
-        context_parallel_size: 1,
-        expert_model_parallel_size: 1,
-        data_parallel_size: 4,
-        world_size: 8,
-        num_layers: 32,
-        hidden_size: 4096,
-        ffn_hidden_size: 11008,
-        num_attention_heads: 32,
-        num_query_groups: None,
-        seq_length: 2048,
-        max_position_embeddings: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 32,
-        vocab_size: Some(32000),
-        padded_vocab_size: None,
-        sequence_parallel: false,
-        use_distributed_optimizer: true,
-        overlap_grad_reduce: false,
-        overlap_param_gather: false,
-        accumulate_allreduce_grads_in_fp32: true,
-        grad_reduce_in_bf16: false,
-        params_dtype: Dtype::Bf16,
-        untie_embeddings_and_output_weights: true,
-        swiglu: true,
-        recompute_granularity: Recompute::None,
-        use_tp_pp_dp_mapping: false,
-        log_interval: 1,
-        timing_log_level: 0,
-        iterations: vec![],
-        timers: BTreeMap::new(),
-        extra: BTreeMap::new(),
-        sources: BTreeMap::new(),
-        ..TrainingConfig::megatron_defaults()
-    }
-}
-
-#[test]
-fn aicb_workload_has_the_simai_header_a_line_count_and_12_fields_per_layer() {
-    let text = aicb::workload_text(&llama7b_tp2(), &aicb::GpuModel::default()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("HYBRID_TRANSFORMER_FWD_IN_BCKWD\tmodel_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 8 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 16777216"), "{}", lines[0]);
-    let n: usize = lines[1].parse().unwrap();
-    assert_eq!(n, lines.len() - 2);
-    assert_eq!(
-        n,
-        2 + 2 * 32,
-        "grad_norm, embedding, attention+mlp per layer"
-    );
-    for l in &lines[2..] {
-        assert_eq!(l.split_whitespace().count(), 12, "{l}");
-    }
-}
-
-#[test]
-fn aicb_tp_collectives_move_b_s_h_bf16_bytes_like_the_reference_file() {
-    let text = aicb::workload_text(&llama7b_tp2(), &aicb::GpuModel::default()).unwrap();
-    let reference =
-        std::fs::read_to_string(fixture("simai/aicb_llama7b_tp2_pp1_mbs1.txt")).unwrap();
-    let field = |t: &str, name: &str, k: usize| -> String {
-        t.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap()
-            .split_whitespace()
-            .nth(k)
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(
-        field(&text, "attention_layer", 4),
-        field(&reference, "attention_layer", 4)
-    );
-    assert_eq!(field(&text, "mlp_layer", 7), "16777216");
-    // DP all-gather of this GPU's bf16 parameters: within 0.5 % of AICB's count
-    let ours: f64 = field(&text, "grad_norm", 4).parse().unwrap();
-    let theirs: f64 = field(&reference, "grad_norm", 4).parse().unwrap();
-    assert!(
-        (ours / theirs - 1.0).abs() < 0.005,
-        "ours {ours} vs AICB {theirs}"
-    );
-    // gradients reduce-scatter in fp32: twice the bf16 bytes
-    assert_eq!(
-        field(&text, "grad_norm", 10).parse::<f64>().unwrap(),
-        2.0 * ours
-    );
-}
-
-#[test]
-fn aicb_rejects_layers_that_do_not_split_over_stages() {
-    let mut c = llama7b_tp2();
-    c.pipeline_model_parallel_size = 3;
-    assert!(aicb::workload_text(&c, &aicb::GpuModel::default())
-        .unwrap_err()
-        .to_string()
-        .contains("32 layers"));
-}
-
 // ---------------------------------------------------------------- real ns-3
 
 fn glue() -> &'static Path {
@@ -1390,41 +1286,6 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     }
     // 6 dependent steps, each at least one extra round trip (4 hops of 1 µs) slower
     assert!(t["per-flow"] >= t["persistent"] + 6 * 4_000, "{t:?}");
-}
-
-#[test]
-fn export_aicb_reads_the_bundled_megatron_log_and_writes_the_workload_atomically() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("workload.txt");
-    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-        .args(["export", "aicb"])
-        .arg(&log)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = ina3d::megatron::load_input(log.to_str().unwrap()).unwrap();
-    let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(
-        text,
-        aicb::workload_text(&cfg, &aicb::GpuModel::default()).unwrap()
-    );
-    assert!(text
-        .lines()
-        .next()
-        .unwrap()
-        .contains(&format!("all_gpus: {}", cfg.world_size)));
-    assert!(!dir.path().join("workload.txt.tmp").exists());
-    // a missing input is an error naming it
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-        .args(["export", "aicb", "no-such-model", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-model"));
 }
 
 #[test]

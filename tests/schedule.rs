@@ -183,29 +183,49 @@ fn pp_messages_without_sp_are_the_full_activation() {
 
 #[test]
 fn dp_buckets_cover_every_parameter_in_reverse_layer_order() {
+    // GPT-3 13B shapes (h = 5120, ffn = 4h, LayerNorm, linear biases, learned positions),
+    // 8 layers on PP 2, TP 1, DP 4, overlap on: Megatron buckets only stage 0's chunk 0.
     let mut c = cfg(1, 2, 4, 8, 16);
     c.overlap_grad_reduce = true;
     let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let h: u64 = 5120;
+    let vpad: u64 = 50304; // 50257 rounded up to a multiple of 128
+                           // 12h² weights + 9h biases (qkv 3h, proj h, fc1 4h, fc2 h) + 4h of two LayerNorms.
+    let layer = 12 * h * h + 13 * h;
     for s in &wl.stages {
         let sum: u64 = s.buckets.iter().map(|b| b.params).sum();
         assert_eq!(sum, s.params_per_gpu);
-        let triggers: Vec<u32> = s.buckets.iter().map(|b| b.trigger_layer.unwrap()).collect();
-        assert!(triggers.windows(2).all(|w| w[0] >= w[1]), "{triggers:?}");
         assert!(
             s.buckets
                 .iter()
                 .all(|b| b.grad_bytes == Bytes(4 * b.params)),
-            "fp32 gradients"
+            "bf16 job: fp32 gradients"
         );
-        assert!(s.buckets[..s.buckets.len() - 1]
-            .iter()
-            .all(|b| b.params >= 40_000_000));
     }
-    // Last stage, tensor by tensor (h=5120, TP=1): output layer 262M → 1 bucket; per layer
-    // fc2 105M | fc1 105M | LN+proj+qkv 105M → 3 buckets, × 4 layers; the first layer's
-    // input layer norm (10,240) is left over → a final small bucket. 1 + 12 + 1 = 14.
-    assert_eq!(wl.stages[1].buckets.len(), 14);
-    assert_eq!(wl.stages[1].buckets.last().unwrap().params, 2 * 5120);
+    // Stage 0, tensor by tensor in reverse: fc2 (bias, weight) closes a bucket at 104.86M,
+    // fc1 another, norm + projection + qkv a third; the input norm's 2h carries over, so
+    // 3 buckets per layer; layer 0's leftover 2h, the position embedding (2048·h) and the
+    // word embedding (V_pad·h) close the last.
+    let s0 = &wl.stages[0];
+    assert_eq!(s0.buckets.len(), 13);
+    assert_eq!(
+        s0.buckets.last().unwrap().params,
+        2 * h + 2048 * h + vpad * h
+    );
+    assert_eq!(s0.params_per_gpu, 4 * layer + 2048 * h + vpad * h);
+    let triggers: Vec<u32> = s0
+        .buckets
+        .iter()
+        .map(|b| b.trigger_layer.unwrap())
+        .collect();
+    assert_eq!(triggers, [3, 3, 3, 2, 2, 2, 1, 1, 1, 0, 0, 0, 0]);
+    assert!(s0.buckets[..12].iter().all(|b| b.params >= 40_000_000));
+    // Stage 1 (pipeline rank > 0): one bucket, started when layer 4's last backward ends:
+    // the tied output-layer copy, the final LayerNorm and 4 layers.
+    let s1 = &wl.stages[1];
+    assert_eq!(s1.buckets.len(), 1);
+    assert_eq!(s1.buckets[0].trigger_layer, Some(4));
+    assert_eq!(s1.buckets[0].params, vpad * h + 2 * h + 4 * layer);
 }
 
 #[test]
@@ -263,13 +283,14 @@ fn scheduled_stage_flops(wl: &schedule::Workload, stage: usize) -> f64 {
             .iter()
             .map(|s| match s {
                 LayerStep::Compute(t) => t.0,
-                LayerStep::Tp(_) => 0,
+                _ => 0,
             })
             .sum()
     };
     let st = &wl.stages[stage];
     let layers: u64 = st.chunks.iter().map(|c| (c.end - c.start) as u64).sum();
-    let total_ns = layers * (ns(&wl.fwd_steps) + ns(&wl.bwd_steps)) + st.head_fwd.0 + st.head_bwd.0;
+    let total_ns =
+        layers * (ns(&wl.fwd_steps) + ns(&wl.bwd_steps)) + ns(&st.head_fwd) + ns(&st.head_bwd);
     let c = &wl.calibration;
     total_ns as f64 * c.gpu.peak_tflops * 1e12 * c.mfu / c.factor / 1e9
 }
@@ -294,6 +315,8 @@ const UNCALIBRATED: ScheduleOptions = ScheduleOptions {
     mfu: 0.45,
     calibrate: false,
     factor: None,
+    moe_routing: schedule::MoeRouting::Uniform,
+    warmup_rule: schedule::WarmupRule::Current,
 };
 
 #[test]
@@ -423,7 +446,7 @@ fn calibration_factor_is_the_logs_measured_compute_over_the_hand_derived_model()
         .iter()
         .map(|s| match s {
             LayerStep::Compute(t) => t.0,
-            LayerStep::Tp(_) => 0,
+            _ => 0,
         })
         .sum();
     let want_ns = layer / tp / (312e12 * 0.45) * want * 1e9;
@@ -559,4 +582,286 @@ mod props {
             prop_assert!(max_in_flight as usize <= w + 1);
         }
     }
+}
+
+// ---------------------------------------------------------------- CP and expert groups
+
+/// Megatron-core's `generate_masked_orthogonal_rank_groups`, re-derived from its
+/// docstring: ranks are mixed-radix numbers over `sizes` (first dimension stride 1); a
+/// group is every rank that differs only in the `masked` dimensions, enumerated with the
+/// first masked dimension fastest; groups are numbered by the unmasked dimensions, the
+/// first one fastest.
+fn megatron_groups(sizes: &[u32], masked: &[bool]) -> Vec<Vec<u32>> {
+    let stride: Vec<u32> = sizes
+        .iter()
+        .scan(1u32, |acc, s| {
+            let st = *acc;
+            *acc *= s;
+            Some(st)
+        })
+        .collect();
+    let dims = |m: bool| -> Vec<usize> { (0..sizes.len()).filter(|&i| masked[i] == m).collect() };
+    let (inside, outside) = (dims(true), dims(false));
+    let count = |d: &[usize]| d.iter().map(|&i| sizes[i]).product::<u32>();
+    // Digit `k` of `index` over dimensions `d`, first dimension fastest.
+    let compose = |d: &[usize], mut index: u32| -> u32 {
+        let mut r = 0;
+        for &i in d {
+            r += (index % sizes[i]) * stride[i];
+            index /= sizes[i];
+        }
+        r
+    };
+    (0..count(&outside))
+        .map(|g| {
+            (0..count(&inside))
+                .map(|k| compose(&inside, k) + compose(&outside, g))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn cp_and_dense_groups_equal_megatrons_rank_generator_on_several_layouts() {
+    for (tp, cp, dp, pp) in [
+        (2, 2, 2, 1),
+        (1, 4, 2, 2),
+        (2, 2, 1, 2),
+        (4, 2, 2, 2),
+        (2, 4, 3, 1),
+    ] {
+        for order in [RankOrder::TpCpEpDpPp, RankOrder::TpCpEpPpDp] {
+            let g = Groups::new(tp, cp, dp, pp, order);
+            // Megatron's order string with EP = 1: tp-cp-ep-dp-pp or tp-cp-ep-pp-dp.
+            let (sizes, names) = match order {
+                RankOrder::TpCpEpDpPp => ([tp, cp, 1, dp, pp], ["tp", "cp", "ep", "dp", "pp"]),
+                RankOrder::TpCpEpPpDp => ([tp, cp, 1, pp, dp], ["tp", "cp", "ep", "pp", "dp"]),
+            };
+            let mask =
+                |token: &[&str]| -> Vec<bool> { names.iter().map(|n| token.contains(n)).collect() };
+            let want = |t: &[&str]| megatron_groups(&sizes, &mask(t));
+            let at = format!("TP{tp} CP{cp} DP{dp} PP{pp} {order:?}");
+            assert_eq!(ranks(&g.tp_groups), want(&["tp"]), "{at}");
+            assert_eq!(ranks(&g.cp_groups), want(&["cp"]), "{at}");
+            assert_eq!(ranks(&g.dp_groups), want(&["dp"]), "{at}");
+            assert_eq!(ranks(&g.dp_cp_groups), want(&["dp", "cp"]), "{at}");
+            let mut pp_groups = ranks(&g.pp_groups);
+            for p in &mut pp_groups {
+                p.sort();
+            }
+            assert_eq!(pp_groups, want(&["pp"]), "{at}");
+        }
+    }
+}
+
+#[test]
+fn expert_groups_equal_megatrons_expert_rank_generator_with_the_same_pipeline_groups() {
+    use ina3d::schedule::ExpertSizes;
+    // (tp, cp, dp, pp, ep, expert tp)
+    for (tp, cp, dp, pp, ep, etp) in [
+        (2, 1, 4, 1, 4, 2),
+        (2, 2, 2, 2, 2, 1),
+        (1, 2, 4, 2, 8, 1),
+        (4, 1, 2, 2, 2, 2),
+        (2, 2, 4, 1, 4, 4),
+    ] {
+        for order in [RankOrder::TpCpEpDpPp, RankOrder::TpCpEpPpDp] {
+            let g = Groups::with_experts(tp, cp, dp, pp, order, ExpertSizes { ep, etp });
+            let w = tp * cp * dp * pp;
+            let edp = w / (etp * ep * pp);
+            // The expert generator: the same order string with CP = 1 and its own TP.
+            let (sizes, names) = match order {
+                RankOrder::TpCpEpDpPp => ([etp, 1, ep, edp, pp], ["tp", "cp", "ep", "dp", "pp"]),
+                RankOrder::TpCpEpPpDp => ([etp, 1, ep, pp, edp], ["tp", "cp", "ep", "pp", "dp"]),
+            };
+            let mask =
+                |token: &[&str]| -> Vec<bool> { names.iter().map(|n| token.contains(n)).collect() };
+            let want = |t: &[&str]| megatron_groups(&sizes, &mask(t));
+            let at = format!("TP{tp} CP{cp} DP{dp} PP{pp} EP{ep} ETP{etp} {order:?}");
+            if order == RankOrder::TpCpEpPpDp && pp > 1 && edp != dp {
+                continue; // Megatron refuses this layout (pipeline groups would differ)
+            }
+            assert_eq!(ranks(&g.ep_groups), want(&["ep"]), "{at}");
+            assert_eq!(ranks(&g.etp_groups), want(&["tp"]), "{at}");
+            assert_eq!(ranks(&g.etp_ep_groups), want(&["tp", "ep"]), "{at}");
+            assert_eq!(ranks(&g.edp_groups), want(&["dp"]), "{at}");
+            // parallel_state.py asserts both generators give the same pipeline groups.
+            let mut pp_groups = ranks(&g.pp_groups);
+            for p in &mut pp_groups {
+                p.sort();
+            }
+            assert_eq!(pp_groups, want(&["pp"]), "{at}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- exact Megatron volumes
+
+#[test]
+fn gradients_are_reduced_in_the_dtype_megatrons_arguments_decide() {
+    let grad = |set: &[(&str, &str)]| {
+        let mut c = cfg(1, 1, 2, 2, 2);
+        for (k, v) in set {
+            c.set(k, v).unwrap();
+        }
+        schedule::build(&c, &ScheduleOptions::default())
+            .unwrap()
+            .grad_dtype_bytes
+    };
+    // bf16 accumulates and reduces in fp32 unless --grad-reduce-in-bf16.
+    assert_eq!(grad(&[]), 4);
+    assert_eq!(grad(&[("grad_reduce_in_bf16", "True")]), 2);
+    // fp16 reduces in fp16 unless --accumulate-allreduce-grads-in-fp32.
+    assert_eq!(grad(&[("bf16", "False"), ("fp16", "True")]), 2);
+    assert_eq!(
+        grad(&[
+            ("bf16", "False"),
+            ("fp16", "True"),
+            ("accumulate_allreduce_grads_in_fp32", "True")
+        ]),
+        4
+    );
+    assert_eq!(grad(&[("bf16", "False")]), 4, "fp32");
+}
+
+#[test]
+fn the_bucket_size_is_max_40m_or_1m_times_dp_without_cp() {
+    // DP 64 → 64M parameters per bucket; CP 2 does not enter (Megatron sizes it by the
+    // data-parallel group without CP).
+    let mut c = cfg(1, 1, 64, 8, 64);
+    c.set("context_parallel_size", "2").unwrap();
+    c.set("overlap_grad_reduce", "True").unwrap();
+    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let b = &wl.stages[0].buckets;
+    assert!(b[..b.len() - 1].iter().all(|x| x.params >= 64_000_000));
+    // With h = 2048 a layer is 12h² + 13h = 50,358,272 parameters. Buckets fill from the
+    // last layer: the final LayerNorm (2h), then tensor by tensor. At 40M (DP 8) the first
+    // bucket closes at the QKV weight: 2h + the layer without its input LayerNorm (2h) =
+    // exactly one layer. At 64M (DP 64; CP 2 not counted) it takes the whole layer and the
+    // next layer's fc2 bias (h) and weight (4h·h) too.
+    let first_bucket = |dp: u64| {
+        let mut c = cfg(1, 1, dp as u32, 8, dp);
+        c.set("hidden_size", "2048").unwrap();
+        c.set("num_attention_heads", "16").unwrap();
+        c.set("context_parallel_size", "2").unwrap();
+        c.set("overlap_grad_reduce", "True").unwrap();
+        let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+        wl.stages[0].buckets[0].params
+    };
+    let (h, layer) = (2048u64, 12 * 2048 * 2048 + 13 * 2048u64);
+    assert_eq!(first_bucket(8), layer);
+    assert_eq!(first_bucket(64), 2 * h + layer + h + 4 * h * h);
+}
+
+#[test]
+fn gpt3_175b_first_stage_counts_biases_and_the_position_embedding() {
+    // TP8 · PP16, h = 12288, 96 layers → 6 per stage, V_pad = 50257 → 51200 (multiple of
+    // 128·8). Per layer per GPU: 12h²/8 weights, QKV and fc1 biases (3h + 4h)/8, the
+    // projection and fc2 biases h + h (row-parallel, not split), two LayerNorms 4h.
+    let c = preset_on("gpt3-175b", 8, 16, 16);
+    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let h: u64 = 12288;
+    let layer = 12 * h * h / 8 + 7 * h / 8 + 2 * h + 4 * h;
+    let first = 6 * layer + 2048 * h + 51200 / 8 * h;
+    assert_eq!(wl.stages[0].params_per_gpu, first);
+    // The position embedding alone is 1.7 % of it: what the old count left out.
+    let share = (2048 * h) as f64 / first as f64;
+    assert!((share - 0.0172).abs() < 0.0005, "{share}");
+    // Last stage: 6 layers, the final LayerNorm (2h) and the tied output layer copy.
+    assert_eq!(
+        wl.stages[15].params_per_gpu,
+        6 * layer + 2 * h + 51200 / 8 * h
+    );
+}
+
+#[test]
+fn the_sequence_parallel_gradient_all_reduce_covers_norms_and_row_parallel_biases() {
+    // GPT-3 13B, TP 8, SP, PP 2 (20 layers per stage), LayerNorm with biases and linear
+    // biases: per layer two LayerNorms (4h) and the projection and fc2 biases (2h) = 6h;
+    // the last stage adds the final LayerNorm (2h). Gradients in fp32.
+    let mut c = cfg(8, 2, 1, 40, 8);
+    c.set("sequence_parallel", "True").unwrap();
+    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let h = 5120u64;
+    assert_eq!(wl.stages[0].layernorm_bytes, Some(Bytes(20 * 6 * h * 4)));
+    assert_eq!(
+        wl.stages[1].layernorm_bytes,
+        Some(Bytes((20 * 6 * h + 2 * h) * 4))
+    );
+    // Llama-2 70B (RMSNorm, no biases): one weight per norm, 2h per layer, h final.
+    let mut l = preset_on("llama2-70b", 8, 4, 8);
+    l.set("sequence_parallel", "True").unwrap();
+    let wl = schedule::build(&l, &ScheduleOptions::default()).unwrap();
+    let h = 8192u64;
+    assert_eq!(wl.stages[0].layernorm_bytes, Some(Bytes(20 * 2 * h * 4)));
+    assert_eq!(
+        wl.stages[3].layernorm_bytes,
+        Some(Bytes((20 * 2 * h + h) * 4))
+    );
+}
+
+#[test]
+fn embedding_lm_head_and_cross_entropy_have_their_tp_collectives() {
+    use ina3d::schedule::{GroupKind, StepBytes};
+    let mut c = cfg(8, 2, 1, 40, 8);
+    let count = |steps: &[LayerStep]| -> (usize, usize, usize, usize) {
+        let mut n = (0, 0, 0, 0);
+        for s in steps {
+            match s {
+                LayerStep::Tp(CollKind::AllReduce) => n.0 += 1,
+                LayerStep::Tp(CollKind::AllGather) => n.1 += 1,
+                LayerStep::Tp(CollKind::ReduceScatter) => n.2 += 1,
+                LayerStep::Coll {
+                    kind: CollKind::AllReduce,
+                    group: GroupKind::Tp,
+                    bytes: StepBytes::Fixed(b),
+                } => {
+                    assert_eq!(*b, Bytes(2048 * 4), "b·s fp32 values");
+                    n.3 += 1
+                }
+                _ => {}
+            }
+        }
+        n
+    };
+    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    // No SP: the embedding all-reduces its output; the head all-reduces its input
+    // gradient; the cross-entropy all-reduces max, target logit and sum of exponentials.
+    assert_eq!(count(&wl.stages[0].embedding_fwd), (1, 0, 0, 0));
+    assert_eq!(count(&wl.stages[0].embedding_bwd), (0, 0, 0, 0));
+    assert_eq!(count(&wl.stages[1].head_fwd), (0, 0, 0, 3));
+    assert_eq!(count(&wl.stages[1].head_bwd), (1, 0, 0, 0));
+    assert!(wl.stages[1].embedding_fwd.is_empty() && wl.stages[0].head_fwd.is_empty());
+    // SP: the embedding reduce-scatters into the sequence-parallel layout (backward: an
+    // all-gather); the head gathers its input, and backward re-gathers it for the weight
+    // gradient and reduce-scatters the input gradient.
+    c.set("sequence_parallel", "True").unwrap();
+    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    assert_eq!(count(&wl.stages[0].embedding_fwd), (0, 0, 1, 0));
+    assert_eq!(count(&wl.stages[0].embedding_bwd), (0, 1, 0, 0));
+    assert_eq!(count(&wl.stages[1].head_fwd), (0, 1, 0, 3));
+    assert_eq!(count(&wl.stages[1].head_bwd), (0, 1, 1, 0));
+}
+
+#[test]
+fn before_november_2024_megatron_made_every_interleaved_step_a_warm_up_when_m_equals_pp() {
+    use ina3d::schedule::{warmup_with, WarmupRule};
+    // PP 4, v 2, m 4: today (PP−r−1)·2 + (v−1)·PP = 10, 8, 6, 4 capped at m·v = 8.
+    let now: Vec<u32> = (0..4)
+        .map(|r| warmup_with(4, r, 4, 2, WarmupRule::Current))
+        .collect();
+    assert_eq!(now, [8, 8, 6, 4]);
+    let old: Vec<u32> = (0..4)
+        .map(|r| warmup_with(4, r, 4, 2, WarmupRule::AllWarmupWhenMEqualsPp))
+        .collect();
+    assert_eq!(old, [8, 8, 8, 8]);
+    // Only m = PP triggers it: m = 8 is as today.
+    assert_eq!(
+        warmup_with(4, 3, 8, 2, WarmupRule::AllWarmupWhenMEqualsPp),
+        4
+    );
+    // All warm-up: every forward comes before any backward.
+    let order = ina3d::schedule::stage_order_with(4, 3, 4, 2, WarmupRule::AllWarmupWhenMEqualsPp);
+    let first_bwd = order.iter().position(|o| o.pass == Pass::Bwd).unwrap();
+    assert_eq!(first_bwd, 8);
 }

@@ -55,6 +55,45 @@ fn show_groups(out: &mut String, name: &str, gs: &[Vec<u32>]) {
     outln!(out, "  {name:<10} {}{more}", shown.join(" "));
 }
 
+/// Network bytes per rank and class: tp, pp, dp and emb always; cp and ep when present.
+fn print_per_rank(out: &mut String, r: &Report) {
+    // tp, pp, dp and emb always; cp and ep when the trace has them.
+    let classes: Vec<&str> = ["tp", "pp", "dp", "emb", "cp", "ep"]
+        .into_iter()
+        .filter(|c| {
+            ["tp", "pp", "dp", "emb"].contains(c)
+                || r.per_rank
+                    .iter()
+                    .any(|b| b.sent.get(*c).is_some_and(|v| *v > 0))
+        })
+        .collect();
+    let mut head = format!("  {:<12}", "");
+    for c in &classes {
+        head.push_str(&format!(
+            " {:>16} {:>16}",
+            format!("{c} sent"),
+            format!("{c} recv")
+        ));
+    }
+    outln!(out, "{head}");
+    let n = r.per_rank.len();
+    for (i, b) in r.per_rank.iter().enumerate() {
+        let who = &b.who;
+        if n > 40 && i == 32 {
+            outln!(out, "  … {} more rows (use --json for all)", n - 32);
+        }
+        if n > 40 && i >= 32 {
+            continue;
+        }
+        let g = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
+        let mut row = format!("  {who:<12}");
+        for c in &classes {
+            row.push_str(&format!(" {:>16} {:>16}", g(&b.sent, c), g(&b.received, c)));
+        }
+        outln!(out, "{row}");
+    }
+}
+
 fn print_text(out: &mut String, r: &Report) {
     outln!(
         out,
@@ -103,9 +142,22 @@ fn print_text(out: &mut String, r: &Report) {
         show_groups(out, "PP", &g.pp);
         show_groups(out, "DP", &g.dp);
         if g.dp_cp != g.dp {
+            show_groups(out, "CP", &g.cp);
             show_groups(out, "DP×CP", &g.dp_cp);
         }
         show_groups(out, "embedding", &g.embedding);
+        if let Some(e) = &g.experts {
+            outln!(
+                out,
+                "  experts: EP {} × expert TP {} × expert DP {} (Megatron's expert rank generator)",
+                e.ep,
+                e.expert_tp,
+                e.expert_dp
+            );
+            show_groups(out, "EP", &e.ep_groups);
+            show_groups(out, "expert TP", &e.expert_tp_groups);
+            show_groups(out, "expert DP", &e.expert_dp_groups);
+        }
         outln!(
             out,
             "  warm-up per stage  {} (recomputed: {:?})",
@@ -121,43 +173,7 @@ fn print_text(out: &mut String, r: &Report) {
         out,
         "\nnetwork bytes per rank (net + ina records), sent / received:"
     );
-    outln!(
-        out,
-        "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
-        "",
-        "tp sent",
-        "tp recv",
-        "pp sent",
-        "pp recv",
-        "dp sent",
-        "dp recv",
-        "emb sent",
-        "emb recv"
-    );
-    let n = r.per_rank.len();
-    for (i, b) in r.per_rank.iter().enumerate() {
-        let who = &b.who;
-        if n > 40 && i == 32 {
-            outln!(out, "  … {} more rows (use --json for all)", n - 32);
-        }
-        if n > 40 && i >= 32 {
-            continue;
-        }
-        let g = |m: &BTreeMap<String, u64>, k: &str| m.get(k).copied().unwrap_or(0);
-        outln!(
-            out,
-            "  {:<12} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16} {:>16}",
-            who,
-            g(&b.sent, "tp"),
-            g(&b.received, "tp"),
-            g(&b.sent, "pp"),
-            g(&b.received, "pp"),
-            g(&b.sent, "dp"),
-            g(&b.received, "dp"),
-            g(&b.sent, "emb"),
-            g(&b.received, "emb")
-        );
-    }
+    print_per_rank(out, r);
     outln!(out, "\nvocabulary:");
     for (k, v) in &r.vocabulary {
         outln!(out, "  {k}: {v}");

@@ -4,6 +4,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ina3d::pipeline::{InaSpec, JobSpec, MEGATRON_FLAGS};
+use ina3d::schedule::WarmupRule;
 use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
 
 /// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
@@ -52,6 +53,56 @@ impl clap::Args for Overrides {
     }
 }
 
+/// The model and its compute: Megatron overrides, parallel sizes, GPU and calibration.
+/// Shared by every command that builds the workload (`trace`, `run`, `plan`, `export aicb`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
+    #[arg(long, default_value = "a100")]
+    pub gpu: String,
+    /// Model FLOPs utilisation before calibration.
+    #[arg(long, default_value_t = 0.45)]
+    pub mfu: f64,
+    /// Do not calibrate compute against the log's timers / iteration time.
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// Use this compute scale factor instead of calibrating.
+    #[arg(long)]
+    pub calibration_factor: Option<f64>,
+    /// How MoE tokens spread over the experts: `uniform`, or `zipf:S` (expert e gets a
+    /// share ∝ (e+1)^-S, so the first EP rank is the straggler).
+    #[arg(long, default_value = "uniform", value_name = "ROUTING")]
+    pub moe_routing: String,
+    /// Interleaved 1F1B as Megatron before November 2024: with as many micro-batches as
+    /// pipeline stages, every step is a warm-up step.
+    #[arg(long)]
+    pub legacy_interleaved_warmup: bool,
+    /// Tensor-parallel size (= --tensor-model-parallel-size).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline-parallel size.
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data-parallel size.
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// Virtual pipeline chunks per stage (interleaved 1F1B).
+    #[arg(long)]
+    pub vpp: Option<u32>,
+    /// Context-parallel size.
+    #[arg(long)]
+    pub cp: Option<u32>,
+    /// Expert-parallel size (= --expert-model-parallel-size).
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Any Megatron argument, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Megatron-named overrides.
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
 /// Options of the job and its trace, shared by `trace` and `run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct JobArgs {
@@ -74,46 +125,51 @@ pub struct JobArgs {
     /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
     #[arg(long, value_parser = super::keyword::<InaPolicy>(InaPolicy::NAMES))]
     pub ina_policy: Option<InaPolicy>,
-    /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
-    #[arg(long, default_value = "a100")]
-    pub gpu: String,
-    /// Model FLOPs utilisation before calibration.
-    #[arg(long, default_value_t = 0.45)]
-    pub mfu: f64,
-    /// Do not calibrate compute against the log's timers / iteration time.
-    #[arg(long)]
-    pub no_calibrate: bool,
-    /// Use this compute scale factor instead of calibrating.
-    #[arg(long)]
-    pub calibration_factor: Option<f64>,
     /// Iterations to generate.
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
     /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
-    /// (default: twice the topology's NVLink link delay, or 1000 without NVLink links).
+    /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
+    /// protocol, `src/graph/tuning.cc`).
     #[arg(long, value_name = "NS")]
     pub nvlink_step_latency: Option<u64>,
-    /// Tensor-parallel size (= --tensor-model-parallel-size).
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Pipeline-parallel size.
-    #[arg(long)]
-    pub pp: Option<u32>,
-    /// Data-parallel size.
-    #[arg(long)]
-    pub dp: Option<u32>,
-    /// Virtual pipeline chunks per stage (interleaved 1F1B).
-    #[arg(long)]
-    pub vpp: Option<u32>,
-    /// Context-parallel size.
-    #[arg(long)]
-    pub cp: Option<u32>,
-    /// Any Megatron argument, `key=value` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-    /// Megatron-named overrides.
+    /// NCCL channels each network collective is split over, each its own connection with
+    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
+    #[arg(long, value_name = "N")]
+    pub nccl_channels: Option<u32>,
+    /// The model and its compute.
     #[command(flatten)]
-    pub overrides: Overrides,
+    pub model: ModelArgs,
+}
+
+impl ModelArgs {
+    /// Writes these options into `spec` (the model, compute and MoE fields).
+    pub fn apply(&self, spec: &mut JobSpec) -> anyhow::Result<()> {
+        use anyhow::Context;
+        spec.megatron = self.overrides.pairs.clone();
+        spec.tp = self.tp;
+        spec.pp = self.pp;
+        spec.dp = self.dp;
+        spec.vpp = self.vpp;
+        spec.cp = self.cp;
+        spec.ep = self.ep;
+        spec.set = self.set.clone();
+        spec.gpu = self.gpu.clone();
+        spec.mfu = self.mfu;
+        spec.calibrate = !self.no_calibrate;
+        spec.calibration_factor = self.calibration_factor;
+        spec.moe_routing = self
+            .moe_routing
+            .parse()
+            .map_err(anyhow::Error::msg)
+            .context("--moe-routing")?;
+        spec.warmup_rule = if self.legacy_interleaved_warmup {
+            WarmupRule::AllWarmupWhenMEqualsPp
+        } else {
+            WarmupRule::Current
+        };
+        Ok(())
+    }
 }
 
 impl JobArgs {
@@ -129,20 +185,9 @@ impl JobArgs {
         seed: u64,
     ) -> anyhow::Result<JobSpec> {
         use anyhow::Context;
-        Ok(JobSpec {
+        let mut spec = JobSpec {
             input: input.to_string(),
             topology: topology.to_string(),
-            megatron: self.overrides.pairs.clone(),
-            tp: self.tp,
-            pp: self.pp,
-            dp: self.dp,
-            vpp: self.vpp,
-            cp: self.cp,
-            set: self.set.clone(),
-            gpu: self.gpu.clone(),
-            mfu: self.mfu,
-            calibrate: !self.no_calibrate,
-            calibration_factor: self.calibration_factor,
             collective: self.collective,
             ina: InaSpec {
                 mode: ina,
@@ -160,6 +205,10 @@ impl JobArgs {
             seed,
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency,
-        })
+            nccl_channels: self.nccl_channels,
+            ..JobSpec::default()
+        };
+        self.model.apply(&mut spec)?;
+        Ok(spec)
     }
 }

@@ -21,11 +21,13 @@
 //! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
 //! | `results.csv` | [`results_csv`] (reader; written by `report::write_csv`) | `run`, sweep cells | `sweep collect` |
+//! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
 //! file beyond what the file's length justifies (a header count is a hint, not a promise).
 
+pub mod aicb;
 pub mod atomic;
 mod csv_rows;
 pub mod error;

@@ -1,13 +1,16 @@
 //! Trace files: CSV (gzip when the name ends in `.gz`) with metadata comment lines.
 //!
-//! Layout (schema 1, documented for users in `traces/README.md`):
+//! Layout (schema 2, documented for users in `traces/README.md`):
 //!
 //! ```text
-//! # ina3d-trace schema=1
+//! # ina3d-trace schema=2
 //! # key=value            (any number, keys sorted; topology, seed, INA config, model, ...)
-//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir
-//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,
+//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel
+//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,,
 //! ```
+//!
+//! Schema 2 added the last column, `channel` (the NCCL channel of a `net` record, empty
+//! for 0). Schema 1 files (without it) are still read, every record on channel 0.
 //!
 //! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
 //! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
@@ -32,13 +35,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// Version of the file layout written in the first line. Bump on any column change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema this build still reads (schema 1: no `channel` column).
+pub const OLDEST_SCHEMA: u32 = 1;
 
 /// First line of every trace file (followed by ` schema=N`).
 pub const MAGIC: &str = "# ina3d-trace";
 
-/// The column header row of schema 1.
-pub const COLUMNS: [&str; 20] = [
+/// The column header row of the current schema (schema 1 is the first 20).
+pub const COLUMNS: [&str; 21] = [
     "id",
     "src",
     "dst",
@@ -59,7 +65,17 @@ pub const COLUMNS: [&str; 20] = [
     "agg_switch",
     "agg_fanin",
     "agg_dir",
+    "channel",
 ];
+
+/// Columns of a file of schema `schema` (schema 1 has no `channel`).
+fn columns_of(schema: u32) -> &'static [&'static str] {
+    if schema == 1 {
+        &COLUMNS[..20]
+    } else {
+        &COLUMNS
+    }
+}
 
 /// A per-record check the reader runs after its own (the trace stage checks endpoints
 /// against a topology): on failure the index of the offending column in [`COLUMNS`] and
@@ -295,8 +311,9 @@ impl TraceWriter {
             path,
             count: 0,
         };
+        // Rows are always written in the current layout, whatever schema the header was read with.
         w.chunk
-            .extend_from_slice(format!("{MAGIC} schema={}\n", header.schema).as_bytes());
+            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
         for (k, v) in &header.meta {
             w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
         }
@@ -427,6 +444,10 @@ pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
         }
         None => out.extend_from_slice(b",,,"),
     }
+    out.push(b',');
+    if r.channel != 0 {
+        push_u64(out, r.channel as u64);
+    }
     out.push(b'\n');
 }
 
@@ -503,7 +524,7 @@ impl IdSet {
 }
 
 /// The fields of one data line with the 1-based column each starts at.
-type Row<'l> = [(&'l str, usize); 20];
+type Row<'l> = [(&'l str, usize); 21];
 
 /// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
 /// after which iteration stops).
@@ -627,13 +648,13 @@ impl<'t> TraceReader<'t> {
             .strip_prefix("schema=")
             .and_then(|v| v.trim().parse::<u32>().ok());
         match v {
-            Some(SCHEMA_VERSION) => self.header.schema = SCHEMA_VERSION,
+            Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => self.header.schema = v,
             Some(v) => {
                 return Err(self.err_in(
                     "header",
                     MAGIC.len() + 2,
                     format!(
-                        "schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"
+                        "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
                     ),
                 ))
             }
@@ -661,11 +682,16 @@ impl<'t> TraceReader<'t> {
                 continue;
             }
             let cols: Vec<&str> = self.buf.split(',').map(str::trim).collect();
-            if cols != COLUMNS {
+            let want = columns_of(self.header.schema);
+            if cols != want {
                 return Err(self.err_in(
                     "header",
                     1,
-                    format!("column header must be `{}`", COLUMNS.join(",")),
+                    format!(
+                        "column header of schema {} must be `{}`",
+                        self.header.schema,
+                        want.join(",")
+                    ),
                 ));
             }
             return Ok(());
@@ -701,6 +727,7 @@ impl<'t> TraceReader<'t> {
             stage: self.opt32(&f, 14)?,
             group_size: self.opt32(&f, 15)?,
             agg: self.agg(&f)?,
+            channel: self.opt32(&f, 20)?.unwrap_or(0),
         };
         if let Err((i, msg)) = check_consistency(&rec) {
             return Err(self.err(i, f[i].1, msg));
@@ -716,28 +743,26 @@ impl<'t> TraceReader<'t> {
         Ok(rec)
     }
 
-    /// The line's fields with the column each starts at: exactly [`COLUMNS`] of them.
+    /// The line's fields with the column each starts at: exactly the schema's columns
+    /// (a schema-1 row leaves `channel` empty).
     fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, FormatError> {
-        let mut fields: Row<'l> = [("", 0); 20];
+        let want = columns_of(self.header.schema);
+        let mut fields: Row<'l> = [("", 0); 21];
         let mut n = 0;
         let mut col = 1;
         for f in line.split(',') {
-            if n == 20 {
-                return Err(self.err_in("row", col, format!("more than {} fields", COLUMNS.len())));
+            if n == want.len() {
+                return Err(self.err_in("row", col, format!("more than {} fields", want.len())));
             }
             fields[n] = (f, col);
             n += 1;
             col += f.len() + 1;
         }
-        if n != 20 {
+        if n != want.len() {
             return Err(self.err_in(
                 "row",
                 col,
-                format!(
-                    "{n} fields, expected {} ({})",
-                    COLUMNS.len(),
-                    COLUMNS.join(",")
-                ),
+                format!("{n} fields, expected {} ({})", want.len(), want.join(",")),
             ));
         }
         Ok(fields)
@@ -879,7 +904,7 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
                 return Err((
                     8,
                     format!(
-                        "{} record {} needs a traffic class (tp, pp, dp, emb), not `compute`",
+                        "{} record {} needs a traffic class (tp, pp, dp, emb, cp, ep), not `compute`",
                         r.mode, r.id
                     ),
                 ));
@@ -955,6 +980,20 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
             ))
         }
         _ => {}
+    }
+    check_channel(r)
+}
+
+/// Only `net` records travel on NCCL channels.
+fn check_channel(r: &FlowRecord) -> Result<(), (usize, String)> {
+    if r.channel != 0 && r.mode != Mode::Net {
+        return Err((
+            20,
+            format!(
+                "{} record {} has channel {}: only net records travel on NCCL channels",
+                r.mode, r.id, r.channel
+            ),
+        ));
     }
     Ok(())
 }

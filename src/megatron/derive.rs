@@ -109,6 +109,15 @@ impl TrainingConfig {
                     },
                 );
             }
+        } else if matches!(
+            self.sources.get("accumulate_allreduce_grads_in_fp32"),
+            Some(Source::Derived { .. })
+        ) {
+            // The bf16 rule no longer applies (an override turned bf16 off): back to
+            // Megatron's default, so an fp16 job reduces its gradients in fp16.
+            self.accumulate_allreduce_grads_in_fp32 = false;
+            self.sources
+                .insert("accumulate_allreduce_grads_in_fp32".into(), Source::Default);
         }
     }
 

@@ -100,6 +100,10 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
     let mut s = trim_start_fast(line);
     let mut stamp = None;
     for _ in 0..6 {
+        if let Some(rest) = strip_logging_prefix(s) {
+            s = trim_start_fast(rest);
+            continue;
+        }
         let b = s.as_bytes();
         match b.first() {
             Some(b'[') => match b.iter().position(|c| *c == b']') {
@@ -133,6 +137,29 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
         }
     }
     (s, stamp)
+}
+
+/// Python `logging`'s default prefix `LEVEL:logger.name:` (e.g.
+/// `INFO:megatron.core.timers:`), which Megatron's logger puts before its messages; the
+/// rest of the line, or `None` when the line has no such prefix.
+fn strip_logging_prefix(s: &str) -> Option<&str> {
+    const LEVELS: [&str; 6] = [
+        "DEBUG:",
+        "INFO:",
+        "WARNING:",
+        "WARN:",
+        "ERROR:",
+        "CRITICAL:",
+    ];
+    let rest = LEVELS.iter().find_map(|l| s.strip_prefix(l))?;
+    let name_len = rest
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        .count();
+    match rest.as_bytes().get(name_len) {
+        Some(b':') if name_len > 0 => Some(&rest[name_len + 1..]),
+        _ => Some(rest),
+    }
 }
 
 fn col(line: &str, part: &str) -> usize {

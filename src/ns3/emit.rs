@@ -664,10 +664,32 @@ pub fn emit(
         start_source,
         schedule_makespan: makespan,
         routes: nroutes,
-        warnings: if opts.flavor == Flavor::Simai {
-            simai_rate_warnings(&ext)
-        } else {
-            Vec::new()
-        },
+        warnings: emit_warnings(opts, &ext, records),
+    })
+}
+
+/// What a user of the emitted files must know: link speeds SimAI's stock configuration
+/// lacks (SimAI flavour), channels the glue cannot route apart.
+fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> Vec<String> {
+    let mut w = if opts.flavor == Flavor::Simai {
+        simai_rate_warnings(ext)
+    } else {
+        Vec::new()
+    };
+    w.extend(channel_warning(records));
+    w
+}
+
+/// Records on NCCL channels > 0 are routed by the replayer on their channel's own ECMP
+/// path (`connection_key(src, dst, channel)`), but `routes.txt` holds one path per
+/// (src, dst) pair, so the glue and the HPCC-family simulators carry every channel of a
+/// pair on the channel-0 path (docs/model.md#known-gaps). Say so instead of diverging
+/// silently; `ina3d trace --nccl-channels 1` gives traces both back-ends route alike.
+fn channel_warning(records: &[FlowRecord]) -> Option<String> {
+    let n = records.iter().filter(|r| r.channel > 0).count();
+    (n > 0).then(|| {
+        format!(
+            "{n} records travel on NCCL channels > 0: the replayer routes each channel on its own ECMP path, routes.txt (and so the glue) carries every channel of a pair on the pair's channel-0 path; trace with --nccl-channels 1 for identical routing"
+        )
     })
 }

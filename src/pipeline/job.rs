@@ -4,7 +4,7 @@
 use super::PipelineError;
 use crate::megatron::{self, TrainingConfig};
 use crate::record::Class;
-use crate::schedule::{self, Gpu, ScheduleOptions, Workload};
+use crate::schedule::{self, Gpu, MoeRouting, ScheduleOptions, WarmupRule, Workload};
 use crate::topology::Topology;
 use crate::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
 use crate::units::{Bytes, Nanos};
@@ -53,6 +53,19 @@ pub const MEGATRON_FLAGS: &[(&str, bool)] = &[
     ("swiglu", true),
     ("recompute-granularity", false),
     ("use-tp-pp-dp-mapping", true),
+    ("cp-comm-type", false),
+    ("num-experts", false),
+    ("moe-router-topk", false),
+    ("expert-model-parallel-size", false),
+    ("expert-tensor-parallel-size", false),
+    ("moe-layer-freq", false),
+    ("moe-token-dispatcher-type", false),
+    ("moe-expert-capacity-factor", false),
+    ("moe-ffn-hidden-size", false),
+    ("moe-shared-expert-intermediate-size", false),
+    ("normalization", false),
+    ("disable-bias-linear", true),
+    ("position-embedding-type", false),
 ];
 
 /// The INA options as given; the slot policy's default depends on the mode
@@ -137,6 +150,8 @@ pub struct JobSpec {
     pub vpp: Option<u32>,
     /// Context-parallel size.
     pub cp: Option<u32>,
+    /// Expert-parallel size.
+    pub ep: Option<u32>,
     /// Any Megatron argument, `key=value`, applied last, in order.
     pub set: Vec<String>,
     /// GPU preset (`a100`, `h100`, … or `NAME:TFLOPS`).
@@ -147,6 +162,10 @@ pub struct JobSpec {
     pub calibrate: bool,
     /// Use this compute scale factor instead of calibrating.
     pub calibration_factor: Option<f64>,
+    /// How MoE tokens spread over the experts.
+    pub moe_routing: MoeRouting,
+    /// Which Megatron release's interleaved-1F1B warm-up to follow.
+    pub warmup_rule: WarmupRule,
     /// Host algorithm for collectives that cross the network.
     pub collective: Algorithm,
     /// In-network aggregation.
@@ -157,6 +176,8 @@ pub struct JobSpec {
     pub iterations: u32,
     /// Latency α (ns) per algorithm step inside an NVLink domain (`None`: from the topology).
     pub nvlink_step_latency: Option<u64>,
+    /// NCCL channels per network collective (`None`: NCCL's rule for the topology).
+    pub nccl_channels: Option<u32>,
 }
 
 impl Default for JobSpec {
@@ -172,16 +193,20 @@ impl Default for JobSpec {
             dp: None,
             vpp: None,
             cp: None,
+            ep: None,
             set: Vec::new(),
             gpu: t.schedule.gpu.name.clone(),
             mfu: t.schedule.mfu,
             calibrate: t.schedule.calibrate,
             calibration_factor: t.schedule.factor,
+            moe_routing: t.schedule.moe_routing,
+            warmup_rule: t.schedule.warmup_rule,
             collective: t.collective,
             ina: InaSpec::default(),
             seed: t.seed,
             iterations: t.iterations,
             nvlink_step_latency: None,
+            nccl_channels: t.nccl_channels,
         }
     }
 }
@@ -198,6 +223,7 @@ impl JobSpec {
             ("context_parallel_size", self.cp),
             ("data_parallel_size", self.dp),
             ("virtual_pipeline_model_parallel_size", self.vpp),
+            ("expert_model_parallel_size", self.ep),
         ] {
             if let Some(v) = v {
                 pairs.push((k.to_string(), v.to_string()));
@@ -223,6 +249,12 @@ impl JobSpec {
     /// The generator's options. Errors name the flag at fault.
     pub fn trace_options(&self) -> Result<TraceOptions, PipelineError> {
         let ina = self.ina.config()?;
+        if self.nccl_channels == Some(0) {
+            return Err(PipelineError::Option {
+                option: "--nccl-channels".into(),
+                msg: "must be at least 1".into(),
+            });
+        }
         let gpu = Gpu::preset(&self.gpu).ok_or_else(|| PipelineError::Option {
             option: format!("--gpu `{}`", self.gpu),
             msg: "expected a100, h100, h800, h20 or NAME:TFLOPS".into(),
@@ -233,12 +265,15 @@ impl JobSpec {
                 mfu: self.mfu,
                 calibrate: self.calibrate,
                 factor: self.calibration_factor,
+                moe_routing: self.moe_routing,
+                warmup_rule: self.warmup_rule,
             },
             collective: self.collective,
             ina,
             seed: self.seed,
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
+            nccl_channels: self.nccl_channels,
         })
     }
 }

@@ -174,6 +174,7 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     parallel_size!("dp", dp, "data-parallel size"),
     parallel_size!("vpp", vpp, "virtual pipeline chunks per stage"),
     parallel_size!("cp", cp, "context-parallel size"),
+    parallel_size!("ep", ep, "expert-parallel size"),
     RunOption {
         name: "set",
         help: "Megatron arguments as KEY=VALUE (a list)",
@@ -257,6 +258,43 @@ pub const RUN_OPTIONS: &[RunOption] = &[
             Ok(())
         },
         get: |s| opt_text(&s.job.nvlink_step_latency),
+    },
+    RunOption {
+        name: "nccl-channels",
+        help: "NCCL channels per network collective (default: NCCL's rule for the topology)",
+        set: |s, v| {
+            let n: u32 = num(v, POS)?;
+            if n == 0 {
+                return Err("must be at least 1".into());
+            }
+            s.job.nccl_channels = Some(n);
+            Ok(())
+        },
+        get: |s| opt_text(&s.job.nccl_channels),
+    },
+    RunOption {
+        name: "moe-routing",
+        help: "how MoE tokens spread over the experts: uniform, or zipf:S",
+        set: |s, v| {
+            s.job.moe_routing = one(v)?.parse()?;
+            Ok(())
+        },
+        get: |s| s.job.moe_routing.to_string(),
+    },
+    RunOption {
+        name: "legacy-interleaved-warmup",
+        help: "interleaved 1F1B warm-up as Megatron before November 2024 (true/false)",
+        set: |s, v| {
+            s.job.warmup_rule = if boolean(v)? {
+                crate::schedule::WarmupRule::AllWarmupWhenMEqualsPp
+            } else {
+                crate::schedule::WarmupRule::Current
+            };
+            Ok(())
+        },
+        get: |s| {
+            (s.job.warmup_rule == crate::schedule::WarmupRule::AllWarmupWhenMEqualsPp).to_string()
+        },
     },
     RunOption {
         name: "ina",

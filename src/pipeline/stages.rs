@@ -87,6 +87,25 @@ pub fn trace_report(job: &Job, opts: &TraceOptions, t: &GeneratedTrace) -> Strin
         wl.microbatches,
         wl.stages.iter().map(|s| s.warmup).collect::<Vec<_>>()
     );
+    if let Some(m) = &wl.moe {
+        let _ = writeln!(
+            s,
+            "  MoE: {} experts, top-{}, EP{} expert-TP{} expert-DP{}, {} dispatcher, {} routing, {:.2} % of token copies dropped",
+            m.num_experts,
+            m.topk,
+            wl.groups.ep,
+            wl.groups.etp,
+            wl.groups.edp,
+            m.dispatcher.as_str(),
+            m.routing,
+            100.0 * m.dropped
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  NCCL channels per network collective: {}",
+        stats.channels
+    );
     let _ = writeln!(
         s,
         "  compute: {} at {} TF × MFU {} × calibration {:.4} ({})",

@@ -74,6 +74,8 @@ fn class_idx(c: Class) -> usize {
         Class::Pp => 1,
         Class::Dp => 2,
         Class::Emb | Class::Compute => 3,
+        Class::Cp => 4,
+        Class::Ep => 5,
     }
 }
 
@@ -81,12 +83,12 @@ fn class_idx(c: Class) -> usize {
 struct Pools {
     policy: InaPolicy,
     total: u32,
-    share: [u32; 4],
-    used: Vec<[u32; 4]>,
+    share: [u32; 6],
+    used: Vec<[u32; 6]>,
     node_of: Vec<NodeId>,
     waiting: BTreeSet<(u8, u64, u32)>,
     /// Rank of each class in the priority order (`ina_classes` order; absent classes last).
-    prio: [u8; 4],
+    prio: [u8; 6],
     samples: Vec<SlotSample>,
     peak: u32,
 }
@@ -390,15 +392,14 @@ fn prepare<R: PathSource + ?Sized>(
         if !matches!(r.mode, Mode::Net | Mode::Ina) || r.src == r.dst {
             continue;
         }
-        let path =
-            routing
-                .connection_path(r.src, r.dst)
-                .map_err(|reason| ReplayError::NoRoute {
-                    id: r.id,
-                    src: r.src,
-                    dst: r.dst,
-                    reason,
-                })?;
+        let path = routing
+            .channel_path(r.src, r.dst, r.channel)
+            .map_err(|reason| ReplayError::NoRoute {
+                id: r.id,
+                src: r.src,
+                dst: r.dst,
+                reason,
+            })?;
         check(r.id, &path)?;
         rec_off[i] = arena.len() as u32;
         rec_len[i] = path.len() as u32;
@@ -1051,11 +1052,11 @@ pub fn simulate<R: PathSource + ?Sized>(
         v.dedup();
         v
     };
-    let mut share = [0u32; 4];
+    let mut share = [0u32; 6];
     for c in &enabled {
         share[class_idx(*c)] = ina.slots / enabled.len() as u32;
     }
-    let mut prio = [4u8, 5, 6, 7];
+    let mut prio = [6u8, 7, 8, 9, 10, 11];
     for (rank, c) in ina
         .classes
         .iter()
@@ -1070,7 +1071,7 @@ pub fn simulate<R: PathSource + ?Sized>(
         policy: ina.policy,
         total: ina.slots,
         share,
-        used: vec![[0; 4]; nsw],
+        used: vec![[0; 6]; nsw],
         node_of: p.switch_nodes.clone(),
         waiting: BTreeSet::new(),
         samples: Vec::new(),

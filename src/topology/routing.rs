@@ -62,6 +62,21 @@ pub fn pair_key(src: NodeId, dst: NodeId) -> u64 {
     ((src.0 as u64) << 32) | dst.0 as u64
 }
 
+/// The ECMP key of NCCL channel `channel` of the connection from `src` to `dst`: channel 0
+/// is [`pair_key`]`(src, dst)`, channel `c > 0` is `pair_key ^ splitmix64(c)`. Each NCCL
+/// channel has its own connection (its own queue pair / source port), so a fabric hashes
+/// the channels of one GPU pair independently (docs/model.md#nccl-channels). Both
+/// back-ends route a `net` record with the key of its channel.
+#[inline]
+pub fn connection_key(src: NodeId, dst: NodeId, channel: u32) -> u64 {
+    let k = pair_key(src, dst);
+    if channel == 0 {
+        k
+    } else {
+        k ^ splitmix64(channel as u64)
+    }
+}
+
 /// Distances and shortest next hops towards one attachment group of hosts.
 #[derive(Clone, Debug)]
 struct Group {
@@ -407,6 +422,17 @@ impl Routing {
     /// paths into the glue's `routes.txt`, and INA trees are built from it.
     pub fn connection_path(&self, src: NodeId, dst: NodeId) -> Result<Vec<Channel>, TopologyError> {
         self.path(src, dst, pair_key(src, dst))
+    }
+
+    /// The ECMP path of NCCL channel `channel` of the connection from `src` to `dst`
+    /// ([`connection_key`]); channel 0 is [`Routing::connection_path`].
+    pub fn channel_path(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        channel: u32,
+    ) -> Result<Vec<Channel>, TopologyError> {
+        self.path(src, dst, connection_key(src, dst, channel))
     }
 
     /// The ECMP path from `src` to `dst` (each a host or a packet switch) for flow key

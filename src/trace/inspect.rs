@@ -4,7 +4,7 @@
 
 use super::{TraceError, TraceReader};
 use crate::record::{Class, FlowRecord, Mode};
-use crate::schedule::{self, CollKind, Groups, RankOrder};
+use crate::schedule::{self, CollKind, ExpertSizes, Groups, RankOrder};
 use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -82,12 +82,34 @@ pub struct GroupsOut {
     pub dp: Vec<Vec<u32>>,
     /// Data × context parallel groups (where dense gradients are reduced).
     pub dp_cp: Vec<Vec<u32>>,
+    /// Context-parallel groups (ring attention runs in this order).
+    pub cp: Vec<Vec<u32>>,
+    /// Expert groups of a MoE trace (`None` for dense jobs).
+    pub experts: Option<ExpertGroupsOut>,
     /// Embedding groups (first and last stage).
     pub embedding: Vec<Vec<u32>>,
     /// nccl-tests busbw factors of the job's collectives.
     pub busbw_factors: BTreeMap<String, f64>,
     /// Warm-up micro-batches per stage, recomputed from the sizes.
     pub warmup_recomputed: Vec<u32>,
+}
+
+/// The expert layout of a MoE job, rebuilt from the header (Megatron's expert rank
+/// generator: expert TP, EP, expert DP, the same PP).
+#[derive(Serialize, Debug)]
+pub struct ExpertGroupsOut {
+    /// EP size.
+    pub ep: u32,
+    /// Expert TP size.
+    pub expert_tp: u32,
+    /// Expert DP size.
+    pub expert_dp: u32,
+    /// Expert-parallel groups (the MoE all-to-alls).
+    pub ep_groups: Vec<Vec<u32>>,
+    /// Expert tensor-parallel groups.
+    pub expert_tp_groups: Vec<Vec<u32>>,
+    /// Expert data-parallel groups (expert gradients are reduced here).
+    pub expert_dp_groups: Vec<Vec<u32>>,
 }
 
 /// Read the trace at `path` and report on it. `topology` maps nodes to ranks (default:
@@ -237,10 +259,27 @@ fn groups_from_meta(meta: &BTreeMap<String, String>) -> Option<GroupsOut> {
     if [tp, pp, dp, cp].contains(&0) || (tp as u64 * pp as u64 * dp as u64 * cp as u64) > 1 << 20 {
         return None;
     }
-    let g = Groups::new(tp, cp, dp, pp, order);
-    let conv = |x: &Vec<Vec<crate::units::Rank>>| {
+    let (ep, etp) = (
+        meta_u32(meta, "ep").unwrap_or(1),
+        meta_u32(meta, "expert_tp").unwrap_or(tp),
+    );
+    let moe = meta.contains_key("num_experts");
+    let world = tp * pp * dp * cp;
+    if moe && (ep == 0 || etp == 0 || !world.is_multiple_of(ep * etp * pp)) {
+        return None;
+    }
+    let g = Groups::with_experts(tp, cp, dp, pp, order, ExpertSizes { ep, etp });
+    let conv = |x: &Vec<Vec<crate::units::Rank>>| -> Vec<Vec<u32>> {
         x.iter().map(|g| g.iter().map(|r| r.0).collect()).collect()
     };
+    let experts = moe.then(|| ExpertGroupsOut {
+        ep,
+        expert_tp: etp,
+        expert_dp: g.edp,
+        ep_groups: conv(&g.ep_groups),
+        expert_tp_groups: conv(&g.etp_groups),
+        expert_dp_groups: conv(&g.edp_groups),
+    });
     let bus = BTreeMap::from([
         (
             format!("tp all-reduce (n={tp})"),
@@ -265,6 +304,8 @@ fn groups_from_meta(meta: &BTreeMap<String, String>) -> Option<GroupsOut> {
         pp: conv(&g.pp_groups),
         dp: conv(&g.dp_groups),
         dp_cp: conv(&g.dp_cp_groups),
+        cp: conv(&g.cp_groups),
+        experts,
         embedding: conv(&g.emb_groups),
         busbw_factors: bus,
         warmup_recomputed: (0..pp).map(|s| schedule::warmup(pp, s, m, v)).collect(),

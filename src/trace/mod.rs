@@ -14,7 +14,10 @@ pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
 };
 pub use check::{validate, ValidationSummary};
-pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
+pub use gen::{
+    default_channels, generate, generate_workload, header, nvlink_step_latency, TraceStats,
+    NCCL_NVLINK_RING_STEP,
+};
 pub use options::{
     parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
     TraceOptions, INA_HEADER_KEYS,

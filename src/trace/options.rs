@@ -228,9 +228,12 @@ pub struct TraceOptions {
     pub seed: u64,
     /// Iterations to generate (each waits for the previous one's gradient sync).
     pub iterations: u32,
-    /// Latency α per algorithm step inside an NVLink domain; `None`: twice the topology's
-    /// NVLink link delay (GPU → NVSwitch → GPU), or 1 µs when it has no NVLink links.
+    /// Latency α per algorithm step inside an NVLink domain; `None`: NCCL's own estimate
+    /// for a ring step over NVLink, 3.4 µs ([`super::gen::NCCL_NVLINK_RING_STEP`]).
     pub nvlink_step_latency: Option<Nanos>,
+    /// NCCL channels each network collective is split over; `None`: NCCL's rule for the
+    /// topology ([`super::default_channels`]).
+    pub nccl_channels: Option<u32>,
 }
 
 impl Default for TraceOptions {
@@ -242,6 +245,7 @@ impl Default for TraceOptions {
             seed: 0,
             iterations: 1,
             nvlink_step_latency: None,
+            nccl_channels: None,
         }
     }
 }
