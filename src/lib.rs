@@ -17,6 +17,7 @@ mod keyword;
 pub mod fct;
 pub mod formats;
 pub mod megatron;
+pub mod netmodel;
 pub mod ns3;
 pub mod record;
 pub mod replay;

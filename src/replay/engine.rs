@@ -8,6 +8,7 @@
 use super::route::PathSource;
 use super::{InaPolicy, ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, FctRow, SummaryContext};
+use crate::netmodel::{self, fluid_time, EdgeDir};
 use crate::formats::links_csv::ChannelStat;
 use crate::formats::switches_csv::SlotSample;
 use crate::record::{AggDir, Class, FlowRecord, Mode};
@@ -469,52 +470,30 @@ fn prepare<R: PathSource + ?Sized>(
         switches.sort_unstable();
         switches.dedup();
         // the unit's own limit: capacity over multiplicity on its tightest channel
-        let tree_cap = tree
-            .chunk_by(|a, b| a == b)
-            .map(|run| ch_cap[run[0] as usize] / run.len() as f64)
-            .fold(f64::INFINITY, f64::min);
-        // longest up chain and longest down chain (relaxation; trees are shallow)
-        let mut up: HashMap<u32, u64> = HashMap::new();
-        let mut down: HashMap<u32, u64> = HashMap::new();
-        for _ in 0..mem.len() {
-            let mut changed = false;
-            for &m in &mem {
+        let tree_cap = netmodel::multiset_cap(&tree, |c| ch_cap[c as usize]);
+        // longest up chain and longest down chain
+        let edges: Vec<(u32, u32, u64, EdgeDir)> = mem
+            .iter()
+            .filter_map(|&m| {
                 let r = &records[m as usize];
-                let d = rec_delay[m as usize];
-                let Some(a) = r.agg else { continue };
-                match a.dir {
-                    AggDir::Up => {
-                        let v = up.get(&r.src.0).copied().unwrap_or(0) + d;
-                        let e = up.entry(r.dst.0).or_insert(0);
-                        if v > *e {
-                            *e = v;
-                            changed = true;
-                        }
-                    }
-                    AggDir::Down => {
-                        let v = down.get(&r.dst.0).copied().unwrap_or(0) + d;
-                        let e = down.entry(r.src.0).or_insert(0);
-                        if v > *e {
-                            *e = v;
-                            changed = true;
-                        }
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let up_lat = up.values().copied().max().unwrap_or(0);
-        let down_lat = down.values().copied().max().unwrap_or(0);
+                let dir = match r.agg?.dir {
+                    AggDir::Up => EdgeDir::Up,
+                    AggDir::Down => EdgeDir::Down,
+                };
+                Some((r.src.0, r.dst.0, rec_delay[m as usize], dir))
+            })
+            .collect();
+        let (up_lat, down_lat) = netmodel::tree_latency(&edges);
         let latency = up_lat + down_lat;
         let wire_s = ina_wire(s, opts);
-        let full_window = if switches.is_empty() {
-            f64::INFINITY
-        } else {
-            window_rate(opts.ina.window, opts.ina.payload, latency)
-        };
-        let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
+        let standalone = netmodel::ina_time(
+            wire_s.0,
+            tree_cap,
+            opts.ina.window,
+            opts.ina.payload.0,
+            latency,
+            !switches.is_empty(),
+        );
         // host ring fallback over the worker hosts
         let mut hosts: Vec<(NodeId, FlowId)> = Vec::new();
         for &m in &mem {
@@ -597,24 +576,6 @@ fn prepare<R: PathSource + ?Sized>(
         switch_nodes,
         switch_bytes,
     })
-}
-
-/// Bytes per ns a window of `slots` packets of `payload` sustains over `rtt`.
-fn window_rate(slots: u32, payload: Bytes, rtt: u64) -> f64 {
-    if rtt == 0 {
-        f64::INFINITY
-    } else {
-        slots as f64 * payload.0 as f64 / rtt as f64
-    }
-}
-
-/// Nanoseconds to move `bytes` at `rate` bytes/ns, rounded up (a tolerance of 1e-6 ns
-/// keeps exact quotients such as 80000.0000000001 from rounding to the next ns).
-fn fluid_time(bytes: f64, rate: f64) -> u64 {
-    if bytes <= 0.0 || rate.is_infinite() {
-        return 0;
-    }
-    (bytes / rate - 1e-6).ceil().max(0.0) as u64
 }
 
 /// Mutable simulation state.
@@ -935,7 +896,7 @@ impl Sim<'_> {
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            window_rate(slots, self.opts.ina.payload, agg.rtt)
+            netmodel::window_rate(slots, self.opts.ina.payload.0, agg.rtt)
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
