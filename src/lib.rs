@@ -18,6 +18,7 @@ pub mod fct;
 pub mod formats;
 pub mod megatron;
 pub mod netmodel;
+pub mod plan;
 pub mod ns3;
 pub mod record;
 pub mod replay;

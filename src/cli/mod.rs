@@ -6,6 +6,7 @@ pub mod export;
 pub mod inspect;
 pub mod ns3;
 pub mod parse;
+pub mod plan;
 pub mod replay;
 pub mod run;
 pub mod trace;

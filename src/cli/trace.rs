@@ -94,43 +94,18 @@ impl clap::Args for Overrides {
     }
 }
 
-/// Arguments of `ina3d trace`.
+/// The job: Megatron input and overrides, topology, compute model, ECMP seed and host
+/// algorithm (shared by `ina3d trace` and `ina3d plan`).
 #[derive(clap::Args, Debug)]
-#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
-pub struct Args {
+pub struct JobArgs {
     /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
     pub input: String,
     /// Topology: a builder spec (`fat-tree:k=8`, `leaf-spine:leaves=4,spines=2,hosts-per-leaf=8`, …) or an HPCC topology.txt.
     #[arg(long)]
     pub topology: String,
-    /// Output trace (CSV; gzip when the name ends in .gz).
-    #[arg(short = 'o', long)]
-    pub output: PathBuf,
     /// Host algorithm for collectives that cross the network: ring, dbt, hd, hierarchical.
     #[arg(long, default_value = "ring")]
     pub collective: String,
-    /// In-network aggregation: off, switchml, hierarchical, atp, rina.
-    #[arg(long, default_value = "off")]
-    pub ina: String,
-    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
-    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
-    #[arg(long, default_value = "all")]
-    pub ina_switches: String,
-    /// Aggregator slots per switch.
-    #[arg(long, default_value_t = 8192)]
-    pub ina_slots: u32,
-    /// Payload bytes per slot (one packet).
-    #[arg(long, default_value_t = 256)]
-    pub ina_payload: u64,
-    /// Outstanding packets per worker.
-    #[arg(long, default_value_t = 256)]
-    pub ina_window: u32,
-    /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
-    #[arg(long)]
-    pub ina_policy: Option<String>,
-    /// Traffic classes allowed to aggregate, in priority order.
-    #[arg(long, default_value = "tp,dp,emb")]
-    pub ina_classes: String,
     /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
     #[arg(long, default_value = "a100")]
     pub gpu: String,
@@ -176,8 +151,57 @@ pub struct Args {
     pub overrides: Overrides,
 }
 
+/// The INA switch model: which switches aggregate, their slot pools, packets and windows
+/// (shared by `ina3d trace` and `ina3d plan`).
+#[derive(clap::Args, Debug)]
+pub struct InaModelArgs {
+    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
+    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
+    #[arg(long, default_value = "all")]
+    pub ina_switches: String,
+    /// Aggregator slots per switch.
+    #[arg(long, default_value_t = 8192)]
+    pub ina_slots: u32,
+    /// Payload bytes per slot (one packet).
+    #[arg(long, default_value_t = 256)]
+    pub ina_payload: u64,
+    /// Outstanding packets per worker.
+    #[arg(long, default_value_t = 256)]
+    pub ina_window: u32,
+    /// Traffic classes allowed to aggregate, in priority order.
+    #[arg(long, default_value = "tp,dp,emb")]
+    pub ina_classes: String,
+}
+
+/// Arguments of `ina3d trace`.
+#[derive(clap::Args, Debug)]
+#[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
+pub struct Args {
+    /// The job.
+    #[command(flatten)]
+    pub job: JobArgs,
+    /// Output trace (CSV; gzip when the name ends in .gz).
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+    /// In-network aggregation: off, switchml, hierarchical, atp, rina (planned: use --plan).
+    #[arg(long, default_value = "off")]
+    pub ina: String,
+    /// Slot policy: static, best-effort, priority (default: best-effort for atp, planned
+    /// with --plan, else static).
+    #[arg(long)]
+    pub ina_policy: Option<String>,
+    /// The INA switch model.
+    #[command(flatten)]
+    pub model: InaModelArgs,
+    /// Lower this plan (`ina3d plan`): each group's host algorithm or tree and its slot
+    /// reservations (INA mode and slot policy `planned`). The plan must have been made
+    /// for the same job, topology, seed and INA switch options; what differs is named.
+    #[arg(long, value_name = "PLAN.json", conflicts_with_all = ["ina", "ina_policy"])]
+    pub plan: Option<PathBuf>,
+}
+
 /// The training config after every override, validated.
-pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
+pub fn load_config(a: &JobArgs) -> anyhow::Result<TrainingConfig> {
     let mut cfg =
         megatron::load_input(&a.input).with_context(|| format!("reading `{}`", a.input))?;
     let mut pairs: Vec<(String, String)> = a.overrides.pairs.clone();
@@ -207,72 +231,86 @@ pub fn load_config(a: &Args) -> anyhow::Result<TrainingConfig> {
     Ok(cfg)
 }
 
-/// Trace options from the flags.
-pub fn options(a: &Args) -> anyhow::Result<TraceOptions> {
-    if a.ina_payload == 0 || a.ina_window == 0 || a.ina_slots == 0 {
+/// Trace options from the job and INA model flags, INA `mode` with slot `policy`
+/// (`None`: best-effort for atp, planned for planned, else static).
+pub fn options(j: &JobArgs, m: &InaModelArgs, mode: InaMode, policy: Option<&str>) -> anyhow::Result<TraceOptions> {
+    if m.ina_payload == 0 || m.ina_window == 0 || m.ina_slots == 0 {
         bail!("--ina-slots, --ina-payload and --ina-window must be positive");
     }
-    let mode = a
-        .ina
-        .parse::<InaMode>()
-        .map_err(anyhow::Error::msg)
-        .context("--ina")?;
     let ina = InaConfig {
         mode,
-        switches: a
+        switches: m
             .ina_switches
             .parse::<InaSwitches>()
             .map_err(anyhow::Error::msg)
             .context("--ina-switches")?,
-        slots: a.ina_slots,
-        payload: Bytes(a.ina_payload),
-        window: a.ina_window,
-        policy: match &a.ina_policy {
+        slots: m.ina_slots,
+        payload: Bytes(m.ina_payload),
+        window: m.ina_window,
+        policy: match policy {
             Some(p) => p
                 .parse::<InaPolicy>()
                 .map_err(anyhow::Error::msg)
                 .context("--ina-policy")?,
             None if mode == InaMode::Atp => InaPolicy::BestEffort,
+            None if mode == InaMode::Planned => InaPolicy::Planned,
             None => InaPolicy::Static,
         },
-        classes: parse_classes(&a.ina_classes)
+        classes: parse_classes(&m.ina_classes)
             .map_err(anyhow::Error::msg)
             .context("--ina-classes")?,
     };
+    if (ina.policy == InaPolicy::Planned) != (mode == InaMode::Planned) {
+        bail!("the `planned` INA mode and slot policy go together, from --plan");
+    }
     let schedule = ScheduleOptions {
-        gpu: Gpu::preset(&a.gpu).with_context(|| {
+        gpu: Gpu::preset(&j.gpu).with_context(|| {
             format!(
                 "--gpu `{}`: expected a100, h100, h800, h20 or NAME:TFLOPS",
-                a.gpu
+                j.gpu
             )
         })?,
-        mfu: a.mfu,
-        calibrate: !a.no_calibrate,
-        factor: a.calibration_factor,
+        mfu: j.mfu,
+        calibrate: !j.no_calibrate,
+        factor: j.calibration_factor,
     };
     Ok(TraceOptions {
         schedule,
-        collective: a
+        collective: j
             .collective
             .parse::<Algorithm>()
             .map_err(anyhow::Error::msg)
             .context("--collective")?,
         ina,
-        seed: a.seed,
-        iterations: a.iterations,
-        nvlink_step_latency: a.nvlink_step_latency.map(ina3d::units::Nanos),
+        seed: j.seed,
+        plan: None,
+        iterations: j.iterations,
+        nvlink_step_latency: j.nvlink_step_latency.map(ina3d::units::Nanos),
     })
 }
 
 /// Run `ina3d trace`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let cfg = load_config(&a)?;
-    let opts = options(&a)?;
-    let topo =
-        Topology::from_spec(&a.topology).with_context(|| format!("--topology `{}`", a.topology))?;
+    let cfg = load_config(&a.job)?;
+    let mode = match &a.plan {
+        Some(_) => InaMode::Planned,
+        None => a.ina.parse::<InaMode>().map_err(anyhow::Error::msg).context("--ina")?,
+    };
+    if mode == InaMode::Planned && a.plan.is_none() {
+        bail!("--ina planned lowers a plan: give --plan PLAN.json (made by `ina3d plan`)");
+    }
+    let mut opts = options(&a.job, &a.model, mode, a.ina_policy.as_deref())?;
+    let topo = Topology::from_spec(&a.job.topology)
+        .with_context(|| format!("--topology `{}`", a.job.topology))?;
     let wl = schedule::build(&cfg, &opts.schedule).context("building the 3D-parallel workload")?;
     topo.check_world(wl.world(), wl.tp())
         .context("the job does not fit the topology")?;
+    if let Some(p) = &a.plan {
+        let plan = ina3d::formats::plan_json::read(p)?;
+        trace::planned::check_plan_job(&plan, &trace::header(&cfg, &wl, &topo, &opts))
+            .with_context(|| format!("--plan {}", p.display()))?;
+        opts.plan = Some(plan);
+    }
     let header = trace::header(&cfg, &wl, &topo, &opts);
     let mut w = TraceWriter::create(&a.output, &header)?;
     let bar = indicatif::ProgressBar::new_spinner();
@@ -326,7 +364,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if stats.ina_fallbacks > 0 {
         println!(
             "  note: {} INA-eligible collectives had no aggregating switch above all their members (--ina-switches {}) and use the host algorithm",
-            stats.ina_fallbacks, a.ina_switches
+            stats.ina_fallbacks, a.model.ina_switches
         );
     }
     if stats.hd_fallbacks > 0 {

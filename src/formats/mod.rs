@@ -18,6 +18,7 @@
 //! | `links.csv` | [`links_csv`] | replay, `ns3 run` (glue counters) | `compare` |
 //! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
+//! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -29,6 +30,7 @@ pub mod error;
 pub mod fct_csv;
 pub mod flow_txt;
 pub mod hpcc_fct;
+pub mod plan_json;
 pub mod links_csv;
 pub mod summary_csv;
 pub mod switches_csv;

@@ -67,6 +67,8 @@ struct Agg {
     started: u64,
     slots: u32,
     outstanding: u32,
+    /// Slots its group reserves per switch (`planned` policy; 0 otherwise).
+    reserved: u32,
 }
 
 fn class_idx(c: Class) -> usize {
@@ -121,6 +123,12 @@ impl Pools {
         }
         if self.capacity(c) == 0 || window == 0 {
             return Grant::Fallback;
+        }
+        if self.policy == InaPolicy::Planned {
+            // the plan's reservation, once every switch's pool can hold it
+            let need = agg.reserved.min(window);
+            let fits = agg.switches.iter().all(|&s| self.free(s, c) >= need);
+            return if need > 0 && fits { Grant::Slots(need) } else { Grant::Wait };
         }
         let free = agg
             .switches
@@ -538,6 +546,7 @@ fn prepare<R: PathSource + ?Sized>(
         } else {
             (0.0, 0)
         };
+        let reserved = planned_reservation(records, &mem, topo, opts, &switches, &switch_nodes, id, class)?;
         let tree_off = arena.len() as u32;
         arena.extend_from_slice(&tree);
         aggs.push(Agg {
@@ -559,6 +568,7 @@ fn prepare<R: PathSource + ?Sized>(
             started: 0,
             slots: 0,
             outstanding: 0,
+            reserved,
         });
     }
     Ok(Prepared {
@@ -576,6 +586,49 @@ fn prepare<R: PathSource + ?Sized>(
         switch_nodes,
         switch_bytes,
     })
+}
+
+/// The slots an aggregation's group reserves on each of its switches under the `planned`
+/// policy (the smallest, should they differ): matched by class and first member (the
+/// lowest host sending an up edge), see [`crate::trace::Reservation`]. 0 for other policies
+/// and for multicast-only aggregations; an error when a switch has no reservation for it
+/// or one larger than the pool.
+#[allow(clippy::too_many_arguments)]
+fn planned_reservation(
+    records: &[FlowRecord],
+    mem: &[u32],
+    topo: &Topology,
+    opts: &ReplayOptions,
+    switches: &[u32],
+    switch_nodes: &[NodeId],
+    id: u64,
+    class: Class,
+) -> Result<u32, ReplayError> {
+    if opts.ina.policy != InaPolicy::Planned || switches.is_empty() {
+        return Ok(0);
+    }
+    let first = mem
+        .iter()
+        .map(|&m| &records[m as usize])
+        .filter(|r| r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host)
+        .map(|r| r.src)
+        .min();
+    let mut k = u32::MAX;
+    for &sw in switches {
+        let node = switch_nodes[sw as usize];
+        let r = first.and_then(|f| opts.ina.reservation(node, class, f));
+        let msg = match (r, first) {
+            (Some(x), _) if x <= opts.ina.slots => {
+                k = k.min(x);
+                continue;
+            }
+            (Some(x), _) => format!("reserves {x} slots on switch {node} but its pool holds {}", opts.ina.slots),
+            (None, Some(f)) => format!("the planned slot policy has no reservation on switch {node} for the {class} aggregation of first member {f}"),
+            (None, None) => "the planned slot policy needs a host among its up-edge senders".into(),
+        };
+        return Err(ReplayError::BadAggregation { agg: id, msg });
+    }
+    Ok(k)
 }
 
 /// Mutable simulation state.

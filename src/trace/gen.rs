@@ -75,6 +75,8 @@ struct Gen<'a> {
     can_agg: Vec<bool>,
     tor: Vec<Option<NodeId>>,
     nvlink_alpha: Nanos,
+    /// The plan's groups (`InaMode::Planned`).
+    plan: Option<super::planned::PlanIndex>,
     /// Records and bytes per (class, mode), folded into `stats` at the end (a map per record is slow).
     counts: [[(u64, u64); 4]; 5],
 }
@@ -103,46 +105,12 @@ pub fn generate_workload(
             "--iterations must be at least 1".into(),
         ));
     }
-    let n = topo.node_count();
-    let mut can_agg = vec![false; n];
-    let mut tor = vec![None; n];
+    let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
+        aggregating_switches(topo, &opts.ina.switches)?
+    } else {
+        (vec![false; topo.node_count()], vec![None; topo.node_count()])
+    };
     let routing = if opts.ina.mode != InaMode::Off {
-        for (i, l) in topo.links.iter().enumerate() {
-            let _ = i;
-            if l.kind == LinkKind::Nic {
-                let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
-                    (l.a, l.b)
-                } else {
-                    (l.b, l.a)
-                };
-                if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
-                    tor[h.idx()] = Some(s);
-                }
-            }
-        }
-        match &opts.ina.switches {
-            InaSwitches::All => {
-                for (i, k) in topo.kinds.iter().enumerate() {
-                    can_agg[i] = *k == NodeKind::Switch;
-                }
-            }
-            InaSwitches::Tor => {
-                for t in tor.iter().flatten() {
-                    can_agg[t.idx()] = true;
-                }
-            }
-            InaSwitches::Ids(ids) => {
-                for id in ids {
-                    if topo.kind(*id) != Some(NodeKind::Switch) {
-                        return Err(TraceError::Generate(format!(
-                            "--ina-switches: node {id} is not a switch of topology `{}`",
-                            topo.source
-                        )));
-                    }
-                    can_agg[id.idx()] = true;
-                }
-            }
-        }
         Some(Routing::new(topo, opts.seed)?)
     } else {
         None
@@ -154,6 +122,15 @@ pub fn generate_workload(
             .map(|l| Nanos(2 * l.delay.0))
             .unwrap_or(Nanos(1000))
     });
+    let plan = match (opts.ina.mode, &opts.plan) {
+        (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+        (InaMode::Planned, None) => {
+            return Err(TraceError::Generate(
+                "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
+            ))
+        }
+        _ => None,
+    };
     let w = wl.world() as usize;
     let mut g = Gen {
         topo,
@@ -171,6 +148,7 @@ pub fn generate_workload(
         can_agg,
         tor,
         nvlink_alpha,
+        plan,
         counts: [[(0, 0); 4]; 5],
     };
     for it in 0..opts.iterations {
@@ -186,6 +164,72 @@ pub fn generate_workload(
         }
     }
     Ok(g.stats)
+}
+
+/// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the
+/// first switch its NIC attaches to). Errors: an id that is not a switch of `topo`.
+pub fn aggregating_switches(
+    topo: &Topology,
+    switches: &InaSwitches,
+) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
+    let n = topo.node_count();
+    let mut can_agg = vec![false; n];
+    let mut tor = vec![None; n];
+    for l in &topo.links {
+        if l.kind == LinkKind::Nic {
+            let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
+                (l.a, l.b)
+            } else {
+                (l.b, l.a)
+            };
+            if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
+                tor[h.idx()] = Some(s);
+            }
+        }
+    }
+    match switches {
+        InaSwitches::All => {
+            for (i, k) in topo.kinds.iter().enumerate() {
+                can_agg[i] = *k == NodeKind::Switch;
+            }
+        }
+        InaSwitches::Tor => {
+            for t in tor.iter().flatten() {
+                can_agg[t.idx()] = true;
+            }
+        }
+        InaSwitches::Ids(ids) => {
+            for id in ids {
+                if topo.kind(*id) != Some(NodeKind::Switch) {
+                    return Err(TraceError::Generate(format!(
+                        "--ina-switches: node {id} is not a switch of topology `{}`",
+                        topo.source
+                    )));
+                }
+                can_agg[id.idx()] = true;
+            }
+        }
+    }
+    Ok((can_agg, tor))
+}
+
+/// Duration of a collective confined to one NVLink domain (the `nvlink` record's `dur`):
+/// `busbw_factor · S / nvlink_rate + steps · α` (ring model), α from
+/// [`nvlink_step_latency`]. `None` when the topology has no NVLink rate.
+pub fn nvlink_collective_time(
+    topo: &Topology,
+    alpha: Nanos,
+    kind: CollKind,
+    bytes: Bytes,
+    n: u32,
+) -> Option<Nanos> {
+    let rate = topo.nvlink_rate?;
+    let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
+    let steps = match kind {
+        CollKind::AllReduce => 2 * (n as u64 - 1),
+        _ => n as u64 - 1,
+    };
+    Some(rate.transmit_time(moved) + Nanos(steps * alpha.0))
 }
 
 /// Latency α per algorithm step of an NVLink record: the option, else twice the topology's
@@ -426,11 +470,14 @@ impl Gen<'_> {
         {
             return self.nvlink_collective(kind, bytes, members, s, tag, coll);
         }
+        if self.plan.is_some() && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+            return self.planned(kind, bytes, members, s, tag, coll);
+        }
         if self.ina_enabled(tag.class)
             && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
         {
             if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
-                return self.rina(bytes, members, s, tag, coll);
+                return self.rina(bytes, members, s, tag, coll, None);
             }
             if self.opts.ina.mode != InaMode::Rina {
                 return self.ina_tree(kind, bytes, members, s, tag, coll);
@@ -464,13 +511,7 @@ impl Gen<'_> {
 
     /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model).
     fn nvlink_duration(&self, kind: CollKind, bytes: Bytes, n: u32) -> Nanos {
-        let rate = self.topo.nvlink_rate.expect("nvlink");
-        let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
-        let steps = match kind {
-            CollKind::AllReduce => 2 * (n as u64 - 1),
-            _ => n as u64 - 1,
-        };
-        rate.transmit_time(moved) + Nanos(steps * self.nvlink_alpha.0)
+        nvlink_collective_time(self.topo, self.nvlink_alpha, kind, bytes, n).expect("nvlink")
     }
 
     fn nvlink_collective(
@@ -781,7 +822,7 @@ impl Gen<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
+        let edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
             nodes
                 .iter()
                 .map(|&m| (m, tree.root, nodes.len() as u32))
@@ -792,6 +833,56 @@ impl Gen<'_> {
                 .map(|e| (e.child, e.parent, e.fanin_at_parent))
                 .collect()
         };
+        self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+    }
+
+    /// A collective as the plan decides for its group: host algorithm, the plan's tree,
+    /// or Rina over the plan's ToRs.
+    fn planned(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
+        use crate::formats::plan_json::Decision;
+        let opts = self.opts;
+        let plan = opts.plan.as_ref().expect("planned mode has a plan");
+        let index = self.plan.as_ref().expect("planned mode has an index");
+        let g = index.group(plan, tag.class, members)?;
+        match &g.decision {
+            Decision::Host => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Rina { tors } if kind == CollKind::AllReduce => {
+                self.rina(bytes, members, s, tag, coll, Some(tors))
+            }
+            Decision::Rina { .. } => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Tree { edges, .. } => {
+                let mut fanin: HashMap<NodeId, u32> = HashMap::new();
+                for e in edges {
+                    *fanin.entry(e.1).or_default() += 1;
+                }
+                let edges = edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
+                self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+            }
+        }
+    }
+
+    /// Emit an INA all-reduce (or reduce-scatter) over `edges` (child, parent, fan-in at
+    /// parent), bottom-up with the root's edges last.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_tree(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+        mut edges: Vec<(NodeId, NodeId, u32)>,
+    ) -> Result<(), TraceError> {
+        let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
         if edges.is_empty() {
             return Err(TraceError::Generate(format!(
                 "aggregation tree of {} members has no edges",
@@ -876,6 +967,7 @@ impl Gen<'_> {
     /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
     /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
     /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
+    /// `only`: the ToRs that may aggregate (a plan's), else every aggregating ToR.
     fn rina(
         &mut self,
         bytes: Bytes,
@@ -883,13 +975,16 @@ impl Gen<'_> {
         s: Stream,
         tag: Tag,
         coll: u64,
+        only: Option<&[NodeId]>,
     ) -> Result<(), TraceError> {
         let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
         let mut plain: Vec<Rank> = Vec::new();
         for &r in members {
             let node = self.topo.gpu(r);
             match self.tor[node.idx()] {
-                Some(t) if self.can_agg[t.idx()] => racks.entry(t).or_default().push(r),
+                Some(t) if only.map_or(self.can_agg[t.idx()], |o| o.contains(&t)) => {
+                    racks.entry(t).or_default().push(r)
+                }
                 _ => plain.push(r),
             }
         }
@@ -1409,6 +1504,14 @@ pub fn header(
         .set("nvlink_model", "one nvlink record per intra-server collective; dur = busbw_factor*S/nvlink_rate + steps*alpha");
     if let Some(ms) = wl.calibration.measured_ms {
         h.set("calibration_measured_ms", ms);
+    }
+    if let Some(p) = &opts.plan {
+        h.set(
+            super::INA_RESERVATIONS_KEY,
+            super::format_reservations(&super::planned::reservations(p, topo)),
+        )
+        .set("plan_predicted_iteration_ns", format!("{:.0}", p.prediction.iteration_ns))
+        .set("plan_solver", format!("{} ({})", p.solver.used, p.solver.status));
     }
     h
 }

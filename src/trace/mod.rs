@@ -6,6 +6,7 @@
 //! `traces/README.md`.
 
 mod check;
+pub mod planned;
 pub mod gen;
 pub mod options;
 
@@ -13,10 +14,14 @@ pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
 };
 pub use check::{validate, ValidationSummary};
-pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
+pub use gen::{
+    aggregating_switches, generate, generate_workload, header, nvlink_collective_time,
+    nvlink_step_latency, TraceStats,
+};
 pub use options::{
-    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
-    TraceOptions, INA_HEADER_KEYS,
+    format_reservations, parse_classes, parse_reservations, Algorithm, InaConfig, InaMode,
+    InaPolicy, InaSwitchModel, InaSwitches, Reservation, TraceOptions, INA_HEADER_KEYS,
+    INA_RESERVATIONS_KEY,
 };
 
 /// Why a trace could not be generated, read or written.
