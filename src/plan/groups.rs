@@ -81,6 +81,15 @@ impl Group {
             Role::Emb(c) => vec![*c],
         }
     }
+    /// Collective `i` of [`Group::colls`] runs in the iteration's tail, after the gradient
+    /// sync (layer-norm, embedding, parameter all-gathers).
+    pub fn in_tail(&self, i: usize) -> bool {
+        match &self.role {
+            Role::Tp { per_layer, .. } => i >= per_layer.len(),
+            Role::Dp { buckets, .. } => i >= buckets.len(),
+            Role::Emb(_) => true,
+        }
+    }
     /// A short name for messages: `dp group of ranks 0,2,4,6 (stage 0)`.
     pub fn name(&self) -> String {
         let ranks: Vec<String> = self.members.iter().map(|r| r.0.to_string()).collect();

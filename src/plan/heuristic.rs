@@ -16,13 +16,45 @@ use super::options::OptKind;
 use std::collections::HashMap;
 use std::time::Instant;
 
-/// (iteration, exposed) with a relative tolerance: `a` is strictly better than `b`.
+/// `a` is strictly better than `b`: objective, then pressure ([`Eval::pressure`]), then
+/// exposed communication, each with a relative tolerance.
 fn better(a: &Eval, b: &Eval) -> bool {
-    let tol = 1e-9 * b.t.abs().max(1.0);
-    if a.t < b.t - tol {
-        return true;
+    let cmp = |x: f64, y: f64| {
+        let tol = 1e-9 * y.abs().max(1e-9);
+        if x < y - tol {
+            Some(true)
+        } else if x > y + tol {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    cmp(a.t, b.t)
+        .or_else(|| cmp(a.pressure, b.pressure))
+        .or_else(|| cmp(a.exposed, b.exposed))
+        .unwrap_or(false)
+}
+
+/// The heuristic: both constructions, each improved by local search and pair moves, the
+/// better kept. `None`: groups that must aggregate cannot all fit.
+pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<Vec<usize>> {
+    let mut h = Searcher::new(m, exposed_first, deadline);
+    let mut best: Option<(Vec<usize>, Eval)> = None;
+    for spread in [false, true] {
+        let start = if spread { h.spread() } else { h.greedy() };
+        let Some(mut a) = start else { continue };
+        loop {
+            h.local_search(&mut a);
+            if !h.pairs(&mut a, 4) || h.out_of_time() {
+                break;
+            }
+        }
+        let e = h.eval(&a);
+        if e.feasible && best.as_ref().is_none_or(|b| better(&e, &b.1)) {
+            best = Some((a, e));
+        }
     }
-    a.t <= b.t + tol && a.exposed < b.exposed - 1e-9 * b.exposed.abs().max(1.0)
+    best.map(|b| b.0)
 }
 
 /// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
@@ -51,6 +83,7 @@ impl<'a> Searcher<'a> {
         let mut e = self.m.evaluate(a, &mut self.scratch);
         if self.exposed_first {
             std::mem::swap(&mut e.t, &mut e.exposed);
+            e.pressure = 0.0;
         }
         e
     }
@@ -102,6 +135,98 @@ impl<'a> Searcher<'a> {
             self.best_move(&mut a, g);
         }
         Some(a)
+    }
+
+    /// Second construction: every group that can aggregate on its least-loaded tree
+    /// (fewest trees already on its switches, then its fastest option alone), keeping
+    /// slots and quota; the others on the host. Local search then brings back to the
+    /// host what the network cannot carry.
+    pub(super) fn spread(&mut self) -> Option<Vec<usize>> {
+        let m = self.m;
+        let n = m.groups.len();
+        let mut a: Vec<usize> = (0..n).map(|g| super::model::host_index(&m.opts[g], &m.groups[g])).collect();
+        let mut trees: HashMap<u32, u32> = HashMap::new();
+        for g in 0..n {
+            let mut best: Option<(u32, f64, usize)> = None;
+            for (o, opt) in m.opts[g].iter().enumerate() {
+                if !opt.is_ina() {
+                    continue;
+                }
+                let load: u32 = opt.switches.iter().map(|s| trees.get(&s.0).copied().unwrap_or(0)).sum();
+                let key = (load, m.vals[g][o].exposed, o);
+                let prev = a[g];
+                a[g] = o;
+                let fits = m.feasible(&a);
+                a[g] = prev;
+                if fits && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+            match best {
+                Some((_, _, o)) => {
+                    a[g] = o;
+                    for s in &m.opts[g][o].switches {
+                        *trees.entry(s.0).or_default() += 1;
+                    }
+                }
+                None if !is_host(m, g, a[g]) && !self.place_first_feasible(&mut a, g) => return None,
+                None => {}
+            }
+        }
+        Some(a)
+    }
+
+    /// Pairs of groups of one class and stage move together, each among its `k` fastest
+    /// options alone (and its current one), when that improves: what one group cannot
+    /// gain alone because the other sets the iteration time.
+    pub(super) fn pairs(&mut self, a: &mut [usize], k: usize) -> bool {
+        let m = self.m;
+        let n = m.groups.len();
+        let short = |g: usize, cur: usize| -> Vec<usize> {
+            let mut o: Vec<usize> = (0..m.opts[g].len()).collect();
+            o.sort_by(|&x, &y| m.vals[g][x].exposed.total_cmp(&m.vals[g][y].exposed).then(x.cmp(&y)));
+            o.truncate(k);
+            if !o.contains(&cur) {
+                o.push(cur);
+            }
+            o
+        };
+        let mut improved = false;
+        for g in 0..n {
+            if m.opts[g].len() < 2 {
+                continue;
+            }
+            for h in g + 1..n {
+                if m.opts[h].len() < 2 || m.groups[h].class != m.groups[g].class || m.groups[h].stage != m.groups[g].stage {
+                    continue;
+                }
+                if self.out_of_time() {
+                    return improved;
+                }
+                let mut best = self.eval(a);
+                let (cg, ch) = (a[g], a[h]);
+                let (mut bg, mut bh) = (cg, ch);
+                for og in short(g, cg) {
+                    for oh in short(h, ch) {
+                        a[g] = og;
+                        a[h] = oh;
+                        if (og, oh) == (cg, ch) || !m.feasible(a) {
+                            continue;
+                        }
+                        let e = self.eval(a);
+                        if better(&e, &best) {
+                            best = e;
+                            bg = og;
+                            bh = oh;
+                        }
+                    }
+                }
+                a[g] = bg;
+                a[h] = bh;
+                improved |= (bg, bh) != (cg, ch);
+            }
+        }
+        improved
     }
 
     fn place_first_feasible(&mut self, a: &mut [usize], g: usize) -> bool {

@@ -67,6 +67,8 @@ pub(super) fn solve(
         })
         .collect();
     let t = vars.add(variable().min(0.0));
+    // D (end of the gradient sync) and L (largest tail channel load)
+    let aux = (vars.add(variable().min(0.0)), vars.add(variable().min(0.0)));
     let has_shift = m.replicas.iter().any(|r| r.iter().any(Option::is_some));
     let pp = m.cf.len();
     let de: Vec<Variable> = if has_shift {
@@ -90,7 +92,7 @@ pub(super) fn solve(
         }
     }
     if !exposed_objective {
-        iteration_rows(m, &x, t, &de, &mut cons);
+        iteration_rows(m, &x, t, &de, aux, &mut cons);
     }
     resource_rows(m, &x, &mut cons);
     let ncons = cons.len() as u64;
@@ -105,6 +107,10 @@ pub(super) fn solve(
     let mut scratch = vec![0.0; m.channels];
     let warm_eval = m.evaluate(warm, &mut scratch);
     initial.push((t, warm_eval.t * MS));
+    let wde = m.shifts(warm);
+    let wd = m.dp_end(warm, &wde, &mut scratch);
+    initial.push((aux.0, wd * MS));
+    initial.push((aux.1, m.load_max(&m.tail, warm, true, &mut scratch) * MS));
     if has_shift {
         for (s, d) in m.shifts(warm).into_iter().enumerate() {
             initial.push((de[s], d * MS));
@@ -149,6 +155,7 @@ fn iteration_rows(
     x: &X,
     t: Variable,
     de: &[Variable],
+    d: (Variable, Variable),
     cons: &mut Vec<good_lp::Constraint>,
 ) {
     for r in &m.rows {
@@ -186,43 +193,73 @@ fn iteration_rows(
             }
         }
     }
+    // D ≥ every DP stream end and every release's link load; L ≥ every tail link load;
+    // T ≥ D + L; T ≥ every pipeline link load.
     let lb = m.lower_bound();
-    for p in &m.phases {
-        // per channel: (constant load, [(group, per-option loads)])
-        let mut chans: HashMap<u32, (f64, Vec<(usize, Vec<f64>)>)> = HashMap::new();
-        for &g in &p.groups {
-            let n = m.opts[g].len();
-            for (o, opt) in m.opts[g].iter().enumerate() {
-                for &(c, l) in &opt.loads {
-                    let e = chans.entry(c).or_default();
-                    if n == 1 {
-                        e.0 += l;
-                    } else {
-                        match e.1.iter_mut().find(|x| x.0 == g) {
-                            Some(x) => x.1[o] += l,
-                            None => {
-                                let mut v = vec![0.0; n];
-                                v[o] = l;
-                                e.1.push((g, v));
-                            }
+    let shift = |s: usize| -> Expression {
+        if de.is_empty() {
+            Expression::from(0.0)
+        } else {
+            Expression::from(de[s])
+        }
+    };
+    if m.dp.is_empty() {
+        for s in 0..m.timeline.stage_end.len() {
+            cons.push(constraint!(d.0 - shift(s) >= m.timeline.stage_end[s] * MS));
+        }
+    }
+    for &g in &m.dp {
+        let s = m.groups[g].stage.unwrap_or(0) as usize;
+        let e = pick(x, g, |o| m.vals[g][o].end * MS, m.vals[g][0].end * MS);
+        cons.push(constraint!(d.0 - shift(s) - e >= 0.0));
+    }
+    for (r, s, gs) in &m.releases {
+        load_rows(m, x, gs, false, |e, _| Some(constraint!(d.0 - shift(*s) - e >= r * MS)), cons);
+    }
+    load_rows(m, x, &m.tail, true, |e, _| Some(constraint!(d.1 - e >= 0.0)), cons);
+    cons.push(constraint!(Expression::from(t) - d.0 - d.1 >= 0.0));
+    load_rows(m, x, &m.pipe, false, |e, most| (most > lb).then(|| constraint!(Expression::from(t) - e >= 0.0)), cons);
+}
+
+/// One row per channel carrying load of `groups`: `make(Σ load·x, largest possible load)`
+/// gives the row (None: it cannot bind).
+fn load_rows(
+    m: &Model,
+    x: &X,
+    groups: &[usize],
+    tail: bool,
+    make: impl Fn(Expression, f64) -> Option<good_lp::Constraint>,
+    cons: &mut Vec<good_lp::Constraint>,
+) {
+    let mut chans: std::collections::BTreeMap<u32, (f64, Vec<(usize, Vec<f64>)>)> = Default::default();
+    for &g in groups {
+        let n = m.opts[g].len();
+        for (o, opt) in m.opts[g].iter().enumerate() {
+            for &(c, l) in if tail { &opt.tail_loads } else { &opt.loads } {
+                let e = chans.entry(c).or_default();
+                if n == 1 {
+                    e.0 += l;
+                } else {
+                    match e.1.iter_mut().find(|x| x.0 == g) {
+                        Some(x) => x.1[o] += l,
+                        None => {
+                            let mut v = vec![0.0; n];
+                            v[o] = l;
+                            e.1.push((g, v));
                         }
                     }
                 }
             }
         }
-        let mut keys: Vec<u32> = chans.keys().copied().collect();
-        keys.sort_unstable();
-        for c in keys {
-            let (k, vs) = &chans[&c];
-            let most = p.start + k + vs.iter().map(|v| v.1.iter().copied().fold(0.0, f64::max)).sum::<f64>();
-            if vs.is_empty() || most <= lb {
-                continue; // cannot bind
-            }
-            let mut e = Expression::from(t);
-            for (g, v) in vs {
-                e -= pick(x, *g, |o| v[o] * MS, 0.0);
-            }
-            cons.push(constraint!(e >= (p.start + k) * MS));
+    }
+    for (_, (k, vs)) in chans {
+        let most = k + vs.iter().map(|v| v.1.iter().copied().fold(0.0, f64::max)).sum::<f64>();
+        let mut e = Expression::from(k * MS);
+        for (g, v) in &vs {
+            e += pick(x, *g, |o| v[o] * MS, 0.0);
+        }
+        if let Some(c) = make(e, most) {
+            cons.push(c);
         }
     }
 }

@@ -135,6 +135,14 @@ pub fn plan(
 ) -> Result<PlanFile, PlanError> {
     let started = Instant::now();
     let m = build_model(wl, topo, trace, &po.settings)?;
+    if std::env::var_os("INA3D_PLAN_DEBUG").is_some() {
+        eprintln!("timeline {:?}", m.timeline);
+        for (i, g) in m.groups.iter().enumerate() {
+            eprintln!("{i} {} opts {} vals0 {:?} t0 {:?}", g.name(), m.opts[i].len(), m.vals[i][0], m.opts[i][0].times);
+        }
+        for p in &m.phases { eprintln!("phase {:?}", p); }
+        for r in &m.rows { eprintln!("row {:?}", r); }
+    }
     let solved = solve(&m, po, started)?;
     Ok(file(&m, po, job, solved, started.elapsed()))
 }
@@ -170,14 +178,12 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     // the heuristic alone gets the whole budget; before an exact solve, a tenth (its plan
     // is the exact solver's starting incumbent)
     let h_deadline = if exact { started + po.time_limit / 10 } else { deadline };
-    let mut h = heuristic::Searcher::new(m, exposed, h_deadline);
-    let mut a = h.greedy().ok_or_else(|| {
+    let a = heuristic::run(m, exposed, h_deadline).ok_or_else(|| {
         PlanError::Infeasible(
             "the groups that must aggregate (--require) do not fit the slot pools and tree quota together"
                 .into(),
         )
     })?;
-    h.local_search(&mut a);
     let mut scratch = vec![0.0; m.channels];
     let heur = m.evaluate(&a, &mut scratch);
     let relax = if exposed {
@@ -203,6 +209,9 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     match ilp::solve(m, exposed, &a, left) {
         Ok(r) => {
             let e = m.evaluate(&r.assign, &mut scratch);
+            if std::env::var_os("INA3D_PLAN_DEBUG").is_some() {
+                eprintln!("heur {:?} {:?}\nilp {:?} {:?}", a, heur, r.assign, e);
+            }
             let key = |e: &Eval| if exposed { e.exposed } else { e.t };
             out.size = (r.variables, r.constraints);
             if e.feasible && key(&e) <= key(&heur) * (1.0 + 1e-9) {

@@ -13,9 +13,14 @@
 //!   change of the pipeline that TP decisions cause, linearised: `ΔE[s] = max over
 //!   replicas of Σ_stage ∂E[s]/∂(TP time per layer) · Δ(TP time per layer)`, the
 //!   derivatives by finite differences on the timeline;
-//! - *link rows*, one per phase and channel: the phase's start plus the time the channel
-//!   needs for every byte its groups put on it (a group alone gets its standalone time,
-//!   groups sharing a link cannot beat the link).
+//! - *link rows*, from the bytes every option puts on every channel (the time the
+//!   channel needs for them): the gradient sync cannot end before `D`, the largest of
+//!   every DP stream's end and, per channel and per release time `r` (a stage's first
+//!   bucket trigger), `r + ΔE` plus the load of the DP groups released at or after `r`
+//!   (groups sharing a link cannot beat the link); the tail's collectives (layer-norm,
+//!   embedding, parameter all-gathers) then need at least the largest load they put on
+//!   one channel, `T ≥ D + L_tail`; and the TP traffic of the whole pipeline bounds `T` by
+//!   its largest channel load.
 //!
 //! **Phases.** A group is active from its earliest possible start to its latest possible
 //! end over all its options (TP groups for the whole iteration); groups whose windows
@@ -111,6 +116,15 @@ pub struct Model {
     pub replicas: Vec<Vec<Option<usize>>>,
     /// Phases.
     pub phases: Vec<Phase>,
+    /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
+    /// at or after it).
+    pub releases: Vec<(f64, usize, Vec<usize>)>,
+    /// DP groups (their stream ends bound `D`).
+    pub dp: Vec<usize>,
+    /// Groups with traffic in the tail.
+    pub tail: Vec<usize>,
+    /// TP groups with network traffic in the pipeline.
+    pub pipe: Vec<usize>,
     /// Slots per switch.
     pub slots: u32,
     /// Tree quota.
@@ -130,6 +144,11 @@ pub struct Eval {
     pub exposed: f64,
     /// Slots and quota hold.
     pub feasible: bool,
+    /// `Σ (term / t)^8` over every term whose maximum is `t` (chain rows, link loads):
+    /// a smooth measure of how many terms are near-critical. The heuristic compares plans
+    /// by `t`, then by this, so shortening one of several critical chains counts as
+    /// progress even while another still sets `t`.
+    pub pressure: f64,
 }
 
 impl Model {
@@ -161,26 +180,44 @@ impl Model {
         r.c + de[r.stage] + v(r.dp, |x| x.end) + v(r.tp, |x| x.ln) + v(r.emb, |x| x.end) + v(r.ag, |x| x.gather)
     }
 
-    /// Largest link row under `a`, using `scratch` (len = channels, all zero; left zero).
-    pub fn link_max(&self, a: &[usize], scratch: &mut [f64]) -> f64 {
-        let mut best = 0.0f64;
+    /// The largest channel load of `groups` under `a` (`tail`: their tail loads), using
+    /// `scratch` (len = channels, all zero; left zero).
+    pub fn load_max(&self, groups: &[usize], a: &[usize], tail: bool, scratch: &mut [f64]) -> f64 {
         let mut touched: Vec<u32> = Vec::new();
-        for p in &self.phases {
-            for &g in &p.groups {
-                for &(c, l) in &self.opts[g][a[g]].loads {
-                    if scratch[c as usize] == 0.0 {
-                        touched.push(c);
-                    }
-                    scratch[c as usize] += l;
+        for &g in groups {
+            let o = &self.opts[g][a[g]];
+            for &(c, l) in if tail { &o.tail_loads } else { &o.loads } {
+                if scratch[c as usize] == 0.0 {
+                    touched.push(c);
                 }
+                scratch[c as usize] += l;
             }
-            for &c in &touched {
-                best = best.max(p.start + scratch[c as usize]);
-                scratch[c as usize] = 0.0;
-            }
-            touched.clear();
+        }
+        let mut best = 0.0f64;
+        for &c in &touched {
+            best = best.max(scratch[c as usize]);
+            scratch[c as usize] = 0.0;
         }
         best
+    }
+
+    /// End of the gradient sync `D` under `a` with shifts `de`.
+    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
+        let mut d = if self.dp.is_empty() {
+            (0..de.len())
+                .map(|s| self.timeline.stage_end[s] + de[s])
+                .fold(0.0, f64::max)
+        } else {
+            0.0
+        };
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            d = d.max(de[s] + self.vals[g][a[g]].end);
+        }
+        for (r, s, gs) in &self.releases {
+            d = d.max(r + de[*s] + self.load_max(gs, a, false, scratch));
+        }
+        d
     }
 
     /// Slots and quota hold in every phase.
@@ -206,12 +243,29 @@ impl Model {
     /// Evaluate an assignment.
     pub fn evaluate(&self, a: &[usize], scratch: &mut [f64]) -> Eval {
         let de = self.shifts(a);
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| self.row_value(r, a, &de))
-            .fold(0.0f64, f64::max);
-        let t = rows.max(self.link_max(a, scratch));
+        let mut terms: Vec<f64> = Vec::with_capacity(self.rows.len() + 64);
+        for r in &self.rows {
+            terms.push(self.row_value(r, a, &de));
+        }
+        // T ≥ d + L_tail for every term d of D, and ≥ D + load for every tail channel
+        let lt = self.load_max(&self.tail, a, true, scratch);
+        let d = self.dp_end(a, &de, scratch);
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            terms.push(de[s] + self.vals[g][a[g]].end + lt);
+        }
+        for (r, s, gs) in &self.releases {
+            self.loads_each(gs, a, false, scratch, &mut |l| terms.push(r + de[*s] + l + lt));
+        }
+        self.loads_each(&self.tail, a, true, scratch, &mut |l| terms.push(d + l));
+        self.loads_each(&self.pipe, a, false, scratch, &mut |l| terms.push(l));
+        terms.push(d + lt);
+        let t = terms.iter().copied().fold(0.0, f64::max);
+        let pressure = if t > 0.0 {
+            terms.iter().map(|x| (x / t).powi(8)).sum()
+        } else {
+            0.0
+        };
         let exposed = a
             .iter()
             .enumerate()
@@ -221,6 +275,25 @@ impl Model {
             t,
             exposed,
             feasible: self.feasible(a),
+            pressure,
+        }
+    }
+
+    /// Call `f` with every channel's load of `groups` under `a`.
+    fn loads_each(&self, groups: &[usize], a: &[usize], tail: bool, scratch: &mut [f64], f: &mut dyn FnMut(f64)) {
+        let mut touched: Vec<u32> = Vec::new();
+        for &g in groups {
+            let o = &self.opts[g][a[g]];
+            for &(c, l) in if tail { &o.tail_loads } else { &o.loads } {
+                if scratch[c as usize] == 0.0 {
+                    touched.push(c);
+                }
+                scratch[c as usize] += l;
+            }
+        }
+        for &c in &touched {
+            f(scratch[c as usize]);
+            scratch[c as usize] = 0.0;
         }
     }
 
@@ -255,39 +328,51 @@ impl Model {
             .iter()
             .map(|r| r.c + de[r.stage] + v(r.dp, |x| x.end) + v(r.tp, |x| x.ln) + v(r.emb, |x| x.end) + v(r.ag, |x| x.gather))
             .fold(0.0f64, f64::max);
-        let mut links = 0.0f64;
-        let mut load = vec![0.0f64; self.channels];
-        for p in &self.phases {
-            for &g in &p.groups {
-                // a group's least load on each channel over its options
-                let mut least: BTreeMap<u32, f64> = BTreeMap::new();
-                for (i, o) in self.opts[g].iter().enumerate() {
-                    let mine: BTreeMap<u32, f64> = o.loads.iter().copied().collect();
-                    if i == 0 {
-                        least = mine;
-                    } else {
-                        least.retain(|c, v| match mine.get(c) {
-                            Some(m) => {
-                                *v = v.min(*m);
-                                true
-                            }
-                            None => false,
-                        });
-                    }
-                }
-                for (c, l) in least {
-                    load[c as usize] += l;
+        let least = |gs: &[usize], tail: bool| -> f64 {
+            let mut load: BTreeMap<u32, f64> = BTreeMap::new();
+            for &g in gs {
+                for (c, l) in least_loads(&self.opts[g], tail) {
+                    *load.entry(c).or_default() += l;
                 }
             }
-            for l in load.iter_mut() {
-                if *l > 0.0 {
-                    links = links.max(p.start + *l);
-                    *l = 0.0;
-                }
-            }
+            load.values().copied().fold(0.0, f64::max)
+        };
+        let mut d = if self.dp.is_empty() {
+            (0..pp).map(|s| self.timeline.stage_end[s] + de[s]).fold(0.0, f64::max)
+        } else {
+            0.0
+        };
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            d = d.max(de[s] + best(g, |x| x.end));
         }
+        for (r, s, gs) in &self.releases {
+            d = d.max(r + de[*s] + least(gs, false));
+        }
+        let links = (d + least(&self.tail, true)).max(least(&self.pipe, false));
         rows.max(links)
     }
+}
+
+/// Per channel, the least load a group puts on it over all its options (channels some
+/// option avoids get none).
+pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
+    let pick = |o: &Opt| if tail { o.tail_loads.clone() } else { o.loads.clone() };
+    let Some(first) = opts.first() else {
+        return Vec::new();
+    };
+    let mut least: BTreeMap<u32, f64> = pick(first).into_iter().collect();
+    for o in &opts[1..] {
+        let mine: BTreeMap<u32, f64> = pick(o).into_iter().collect();
+        least.retain(|c, v| match mine.get(c) {
+            Some(m) => {
+                *v = v.min(*m);
+                true
+            }
+            None => false,
+        });
+    }
+    least.into_iter().collect()
 }
 
 /// Per-layer compute of the forward and backward steps (ns).
@@ -458,7 +543,12 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let replicas = replica_table(wl, &groups, &opts, &tp_of);
     let rows = chain_rows(wl, net, &groups, &opts, &vals, &tl);
     let phases = phases(&groups, &vals, &tl);
+    let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
     Ok(Model {
+        releases,
+        dp,
+        tail,
+        pipe,
         groups,
         opts,
         vals,
@@ -666,6 +756,49 @@ fn chain_rows(
         }
     }
     rows
+}
+
+/// Release times of the DP groups' traffic and the DP, tail and pipeline group lists.
+#[allow(clippy::type_complexity)]
+fn link_sets(
+    groups: &[Group],
+    opts: &[Vec<Opt>],
+    tl: &Timeline,
+) -> (Vec<(f64, usize, Vec<usize>)>, Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut dp = Vec::new();
+    let mut tail = Vec::new();
+    let mut pipe = Vec::new();
+    let mut starts: Vec<(f64, usize, usize)> = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        let has = |f: fn(&Opt) -> bool| opts[i].iter().any(f);
+        match g.role {
+            Role::Dp { .. } => {
+                dp.push(i);
+                if has(|o| !o.loads.is_empty()) {
+                    let s = g.stage.unwrap_or(0) as usize;
+                    let first = tl.triggers[s].iter().copied().fold(tl.stage_end[s], f64::min);
+                    starts.push((first, s, i));
+                }
+            }
+            Role::Tp { .. } if has(|o| !o.loads.is_empty()) => pipe.push(i),
+            _ => {}
+        }
+        if has(|o| !o.tail_loads.is_empty()) {
+            tail.push(i);
+        }
+    }
+    starts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+    let mut releases = Vec::new();
+    let mut k = 0;
+    while k < starts.len() {
+        let (r, s, _) = starts[k];
+        let later: Vec<usize> = starts[k..].iter().map(|x| x.2).collect();
+        releases.push((r, s, later));
+        while k < starts.len() && starts[k].0 == r {
+            k += 1;
+        }
+    }
+    (releases, dp, tail, pipe)
 }
 
 /// Activity windows → maximal sets of groups that may be active together.

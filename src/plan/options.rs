@@ -76,8 +76,10 @@ pub struct Opt {
     /// Per collective of [`Group::colls`]: the time of one (ns).
     pub times: Vec<f64>,
     /// Channel occupancy per iteration: (channel, ns = wire bytes / capacity), ascending
-    /// channel.
+    /// channel, of the collectives before the iteration's tail.
     pub loads: Vec<(u32, f64)>,
+    /// The same for the tail's collectives ([`Group::in_tail`]).
+    pub tail_loads: Vec<(u32, f64)>,
 }
 
 impl Opt {
@@ -253,11 +255,13 @@ fn build(
     ina: Option<&dyn Fn(&Coll, &mut Vec<(u32, f64)>) -> Result<f64, String>>,
 ) -> Result<Opt, String> {
     let mut loads = Vec::new();
+    let mut tail = Vec::new();
     let mut times = Vec::new();
-    for c in g.colls() {
+    for (i, c) in g.colls().into_iter().enumerate() {
+        let l = if g.in_tail(i) { &mut tail } else { &mut loads };
         let t = match (ina, c.aggregatable()) {
-            (Some(f), true) => f(&c, &mut loads)?,
-            _ => net.ring(&c, &g.hosts, &mut loads)?,
+            (Some(f), true) => f(&c, l)?,
+            _ => net.ring(&c, &g.hosts, l)?,
         };
         times.push(t);
     }
@@ -267,6 +271,7 @@ fn build(
         switches,
         times,
         loads: merge(loads),
+        tail_loads: merge(tail),
     })
 }
 
@@ -288,6 +293,7 @@ pub fn host(net: &Net, g: &Group) -> Result<Opt, String> {
             switches: vec![],
             times,
             loads: vec![],
+            tail_loads: vec![],
         });
     }
     build(net, g, OptKind::Host, 0, vec![], None)
