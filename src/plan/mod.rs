@@ -135,14 +135,6 @@ pub fn plan(
 ) -> Result<PlanFile, PlanError> {
     let started = Instant::now();
     let m = build_model(wl, topo, trace, &po.settings)?;
-    if std::env::var_os("INA3D_PLAN_DEBUG").is_some() {
-        eprintln!("timeline {:?}", m.timeline);
-        for (i, g) in m.groups.iter().enumerate() {
-            eprintln!("{i} {} opts {} vals0 {:?} t0 {:?}", g.name(), m.opts[i].len(), m.vals[i][0], m.opts[i][0].times);
-        }
-        for p in &m.phases { eprintln!("phase {:?}", p); }
-        for r in &m.rows { eprintln!("row {:?}", r); }
-    }
     let solved = solve(&m, po, started)?;
     Ok(file(&m, po, job, solved, started.elapsed()))
 }
@@ -209,9 +201,6 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     match ilp::solve(m, exposed, &a, left) {
         Ok(r) => {
             let e = m.evaluate(&r.assign, &mut scratch);
-            if std::env::var_os("INA3D_PLAN_DEBUG").is_some() {
-                eprintln!("heur {:?} {:?}\nilp {:?} {:?}", a, heur, r.assign, e);
-            }
             let key = |e: &Eval| if exposed { e.exposed } else { e.t };
             out.size = (r.variables, r.constraints);
             if e.feasible && key(&e) <= key(&heur) * (1.0 + 1e-9) {

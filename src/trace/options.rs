@@ -258,12 +258,6 @@ impl InaSwitchModel {
         if let Some(v) = h.get(INA_RESERVATIONS_KEY) {
             m.reservations = parse_reservations(v).map_err(|e| bad(INA_RESERVATIONS_KEY, e))?;
         }
-        if m.policy == InaPolicy::Planned && m.reservations.is_empty() {
-            return Err(bad(
-                INA_RESERVATIONS_KEY,
-                "the planned slot policy needs the plan's reservations (write the trace with `ina3d trace --plan`)".into(),
-            ));
-        }
         if let Some((k, v)) = get(4) {
             m.classes = v
                 .split([',', ';', '+', ' '])
