@@ -84,5 +84,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         s.wall_time_ns as f64 / 1e9,
         a.out.display()
     );
+    if let Some(p) = trace
+        .header
+        .get("plan_predicted_iteration_ns")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+    {
+        let t = s.iteration_time_ns as f64;
+        println!(
+            "plan ({}) predicted {:.3} ms: prediction error {:+.2} % against this replay",
+            trace.header.get("plan_solver").unwrap_or("?"),
+            p / 1e6,
+            100.0 * (p - t) / t.max(1.0)
+        );
+    }
     Ok(())
 }

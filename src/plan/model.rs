@@ -476,7 +476,7 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
             g.class
         ));
     }
-    if options::roots(net, g).is_empty() && options::rina_racks(net, g).is_empty() {
+    if options::roots(net, g).is_empty() && (!st.rina || options::rina_racks(net, g).is_empty()) {
         return PlanError::Infeasible(format!(
             "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
             g.name(),
