@@ -41,6 +41,9 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
     let mut h = Searcher::new(m, exposed_first, deadline);
     let mut best: Option<(Vec<usize>, Eval)> = None;
     for spread in [false, true] {
+        // each construction and its search get half of what is left
+        let now = Instant::now();
+        h.deadline = if spread { deadline } else { now + deadline.saturating_duration_since(now) / 2 };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
         loop {
@@ -154,11 +157,7 @@ impl<'a> Searcher<'a> {
                 }
                 let load: u32 = opt.switches.iter().map(|s| trees.get(&s.0).copied().unwrap_or(0)).sum();
                 let key = (load, m.vals[g][o].exposed, o);
-                let prev = a[g];
-                a[g] = o;
-                let fits = m.feasible(&a);
-                a[g] = prev;
-                if fits && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                if m.fits_move(&a, g, o) && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
                     best = Some(key);
                 }
             }
@@ -208,9 +207,13 @@ impl<'a> Searcher<'a> {
                 let (mut bg, mut bh) = (cg, ch);
                 for og in short(g, cg) {
                     for oh in short(h, ch) {
+                        if (og, oh) == (cg, ch) {
+                            continue;
+                        }
                         a[g] = og;
                         a[h] = oh;
-                        if (og, oh) == (cg, ch) || !m.feasible(a) {
+                        // joint check: each against the other's new option
+                        if !(m.fits_move(a, h, oh) && m.fits_move(a, g, og)) {
                             continue;
                         }
                         let e = self.eval(a);
@@ -253,10 +256,10 @@ impl<'a> Searcher<'a> {
             if o == cur {
                 continue;
             }
-            a[g] = o;
-            if !self.m.feasible(a) {
+            if !self.m.fits_move(a, g, o) {
                 continue;
             }
+            a[g] = o;
             let e = self.eval(a);
             let l = load(o, self.m);
             if better(&e, &best) || (!better(&best, &e) && l < best_load) {
@@ -323,7 +326,8 @@ impl<'a> Searcher<'a> {
                 let (cg, ch) = (a[g], a[h]);
                 a[g] = og;
                 a[h] = oh;
-                if m.feasible(a) && better(&self.eval(a), &before) {
+                let fits = m.fits_move(a, h, oh) && m.fits_move(a, g, og);
+                if fits && better(&self.eval(a), &before) {
                     improved = true;
                     break;
                 }

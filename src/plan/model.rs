@@ -116,6 +116,8 @@ pub struct Model {
     pub replicas: Vec<Vec<Option<usize>>>,
     /// Phases.
     pub phases: Vec<Phase>,
+    /// Per group, the phases it belongs to.
+    pub phases_of: Vec<Vec<usize>>,
     /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
     /// at or after it).
     pub releases: Vec<(f64, usize, Vec<usize>)>,
@@ -218,6 +220,32 @@ impl Model {
             d = d.max(r + de[*s] + self.load_max(gs, a, false, scratch));
         }
         d
+    }
+
+    /// Slots and quota still hold when group `g` takes option `o` (every other group as
+    /// in `a`, which must already fit): only `g`'s phases and the new option's switches
+    /// are checked.
+    pub fn fits_move(&self, a: &[usize], g: usize, o: usize) -> bool {
+        let new = &self.opts[g][o];
+        if new.switches.is_empty() {
+            return true;
+        }
+        for &p in &self.phases_of[g] {
+            for s in &new.switches {
+                let (mut slots, mut trees) = (new.slots as u64, 1u32);
+                for &h in &self.phases[p].groups {
+                    let oh = &self.opts[h][a[h]];
+                    if h != g && oh.switches.binary_search(s).is_ok() {
+                        slots += oh.slots as u64;
+                        trees += 1;
+                    }
+                }
+                if slots > self.slots as u64 || self.quota.is_some_and(|q| trees > q) {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// Slots and quota hold in every phase.
@@ -544,7 +572,14 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let rows = chain_rows(wl, net, &groups, &opts, &vals, &tl);
     let phases = phases(&groups, &vals, &tl);
     let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
+    let mut phases_of = vec![Vec::new(); groups.len()];
+    for (p, ph) in phases.iter().enumerate() {
+        for &g in &ph.groups {
+            phases_of[g].push(p);
+        }
+    }
     Ok(Model {
+        phases_of,
         releases,
         dp,
         tail,
