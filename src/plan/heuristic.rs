@@ -242,34 +242,64 @@ impl<'a> Searcher<'a> {
         false
     }
 
-    /// Move group `g` to its best option given the others; true when it changed.
+    /// Move group `g` to its best option given the others; true when it changed. First
+    /// each *kind* (host, a tree, Rina) at its largest slot level that fits, then the other
+    /// slot levels of the best kind: a third of the evaluations of trying every option.
     fn best_move(&mut self, a: &mut [usize], g: usize) -> bool {
+        let m = self.m;
         let cur = a[g];
-        let mut best = self.eval(a);
-        let mut best_o = cur;
+        // (evaluation, option, trees on its switches) of the best so far
+        let first = self.eval(a);
         let trees = self.trees(a);
-        let load = |o: usize, m: &Model| -> u32 {
+        let load = |o: usize| -> u32 {
             m.opts[g][o].switches.iter().map(|s| trees.get(&s.0).copied().unwrap_or(0)).sum()
         };
-        let mut best_load = load(cur, self.m);
-        for o in 0..self.m.opts[g].len() {
-            if o == cur {
-                continue;
-            }
-            if !self.m.fits_move(a, g, o) {
-                continue;
+        let mut best = (first, cur, load(cur));
+        let kinds = self.kinds(g);
+        let try_option = |s: &mut Self, a: &mut [usize], o: usize, best: &mut (Eval, usize, u32)| {
+            if o == cur || !m.fits_move(a, g, o) {
+                return;
             }
             a[g] = o;
-            let e = self.eval(a);
-            let l = load(o, self.m);
-            if better(&e, &best) || (!better(&best, &e) && l < best_load) {
-                best = e;
-                best_o = o;
-                best_load = l;
+            let e = s.eval(a);
+            let l = load(o);
+            if better(&e, &best.0) || (!better(&best.0, &e) && l < best.2) {
+                *best = (e, o, l);
+            }
+        };
+        for (i, kind) in kinds.iter().enumerate() {
+            if i % 32 == 31 && self.out_of_time() {
+                break;
+            }
+            // largest level that fits (options of a kind come largest first)
+            if let Some(&o) = kind.iter().find(|&&o| o == cur || m.fits_move(a, g, o)) {
+                try_option(self, a, o, &mut best);
             }
         }
-        a[g] = best_o;
-        best_o != cur
+        if let Some(kind) = kinds.iter().find(|k| k.contains(&best.1)) {
+            for &o in kind {
+                try_option(self, a, o, &mut best);
+            }
+        }
+        a[g] = best.1;
+        best.1 != cur
+    }
+
+    /// The options of `g` grouped by what they do (equal but for the slots), each group
+    /// largest slot level first.
+    fn kinds(&self, g: usize) -> Vec<Vec<usize>> {
+        let opts = &self.m.opts[g];
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for o in 0..opts.len() {
+            match out.iter_mut().find(|k| opts[k[0]].kind == opts[o].kind) {
+                Some(k) => k.push(o),
+                None => out.push(vec![o]),
+            }
+        }
+        for k in &mut out {
+            k.sort_by_key(|&o| std::cmp::Reverse(opts[o].slots));
+        }
+        out
     }
 
     /// Relocate and swap moves until nothing improves or time runs out.

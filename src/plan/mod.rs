@@ -169,7 +169,8 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     };
     // the heuristic alone gets the whole budget; before an exact solve, a tenth (its plan
     // is the exact solver's starting incumbent)
-    let h_deadline = if exact { started + po.time_limit / 10 } else { deadline };
+    // 2 % of the budget stays for the wrap-up (evaluations, the plan file)
+    let h_deadline = if exact { started + po.time_limit / 10 } else { started + po.time_limit.mul_f64(0.98) };
     let a = heuristic::run(m, exposed, h_deadline).ok_or_else(|| {
         PlanError::Infeasible(
             "the groups that must aggregate (--require) do not fit the slot pools and tree quota together"
