@@ -41,7 +41,8 @@ fn cfg(preset: &str, tp: u32, pp: u32, dp: u32, m: u32) -> megatron::TrainingCon
     ] {
         c.set(k, &v.to_string()).expect("set");
     }
-    c.set("world_size", &(tp * pp * dp).to_string()).expect("world");
+    c.set("world_size", &(tp * pp * dp).to_string())
+        .expect("world");
     c.validate().expect("valid config");
     c
 }
@@ -55,9 +56,15 @@ struct Run {
     gap: f64,
     vars: u64,
     cons: u64,
+    note: Option<String>,
 }
 
-fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64) -> (Run, usize, usize, f64) {
+fn run(
+    c: &megatron::TrainingConfig,
+    spec: &str,
+    solver: SolverKind,
+    limit: f64,
+) -> (Run, usize, usize, f64) {
     let topo = Topology::from_spec(spec).expect("topology");
     let mut opts = TraceOptions::default();
     opts.ina.mode = InaMode::Planned;
@@ -90,6 +97,7 @@ fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64)
             gap: f.solver.gap,
             vars: f.solver.variables,
             cons: f.solver.constraints,
+            note: f.solver.note.clone(),
         },
         groups,
         options,
@@ -101,7 +109,12 @@ fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     println!("== 1. heuristic, GPT-3 175B TP8·PP16·DP8 on 1,024 GPUs (fat-tree k=16), m=192");
     let c = cfg("gpt3-175b", 8, 16, 8, 192);
-    let (r, groups, options, build) = run(&c, "fat-tree:k=16,gpus-per-server=8", SolverKind::Heuristic, 10.0);
+    let (r, groups, options, build) = run(
+        &c,
+        "fat-tree:k=16,gpus-per-server=8",
+        SolverKind::Heuristic,
+        10.0,
+    );
     println!(
         "   {groups} groups, {options} options; model {build:.2} s + heuristic {:.2} s = {:.2} s (target ≤ 10 s: ratio {:.2})",
         r.secs,
@@ -115,6 +128,17 @@ fn main() {
         100.0 * (r.t - r.host) / r.host,
         r.bound / 1e6,
         100.0 * r.gap
+    );
+    let (r2, ..) = run(
+        &c,
+        "fat-tree:k=16,gpus-per-server=8",
+        SolverKind::Heuristic,
+        2.0,
+    );
+    println!(
+        "   with a 2 s limit instead: predicted {:.1} ms ({:+.3} % against the 10 s plan)",
+        r2.t / 1e6,
+        100.0 * (r2.t - r.t) / r.t
     );
     println!("== 2. exact solver, GPT-3 13B TP4(·4-GPU servers)·PP2·DP=N/8, m=8, limit 60 s");
     println!("   GPUs  groups  binaries  constraints  status      exact s   objective ms  bound ms  gap %   heuristic ms  heur s  heur/exact");
@@ -144,5 +168,8 @@ fn main() {
             h.secs,
             h.t / x.t
         );
+        if let Some(n) = &x.note {
+            println!("         note: {n}");
+        }
     }
 }

@@ -18,8 +18,8 @@ pub mod fct;
 pub mod formats;
 pub mod megatron;
 pub mod netmodel;
-pub mod plan;
 pub mod ns3;
+pub mod plan;
 pub mod record;
 pub mod replay;
 #[cfg(feature = "tables")]

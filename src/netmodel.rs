@@ -101,7 +101,14 @@ pub fn multiset_cap(channels: &[u32], cap: impl Fn(u32) -> f64) -> f64 {
 /// its tree's own limit (`tree_cap`, [`multiset_cap`]) and its window (`slots` packets of
 /// `payload` over the round trip `rtt`), plus the round trip's propagation. `windowed =
 /// false` (a multicast with nothing to sum) has no window limit.
-pub fn ina_time(wire: u64, tree_cap: f64, slots: u32, payload: u64, rtt: u64, windowed: bool) -> u64 {
+pub fn ina_time(
+    wire: u64,
+    tree_cap: f64,
+    slots: u32,
+    payload: u64,
+    rtt: u64,
+    windowed: bool,
+) -> u64 {
     let window = if windowed {
         window_rate(slots, payload, rtt)
     } else {
@@ -147,7 +154,10 @@ mod tests {
 
     #[test]
     fn a_channel_crossed_twice_halves_the_units_cap() {
-        assert_eq!(multiset_cap(&[1, 1, 2], |c| if c == 1 { 10.0 } else { 4.0 }), 4.0);
+        assert_eq!(
+            multiset_cap(&[1, 1, 2], |c| if c == 1 { 10.0 } else { 4.0 }),
+            4.0
+        );
         assert_eq!(multiset_cap(&[1, 1, 1, 2], |_| 12.0), 4.0);
         assert!(multiset_cap(&[], |_| 1.0).is_infinite());
     }

@@ -14,7 +14,7 @@ use ina3d::topology::{NodeKind, Routing, Topology};
 use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
 use ina3d::units::NodeId;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
 fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
@@ -49,16 +49,29 @@ fn job(cfg: TrainingConfig, spec: &str, switches: InaSwitches, slots: u32) -> Jo
     opts.ina.switches = switches;
     opts.ina.slots = slots;
     let wl = schedule::build(&cfg, &opts.schedule).unwrap();
-    Job { cfg, wl, topo, opts }
+    Job {
+        cfg,
+        wl,
+        topo,
+        opts,
+    }
 }
 
 fn example(spec: &str, slots: u32) -> Job {
-    let cfg = megatron::load_input(concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/megatron.log")).unwrap();
+    let cfg = megatron::load_input(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/example/megatron.log"
+    ))
+    .unwrap();
     job(cfg, spec, InaSwitches::All, slots)
 }
 
 fn tiny(spec: &str, slots: u32) -> Job {
-    let cfg = megatron::load_input(concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml")).unwrap();
+    let cfg = megatron::load_input(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/example/tiny.toml"
+    ))
+    .unwrap();
     job(cfg, spec, InaSwitches::All, slots)
 }
 
@@ -96,9 +109,14 @@ fn make_plan(j: &Job, po: &PlanOptions) -> PlanFile {
 /// Every assignment of the groups that have a choice, evaluated by the model: the best
 /// feasible iteration time (brute force, independent of both solvers).
 fn brute_force(m: &Model) -> (f64, Vec<usize>) {
-    let free: Vec<usize> = (0..m.groups.len()).filter(|&g| m.opts[g].len() > 1).collect();
+    let free: Vec<usize> = (0..m.groups.len())
+        .filter(|&g| m.opts[g].len() > 1)
+        .collect();
     let total: usize = free.iter().map(|&g| m.opts[g].len()).product();
-    assert!(total <= 200_000, "instance too large to enumerate ({total})");
+    assert!(
+        total <= 200_000,
+        "instance too large to enumerate ({total})"
+    );
     let mut a = vec![0usize; m.groups.len()];
     let mut scratch = vec![0.0; m.channels];
     let mut best = (f64::INFINITY, a.clone());
@@ -133,7 +151,10 @@ fn two_groups_one_spine() -> (Job, NodeId) {
     let mut ids = layer(&topo, 1);
     let spine = layer(&topo, 2)[0];
     ids.push(spine);
-    (job(small(2, 1, 4, 16), spec, InaSwitches::Ids(ids), 8192), spine)
+    (
+        job(small(2, 1, 4, 16), spec, InaSwitches::Ids(ids), 8192),
+        spine,
+    )
 }
 
 #[test]
@@ -150,7 +171,10 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
     // bottleneck and a 256-slot window of 256 B over that round trip is faster than it.
     let delay = j.topo.links[0].delay.0 as f64;
     let rtt = 4.0 * delay;
-    assert!(256.0 * 256.0 / rtt > 12.5, "window must not bind in this instance");
+    assert!(
+        256.0 * 256.0 / rtt > 12.5,
+        "window must not bind in this instance"
+    );
     let s = coll.bytes.0 as f64;
     let wire = s + (s / 256.0).ceil() * 48.0;
     let hand = (wire / 12.5).ceil() + rtt;
@@ -165,7 +189,8 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
 }
 
 #[test]
-fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exact_solver_finds_the_brute_force_optimum() {
+fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exact_solver_finds_the_brute_force_optimum(
+) {
     let (j, spine) = two_groups_one_spine();
     for (quota, slots) in [(Some(1), 8192), (None, 256)] {
         let st = settings(slots, quota, &[1.0], &[Class::Dp]);
@@ -176,8 +201,15 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
         // communication, exactly one of them aggregates, at the spine.
         let (best, _) = brute_force(&m);
         let p = make_plan(&j, &options(st.clone(), SolverKind::Ilp));
-        assert_eq!((p.solver.used.as_str(), p.solver.status.as_str()), ("ilp", "optimal"));
-        assert!((p.prediction.iteration_ns - best).abs() <= 1e-6 * best, "{} vs {best}", p.prediction.iteration_ns);
+        assert_eq!(
+            (p.solver.used.as_str(), p.solver.status.as_str()),
+            ("ilp", "optimal")
+        );
+        assert!(
+            (p.prediction.iteration_ns - best).abs() <= 1e-6 * best,
+            "{} vs {best}",
+            p.prediction.iteration_ns
+        );
         assert!((best - p.prediction.host_iteration_ns).abs() <= 1e-6 * best);
         assert_eq!(p.solver.gap, 0.0);
         let mut po = options(st.clone(), SolverKind::Ilp);
@@ -193,9 +225,16 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
                 _ => None,
             })
             .collect();
-        assert_eq!(trees, vec![spine], "quota {quota:?}, slots {slots}: one tree, at the spine");
+        assert_eq!(
+            trees,
+            vec![spine],
+            "quota {quota:?}, slots {slots}: one tree, at the spine"
+        );
         let dp: Vec<_> = p.groups.iter().filter(|g| g.class == Class::Dp).collect();
-        let saving: f64 = dp.iter().map(|g| g.host_collective_ns - g.collective_ns).sum();
+        let saving: f64 = dp
+            .iter()
+            .map(|g| g.host_collective_ns - g.collective_ns)
+            .sum();
         let exposed_host: f64 = m
             .groups
             .iter()
@@ -224,21 +263,71 @@ fn the_exact_solver_matches_brute_force_on_the_tiny_job_without_nvlink() {
 fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances() {
     let (two, _) = two_groups_one_spine();
     let cases: Vec<(&str, Job, Settings)> = vec![
-        ("two groups, one spine", two, settings(8192, Some(1), &[1.0, 0.5], &[Class::Dp])),
-        ("example", example("fat-tree:k=4,gpus-per-server=2", 8192), settings(8192, None, &[1.0, 0.5, 0.25], &[Class::Tp, Class::Dp, Class::Emb])),
-        ("example, 256 slots", example("fat-tree:k=4,gpus-per-server=2", 256), settings(256, None, &[1.0, 0.5, 0.25], &[Class::Dp, Class::Emb])),
-        ("example, quota 1", example("fat-tree:k=4,gpus-per-server=2", 8192), settings(8192, Some(1), &[1.0], &[Class::Dp, Class::Emb])),
-        ("tiny, no nvlink", tiny("fat-tree:k=4,nvlink=off", 8192), settings(8192, None, &[1.0, 0.5], &[Class::Tp, Class::Dp, Class::Emb])),
-        ("tiny, leaf-spine 3:1", tiny("leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=3,nvlink=off", 1024), settings(1024, Some(2), &[1.0, 0.5], &[Class::Tp, Class::Dp, Class::Emb])),
+        (
+            "two groups, one spine",
+            two,
+            settings(8192, Some(1), &[1.0, 0.5], &[Class::Dp]),
+        ),
+        (
+            "example",
+            example("fat-tree:k=4,gpus-per-server=2", 8192),
+            settings(
+                8192,
+                None,
+                &[1.0, 0.5, 0.25],
+                &[Class::Tp, Class::Dp, Class::Emb],
+            ),
+        ),
+        (
+            "example, 256 slots",
+            example("fat-tree:k=4,gpus-per-server=2", 256),
+            settings(256, None, &[1.0, 0.5, 0.25], &[Class::Dp, Class::Emb]),
+        ),
+        (
+            "example, quota 1",
+            example("fat-tree:k=4,gpus-per-server=2", 8192),
+            settings(8192, Some(1), &[1.0], &[Class::Dp, Class::Emb]),
+        ),
+        (
+            "tiny, no nvlink",
+            tiny("fat-tree:k=4,nvlink=off", 8192),
+            settings(8192, None, &[1.0, 0.5], &[Class::Tp, Class::Dp, Class::Emb]),
+        ),
+        (
+            "tiny, leaf-spine 3:1",
+            tiny(
+                "leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=3,nvlink=off",
+                1024,
+            ),
+            settings(
+                1024,
+                Some(2),
+                &[1.0, 0.5],
+                &[Class::Tp, Class::Dp, Class::Emb],
+            ),
+        ),
     ];
     for (name, j, st) in cases {
         let h = make_plan(&j, &options(st.clone(), SolverKind::Heuristic));
         let x = make_plan(&j, &options(st, SolverKind::Ilp));
-        assert_eq!(x.solver.status, "optimal", "{name}: the exact solver must close this instance");
+        assert_eq!(
+            x.solver.status, "optimal",
+            "{name}: the exact solver must close this instance"
+        );
         let (ht, xt) = (h.prediction.iteration_ns, x.prediction.iteration_ns);
-        assert!(xt <= ht * (1.0 + 1e-9), "{name}: exact {xt} worse than heuristic {ht}");
-        assert!(ht <= 1.05 * xt, "{name}: heuristic {ht} more than 5 % above the optimum {xt}");
-        assert!(h.solver.bound_ns <= xt * (1.0 + 1e-9), "{name}: the heuristic's bound {} exceeds the optimum {xt}", h.solver.bound_ns);
+        assert!(
+            xt <= ht * (1.0 + 1e-9),
+            "{name}: exact {xt} worse than heuristic {ht}"
+        );
+        assert!(
+            ht <= 1.05 * xt,
+            "{name}: heuristic {ht} more than 5 % above the optimum {xt}"
+        );
+        assert!(
+            h.solver.bound_ns <= xt * (1.0 + 1e-9),
+            "{name}: the heuristic's bound {} exceeds the optimum {xt}",
+            h.solver.bound_ns
+        );
     }
 }
 
@@ -248,27 +337,55 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
     let mut st = settings(8192, Some(0), &[1.0], &[Class::Dp]);
     st.required = vec![Class::Dp];
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
-    let run = |st: Settings| plan::plan(&j.wl, &j.topo, &j.opts, &options(st, SolverKind::Auto), trace::planned::plan_job(&h));
+    let run = |st: Settings| {
+        plan::plan(
+            &j.wl,
+            &j.topo,
+            &j.opts,
+            &options(st, SolverKind::Auto),
+            trace::planned::plan_job(&h),
+        )
+    };
     let e = run(st.clone()).unwrap_err().to_string();
-    assert!(e.contains("tree quota 0") && e.contains("dp group of ranks 0,2,4,6"), "{e}");
+    assert!(
+        e.contains("tree quota 0") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
     st.quota = None;
     st.slots = 100; // a window is 256 slots
     let e = run(st.clone()).unwrap_err().to_string();
-    assert!(e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"), "{e}");
+    assert!(
+        e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
     // two groups that must aggregate at the one spine, room for one
     st.slots = 256;
     let e = run(st.clone()).unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
     // ToR-only INA and groups spanning two leaves: no switch above them
-    let tor = job(small(2, 1, 4, 16), "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off", InaSwitches::Tor, 8192);
+    let tor = job(
+        small(2, 1, 4, 16),
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+        InaSwitches::Tor,
+        8192,
+    );
     let h = trace::header(&tor.cfg, &tor.wl, &tor.topo, &tor.opts);
     let mut st = settings(8192, None, &[1.0], &[Class::Dp]);
     st.required = vec![Class::Dp];
     st.rina = false;
-    let e = plan::plan(&tor.wl, &tor.topo, &tor.opts, &options(st, SolverKind::Auto), trace::planned::plan_job(&h))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("no aggregating switch") && e.contains("dp group of ranks 0,2,4,6"), "{e}");
+    let e = plan::plan(
+        &tor.wl,
+        &tor.topo,
+        &tor.opts,
+        &options(st, SolverKind::Auto),
+        trace::planned::plan_job(&h),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("no aggregating switch") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
 }
 
 /// Replay a trace of `opts` for the job; iteration time (ns).
@@ -281,19 +398,34 @@ fn replayed(j: &Job, opts: &TraceOptions) -> f64 {
     })
     .unwrap();
     let routing = Routing::new(&j.topo, opts.seed).unwrap();
-    let r = replay::simulate(&recs, &j.topo, &routing, &ReplayOptions::from_header(&h).unwrap()).unwrap();
+    let r = replay::simulate(
+        &recs,
+        &j.topo,
+        &routing,
+        &ReplayOptions::from_header(&h).unwrap(),
+    )
+    .unwrap();
     r.summary.iteration_time_ns as f64
 }
 
 #[test]
-fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_within_its_prediction_error() {
+fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_within_its_prediction_error(
+) {
     let cases = [
         example("fat-tree:k=4,gpus-per-server=2", 8192),
         tiny("fat-tree:k=4,nvlink=off", 8192),
-        tiny("leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=3,nvlink=off", 8192),
+        tiny(
+            "leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=3,nvlink=off",
+            8192,
+        ),
     ];
     for j in cases {
-        let st = settings(j.opts.ina.slots, None, &[1.0, 0.5, 0.25], &[Class::Tp, Class::Dp, Class::Emb]);
+        let st = settings(
+            j.opts.ina.slots,
+            None,
+            &[1.0, 0.5, 0.25],
+            &[Class::Tp, Class::Dp, Class::Emb],
+        );
         let p = make_plan(&j, &options(st, SolverKind::Auto));
         let mut planned = j.opts.clone();
         planned.plan = Some(p.clone());
@@ -306,7 +438,10 @@ fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_w
         let name = &j.topo.source;
         // a plan is a prediction: it may lose to a configuration it can express by at
         // most its own measured error
-        assert!(t <= tr * (1.0 + err), "{name}: plan {t} vs ring {tr} (error {err})");
+        assert!(
+            t <= tr * (1.0 + err),
+            "{name}: plan {t} vs ring {tr} (error {err})"
+        );
         let mut fixed = BTreeMap::new();
         for (mode, policy) in [
             (InaMode::Hierarchical, InaPolicy::Static),
@@ -314,7 +449,11 @@ fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_w
             (InaMode::Atp, InaPolicy::BestEffort),
             (InaMode::Rina, InaPolicy::Static),
         ] {
-            for classes in [vec![Class::Dp], vec![Class::Tp, Class::Dp], vec![Class::Tp, Class::Dp, Class::Emb]] {
+            for classes in [
+                vec![Class::Dp],
+                vec![Class::Tp, Class::Dp],
+                vec![Class::Tp, Class::Dp, Class::Emb],
+            ] {
                 let mut o = j.opts.clone();
                 o.ina.mode = mode;
                 o.ina.policy = policy;
@@ -330,35 +469,59 @@ fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_w
 #[test]
 fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
     let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
-    let p = make_plan(&j, &options(settings(8192, None, &[1.0], &[Class::Dp]), SolverKind::Heuristic));
+    let p = make_plan(
+        &j,
+        &options(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+        ),
+    );
     let mut other = j.opts.clone();
     other.seed = 3;
-    let e = trace::planned::check_plan_job(&p, &trace::header(&j.cfg, &j.wl, &j.topo, &other)).unwrap_err().to_string();
+    let e = trace::planned::check_plan_job(&p, &trace::header(&j.cfg, &j.wl, &j.topo, &other))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("seed: plan `0`, this trace `3`"), "{e}");
     let k8 = example("fat-tree:k=8,gpus-per-server=2", 8192);
-    let e = trace::planned::check_plan_job(&p, &trace::header(&k8.cfg, &k8.wl, &k8.topo, &k8.opts)).unwrap_err().to_string();
-    assert!(e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"), "{e}");
+    let e = trace::planned::check_plan_job(&p, &trace::header(&k8.cfg, &k8.wl, &k8.topo, &k8.opts))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        "{e}"
+    );
     // the same job lowers, and a tampered tree is refused naming the group
     trace::planned::check_plan_job(&p, &trace::header(&j.cfg, &j.wl, &j.topo, &j.opts)).unwrap();
     let mut bad = p.clone();
-    let g = bad.groups.iter_mut().find(|g| matches!(g.decision, Decision::Tree { .. })).expect("a tree");
+    let g = bad
+        .groups
+        .iter_mut()
+        .find(|g| matches!(g.decision, Decision::Tree { .. }))
+        .expect("a tree");
     if let Decision::Tree { edges, .. } = &mut g.decision {
         edges.remove(0);
     }
     let mut o = j.opts.clone();
     o.plan = Some(bad);
-    let e = trace::generate_workload(&j.wl, &j.topo, &o, &mut |_| Ok(())).unwrap_err().to_string();
-    assert!(e.contains("plan dp group of ranks") && e.contains("sends to no switch"), "{e}");
+    let e = trace::generate_workload(&j.wl, &j.topo, &o, &mut |_| Ok(()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        "{e}"
+    );
 }
 
 #[test]
 fn planning_is_deterministic() {
     let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
-    let po = options(settings(8192, None, &[1.0, 0.5], &[Class::Dp, Class::Emb]), SolverKind::Heuristic);
+    let po = options(
+        settings(8192, None, &[1.0, 0.5], &[Class::Dp, Class::Emb]),
+        SolverKind::Heuristic,
+    );
     let strip = |mut p: PlanFile| {
         p.solver.solve_time_s = 0.0;
         p
     };
-    let _ = Instant::now();
     assert_eq!(strip(make_plan(&j, &po)), strip(make_plan(&j, &po)));
 }

@@ -49,7 +49,11 @@ pub struct Args {
     #[arg(long, value_name = "CLASSES")]
     pub require: Option<String>,
     /// Aggregation forms offered: hierarchical, root-only, rina.
-    #[arg(long, default_value = "hierarchical,root-only,rina", value_name = "FORMS")]
+    #[arg(
+        long,
+        default_value = "hierarchical,root-only,rina",
+        value_name = "FORMS"
+    )]
     pub forms: String,
     /// Lower the plan, replay it and the all-host trace, and record the prediction error
     /// in the plan (`verification`).
@@ -84,11 +88,15 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
             "hierarchical" => forms.push(Form::Hierarchical),
             "root-only" => forms.push(Form::RootOnly),
             "rina" => rina = true,
-            other => bail!("--forms: unknown form `{other}` (expected hierarchical, root-only, rina)"),
+            other => {
+                bail!("--forms: unknown form `{other}` (expected hierarchical, root-only, rina)")
+            }
         }
     }
     let required = match &a.require {
-        Some(r) => parse_classes(r).map_err(anyhow::Error::msg).context("--require")?,
+        Some(r) => parse_classes(r)
+            .map_err(anyhow::Error::msg)
+            .context("--require")?,
         None => vec![],
     };
     Ok(Settings {
@@ -112,7 +120,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load_config(&a.job)?;
     let opts = options(&a.job, &a.model, InaMode::Planned, None)?;
     if opts.collective != trace::Algorithm::Ring {
-        bail!("--collective {}: the planner models the host ring only (give --collective ring)", opts.collective);
+        bail!(
+            "--collective {}: the planner models the host ring only (give --collective ring)",
+            opts.collective
+        );
     }
     let topo = Topology::from_spec(&a.job.topology)
         .with_context(|| format!("--topology `{}`", a.job.topology))?;
@@ -129,10 +140,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("static template"),
+        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+            .expect("static template"),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
-    bar.set_message(format!("planning ({}, time limit {} s)", a.solver, a.time_limit));
+    bar.set_message(format!(
+        "planning ({}, time limit {} s)",
+        a.solver, a.time_limit
+    ));
     let planned = plan::plan(&wl, &topo, &opts, &po, job);
     bar.finish_and_clear();
     let mut p = planned.context("planning")?;
@@ -214,7 +229,9 @@ pub fn print_summary(p: &PlanFile) {
                 host += 1;
                 continue;
             }
-            Decision::Tree { form, root, edges } => format!("{form} tree, root {root}, {} edges", edges.len()),
+            Decision::Tree { form, root, edges } => {
+                format!("{form} tree, root {root}, {} edges", edges.len())
+            }
             Decision::Rina { tors } => format!("rina over ToRs {tors:?}"),
         };
         ina += 1;
@@ -231,7 +248,10 @@ pub fn print_summary(p: &PlanFile) {
         }
     }
     if ina > 40 {
-        println!("  … {} more aggregating groups (see the plan file)", ina - 40);
+        println!(
+            "  … {} more aggregating groups (see the plan file)",
+            ina - 40
+        );
     }
     println!("  {ina} groups aggregate, {host} stay on the host algorithm");
 }

@@ -233,7 +233,12 @@ pub fn load_config(a: &JobArgs) -> anyhow::Result<TrainingConfig> {
 
 /// Trace options from the job and INA model flags, INA `mode` with slot `policy`
 /// (`None`: best-effort for atp, planned for planned, else static).
-pub fn options(j: &JobArgs, m: &InaModelArgs, mode: InaMode, policy: Option<&str>) -> anyhow::Result<TraceOptions> {
+pub fn options(
+    j: &JobArgs,
+    m: &InaModelArgs,
+    mode: InaMode,
+    policy: Option<&str>,
+) -> anyhow::Result<TraceOptions> {
     if m.ina_payload == 0 || m.ina_window == 0 || m.ina_slots == 0 {
         bail!("--ina-slots, --ina-payload and --ina-window must be positive");
     }
@@ -294,7 +299,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let cfg = load_config(&a.job)?;
     let mode = match &a.plan {
         Some(_) => InaMode::Planned,
-        None => a.ina.parse::<InaMode>().map_err(anyhow::Error::msg).context("--ina")?,
+        None => a
+            .ina
+            .parse::<InaMode>()
+            .map_err(anyhow::Error::msg)
+            .context("--ina")?,
     };
     if mode == InaMode::Planned && a.plan.is_none() {
         bail!("--ina planned lowers a plan: give --plan PLAN.json (made by `ina3d plan`)");

@@ -191,7 +191,10 @@ pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FormatError> {
     }
     let mut seen = std::collections::BTreeSet::new();
     for (i, g) in p.groups.iter().enumerate() {
-        let first = g.members.first().ok_or_else(|| file(format!("groups[{i}]: no members")))?;
+        let first = g
+            .members
+            .first()
+            .ok_or_else(|| file(format!("groups[{i}]: no members")))?;
         if !g.members.windows(2).all(|w| w[0] < w[1]) {
             return Err(file(format!(
                 "groups[{i}] ({} group of rank {first}): members must be ascending and distinct",
@@ -320,9 +323,15 @@ mod tests {
     fn unknown_fields_a_foreign_schema_and_bad_trees_are_refused() {
         let good = serde_json::to_string(&sample()).unwrap();
         let extra = good.replacen("\"schema\":1", "\"schema\":1,\"extra\":0", 1);
-        assert!(parse(Path::new("p"), &extra).unwrap_err().to_string().contains("extra"));
+        assert!(parse(Path::new("p"), &extra)
+            .unwrap_err()
+            .to_string()
+            .contains("extra"));
         let v2 = good.replacen("\"schema\":1", "\"schema\":2", 1);
-        assert!(parse(Path::new("p"), &v2).unwrap_err().to_string().contains("schema 2"));
+        assert!(parse(Path::new("p"), &v2)
+            .unwrap_err()
+            .to_string()
+            .contains("schema 2"));
         let mut bad = sample();
         if let Decision::Tree { edges, .. } = &mut bad.groups[0].decision {
             edges.pop();
@@ -334,6 +343,9 @@ mod tests {
         let mut twice = sample();
         twice.groups[1].class = Class::Dp;
         let s = serde_json::to_string(&twice).unwrap();
-        assert!(parse(Path::new("p"), &s).unwrap_err().to_string().contains("second dp group"));
+        assert!(parse(Path::new("p"), &s)
+            .unwrap_err()
+            .to_string()
+            .contains("second dp group"));
     }
 }

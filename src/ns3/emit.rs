@@ -501,16 +501,20 @@ pub fn reservations_text(
         return Ok(None);
     }
     // per aggregation: class, first member (lowest host sending up), aggregating switches
-    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> = BTreeMap::new();
+    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> =
+        BTreeMap::new();
     for r in records {
-        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else { continue };
+        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
+            continue;
+        };
         let e = aggs.entry(a.id).or_insert((r.class, None, BTreeSet::new()));
         e.2.insert(a.switch);
         if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
             e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
         }
     }
-    let mut out = String::from("# ina3d-ns3 reservations v1: agg_id switch slots (planned slot policy)\n");
+    let mut out =
+        String::from("# ina3d-ns3 reservations v1: agg_id switch slots (planned slot policy)\n");
     for (id, (class, first, switches)) in aggs {
         for sw in switches {
             let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {

@@ -94,7 +94,11 @@ impl Group {
     pub fn name(&self) -> String {
         let ranks: Vec<String> = self.members.iter().map(|r| r.0.to_string()).collect();
         match self.stage {
-            Some(s) => format!("{} group of ranks {} (stage {s})", self.class, ranks.join(",")),
+            Some(s) => format!(
+                "{} group of ranks {} (stage {s})",
+                self.class,
+                ranks.join(",")
+            ),
             None => format!("{} group of ranks {}", self.class, ranks.join(",")),
         }
     }

@@ -43,7 +43,11 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
     for spread in [false, true] {
         // each construction and its search get half of what is left
         let now = Instant::now();
-        h.deadline = if spread { deadline } else { now + deadline.saturating_duration_since(now) / 2 };
+        h.deadline = if spread {
+            deadline
+        } else {
+            now + deadline.saturating_duration_since(now) / 2
+        };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
         loop {
@@ -110,7 +114,9 @@ impl<'a> Searcher<'a> {
     pub(super) fn greedy(&mut self) -> Option<Vec<usize>> {
         let m = self.m;
         let n = m.groups.len();
-        let mut a: Vec<usize> = (0..n).map(|g| super::model::host_index(&m.opts[g], &m.groups[g])).collect();
+        let mut a: Vec<usize> = (0..n)
+            .map(|g| super::model::host_index(&m.opts[g], &m.groups[g]))
+            .collect();
         // groups without a host option (must aggregate) first, then benefit per slot
         let mut order: Vec<(bool, f64, usize)> = (0..n)
             .filter(|&g| m.opts[g].len() > 1 || !is_host(m, g, 0))
@@ -119,7 +125,12 @@ impl<'a> Searcher<'a> {
                 let (best, slots) = m.vals[g]
                     .iter()
                     .zip(&m.opts[g])
-                    .map(|(v, o)| (v.exposed, o.slots.max(1) as f64 * o.switches.len().max(1) as f64))
+                    .map(|(v, o)| {
+                        (
+                            v.exposed,
+                            o.slots.max(1) as f64 * o.switches.len().max(1) as f64,
+                        )
+                    })
                     .fold((f64::INFINITY, 1.0), |b, x| if x.0 < b.0 { x } else { b });
                 (is_host(m, g, a[g]), -(host - best) / slots, g)
             })
@@ -147,7 +158,9 @@ impl<'a> Searcher<'a> {
     pub(super) fn spread(&mut self) -> Option<Vec<usize>> {
         let m = self.m;
         let n = m.groups.len();
-        let mut a: Vec<usize> = (0..n).map(|g| super::model::host_index(&m.opts[g], &m.groups[g])).collect();
+        let mut a: Vec<usize> = (0..n)
+            .map(|g| super::model::host_index(&m.opts[g], &m.groups[g]))
+            .collect();
         let mut trees: HashMap<u32, u32> = HashMap::new();
         for g in 0..n {
             let mut best: Option<(u32, f64, usize)> = None;
@@ -155,7 +168,11 @@ impl<'a> Searcher<'a> {
                 if !opt.is_ina() {
                     continue;
                 }
-                let load: u32 = opt.switches.iter().map(|s| trees.get(&s.0).copied().unwrap_or(0)).sum();
+                let load: u32 = opt
+                    .switches
+                    .iter()
+                    .map(|s| trees.get(&s.0).copied().unwrap_or(0))
+                    .sum();
                 let key = (load, m.vals[g][o].exposed, o);
                 if m.fits_move(&a, g, o) && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
                     best = Some(key);
@@ -168,7 +185,9 @@ impl<'a> Searcher<'a> {
                         *trees.entry(s.0).or_default() += 1;
                     }
                 }
-                None if !is_host(m, g, a[g]) && !self.place_first_feasible(&mut a, g) => return None,
+                None if !is_host(m, g, a[g]) && !self.place_first_feasible(&mut a, g) => {
+                    return None
+                }
                 None => {}
             }
         }
@@ -183,7 +202,12 @@ impl<'a> Searcher<'a> {
         let n = m.groups.len();
         let short = |g: usize, cur: usize| -> Vec<usize> {
             let mut o: Vec<usize> = (0..m.opts[g].len()).collect();
-            o.sort_by(|&x, &y| m.vals[g][x].exposed.total_cmp(&m.vals[g][y].exposed).then(x.cmp(&y)));
+            o.sort_by(|&x, &y| {
+                m.vals[g][x]
+                    .exposed
+                    .total_cmp(&m.vals[g][y].exposed)
+                    .then(x.cmp(&y))
+            });
             o.truncate(k);
             if !o.contains(&cur) {
                 o.push(cur);
@@ -196,7 +220,10 @@ impl<'a> Searcher<'a> {
                 continue;
             }
             for h in g + 1..n {
-                if m.opts[h].len() < 2 || m.groups[h].class != m.groups[g].class || m.groups[h].stage != m.groups[g].stage {
+                if m.opts[h].len() < 2
+                    || m.groups[h].class != m.groups[g].class
+                    || m.groups[h].stage != m.groups[g].stage
+                {
                     continue;
                 }
                 if self.out_of_time() {
@@ -252,21 +279,26 @@ impl<'a> Searcher<'a> {
         let first = self.eval(a);
         let trees = self.trees(a);
         let load = |o: usize| -> u32 {
-            m.opts[g][o].switches.iter().map(|s| trees.get(&s.0).copied().unwrap_or(0)).sum()
+            m.opts[g][o]
+                .switches
+                .iter()
+                .map(|s| trees.get(&s.0).copied().unwrap_or(0))
+                .sum()
         };
         let mut best = (first, cur, load(cur));
         let kinds = self.kinds(g);
-        let try_option = |s: &mut Self, a: &mut [usize], o: usize, best: &mut (Eval, usize, u32)| {
-            if o == cur || !m.fits_move(a, g, o) {
-                return;
-            }
-            a[g] = o;
-            let e = s.eval(a);
-            let l = load(o);
-            if better(&e, &best.0) || (!better(&best.0, &e) && l < best.2) {
-                *best = (e, o, l);
-            }
-        };
+        let try_option =
+            |s: &mut Self, a: &mut [usize], o: usize, best: &mut (Eval, usize, u32)| {
+                if o == cur || !m.fits_move(a, g, o) {
+                    return;
+                }
+                a[g] = o;
+                let e = s.eval(a);
+                let l = load(o);
+                if better(&e, &best.0) || (!better(&best.0, &e) && l < best.2) {
+                    *best = (e, o, l);
+                }
+            };
         for (i, kind) in kinds.iter().enumerate() {
             if i % 32 == 31 && self.out_of_time() {
                 break;
@@ -340,18 +372,24 @@ impl<'a> Searcher<'a> {
         };
         let mut improved = false;
         for g in 0..n {
-            let Some((rg, fg, kg)) = root(g, a[g]) else { continue };
+            let Some((rg, fg, kg)) = root(g, a[g]) else {
+                continue;
+            };
             for h in g + 1..n {
                 if self.out_of_time() {
                     return improved;
                 }
-                let Some((rh, fh, kh)) = root(h, a[h]) else { continue };
+                let Some((rh, fh, kh)) = root(h, a[h]) else {
+                    continue;
+                };
                 if rg == rh {
                     continue;
                 }
                 let og = (0..m.opts[g].len()).find(|&o| root(g, o) == Some((rh, fg, kg)));
                 let oh = (0..m.opts[h].len()).find(|&o| root(h, o) == Some((rg, fh, kh)));
-                let (Some(og), Some(oh)) = (og, oh) else { continue };
+                let (Some(og), Some(oh)) = (og, oh) else {
+                    continue;
+                };
                 let before = self.eval(a);
                 let (cg, ch) = (a[g], a[h]);
                 a[g] = og;

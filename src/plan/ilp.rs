@@ -78,18 +78,22 @@ pub(super) fn solve(
     };
     let objective: Expression = if exposed_objective {
         (0..m.groups.len())
-            .map(|g| pick(&x, g, |o| m.vals[g][o].exposed * MS, m.vals[g][0].exposed * MS))
+            .map(|g| {
+                pick(
+                    &x,
+                    g,
+                    |o| m.vals[g][o].exposed * MS,
+                    m.vals[g][0].exposed * MS,
+                )
+            })
             .sum()
     } else {
         Expression::from(t)
     };
     let mut cons = Vec::new();
-    for (g, xs) in x.iter().enumerate() {
-        if let Some(v) = xs {
-            let s: Expression = v.iter().copied().sum();
-            cons.push(constraint!(s == 1.0));
-            let _ = g;
-        }
+    for v in x.iter().flatten() {
+        let s: Expression = v.iter().copied().sum();
+        cons.push(constraint!(s == 1.0));
     }
     if !exposed_objective {
         iteration_rows(m, &x, t, &de, aux, &mut cons);
@@ -164,7 +168,10 @@ fn iteration_rows(
             e -= de[r.stage];
         }
         for (g, f) in [
-            (r.dp, (|v: &super::model::Vals| v.end) as fn(&super::model::Vals) -> f64),
+            (
+                r.dp,
+                (|v: &super::model::Vals| v.end) as fn(&super::model::Vals) -> f64,
+            ),
             (r.tp, |v| v.ln),
             (r.emb, |v| v.end),
             (r.ag, |v| v.gather),
@@ -184,7 +191,10 @@ fn iteration_rows(
                         e -= pick(
                             x,
                             g,
-                            |o| (m.cf[sp][s] * m.vals[g][o].dfwd + m.cb[sp][s] * m.vals[g][o].dbwd) * MS,
+                            |o| {
+                                (m.cf[sp][s] * m.vals[g][o].dfwd + m.cb[sp][s] * m.vals[g][o].dbwd)
+                                    * MS
+                            },
                             0.0,
                         );
                     }
@@ -214,11 +224,32 @@ fn iteration_rows(
         cons.push(constraint!(d.0 - shift(s) - e >= 0.0));
     }
     for (r, s, gs) in &m.releases {
-        load_rows(m, x, gs, false, |e, _| Some(constraint!(d.0 - shift(*s) - e >= r * MS)), cons);
+        load_rows(
+            m,
+            x,
+            gs,
+            false,
+            |e, _| Some(constraint!(d.0 - shift(*s) - e >= r * MS)),
+            cons,
+        );
     }
-    load_rows(m, x, &m.tail, true, |e, _| Some(constraint!(d.1 - e >= 0.0)), cons);
+    load_rows(
+        m,
+        x,
+        &m.tail,
+        true,
+        |e, _| Some(constraint!(d.1 - e >= 0.0)),
+        cons,
+    );
     cons.push(constraint!(Expression::from(t) - d.0 - d.1 >= 0.0));
-    load_rows(m, x, &m.pipe, false, |e, most| (most > lb).then(|| constraint!(Expression::from(t) - e >= 0.0)), cons);
+    load_rows(
+        m,
+        x,
+        &m.pipe,
+        false,
+        |e, most| (most > lb).then(|| constraint!(Expression::from(t) - e >= 0.0)),
+        cons,
+    );
 }
 
 /// One row per channel carrying load of `groups`: `make(Σ load·x, largest possible load)`
@@ -231,7 +262,10 @@ fn load_rows(
     make: impl Fn(Expression, f64) -> Option<good_lp::Constraint>,
     cons: &mut Vec<good_lp::Constraint>,
 ) {
-    let mut chans: std::collections::BTreeMap<u32, (f64, Vec<(usize, Vec<f64>)>)> = Default::default();
+    // per channel: the load of groups without a choice, and per other group its load
+    // under each of its options
+    type PerChannel = std::collections::BTreeMap<u32, (f64, Vec<(usize, Vec<f64>)>)>;
+    let mut chans: PerChannel = Default::default();
     for &g in groups {
         let n = m.opts[g].len();
         for (o, opt) in m.opts[g].iter().enumerate() {
@@ -253,7 +287,10 @@ fn load_rows(
         }
     }
     for (_, (k, vs)) in chans {
-        let most = k + vs.iter().map(|v| v.1.iter().copied().fold(0.0, f64::max)).sum::<f64>();
+        let most = k + vs
+            .iter()
+            .map(|v| v.1.iter().copied().fold(0.0, f64::max))
+            .sum::<f64>();
         let mut e = Expression::from(k * MS);
         for (g, v) in &vs {
             e += pick(x, *g, |o| v[o] * MS, 0.0);

@@ -75,7 +75,11 @@ impl Default for PlanOptions {
                 slots: 8192,
                 quota: None,
                 levels: vec![1.0, 0.5, 0.25],
-                classes: vec![crate::record::Class::Tp, crate::record::Class::Dp, crate::record::Class::Emb],
+                classes: vec![
+                    crate::record::Class::Tp,
+                    crate::record::Class::Dp,
+                    crate::record::Class::Emb,
+                ],
                 required: vec![],
                 forms: vec![Form::Hierarchical, Form::RootOnly],
                 rina: true,
@@ -106,7 +110,12 @@ pub enum PlanError {
 }
 
 /// The model of a job, for tests and benchmarks that look inside the planner.
-pub fn build_model(wl: &Workload, topo: &Topology, trace: &TraceOptions, settings: &Settings) -> Result<Model, PlanError> {
+pub fn build_model(
+    wl: &Workload,
+    topo: &Topology,
+    trace: &TraceOptions,
+    settings: &Settings,
+) -> Result<Model, PlanError> {
     let routing = Routing::new(topo, trace.seed)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
     let net = Net {
@@ -161,7 +170,12 @@ pub struct Solved {
 pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, PlanError> {
     let exposed = po.objective == Objective::Exposed;
     let deadline = started + po.time_limit;
-    let nvars: u64 = m.opts.iter().filter(|o| o.len() > 1).map(|o| o.len() as u64).sum();
+    let nvars: u64 = m
+        .opts
+        .iter()
+        .filter(|o| o.len() > 1)
+        .map(|o| o.len() as u64)
+        .sum();
     let exact = match po.solver {
         SolverKind::Ilp => true,
         SolverKind::Heuristic => false,
@@ -170,7 +184,11 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     // the heuristic alone gets the whole budget; before an exact solve, a tenth (its plan
     // is the exact solver's starting incumbent)
     // 2 % of the budget stays for the wrap-up (evaluations, the plan file)
-    let h_deadline = if exact { started + po.time_limit / 10 } else { started + po.time_limit.mul_f64(0.98) };
+    let h_deadline = if exact {
+        started + po.time_limit / 10
+    } else {
+        started + po.time_limit.mul_f64(0.98)
+    };
     let a = heuristic::run(m, exposed, h_deadline).ok_or_else(|| {
         PlanError::Infeasible(
             "the groups that must aggregate (--require) do not fit the slot pools and tree quota together"
@@ -180,7 +198,10 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     let mut scratch = vec![0.0; m.channels];
     let heur = m.evaluate(&a, &mut scratch);
     let relax = if exposed {
-        m.vals.iter().map(|v| v.iter().map(|x| x.exposed).fold(f64::INFINITY, f64::min)).sum()
+        m.vals
+            .iter()
+            .map(|v| v.iter().map(|x| x.exposed).fold(f64::INFINITY, f64::min))
+            .sum()
     } else {
         m.lower_bound()
     };
@@ -192,7 +213,10 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
         bound: relax,
         size: (nvars, 0),
         note: (po.solver == SolverKind::Auto && !exact).then(|| {
-            format!("{nvars} binary variables exceed the exact solver's limit ({}) for auto", po.auto_max_variables)
+            format!(
+                "{nvars} binary variables exceed the exact solver's limit ({}) for auto",
+                po.auto_max_variables
+            )
         }),
     };
     if !exact {
@@ -211,9 +235,14 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
                 out.status = if r.optimal { "optimal" } else { "time-limit" };
                 out.note = None;
             } else {
-                out.note = Some("the exact solver's plan was not better than the heuristic's".into());
+                out.note =
+                    Some("the exact solver's plan was not better than the heuristic's".into());
             }
-            let b = if r.optimal { key(&out.eval) } else { r.bound.unwrap_or(relax) };
+            let b = if r.optimal {
+                key(&out.eval)
+            } else {
+                r.bound.unwrap_or(relax)
+            };
             out.bound = b.max(relax).min(key(&out.eval));
         }
         Err(e) => out.note = Some(format!("exact solver failed: {e}")),
@@ -222,11 +251,23 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
 }
 
 /// The plan file of a solved model.
-pub fn file(m: &Model, po: &PlanOptions, job: BTreeMap<String, String>, s: Solved, took: Duration) -> PlanFile {
+pub fn file(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    s: Solved,
+    took: Duration,
+) -> PlanFile {
     let mut scratch = vec![0.0; m.channels];
-    let host: Vec<usize> = (0..m.groups.len()).map(|g| model::host_index(&m.opts[g], &m.groups[g])).collect();
+    let host: Vec<usize> = (0..m.groups.len())
+        .map(|g| model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
     let host_eval = m.evaluate(&host, &mut scratch);
-    let objective = if po.objective == Objective::Exposed { s.eval.exposed } else { s.eval.t };
+    let objective = if po.objective == Objective::Exposed {
+        s.eval.exposed
+    } else {
+        s.eval.t
+    };
     let groups = m
         .groups
         .iter()
@@ -258,7 +299,11 @@ pub fn file(m: &Model, po: &PlanOptions, job: BTreeMap<String, String>, s: Solve
                 },
                 slots: o.slots,
                 reservations: o.switches.iter().map(|&w| (w, o.slots)).collect(),
-                collectives: colls.iter().filter(|c| c.aggregatable()).map(|c| c.count).sum(),
+                collectives: colls
+                    .iter()
+                    .filter(|c| c.aggregatable())
+                    .map(|c| c.count)
+                    .sum(),
                 collective_ns: largest(o),
                 host_collective_ns: largest(h),
                 exposed_ns: m.vals[g][s.assign[g]].exposed,
@@ -283,7 +328,11 @@ pub fn file(m: &Model, po: &PlanOptions, job: BTreeMap<String, String>, s: Solve
             status: s.status.into(),
             objective_ns: objective,
             bound_ns: s.bound,
-            gap: if objective > 0.0 { ((objective - s.bound) / objective).max(0.0) } else { 0.0 },
+            gap: if objective > 0.0 {
+                ((objective - s.bound) / objective).max(0.0)
+            } else {
+                0.0
+            },
             solve_time_s: took.as_secs_f64(),
             time_limit_s: po.time_limit.as_secs_f64(),
             variables: s.size.0,

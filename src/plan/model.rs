@@ -179,7 +179,11 @@ impl Model {
     /// Value of a chain row under `a` with stage shifts `de`.
     pub fn row_value(&self, r: &Row, a: &[usize], de: &[f64]) -> f64 {
         let v = |g: Option<usize>, f: fn(&Vals) -> f64| g.map_or(0.0, |g| f(&self.vals[g][a[g]]));
-        r.c + de[r.stage] + v(r.dp, |x| x.end) + v(r.tp, |x| x.ln) + v(r.emb, |x| x.end) + v(r.ag, |x| x.gather)
+        r.c + de[r.stage]
+            + v(r.dp, |x| x.end)
+            + v(r.tp, |x| x.ln)
+            + v(r.emb, |x| x.end)
+            + v(r.ag, |x| x.gather)
     }
 
     /// The largest channel load of `groups` under `a` (`tail`: their tail loads), using
@@ -283,7 +287,9 @@ impl Model {
             terms.push(de[s] + self.vals[g][a[g]].end + lt);
         }
         for (r, s, gs) in &self.releases {
-            self.loads_each(gs, a, false, scratch, &mut |l| terms.push(r + de[*s] + l + lt));
+            self.loads_each(gs, a, false, scratch, &mut |l| {
+                terms.push(r + de[*s] + l + lt)
+            });
         }
         self.loads_each(&self.tail, a, true, scratch, &mut |l| terms.push(d + l));
         self.loads_each(&self.pipe, a, false, scratch, &mut |l| terms.push(l));
@@ -308,7 +314,14 @@ impl Model {
     }
 
     /// Call `f` with every channel's load of `groups` under `a`.
-    fn loads_each(&self, groups: &[usize], a: &[usize], tail: bool, scratch: &mut [f64], f: &mut dyn FnMut(f64)) {
+    fn loads_each(
+        &self,
+        groups: &[usize],
+        a: &[usize],
+        tail: bool,
+        scratch: &mut [f64],
+        f: &mut dyn FnMut(f64),
+    ) {
         let mut touched: Vec<u32> = Vec::new();
         for &g in groups {
             let o = &self.opts[g][a[g]];
@@ -354,7 +367,13 @@ impl Model {
         let rows = self
             .rows
             .iter()
-            .map(|r| r.c + de[r.stage] + v(r.dp, |x| x.end) + v(r.tp, |x| x.ln) + v(r.emb, |x| x.end) + v(r.ag, |x| x.gather))
+            .map(|r| {
+                r.c + de[r.stage]
+                    + v(r.dp, |x| x.end)
+                    + v(r.tp, |x| x.ln)
+                    + v(r.emb, |x| x.end)
+                    + v(r.ag, |x| x.gather)
+            })
             .fold(0.0f64, f64::max);
         let least = |gs: &[usize], tail: bool| -> f64 {
             let mut load: BTreeMap<u32, f64> = BTreeMap::new();
@@ -366,7 +385,9 @@ impl Model {
             load.values().copied().fold(0.0, f64::max)
         };
         let mut d = if self.dp.is_empty() {
-            (0..pp).map(|s| self.timeline.stage_end[s] + de[s]).fold(0.0, f64::max)
+            (0..pp)
+                .map(|s| self.timeline.stage_end[s] + de[s])
+                .fold(0.0, f64::max)
         } else {
             0.0
         };
@@ -385,7 +406,13 @@ impl Model {
 /// Per channel, the least load a group puts on it over all its options (channels some
 /// option avoids get none).
 pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
-    let pick = |o: &Opt| if tail { o.tail_loads.clone() } else { o.loads.clone() };
+    let pick = |o: &Opt| {
+        if tail {
+            o.tail_loads.clone()
+        } else {
+            o.loads.clone()
+        }
+    };
     let Some(first) = opts.first() else {
         return Vec::new();
     };
@@ -427,7 +454,10 @@ fn tp_layer(wl: &Workload, g: &Group, o: &Opt) -> (f64, f64) {
         steps
             .iter()
             .filter_map(|s| match s {
-                LayerStep::Tp(k) => per_layer.iter().position(|c| c.kind == *k).map(|i| o.times[i]),
+                LayerStep::Tp(k) => per_layer
+                    .iter()
+                    .position(|c| c.kind == *k)
+                    .map(|i| o.times[i]),
                 LayerStep::Compute(_) => None,
             })
             .sum::<f64>()
@@ -468,7 +498,9 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
                     }
                     seen.push(edges.clone());
                     for &k in &fits {
-                        opts.push(options::tree(net, g, form, root, edges.clone(), k).map_err(err)?);
+                        opts.push(
+                            options::tree(net, g, form, root, edges.clone(), k).map_err(err)?,
+                        );
                     }
                 }
             }
@@ -528,7 +560,13 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let pp = wl.pp() as usize;
     let (cfwd, cbwd) = layer_compute(wl);
     // base per-stage layer times: the host option of each stage's TP group (replica 0)
-    let mut base = vec![LayerTimes { fwd: cfwd, bwd: cbwd }; pp];
+    let mut base = vec![
+        LayerTimes {
+            fwd: cfwd,
+            bwd: cbwd
+        };
+        pp
+    ];
     let mut tp_of: HashMap<(usize, u32), usize> = HashMap::new();
     for (i, g) in groups.iter().enumerate() {
         if let Role::Tp { replica, .. } = g.role {
@@ -537,7 +575,10 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             if replica == 0 {
                 let host = host_index(&opts[i], &groups[i]);
                 let (f, b) = tp_layer(wl, g, &opts[i][host]);
-                base[s as usize] = LayerTimes { fwd: cfwd + f, bwd: cbwd + b };
+                base[s as usize] = LayerTimes {
+                    fwd: cfwd + f,
+                    bwd: cbwd + b,
+                };
             }
         }
     }
@@ -559,17 +600,21 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             }
             let t2 = timeline::run(wl, &lt, &p2p_fn)
                 .ok_or_else(|| PlanError::Model("the pipeline schedule cannot progress".into()))?;
-            for sp in 0..pp {
-                c[sp][s] = (t2.stage_end[sp] - tl.stage_end[sp]) / delta;
+            for (sp, row) in c.iter_mut().enumerate() {
+                row[s] = (t2.stage_end[sp] - tl.stage_end[sp]) / delta;
             }
         }
     }
-    let pend = tl.end();
-    let pend_stage = (0..pp).fold(0, |b, s| if tl.stage_end[s] > tl.stage_end[b] { s } else { b });
+    let pend_stage = (0..pp).fold(0, |b, s| {
+        if tl.stage_end[s] > tl.stage_end[b] {
+            s
+        } else {
+            b
+        }
+    });
     let vals = values(wl, &groups, &opts, &tl, &cf, &cb, pend_stage);
-    let _ = pend;
-    let replicas = replica_table(wl, &groups, &opts, &tp_of);
-    let rows = chain_rows(wl, net, &groups, &opts, &vals, &tl);
+    let replicas = replica_table(wl, &opts, &tp_of);
+    let rows = chain_rows(wl, &groups, &opts, &vals, &tl);
     let phases = phases(&groups, &vals, &tl);
     let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
     let mut phases_of = vec![Vec::new(); groups.len()];
@@ -628,17 +673,18 @@ fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
             let (a, b) = (rank(s), rank(t));
             let time = if net.topo.same_nvlink_domain(a, b) {
                 // the trace's 2-rank nvlink record: S / rate + α
-                net.topo
-                    .nvlink_rate
-                    .map_or(0.0, |r| (r.transmit_time(wl.pp_bytes) + net.nvlink_alpha).0 as f64)
+                net.topo.nvlink_rate.map_or(0.0, |r| {
+                    (r.transmit_time(wl.pp_bytes) + net.nvlink_alpha).0 as f64
+                })
             } else {
                 let (na, nb) = (net.topo.gpu(a), net.topo.gpu(b));
                 match net.routing.connection_path(na, nb) {
                     Ok(p) => {
                         let rate = net.routing.bottleneck(&p);
-                        let wire = wl
-                            .pp_bytes
-                            .with_headers(crate::record::NET_PACKET_PAYLOAD, crate::record::PACKET_HEADER);
+                        let wire = wl.pp_bytes.with_headers(
+                            crate::record::NET_PACKET_PAYLOAD,
+                            crate::record::PACKET_HEADER,
+                        );
                         rate.transmit_time(wire).0 as f64 + net.routing.path_delay(&p).0 as f64
                     }
                     Err(_) => 0.0,
@@ -666,11 +712,19 @@ fn values(
         let mut v = Vec::with_capacity(opts[i].len());
         for o in &opts[i] {
             v.push(match &g.role {
-                Role::Tp { per_layer, layernorm, .. } => {
+                Role::Tp {
+                    per_layer,
+                    layernorm,
+                    ..
+                } => {
                     let s = g.stage.unwrap_or(0) as usize;
                     let (f, b) = tp_layer(wl, g, o);
                     let (hf, hb) = tp_layer(wl, g, &opts[i][host]);
-                    let ln = if layernorm.is_some() { o.times[per_layer.len()] } else { 0.0 };
+                    let ln = if layernorm.is_some() {
+                        o.times[per_layer.len()]
+                    } else {
+                        0.0
+                    };
                     Vals {
                         dfwd: f - hf,
                         dbwd: b - hb,
@@ -686,7 +740,9 @@ fn values(
                         let trig = tl.triggers[s].get(b).copied().unwrap_or(tl.stage_end[s]);
                         e = e.max(trig) + t;
                     }
-                    let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()].iter().sum();
+                    let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]
+                        .iter()
+                        .sum();
                     Vals {
                         end: e,
                         gather,
@@ -709,12 +765,10 @@ fn values(
 /// Per replica, per stage: the TP group that has a choice (more than one option).
 fn replica_table(
     wl: &Workload,
-    groups: &[Group],
     opts: &[Vec<Opt>],
     tp_of: &HashMap<(usize, u32), usize>,
 ) -> Vec<Vec<Option<usize>>> {
     let reps = (wl.dp() * wl.groups.cp) as usize;
-    let _ = groups;
     (0..reps)
         .map(|r| {
             (0..wl.pp())
@@ -727,13 +781,11 @@ fn replica_table(
 /// The chain rows (deduplicated).
 fn chain_rows(
     wl: &Workload,
-    net: &Net,
     groups: &[Group],
     opts: &[Vec<Opt>],
     vals: &[Vec<Vals>],
     tl: &Timeline,
 ) -> Vec<Row> {
-    let _ = net;
     let world = wl.world();
     let mut tp_of = vec![None; world as usize];
     let mut dp_of = vec![None; world as usize];
@@ -763,7 +815,9 @@ fn chain_rows(
         let tp = tp_of[r as usize];
         let e = emb_of[r as usize];
         let ag_from: Vec<Option<usize>> = match e {
-            Some(e) if wl.distributed_optimizer => groups[e].members.iter().map(|m| dp_of[m.idx()]).collect(),
+            Some(e) if wl.distributed_optimizer => {
+                groups[e].members.iter().map(|m| dp_of[m.idx()]).collect()
+            }
             _ if wl.distributed_optimizer => vec![dp_of[r as usize]],
             _ => vec![None],
         };
@@ -774,8 +828,13 @@ fn chain_rows(
                 if dp.is_none() {
                     c += tl.stage_end[s];
                 }
-                let konst = |g: Option<usize>, f: fn(&Vals) -> f64| fixed(g).map_or(0.0, |g| f(&vals[g][0]));
-                c += konst(dp, |x| x.end) + konst(tp, |x| x.ln) + konst(e, |x| x.end) + konst(ag, |x| x.gather);
+                let konst = |g: Option<usize>, f: fn(&Vals) -> f64| {
+                    fixed(g).map_or(0.0, |g| f(&vals[g][0]))
+                };
+                c += konst(dp, |x| x.end)
+                    + konst(tp, |x| x.ln)
+                    + konst(e, |x| x.end)
+                    + konst(ag, |x| x.gather);
                 let row = Row {
                     c,
                     stage: s,
@@ -799,7 +858,12 @@ fn link_sets(
     groups: &[Group],
     opts: &[Vec<Opt>],
     tl: &Timeline,
-) -> (Vec<(f64, usize, Vec<usize>)>, Vec<usize>, Vec<usize>, Vec<usize>) {
+) -> (
+    Vec<(f64, usize, Vec<usize>)>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+) {
     let mut dp = Vec::new();
     let mut tail = Vec::new();
     let mut pipe = Vec::new();
@@ -811,7 +875,10 @@ fn link_sets(
                 dp.push(i);
                 if has(|o| !o.loads.is_empty()) {
                     let s = g.stage.unwrap_or(0) as usize;
-                    let first = tl.triggers[s].iter().copied().fold(tl.stage_end[s], f64::min);
+                    let first = tl.triggers[s]
+                        .iter()
+                        .copied()
+                        .fold(tl.stage_end[s], f64::min);
                     starts.push((first, s, i));
                 }
             }
@@ -846,7 +913,10 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
     for (i, g) in groups.iter().enumerate() {
         if let Role::Dp { .. } = g.role {
             let s = g.stage.unwrap_or(0) as usize;
-            let first = tl.triggers[s].iter().copied().fold(tl.stage_end[s], f64::min);
+            let first = tl.triggers[s]
+                .iter()
+                .copied()
+                .fold(tl.stage_end[s], f64::min);
             win[i] = (first, max_end(i));
             for r in &g.members {
                 dp_of.insert(*r, i);
@@ -879,7 +949,11 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
             win[i] = (start, end + ln_max + max_end(i));
         }
     }
-    let mut ev: Vec<f64> = win.iter().flat_map(|w| [w.0, w.1]).filter(|x| x.is_finite()).collect();
+    let mut ev: Vec<f64> = win
+        .iter()
+        .flat_map(|w| [w.0, w.1])
+        .filter(|x| x.is_finite())
+        .collect();
     ev.sort_by(f64::total_cmp);
     ev.dedup();
     let mut sets: Vec<Vec<usize>> = Vec::new();
@@ -888,7 +962,9 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
     probes.extend(ev.first().map(|x| x - 1.0));
     probes.extend(ev.last().map(|x| x + 1.0));
     for t in probes {
-        let set: Vec<usize> = (0..groups.len()).filter(|&g| win[g].0 <= t && t < win[g].1).collect();
+        let set: Vec<usize> = (0..groups.len())
+            .filter(|&g| win[g].0 <= t && t < win[g].1)
+            .collect();
         if !set.is_empty() {
             sets.push(set);
         }
@@ -897,7 +973,11 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
     sets.dedup();
     let keep: Vec<Vec<usize>> = sets
         .iter()
-        .filter(|s| !sets.iter().any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok())))
+        .filter(|s| {
+            !sets
+                .iter()
+                .any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok()))
+        })
         .cloned()
         .collect();
     keep.into_iter()

@@ -107,6 +107,20 @@ pub struct Net<'a> {
     pub nvlink_alpha: Nanos,
 }
 
+/// Which edges of a tree an aggregation streams over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dirs {
+    /// Up and down: a whole aggregation.
+    Both,
+    /// Up only (Rina's racks into their ToR): sums, no multicast.
+    Up,
+    /// Down only (Rina's ToR back to its rack): a multicast with nothing to sum.
+    Down,
+}
+
+/// An INA time function for an option: time of one collective, adding its loads.
+type InaFn<'a> = &'a dyn Fn(&Coll, &mut Vec<(u32, f64)>) -> Result<f64, String>;
+
 /// A transfer on the network: its channels, their per-channel capacity (B/ns), delay.
 struct Path {
     chans: Vec<Channel>,
@@ -149,7 +163,10 @@ impl Net<'_> {
         for run in per.chunk_by(|a, b| a == b) {
             let cap = self.cap(Channel(run[0]));
             step = step.max(run.len() as f64 * wire / cap);
-            loads.push((run[0], run.len() as f64 * wire / cap * (steps * times) as f64));
+            loads.push((
+                run[0],
+                run.len() as f64 * wire / cap * (steps * times) as f64,
+            ));
         }
         Ok(steps as f64 * (step.ceil() + delay as f64))
     }
@@ -177,12 +194,13 @@ impl Net<'_> {
         edges: &[(NodeId, NodeId)],
         members: &[NodeId],
         k: u32,
-        up: bool,
-        down: bool,
+        dirs: Dirs,
         loads: &mut Vec<(u32, f64)>,
     ) -> Result<f64, String> {
+        let (up, down) = (dirs != Dirs::Down, dirs != Dirs::Up);
         let n = members.len() as u64;
-        let mut below: std::collections::HashMap<NodeId, u64> = members.iter().map(|&m| (m, 1)).collect();
+        let mut below: std::collections::HashMap<NodeId, u64> =
+            members.iter().map(|&m| (m, 1)).collect();
         for &(ch, p) in edges {
             let b = below.get(&ch).copied().unwrap_or(0);
             *below.entry(p).or_default() += b;
@@ -205,7 +223,9 @@ impl Net<'_> {
                 let pd = self.path(p, ch)?;
                 lat.push((p, ch, pd.delay, EdgeDir::Down));
                 let b = match c.kind {
-                    CollKind::ReduceScatter => Bytes(c.bytes.0 * below.get(&ch).copied().unwrap_or(1) / n),
+                    CollKind::ReduceScatter => {
+                        Bytes(c.bytes.0 * below.get(&ch).copied().unwrap_or(1) / n)
+                    }
                     _ => c.bytes,
                 };
                 if !up {
@@ -252,7 +272,7 @@ fn build(
     kind: OptKind,
     slots: u32,
     switches: Vec<NodeId>,
-    ina: Option<&dyn Fn(&Coll, &mut Vec<(u32, f64)>) -> Result<f64, String>>,
+    ina: Option<InaFn<'_>>,
 ) -> Result<Opt, String> {
     let mut loads = Vec::new();
     let mut tail = Vec::new();
@@ -308,7 +328,13 @@ pub fn roots(net: &Net, g: &Group) -> Vec<NodeId> {
 }
 
 /// The tree of `g` under `root` in `form`: (child, parent) edges bottom-up.
-pub fn tree_edges(net: &Net, g: &Group, root: NodeId, form: Form, key: u64) -> Result<Vec<(NodeId, NodeId)>, String> {
+pub fn tree_edges(
+    net: &Net,
+    g: &Group,
+    root: NodeId,
+    form: Form,
+    key: u64,
+) -> Result<Vec<(NodeId, NodeId)>, String> {
     match form {
         Form::RootOnly => Ok(g.hosts.iter().map(|&h| (h, root)).collect()),
         Form::Hierarchical => {
@@ -323,11 +349,19 @@ pub fn tree_edges(net: &Net, g: &Group, root: NodeId, form: Form, key: u64) -> R
 }
 
 /// A tree option at `k` slots.
-pub fn tree(net: &Net, g: &Group, form: Form, root: NodeId, edges: Vec<(NodeId, NodeId)>, k: u32) -> Result<Opt, String> {
+pub fn tree(
+    net: &Net,
+    g: &Group,
+    form: Form,
+    root: NodeId,
+    edges: Vec<(NodeId, NodeId)>,
+    k: u32,
+) -> Result<Opt, String> {
     let mut sw: Vec<NodeId> = edges.iter().map(|e| e.1).collect();
     sw.sort_unstable();
     sw.dedup();
-    let f = |c: &Coll, loads: &mut Vec<(u32, f64)>| net.tree(c, &edges, &g.hosts, k, true, true, loads);
+    let f =
+        |c: &Coll, loads: &mut Vec<(u32, f64)>| net.tree(c, &edges, &g.hosts, k, Dirs::Both, loads);
     build(
         net,
         g,
@@ -379,15 +413,15 @@ pub fn rina(net: &Net, g: &Group, k: u32) -> Result<Option<Opt>, String> {
             if nodes.len() == 1 {
                 // one rack holds everyone: a plain single-switch aggregation
                 let e: Vec<(NodeId, NodeId)> = ms.iter().map(|&m| (m, *t)).collect();
-                return net.tree(c, &e, ms, k, true, true, loads);
+                return net.tree(c, &e, ms, k, Dirs::Both, loads);
             }
         }
         let mut up = 0.0f64;
         let mut down = 0.0f64;
         for (t, ms) in &racks {
             let e: Vec<(NodeId, NodeId)> = ms.iter().map(|&m| (m, *t)).collect();
-            up = up.max(net.tree(c, &e, ms, k, true, false, loads)?);
-            down = down.max(net.tree(c, &e, ms, k, false, true, loads)?);
+            up = up.max(net.tree(c, &e, ms, k, Dirs::Up, loads)?);
+            down = down.max(net.tree(c, &e, ms, k, Dirs::Down, loads)?);
         }
         let ring = if nodes.len() >= 2 {
             net.ring(c, &nodes, loads)?

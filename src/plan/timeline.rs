@@ -76,10 +76,21 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
                 let head_here = s == pp - 1 && op.chunk == v - 1;
                 let end = match op.pass {
                     Pass::Fwd => {
-                        start + nl * layer[si].fwd + if head_here { plan.head_fwd.0 as f64 } else { 0.0 }
+                        start
+                            + nl * layer[si].fwd
+                            + if head_here {
+                                plan.head_fwd.0 as f64
+                            } else {
+                                0.0
+                            }
                     }
                     Pass::Bwd => {
-                        let t0 = start + if head_here { plan.head_bwd.0 as f64 } else { 0.0 };
+                        let t0 = start
+                            + if head_here {
+                                plan.head_bwd.0 as f64
+                            } else {
+                                0.0
+                            };
                         if op.microbatch == m - 1 {
                             for (b, bucket) in plan.buckets.iter().enumerate() {
                                 if bucket.chunk != op.chunk {

@@ -8,9 +8,9 @@
 use super::route::PathSource;
 use super::{InaPolicy, ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, FctRow, SummaryContext};
-use crate::netmodel::{self, fluid_time, EdgeDir};
 use crate::formats::links_csv::ChannelStat;
 use crate::formats::switches_csv::SlotSample;
+use crate::netmodel::{self, fluid_time, EdgeDir};
 use crate::record::{AggDir, Class, FlowRecord, Mode};
 use crate::topology::{NodeKind, Topology};
 use crate::units::{BitsPerSec, Bytes, FlowId, LinkId, NodeId};
@@ -128,7 +128,11 @@ impl Pools {
             // the plan's reservation, once every switch's pool can hold it
             let need = agg.reserved.min(window);
             let fits = agg.switches.iter().all(|&s| self.free(s, c) >= need);
-            return if need > 0 && fits { Grant::Slots(need) } else { Grant::Wait };
+            return if need > 0 && fits {
+                Grant::Slots(need)
+            } else {
+                Grant::Wait
+            };
         }
         let free = agg
             .switches
@@ -546,7 +550,16 @@ fn prepare<R: PathSource + ?Sized>(
         } else {
             (0.0, 0)
         };
-        let reserved = planned_reservation(records, &mem, topo, opts, &switches, &switch_nodes, id, class)?;
+        let reserved = planned_reservation(
+            records,
+            &mem,
+            topo,
+            opts,
+            &switches,
+            &switch_nodes,
+            id,
+            class,
+        )?;
         let tree_off = arena.len() as u32;
         arena.extend_from_slice(&tree);
         aggs.push(Agg {
@@ -610,7 +623,9 @@ fn planned_reservation(
     let first = mem
         .iter()
         .map(|&m| &records[m as usize])
-        .filter(|r| r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host)
+        .filter(|r| {
+            r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host
+        })
         .map(|r| r.src)
         .min();
     let mut k = u32::MAX;

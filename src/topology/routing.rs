@@ -694,9 +694,9 @@ impl Routing {
     ) -> Result<AggTree, TopologyError> {
         let (ms, _) = self.members_and_reps(members)?;
         let agg = self.kinds.get(root.idx()) == Some(&NodeKind::Switch) && can_aggregate(root);
-        let above = self.level(root).is_some_and(|l| {
-            ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l))
-        });
+        let above = self
+            .level(root)
+            .is_some_and(|l| ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l)));
         if !agg || !above {
             return Err(TopologyError::NoAggregator {
                 members: ms.len(),
@@ -708,7 +708,10 @@ impl Routing {
 
     /// Sorted members (checked: non-empty, distinct, hosts) and one representative per
     /// attachment group (distances are equal within a group).
-    fn members_and_reps(&self, members: &[NodeId]) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
+    fn members_and_reps(
+        &self,
+        members: &[NodeId],
+    ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
         let mut ms = members.to_vec();
         ms.sort_unstable();
         if ms.is_empty() {
@@ -777,7 +780,6 @@ impl Routing {
         key: u64,
     ) -> Result<AggTree, TopologyError> {
         let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
-
 
         let mut in_tree: BTreeMap<NodeId, ()> = BTreeMap::new();
         in_tree.insert(root, ());

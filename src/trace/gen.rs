@@ -108,7 +108,10 @@ pub fn generate_workload(
     let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
         aggregating_switches(topo, &opts.ina.switches)?
     } else {
-        (vec![false; topo.node_count()], vec![None; topo.node_count()])
+        (
+            vec![false; topo.node_count()],
+            vec![None; topo.node_count()],
+        )
     };
     let routing = if opts.ina.mode != InaMode::Off {
         Some(Routing::new(topo, opts.seed)?)
@@ -1510,8 +1513,14 @@ pub fn header(
             super::INA_RESERVATIONS_KEY,
             super::format_reservations(&super::planned::reservations(p, topo)),
         )
-        .set("plan_predicted_iteration_ns", format!("{:.0}", p.prediction.iteration_ns))
-        .set("plan_solver", format!("{} ({})", p.solver.used, p.solver.status));
+        .set(
+            "plan_predicted_iteration_ns",
+            format!("{:.0}", p.prediction.iteration_ns),
+        )
+        .set(
+            "plan_solver",
+            format!("{} ({})", p.solver.used, p.solver.status),
+        );
     }
     h
 }

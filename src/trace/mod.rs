@@ -6,9 +6,9 @@
 //! `traces/README.md`.
 
 mod check;
-pub mod planned;
 pub mod gen;
 pub mod options;
+pub mod planned;
 
 pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,

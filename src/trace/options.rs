@@ -155,19 +155,27 @@ pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
         let bad = || format!("entry `{e}` is not SWITCH:CLASS:FIRST=SLOTS");
         let (key, slots) = e.split_once('=').ok_or_else(bad)?;
         let mut it = key.split(':');
-        let (Some(sw), Some(class), Some(first), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        let (Some(sw), Some(class), Some(first), None) =
+            (it.next(), it.next(), it.next(), it.next())
+        else {
             return Err(bad());
         };
         let num = |x: &str| x.trim().parse::<u32>().map_err(|_| bad());
         out.push(Reservation {
             switch: NodeId(num(sw)?),
-            class: class.trim().parse().map_err(|m: String| format!("entry `{e}`: {m}"))?,
+            class: class
+                .trim()
+                .parse()
+                .map_err(|m: String| format!("entry `{e}`: {m}"))?,
             first: NodeId(num(first)?),
             slots: num(slots)?,
         });
     }
     out.sort_unstable();
-    if let Some(w) = out.windows(2).find(|w| (w[0].switch, w[0].class, w[0].first) == (w[1].switch, w[1].class, w[1].first)) {
+    if let Some(w) = out
+        .windows(2)
+        .find(|w| (w[0].switch, w[0].class, w[0].first) == (w[1].switch, w[1].class, w[1].first))
+    {
         return Err(format!(
             "switch {} has two reservations for the {} aggregation of first member {}",
             w[0].switch, w[0].class, w[0].first

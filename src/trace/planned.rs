@@ -94,14 +94,20 @@ impl PlanIndex {
     pub(super) fn new(plan: &PlanFile, topo: &Topology) -> Result<PlanIndex, TraceError> {
         let mut by_first = HashMap::new();
         for (i, g) in plan.groups.iter().enumerate() {
-            check_group(g, topo).map_err(|m| TraceError::Generate(format!("plan {}: {m}", name(g))))?;
+            check_group(g, topo)
+                .map_err(|m| TraceError::Generate(format!("plan {}: {m}", name(g))))?;
             by_first.insert((g.class, g.members[0]), i);
         }
         Ok(PlanIndex { by_first })
     }
 
     /// The plan's group for a collective of `class` over `members`.
-    pub(super) fn group<'p>(&self, plan: &'p PlanFile, class: Class, members: &[Rank]) -> Result<&'p PlannedGroup, TraceError> {
+    pub(super) fn group<'p>(
+        &self,
+        plan: &'p PlanFile,
+        class: Class,
+        members: &[Rank],
+    ) -> Result<&'p PlannedGroup, TraceError> {
         let mut m = members.to_vec();
         m.sort_unstable();
         let g = self
@@ -112,7 +118,10 @@ impl PlanIndex {
         g.ok_or_else(|| {
             TraceError::Generate(format!(
                 "the plan has no {class} group of ranks {} (was it made for this job?)",
-                m.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(",")
+                m.iter()
+                    .map(|r| r.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
             ))
         })
     }
@@ -122,7 +131,11 @@ fn name(g: &PlannedGroup) -> String {
     format!(
         "{} group of ranks {}",
         g.class,
-        g.members.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(",")
+        g.members
+            .iter()
+            .map(|r| r.0.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
     )
 }
 
@@ -164,14 +177,22 @@ fn check_group(g: &PlannedGroup, topo: &Topology) -> Result<(), String> {
         Decision::Rina { tors: ts } => {
             let tor = tors(topo);
             for t in ts {
-                let under = hosts.iter().filter(|h| tor.get(h.idx()).copied().flatten() == Some(*t)).count();
+                let under = hosts
+                    .iter()
+                    .filter(|h| tor.get(h.idx()).copied().flatten() == Some(*t))
+                    .count();
                 if !switch(*t) || under < 2 {
-                    return Err(format!("Rina ToR {t} is not the ToR of two or more members"));
+                    return Err(format!(
+                        "Rina ToR {t} is not the ToR of two or more members"
+                    ));
                 }
             }
             let reserved: Vec<NodeId> = g.reservations.iter().map(|r| r.0).collect();
             if &reserved != ts {
-                return Err(format!("reservations {:?} must be the Rina ToRs {ts:?}", g.reservations));
+                return Err(format!(
+                    "reservations {:?} must be the Rina ToRs {ts:?}",
+                    g.reservations
+                ));
             }
             Ok(())
         }
@@ -182,11 +203,18 @@ fn check_group(g: &PlannedGroup, topo: &Topology) -> Result<(), String> {
 /// aggregating switch that is itself a parent, parents are switches, the last edge ends
 /// at `root` which sends nowhere, and edges come bottom-up (all edges into a node before
 /// the node's own edge).
-fn check_tree(hosts: &[NodeId], root: NodeId, edges: &[(NodeId, NodeId)], switch: &dyn Fn(NodeId) -> bool) -> Result<(), String> {
+fn check_tree(
+    hosts: &[NodeId],
+    root: NodeId,
+    edges: &[(NodeId, NodeId)],
+    switch: &dyn Fn(NodeId) -> bool,
+) -> Result<(), String> {
     let mut up: HashMap<NodeId, usize> = HashMap::new();
     for (i, &(c, p)) in edges.iter().enumerate() {
         if !switch(p) {
-            return Err(format!("tree edge {c} → {p}: {p} is not a switch of the topology"));
+            return Err(format!(
+                "tree edge {c} → {p}: {p} is not a switch of the topology"
+            ));
         }
         if up.insert(c, i).is_some() {
             return Err(format!("tree node {c} has two parents"));
@@ -205,12 +233,18 @@ fn check_tree(hosts: &[NodeId], root: NodeId, edges: &[(NodeId, NodeId)], switch
     }
     for (i, &(c, p)) in edges.iter().enumerate() {
         if !hosts.contains(&c) && !edges.iter().any(|e| e.1 == c) {
-            return Err(format!("tree node {c} is neither a member nor an aggregating switch"));
+            return Err(format!(
+                "tree node {c} is neither a member nor an aggregating switch"
+            ));
         }
         if p != root {
             match up.get(&p) {
                 Some(&j) if j > i => {}
-                Some(_) => return Err(format!("tree edge {c} → {p} comes after {p}'s own edge (edges must go bottom-up)")),
+                Some(_) => {
+                    return Err(format!(
+                        "tree edge {c} → {p} comes after {p}'s own edge (edges must go bottom-up)"
+                    ))
+                }
                 None => return Err(format!("switch {p} aggregates but sends its sum nowhere")),
             }
         }
@@ -244,7 +278,12 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
             }
             Decision::Rina { .. } => {
                 for &(switch, slots) in &g.reservations {
-                    if let Some(first) = hosts.iter().copied().filter(|h| tor.get(h.idx()).copied().flatten() == Some(switch)).min() {
+                    if let Some(first) = hosts
+                        .iter()
+                        .copied()
+                        .filter(|h| tor.get(h.idx()).copied().flatten() == Some(switch))
+                        .min()
+                    {
                         out.push(Reservation {
                             switch,
                             class: g.class,
