@@ -54,6 +54,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse(a) => cli::parse::run(a),
@@ -73,5 +74,16 @@ fn main() -> ExitCode {
             // 2 = the input (files, flags) is wrong, as clap does for usage errors.
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`ina3d parse … | head`) is an
+/// error every `println!` turns into a panic. A command-line tool should instead end
+/// quietly when its reader goes away, as `cat` does: restore the default action.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any thread exists; SIG_DFL is a valid action.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

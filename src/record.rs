@@ -7,10 +7,10 @@
 //! - [`Mode::Net`]: a unicast transfer of `bytes` from `src` to `dst` over the network,
 //!   routed by the topology's ECMP hash of the record id. Both back-ends simulate it.
 //! - [`Mode::Ina`]: one edge of an in-network aggregation tree (`agg` set). All edges with
-//!   the same aggregation id advance together as one unit (DESIGN §7.2).
+//!   the same aggregation id advance together as one unit (docs/model.md#trace-dag).
 //! - [`Mode::NvLink`]: a whole collective confined to one NVLink domain, kept as a single
 //!   record whose duration `dur` was computed analytically (bus bandwidth) at generation
-//!   time; back-ends wait `dur` and move nothing on the network (DESIGN §8: keeping every
+//!   time; back-ends wait `dur` and move nothing on the network (docs/model.md#nvlink-records: keeping every
 //!   NVLink ring step would be ~66 M records for GPT-3 175B).
 //! - [`Mode::Compute`]: `dur` of computation on the GPU `src` (= `dst`), bytes 0.
 //!
@@ -21,7 +21,7 @@ use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// Payload bytes of one packet of a host (`net`) transfer, for wire-overhead accounting:
-/// flowSim's 1,000 B (DESIGN §10). The replayer counts `size + ceil(size/1000)·48` wire
+/// flowSim's 1,000 B (docs/model.md#wire-bytes). The replayer counts `size + ceil(size/1000)·48` wire
 /// bytes and the ns-3 glue uses 1,000 B TCP segments, so both put the same bytes on a link.
 /// INA packets carry the trace's slot payload instead (`ina_payload_bytes`).
 pub const NET_PACKET_PAYLOAD: Bytes = Bytes(1000);
@@ -79,6 +79,8 @@ pub enum AggDir {
     /// Away from the root: `switch` multicasting the sum down to a worker (or child switch).
     Down,
 }
+
+keyword_enum!(AggDir, "aggregation direction", AggDir::Up => "up", AggDir::Down => "down");
 
 /// Membership of a record in an in-network aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -5,9 +5,10 @@
 
 use ina3d::fct::FctRow;
 use ina3d::formats::flow_txt::{self, MAX_FLOW_BYTES};
+use ina3d::formats::glue_trace_txt;
 use ina3d::formats::topology_txt::{self, Flavor as TopoFlavor};
 use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
-use ina3d::ns3::emit::{read_trace_txt, with_proxies};
+use ina3d::ns3::emit::with_proxies;
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
@@ -265,28 +266,30 @@ fn ina_params(policy: InaPolicy) -> InaSwitchModel {
     }
 }
 
-fn check_snapshot(name: &str, file: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(name)
-        .join(file);
-    if std::env::var("INA3D_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "snapshot {} is missing: review the output and create it with INA3D_UPDATE_SNAPSHOTS=1",
-            path.display()
-        )
-    });
-    assert_eq!(
-        got,
-        want,
-        "emitted {file} differs from snapshot {}",
-        path.display()
+/// Compares one emitted file with its reviewed snapshot,
+/// `tests/snapshots/ns3__emit_<flavor>_<file>.snap` (insta). A difference fails the test;
+/// outside CI insta also leaves the new output beside it as `.snap.new`, to be accepted
+/// or rejected with `cargo insta review` (docs/testing.md). CI runs with
+/// `INSTA_UPDATE=no`, so it never writes a snapshot.
+///
+/// insta compares text with line endings normalised and trailing newlines trimmed, so
+/// those two properties of the emitted files are asserted here instead.
+fn check_snapshot(flavor: Flavor, file: &str, got: &str) {
+    assert!(
+        !got.contains('\r'),
+        "emitted {file} must use LF line endings"
     );
+    assert!(
+        got.ends_with('\n') && !got.ends_with("\n\n"),
+        "emitted {file} must end in exactly one newline"
+    );
+    let flavor = flavor.as_str();
+    insta::with_settings!({
+        omit_expression => true,
+        description => format!("`ina3d ns3 emit --flavor {flavor}`: {file} of the snapshot trace on a 4-host star"),
+    }, {
+        insta::assert_snapshot!(format!("emit_{flavor}_{file}"), got);
+    });
 }
 
 #[test]
@@ -315,7 +318,7 @@ fn emitted_files_match_their_snapshots_for_every_flavor() {
             "params.txt",
         ] {
             let got = std::fs::read_to_string(dir.path().join(f)).unwrap();
-            check_snapshot(&format!("ns3_{}", flavor.as_str()), f, &got);
+            check_snapshot(flavor, f, &got);
         }
     }
 }
@@ -425,7 +428,7 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     assert!(r.routes > 0);
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
-    let routes = ina3d::ns3::routes::read_routes_txt(&p, &text).unwrap();
+    let routes = ina3d::formats::routes_txt::parse(&p, &text).unwrap().paths;
     let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace
         .iter()
         .flat_map(|f| [(f.src, f.dst), (f.dst, f.src)])
@@ -613,7 +616,7 @@ fn glue_trace_text_reads_back_into_the_same_records() {
     )
     .unwrap();
     let p = dir.path().join("trace.txt");
-    let (back, _) = read_trace_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (back, _) = glue_trace_txt::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(back, trace);
 }
 
@@ -864,6 +867,7 @@ fn llama7b_tp2() -> TrainingConfig {
         timers: BTreeMap::new(),
         extra: BTreeMap::new(),
         sources: BTreeMap::new(),
+        ..TrainingConfig::megatron_defaults()
     }
 }
 
@@ -1266,7 +1270,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
             let _ = ingest::parse_pfc(p, &s);
@@ -1279,7 +1283,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
         }
@@ -1456,4 +1460,32 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
         ids,
         trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
+    let odd =
+        Topology::from_spec("leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,nic=10Gbps,nvlink=off")
+            .unwrap();
+    let w = ina3d::ns3::emit::simai_rate_warnings(&odd);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("10Gbps") && w[0].contains("config.txt"),
+        "{w:?}"
+    );
+    // the stock speeds are those of SimAI's own configuration file
+    let conf = std::fs::read_to_string(fixture("simai/SimAI.conf")).unwrap();
+    let kmax: Vec<u64> = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("KMAX_MAP "))
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.parse::<u64>().unwrap() / 1_000_000_000)
+        .collect();
+    assert_eq!(kmax, ina3d::ns3::emit::SIMAI_STOCK_RATES_GBPS);
+    // stock speeds, NVLink ignored: nothing to say
+    let ok = Topology::from_spec("fat-tree:k=4").unwrap();
+    assert!(ina3d::ns3::emit::simai_rate_warnings(&ok).is_empty());
 }

@@ -1124,8 +1124,9 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
     .unwrap();
     assert!(report.routes >= recs.len());
     let p = dir.path().join("routes.txt");
-    let glue =
-        ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let glue = ina3d::formats::routes_txt::parse(&p, &std::fs::read_to_string(&p).unwrap())
+        .unwrap()
+        .paths;
     let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec
         .asked
         .into_inner()

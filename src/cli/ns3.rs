@@ -1,9 +1,7 @@
 //! `ina3d ns3 emit|run|ingest`.
 
 use anyhow::{bail, Context, Result};
-use ina3d::ns3::{
-    self, emit::read_trace_txt, EmitOptions, Flavor, InaPolicy, InaSwitchModel, StartSource,
-};
+use ina3d::ns3::{self, EmitOptions, Flavor, InaPolicy, InaSwitchModel, StartSource};
 use ina3d::record::FlowRecord;
 use ina3d::topology::Topology;
 use ina3d::units::Bytes;
@@ -133,7 +131,12 @@ fn load_trace(p: &Path) -> Result<Loaded> {
                     }
                 }
             }
-            return Ok((read_trace_txt(p, &text)?.0, ina, None, seed));
+            return Ok((
+                ina3d::formats::glue_trace_txt::parse(p, &text)?.0,
+                ina,
+                None,
+                seed,
+            ));
         }
     }
     let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
@@ -232,6 +235,9 @@ pub fn run(c: Command) -> Result<()> {
                 r.start_source,
                 r.schedule_makespan.0
             );
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
             eprintln!(
                 "glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
                 r.routes, seed

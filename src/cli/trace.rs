@@ -200,10 +200,9 @@ pub struct Args {
     pub plan: Option<PathBuf>,
 }
 
-/// The training config after every override, validated.
+/// The training config after every override, validated (the overrides apply before the
+/// check, so they can make a job valid that its input alone is not).
 pub fn load_config(a: &JobArgs) -> anyhow::Result<TrainingConfig> {
-    let mut cfg =
-        megatron::load_input(&a.input).with_context(|| format!("reading `{}`", a.input))?;
     let mut pairs: Vec<(String, String)> = a.overrides.pairs.clone();
     for (k, v) in [
         ("tensor_model_parallel_size", a.tp),
@@ -222,12 +221,11 @@ pub fn load_config(a: &JobArgs) -> anyhow::Result<TrainingConfig> {
         };
         pairs.push((k.trim().to_string(), v.trim().to_string()));
     }
-    for (k, v) in &pairs {
-        cfg.set(k, v)
-            .with_context(|| format!("override --{} {v}", k.replace('_', "-")))?;
+    let cfg = megatron::load_with_overrides(std::slice::from_ref(&a.input), &pairs)
+        .with_context(|| format!("reading `{}` with the overrides", a.input))?;
+    for w in &cfg.warnings {
+        eprintln!("warning: {w}");
     }
-    cfg.validate()
-        .context("the training configuration is inconsistent")?;
     Ok(cfg)
 }
 

@@ -1,5 +1,5 @@
 //! `ina3d export aicb`: the AICB/SimAI workload text for a training config, so SimAI users
-//! can run the same job (DESIGN §9).
+//! can run the same job (docs/model.md#aicb-workload).
 //!
 //! Layout (what SimAI's `HYBRID_TRANSFORMER_FWD_IN_BCKWD` reader takes): a header line, the
 //! number of layer lines, then per line 12 whitespace-separated fields
@@ -7,7 +7,7 @@
 //!
 //! Rows, for the layers of one pipeline stage (`num_layers / PP`):
 //! - `grad_norm`: the data-parallel synchronisation of this GPU's parameters
-//!   (`params_per_stage / TP`, DESIGN §5.3) — with the distributed optimizer an all-gather
+//!   (`params_per_stage / TP`, docs/model.md#parameters-and-buckets) — with the distributed optimizer an all-gather
 //!   of bf16 parameters (fwd slot) and a reduce-scatter of the gradients (wg slot), without
 //!   it an all-reduce of the gradients (wg slot). Gradients are fp32 unless
 //!   `grad_reduce_in_bf16`.
@@ -33,7 +33,7 @@ pub struct GpuModel {
 }
 
 impl Default for GpuModel {
-    /// A100 (312 TFLOP/s bf16) at MFU 0.45 (DESIGN §5.4).
+    /// A100 (312 TFLOP/s bf16) at MFU 0.45 (docs/model.md#compute-and-calibration).
     fn default() -> Self {
         GpuModel {
             peak_flops: 312e12,

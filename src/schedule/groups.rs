@@ -1,4 +1,4 @@
-//! Megatron's rank → parallel-group mapping (DESIGN §4, `parallel_state.py`).
+//! Megatron's rank → parallel-group mapping (docs/model.md#rank-layout, `parallel_state.py`).
 
 use crate::units::Rank;
 use serde::{Deserialize, Serialize};

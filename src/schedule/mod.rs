@@ -5,7 +5,7 @@
 //! runs the same order, every layer the same op sequence, so the workload stores each once
 //! (a few kB even for 1,024 GPUs) and the trace generator expands it while streaming.
 //!
-//! Model (DESIGN §5; approximations are marked):
+//! Model (docs/model.md#workload-model; approximations are marked):
 //! - TP per layer: no SP → forward 2 all-reduces, backward 2; SP → forward 2 all-gathers +
 //!   2 reduce-scatters, backward 4 all-gathers + 2 reduce-scatters; each of `b·(s/CP)·h`
 //!   elements in the params dtype. Full recomputation re-runs each layer's forward
@@ -368,10 +368,11 @@ fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), Sch
             cfg.world_size
         )));
     }
-    if cfg.expert_model_parallel_size > 1 {
+    if cfg.expert_model_parallel_size > 1 || cfg.num_experts.is_some() {
         return Err(ScheduleError::Sizes(format!(
-            "expert parallel size {} > 1: mixture-of-experts traffic is not modelled",
-            cfg.expert_model_parallel_size
+            "expert_model_parallel_size {} / num_experts {}: mixture-of-experts layers (their all-to-all traffic and expert gradients) are not modelled yet",
+            cfg.expert_model_parallel_size,
+            cfg.num_experts.map_or("None".into(), |n| n.to_string())
         )));
     }
     if cfg.micro_batch_size == 0

@@ -1,4 +1,4 @@
-//! 1F1B and interleaved 1F1B order of one pipeline stage (DESIGN §5.1, Megatron's
+//! 1F1B and interleaved 1F1B order of one pipeline stage (docs/model.md#pipeline-schedule, Megatron's
 //! `forward_backward_pipelining_without_interleaving` / `_with_interleaving`).
 
 use serde::{Deserialize, Serialize};
@@ -29,7 +29,7 @@ pub struct PipeOp {
 /// `min((pp − stage − 1)·2 + (v − 1)·pp, m·v)`).
 ///
 /// Megatron additionally makes *every* step a warm-up step when interleaving with
-/// `m == pp`; DESIGN §5.1 (which this follows exactly) caps at `m·v` instead. The two
+/// `m == pp`; this function caps at `m·v` instead (docs/model.md#known-gaps). The two
 /// differ only in that corner, and both orders are valid schedules.
 pub fn warmup(pp: u32, stage: u32, m: u32, v: u32) -> u32 {
     let to_last = pp - stage - 1;

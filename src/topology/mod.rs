@@ -15,6 +15,7 @@
 //! then aggregation, then core/spine).
 
 mod build;
+pub use build::STANDARD_RATES;
 mod error;
 mod file;
 mod routing;

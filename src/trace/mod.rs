@@ -7,6 +7,7 @@
 
 mod check;
 pub mod gen;
+pub mod inspect;
 pub mod options;
 pub mod planned;
 
