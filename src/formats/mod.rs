@@ -21,6 +21,7 @@
 //! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
 //! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
+//! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -35,6 +36,7 @@ pub mod glue_trace_txt;
 pub mod hpcc_fct;
 pub mod links_csv;
 pub mod plan_json;
+pub mod reservations_txt;
 pub mod routes_txt;
 pub mod summary_csv;
 pub mod switches_csv;

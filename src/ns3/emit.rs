@@ -517,8 +517,7 @@ pub fn reservations_text(
             e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
         }
     }
-    let mut out =
-        String::from("# ina3d-ns3 reservations v1: agg_id switch slots (planned slot policy)\n");
+    let mut out = Vec::new();
     for (id, (class, first, switches)) in aggs {
         for sw in switches {
             let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {
@@ -527,10 +526,10 @@ pub fn reservations_text(
                     first.map_or("none".to_string(), |f| f.to_string())
                 ))
             })?;
-            let _ = writeln!(out, "{id} {sw} {slots}");
+            out.push((id, sw, slots));
         }
     }
-    Ok(Some(out))
+    Ok(Some(crate::formats::reservations_txt::to_string(&out)))
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
