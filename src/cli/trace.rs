@@ -340,6 +340,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let c = &wl.calibration;
     println!("wrote {} ({} records)", path.display(), stats.records);
+    if let Some(p) = &opts.plan {
+        println!(
+            "  lowered plan ({} {}): predicted iteration {:.3} ms; `ina3d replay` prints its error",
+            p.solver.used,
+            p.solver.status,
+            p.prediction.iteration_ns / 1e6
+        );
+    }
     println!(
         "  TP{} PP{} DP{} CP{} v{} on {} GPUs, m = {} micro-batches, warm-up per stage {:?}",
         wl.tp(),
