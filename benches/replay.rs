@@ -309,6 +309,7 @@ fn opts() -> ReplayOptions {
             window: 256,
             policy: InaPolicy::BestEffort,
             classes: vec![Class::Dp],
+            reservations: vec![],
         },
         ..ReplayOptions::default()
     }

@@ -20,8 +20,10 @@ mod keyword;
 pub mod fct;
 pub mod formats;
 pub mod megatron;
+pub mod netmodel;
 pub mod ns3;
 pub mod pipeline;
+pub mod plan;
 pub mod record;
 pub mod replay;
 #[cfg(feature = "tables")]

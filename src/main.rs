@@ -36,6 +36,8 @@ enum Command {
     Parse(cli::parse::Args),
     /// Build the per-flow DAG trace of one iteration on a cluster.
     Trace(Box<cli::trace::Args>),
+    /// Plan INA: per aggregation group, host algorithm or tree, and slots per switch.
+    Plan(Box<cli::plan::Args>),
     /// Summarise a trace: flows and bytes per class, groups, pipeline warm-up.
     Inspect(cli::inspect::Args),
     /// ns-3 back-end: emit HPCC/SimAI inputs, run the glue, ingest outputs.
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Parse(a) => cli::parse::run(a),
         Command::Trace(a) => cli::trace::run(*a),
+        Command::Plan(a) => cli::plan::run(*a),
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Ns3(c) => cli::ns3::run(c),
         Command::Export(c) => cli::export::run(c),

@@ -9,11 +9,12 @@
 
 use ina3d::fct::{FctRow, Summary};
 use ina3d::formats::links_csv::ChannelStat;
+use ina3d::formats::plan_json::{self, Decision, PlanFile};
 use ina3d::formats::switches_csv::SlotSample;
 use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
 use ina3d::formats::{
-    fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, routes_txt, summary_csv, switches_csv,
-    trace_csv, FormatError,
+    fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt, routes_txt,
+    summary_csv, switches_csv, trace_csv, FormatError,
 };
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -271,6 +272,97 @@ fn routes() -> impl Strategy<Value = routes_txt::Routes> {
     })
 }
 
+/// A shape-valid plan: groups of distinct (class, lowest rank), ascending members, trees
+/// whose last edge ends at the root.
+fn plan_file() -> impl Strategy<Value = PlanFile> {
+    let group = (
+        0u32..3,
+        proptest::collection::btree_set(0u32..4096, 1..6),
+        0u8..3,
+        proptest::collection::vec((node(), node()), 0..5),
+        node(),
+        0u32..65536,
+    );
+    (
+        proptest::collection::vec(group, 0..6),
+        0.0f64..1e12,
+        0u32..1 << 20,
+    )
+        .prop_map(|(gs, t, slots)| {
+            let mut seen = std::collections::BTreeSet::new();
+            let groups = gs
+                .into_iter()
+                .filter_map(|(c, members, d, mut edges, root, k)| {
+                    let class = [Class::Tp, Class::Dp, Class::Emb][c as usize];
+                    let members: Vec<ina3d::units::Rank> =
+                        members.into_iter().map(ina3d::units::Rank).collect();
+                    if !seen.insert((class, members[0])) {
+                        return None;
+                    }
+                    edges.push((NodeId(members[0].0), root));
+                    let decision = match d {
+                        0 => Decision::Host,
+                        1 => Decision::Tree {
+                            form: "hierarchical".into(),
+                            root,
+                            edges,
+                        },
+                        _ => Decision::Rina { tors: vec![root] },
+                    };
+                    Some(plan_json::PlannedGroup {
+                        class,
+                        stage: (c != 2).then_some(c),
+                        members,
+                        decision,
+                        slots: k,
+                        reservations: vec![(root, k)],
+                        collectives: k as u64,
+                        collective_ns: t,
+                        host_collective_ns: t / 2.0,
+                        exposed_ns: t / 3.0,
+                    })
+                })
+                .collect();
+            PlanFile {
+                schema: plan_json::PLAN_SCHEMA,
+                job: [
+                    ("seed".to_string(), "0".to_string()),
+                    ("topology".to_string(), "fat-tree:k=4".to_string()),
+                ]
+                .into_iter()
+                .collect(),
+                settings: plan_json::PlanSettings {
+                    slots,
+                    tree_quota: Some(1),
+                    slot_levels: vec![1.0, 0.5],
+                    objective: "iteration".into(),
+                    classes: vec![Class::Dp],
+                    required: vec![],
+                },
+                solver: plan_json::SolverReport {
+                    requested: "auto".into(),
+                    used: "ilp".into(),
+                    status: "optimal".into(),
+                    objective_ns: t,
+                    bound_ns: t,
+                    gap: 0.0,
+                    solve_time_s: 0.5,
+                    time_limit_s: 10.0,
+                    variables: 7,
+                    constraints: 9,
+                    note: None,
+                },
+                prediction: plan_json::Prediction {
+                    iteration_ns: t,
+                    exposed_ns: t / 2.0,
+                    host_iteration_ns: t * 1.5,
+                },
+                groups,
+                verification: None,
+            }
+        })
+}
+
 fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
     glue_records().prop_map(|(mut recs, _)| {
         for r in &mut recs {
@@ -422,6 +514,30 @@ proptest! {
         match trace_csv::read_str(&text, "fuzz/t.csv") {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back.records, recs) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, Path::new("fuzz/t.csv"), &text)? }
+        }
+    }
+
+    #[test]
+    fn plan_json(p in plan_file(), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        plan_json::write(&path, &p).unwrap();
+        let text = apply(&std::fs::read_to_string(&path).unwrap(), &m);
+        let f = Path::new("fuzz/plan.json");
+        match plan_json::parse(f, &text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, p) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn reservations_txt(lines in proptest::collection::btree_map((0u64..u64::MAX, node()), 1u32..u32::MAX, 0..12), m in mutation()) {
+        let l: Vec<reservations_txt::Line> = lines.into_iter().map(|((a, s), k)| (a, s, k)).collect();
+        let text = apply(&reservations_txt::to_string(&l), &m);
+        let f = Path::new("fuzz/reservations.txt");
+        match reservations_txt::parse(f, &text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
         }
     }
 }

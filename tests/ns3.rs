@@ -979,6 +979,7 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
         window: 64,
         policy,
         classes: vec![Class::Dp],
+        reservations: vec![],
     };
     let d1 = tempfile::tempdir().unwrap();
     let st = run(

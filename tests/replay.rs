@@ -332,6 +332,7 @@ fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
             window,
             policy,
             classes: vec![Class::Tp, Class::Dp],
+            reservations: vec![],
         },
         ..ReplayOptions::default()
     }

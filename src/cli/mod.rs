@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod job;
 pub mod ns3;
 pub mod parse;
+pub mod plan;
 pub mod replay;
 pub mod run;
 pub mod sweep;

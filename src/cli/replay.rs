@@ -35,5 +35,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     ina3d::replay::write_outputs(&a.out, &r.result)?;
     println!("{}", replay_report(&r.result, &a.out));
+    if let Some(line) = r.plan_report() {
+        println!("{line}");
+    }
     Ok(())
 }

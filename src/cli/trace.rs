@@ -1,7 +1,7 @@
 //! `ina3d trace`: Megatron job + topology → per-flow DAG trace file.
 
 use super::job::JobArgs;
-use anyhow::Context;
+use anyhow::{bail, Context};
 use ina3d::pipeline::{generate_trace, trace_report, Job};
 use ina3d::trace::{parse_classes, InaMode};
 use std::path::PathBuf;
@@ -27,6 +27,11 @@ pub struct Args {
     /// ECMP / tie-break seed.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Lower this plan (`ina3d plan`): each group's host algorithm or tree and its slot
+    /// reservations (INA mode and slot policy `planned`). The plan must have been made
+    /// for the same job, topology, seed and INA switch options; what differs is named.
+    #[arg(long, value_name = "PLAN.json", conflicts_with_all = ["ina", "ina_policy"])]
+    pub plan: Option<PathBuf>,
     /// The job's options (shared with `ina3d run`).
     #[command(flatten)]
     pub job: JobArgs,
@@ -37,12 +42,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let classes = parse_classes(&a.ina_classes)
         .map_err(anyhow::Error::msg)
         .context("--ina-classes")?;
-    let spec = a.job.spec(&a.input, &a.topology, a.ina, classes, a.seed)?;
+    let mode = if a.plan.is_some() {
+        InaMode::Planned
+    } else if a.ina == InaMode::Planned {
+        bail!("--ina planned lowers a plan: give --plan PLAN.json (made by `ina3d plan`)");
+    } else {
+        a.ina
+    };
+    let spec = a.job.spec(&a.input, &a.topology, mode, classes, a.seed)?;
     let job = Job::prepare(&spec)?;
     for w in &job.warnings {
         eprintln!("warning: {w}");
     }
-    let opts = spec.trace_options()?;
+    let mut opts = spec.trace_options()?;
+    if let Some(p) = &a.plan {
+        let plan = ina3d::formats::plan_json::read(p)?;
+        let header = ina3d::trace::header(&job.cfg, &job.workload, &job.topology, &opts);
+        ina3d::trace::planned::check_plan_job(&plan, &header)
+            .with_context(|| format!("--plan {}", p.display()))?;
+        opts.plan = Some(plan);
+    }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")

@@ -22,6 +22,8 @@
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
 //! | `results.csv` | [`results_csv`] (reader; written by `report::write_csv`) | `run`, sweep cells | `sweep collect` |
 //! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
+//! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
+//! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -36,6 +38,8 @@ pub mod flow_txt;
 pub mod glue_trace_txt;
 pub mod hpcc_fct;
 pub mod links_csv;
+pub mod plan_json;
+pub mod reservations_txt;
 pub mod results_csv;
 pub mod routes_txt;
 pub mod summary_csv;

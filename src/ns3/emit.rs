@@ -529,6 +529,47 @@ pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u6
     Ok((ina, seed))
 }
 
+/// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
+/// slots` line per aggregating switch of every aggregation, the slots its group reserves
+/// there ([`InaSwitchModel::reservation`], the same lookup the replayer makes). `None`
+/// for other policies; an error naming the aggregation when a switch has no reservation.
+pub fn reservations_text(
+    records: &[FlowRecord],
+    ina: &InaSwitchModel,
+    topo: &Topology,
+) -> Result<Option<String>, Ns3Error> {
+    use crate::record::AggDir;
+    if ina.policy != crate::trace::InaPolicy::Planned {
+        return Ok(None);
+    }
+    // per aggregation: class, first member (lowest host sending up), aggregating switches
+    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> =
+        BTreeMap::new();
+    for r in records {
+        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
+            continue;
+        };
+        let e = aggs.entry(a.id).or_insert((r.class, None, BTreeSet::new()));
+        e.2.insert(a.switch);
+        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
+            e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, (class, first, switches)) in aggs {
+        for sw in switches {
+            let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {
+                Ns3Error::BadTrace(format!(
+                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {class} group (first member {})",
+                    first.map_or("none".to_string(), |f| f.to_string())
+                ))
+            })?;
+            out.push((id, sw, slots));
+        }
+    }
+    Ok(Some(crate::formats::reservations_txt::to_string(&out)))
+}
+
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
 pub fn emit(
     records: &[FlowRecord],
@@ -649,6 +690,10 @@ pub fn emit(
             params_text(ina, opts.tcp, opts.flavor, opts.seed, stop),
         ),
     ];
+    let mut files = files;
+    if let Some(text) = reservations_text(records, ina, topo)? {
+        files.push(("reservations.txt", text));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();
     for (name, text) in files {

@@ -113,6 +113,12 @@ impl InaSpec {
                 msg: "must be positive".into(),
             });
         }
+        if (self.policy == Some(InaPolicy::Planned)) && self.mode != InaMode::Planned {
+            return Err(PipelineError::Option {
+                option: "--ina-policy planned".into(),
+                msg: "the `planned` slot policy comes with a plan (ina3d trace --plan FILE)".into(),
+            });
+        }
         Ok(InaConfig {
             mode: self.mode,
             switches: self.switches.clone(),
@@ -121,6 +127,7 @@ impl InaSpec {
             window: self.window,
             policy: self.policy.unwrap_or(match self.mode {
                 InaMode::Atp => InaPolicy::BestEffort,
+                InaMode::Planned => InaPolicy::Planned,
                 _ => InaPolicy::Static,
             }),
             classes: self.classes.clone(),
@@ -274,6 +281,7 @@ impl JobSpec {
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
             nccl_channels: self.nccl_channels,
+            plan: None,
         })
     }
 }

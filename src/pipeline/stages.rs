@@ -75,6 +75,15 @@ pub fn trace_report(job: &Job, opts: &TraceOptions, t: &GeneratedTrace) -> Strin
         format!("wrote {}", p.display())
     });
     let _ = writeln!(s, "{target} ({} records)", stats.records);
+    if let Some(p) = &opts.plan {
+        let _ = writeln!(
+            s,
+            "  lowered plan ({} {}): predicted iteration {:.3} ms; `ina3d replay` prints its error",
+            p.solver.used,
+            p.solver.status,
+            p.prediction.iteration_ns / 1e6
+        );
+    }
     let _ = writeln!(
         s,
         "  TP{} PP{} DP{} CP{} v{} on {} GPUs, m = {} micro-batches, warm-up per stage {:?}",
@@ -225,6 +234,22 @@ pub struct FileReplay {
     pub result: ReplayResult,
     /// Seed disagreements and the like, for the caller to print.
     pub warnings: Vec<String>,
+    /// For a trace lowered from a plan (`trace --plan`): the planner's solver and its
+    /// predicted iteration time (ns), from the header.
+    pub plan_prediction: Option<(String, f64)>,
+}
+
+impl FileReplay {
+    /// The line comparing a planned trace's prediction with this replay, if it has one.
+    pub fn plan_report(&self) -> Option<String> {
+        let (solver, p) = self.plan_prediction.as_ref()?;
+        let t = self.result.summary.iteration_time_ns as f64;
+        Some(format!(
+            "plan ({solver}) predicted {:.3} ms: prediction error {:+.2} % against this replay",
+            p / 1e6,
+            100.0 * (p - t) / t.max(1.0)
+        ))
+    }
 }
 
 /// Replays the trace file `path`: the topology is `topology` or the header's (they must
@@ -248,7 +273,16 @@ pub fn replay_file(
     })?;
     let name = path.display().to_string();
     let result = replay_records(&t.records, &t.header, &topo, seed, &name, progress)?;
-    Ok(FileReplay { result, warnings })
+    let plan_prediction = t
+        .header
+        .get("plan_predicted_iteration_ns")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|p| (t.header.get("plan_solver").unwrap_or("?").to_string(), p));
+    Ok(FileReplay {
+        result,
+        warnings,
+        plan_prediction,
+    })
 }
 
 /// The one line `ina3d replay` prints about a replay written to `out`.

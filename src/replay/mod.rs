@@ -56,7 +56,10 @@ use crate::units::{Bytes, FlowId, LinkId, NodeId};
 /// share, a class with no share falling back to the host ring; `best-effort` takes
 /// `min(window, free)` slots from the whole pool and falls back to the host ring at once
 /// when none is free, ATP-style; `priority` is best-effort that waits instead, freed slots
-/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id).
+/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id;
+/// `planned` takes `min(window, reservation)` slots on each switch of the aggregation —
+/// its group's reservation from the trace header, `InaSwitchModel::reservation` — waiting
+/// while a switch's pool cannot hold them).
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// Options of one replay.

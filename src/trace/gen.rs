@@ -109,6 +109,8 @@ struct Gen<'a> {
     /// How many channels share each GPU's NVLink right now: NVLink records made inside
     /// a channel get `1/share` of the NVLink rate.
     nvlink_share: u32,
+    /// The plan's groups (`InaMode::Planned`).
+    plan: Option<super::planned::PlanIndex>,
     /// Records and bytes per (class, mode), folded into `stats` at the end (a map per record is slow).
     counts: [[(u64, u64); 4]; 7],
 }
@@ -146,11 +148,27 @@ pub fn generate_workload(
         Some(c) => c,
         None => default_channels(topo),
     };
-    let (can_agg, tor) = ina_switches(topo, opts)?;
+    let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
+        aggregating_switches(topo, &opts.ina.switches)?
+    } else {
+        (
+            vec![false; topo.node_count()],
+            vec![None; topo.node_count()],
+        )
+    };
     let routing = if opts.ina.mode != InaMode::Off {
         Some(Routing::new(topo, opts.seed)?)
     } else {
         None
+    };
+    let plan = match (opts.ina.mode, &opts.plan) {
+        (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+        (InaMode::Planned, None) => {
+            return Err(TraceError::Generate(
+                "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
+            ))
+        }
+        _ => None,
     };
     let w = wl.world() as usize;
     let mut g = Gen {
@@ -176,6 +194,7 @@ pub fn generate_workload(
         channels,
         channel: 0,
         nvlink_share: 1,
+        plan,
         counts: [[(0, 0); 4]; 7],
     };
     for it in 0..opts.iterations {
@@ -193,17 +212,15 @@ pub fn generate_workload(
     Ok(g.stats)
 }
 
-/// Which nodes may aggregate and each host's first switch (its ToR), when INA is on.
-fn ina_switches(
+/// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the
+/// first switch its NIC attaches to). Errors: an id that is not a switch of `topo`.
+pub fn aggregating_switches(
     topo: &Topology,
-    opts: &TraceOptions,
+    switches: &InaSwitches,
 ) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
     let n = topo.node_count();
     let mut can_agg = vec![false; n];
     let mut tor = vec![None; n];
-    if opts.ina.mode == InaMode::Off {
-        return Ok((can_agg, tor));
-    }
     for l in topo.links.iter().filter(|l| l.kind == LinkKind::Nic) {
         let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
             (l.a, l.b)
@@ -214,7 +231,7 @@ fn ina_switches(
             tor[h.idx()] = Some(s);
         }
     }
-    match &opts.ina.switches {
+    match switches {
         InaSwitches::All => {
             for (i, k) in topo.kinds.iter().enumerate() {
                 can_agg[i] = *k == NodeKind::Switch;
@@ -250,6 +267,27 @@ pub const NCCL_NVLINK_RING_STEP: Nanos = Nanos(3_400);
 /// [`NCCL_NVLINK_RING_STEP`].
 pub fn nvlink_step_latency(_topo: &Topology, opts: &TraceOptions) -> Nanos {
     opts.nvlink_step_latency.unwrap_or(NCCL_NVLINK_RING_STEP)
+}
+
+/// Duration of a collective confined to one NVLink domain (the `nvlink` record's `dur`):
+/// `busbw_factor · S / (nvlink_rate / share) + steps · α` (ring model; `share` channels
+/// use the NVLink at once, 1 outside channels), α from [`nvlink_step_latency`]. `None`
+/// when the topology has no NVLink rate. The generator and the planner both call this.
+pub fn nvlink_collective_time(
+    topo: &Topology,
+    alpha: Nanos,
+    kind: CollKind,
+    bytes: Bytes,
+    n: u32,
+    share: u32,
+) -> Option<Nanos> {
+    let rate = topo.nvlink_rate?;
+    let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
+    let steps = match kind {
+        CollKind::AllReduce => 2 * (n as u64 - 1),
+        _ => n as u64 - 1,
+    };
+    Some(rate.transmit_time(Bytes(moved.0 * share as u64)) + Nanos(steps * alpha.0))
 }
 
 fn is_pow2(n: usize) -> bool {
@@ -487,11 +525,14 @@ impl Gen<'_> {
         {
             return self.nvlink_collective(kind, bytes, members, s, tag, coll);
         }
+        if self.plan.is_some() && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+            return self.planned(kind, bytes, members, s, tag, coll);
+        }
         if self.ina_enabled(tag.class)
             && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
         {
             if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
-                return self.rina(bytes, members, s, tag, coll);
+                return self.rina(bytes, members, s, tag, coll, None);
             }
             if self.opts.ina.mode != InaMode::Rina {
                 return self.ina_tree(kind, bytes, members, s, tag, coll);
@@ -547,14 +588,15 @@ impl Gen<'_> {
     /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model;
     /// `rate/share` inside a channel).
     fn nvlink_duration(&self, kind: CollKind, bytes: Bytes, n: u32) -> Nanos {
-        let rate = self.topo.nvlink_rate.expect("nvlink");
-        let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
-        let steps = match kind {
-            CollKind::AllReduce => 2 * (n as u64 - 1),
-            _ => n as u64 - 1,
-        };
-        rate.transmit_time(Bytes(moved.0 * self.nvlink_share as u64))
-            + Nanos(steps * self.nvlink_alpha.0)
+        nvlink_collective_time(
+            self.topo,
+            self.nvlink_alpha,
+            kind,
+            bytes,
+            n,
+            self.nvlink_share,
+        )
+        .expect("nvlink")
     }
 
     fn nvlink_collective(
@@ -865,7 +907,7 @@ impl Gen<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
+        let edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
             nodes
                 .iter()
                 .map(|&m| (m, tree.root, nodes.len() as u32))
@@ -876,6 +918,56 @@ impl Gen<'_> {
                 .map(|e| (e.child, e.parent, e.fanin_at_parent))
                 .collect()
         };
+        self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+    }
+
+    /// A collective as the plan decides for its group: host algorithm, the plan's tree,
+    /// or Rina over the plan's ToRs.
+    fn planned(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
+        use crate::formats::plan_json::Decision;
+        let opts = self.opts;
+        let plan = opts.plan.as_ref().expect("planned mode has a plan");
+        let index = self.plan.as_ref().expect("planned mode has an index");
+        let g = index.group(plan, tag.class, members)?;
+        match &g.decision {
+            Decision::Host => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Rina { tors } if kind == CollKind::AllReduce => {
+                self.rina(bytes, members, s, tag, coll, Some(tors))
+            }
+            Decision::Rina { .. } => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Tree { edges, .. } => {
+                let mut fanin: HashMap<NodeId, u32> = HashMap::new();
+                for e in edges {
+                    *fanin.entry(e.1).or_default() += 1;
+                }
+                let edges = edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
+                self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+            }
+        }
+    }
+
+    /// Emit an INA all-reduce (or reduce-scatter) over `edges` (child, parent, fan-in at
+    /// parent), bottom-up with the root's edges last.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_tree(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+        mut edges: Vec<(NodeId, NodeId, u32)>,
+    ) -> Result<(), TraceError> {
+        let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
         if edges.is_empty() {
             return Err(TraceError::Generate(format!(
                 "aggregation tree of {} members has no edges",
@@ -960,6 +1052,7 @@ impl Gen<'_> {
     /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
     /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
     /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
+    /// `only`: the ToRs that may aggregate (a plan's), else every aggregating ToR.
     fn rina(
         &mut self,
         bytes: Bytes,
@@ -967,8 +1060,9 @@ impl Gen<'_> {
         s: Stream,
         tag: Tag,
         coll: u64,
+        only: Option<&[NodeId]>,
     ) -> Result<(), TraceError> {
-        let (racks, plain) = self.rina_racks(members);
+        let (racks, plain) = self.rina_racks(members, only);
         if racks.is_empty() {
             return self.ring(CollKind::AllReduce, bytes, members, s, tag, coll);
         }
@@ -1016,14 +1110,20 @@ impl Gen<'_> {
     }
 
     /// Rina's racks: members under an aggregating ToR, when at least two share it; the
-    /// other members stay plain ring workers.
-    fn rina_racks(&self, members: &[Rank]) -> (BTreeMap<NodeId, Vec<Rank>>, Vec<Rank>) {
+    /// other members stay plain ring workers. `only`: the ToRs that may aggregate.
+    fn rina_racks(
+        &self,
+        members: &[Rank],
+        only: Option<&[NodeId]>,
+    ) -> (BTreeMap<NodeId, Vec<Rank>>, Vec<Rank>) {
         let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
         let mut plain: Vec<Rank> = Vec::new();
         for &r in members {
             let node = self.topo.gpu(r);
             match self.tor[node.idx()] {
-                Some(t) if self.can_agg[t.idx()] => racks.entry(t).or_default().push(r),
+                Some(t) if only.map_or(self.can_agg[t.idx()], |o| o.contains(&t)) => {
+                    racks.entry(t).or_default().push(r)
+                }
                 _ => plain.push(r),
             }
         }
@@ -1262,6 +1362,20 @@ pub fn header(
                     .collect::<Vec<_>>()
                     .join(";"),
             );
+    }
+    if let Some(p) = &opts.plan {
+        h.set(
+            super::INA_RESERVATIONS_KEY,
+            super::format_reservations(&super::planned::reservations(p, topo)),
+        )
+        .set(
+            "plan_predicted_iteration_ns",
+            format!("{:.0}", p.prediction.iteration_ns),
+        )
+        .set(
+            "plan_solver",
+            format!("{} ({})", p.solver.used, p.solver.status),
+        );
     }
     h
 }
