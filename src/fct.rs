@@ -13,6 +13,8 @@
 //! never on a back-end's internals; what only a back-end knows (bytes through switches,
 //! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
+pub mod bench;
+
 use crate::formats::switches_csv::SlotSample;
 use crate::record::{AggDir, Class, FlowRecord, Mode};
 use crate::topology::{Channel, NodeKind, Topology};

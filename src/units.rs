@@ -144,6 +144,40 @@ impl Bytes {
     }
 }
 
+impl Bytes {
+    /// Parse a size as nccl-tests takes them: a whole number with an optional binary
+    /// suffix — `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024;
+    /// case-insensitive). Decimal suffixes (`KB`, `MB`) are refused rather than guessed.
+    pub fn parse_size(s: &str) -> Result<Bytes, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (num, suffix) = t.split_at(split);
+        if num.is_empty() {
+            return Err(format!(
+                "size `{s}` does not start with a whole number of bytes (e.g. 64KiB, 1MiB, 1048576)"
+            ));
+        }
+        let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 0,
+            "k" | "kib" => 10,
+            "m" | "mib" => 20,
+            "g" | "gib" => 30,
+            "t" | "tib" => 40,
+            other => {
+                return Err(format!(
+                    "size `{s}`: unknown unit `{other}` (expected B, KiB, MiB, GiB or TiB; K, M, G, T mean the same)"
+                ))
+            }
+        };
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("size `{s}`: `{num}` is too large"))?;
+        n.checked_mul(1u64 << shift)
+            .map(Bytes)
+            .ok_or_else(|| format!("size `{s}` does not fit in 64 bits"))
+    }
+}
+
 impl Nanos {
     /// From (possibly fractional) seconds, rounded to the nearest nanosecond.
     pub fn from_secs_f64(s: f64) -> Self {

@@ -125,6 +125,9 @@ pub fn run(c: Command) -> Result<()> {
             };
             let name = a.trace.display().to_string();
             let r = pipeline::emit_ns3(&input.records, &ina, &topo, &opts, &a.out, &name)?;
+            if let Some(b) = &input.bench {
+                pipeline::emit_bench_header(&a.out, b)?;
+            }
             eprintln!("{}", pipeline::emit_report(&r, &a.out, seed));
             Ok(())
         }
@@ -152,6 +155,9 @@ pub fn run(c: Command) -> Result<()> {
             });
             bar.finish_and_clear();
             eprintln!("{}", pipeline::ns3_report(&r?, &a.dir));
+            if let Some(rows) = pipeline::ns3_bench(&a.dir)? {
+                print!("{}", ina3d::fct::bench::bench_table(&rows));
+            }
             Ok(())
         }
         Command::Ingest(a) => {

@@ -35,6 +35,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     ina3d::replay::write_outputs(&a.out, &r.result)?;
     println!("{}", replay_report(&r.result, &a.out));
+    if let Some((spec, records)) = &r.bench {
+        let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &r.result.rows)?;
+        print!("{}", ina3d::fct::bench::bench_table(&rows));
+    }
     if let Some(line) = r.plan_report() {
         println!("{line}");
     }

@@ -32,6 +32,20 @@ pub struct Args {
     /// for the same job, topology, seed and INA switch options; what differs is named.
     #[arg(long, value_name = "PLAN.json", conflicts_with_all = ["ina", "ina_policy"])]
     pub plan: Option<PathBuf>,
+    /// Instead of a training iteration, one collective per size, as nccl-tests runs them:
+    /// every group of `--group` at once, each size after the previous one has finished.
+    /// The collectives are lowered as the model's are (`--collective`, `--ina*`, NCCL
+    /// channels, NVLink); the input only gives the layout (`--tp/--pp/--dp`). `ina3d
+    /// replay` and `ina3d ns3 run` then print algbw/busbw per size and write `bench.csv`.
+    #[arg(long, value_name = "COLLECTIVE", value_parser = super::keyword::<ina3d::schedule::CollKind>(ina3d::schedule::CollKind::NAMES), requires = "sizes", conflicts_with = "plan")]
+    pub collective_bench: Option<ina3d::schedule::CollKind>,
+    /// Bench sizes: `A..B` (powers of two from A to B, e.g. 1MiB..1GiB) or a list
+    /// (`1MiB,8MiB,64MiB`); units B, KiB, MiB, GiB (= K, M, G: powers of 1024).
+    #[arg(long, value_name = "SIZES", requires = "collective_bench")]
+    pub sizes: Option<String>,
+    /// Bench groups: tp (every TP group), dp (every DP group), all (one group of every rank).
+    #[arg(long, value_parser = super::keyword::<ina3d::trace::BenchGroup>(ina3d::trace::BenchGroup::NAMES), default_value = "all", requires = "collective_bench")]
+    pub group: ina3d::trace::BenchGroup,
     /// The job's options (shared with `ina3d run`).
     #[command(flatten)]
     pub job: JobArgs,
@@ -55,6 +69,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("warning: {w}");
     }
     let mut opts = spec.trace_options()?;
+    if let Some(kind) = a.collective_bench {
+        let sizes = ina3d::trace::parse_sizes(a.sizes.as_deref().unwrap_or_default())
+            .map_err(anyhow::Error::msg)?;
+        let bench = ina3d::trace::CollectiveBench {
+            kind,
+            sizes,
+            group: a.group,
+        };
+        let t = ina3d::pipeline::generate_bench_trace(&job, &opts, &bench, Some(&a.output), false)?;
+        print!("{}", trace_report(&job, &opts, &t));
+        if let Some(b) = ina3d::trace::BenchSpec::from_header(&t.header)? {
+            println!(
+                "  collective bench: {} over {} {} group(s) of {} GPUs, {} sizes",
+                b.kind,
+                b.groups,
+                b.group,
+                b.group_size,
+                b.sizes.len()
+            );
+        }
+        return Ok(());
+    }
     if let Some(p) = &a.plan {
         let plan = ina3d::formats::plan_json::read(p)?;
         let header = ina3d::trace::header(&job.cfg, &job.workload, &job.topology, &opts);

@@ -24,6 +24,7 @@
 //! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
 //! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
 //! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
+//! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -31,6 +32,7 @@
 
 pub mod aicb;
 pub mod atomic;
+pub mod bench_csv;
 mod csv_rows;
 pub mod error;
 pub mod fct_csv;

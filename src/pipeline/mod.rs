@@ -12,6 +12,7 @@
 //! - [`RunSpec`] → [`run()`]: every [`Policy`] × every ECMP seed → `results.csv` (the
 //!   main job, `ina3d run`; also what each sweep cell runs).
 
+mod bench;
 mod job;
 mod policy;
 #[cfg(feature = "tables")]
@@ -19,6 +20,10 @@ mod run;
 mod spec;
 mod stages;
 
+pub use bench::{
+    bench_spec, emit_bench_header, generate_bench_trace, ns3_bench, write_bench, BENCH_CSV,
+    BENCH_HEADER_FILE,
+};
 pub use job::{InaSpec, Job, JobSpec, DEFAULT_INPUT, DEFAULT_TOPOLOGY, MEGATRON_FLAGS};
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 #[cfg(feature = "tables")]
@@ -191,6 +196,15 @@ pub enum PipelineError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// A run's times cannot be read as the bench its trace describes.
+    #[error("{what}")]
+    Bench {
+        /// The run.
+        what: String,
+        /// Why.
+        #[source]
+        source: Box<crate::fct::bench::BenchError>,
     },
     /// Comparison or tables failed.
     #[cfg(feature = "tables")]

@@ -237,6 +237,8 @@ pub struct FileReplay {
     /// For a trace lowered from a plan (`trace --plan`): the planner's solver and its
     /// predicted iteration time (ns), from the header.
     pub plan_prediction: Option<(String, f64)>,
+    /// For a collective-bench trace: its spec and records (for [`super::write_bench`]).
+    pub bench: Option<(trace::BenchSpec, Vec<FlowRecord>)>,
 }
 
 impl FileReplay {
@@ -273,6 +275,7 @@ pub fn replay_file(
     })?;
     let name = path.display().to_string();
     let result = replay_records(&t.records, &t.header, &topo, seed, &name, progress)?;
+    let bench = super::bench_spec(&t.header, path)?;
     let plan_prediction = t
         .header
         .get("plan_predicted_iteration_ns")
@@ -282,6 +285,7 @@ pub fn replay_file(
         result,
         warnings,
         plan_prediction,
+        bench: bench.map(|b| (b, t.records)),
     })
 }
 
@@ -318,6 +322,8 @@ pub struct Ns3Input {
     pub topology: Option<String>,
     /// The ECMP seed the trace names.
     pub seed: Option<u64>,
+    /// The bench the trace's header describes, if it is one.
+    pub bench: Option<trace::BenchSpec>,
 }
 
 /// Reads the input of `ina3d ns3 emit`: a trace (`.csv`, `.csv.gz`) or a glue `trace.txt`
@@ -343,6 +349,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
                 ina,
                 topology: None,
                 seed,
+                bench: None,
             });
         }
     }
@@ -355,6 +362,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
         source: Box::new(source),
     })?;
     Ok(Ns3Input {
+        bench: super::bench_spec(&t.header, path)?,
         topology: header_topology(&t.header).map(String::from),
         seed: header_seed(&t.header, path)?,
         records: t.records,

@@ -238,16 +238,9 @@ impl CollKind {
             CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll => (n - 1.0) / n,
         }
     }
-    /// Short name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CollKind::AllReduce => "all-reduce",
-            CollKind::AllGather => "all-gather",
-            CollKind::ReduceScatter => "reduce-scatter",
-            CollKind::AllToAll => "all-to-all",
-        }
-    }
 }
+
+crate::keyword::keyword_enum!(CollKind, "collective", CollKind::AllReduce => "all-reduce", CollKind::AllGather => "all-gather", CollKind::ReduceScatter => "reduce-scatter", CollKind::AllToAll => "all-to-all");
 
 /// The group a layer step runs over, for a rank of the stage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

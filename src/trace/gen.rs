@@ -17,6 +17,7 @@
 //! attention), [`channels`] (NCCL channels), [`iteration`] (one training iteration).
 
 mod a2a;
+mod bench;
 mod channels;
 mod cp;
 mod iteration;
@@ -30,6 +31,7 @@ use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
+pub use bench::{bench_groups, generate_bench};
 pub use channels::default_channels;
 
 /// Counts of a generated trace.
@@ -133,83 +135,101 @@ pub fn generate_workload(
     opts: &TraceOptions,
     sink: &mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
 ) -> Result<TraceStats, TraceError> {
-    topo.check_world(wl.world(), wl.tp())?;
-    if opts.iterations == 0 {
-        return Err(TraceError::Generate(
-            "--iterations must be at least 1".into(),
-        ));
-    }
-    let channels = match opts.nccl_channels {
-        Some(0) => {
-            return Err(TraceError::Generate(
-                "--nccl-channels must be at least 1".into(),
-            ))
-        }
-        Some(c) => c,
-        None => default_channels(topo),
-    };
-    let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
-        aggregating_switches(topo, &opts.ina.switches)?
-    } else {
-        (
-            vec![false; topo.node_count()],
-            vec![None; topo.node_count()],
-        )
-    };
-    let routing = if opts.ina.mode != InaMode::Off {
-        Some(Routing::new(topo, opts.seed)?)
-    } else {
-        None
-    };
-    let plan = match (opts.ina.mode, &opts.plan) {
-        (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
-        (InaMode::Planned, None) => {
-            return Err(TraceError::Generate(
-                "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
-            ))
-        }
-        _ => None,
-    };
-    let w = wl.world() as usize;
-    let mut g = Gen {
-        topo,
-        routing,
-        opts,
-        wl,
-        sink,
-        stats: TraceStats {
-            channels,
-            ..TraceStats::default()
-        },
-        next_id: 0,
-        next_coll: 0,
-        next_agg: 0,
-        iteration: 0,
-        main: vec![Chain::default(); w],
-        dp: vec![Chain::default(); w],
-        edp: vec![Chain::default(); w],
-        can_agg,
-        tor,
-        nvlink_alpha: nvlink_step_latency(topo, opts),
-        channels,
-        channel: 0,
-        nvlink_share: 1,
-        plan,
-        counts: [[(0, 0); 4]; 7],
-    };
+    let mut g = Gen::new(wl, topo, opts, sink)?;
     for it in 0..opts.iterations {
         g.iteration = it;
         g.iteration_records()?;
     }
-    for c in Class::ALL {
-        for m in [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute] {
-            let (n, b) = g.counts[c as usize][m as usize];
-            if n > 0 {
-                g.stats.by_class_mode.insert((c, m), (n, Bytes(b)));
+    Ok(g.finish())
+}
+
+impl<'a> Gen<'a> {
+    /// A generator for `wl` on `topo`: options checked, INA switches and routing set up,
+    /// every rank's chains empty.
+    fn new(
+        wl: &'a Workload,
+        topo: &'a Topology,
+        opts: &'a TraceOptions,
+        sink: &'a mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
+    ) -> Result<Self, TraceError> {
+        topo.check_world(wl.world(), wl.tp())?;
+        if opts.iterations == 0 {
+            return Err(TraceError::Generate(
+                "--iterations must be at least 1".into(),
+            ));
+        }
+        let channels = match opts.nccl_channels {
+            Some(0) => {
+                return Err(TraceError::Generate(
+                    "--nccl-channels must be at least 1".into(),
+                ))
+            }
+            Some(c) => c,
+            None => default_channels(topo),
+        };
+        let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
+            aggregating_switches(topo, &opts.ina.switches)?
+        } else {
+            (
+                vec![false; topo.node_count()],
+                vec![None; topo.node_count()],
+            )
+        };
+        let routing = if opts.ina.mode != InaMode::Off {
+            Some(Routing::new(topo, opts.seed)?)
+        } else {
+            None
+        };
+        let plan = match (opts.ina.mode, &opts.plan) {
+            (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+            (InaMode::Planned, None) => {
+                return Err(TraceError::Generate(
+                    "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
+                ))
+            }
+            _ => None,
+        };
+        let w = wl.world() as usize;
+        Ok(Gen {
+            topo,
+            routing,
+            opts,
+            wl,
+            sink,
+            stats: TraceStats {
+                channels,
+                ..TraceStats::default()
+            },
+            next_id: 0,
+            next_coll: 0,
+            next_agg: 0,
+            iteration: 0,
+            main: vec![Chain::default(); w],
+            dp: vec![Chain::default(); w],
+            edp: vec![Chain::default(); w],
+            can_agg,
+            tor,
+            nvlink_alpha: nvlink_step_latency(topo, opts),
+            channels,
+            channel: 0,
+            nvlink_share: 1,
+            plan,
+            counts: [[(0, 0); 4]; 7],
+        })
+    }
+
+    /// The counts of everything emitted.
+    fn finish(mut self) -> TraceStats {
+        for c in Class::ALL {
+            for m in [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute] {
+                let (n, b) = self.counts[c as usize][m as usize];
+                if n > 0 {
+                    self.stats.by_class_mode.insert((c, m), (n, Bytes(b)));
+                }
             }
         }
+        self.stats
     }
-    Ok(g.stats)
 }
 
 /// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the

@@ -5,6 +5,7 @@
 //! [`TraceWriter`] / [`TraceReader`] for files. The file format is specified for users in
 //! `traces/README.md`.
 
+pub mod bench;
 mod check;
 pub mod gen;
 pub mod inspect;
@@ -14,9 +15,10 @@ pub mod planned;
 pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
 };
+pub use bench::{parse_sizes, BenchGroup, BenchSpec, CollectiveBench};
 pub use check::{validate, ValidationSummary};
 pub use gen::{
-    aggregating_switches, default_channels, generate, generate_workload, header,
+    aggregating_switches, default_channels, generate, generate_bench, generate_workload, header,
     nvlink_collective_time, nvlink_step_latency, TraceStats, NCCL_NVLINK_RING_STEP,
 };
 pub use options::{
