@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test
+.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test validate
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
@@ -35,6 +35,13 @@ slurm-test: build
 ## bench: benchmarks printing figures and ratios (not timed tests)
 bench: ns3-deps glue
 	$(CARGO) bench --no-default-features
+
+## validate: the validation suite, replayer vs ns-3 on 16-128-GPU contended fabrics
+## (ina3d validate; one row per case in $(VALIDATE_OUT)/validate.csv; TRANSPORT=tcp)
+VALIDATE_OUT ?= out/validate
+TRANSPORT ?= tcp
+validate: ns3-deps glue
+	$(CARGO) run --quiet -- validate -o $(VALIDATE_OUT) --transport $(TRANSPORT)
 
 build:
 	$(CARGO) build --all-targets --quiet

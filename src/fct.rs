@@ -14,6 +14,7 @@
 //! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
 pub mod bench;
+pub mod stats;
 
 use crate::formats::switches_csv::SlotSample;
 use crate::record::{AggDir, Class, FlowRecord, Mode};

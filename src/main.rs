@@ -54,6 +54,8 @@ enum Command {
     Run(cli::run::Args),
     /// A grid of runs (models, layouts, topologies, slots, seeds, …), locally or on Slurm.
     Sweep(cli::sweep::Args),
+    /// The validation suite: replayer against ns-3 on 16–128-GPU contended fabrics.
+    Validate(cli::validate::Args),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cli::compare::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::Sweep(a) => cli::sweep::run(a),
+        Command::Validate(a) => cli::validate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

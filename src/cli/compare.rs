@@ -32,7 +32,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let c = report::compare_with(&a.replay, &a.ns3, &opts)
         .with_context(|| format!("comparing {} with {}", a.replay.display(), a.ns3.display()))?;
-    let written = c.write(&a.output)?;
+    let mut written = c.write(&a.output)?;
+    let (rb, nb) = (a.replay.join("bench.csv"), a.ns3.join("bench.csv"));
+    if rb.exists() && nb.exists() {
+        use ina3d::formats::bench_csv;
+        let both = ina3d::fct::bench::compare_bench(&bench_csv::read(&rb)?, &bench_csv::read(&nb)?)
+            .with_context(|| format!("{} and {}", rb.display(), nb.display()))?;
+        let p = a.output.join("bench.csv");
+        bench_csv::write_comparison(&p, &both)?;
+        println!("collective bench, busbw (GB/s): size, replay, ns-3, error");
+        for r in &both {
+            println!(
+                "  {:>12} {:>9.3} {:>9.3} {:>+8.2} %",
+                r.size_bytes,
+                r.replay_busbw_gbs,
+                r.ns3_busbw_gbs,
+                100.0 * r.busbw_rel_error
+            );
+        }
+        written.push(p);
+    }
     print!("{}", c.summary_text()?);
     for p in written {
         eprintln!("wrote {}", p.display());

@@ -12,6 +12,7 @@ pub mod replay;
 pub mod run;
 pub mod sweep;
 pub mod trace;
+pub mod validate;
 
 /// A clap value parser for one of the library's keyword enums (`T::NAMES`, parsed by its
 /// `FromStr`): `--help` lists the accepted names, and the library stays free of clap.

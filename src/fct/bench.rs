@@ -111,6 +111,56 @@ pub fn bench_rows(
     Ok(out)
 }
 
+/// One size of a bench on both back-ends (`compare/bench.csv`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchComparison {
+    /// Size S in bytes.
+    pub size_bytes: u64,
+    /// Replayer time, ns.
+    pub replay_time_ns: u64,
+    /// ns-3 time, ns.
+    pub ns3_time_ns: u64,
+    /// Replayer busbw, GB/s.
+    pub replay_busbw_gbs: f64,
+    /// ns-3 busbw, GB/s.
+    pub ns3_busbw_gbs: f64,
+    /// `(replay − ns3) / ns3` of the busbw (positive: the replayer is faster).
+    pub busbw_rel_error: f64,
+}
+
+/// Joins two runs' `bench.csv` rows size by size; an error when they are not runs of the
+/// same bench (collective, group or sizes differ).
+pub fn compare_bench(
+    replay: &[BenchRow],
+    ns3: &[BenchRow],
+) -> Result<Vec<BenchComparison>, BenchError> {
+    let key = |r: &BenchRow| {
+        (
+            r.collective.clone(),
+            r.group.clone(),
+            r.group_size,
+            r.size_bytes,
+        )
+    };
+    if replay.len() != ns3.len() || replay.iter().zip(ns3).any(|(a, b)| key(a) != key(b)) {
+        return Err(BenchError::NotABench(
+            "the two bench.csv files are not runs of the same bench (collective, group or sizes differ)".into(),
+        ));
+    }
+    Ok(replay
+        .iter()
+        .zip(ns3)
+        .map(|(r, n)| BenchComparison {
+            size_bytes: r.size_bytes,
+            replay_time_ns: r.time_ns,
+            ns3_time_ns: n.time_ns,
+            replay_busbw_gbs: r.busbw_gbs,
+            ns3_busbw_gbs: n.busbw_gbs,
+            busbw_rel_error: (r.busbw_gbs - n.busbw_gbs) / n.busbw_gbs,
+        })
+        .collect())
+}
+
 /// The table nccl-tests prints, one line per size: size, time (µs), algbw, busbw (GB/s).
 pub fn bench_table(rows: &[BenchRow]) -> String {
     use std::fmt::Write as _;

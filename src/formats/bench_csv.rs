@@ -6,7 +6,7 @@
 
 use super::csv_rows::{read_rows, write_rows};
 use super::{write_atomic, FormatError};
-use crate::fct::bench::BenchRow;
+use crate::fct::bench::{BenchComparison, BenchRow};
 use std::path::Path;
 
 /// The columns, in file order.
@@ -32,6 +32,12 @@ pub fn read(path: &Path) -> Result<Vec<BenchRow>, FormatError> {
         return Err(FormatError::file(path, "empty: header only, no sizes"));
     }
     Ok(rows)
+}
+
+/// Write `ina3d compare`'s `bench.csv` (both back-ends side by side) atomically: columns
+/// `size_bytes,replay_time_ns,ns3_time_ns,replay_busbw_gbs,ns3_busbw_gbs,busbw_rel_error`.
+pub fn write_comparison(path: &Path, rows: &[BenchComparison]) -> Result<(), FormatError> {
+    write_atomic(path, |w| write_rows(w, rows))
 }
 
 #[cfg(test)]

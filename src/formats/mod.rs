@@ -24,6 +24,7 @@
 //! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
 //! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
 //! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
+//! | `validate.csv` (the validation suite's table) | [`validate_csv`] | `validate` | tests |
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
@@ -48,6 +49,7 @@ pub mod summary_csv;
 pub mod switches_csv;
 pub mod topology_txt;
 pub mod trace_csv;
+pub mod validate_csv;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
 pub use error::{numbered_lines, read_text, FormatError, Warning};

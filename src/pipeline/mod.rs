@@ -19,6 +19,7 @@ mod policy;
 mod run;
 mod spec;
 mod stages;
+pub mod validate;
 
 pub use bench::{
     bench_spec, emit_bench_header, generate_bench_trace, ns3_bench, write_bench, BENCH_CSV,

@@ -279,87 +279,7 @@ fn fct_frame(rows: &[FctRow]) -> PolarsResult<DataFrame> {
 // Statistics
 // ---------------------------------------------------------------------------------------
 
-/// Nearest-rank percentile of ascending-sorted `v`: the value at 1-based rank
-/// `⌈p/100 · k⌉` (at least 1). `None` when `v` is empty.
-pub fn percentile_nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let k = sorted.len() as f64;
-    let rank = ((p / 100.0) * k).ceil().max(1.0) as usize;
-    Some(sorted[rank.min(sorted.len()) - 1])
-}
-
-/// Median of ascending-sorted `v` (mean of the two middle values for an even count).
-pub fn median(sorted: &[f64]) -> Option<f64> {
-    let k = sorted.len();
-    match k {
-        0 => None,
-        _ if k % 2 == 1 => Some(sorted[k / 2]),
-        _ => Some((sorted[k / 2 - 1] + sorted[k / 2]) / 2.0),
-    }
-}
-
-/// Relative-error statistics of one group of flows (see the module docs for definitions).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ErrorStats {
-    /// `all`, `class`, `mode` or `timers`.
-    pub scope: String,
-    /// The group within the scope: `net+ina`, a class (`tp`...), a mode (`net`, `ina`),
-    /// or `compute+nvlink`.
-    pub group: String,
-    /// Flows in the group.
-    pub flows: u64,
-    /// Flows whose error is undefined (ns-3 FCT 0, replay FCT > 0), left out of the rest.
-    pub undefined: u64,
-    /// Mean of |error|.
-    pub mean_abs: f64,
-    /// Median of |error|.
-    pub median_abs: f64,
-    /// Nearest-rank 95th percentile of |error|.
-    pub p95_abs: f64,
-    /// Nearest-rank 99th percentile of |error|.
-    pub p99_abs: f64,
-    /// Largest |error|.
-    pub max_abs: f64,
-    /// Mean signed error (positive: replayer slower than ns-3).
-    pub mean_signed: f64,
-}
-
-impl ErrorStats {
-    /// Statistics of the signed relative errors `errors` (NaN = undefined). `None` when
-    /// the group has no flows at all.
-    pub fn of(scope: &str, group: &str, errors: &[f64]) -> Option<Self> {
-        if errors.is_empty() {
-            return None;
-        }
-        let defined: Vec<f64> = errors.iter().copied().filter(|e| !e.is_nan()).collect();
-        let mut abs: Vec<f64> = defined.iter().map(|e| e.abs()).collect();
-        abs.sort_by(f64::total_cmp);
-        let k = abs.len() as f64;
-        let nan = f64::NAN;
-        Some(ErrorStats {
-            scope: scope.into(),
-            group: group.into(),
-            flows: errors.len() as u64,
-            undefined: (errors.len() - defined.len()) as u64,
-            mean_abs: if abs.is_empty() {
-                nan
-            } else {
-                abs.iter().sum::<f64>() / k
-            },
-            median_abs: median(&abs).unwrap_or(nan),
-            p95_abs: percentile_nearest_rank(&abs, 95.0).unwrap_or(nan),
-            p99_abs: percentile_nearest_rank(&abs, 99.0).unwrap_or(nan),
-            max_abs: abs.last().copied().unwrap_or(nan),
-            mean_signed: if defined.is_empty() {
-                nan
-            } else {
-                defined.iter().sum::<f64>() / k
-            },
-        })
-    }
-}
+pub use crate::fct::stats::{median, percentile_nearest_rank, rel_error, ErrorStats};
 
 // ---------------------------------------------------------------------------------------
 // compare
@@ -843,15 +763,6 @@ fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
             },
         })
         .collect()
-}
-
-/// `(r − n) / n`, 0 when both are 0, NaN when only `n` is.
-pub fn rel_error(r: u64, n: u64) -> f64 {
-    match (r, n) {
-        (0, 0) => 0.0,
-        (_, 0) => f64::NAN,
-        _ => (r as f64 - n as f64) / n as f64,
-    }
 }
 
 // ---------------------------------------------------------------------------------------

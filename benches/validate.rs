@@ -1,0 +1,32 @@
+//! The validation suite as a benchmark: every case on the replayer and on ns-3, printing
+//! the errors and the speed ratio (ns-3 wall / replay wall). `INA3D_VALIDATE_CASES=a,b`
+//! runs a subset; outputs go to `target/validate`.
+
+use ina3d::pipeline::validate::{cases, run_suite, Transport};
+
+fn main() {
+    let only: Vec<String> = std::env::var("INA3D_VALIDATE_CASES")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let cases: Vec<_> = cases()
+        .into_iter()
+        .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
+        .collect();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/validate");
+    let (rows, failed) = run_suite(&cases, Transport::Tcp, &dir, &mut |c, r, s| match r {
+        Ok(row) => println!(
+            "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
+            c.name,
+            100.0 * row.iteration_error,
+            row.speed_ratio
+        ),
+        Err(e) => println!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
+    })
+    .expect("validate.csv written");
+    println!(
+        "{} cases, {} failed; table in {}",
+        rows.len(),
+        failed.len(),
+        dir.join("validate.csv").display()
+    );
+}

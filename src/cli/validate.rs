@@ -1,0 +1,87 @@
+//! `ina3d validate`: the validation suite, replayer against ns-3 on contended fabrics from
+//! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
+
+use std::path::PathBuf;
+
+/// Arguments of `ina3d validate`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where each case's trace, replay and ns-3 outputs go, and `validate.csv`.
+    #[arg(short, long, default_value = "out/validate")]
+    pub out: PathBuf,
+    /// How the ns-3 glue carries host traffic: tcp (this glue), roce (once the glue has it).
+    #[arg(long, default_value = "tcp")]
+    pub transport: String,
+    /// Run only these cases (comma-separated names; `--list` shows them).
+    #[arg(long, value_delimiter = ',')]
+    pub cases: Vec<String>,
+    /// Run the CI subset only.
+    #[arg(long, conflicts_with = "cases")]
+    pub ci: bool,
+    /// List the cases and exit.
+    #[arg(long)]
+    pub list: bool,
+}
+
+/// Run `ina3d validate`.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    use anyhow::{bail, Context};
+    use ina3d::pipeline::validate::{self, Transport, CI_CASES};
+    let all = validate::cases();
+    if a.list {
+        for c in &all {
+            println!("{:<20} {}", c.name, c.about);
+        }
+        return Ok(());
+    }
+    let transport: Transport = a
+        .transport
+        .parse()
+        .map_err(anyhow::Error::msg)
+        .context("--transport")?;
+    let wanted: Vec<String> = if a.ci {
+        CI_CASES.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.cases.clone()
+    };
+    if let Some(u) = wanted
+        .iter()
+        .find(|w| !all.iter().any(|c| c.name == w.as_str()))
+    {
+        bail!("--cases: unknown case `{u}` (ina3d validate --list shows them)");
+    }
+    let cases: Vec<_> = all
+        .into_iter()
+        .filter(|c| wanted.is_empty() || wanted.iter().any(|w| w == c.name))
+        .collect();
+    let (rows, failed) = validate::run_suite(&cases, transport, &a.out, &mut |c, r, secs| {
+        match r {
+            Ok(row) => eprintln!(
+                "{:<20} {:>4} GPUs  iteration error {:+6.2} %  replay {:.2} s, ns-3 {:.2} s ({secs:.1} s)",
+                c.name,
+                row.gpus,
+                100.0 * row.iteration_error,
+                row.replay_wall_s,
+                row.ns3_wall_s
+            ),
+            Err(e) => eprintln!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
+        }
+    })?;
+    println!(
+        "wrote {} ({} cases)",
+        a.out.join("validate.csv").display(),
+        rows.len()
+    );
+    if !failed.is_empty() {
+        bail!(
+            "{} case(s) failed: {}",
+            failed.len(),
+            failed
+                .iter()
+                .map(|f| f.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! The validation suite's CI subset: small cases run on the replayer and on the ns-3 glue
+//! (TCP), asserting consistency only — every record done on both sides, payload bytes per
+//! class conserved, traffic observed (checked inside `run_case`) — never error thresholds.
+
+use ina3d::formats::validate_csv;
+use ina3d::pipeline::validate::{cases, run_suite, Transport, CI_CASES};
+
+#[test]
+fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
+    let d = tempfile::tempdir().unwrap();
+    let ci: Vec<_> = cases()
+        .into_iter()
+        .filter(|c| CI_CASES.contains(&c.name))
+        .collect();
+    assert_eq!(ci.len(), CI_CASES.len());
+    let (rows, failed) = run_suite(&ci, Transport::Tcp, d.path(), &mut |_, _, _| {}).unwrap();
+    let failed: Vec<String> = failed
+        .iter()
+        .map(|(n, e)| format!("{n}: {}", ina3d::pipeline::error_chain(e)))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert_eq!(rows.len(), CI_CASES.len());
+    for r in &rows {
+        assert!(r.records > 0 && r.iteration_error.is_finite(), "{r:?}");
+    }
+    // the bench case measured a busbw on both sides
+    let b = rows.iter().find(|r| r.case == "bench-ring-ar-16").unwrap();
+    assert!(b.bench_busbw_error.is_some_and(f64::is_finite), "{b:?}");
+    assert!(d.path().join("bench-ring-ar-16/ns3/bench.csv").exists());
+    assert_eq!(
+        validate_csv::read(&d.path().join("validate.csv")).unwrap(),
+        rows
+    );
+}
+
+#[test]
+fn the_suite_has_ten_cases_or_more_from_16_to_128_gpus_and_refuses_roce_by_name() {
+    let all = cases();
+    assert!(all.len() >= 10);
+    let d = tempfile::tempdir().unwrap();
+    let e = ina3d::pipeline::validate::run_case(&all[0], Transport::Roce, d.path()).unwrap_err();
+    assert!(ina3d::pipeline::error_chain(&e).contains("--transport roce"));
+}
