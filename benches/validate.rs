@@ -13,16 +13,17 @@ fn main() {
         .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
         .collect();
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/validate");
-    let (rows, failed) = run_suite(&cases, Transport::Tcp, &dir, &mut |c, r, s| match r {
-        Ok(row) => println!(
-            "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
-            c.name,
-            100.0 * row.iteration_error,
-            row.speed_ratio
-        ),
-        Err(e) => println!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
-    })
-    .expect("validate.csv written");
+    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
+        run_suite(&cases, Transport::Tcp, &dir, &mut |c, r, s| match r {
+            Ok(row) => println!(
+                "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
+                c.name,
+                100.0 * row.iteration_error,
+                row.speed_ratio
+            ),
+            Err(e) => println!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
+        })
+        .expect("validate.csv written");
     println!(
         "{} cases, {} failed; table in {}",
         rows.len(),

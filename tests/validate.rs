@@ -13,7 +13,8 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
         .filter(|c| CI_CASES.contains(&c.name))
         .collect();
     assert_eq!(ci.len(), CI_CASES.len());
-    let (rows, failed) = run_suite(&ci, Transport::Tcp, d.path(), &mut |_, _, _| {}).unwrap();
+    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
+        run_suite(&ci, Transport::Tcp, d.path(), &mut |_, _, _| {}).unwrap();
     let failed: Vec<String> = failed
         .iter()
         .map(|(n, e)| format!("{n}: {}", ina3d::pipeline::error_chain(e)))

@@ -54,8 +54,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .into_iter()
         .filter(|c| wanted.is_empty() || wanted.iter().any(|w| w == c.name))
         .collect();
-    let (rows, failed) = validate::run_suite(&cases, transport, &a.out, &mut |c, r, secs| {
-        match r {
+    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } = validate::run_suite(
+        &cases,
+        transport,
+        &a.out,
+        &mut |c, r, secs| {
+            match r {
             Ok(row) => eprintln!(
                 "{:<20} {:>4} GPUs  iteration error {:+6.2} %  replay {:.2} s, ns-3 {:.2} s ({secs:.1} s)",
                 c.name,
@@ -66,7 +70,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             ),
             Err(e) => eprintln!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
         }
-    })?;
+        },
+    )?;
     println!(
         "wrote {} ({} cases)",
         a.out.join("validate.csv").display(),
