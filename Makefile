@@ -41,7 +41,7 @@ bench: ns3-deps glue
 VALIDATE_OUT ?= out/validate
 TRANSPORT ?= tcp
 validate: ns3-deps glue
-	$(CARGO) run --quiet -- validate -o $(VALIDATE_OUT) --transport $(TRANSPORT)
+	$(CARGO) run --quiet --no-default-features -- validate -o $(VALIDATE_OUT) --transport $(TRANSPORT)
 
 build:
 	$(CARGO) build --all-targets --quiet

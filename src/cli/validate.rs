@@ -1,6 +1,7 @@
 //! `ina3d validate`: the validation suite, replayer against ns-3 on contended fabrics from
 //! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
 
+use ina3d::pipeline::validate::Transport;
 use std::path::PathBuf;
 
 /// Arguments of `ina3d validate`.
@@ -10,8 +11,8 @@ pub struct Args {
     #[arg(short, long, default_value = "out/validate")]
     pub out: PathBuf,
     /// How the ns-3 glue carries host traffic: tcp (this glue), roce (once the glue has it).
-    #[arg(long, default_value = "tcp")]
-    pub transport: String,
+    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "tcp")]
+    pub transport: Transport,
     /// Run only these cases (comma-separated names; `--list` shows them).
     #[arg(long, value_delimiter = ',')]
     pub cases: Vec<String>,
@@ -25,8 +26,8 @@ pub struct Args {
 
 /// Run `ina3d validate`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    use anyhow::{bail, Context};
-    use ina3d::pipeline::validate::{self, Transport, CI_CASES};
+    use anyhow::bail;
+    use ina3d::pipeline::validate::{self, CI_CASES};
     let all = validate::cases();
     if a.list {
         for c in &all {
@@ -34,11 +35,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let transport: Transport = a
-        .transport
-        .parse()
-        .map_err(anyhow::Error::msg)
-        .context("--transport")?;
+    let transport = a.transport;
     let wanted: Vec<String> = if a.ci {
         CI_CASES.iter().map(|s| s.to_string()).collect()
     } else {

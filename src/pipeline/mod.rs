@@ -25,7 +25,10 @@ pub use bench::{
     bench_spec, emit_bench_header, generate_bench_trace, ns3_bench, write_bench, BENCH_CSV,
     BENCH_HEADER_FILE,
 };
-pub use job::{InaSpec, Job, JobSpec, DEFAULT_INPUT, DEFAULT_TOPOLOGY, MEGATRON_FLAGS};
+pub use job::{
+    override_pairs, InaSpec, Job, JobSpec, ParallelSizes, DEFAULT_INPUT, DEFAULT_TOPOLOGY,
+    MEGATRON_FLAGS,
+};
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 #[cfg(feature = "tables")]
 pub use run::{run, RunOutcome};
