@@ -12,8 +12,10 @@ use ina3d::formats::links_csv::ChannelStat;
 use ina3d::formats::plan_json::{self, Decision, PlanFile};
 use ina3d::formats::switches_csv::SlotSample;
 use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
+use ina3d::fct::bench::BenchRow;
+use ina3d::formats::validate_csv::{self, ValidateRow};
 use ina3d::formats::{
-    fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt, routes_txt,
+    bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt, routes_txt,
     summary_csv, switches_csv, trace_csv, FormatError,
 };
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
@@ -538,6 +540,60 @@ proptest! {
         match reservations_txt::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn bench_csv(rows in proptest::collection::vec((0u32..1024, 1u64..u64::MAX, 1u64..u64::MAX, 0u32..1 << 20), 1..10), m in mutation()) {
+        let rows: Vec<BenchRow> = rows.into_iter().map(|(n, s, t, bw)| BenchRow {
+            collective: "all-reduce".into(), group: "dp".into(), group_size: n, size_bytes: s,
+            time_ns: t, algbw_gbs: bw as f64 / 8.0, busbw_gbs: bw as f64 / 4.0,
+        }).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bench.csv");
+        bench_csv::write(&p, &rows).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "bench.csv", &text);
+        match bench_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, rows) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+    }
+
+    #[test]
+    fn validate_csv(rows in proptest::collection::vec((0u32..1024, 0u64..u64::MAX, -(1i64 << 40)..(1 << 40), proptest::option::of(0u32..1 << 20)), 0..10), m in mutation()) {
+        let rows: Vec<ValidateRow> = rows.into_iter().map(|(g, n, d, e)| ValidateRow {
+            case: format!("case-{g}"), gpus: g, transport: "tcp".into(), records: n,
+            iteration_error: d as f64 / 1024.0, fct_median_error_tp: e.map(|x| x as f64 / 16.0),
+            fct_p95_error_tp: e.map(|x| x as f64 / 8.0), fct_median_error_pp: None,
+            fct_p95_error_pp: None, fct_median_error_dp: Some(0.5), fct_p95_error_dp: Some(1.5),
+            slot_peak_replay: n / 2, slot_peak_ns3: n / 3, switch_bytes_diff: d,
+            bench_busbw_error: e.map(|x| -(x as f64) / 32.0), replay_wall_s: 0.25, ns3_wall_s: 2.5,
+            speed_ratio: 10.0,
+        }).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("validate.csv");
+        validate_csv::write(&p, &rows).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "validate.csv", &text);
+        match validate_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, rows) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+    }
+
+    #[test]
+    fn bench_sizes_and_header_never_panic(text in "[0-9KMGTiBb.,]{0,24}", kind in "[a-z-]{0,14}", n in "[0-9x]{0,6}") {
+        // arbitrary --sizes text: a list of positive sizes or an error naming the input
+        match ina3d::trace::parse_sizes(&text) {
+            Ok(v) => prop_assert!(!v.is_empty() && v.len() <= 64 && v.iter().all(|b| b.0 > 0)),
+            Err(e) => prop_assert!(e.contains('`') || e.contains("--sizes"), "{e}"),
+        }
+        let mut h = ina3d::trace::TraceHeader::new();
+        h.set("collective_bench", &kind).set("bench_group", "all").set("bench_group_size", &n)
+            .set("bench_groups", "1").set("bench_sizes", &text);
+        if let Err(e) = ina3d::trace::BenchSpec::from_header(&h) {
+            prop_assert!(e.to_string().contains("collective_bench") || e.to_string().contains("bench_"), "{e}");
         }
     }
 }

@@ -72,9 +72,15 @@ pub const COLUMNS: [&str; 18] = [
     "speed_ratio",
 ];
 
-/// Write `validate.csv` atomically.
+/// Write `validate.csv` atomically (the header alone when no case ran).
 pub fn write(path: &Path, rows: &[ValidateRow]) -> Result<(), FormatError> {
-    write_atomic(path, |w| write_rows(w, rows))
+    write_atomic(path, |w| {
+        if rows.is_empty() {
+            writeln!(w, "{}", COLUMNS.join(","))
+        } else {
+            write_rows(w, rows)
+        }
+    })
 }
 
 /// Read `validate.csv`; errors name `path:line` and the field.
