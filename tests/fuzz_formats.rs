@@ -7,16 +7,16 @@
 //! error must name the file and, when it names a line, a line the file has. The number of
 //! cases is proptest's (`PROPTEST_CASES`, default 256 per reader), so CI runs a fixed budget.
 
+use ina3d::fct::bench::BenchRow;
 use ina3d::fct::{FctRow, Summary};
 use ina3d::formats::links_csv::ChannelStat;
 use ina3d::formats::plan_json::{self, Decision, PlanFile};
 use ina3d::formats::switches_csv::SlotSample;
 use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
-use ina3d::fct::bench::BenchRow;
 use ina3d::formats::validate_csv::{self, ValidateRow};
 use ina3d::formats::{
-    bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt, routes_txt,
-    summary_csv, switches_csv, trace_csv, FormatError,
+    bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt,
+    routes_txt, summary_csv, switches_csv, trace_csv, FormatError,
 };
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
