@@ -270,4 +270,27 @@ mod tests {
         let e = bench_rows(&labels, &[Bytes(1); 2], &recs, &rows[..1]).unwrap_err();
         assert!(e.to_string().contains("record 3 has no result row"), "{e}");
     }
+
+    #[test]
+    fn two_runs_of_one_bench_join_size_by_size_and_different_benches_do_not() {
+        let r = |size, t, busbw| BenchRow {
+            collective: "all-gather".into(),
+            group: "tp".into(),
+            group_size: 4,
+            size_bytes: size,
+            time_ns: t,
+            algbw_gbs: busbw / 0.75,
+            busbw_gbs: busbw,
+        };
+        let replay = [r(1024, 100, 6.0), r(2048, 150, 8.0)];
+        let ns3 = [r(1024, 120, 5.0), r(2048, 200, 10.0)];
+        let c = compare_bench(&replay, &ns3).unwrap();
+        assert_eq!((c[0].replay_time_ns, c[0].ns3_time_ns), (100, 120));
+        assert!((c[0].busbw_rel_error - 0.2).abs() < 1e-12);
+        assert!((c[1].busbw_rel_error + 0.2).abs() < 1e-12);
+        assert!(compare_bench(&replay, &ns3[..1]).is_err());
+        let other = [r(1024, 120, 5.0), r(4096, 200, 10.0)];
+        let e = compare_bench(&replay, &other).unwrap_err().to_string();
+        assert!(e.contains("not runs of the same bench"), "{e}");
+    }
 }
