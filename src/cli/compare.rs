@@ -16,15 +16,81 @@ pub struct Args {
     /// Where to write `fct_error.csv`, `iteration.csv` and `flows.csv`.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
+    /// The `ina3d ns3 emit` directory an external `fct.txt` (`--ns3` pointing at an
+    /// HPCC-family fct.txt, or a directory holding one and no summary.csv) was produced
+    /// from; default: the fct.txt's own directory.
+    #[arg(long, value_name = "DIR")]
+    pub emit: Option<PathBuf>,
     /// Accept summaries naming different trace paths (e.g. the ns-3 run read a copy);
     /// record counts and every flow's id, endpoints, size, mode and class must still agree.
     #[arg(long)]
     pub ignore_trace_name: bool,
 }
 
-/// Run `ina3d compare`.
-#[cfg(feature = "tables")]
+/// Run `ina3d compare`: against an external simulator's fct.txt when `--ns3` names one
+/// (or a directory with one and no summary.csv), else two back-end directories.
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let fct_txt = if a.ns3.is_file() {
+        Some(a.ns3.clone())
+    } else if !a.ns3.join("summary.csv").exists() && a.ns3.join("fct.txt").exists() {
+        Some(a.ns3.join("fct.txt"))
+    } else {
+        None
+    };
+    match fct_txt {
+        Some(f) => run_external(&a, &f),
+        None => run_tables(a),
+    }
+}
+
+/// Per-flow errors of the replay against an HPCC-family fct.txt mapped back to records
+/// (`ina3d::ns3::external`), with what could not be matched.
+fn run_external(a: &Args, fct_txt: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let emit = a
+        .emit
+        .clone()
+        .or_else(|| fct_txt.parent().map(std::path::Path::to_path_buf))
+        .unwrap_or_default();
+    let ext = ina3d::ns3::external::match_hpcc_fct(&emit, fct_txt).with_context(|| {
+        format!(
+            "mapping {} onto the flows emitted in {}",
+            fct_txt.display(),
+            emit.display()
+        )
+    })?;
+    let replay = ina3d::formats::fct_csv::read(&a.replay.join("fct.csv"))?;
+    let stats = ina3d::fct::stats::class_errors(&replay, &ext.rows);
+    println!(
+        "{}: {} of {} network records matched ({} records with pieces missing, {} fct rows unmatched, {} lines not fct rows)",
+        fct_txt.display(),
+        ext.rows.len(),
+        ext.network_records,
+        ext.incomplete_records.len(),
+        ext.unmatched_lines.len(),
+        ext.skipped_lines
+    );
+    println!("not comparable: compute and NVLink records (not simulated), iteration time (flow.txt starts are open-loop)");
+    println!("replayer vs external, relative FCT error (r-n)/n per class: flows, median |e|, p95 |e|, mean signed");
+    for (c, s) in &stats {
+        println!(
+            "  {:<6} {:>8} {:>9.2} % {:>9.2} % {:>+9.2} %",
+            c.as_str(),
+            s.flows,
+            100.0 * s.median_abs,
+            100.0 * s.p95_abs,
+            100.0 * s.mean_signed
+        );
+    }
+    for l in ext.unmatched_lines.iter().take(5) {
+        eprintln!("unmatched fct row: {l}");
+    }
+    Ok(())
+}
+
+/// Run `ina3d compare` on two back-end directories.
+#[cfg(feature = "tables")]
+fn run_tables(a: Args) -> anyhow::Result<()> {
     use anyhow::Context;
     use ina3d::report;
     let opts = report::CompareOptions {
@@ -59,9 +125,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Run `ina3d compare` (this build has no tables).
+/// Run `ina3d compare` on two back-end directories (this build has no tables).
 #[cfg(not(feature = "tables"))]
-pub fn run(_a: Args) -> anyhow::Result<()> {
+fn run_tables(_a: Args) -> anyhow::Result<()> {
     anyhow::bail!(
         "`ina3d compare` needs the `tables` feature (polars); rebuild with default features"
     )

@@ -3,6 +3,10 @@
 //! relative error `(r − n) / n` and [`ErrorStats`]. Kept free of polars so the suite and
 //! the tables compute the same numbers with the same code.
 
+use super::FctRow;
+use crate::record::{Class, Mode};
+use std::collections::{BTreeMap, HashMap};
+
 /// Nearest-rank percentile of ascending-sorted `v`: the value at 1-based rank
 /// `⌈p/100 · k⌉` (at least 1). `None` when `v` is empty.
 pub fn percentile_nearest_rank(sorted: &[f64], p: f64) -> Option<f64> {
@@ -92,4 +96,23 @@ pub fn rel_error(r: u64, n: u64) -> f64 {
         (_, 0) => f64::NAN,
         _ => (r as f64 - n as f64) / n as f64,
     }
+}
+
+/// FCT error statistics per traffic class over the network records (`net`, `ina`), as
+/// `ina3d compare` defines them ([`crate::report`]): `(replay − ns3) / ns3` per record
+/// present in both (`ns3`: any other run of the same trace).
+pub fn class_errors(replay: &[FctRow], ns3: &[FctRow]) -> BTreeMap<Class, ErrorStats> {
+    let theirs: HashMap<u64, u64> = ns3.iter().map(|r| (r.flow_id, r.fct_ns)).collect();
+    let mut by: BTreeMap<Class, Vec<f64>> = BTreeMap::new();
+    for r in replay
+        .iter()
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
+    {
+        if let Some(&n) = theirs.get(&r.flow_id) {
+            by.entry(r.class).or_default().push(rel_error(r.fct_ns, n));
+        }
+    }
+    by.into_iter()
+        .filter_map(|(c, v)| ErrorStats::of("class", c.as_str(), &v).map(|s| (c, s)))
+        .collect()
 }

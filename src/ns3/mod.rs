@@ -32,6 +32,7 @@
 
 pub mod aicb;
 pub mod emit;
+pub mod external;
 pub mod ingest;
 pub mod routes;
 pub mod run;

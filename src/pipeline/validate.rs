@@ -12,8 +12,8 @@ use super::{
     emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
     GeneratedTrace, InaSpec, Job, JobSpec, PipelineError,
 };
-use crate::fct::stats::{rel_error, ErrorStats};
-use crate::fct::{FctRow, Summary};
+use crate::fct::stats::{class_errors, rel_error, ErrorStats};
+use crate::fct::Summary;
 use crate::formats::validate_csv::{self, ValidateRow};
 use crate::keyword::keyword_enum;
 use crate::ns3::EmitOptions;
@@ -21,7 +21,7 @@ use crate::record::{Class, Mode};
 use crate::schedule::CollKind;
 use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
 use crate::units::Bytes;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -381,31 +381,13 @@ fn check_consistency(
     Ok(())
 }
 
-/// FCT error statistics per traffic class over the network records (`net`, `ina`), as
-/// `ina3d compare` defines them ([`crate::report`]): `(replay − ns3) / ns3` per record.
-fn class_errors(replay: &[FctRow], ns3: &[FctRow]) -> HashMap<Class, ErrorStats> {
-    let theirs: HashMap<u64, u64> = ns3.iter().map(|r| (r.flow_id, r.fct_ns)).collect();
-    let mut by: HashMap<Class, Vec<f64>> = HashMap::new();
-    for r in replay
-        .iter()
-        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
-    {
-        if let Some(&n) = theirs.get(&r.flow_id) {
-            by.entry(r.class).or_default().push(rel_error(r.fct_ns, n));
-        }
-    }
-    by.into_iter()
-        .filter_map(|(c, v)| ErrorStats::of("class", c.as_str(), &v).map(|s| (c, s)))
-        .collect()
-}
-
 /// The table row of a case run on both back-ends.
 fn row(
     case: &Case,
     transport: Transport,
     job: &Job,
     (r, n): (&Summary, &Summary),
-    classes: &HashMap<Class, ErrorStats>,
+    classes: &BTreeMap<Class, ErrorStats>,
     bench_busbw_error: Option<f64>,
 ) -> ValidateRow {
     let class = |c: Class, p95: bool| {
