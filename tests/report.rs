@@ -52,6 +52,7 @@ fn summary(policy: &str, iteration_time_ns: u64) -> PolicyResult {
             ..Default::default()
         },
         ns3: None,
+        plan: None,
     }
 }
 
