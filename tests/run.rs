@@ -35,7 +35,7 @@ fn study_cells(pick: &[(&str, &str)]) -> Vec<RunSpec> {
     cells
 }
 
-fn row<'a>(rows: &'a [PolicyResult], p: Policy) -> &'a PolicyResult {
+fn row(rows: &[PolicyResult], p: Policy) -> &PolicyResult {
     rows.iter().find(|r| r.policy == p.as_str()).unwrap()
 }
 
