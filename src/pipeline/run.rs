@@ -201,7 +201,9 @@ impl Runner<'_> {
             }
         };
         let ns3 = if ns3 {
-            Some(self.ns3(&t.records, &opts, base.seed, dir, &name, tag, rep)?)
+            // the header's model: it carries a plan's slot reservations
+            let model = ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
+            Some(self.ns3(&t.records, &model, base.seed, dir, &name, tag, rep)?)
         } else {
             None
         };
@@ -219,7 +221,7 @@ impl Runner<'_> {
     fn ns3(
         &mut self,
         records: &[crate::record::FlowRecord],
-        opts: &TraceOptions,
+        model: &ns3::InaSwitchModel,
         seed: u64,
         dir: &Path,
         name: &str,
@@ -233,14 +235,7 @@ impl Runner<'_> {
             tcp: self.spec.tcp_connections,
             ..EmitOptions::default()
         };
-        let e = emit_ns3(
-            records,
-            &opts.ina.switch_model(),
-            &self.job.topology,
-            &emit,
-            &ns3_dir,
-            name,
-        )?;
+        let e = emit_ns3(records, model, &self.job.topology, &emit, &ns3_dir, name)?;
         rep.line(&prefixed(tag, &super::emit_report(&e, &ns3_dir, seed)));
         let bin = match &self.glue {
             Some(b) => b.clone(),
