@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test validate
+.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test validate study
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
@@ -93,3 +93,13 @@ notebooks: venv glue
 	INA3D_FLOWS=$(NB_OUT)/tiny/ina-dp/compare/flows.csv \
 	INA3D_SWEEP=$(NB_OUT)/sweep/sweep.csv \
 	    $(PY) notebooks/execute.py --out $(NB_OUT)
+
+## study: the 3D-INA study (README "The study"): `ina3d sweep notebooks/study.toml` — every
+## policy of `ina3d run` over ECMP seeds 0-2 on 57 cells (slots per switch, INA switches,
+## GPT-3 13B/175B and Llama-2 70B cut to 4 layers on 16 GPUs, TP·PP·DP layouts, fat-tree,
+## leaf-spine 1:1 and 2:1, rail), replay only — then notebooks/study.ipynb on it, which
+## writes STUDY_OUT/study.csv (sweep.csv + the planner's solve times). Resumes a killed run.
+STUDY_OUT ?= target/study
+study: venv build
+	$(INA3D_BIN) sweep notebooks/study.toml -o $(STUDY_OUT)
+	INA3D_STUDY=$(STUDY_OUT) $(PY) notebooks/execute.py --out $(STUDY_OUT) notebooks/study.ipynb

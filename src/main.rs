@@ -51,7 +51,7 @@ enum Command {
     /// Compare a replay with an ns-3 run of the same trace.
     Compare(cli::compare::Args),
     /// The main job: parse, trace, replay each INA policy, (ns-3), compare, results table.
-    Run(cli::run::Args),
+    Run(Box<cli::run::Args>),
     /// A grid of runs (models, layouts, topologies, slots, seeds, …), locally or on Slurm.
     Sweep(cli::sweep::Args),
     /// The validation suite: replayer against ns-3 on 16–128-GPU contended fabrics.
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
         Command::Export(c) => cli::export::run(c),
         Command::Replay(a) => cli::replay::run(a),
         Command::Compare(a) => cli::compare::run(a),
-        Command::Run(a) => cli::run::run(a),
+        Command::Run(a) => cli::run::run(*a),
         Command::Sweep(a) => cli::sweep::run(a),
         Command::Validate(a) => cli::validate::run(a),
     };

@@ -52,6 +52,7 @@ fn summary(policy: &str, iteration_time_ns: u64) -> PolicyResult {
             ..Default::default()
         },
         ns3: None,
+        plan: None,
     }
 }
 
@@ -299,7 +300,8 @@ fn results_csv_has_the_issue_columns_first_and_empty_cells_for_missing_ns3() {
         "{}",
         lines[1]
     );
-    assert!(lines[2].ends_with(",1100"), "{}", lines[2]);
+    // ns-3's time, then the four planner columns, empty on a non-planner row
+    assert!(lines[2].ends_with(",1100,,,,"), "{}", lines[2]);
 }
 
 #[test]

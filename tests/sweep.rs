@@ -601,6 +601,7 @@ mod tables {
                 iteration_time_ns: t,
                 ..Default::default()
             }),
+            plan: None,
         }
     }
 
@@ -682,8 +683,9 @@ mod tables {
             out.to_str().unwrap(),
         ]));
         let (h, rows) = csv_columns(&out.join("results.csv"));
-        assert_eq!(&h[..18], &ina3d::report::RESULTS_COLUMNS[..]);
-        assert_eq!(&h[18..], &ina3d::report::SEED_COLUMNS[..]);
+        let n = ina3d::report::RESULTS_COLUMNS.len();
+        assert_eq!(&h[..n], &ina3d::report::RESULTS_COLUMNS[..]);
+        assert_eq!(&h[n..], &ina3d::report::SEED_COLUMNS[..]);
         let per_seed: Vec<Vec<BTreeMap<String, String>>> = (0..4)
             .map(|s| csv_columns(&out.join(format!("seed-{s}/results.csv"))).1)
             .collect();
@@ -783,7 +785,9 @@ mod tables {
         for c in cells.iter().filter(|c| c["state"] == "failed") {
             assert_eq!(c["tp"], "3");
             assert!(
-                c["error"].contains("inconsistent") || c["error"].contains("override"),
+                c["error"].contains("inconsistent")
+                    || c["error"].contains("override")
+                    || c["error"].contains("not divisible by tensor_model_parallel_size 3"),
                 "{}",
                 c["error"]
             );

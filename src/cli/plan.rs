@@ -4,10 +4,10 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::formats::plan_json::{self, Decision, PlanFile, Verification};
-use ina3d::pipeline::{generate_trace, replay_records, Job};
+use ina3d::pipeline::{generate_trace, make_plan, replay_records, Job};
 use ina3d::plan::model::Settings;
 use ina3d::plan::options::Form;
-use ina3d::plan::{self, Objective, PlanOptions, SolverKind};
+use ina3d::plan::{Objective, PlanOptions, SolverKind};
 use ina3d::trace::{self, parse_classes, InaMode, TraceOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -143,8 +143,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
     }
-    let (wl, topo) = (&prepared.workload, &prepared.topology);
-    let job = trace::planned::plan_job(&trace::header(&prepared.cfg, wl, topo, &opts));
     let po = PlanOptions {
         settings: settings(&a)?,
         objective: a.objective,
@@ -162,9 +160,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "planning ({}, time limit {} s)",
         a.solver, a.time_limit
     ));
-    let planned = plan::plan(wl, topo, &opts, &po, job);
+    let planned = make_plan(&prepared, &opts, &po);
     bar.finish_and_clear();
-    let mut p = planned.context("planning")?;
+    let mut p = planned?;
     if a.verify {
         p.verification = Some(verify(&prepared, &opts, &p)?);
     }

@@ -25,14 +25,22 @@ pub struct Args {
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "hierarchical", value_name = "ALGO")]
     pub ina: InaMode,
     /// Policies to run, comma-separated, `ring` among them (every speed-up is measured
-    /// against it): ring (INA off), ina-dp, ina-tp, ina-tp-dp (the classes allowed to
-    /// aggregate in switches).
+    /// against it): ring (INA off); ina-dp, ina-tp, ina-tp-dp (those classes aggregate on
+    /// --ina trees); plan (the planner's heuristic plan, as `ina3d plan` makes it with solver
+    /// heuristic), plan-exact (its integer program, solver ilp); the baselines atp (hierarchical
+    /// trees, best-effort slots, host fallback), rina (racks reduce into their ToR, ring
+    /// across racks) and sharp (the planner under one tree per switch). Planner policies
+    /// plan each seed's routes anew and write DIR/<policy>/plan.json; results.csv shows
+    /// their predicted iteration time beside the replayed one.
     #[arg(
         long,
-        default_value = "ring,ina-dp,ina-tp,ina-tp-dp",
+        default_value = "ring,ina-dp,ina-tp,ina-tp-dp,plan,plan-exact,atp,rina,sharp",
         value_name = "LIST"
     )]
     pub policies: String,
+    /// Wall-time budget of each planner policy's solve, seconds (per seed).
+    #[arg(long, default_value_t = ina3d::pipeline::DEFAULT_PLAN_TIME_LIMIT, value_name = "S")]
+    pub plan_time_limit: f64,
     /// ECMP seeds, comma-separated: every policy runs once per seed. With more than one,
     /// each seed's outputs go to DIR/seed-<s>/ and results.csv gives per policy the median
     /// over the seeds, the range of iteration time and speed-up, and the seeds.
@@ -85,6 +93,7 @@ impl Args {
             },
             tcp_connections: self.tcp_connections,
             traces: !self.no_traces,
+            plan_time_limit: self.plan_time_limit,
         })
     }
 }

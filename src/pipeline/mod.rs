@@ -32,11 +32,14 @@ pub use job::{
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 #[cfg(feature = "tables")]
 pub use run::{run, RunOutcome};
-pub use spec::{parse_seeds, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec, RUN_OPTIONS};
+pub use spec::{
+    parse_seeds, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec, DEFAULT_PLAN_TIME_LIMIT,
+    RUN_OPTIONS,
+};
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
-    ns3_report, replay_file, replay_records, replay_report, resolve_seed, resolve_topology,
-    run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input,
+    make_plan, ns3_report, replay_file, replay_records, replay_report, resolve_seed,
+    resolve_topology, run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input,
 };
 
 use std::path::PathBuf;
@@ -214,6 +217,9 @@ pub enum PipelineError {
     #[cfg(feature = "tables")]
     #[error(transparent)]
     Report(Box<crate::report::ReportError>),
+    /// The planner could not plan the job.
+    #[error("planning")]
+    Plan(#[source] Box<crate::plan::PlanError>),
     /// One policy (at one seed) of a run failed.
     #[error("policy `{policy}`, seed {seed}")]
     Policy {

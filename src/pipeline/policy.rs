@@ -6,12 +6,19 @@
 //! does it there, with the prepared job and its own output directory at hand
 //! ([`PolicyContext`]). `run`, `sweep` grids (`policies = [...]`) and `--policies` pick it
 //! up from [`Policy::NAMES`].
+//!
+//! The planner's policies (`plan`, `plan-exact`, `sharp`) plan for the run's ECMP seed:
+//! with several seeds each seed is planned again for its own routes (a plan names the seed
+//! it was made for, and the lowering refuses another), and written to
+//! `<policy>/plan.json`. The host ring is always one of the planner's options.
 
-use super::{Job, PipelineError};
+use super::{make_plan, Job, PipelineError};
 use crate::keyword::keyword_enum;
+use crate::plan::{PlanOptions, SolverKind};
 use crate::record::Class;
-use crate::trace::{InaMode, TraceOptions};
+use crate::trace::{Algorithm, InaMode, InaPolicy, TraceOptions};
 use std::path::Path;
+use std::time::Duration;
 
 /// One INA policy of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -24,13 +31,37 @@ pub enum Policy {
     InaTp,
     /// Both, TP first in slot priority.
     InaTpDp,
+    /// The planner's plan (`ina3d plan --solver heuristic`): per group host ring, a tree at
+    /// a chosen root, or Rina, with reserved slots.
+    Plan,
+    /// The planner's exact integer program (`ina3d plan --solver ilp`, warm-started from
+    /// the heuristic; at the time limit the best plan found, with its gap).
+    PlanExact,
+    /// ATP-like baseline: hierarchical trees of every INA class under best-effort slot
+    /// sharing; an aggregation that finds no slot falls back to the host ring.
+    Atp,
+    /// Rina baseline: racks reduce into their ToR, the ToRs run the ring across racks
+    /// (every INA class).
+    Rina,
+    /// SHARP-like baseline: the planner (heuristic) under a quota of one aggregation tree
+    /// per switch at a time, as SHARP hardware imposes.
+    Sharp,
 }
 
-keyword_enum!(Policy, "policy", Policy::Ring => "ring", Policy::InaDp => "ina-dp", Policy::InaTp => "ina-tp", Policy::InaTpDp => "ina-tp-dp");
+keyword_enum!(Policy, "policy", Policy::Ring => "ring", Policy::InaDp => "ina-dp", Policy::InaTp => "ina-tp", Policy::InaTpDp => "ina-tp-dp", Policy::Plan => "plan", Policy::PlanExact => "plan-exact", Policy::Atp => "atp", Policy::Rina => "rina", Policy::Sharp => "sharp");
 
 /// The policies of `ina3d run` when none are named, ring first.
-pub const DEFAULT_POLICIES: [Policy; 4] =
-    [Policy::Ring, Policy::InaDp, Policy::InaTp, Policy::InaTpDp];
+pub const DEFAULT_POLICIES: [Policy; 9] = [
+    Policy::Ring,
+    Policy::InaDp,
+    Policy::InaTp,
+    Policy::InaTpDp,
+    Policy::Plan,
+    Policy::PlanExact,
+    Policy::Atp,
+    Policy::Rina,
+    Policy::Sharp,
+];
 
 /// What a policy may use to make its trace options.
 pub struct PolicyContext<'a> {
@@ -41,6 +72,8 @@ pub struct PolicyContext<'a> {
     pub base: &'a TraceOptions,
     /// This policy's output directory (for artefacts such as a plan).
     pub dir: &'a Path,
+    /// Wall-time budget of a planner policy's solve.
+    pub plan_time_limit: Duration,
 }
 
 impl Policy {
@@ -55,6 +88,21 @@ impl Policy {
             Policy::InaDp => &[Class::Dp],
             Policy::InaTp => &[Class::Tp],
             Policy::InaTpDp => &[Class::Tp, Class::Dp],
+            Policy::Plan => return self.planned(ctx, SolverKind::Heuristic, None),
+            Policy::PlanExact => return self.planned(ctx, SolverKind::Ilp, None),
+            Policy::Sharp => return self.planned(ctx, SolverKind::Heuristic, Some(1)),
+            Policy::Atp => {
+                o.ina.mode = InaMode::Atp;
+                o.ina.policy = InaPolicy::BestEffort;
+                return Ok(o);
+            }
+            Policy::Rina => {
+                o.ina.mode = InaMode::Rina;
+                if o.ina.policy == InaPolicy::Planned {
+                    o.ina.policy = InaPolicy::Static;
+                }
+                return Ok(o);
+            }
         };
         if o.ina.mode == InaMode::Off {
             return Err(PipelineError::Option {
@@ -64,6 +112,47 @@ impl Policy {
             });
         }
         o.ina.classes = classes.to_vec();
+        Ok(o)
+    }
+
+    /// Whether the policy runs the planner.
+    pub fn plans(self) -> bool {
+        matches!(self, Policy::Plan | Policy::PlanExact | Policy::Sharp)
+    }
+
+    /// A planner policy: plan the job for this seed's routes with the run's slots, INA
+    /// switches and classes (`quota` trees per switch), write `plan.json`, lower it.
+    fn planned(
+        self,
+        ctx: &PolicyContext<'_>,
+        solver: SolverKind,
+        quota: Option<u32>,
+    ) -> Result<TraceOptions, PipelineError> {
+        let mut o = ctx.base.clone();
+        if o.collective != Algorithm::Ring {
+            return Err(PipelineError::Option {
+                option: format!("policy `{self}` with --collective {}", o.collective),
+                msg: "the planner models the host ring only (give --collective ring)".into(),
+            });
+        }
+        o.ina.mode = InaMode::Planned;
+        o.ina.policy = InaPolicy::Planned;
+        let d = PlanOptions::default();
+        let po = PlanOptions {
+            settings: crate::plan::model::Settings {
+                slots: o.ina.slots,
+                quota,
+                classes: o.ina.classes.clone(),
+                ..d.settings
+            },
+            solver,
+            time_limit: ctx.plan_time_limit,
+            ..d
+        };
+        let p = make_plan(ctx.job, &o, &po)?;
+        std::fs::create_dir_all(ctx.dir).map_err(PipelineError::io(ctx.dir))?;
+        crate::formats::plan_json::write(&ctx.dir.join("plan.json"), &p)?;
+        o.plan = Some(p);
         Ok(o)
     }
 }

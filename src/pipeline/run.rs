@@ -6,6 +6,7 @@
 //! ```text
 //! results.csv                 one row per policy (README "Outputs and their columns")
 //! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
+//! <policy>/plan.json          the plan of a planner policy (plan, plan-exact, sharp)
 //! <policy>/replay/            fct.csv, fct.txt, summary.csv, links.csv, switches.csv
 //! <policy>/ns3/               ns-3 inputs and outputs (when ns-3 ran)
 //! <policy>/compare/           fct_error.csv, iteration.csv, flows.csv (when ns-3 ran)
@@ -157,7 +158,19 @@ impl Runner<'_> {
             job: self.job,
             base,
             dir,
+            plan_time_limit: std::time::Duration::from_secs_f64(self.spec.plan_time_limit),
         })?;
+        if let Some(plan) = &opts.plan {
+            rep.line(&format!(
+                "[{tag}] plan: solver {} ({}), predicted iteration {:.3} ms (all host {:.3} ms), gap {:.2} %, {:.2} s",
+                plan.solver.used,
+                plan.solver.status,
+                plan.prediction.iteration_ns / 1e6,
+                plan.prediction.host_iteration_ns / 1e6,
+                100.0 * plan.solver.gap,
+                plan.solver.solve_time_s
+            ));
+        }
         std::fs::create_dir_all(dir).map_err(PipelineError::io(dir))?;
         let file = self.spec.traces.then(|| dir.join("trace.csv.gz"));
         let name = match &file {
@@ -188,7 +201,9 @@ impl Runner<'_> {
             }
         };
         let ns3 = if ns3 {
-            Some(self.ns3(&t.records, &opts, base.seed, dir, &name, tag, rep)?)
+            // the header's model: it carries a plan's slot reservations
+            let model = ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
+            Some(self.ns3(&t.records, &model, base.seed, dir, &name, tag, rep)?)
         } else {
             None
         };
@@ -197,6 +212,7 @@ impl Runner<'_> {
             ina_slots: u64::from(self.spec.job.ina.slots),
             replay: r.summary,
             ns3,
+            plan: opts.plan.as_ref().map(report::PlanFigures::of),
         })
     }
 
@@ -205,7 +221,7 @@ impl Runner<'_> {
     fn ns3(
         &mut self,
         records: &[crate::record::FlowRecord],
-        opts: &TraceOptions,
+        model: &ns3::InaSwitchModel,
         seed: u64,
         dir: &Path,
         name: &str,
@@ -219,14 +235,7 @@ impl Runner<'_> {
             tcp: self.spec.tcp_connections,
             ..EmitOptions::default()
         };
-        let e = emit_ns3(
-            records,
-            &opts.ina.switch_model(),
-            &self.job.topology,
-            &emit,
-            &ns3_dir,
-            name,
-        )?;
+        let e = emit_ns3(records, model, &self.job.topology, &emit, &ns3_dir, name)?;
         rep.line(&prefixed(tag, &super::emit_report(&e, &ns3_dir, seed)));
         let bin = match &self.glue {
             Some(b) => b.clone(),

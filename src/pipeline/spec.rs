@@ -46,6 +46,9 @@ pub struct RunSpec {
     pub tcp_connections: TcpConnections,
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
+    /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,
+    /// `sharp`), per seed.
+    pub plan_time_limit: f64,
 }
 
 impl Default for RunSpec {
@@ -65,9 +68,13 @@ impl Default for RunSpec {
             ns3: Ns3Choice::Auto,
             tcp_connections: TcpConnections::default(),
             traces: true,
+            plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
         }
     }
 }
+
+/// The planner policies' time limit when none is given, seconds (`ina3d plan`'s default).
+pub const DEFAULT_PLAN_TIME_LIMIT: f64 = 10.0;
 
 /// A value given to an option: one, or a list (TOML arrays; a comma-separated string is
 /// also read as a list by list options).
@@ -343,12 +350,25 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     },
     RunOption {
         name: "policies",
-        help: "policies to run (a list; ring, ina-dp, ina-tp, ina-tp-dp)",
+        help: "policies to run (a list; ring, ina-dp, ina-tp, ina-tp-dp, plan, plan-exact, atp, rina, sharp)",
         set: |s, v| {
             s.policies = parse_policies(&list(v).join(","))?;
             Ok(())
         },
         get: |s| join(&s.policies),
+    },
+    RunOption {
+        name: "plan-time-limit",
+        help: "wall-time budget of each planner policy's solve, seconds",
+        set: |s, v| {
+            let t: f64 = num(v, "a number of seconds")?;
+            if !(t.is_finite() && t > 0.0) {
+                return Err("must be a positive number of seconds".into());
+            }
+            s.plan_time_limit = t;
+            Ok(())
+        },
+        get: |s| s.plan_time_limit.to_string(),
     },
     RunOption {
         name: "seeds",
@@ -555,13 +575,22 @@ impl RunSpec {
     /// have an INA algorithm.
     pub fn validate(&self) -> Result<(), PipelineError> {
         self.job.trace_options()?;
-        if self.policies.iter().any(|&p| p != Policy::Ring) && self.job.ina.mode == InaMode::Off {
+        let fixed: Vec<Policy> = self
+            .policies
+            .iter()
+            .copied()
+            .filter(|p| matches!(p, Policy::InaDp | Policy::InaTp | Policy::InaTpDp))
+            .collect();
+        if !fixed.is_empty() && self.job.ina.mode == InaMode::Off {
             return Err(PipelineError::Option {
                 option: "--ina off".into(),
-                msg: format!(
-                    "the INA policies ({}) need an INA algorithm",
-                    join(&self.policies)
-                ),
+                msg: format!("the INA policies ({}) need an INA algorithm", join(&fixed)),
+            });
+        }
+        if !(self.plan_time_limit.is_finite() && self.plan_time_limit > 0.0) {
+            return Err(PipelineError::Option {
+                option: "--plan-time-limit".into(),
+                msg: "must be a positive number of seconds".into(),
             });
         }
         if !self.policies.contains(&Policy::Ring) || self.seeds.is_empty() {

@@ -25,6 +25,25 @@ pub struct GeneratedTrace {
     pub path: Option<PathBuf>,
 }
 
+/// The plan of `job` for `opts` (INA mode `planned`: its ECMP seed, INA switches, payload
+/// and window), made for — and recording — the trace header those options give, so
+/// lowering it with the same options is accepted (`ina3d plan`, the run's planner policies).
+pub fn make_plan(
+    job: &Job,
+    opts: &TraceOptions,
+    po: &crate::plan::PlanOptions,
+) -> Result<crate::formats::plan_json::PlanFile, PipelineError> {
+    let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
+    crate::plan::plan(
+        &job.workload,
+        &job.topology,
+        opts,
+        po,
+        trace::planned::plan_job(&header),
+    )
+    .map_err(|e| PipelineError::Plan(Box::new(e)))
+}
+
 /// Generates the trace of `job` with `opts` into `file` (atomically; gzip when the name
 /// ends in `.gz`) and/or into memory (`keep`). `progress` is called with the number of
 /// records generated so far, every 65,536 records.

@@ -47,7 +47,7 @@ pub use crate::formats::fct_csv::COLUMNS as FCT_COLUMNS;
 
 /// Columns of `results.csv`: the eleven the issue names, then the extras (see
 /// [`results_table`] for their meaning).
-pub const RESULTS_COLUMNS: [&str; 18] = [
+pub const RESULTS_COLUMNS: [&str; 22] = [
     "policy",
     "iteration_time_ns",
     "compute_ns",
@@ -66,6 +66,10 @@ pub const RESULTS_COLUMNS: [&str; 18] = [
     "emb_bytes",
     "replay_wall_time_ns",
     "ns3_iteration_time_ns",
+    "predicted_iteration_time_ns",
+    "prediction_error",
+    "plan_gap",
+    "plan_solve_wall_time_ns",
 ];
 
 /// The policy every other row's `speedup_vs_ring` is measured against.
@@ -781,15 +785,46 @@ pub struct PolicyResult {
     pub replay: Summary,
     /// ns-3's summary of the same trace, when ns-3 ran.
     pub ns3: Option<Summary>,
+    /// The plan behind a planner policy's trace (`plan`, `plan-exact`, `sharp`).
+    pub plan: Option<PlanFigures>,
+}
+
+/// What `results.csv` shows of a planner policy's plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanFigures {
+    /// The plan's predicted iteration time (ns).
+    pub predicted_ns: f64,
+    /// The solver's relative gap between its plan and its proven bound (0: optimal).
+    pub gap: f64,
+    /// Wall time of the solve (ns).
+    pub solve_wall_time_ns: u64,
+}
+
+impl PlanFigures {
+    /// The figures of a plan file.
+    pub fn of(p: &crate::formats::plan_json::PlanFile) -> Self {
+        PlanFigures {
+            predicted_ns: p.prediction.iteration_ns,
+            gap: p.solver.gap,
+            solve_wall_time_ns: (p.solver.solve_time_s * 1e9).round() as u64,
+        }
+    }
 }
 
 /// The results table, one row per policy in the order given, columns
 /// [`RESULTS_COLUMNS`]: the replayer's summary fields (ns), `speedup_vs_ring` =
 /// ring's `iteration_time_ns` / this row's (so > 1 is faster than ring), and the extras
 /// `ina_slots`, per-class network bytes, the replayer's wall time, and
-/// `ns3_iteration_time_ns` (empty when ns-3 did not run).
+/// `ns3_iteration_time_ns` (empty when ns-3 did not run), and for planner policies the
+/// plan's `predicted_iteration_time_ns`, `prediction_error` = (predicted − replayed) /
+/// replayed, the solver's `plan_gap` and `plan_solve_wall_time_ns` (empty on other rows).
 pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
     let speedup = speedups_vs_ring(rows)?;
+    let plan = |f: &dyn Fn(&PlanFigures, &Summary) -> f64| -> Vec<Option<f64>> {
+        rows.iter()
+            .map(|r| r.plan.as_ref().map(|p| f(p, &r.replay)))
+            .collect()
+    };
     let u = |name: &str, f: fn(&Summary) -> u64| {
         Column::new(
             name.into(),
@@ -824,6 +859,27 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
             "ns3_iteration_time_ns".into(),
             rows.iter()
                 .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
+                .collect::<Vec<Option<u64>>>(),
+        ),
+        Column::new(
+            "predicted_iteration_time_ns".into(),
+            plan(&|p, _| p.predicted_ns.round())
+                .into_iter()
+                .map(|v| v.map(|x| x as u64))
+                .collect::<Vec<Option<u64>>>(),
+        ),
+        Column::new(
+            "prediction_error".into(),
+            plan(&|p, s| {
+                let t = s.iteration_time_ns as f64;
+                (p.predicted_ns - t) / t
+            }),
+        ),
+        Column::new("plan_gap".into(), plan(&|p, _| p.gap)),
+        Column::new(
+            "plan_solve_wall_time_ns".into(),
+            rows.iter()
+                .map(|r| r.plan.as_ref().map(|p| p.solve_wall_time_ns))
                 .collect::<Vec<Option<u64>>>(),
         ),
     ])
