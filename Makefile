@@ -33,13 +33,12 @@ build:
 
 ## glue: the ns-3 glue (ns3-glue/, C++ on Debian's ns-3) → target/ns3-glue/ina3d-ns3
 GLUE_BIN := target/ns3-glue/ina3d-ns3
-GLUE_SRC := $(wildcard ns3-glue/*/*.cc ns3-glue/*/*.h)
+GLUE_SRC := $(wildcard $(addprefix ns3-glue/,$(addsuffix /*.cc,scenario helper model) $(addsuffix /*.h,scenario helper model)))
 NS3_MODULES := core network internet point-to-point applications traffic-control
 glue: $(GLUE_BIN)
 $(GLUE_BIN): $(GLUE_SRC) | ns3-deps
 	@mkdir -p $(dir $@)
-	g++ -std=c++17 -O2 -o $@.tmp ns3-glue/scenario/ina3d-ns3.cc ns3-glue/helper/ina3d-helper.cc \
-	    ns3-glue/model/ina-apps.cc ns3-glue/model/ina3d-dag.cc ns3-glue/model/ina3d-pair-routing.cc \
+	g++ -std=c++17 -O2 -o $@.tmp $(filter %.cc,$(GLUE_SRC)) \
 	    $$(pkg-config --cflags --libs $(addprefix ns3-,$(NS3_MODULES)) 2>/dev/null || echo $(addprefix -lns3-,$(NS3_MODULES)))
 	mv $@.tmp $@
 

@@ -1453,3 +1453,178 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
         trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>()
     );
 }
+
+// ---------------------------------------------------------------- observed paths
+
+/// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
+/// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
+fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {
+    use ina3d::replay::{self, ReplayOptions, SharedRoutes};
+    let routing = ina3d::topology::Routing::new(topo, 0).unwrap();
+    let opts = ReplayOptions {
+        ina: ina.clone(),
+        trace_name: "test".into(),
+        ..ReplayOptions::default()
+    };
+    let r = replay::simulate(trace, topo, &SharedRoutes::new(topo, &routing), &opts).unwrap();
+    replay::write_outputs(dir, &r).unwrap();
+}
+
+/// The glue's and the replayer's links.csv rows of one trace.
+fn both_links(
+    trace: &[FlowRecord],
+    topo: &Topology,
+    ina: &InaSwitchModel,
+) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replay_into(trace, topo, ina, rep.path());
+    run(trace, topo, ina, ns.path());
+    (rep, ns)
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn ns3_forwards_exactly_the_bytes_the_replayer_puts_on_every_channel_for_ina() {
+    use ina3d::report::links::{check_links, read_links_csv};
+    // INA packets carry the replayer's 48 header bytes: the counts are byte-exact.
+    let ina = InaSwitchModel {
+        slots: 8192,
+        window: 256,
+        ..ina_params(InaPolicy::BestEffort)
+    };
+    let (rep, ns) = both_links(&ina_allreduce(1 << 18), &leaf_spine(), &ina);
+    let r = read_links_csv(&rep.path().join("links.csv")).unwrap();
+    let n = read_links_csv(&ns.path().join("links.csv")).unwrap();
+    // every worker link carries S up and S down, each 1,024-B packet with 48 B of headers
+    let wire = (1u64 << 18) + (1u64 << 18).div_ceil(1024) * 48;
+    assert_eq!(
+        n.iter()
+            .filter(|c| c.link < 8)
+            .map(|c| c.bytes)
+            .collect::<Vec<_>>(),
+        vec![wire; 16]
+    );
+    assert_eq!(
+        n.len(),
+        16 + 4,
+        "8 host links and 2 leaf-spine links, both ways"
+    );
+    assert_eq!(check_links(&r, &n, 0.0), vec![]);
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn ns3_link_counts_agree_with_the_replayer_on_every_channel_of_an_unaltered_ring() {
+    use ina3d::report::links::{compare_dirs, LinkOutcome};
+    let trace = ring_allreduce(8, 1 << 20, 0);
+    let (rep, ns) = both_links(&trace, &leaf_spine(), &InaSwitchModel::default());
+    let LinkOutcome::Checked(l) = compare_dirs(rep.path(), ns.path(), None).unwrap() else {
+        panic!("both directories have links.csv")
+    };
+    assert_eq!(l.differing(), vec![], "tolerance {}", l.tolerance);
+    // 8 host links both ways, plus the fabric channels the ring's two rack crossings use
+    assert!(l.channels.len() >= 16 + 4, "{}", l.channels.len());
+    // control frames are counted apart, never as data
+    let control = std::fs::read_to_string(ns.path().join("links_control.csv")).unwrap();
+    assert!(control.starts_with("link,from,to,rate_bps,bytes,utilisation\n"));
+}
+
+/// The other spine's path for `PATH src dst` of the leaf-spine's routes.txt: hosts under
+/// leaf 8 and leaf 9 reach each other over spine 10 or spine 11 (rows 8–11).
+fn other_spine(line: &str) -> String {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let (src, dst) = (t[1], t[2]);
+    let leaf_of = |h: u32| 8 + h / 4;
+    let (s, d): (u32, u32) = (src.parse().unwrap(), dst.parse().unwrap());
+    let (ls, ld) = (leaf_of(s), leaf_of(d));
+    let spine: u32 = t[4].split(':').next().unwrap().parse().unwrap();
+    let other = if spine == 10 { 11 } else { 10 };
+    let row = |leaf: u32, spine: u32| 8 + (leaf - 8) * 2 + (spine - 10);
+    format!(
+        "PATH {src} {dst} {ls}:{s} {other}:{} {ld}:{} {dst}:{d}",
+        row(ls, other),
+        row(ld, other)
+    )
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channels_it_changed() {
+    use ina3d::report::{compare_with, links::LinkOutcome, CompareOptions};
+    let trace = ring_allreduce(8, 1 << 20, 0);
+    let topo = leaf_spine();
+    let rep = tempfile::tempdir().unwrap();
+    replay_into(&trace, &topo, &InaSwitchModel::default(), rep.path());
+    let ns = tempfile::tempdir().unwrap();
+    emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &topo,
+        &EmitOptions::default(),
+        ns.path(),
+    )
+    .unwrap();
+    // ring step 3 → 4 crosses from leaf 8 to leaf 9; send it over the other spine
+    let p = ns.path().join("routes.txt");
+    let routes = std::fs::read_to_string(&p).unwrap();
+    let old = routes.lines().find(|l| l.starts_with("PATH 3 4 ")).unwrap();
+    let new = other_spine(old);
+    std::fs::write(&p, routes.replace(old, &new)).unwrap();
+    run_glue(glue(), ns.path(), |_, _| {}).unwrap();
+    let c = compare_with(
+        rep.path(),
+        ns.path(),
+        &CompareOptions {
+            ignore_trace_name: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let LinkOutcome::Checked(l) = &c.links else {
+        panic!("both directories have links.csv")
+    };
+    // the fabric hops of the old and the new path (the host links are common to both)
+    let hops = |line: &str| -> Vec<(u32, u32, u32)> {
+        let t: Vec<&str> = line.split_whitespace().skip(3).collect();
+        let mut prev = 3;
+        let mut v = Vec::new();
+        for h in t {
+            let (n, link) = h.split_once(':').unwrap();
+            let (n, link): (u32, u32) = (n.parse().unwrap(), link.parse().unwrap());
+            if link >= 8 {
+                v.push((link, prev, n));
+            }
+            prev = n;
+        }
+        v
+    };
+    let mut want: Vec<(u32, u32, u32)> = hops(old).into_iter().chain(hops(&new)).collect();
+    want.sort();
+    let got: Vec<(u32, u32, u32)> = l
+        .differing()
+        .iter()
+        .map(|d| (d.link, d.from, d.to))
+        .collect();
+    assert_eq!(got, want, "{old} → {new}");
+    // the old path's channels lost the pair's wire bytes, the new path's gained them
+    let moved: u64 = trace
+        .iter()
+        .filter(|r| (r.src.0, r.dst.0) == (3, 4))
+        .map(|r| r.bytes.with_headers(Bytes(1000), Bytes(48)).0)
+        .sum();
+    let old_hops = hops(old);
+    for d in l.differing() {
+        let lost = old_hops.contains(&(d.link, d.from, d.to));
+        let change = d.ns3_bytes as i128 - d.replay_bytes as i128;
+        assert_eq!(change < 0, lost, "{d:?}");
+        let slack = (l.tolerance * d.replay_bytes.max(d.ns3_bytes) as f64) as u64;
+        assert!(
+            change.unsigned_abs() as u64 >= moved - slack,
+            "{d:?}: moved {moved}"
+        );
+    }
+    let out = tempfile::tempdir().unwrap();
+    c.write(out.path()).unwrap();
+    let csv = std::fs::read_to_string(out.path().join("links.csv")).unwrap();
+    assert_eq!(csv.matches(",differs\n").count(), 4, "{csv}");
+}

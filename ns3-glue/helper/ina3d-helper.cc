@@ -210,6 +210,10 @@ Ina3dHelper::BuildNetwork(const GlueParams& p)
         p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
                      QueueSizeValue(QueueSize(std::to_string(p.queuePackets) + "p")));
         NetDeviceContainer d = p2p.Install(m_nodes.Get(l.a), m_nodes.Get(l.b));
+        uint32_t row = m_linkPorts.size();
+        uint64_t bps = DataRate(l.rate).GetBitRate();
+        dag.links.Watch(DynamicCast<PointToPointNetDevice>(d.Get(0)), row, false, l.a, l.b, bps);
+        dag.links.Watch(DynamicCast<PointToPointNetDevice>(d.Get(1)), row, true, l.b, l.a, bps);
         Ipv4InterfaceContainer ifs = addr.Assign(d);
         addr.NewNetwork();
         // No queue disc: the device's deep drop-tail queue is the only queue, so the

@@ -426,6 +426,8 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         return false;
     }
     WriteFctCsv(dir + "/fct.csv.tmp", records);
+    links.WriteCsv(dir + "/links.csv.tmp", makespan, false);
+    links.WriteCsv(dir + "/links_control.csv.tmp", makespan, true);
     {
         std::ofstream o(dir + "/fct.txt.tmp");
         uint32_t n = 0;
@@ -449,9 +451,13 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         o << "ina_slot_peak " << slotPeak << "\n";
         o << "ina_fallback_packets " << fallbackPackets << "\n";
         o << "ina_sum_errors " << sumErrors << "\n";
+        // Header bytes of each net-record data frame on the wire: TCP with timestamps (32),
+        // IPv4 (20), PPP (2). links.csv compares with the replayer's 48 through it.
+        o << "net_header_bytes " << 54 << "\n";
+        o << "dropped_packets " << links.Drops() << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
-    for (const char* f : {"fct.csv", "fct.txt", "stats.txt"})
+    for (const char* f : {"fct.csv", "fct.txt", "stats.txt", "links.csv", "links_control.csv"})
         std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str());
     std::ofstream done(dir + "/done");
     done << "complete " << records.size() << "\n";

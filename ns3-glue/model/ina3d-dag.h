@@ -13,6 +13,8 @@
 #include "ns3/network-module.h"
 #include "ns3/internet-module.h"
 
+#include "ina3d-link-monitor.h"
+
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -135,8 +137,13 @@ class Dag
     uint64_t fallbackPackets = 0;
     uint64_t slotPeak = 0;
     uint64_t protocolErrors = 0;
+    /** Frames each channel really carried, and drops (see LinkMonitor). */
+    LinkMonitor links;
 
-    /** Writes fct.csv, fct.txt, stats.txt (all complete) or fct.partial.csv; returns true when complete. */
+    /**
+     * Writes fct.csv, fct.txt, stats.txt, links.csv, links_control.csv (all complete) or
+     * fct.partial.csv; returns true when complete.
+     */
     bool WriteOutputs(const std::string& dir, double wallSeconds);
 
   private:

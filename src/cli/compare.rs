@@ -13,13 +13,20 @@ pub struct Args {
     /// `ina3d ns3 run`.
     #[arg(long, value_name = "DIR")]
     pub ns3: PathBuf,
-    /// Where to write `fct_error.csv`, `iteration.csv` and `flows.csv`.
+    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv` and `links.csv`.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
     /// Accept summaries naming different trace paths (e.g. the ns-3 run read a copy);
     /// record counts and every flow's id, endpoints, size, mode and class must still agree.
     #[arg(long)]
     pub ignore_trace_name: bool,
+    /// Relative difference of a channel's bytes the link check allows (0 = byte-exact).
+    /// Default: exact, or 0.01 when the ns-3 run's net records carried TCP headers (54 B
+    /// per packet where the replayer counts 48). The check compares every channel's wire
+    /// bytes of trace data in both directories' `links.csv`; any channel beyond the
+    /// tolerance makes `compare` fail (exit 2) after writing its tables.
+    #[arg(long, value_name = "FRACTION")]
+    pub link_tolerance: Option<f64>,
 }
 
 /// Run `ina3d compare`.
@@ -27,8 +34,14 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     use anyhow::Context;
     use ina3d::report;
+    if let Some(t) = a.link_tolerance {
+        if !(0.0..=1.0).contains(&t) {
+            anyhow::bail!("--link-tolerance {t}: expected a fraction between 0 and 1");
+        }
+    }
     let opts = report::CompareOptions {
         ignore_trace_name: a.ignore_trace_name,
+        link_tolerance: a.link_tolerance,
     };
     let c = report::compare_with(&a.replay, &a.ns3, &opts)
         .with_context(|| format!("comparing {} with {}", a.replay.display(), a.ns3.display()))?;
@@ -36,6 +49,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     print_comparison(&c)?;
     for p in written {
         eprintln!("wrote {}", p.display());
+    }
+    if let report::links::LinkOutcome::Checked(l) = &c.links {
+        let n = l.differing().len();
+        if n > 0 {
+            anyhow::bail!(
+                "link check failed: {n} channel(s) carried different bytes on ns-3 than in the replay (see {})",
+                a.output.join("links.csv").display()
+            );
+        }
     }
     Ok(())
 }
@@ -55,7 +77,43 @@ pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
         100.0 * c.iteration_rel_error()
     );
     println!("wall time: ns-3 / replay = {:.1}x", c.wall_time_ratio());
+    print_links(&c.links);
     Ok(())
+}
+
+/// How many channels the link check compared and every one that differs.
+#[cfg(feature = "tables")]
+fn print_links(links: &ina3d::report::links::LinkOutcome) {
+    use ina3d::report::links::LinkOutcome;
+    match links {
+        LinkOutcome::NotChecked(why) => println!("links: not checked ({why})"),
+        LinkOutcome::Checked(l) => {
+            let d = l.differing();
+            let how = if l.tolerance > 0.0 {
+                format!("within {:.2} %", 100.0 * l.tolerance)
+            } else {
+                "byte-exact".to_string()
+            };
+            if d.is_empty() {
+                println!(
+                    "links: all {} channels carried the same bytes on both ({how})",
+                    l.channels.len()
+                );
+                return;
+            }
+            println!(
+                "links: LINK CHECK FAILED — {} of {} channels differ ({how}):",
+                d.len(),
+                l.channels.len()
+            );
+            for x in &d {
+                println!(
+                    "  link {} {} -> {}: replay {} B, ns-3 {} B",
+                    x.link, x.from, x.to, x.replay_bytes, x.ns3_bytes
+                );
+            }
+        }
+    }
 }
 
 /// Run `ina3d compare` (this build has no tables).

@@ -178,6 +178,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             )?;
             let opts = report::CompareOptions {
                 ignore_trace_name: false,
+                link_tolerance: None,
             };
             let c = report::compare_with(&replay_dir, &ns3_dir, &opts)
                 .with_context(|| format!("policy `{}`: comparing replay with ns-3", p.name))?;

@@ -32,11 +32,12 @@ pub const NS3_MODULES: [&str; 6] = [
 /// The header whose presence means Debian's ns-3 dev package is installed.
 pub const NS3_HEADER: &str = "/usr/include/ns3/core-module.h";
 /// Glue sources, relative to the crate root.
-pub const GLUE_SOURCES: [&str; 5] = [
+pub const GLUE_SOURCES: [&str; 6] = [
     "scenario/ina3d-ns3.cc",
     "helper/ina3d-helper.cc",
     "model/ina-apps.cc",
     "model/ina3d-dag.cc",
+    "model/ina3d-link-monitor.cc",
     "model/ina3d-pair-routing.cc",
 ];
 
@@ -161,13 +162,15 @@ pub struct RunReport {
 }
 
 /// Output files of a run, removed before a new run so nothing stale is taken as its result.
-pub const OUTPUTS: [&str; 6] = [
+pub const OUTPUTS: [&str; 8] = [
     "done",
     "fct.csv",
     "fct.txt",
     "stats.txt",
     "summary.csv",
     "fct.partial.csv",
+    "links.csv",
+    "links_control.csv",
 ];
 
 /// Run the glue binary on `dir`; `progress(done, total)` is called for each progress line.
@@ -249,7 +252,8 @@ pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, Ns3Error> {
     fct::read_fct_csv(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))
 }
 
-fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
+/// Read the glue's `stats.txt` (`key value` lines, unsigned values).
+pub fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Ns3Error::io(path, e))?;
     let mut m = BTreeMap::new();
     for (i, l) in text.lines().enumerate() {

@@ -31,6 +31,8 @@
 //! them the same FCT by construction; they are reported on a separate `timers` row, which
 //! is a consistency check (it must show zero error) rather than a measurement.
 
+pub mod links;
+
 use crate::fct::{FctRow, Summary};
 use polars::prelude::*;
 use std::collections::BTreeMap;
@@ -540,6 +542,8 @@ pub struct Comparison {
     /// Per-flow join: `flow_id, src, dst, mode, class, size_bytes, replay_fct_ns,
     /// ns3_fct_ns, rel_error`, sorted by `flow_id`.
     pub flows: DataFrame,
+    /// Observed paths: both back-ends' bytes per channel, link by link ([`links`]).
+    pub links: links::LinkOutcome,
 }
 
 impl Comparison {
@@ -619,7 +623,8 @@ impl Comparison {
         .map_err(pol(Path::new("iteration.csv")))
     }
 
-    /// Writes `fct_error.csv`, `iteration.csv` and `flows.csv` into `dir` (created when
+    /// Writes `fct_error.csv`, `iteration.csv`, `flows.csv` and, when both back-ends wrote
+    /// a `links.csv`, `links.csv` ([`links::LinkCheck::write`]) into `dir` (created when
     /// missing), each atomically. Returns the paths written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -633,6 +638,11 @@ impl Comparison {
             write_csv(&mut df, &p)?;
             out.push(p);
         }
+        if let links::LinkOutcome::Checked(l) = &self.links {
+            let p = dir.join("links.csv");
+            l.write(&p)?;
+            out.push(p);
+        }
         Ok(out)
     }
 }
@@ -644,6 +654,10 @@ pub struct CompareOptions {
     /// trace). The record count, flow ids and every flow's endpoints, size, mode and class
     /// are still required to agree.
     pub ignore_trace_name: bool,
+    /// Relative per-channel difference the link check allows; `None`: byte-exact unless
+    /// the ns-3 run says its net records carried other headers than the replayer's
+    /// ([`links::tolerance_for`]).
+    pub link_tolerance: Option<f64>,
 }
 
 /// [`compare_with`] with default options.
@@ -784,6 +798,7 @@ pub fn compare_with(
 
     let fct_error = group_stats(&flows).map_err(pol(&nf_path))?;
     let iteration = metric_rows(&rs, &ns);
+    let links = links::compare_dirs(replay_dir, ns3_dir, opts.link_tolerance)?;
     Ok(Comparison {
         replay_dir: replay_dir.to_path_buf(),
         ns3_dir: ns3_dir.to_path_buf(),
@@ -792,6 +807,7 @@ pub fn compare_with(
         fct_error,
         iteration,
         flows,
+        links,
     })
 }
 
