@@ -346,6 +346,8 @@ Ina3dHelper::InstallApplications()
         {
             Ptr<InaSwitchApplication> app = CreateObject<InaSwitchApplication>();
             app->SetAttribute("Slots", UintegerValue(dag.params.inaSlots));
+            app->TraceConnectWithoutContext("SlotsInUse",
+                                            MakeBoundCallback(&Dag::RecordSlots, n));
             m_nodes.Get(n)->AddApplication(app);
             dag.switchApps[n] = app;
             apps.Add(app);

@@ -357,6 +357,12 @@ Dag::Progress()
     }
 }
 
+void
+Dag::RecordSlots(uint32_t node, uint32_t, uint32_t newValue)
+{
+    Get().slotSamples.push_back(SlotSample{Simulator::Now().GetNanoSeconds(), node, newValue});
+}
+
 static std::string
 HpccIp(uint32_t node)
 {
@@ -423,11 +429,25 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
                 break;
             }
         }
+        for (const Ptr<InaSwitchApplication>& sw : switchApps)
+        {
+            if (sw && !sw->Waiting().empty())
+                std::cerr << "switch " << sw->GetNode()->GetId()
+                          << ": streams still waiting for slots (held by streams waiting at "
+                             "other switches): "
+                          << sw->Waiting() << std::endl;
+        }
         return false;
     }
     WriteFctCsv(dir + "/fct.csv.tmp", records);
     links.WriteCsv(dir + "/links.csv.tmp", makespan, false);
     links.WriteCsv(dir + "/links_control.csv.tmp", makespan, true);
+    {
+        std::ofstream o(dir + "/switches.csv.tmp");
+        o << "time_ns,switch,slots_in_use\n";
+        for (const SlotSample& x : slotSamples)
+            o << x.timeNs << "," << x.node << "," << x.inUse << "\n";
+    }
     {
         std::ofstream o(dir + "/fct.txt.tmp");
         uint32_t n = 0;
@@ -449,6 +469,7 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         o << "finished " << finished << "\n";
         o << "makespan_ns " << makespan << "\n";
         o << "ina_slot_peak " << slotPeak << "\n";
+        o << "ina_slot_time " << slotTime << "\n";
         o << "ina_fallback_packets " << fallbackPackets << "\n";
         o << "ina_sum_errors " << sumErrors << "\n";
         // Header bytes of each net-record data frame on the wire: TCP with timestamps (32),
@@ -457,7 +478,8 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         o << "dropped_packets " << links.Drops() << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
-    for (const char* f : {"fct.csv", "fct.txt", "stats.txt", "links.csv", "links_control.csv"})
+    for (const char* f :
+         {"fct.csv", "fct.txt", "stats.txt", "links.csv", "links_control.csv", "switches.csv"})
         std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str());
     std::ofstream done(dir + "/done");
     done << "complete " << records.size() << "\n";

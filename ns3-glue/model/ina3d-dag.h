@@ -136,6 +136,17 @@ class Dag
     uint64_t sumErrors = 0;
     uint64_t fallbackPackets = 0;
     uint64_t slotPeak = 0;
+    uint64_t slotTime = 0; //!< slot·ns summed over switches (w × held time per stream)
+    /** One change of a switch's slots in use (switches.csv, the replayer's schema). */
+    struct SlotSample
+    {
+        int64_t timeNs;
+        uint32_t node;
+        uint32_t inUse;
+    };
+    std::vector<SlotSample> slotSamples;
+    /** Trace sink of InaSwitchApplication's SlotsInUse. */
+    static void RecordSlots(uint32_t node, uint32_t oldValue, uint32_t newValue);
     uint64_t protocolErrors = 0;
     /** Frames each channel really carried, and drops (see LinkMonitor). */
     LinkMonitor links;

@@ -13,7 +13,8 @@ pub struct Args {
     /// `ina3d ns3 run`.
     #[arg(long, value_name = "DIR")]
     pub ns3: PathBuf,
-    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv` and `links.csv`.
+    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv`, `links.csv` and
+    /// `switches.csv` (INA slot peak and slot-time per switch on both back-ends).
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
     /// Accept summaries naming different trace paths (e.g. the ns-3 run read a copy);
@@ -78,7 +79,27 @@ pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
     );
     println!("wall time: ns-3 / replay = {:.1}x", c.wall_time_ratio());
     print_links(&c.links);
+    print_slots(c.slots.as_deref());
     Ok(())
+}
+
+/// Peak slots and slot-time per switch on both back-ends.
+#[cfg(feature = "tables")]
+fn print_slots(rows: Option<&[ina3d::report::slots::SlotComparison]>) {
+    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
+        return;
+    };
+    println!("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):");
+    for r in rows {
+        println!(
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
 }
 
 /// How many channels the link check compared and every one that differs.

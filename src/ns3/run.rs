@@ -162,7 +162,7 @@ pub struct RunReport {
 }
 
 /// Output files of a run, removed before a new run so nothing stale is taken as its result.
-pub const OUTPUTS: [&str; 8] = [
+pub const OUTPUTS: [&str; 9] = [
     "done",
     "fct.csv",
     "fct.txt",
@@ -171,6 +171,7 @@ pub const OUTPUTS: [&str; 8] = [
     "fct.partial.csv",
     "links.csv",
     "links_control.csv",
+    "switches.csv",
 ];
 
 /// Run the glue binary on `dir`; `progress(done, total)` is called for each progress line.

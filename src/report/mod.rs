@@ -32,6 +32,7 @@
 //! is a consistency check (it must show zero error) rather than a measurement.
 
 pub mod links;
+pub mod slots;
 
 use crate::fct::{FctRow, Summary};
 use polars::prelude::*;
@@ -544,6 +545,9 @@ pub struct Comparison {
     pub flows: DataFrame,
     /// Observed paths: both back-ends' bytes per channel, link by link ([`links`]).
     pub links: links::LinkOutcome,
+    /// Aggregator slots per switch on both back-ends ([`slots`]); `None` when either
+    /// directory has no `switches.csv`.
+    pub slots: Option<Vec<slots::SlotComparison>>,
 }
 
 impl Comparison {
@@ -624,8 +628,9 @@ impl Comparison {
     }
 
     /// Writes `fct_error.csv`, `iteration.csv`, `flows.csv` and, when both back-ends wrote
-    /// a `links.csv`, `links.csv` ([`links::LinkCheck::write`]) into `dir` (created when
-    /// missing), each atomically. Returns the paths written.
+    /// them, `links.csv` ([`links::LinkCheck::write`]) and `switches.csv`
+    /// ([`slots::write_comparison`]) into `dir` (created when missing), each atomically.
+    /// Returns the paths written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let mut out = Vec::new();
@@ -641,6 +646,11 @@ impl Comparison {
         if let links::LinkOutcome::Checked(l) = &self.links {
             let p = dir.join("links.csv");
             l.write(&p)?;
+            out.push(p);
+        }
+        if let Some(rows) = &self.slots {
+            let p = dir.join("switches.csv");
+            slots::write_comparison(&p, rows)?;
             out.push(p);
         }
         Ok(out)
@@ -799,6 +809,7 @@ pub fn compare_with(
     let fct_error = group_stats(&flows).map_err(pol(&nf_path))?;
     let iteration = metric_rows(&rs, &ns);
     let links = links::compare_dirs(replay_dir, ns3_dir, opts.link_tolerance)?;
+    let slots = slots::compare_dirs(replay_dir, ns3_dir)?;
     Ok(Comparison {
         replay_dir: replay_dir.to_path_buf(),
         ns3_dir: ns3_dir.to_path_buf(),
@@ -808,6 +819,7 @@ pub fn compare_with(
         iteration,
         flows,
         links,
+        slots,
     })
 }
 
