@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue
+.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
@@ -41,6 +41,15 @@ $(GLUE_BIN): $(GLUE_SRC) | ns3-deps
 	g++ -std=c++17 -O2 -o $@.tmp $(filter %.cc,$(GLUE_SRC)) \
 	    $$(pkg-config --cflags --libs $(addprefix ns3-,$(NS3_MODULES)) 2>/dev/null || echo $(addprefix -lns3-,$(NS3_MODULES)))
 	mv $@.tmp $@
+
+## dcqcn-test: the DCQCN reaction point against its equations (no ns-3 needed; tests/ns3.rs
+## builds and runs the same program)
+DCQCN_TEST := target/ns3-glue/dcqcn-test
+dcqcn-test: $(DCQCN_TEST)
+	$(DCQCN_TEST)
+$(DCQCN_TEST): ns3-glue/test/dcqcn-test.cc ns3-glue/model/dcqcn.cc ns3-glue/model/dcqcn.h
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -O2 -Wall -Werror -o $@ ns3-glue/test/dcqcn-test.cc ns3-glue/model/dcqcn.cc
 
 ## ns3-deps: Debian's ns-3 (headers + libraries), installed once when missing
 ns3-deps: $(NS3_STAMP)

@@ -60,7 +60,10 @@ InaSend(Ptr<Socket> sock, const InaWire& w, Ipv4Address to)
     InaTag tag;
     tag.wire = w;
     p->AddPacketTag(tag);
-    sock->SendTo(p, 0, InetSocketAddress(to, INA_PORT));
+    // UDP's SendTo takes the TOS from the address, not from the socket
+    InetSocketAddress dst(to, INA_PORT);
+    dst.SetTos(INA_ECT0);
+    sock->SendTo(p, 0, dst);
 }
 
 static bool
@@ -99,7 +102,6 @@ InaHostApplication::StartApplication()
                                 MakeCallback(&InaHostApplication::HandleAccept, this));
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
-    m_udp->SetIpTos(INA_ECT0);
     m_udp->SetRecvCallback(MakeCallback(&InaHostApplication::HandleUdp, this));
 }
 
@@ -128,6 +130,7 @@ InaHostApplication::StartFlow(uint32_t idx)
         if (!c.sock)
         {
             c.sock = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+            BoundWindow(c.sock, r.dst);
             c.sock->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
             m_connDst[c.sock] = r.dst;
             c.sock->SetConnectCallback(MakeCallback(&InaHostApplication::ConnectOk, this),
@@ -140,6 +143,7 @@ InaHostApplication::StartFlow(uint32_t idx)
         return;
     }
     Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+    BoundWindow(s, r.dst);
     // Bind to the node's identity address so that the receiver's routes back (ACKs) exist.
     s->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
     Address local;
@@ -151,6 +155,22 @@ InaHostApplication::StartFlow(uint32_t idx)
                           MakeCallback(&InaHostApplication::ConnectFail, this));
     s->SetSendCallback(MakeCallback(&InaHostApplication::HandleSend, this));
     s->Connect(InetSocketAddress(dag.nodeAddress[r.dst], FLOW_PORT));
+}
+
+void
+InaHostApplication::BoundWindow(Ptr<Socket> s, uint32_t dst)
+{
+    // The send buffer holds every unacknowledged segment, so it bounds the window: a few
+    // of the path's bandwidth-delay products keep a lone connection at line rate, and keep
+    // short the list of sent segments ns-3's TcpTxBuffer::NextSeg walks on every send.
+    Dag& dag = Dag::Get();
+    uint32_t seg = dag.params.tcpSegment;
+    auto bdp = dag.pairBdp.find({m_node, dst});
+    uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
+                                              : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
+    uint64_t segs = std::max<uint64_t>(16, (bytes + seg - 1) / seg);
+    s->SetAttribute("SndBufSize", UintegerValue(segs * seg));
+    s->SetAttribute("InitialCwnd", UintegerValue(std::min<uint64_t>(segs, dag.params.tcpInitialCwnd)));
 }
 
 void
@@ -243,27 +263,9 @@ InaHostApplication::HandleRead(Ptr<Socket> s)
     auto pr = m_rxPair.find(s);
     if (pr != m_rxPair.end())
     {
-        std::deque<uint32_t>& fifo = dag.pairFifo[{pr->second, m_node}];
         Ptr<Packet> p;
         while ((p = s->Recv()) && p->GetSize() > 0)
-        {
-            uint64_t bytes = p->GetSize();
-            while (bytes > 0 && !fifo.empty())
-            {
-                DagRecord& r = dag.records[fifo.front()];
-                uint64_t take = std::min<uint64_t>(bytes, r.bytes - r.delivered);
-                r.delivered += take;
-                bytes -= take;
-                if (r.delivered == r.bytes)
-                {
-                    uint32_t done = fifo.front();
-                    fifo.pop_front();
-                    dag.Finish(done);
-                }
-            }
-            if (bytes > 0)
-                dag.protocolErrors++; // more bytes than the records sent on this pair
-        }
+            dag.Deliver(pr->second, m_node, p->GetSize());
         return;
     }
     auto it = m_rx.find(s);
@@ -401,7 +403,6 @@ InaSwitchApplication::StartApplication()
     m_classShare = std::max<uint32_t>(1, m_slots / std::max<size_t>(1, dag.params.inaClasses.size()));
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
-    m_udp->SetIpTos(INA_ECT0);
     m_udp->SetRecvCallback(MakeCallback(&InaSwitchApplication::HandleUdp, this));
 }
 

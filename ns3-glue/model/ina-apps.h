@@ -99,6 +99,8 @@ class InaHostApplication : public Application
     void StartApplication() override;
     void StopApplication() override;
 
+    /** Bounds a new connection to `dst`'s send buffer and initial window (TCP_WINDOW_BDPS). */
+    void BoundWindow(Ptr<Socket> s, uint32_t dst);
     void HandleAccept(Ptr<Socket> s, const Address& from);
     void HandleRead(Ptr<Socket> s);
     void HandleSend(Ptr<Socket> s, uint32_t available);

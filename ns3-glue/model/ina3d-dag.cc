@@ -4,6 +4,7 @@
 #include "ina3d-dag.h"
 
 #include "ina-apps.h"
+#include "ina3d-roce.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -308,6 +309,8 @@ Dag::Start(uint32_t idx)
             r.delivered = r.bytes;
             Finish(idx);
         }
+        else if (params.transport == Transport::Roce)
+            roceApps[r.src]->StartFlow(idx);
         else
             hostApps[r.src]->StartFlow(idx);
         break;
@@ -342,6 +345,31 @@ Dag::Finish(uint32_t idx)
             Ready(d);
     }
     Progress();
+    // Nothing the outputs measure happens after the last record: transport timers (DCQCN
+    // recovery, TCP's FIN exchange) would only keep the simulator busy.
+    if (finished == records.size())
+        Simulator::Stop();
+}
+
+void
+Dag::Deliver(uint32_t src, uint32_t dst, uint64_t bytes)
+{
+    std::deque<uint32_t>& fifo = pairFifo[{src, dst}];
+    while (bytes > 0 && !fifo.empty())
+    {
+        DagRecord& r = records[fifo.front()];
+        uint64_t take = std::min<uint64_t>(bytes, r.bytes - r.delivered);
+        r.delivered += take;
+        bytes -= take;
+        if (r.delivered == r.bytes)
+        {
+            uint32_t done = fifo.front();
+            fifo.pop_front();
+            Finish(done);
+        }
+    }
+    if (bytes > 0)
+        protocolErrors++; // more bytes than the records sent on this pair
 }
 
 void
@@ -355,6 +383,16 @@ Dag::Progress()
         std::cerr << "progress " << finished << " " << total << " "
                   << Simulator::Now().GetNanoSeconds() << std::endl;
     }
+}
+
+void
+Dag::RecordRate(uint32_t src, uint32_t dst, uint64_t rate, uint64_t target, double alpha,
+                const char* event)
+{
+    char a[32];
+    std::snprintf(a, sizeof a, "%.17g", alpha);
+    Get().rateLog << Simulator::Now().GetNanoSeconds() << "," << src << "," << dst << "," << rate
+                  << "," << target << "," << a << "," << event << "\n";
 }
 
 void
@@ -472,14 +510,26 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         o << "ina_slot_time " << slotTime << "\n";
         o << "ina_fallback_packets " << fallbackPackets << "\n";
         o << "ina_sum_errors " << sumErrors << "\n";
-        // Header bytes of each net-record data frame on the wire: TCP with timestamps (32),
-        // IPv4 (20), PPP (2). links.csv compares with the replayer's 48 through it.
-        o << "net_header_bytes " << 54 << "\n";
+        // Header bytes of each net-record data frame on the wire, which links.csv is compared
+        // with the replayer's 48 through: RoCE header 18, UDP 8, IPv4 20, PPP 2; or TCP with
+        // timestamps 32, IPv4 20, PPP 2.
+        o << "net_header_bytes " << (params.transport == Transport::Roce ? 48 : 54) << "\n";
+        uint64_t cnps = 0;
+        for (const Ptr<Ina3dRoceApplication>& a : roceApps)
+            cnps += a ? a->CnpsSent() : 0;
+        o << "cnps_sent " << cnps << "\n";
         o << "dropped_packets " << links.Drops() << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
-    for (const char* f :
-         {"fct.csv", "fct.txt", "stats.txt", "links.csv", "links_control.csv", "switches.csv"})
+    std::vector<std::string> files = {"fct.csv",   "fct.txt",           "stats.txt",
+                                      "links.csv", "links_control.csv", "switches.csv"};
+    if (params.rateLog)
+    {
+        std::ofstream o(dir + "/rates.csv.tmp");
+        o << "time_ns,src,dst,rate_bps,target_bps,alpha,event\n" << rateLog.str();
+        files.push_back("rates.csv");
+    }
+    for (const std::string& f : files)
         std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str());
     std::ofstream done(dir + "/done");
     done << "complete " << records.size() << "\n";

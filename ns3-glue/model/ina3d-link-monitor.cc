@@ -4,6 +4,7 @@
 #include "ina3d-link-monitor.h"
 
 #include "ina-apps.h"
+#include "ina3d-roce.h"
 
 #include "ns3/internet-module.h"
 #include "ns3/ppp-header.h"
@@ -33,6 +34,12 @@ ClassifyFrame(Ptr<const Packet> frame)
         p->RemoveHeader(udp);
         if (udp.GetDestinationPort() == INA_PORT)
             return FrameKind::Data;
+        if (udp.GetDestinationPort() == ROCE_PORT)
+        {
+            RoceHeader bth;
+            p->PeekHeader(bth);
+            return bth.GetOpcode() == RoceHeader::DATA ? FrameKind::Data : FrameKind::Control;
+        }
         return FrameKind::Control;
     }
     if (ip.GetProtocol() == TcpL4Protocol::PROT_NUMBER)

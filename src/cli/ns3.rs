@@ -55,7 +55,13 @@ pub struct EmitArgs {
     /// Slot exhaustion policy: static, best-effort, priority (default: the trace header's).
     #[arg(long)]
     pub policy: Option<String>,
-    /// TCP connections of the glue: persistent per (src, dst) pair, or one per record.
+    /// How the glue carries net records: `roce` (RoCE-like queue pairs with DCQCN and
+    /// ECN-marking switches, parameters from config.txt, as HPCC's and SimAI's ns-3) or
+    /// `tcp` (TCP NewReno over deep drop-tail queues).
+    #[arg(long, default_value_t = ns3::Transport::Roce)]
+    pub transport: ns3::Transport,
+    /// TCP connections of the glue (with `--transport tcp`): persistent per (src, dst)
+    /// pair, or one per record.
     #[arg(long, value_enum, default_value_t = ns3::TcpConnections::Persistent)]
     pub tcp_connections: ns3::TcpConnections,
     /// SimAI GPU type field.
@@ -216,6 +222,7 @@ pub fn run(c: Command) -> Result<()> {
                 start: a.starts.map(StartSource::Replay).unwrap_or_default(),
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,
+                transport: a.transport,
             };
             let r = ns3::emit(&records, &ina, &topo, &opts, &a.out)
                 .with_context(|| format!("emitting into {}", a.out.display()))?;
@@ -260,6 +267,9 @@ pub fn run(c: Command) -> Result<()> {
             });
             bar.finish_and_clear();
             let r = r.with_context(|| format!("running ns-3 on {}", a.dir.display()))?;
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
             eprintln!(
                 "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
                 r.summary.records,
