@@ -10,7 +10,7 @@
 //! and step — ≈ 0.9 M network flows, the heavier case): Megatron 1F1B on TP·PP·DP ranks in rank order on a fat-tree; per rank and
 //! micro-batch one forward and one backward `Compute` record; per TP group, micro-batch
 //! and phase `2·layers_per_stage` chained `NvLink` TP all-reduce records (one record per
-//! collective, DESIGN §8); per boundary crossing one `Net` p2p flow per TP rank
+//! collective, docs/model.md#nvlink-records); per boundary crossing one `Net` p2p flow per TP rank
 //! (activations forward, gradients backward, sequence-parallel size `s·b·h·2/TP`); after
 //! the last backward, DP gradient buckets of 40 M parameters (fp32) in sequence — as ring
 //! all-reduce step flows (INA off) or as one INA aggregation per bucket and DP group on
@@ -28,9 +28,9 @@
 //!    transports, `roce` and `tcp`) and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
-use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions, SharedRoutes};
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions};
 use ina3d::topology::{Routing, Topology};
-use ina3d::trace::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use std::time::Instant;
 
@@ -310,6 +310,7 @@ fn opts() -> ReplayOptions {
             window: 256,
             policy: InaPolicy::BestEffort,
             classes: vec![Class::Dp],
+            reservations: vec![],
         },
         ..ReplayOptions::default()
     }
@@ -336,9 +337,8 @@ fn run(s: &Shape, spec: &str) -> Run {
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
         .count();
-    let routes = SharedRoutes::new(&topo, &routing);
     let t1 = Instant::now();
-    let r = replay::simulate(&recs, &topo, &routes, &opts()).expect("replay");
+    let r = replay::simulate(&recs, &topo, &routing, &opts()).expect("replay");
     let sim_s = t1.elapsed().as_secs_f64();
     Run {
         records: recs.len(),
@@ -405,9 +405,6 @@ struct Ns3Row {
     fct_signed_by: std::collections::BTreeMap<String, Vec<f64>>,
     /// INA aggregations the replayer ran on the host ring instead (slot exhaustion).
     replay_fallbacks: u64,
-    /// Net and INA records whose path in the glue's routes.txt differs from the path the
-    /// replayer took, of the records compared (0 by construction: both route per connection).
-    path_differs: (u64, u64),
     /// Exposed (critical-path) ns per class tp/pp/dp/emb: replayer, ns-3.
     exposed: [(u64, u64); 4],
 }
@@ -451,8 +448,7 @@ fn ns3_case(
     for _ in 0..REPLAY_REPEATS {
         let t0 = Instant::now();
         let routing = Routing::new(&topo, o.seed)?;
-        let routes = SharedRoutes::new(&topo, &routing);
-        let r = replay::simulate(&recs, &topo, &routes, &ropts)?;
+        let r = replay::simulate(&recs, &topo, &routing, &ropts)?;
         walls.push(t0.elapsed().as_secs_f64());
         replayed = Some(r);
     }
@@ -472,28 +468,9 @@ fn ns3_case(
         ..Default::default()
     };
     ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
-    // The glue's routes, read back, against the paths the replayer took.
-    let routes_path = dir.join("routes.txt");
-    let glue_routes =
-        ina3d::ns3::routes::read_routes_txt(&routes_path, &std::fs::read_to_string(&routes_path)?)?;
-    let routing = Routing::new(&topo, o.seed)?;
-    let replayer = SharedRoutes::new(&topo, &routing);
-    let mut path_differs = (0, 0);
-    for r in recs
-        .iter()
-        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
-    {
-        use ina3d::replay::PathSource;
-        let theirs = replayer.connection_path(r.src, r.dst)?;
-        let ours = glue_routes
-            .get(&(r.src, r.dst))
-            .map(|h| h.iter().map(|x| x.1).collect::<Vec<_>>());
-        path_differs.1 += 1;
-        path_differs.0 += u64::from(ours != Some(theirs.iter().map(|c| c.link()).collect()));
-    }
     let ns3 = ina3d::ns3::run::run_glue(glue, &dir, |_, _| {})?;
     // run_glue wrote summary.csv with fct::summarize; read it back as the result.
-    let ns3_summary = ina3d::fct::read_summary_csv(&dir.join("summary.csv"))?;
+    let ns3_summary = ina3d::formats::summary_csv::read(&dir.join("summary.csv"))?;
 
     let ns3_rows: std::collections::HashMap<u64, &ina3d::fct::FctRow> =
         ns3.rows.iter().map(|r| (r.flow_id, r)).collect();
@@ -503,7 +480,7 @@ fn ns3_case(
     for r in replayed
         .rows
         .iter()
-        .filter(|r| r.mode == "net" || r.mode == "ina")
+        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
     {
         let n = ns3_rows
             .get(&r.flow_id)
@@ -533,7 +510,6 @@ fn ns3_case(
         fct_err_by,
         fct_signed_by,
         replay_fallbacks: replayed.ina_fallbacks,
-        path_differs,
         exposed: [
             (a.exposed_tp_ns, b.exposed_tp_ns),
             (a.exposed_pp_ns, b.exposed_pp_ns),
@@ -676,12 +652,7 @@ fn ns3_vs_replayer_ratio() {
             .zip(r.exposed)
             .map(|(c, (a, b))| format!("{c} {:.3}/{:.3}", a as f64 / 1e6, b as f64 / 1e6))
             .collect();
-        println!(
-            "    exposed ms replay/ns-3: {}; net/ina records on another path than the glue's: {} of {}",
-            ex.join(", "),
-            r.path_differs.0,
-            r.path_differs.1
-        );
+        println!("    exposed ms replay/ns-3: {}", ex.join(", "));
     }
     println!(
         "  outputs (both back-ends' inputs, ns-3 fct.csv and summary.csv) in {}",
@@ -723,10 +694,9 @@ fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
         .count();
     let routing = Routing::new(&topo, o.seed)?;
-    let routes = SharedRoutes::new(&topo, &routing);
     let opts = ReplayOptions::from_header(&header)?;
     let t1 = Instant::now();
-    let r = replay::simulate(&recs, &topo, &routes, &opts)?;
+    let r = replay::simulate(&recs, &topo, &routing, &opts)?;
     let sim_s = t1.elapsed().as_secs_f64();
     println!(
         "GPT-3 175B TP8·PP16·DP8 m=192 INA {} [generator]: {} records, {} network flows; generated in {:.1} s; \

@@ -6,9 +6,10 @@
 //! `INA3D_BENCH_INA=hierarchical` (or any `--ina` mode) runs with INA on dp,emb.
 
 use ina3d::megatron;
+use ina3d::record::Mode;
 use ina3d::schedule;
 use ina3d::topology::Topology;
-use ina3d::trace::{self, InaMode, Mode, TraceOptions, TraceWriter};
+use ina3d::trace::{self, InaMode, TraceOptions, TraceWriter};
 use std::time::Instant;
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -86,7 +87,7 @@ fn main() {
         if matches!(r.mode, Mode::Net | Mode::Ina) {
             network += 1;
         }
-        w.write(&r)
+        Ok(w.write(&r)?)
     })
     .expect("generate");
     w.finish().expect("finish");

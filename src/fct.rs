@@ -2,21 +2,23 @@
 //!
 //! The native replayer and the ns-3 glue both write, for one trace:
 //! - `fct.csv`: one [`FctRow`] per trace record (compute and NVLink records included, so
-//!   the timeline is complete), joinable on `flow_id`;
-//! - `fct.txt`: the HPCC text format (network records only) for tools that read it;
-//! - `summary.csv`: one [`Summary`] row, computed by the same Rust function
-//!   ([`summarize`]) from the trace and the per-record times, so both back-ends'
-//!   summaries mean exactly the same.
+//!   the timeline is complete), joinable on `flow_id` ([`crate::formats::fct_csv`]);
+//! - `fct.txt`: the HPCC text format (network records only) for tools that read it
+//!   ([`crate::formats::hpcc_fct`]);
+//! - `summary.csv`: one [`Summary`] row ([`crate::formats::summary_csv`]), computed by the
+//!   same Rust function ([`summarize`]) from the trace and the per-record times, so both
+//!   back-ends' summaries mean exactly the same.
 //!
 //! [`summarize`] depends only on the trace records and the per-record start/end times,
 //! never on a back-end's internals; what only a back-end knows (bytes through switches,
 //! INA slot peak, wall time) is passed in a [`SummaryContext`].
 
-use crate::trace::{AggDir, Class, FlowRecord, Mode};
+use crate::formats::switches_csv::SlotSample;
+use crate::record::{AggDir, Class, FlowRecord, Mode};
+use crate::topology::{Channel, NodeKind, Topology};
+use crate::units::NodeId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 
 /// One record's outcome, as written to `fct.csv`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -27,10 +29,10 @@ pub struct FctRow {
     pub src: u32,
     /// Destination node id.
     pub dst: u32,
-    /// `net`, `ina`, `nvlink` or `compute`.
-    pub mode: String,
-    /// `tp`, `pp`, `dp`, `emb` or `compute`.
-    pub class: String,
+    /// How the record consumed time (`net`, `ina`, `nvlink` or `compute` in the file).
+    pub mode: Mode,
+    /// Traffic class (`tp`, `pp`, `dp`, `emb` or `compute` in the file).
+    pub class: Class,
     /// Payload bytes.
     pub size_bytes: u64,
     /// When the record started (after deps and gap), ns from iteration start.
@@ -66,6 +68,12 @@ pub struct Summary {
     pub exposed_dp_ns: u64,
     /// Critical-path time in embedding records.
     pub exposed_emb_ns: u64,
+    /// Critical-path time in context-parallel records (ring attention, Ulysses).
+    #[serde(default)]
+    pub exposed_cp_ns: u64,
+    /// Critical-path time in expert-parallel records (MoE dispatch and combine).
+    #[serde(default)]
+    pub exposed_ep_ns: u64,
     /// Compute on the critical path.
     pub critical_path_compute_ns: u64,
     /// Payload bytes per class that crossed the network (net + ina records).
@@ -76,12 +84,71 @@ pub struct Summary {
     pub dp_bytes: u64,
     /// See `tp_bytes`.
     pub emb_bytes: u64,
-    /// Bytes that traversed at least one switch (sum over records of payload × switch hops).
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub cp_bytes: u64,
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub ep_bytes: u64,
+    /// Payload × switches touched, summed over network records ([`switch_hops`]).
     pub switch_bytes: u64,
     /// Peak number of INA aggregator slots in use on any switch.
     pub ina_slot_peak: u64,
     /// Wall-clock time the back-end took.
     pub wall_time_ns: u64,
+}
+
+impl Summary {
+    /// Every numeric metric of the summary with its `summary.csv` column name, in column
+    /// order: what `ina3d compare` puts side by side (`iteration.csv`).
+    pub fn metrics(&self) -> [(&'static str, u64); 20] {
+        [
+            ("records", self.records),
+            ("iteration_time_ns", self.iteration_time_ns),
+            ("compute_ns", self.compute_ns),
+            ("bubble_ns", self.bubble_ns),
+            ("exposed_tp_ns", self.exposed_tp_ns),
+            ("exposed_pp_ns", self.exposed_pp_ns),
+            ("exposed_dp_ns", self.exposed_dp_ns),
+            ("exposed_emb_ns", self.exposed_emb_ns),
+            ("exposed_cp_ns", self.exposed_cp_ns),
+            ("exposed_ep_ns", self.exposed_ep_ns),
+            ("critical_path_compute_ns", self.critical_path_compute_ns),
+            ("tp_bytes", self.tp_bytes),
+            ("pp_bytes", self.pp_bytes),
+            ("dp_bytes", self.dp_bytes),
+            ("emb_bytes", self.emb_bytes),
+            ("cp_bytes", self.cp_bytes),
+            ("ep_bytes", self.ep_bytes),
+            ("switch_bytes", self.switch_bytes),
+            ("ina_slot_peak", self.ina_slot_peak),
+            ("wall_time_ns", self.wall_time_ns),
+        ]
+    }
+}
+
+/// How many packet switches a transfer from `src` along `path` touches: `src` itself when
+/// it is a switch (an INA down edge leaves its aggregating switch), then every switch a
+/// channel of the path enters (the last one too, when an INA up edge ends at its switch).
+/// `switch_bytes` of a [`Summary`] is Σ payload × this over network records; both
+/// back-ends count with this one function, on the paths their packets take.
+pub fn switch_hops(topo: &Topology, src: NodeId, path: &[Channel]) -> u64 {
+    let is_switch = |v: NodeId| topo.kind(v) == Some(NodeKind::Switch);
+    u64::from(is_switch(src))
+        + path
+            .iter()
+            .filter(|&&c| is_switch(topo.channel_ends(c).1))
+            .count() as u64
+}
+
+/// Peak aggregator slots in use on any one switch, from a back-end's occupancy samples
+/// (`switches.csv`): the `ina_slot_peak` of a [`Summary`].
+pub fn slot_peak(samples: &[SlotSample]) -> u64 {
+    samples
+        .iter()
+        .map(|s| s.slots_in_use as u64)
+        .max()
+        .unwrap_or(0)
 }
 
 /// What only the back-end knows, passed through to the [`Summary`] unchanged.
@@ -91,41 +158,20 @@ pub struct SummaryContext {
     pub backend: String,
     /// Trace file name.
     pub trace: String,
-    /// Payload bytes × switch hops, summed over network records.
+    /// Payload × [`switch_hops`], summed over network records.
     pub switch_bytes: u64,
-    /// Peak INA slots in use on any one switch.
+    /// Peak INA slots in use on any one switch ([`slot_peak`]).
     pub ina_slot_peak: u64,
     /// Wall-clock time of the run.
     pub wall_time_ns: u64,
 }
 
-/// Errors of this module: every one names the file (and line) or record at fault.
+/// Why a summary could not be computed (or its files read or written).
 #[derive(Debug, thiserror::Error)]
 pub enum FctError {
-    /// A file could not be created, written or renamed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// A CSV row did not parse.
-    #[error("{path}:{line}: {msg}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number.
-        line: u64,
-        /// What was wrong (field and value).
-        msg: String,
-    },
-    /// The summary file had no data row.
-    #[error("{path}: no summary row")]
-    Empty {
-        /// The file.
-        path: PathBuf,
-    },
+    /// A results file could not be read or written.
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// A trace record has no result row.
     #[error("record {0} has no result row (every record needs its start and end time)")]
     MissingRow(u64),
@@ -152,160 +198,6 @@ pub enum FctError {
     },
 }
 
-/// The HPCC `fct.txt` variant to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HpccFlavor {
-    /// 8 fields: `sip dip sport dport size start_ns fct_ns standalone_fct_ns`.
-    Hpcc,
-    /// 9 fields, the flow id first (Parsimon's fork).
-    Parsimon,
-}
-
-impl HpccFlavor {
-    /// The flavour with `n` fields (8 or 9).
-    pub fn from_fields(n: usize) -> Option<Self> {
-        match n {
-            8 => Some(Self::Hpcc),
-            9 => Some(Self::Parsimon),
-            _ => None,
-        }
-    }
-}
-
-/// HPCC host IP of node `id`: `0x0b000001 + (id/256)<<16 + (id%256)<<8` (DESIGN §9).
-pub fn hpcc_ip(id: u32) -> u32 {
-    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
-}
-
-/// Write `path` atomically: the content goes to `path.tmp`, which is renamed over
-/// `path` only once it is complete, so a crash never leaves a half-written result.
-pub fn write_atomic(
-    path: &Path,
-    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-) -> Result<(), FctError> {
-    let io = |source| FctError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let f = std::fs::File::create(&tmp).map_err(io)?;
-    let mut w = BufWriter::new(f);
-    body(&mut w).map_err(io)?;
-    w.flush().map_err(io)?;
-    drop(w);
-    std::fs::rename(&tmp, path).map_err(io)
-}
-
-fn csv_err_to_io(e: csv::Error) -> std::io::Error {
-    std::io::Error::other(e.to_string())
-}
-
-/// Write `fct.csv` (header + one row per record, in the given order).
-pub fn write_fct_csv(path: &Path, rows: &[FctRow]) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        let mut c = csv::Writer::from_writer(w);
-        for r in rows {
-            c.serialize(r).map_err(csv_err_to_io)?;
-        }
-        c.flush()
-    })
-}
-
-fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>, FctError> {
-    let f = std::fs::File::open(path).map_err(|source| FctError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let mut r = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(std::io::BufReader::new(f));
-    let mut out = Vec::new();
-    for (i, rec) in r.deserialize::<T>().enumerate() {
-        let rec = rec.map_err(|e| {
-            let line = e.position().map(|p| p.line()).unwrap_or(i as u64 + 2);
-            let msg = match e.kind() {
-                csv::ErrorKind::Deserialize { err, .. } => match err.field() {
-                    Some(f) => format!("field {}: {}", f + 1, err.kind()),
-                    None => err.kind().to_string(),
-                },
-                other => format!("{other:?}"),
-            };
-            FctError::Parse {
-                path: path.to_path_buf(),
-                line,
-                msg,
-            }
-        })?;
-        out.push(rec);
-    }
-    Ok(out)
-}
-
-/// Read `fct.csv` back; a malformed row is an error naming `path:line` and the field.
-pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, FctError> {
-    let rows: Vec<FctRow> = read_csv(path)?;
-    for (i, r) in rows.iter().enumerate() {
-        if r.end_ns < r.start_ns || r.fct_ns != r.end_ns - r.start_ns {
-            return Err(FctError::Parse {
-                path: path.to_path_buf(),
-                line: i as u64 + 2,
-                msg: format!(
-                    "flow {}: start_ns {} end_ns {} fct_ns {} are inconsistent (need fct = end - start >= 0)",
-                    r.flow_id, r.start_ns, r.end_ns, r.fct_ns
-                ),
-            });
-        }
-    }
-    Ok(rows)
-}
-
-/// Write `summary.csv` (header + one row).
-pub fn write_summary_csv(path: &Path, s: &Summary) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        let mut c = csv::Writer::from_writer(w);
-        c.serialize(s).map_err(csv_err_to_io)?;
-        c.flush()
-    })
-}
-
-/// Read the first summary row of `summary.csv`.
-pub fn read_summary_csv(path: &Path) -> Result<Summary, FctError> {
-    read_csv::<Summary>(path)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| FctError::Empty {
-            path: path.to_path_buf(),
-        })
-}
-
-/// Write HPCC `fct.txt`: network records only (`net`, `ina`), one line each,
-/// `sip dip sport dport size start_ns fct_ns standalone_fct_ns` with IPs as 8 hex digits;
-/// [`HpccFlavor::Parsimon`] puts the flow id first. `sport` is `10000 + id mod 50000`
-/// (distinct for concurrent flows of one pair, as HPCC's incrementing port), `dport` 100.
-pub fn write_hpcc_fct(path: &Path, rows: &[FctRow], flavor: HpccFlavor) -> Result<(), FctError> {
-    write_atomic(path, |w| {
-        for r in rows.iter().filter(|r| r.mode == "net" || r.mode == "ina") {
-            if flavor == HpccFlavor::Parsimon {
-                write!(w, "{} ", r.flow_id)?;
-            }
-            writeln!(
-                w,
-                "{:08x} {:08x} {} 100 {} {} {} {}",
-                hpcc_ip(r.src),
-                hpcc_ip(r.dst),
-                10000 + r.flow_id % 50000,
-                r.size_bytes,
-                r.start_ns,
-                r.fct_ns,
-                r.standalone_fct_ns
-            )?;
-        }
-        Ok(())
-    })
-}
-
 /// The iteration summary of one run, from the trace and each record's start/end.
 ///
 /// - iteration time: the makespan (latest end; the iteration starts at 0);
@@ -327,28 +219,72 @@ pub fn summarize(
     rows: &[FctRow],
     ctx: &SummaryContext,
 ) -> Result<Summary, FctError> {
-    let n = records.len();
-    // Traces usually number their records 0..n in file order: then the id is the index
-    // and no map is needed (this function runs on millions of records).
-    let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
-    let mut map: HashMap<u64, usize> = HashMap::new();
-    if !dense {
-        map.reserve(n);
-        for (i, r) in records.iter().enumerate() {
-            map.insert(r.id.0, i);
+    let index = RecordIndex::new(records);
+    let (start, end) = record_times(records, rows, &index)?;
+    let mut s = Summary {
+        backend: ctx.backend.clone(),
+        trace: ctx.trace.clone(),
+        records: records.len() as u64,
+        switch_bytes: ctx.switch_bytes,
+        ina_slot_peak: ctx.ina_slot_peak,
+        wall_time_ns: ctx.wall_time_ns,
+        iteration_time_ns: end.iter().copied().max().unwrap_or(0),
+        ..Summary::default()
+    };
+    busy_compute_and_bytes(records, &mut s);
+    let buckets = critical_path(records, &index, &start, &end);
+    s.exposed_tp_ns = buckets[0];
+    s.exposed_pp_ns = buckets[1];
+    s.exposed_dp_ns = buckets[2];
+    s.exposed_emb_ns = buckets[3];
+    s.critical_path_compute_ns = buckets[4];
+    s.exposed_cp_ns = buckets[5];
+    s.exposed_ep_ns = buckets[6];
+    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
+    Ok(s)
+}
+
+/// Record ids to positions. Traces usually number their records 0..n in file order: then
+/// the id is the index and no map is needed (summaries run on millions of records).
+struct RecordIndex {
+    n: usize,
+    map: Option<HashMap<u64, usize>>,
+}
+
+impl RecordIndex {
+    fn new(records: &[FlowRecord]) -> Self {
+        let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
+        RecordIndex {
+            n: records.len(),
+            map: (!dense).then(|| {
+                records
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.id.0, i))
+                    .collect()
+            }),
         }
     }
-    let index = |id: u64| -> Option<usize> {
-        if dense {
-            (id < n as u64).then_some(id as usize)
-        } else {
-            map.get(&id).copied()
+    fn get(&self, id: u64) -> Option<usize> {
+        match &self.map {
+            None => (id < self.n as u64).then_some(id as usize),
+            Some(m) => m.get(&id).copied(),
         }
-    };
+    }
+}
+
+/// Each record's start and end from the rows: exactly one row per record, ends not
+/// before starts, and every dep a record of the trace.
+fn record_times(
+    records: &[FlowRecord],
+    rows: &[FctRow],
+    index: &RecordIndex,
+) -> Result<(Vec<u64>, Vec<u64>), FctError> {
+    let n = records.len();
     let mut start = vec![u64::MAX; n];
     let mut end = vec![0u64; n];
     for row in rows {
-        let Some(i) = index(row.flow_id) else {
+        let Some(i) = index.get(row.flow_id) else {
             continue;
         };
         if row.end_ns < row.start_ns {
@@ -368,35 +304,20 @@ pub fn summarize(
         return Err(FctError::MissingRow(records[i].id.0));
     }
     for r in records {
-        for d in &r.deps {
-            if index(d.0).is_none() {
-                return Err(FctError::DanglingDep {
-                    id: r.id.0,
-                    dep: d.0,
-                });
-            }
+        if let Some(d) = r.deps.iter().find(|d| index.get(d.0).is_none()) {
+            return Err(FctError::DanglingDep {
+                id: r.id.0,
+                dep: d.0,
+            });
         }
     }
-    let dep_idx = |i: usize| records[i].deps.iter().filter_map(|d| index(d.0));
-    // Aggregation members, for jumping across a coupled INA unit.
-    let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, r) in records.iter().enumerate() {
-        if let Some(a) = &r.agg {
-            agg_members.entry(a.id).or_default().push(i);
-        }
-    }
+    Ok((start, end))
+}
 
-    let mut s = Summary {
-        backend: ctx.backend.clone(),
-        trace: ctx.trace.clone(),
-        records: n as u64,
-        switch_bytes: ctx.switch_bytes,
-        ina_slot_peak: ctx.ina_slot_peak,
-        wall_time_ns: ctx.wall_time_ns,
-        ..Summary::default()
-    };
-    s.iteration_time_ns = end.iter().copied().max().unwrap_or(0);
-
+/// The busiest GPU's compute (its `Compute` durations plus the gaps of what it sends;
+/// INA down edges are sent by a switch, so their gaps are not compute) and the payload
+/// bytes per class that crossed the network.
+fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
     let max_node = records.iter().map(|r| r.src.0).max().unwrap_or(0) as usize;
     let mut busy = vec![0u64; max_node + 1];
     for r in records {
@@ -413,61 +334,39 @@ pub fn summarize(
                 Class::Pp => &mut s.pp_bytes,
                 Class::Dp => &mut s.dp_bytes,
                 Class::Emb => &mut s.emb_bytes,
+                Class::Cp => &mut s.cp_bytes,
+                Class::Ep => &mut s.ep_bytes,
                 Class::Compute => continue,
             };
             *slot += r.bytes.0;
         }
     }
     s.compute_ns = busy.iter().copied().max().unwrap_or(0);
+}
 
-    // Critical path walk.
+/// Critical-path time per bucket `[tp, pp, dp, emb, compute, cp, ep]` (see [`summarize`]).
+fn critical_path(
+    records: &[FlowRecord],
+    index: &RecordIndex,
+    start: &[u64],
+    end: &[u64],
+) -> [u64; 7] {
+    let n = records.len();
+    let mut buckets = [0u64; 7];
+    // Aggregation members, for jumping across a coupled INA unit.
+    let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if let Some(a) = &r.agg {
+            agg_members.entry(a.id).or_default().push(i);
+        }
+    }
     let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
-        return Ok(s);
+        return buckets;
     };
-    let mut buckets = [0u64; 5]; // tp pp dp emb compute
-    let bucket = |c: Class| match c {
-        Class::Tp => 0,
-        Class::Pp => 1,
-        Class::Dp => 2,
-        Class::Emb => 3,
-        Class::Compute => 4,
-    };
-    let mut guard = 0usize;
-    loop {
-        guard += 1;
-        if guard > n + 1 {
-            break; // a cycle in the times (inconsistent rows) cannot loop forever
-        }
+    // Each step moves to a strictly earlier end; the guard only bounds inconsistent rows.
+    for _ in 0..=n {
         let r = &records[cur];
-        let dur = end[cur] - start[cur];
-        // Candidates: own deps, or all external deps of the aggregation.
-        let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
-        let consider = |owner: usize, best: &mut Option<(usize, usize)>| {
-            for d in dep_idx(owner) {
-                if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
-                    if a.id == ra.id {
-                        continue;
-                    }
-                }
-                let better = match *best {
-                    None => true,
-                    Some((b, _)) => {
-                        end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
-                    }
-                };
-                if better {
-                    *best = Some((d, owner));
-                }
-            }
-        };
-        match r.agg.and_then(|a| agg_members.get(&a.id)) {
-            Some(members) => {
-                for &m in members {
-                    consider(m, &mut best);
-                }
-            }
-            None => consider(cur, &mut best),
-        }
+        let best = binding_dep(records, index, &agg_members, end, cur);
         let (prev_end, gap) = match best {
             Some((d, owner)) => (end[d], records[owner].gap.0),
             None => (0, r.gap.0),
@@ -475,7 +374,7 @@ pub fn summarize(
         // prev_end + gap + wait + dur = end[cur]; clamp for back-ends whose rows are not
         // exactly consistent (the walk still terminates and sums to the makespan).
         let span = end[cur].saturating_sub(prev_end);
-        let dur = dur.min(span);
+        let dur = (end[cur] - start[cur]).min(span);
         let gap = gap.min(span - dur);
         let wait = span - dur - gap;
         buckets[4] += gap;
@@ -490,19 +389,62 @@ pub fn summarize(
             None => break,
         }
     }
-    s.exposed_tp_ns = buckets[0];
-    s.exposed_pp_ns = buckets[1];
-    s.exposed_dp_ns = buckets[2];
-    s.exposed_emb_ns = buckets[3];
-    s.critical_path_compute_ns = buckets[4];
-    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
-    Ok(s)
+    buckets
+}
+
+/// The bucket of a class in [`critical_path`]'s array.
+fn bucket(c: Class) -> usize {
+    match c {
+        Class::Tp => 0,
+        Class::Pp => 1,
+        Class::Dp => 2,
+        Class::Emb => 3,
+        Class::Compute => 4,
+        Class::Cp => 5,
+        Class::Ep => 6,
+    }
+}
+
+/// The dep that bound `cur`'s start — the latest-ending one (ties: smallest id) — with the
+/// record whose dep it is. For an INA edge the deps of every edge of its aggregation are
+/// candidates (the aggregation moves as one unit) and deps inside the aggregation are not.
+fn binding_dep(
+    records: &[FlowRecord],
+    index: &RecordIndex,
+    agg_members: &HashMap<u64, Vec<usize>>,
+    end: &[u64],
+    cur: usize,
+) -> Option<(usize, usize)> {
+    let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
+    let mut consider = |owner: usize| {
+        for d in records[owner].deps.iter().filter_map(|d| index.get(d.0)) {
+            if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
+                if a.id == ra.id {
+                    continue;
+                }
+            }
+            let better = match best {
+                None => true,
+                Some((b, _)) => {
+                    end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
+                }
+            };
+            if better {
+                best = Some((d, owner));
+            }
+        }
+    };
+    match records[cur].agg.and_then(|a| agg_members.get(&a.id)) {
+        Some(members) => members.iter().for_each(|&m| consider(m)),
+        None => consider(cur),
+    }
+    best
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trace::AggTag;
+    use crate::record::AggTag;
     use crate::units::{Bytes, FlowId, Nanos, NodeId};
 
     fn rec(
@@ -533,8 +475,8 @@ mod tests {
             flow_id: r.id.0,
             src: r.src.0,
             dst: r.dst.0,
-            mode: r.mode.as_str().into(),
-            class: r.class.as_str().into(),
+            mode: r.mode,
+            class: r.class,
             size_bytes: r.bytes.0,
             start_ns: start,
             end_ns: end,
@@ -652,70 +594,41 @@ mod tests {
     }
 
     #[test]
-    fn hpcc_ips_follow_the_simulator_rule() {
-        assert_eq!(format!("{:08x}", hpcc_ip(0)), "0b000001");
-        assert_eq!(format!("{:08x}", hpcc_ip(31)), "0b001f01");
-        assert_eq!(format!("{:08x}", hpcc_ip(257)), "0b010101");
+    fn metrics_list_every_numeric_summary_column_in_file_order() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(Summary::default()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let numeric: Vec<&str> = header
+            .into_iter()
+            .filter(|c| !matches!(*c, "backend" | "trace"))
+            .collect();
+        let names: Vec<&str> = Summary::default().metrics().iter().map(|m| m.0).collect();
+        assert_eq!(names, numeric);
     }
 
     #[test]
-    fn fct_csv_round_trips_and_bad_rows_name_their_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("fct.csv");
-        let r = rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0);
-        let rows = vec![
-            row(&r, 5, 25),
-            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
-        ];
-        write_fct_csv(&p, &rows).unwrap();
-        assert_eq!(read_fct_csv(&p).unwrap(), rows);
-        assert!(!dir.path().join("fct.csv.tmp").exists());
-        let text = std::fs::read_to_string(&p).unwrap();
-        let bad = text.replacen(",25,", ",x5,", 1);
-        std::fs::write(&p, bad).unwrap();
-        let e = read_fct_csv(&p).unwrap_err().to_string();
-        assert!(e.contains("fct.csv:2"), "{e}");
-    }
-
-    #[test]
-    fn summary_csv_round_trips() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("summary.csv");
-        let s = Summary {
-            backend: "replay".into(),
-            iteration_time_ns: 42,
-            ina_slot_peak: 3,
-            ..Default::default()
-        };
-        write_summary_csv(&p, &s).unwrap();
-        assert_eq!(read_summary_csv(&p).unwrap(), s);
-    }
-
-    #[test]
-    fn hpcc_fct_has_8_or_9_fields_and_only_network_records() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("fct.txt");
-        let rows = vec![
-            row(&rec(3, 1, Mode::Net, Class::Tp, &[], 0, 0), 5, 25),
-            row(&rec(4, 2, Mode::Compute, Class::Compute, &[], 0, 9), 0, 9),
-        ];
-        write_hpcc_fct(&p, &rows, HpccFlavor::Hpcc).unwrap();
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(t, "0b000101 0b000201 10003 100 1000 5 20 20\n");
-        write_hpcc_fct(&p, &rows, HpccFlavor::Parsimon).unwrap();
-        let t = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(t.split_whitespace().count(), 9);
-        assert!(t.starts_with("3 0b000101"));
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn reading_arbitrary_fct_text_never_panics(s in ".{0,400}") {
-            let dir = tempfile::tempdir().unwrap();
-            let p = dir.path().join("fct.csv");
-            std::fs::write(&p, format!("flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns\n{s}")).unwrap();
-            let _ = read_fct_csv(&p);
-            let _ = read_summary_csv(&p);
-        }
+    fn switch_hops_count_a_sending_switch_and_every_switch_entered() {
+        // host 0 — switch 2 — host 1; an INA up edge 0→2 touches 2, a down edge 2→1 too,
+        // a host-to-host flow 0→1 crosses 2 once.
+        let t = Topology::from_spec("leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,nvlink=off")
+            .unwrap();
+        let r = crate::topology::Routing::new(&t, 0).unwrap();
+        let leaf = t.switches()[0];
+        let (h0, h1) = (t.gpus[0], t.gpus[1]);
+        assert_eq!(switch_hops(&t, h0, &r.connection_path(h0, h1).unwrap()), 1);
+        assert_eq!(
+            switch_hops(&t, h0, &r.connection_path(h0, leaf).unwrap()),
+            1
+        );
+        assert_eq!(
+            switch_hops(&t, leaf, &r.connection_path(leaf, h1).unwrap()),
+            1
+        );
+        let spine = t.switches()[1];
+        assert_eq!(
+            switch_hops(&t, spine, &r.connection_path(spine, h1).unwrap()),
+            2
+        );
     }
 }

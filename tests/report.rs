@@ -2,6 +2,7 @@
 #![cfg(feature = "tables")]
 
 use ina3d::fct::Summary;
+use ina3d::formats::FormatError;
 use ina3d::report::{
     compare, compare_with, format_table, median, percentile_nearest_rank, read_fct, results_table,
     write_csv, CompareOptions, PolicyResult, ReportError, RESULTS_COLUMNS,
@@ -217,7 +218,7 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
     );
     assert_eq!(
         first_line("iteration.csv"),
-        "metric,replay,ns3,rel_error,ns3_over_replay"
+        "metric,replay,ns3,difference,rel_error,ns3_over_replay"
     );
     assert_eq!(
         first_line("flows.csv"),
@@ -226,9 +227,15 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
     let it = fs::read_to_string(t.path().join("iteration.csv")).unwrap();
     assert!(
         it.lines()
-            .any(|l| l == "iteration_time_ns,10000,12500,-0.2,1.25"),
+            .any(|l| l == "iteration_time_ns,10000,12500,-2500,-0.2,1.25"),
         "{it}"
     );
+    for metric in ["switch_bytes", "ina_slot_peak", "records", "wall_time_ns"] {
+        assert!(
+            it.lines().any(|l| l.starts_with(&format!("{metric},"))),
+            "iteration.csv lists {metric}: {it}"
+        );
+    }
     let again = tempfile::tempdir().unwrap();
     c.write(again.path()).unwrap();
     for f in ["fct_error.csv", "iteration.csv", "flows.csv"] {
@@ -337,7 +344,10 @@ fn an_ns3_fct_with_only_a_header_is_reported_empty() {
     let (_t, r, n) = fixture_copy();
     fs::write(n.join("fct.csv"), format!("{FCT_HEADER}\n")).unwrap();
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::Empty { .. }), "{e}");
+    assert!(
+        matches!(e, ReportError::File(FormatError::File { .. })),
+        "{e}"
+    );
     assert!(
         e.to_string().contains("ns3/fct.csv: empty: header only"),
         "{e}"
@@ -349,7 +359,10 @@ fn a_zero_byte_ns3_summary_is_reported_empty() {
     let (_t, r, n) = fixture_copy();
     fs::write(n.join("summary.csv"), "").unwrap();
     let e = compare(&r, &n).unwrap_err();
-    assert!(matches!(e, ReportError::Empty { .. }), "{e}");
+    assert!(
+        matches!(e, ReportError::File(FormatError::File { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("ns3/summary.csv"), "{e}");
 }
 
@@ -472,7 +485,7 @@ fn a_malformed_value_is_reported_with_its_line_and_field() {
     );
     let e = compare(&r, &n).unwrap_err();
     match &e {
-        ReportError::BadValue { line, field, .. } => {
+        ReportError::File(FormatError::Syntax { line, field, .. }) => {
             assert_eq!((*line, field.as_str()), (4, "fct_ns"))
         }
         other => panic!("wrong error: {other}"),
@@ -489,7 +502,7 @@ fn an_empty_field_is_reported_with_its_line_and_field() {
     );
     let e = compare(&r, &n).unwrap_err();
     match &e {
-        ReportError::BadValue { line, field, .. } => {
+        ReportError::File(FormatError::Syntax { line, field, .. }) => {
             assert_eq!((*line, field.as_str()), (3, "size_bytes"))
         }
         other => panic!("wrong error: {other}"),
@@ -506,7 +519,7 @@ fn a_missing_column_is_named() {
     fs::write(&p, s).unwrap();
     let e = read_fct(&p).unwrap_err();
     assert!(
-        matches!(&e, ReportError::MissingColumn { column, .. } if column == "standalone_fct_ns"),
+        matches!(&e, ReportError::File(FormatError::Syntax { field, line: 1, .. }) if field == "standalone_fct_ns"),
         "{e}"
     );
 }

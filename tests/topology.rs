@@ -1,7 +1,8 @@
 //! Specification of the topology module: builders, file formats, routing, INA trees.
 
+use ina3d::formats::topology_txt::Flavor;
 use ina3d::topology::{
-    ecmp_choice, ecmp_hash, LinkKind, NodeKind, Routing, Topology, TopologyError,
+    ecmp_choice, ecmp_hash, Channel, LinkKind, NodeKind, Routing, Topology, TopologyError,
 };
 use ina3d::units::{BitsPerSec, Nanos, NodeId, Rank};
 use proptest::prelude::*;
@@ -433,7 +434,7 @@ fn written_hpcc_and_simai_files_read_back_identically() {
         "dual-plane:servers=2,gpus-per-server=4,nvlink=off",
     ] {
         let t = topo(spec);
-        let (back, w) = Topology::parse_str(&t.to_hpcc_string(), spec).unwrap();
+        let (back, w) = Topology::parse_str(&t.to_text(Flavor::Hpcc), spec).unwrap();
         assert_eq!(w, vec![]);
         assert_eq!(back, t, "{spec}");
     }
@@ -443,7 +444,14 @@ fn written_hpcc_and_simai_files_read_back_identically() {
         "fat-tree:k=4,nvlink=off",
     ] {
         let t = topo(spec);
-        let (back, w) = Topology::parse_str(&t.to_simai_string("H100"), spec).unwrap();
+        let (back, w) = Topology::parse_str(
+            &t.to_text(Flavor::Simai {
+                gpus_per_server: t.gpus_per_server,
+                gpu_type: "H100".into(),
+            }),
+            spec,
+        )
+        .unwrap();
         assert_eq!(w, vec![]);
         assert_eq!(back, t, "{spec}");
     }
@@ -451,9 +459,12 @@ fn written_hpcc_and_simai_files_read_back_identically() {
     for f in [FAT, SIMAI] {
         let (t, _) = Topology::read_file(Path::new(f)).unwrap();
         let text = if t.nvswitches().is_empty() {
-            t.to_hpcc_string()
+            t.to_text(Flavor::Hpcc)
         } else {
-            t.to_simai_string("A100")
+            t.to_text(Flavor::Simai {
+                gpus_per_server: t.gpus_per_server,
+                gpu_type: "A100".into(),
+            })
         };
         assert_eq!(Topology::parse_str(&text, f).unwrap().0, t);
     }
@@ -684,10 +695,10 @@ proptest! {
         for (i, l) in t.links.iter_mut().enumerate() {
             if i % 3 == 0 { l.error_rate = err; }
         }
-        let (back, _) = Topology::parse_str(&t.to_simai_string("A100"), &spec).unwrap();
+        let (back, _) = Topology::parse_str(&t.to_text(Flavor::Simai { gpus_per_server: t.gpus_per_server, gpu_type: "A100".into() }), &spec).unwrap();
         prop_assert_eq!(&back, &t);
         if !nv {
-            let (back, _) = Topology::parse_str(&t.to_hpcc_string(), &spec).unwrap();
+            let (back, _) = Topology::parse_str(&t.to_text(Flavor::Hpcc), &spec).unwrap();
             prop_assert_eq!(&back, &t);
         }
         prop_assert!(Routing::new(&t, 0).is_ok());
@@ -714,4 +725,141 @@ fn ina_roots_spread_over_the_spines_of_a_leaf_spine_by_key() {
     }
     assert_eq!(roots.len(), 4, "{roots:?}");
     assert!(roots.values().all(|&n| n > 60), "{roots:?}");
+}
+
+/// An independent reference router, written from the routing rule alone: breadth-first
+/// distances to `dst` over network links (never NVLink or an NVSwitch), where only
+/// switches relay; at every node the channels to a strictly closer neighbour that is a
+/// switch or `dst` itself, in ascending channel order, and `ecmp_choice` among them.
+fn reference_path(t: &Topology, seed: u64, src: NodeId, dst: NodeId) -> Option<Vec<Channel>> {
+    use ina3d::topology::pair_key;
+    let n = t.node_count();
+    let host = |v: usize| t.kinds[v] == NodeKind::Host;
+    let mut adj: Vec<Vec<(Channel, usize)>> = vec![Vec::new(); n];
+    for (i, l) in t.links.iter().enumerate() {
+        let nvs = |v: NodeId| t.kinds[v.idx()] == NodeKind::NvSwitch;
+        if l.kind == LinkKind::NvLink || nvs(l.a) || nvs(l.b) {
+            continue;
+        }
+        let id = ina3d::units::LinkId(i as u32);
+        adj[l.a.idx()].push((Channel::of(id, true), l.b.idx()));
+        adj[l.b.idx()].push((Channel::of(id, false), l.a.idx()));
+    }
+    for a in &mut adj {
+        a.sort();
+    }
+    let mut d = vec![u32::MAX; n];
+    d[dst.idx()] = 0;
+    let mut q = std::collections::VecDeque::from([dst.idx()]);
+    while let Some(u) = q.pop_front() {
+        if u != dst.idx() && host(u) {
+            continue;
+        }
+        for &(_, v) in &adj[u] {
+            if d[v] == u32::MAX {
+                d[v] = d[u] + 1;
+                q.push_back(v);
+            }
+        }
+    }
+    if d[src.idx()] == u32::MAX {
+        return None;
+    }
+    let key = pair_key(src, dst);
+    let (mut u, mut path) = (src.idx(), Vec::new());
+    while u != dst.idx() {
+        let c: Vec<(Channel, usize)> = adj[u]
+            .iter()
+            .copied()
+            .filter(|&(_, v)| d[v] != u32::MAX && d[v] + 1 == d[u] && (v == dst.idx() || !host(v)))
+            .collect();
+        let (ch, v) = c[ecmp_choice(seed, key, NodeId(u as u32), c.len())];
+        path.push(ch);
+        u = v;
+    }
+    Some(path)
+}
+
+#[test]
+fn the_router_takes_the_reference_path_between_every_pair_of_hosts_and_switches() {
+    let specs = [
+        "fat-tree:k=4",
+        "fat-tree:k=4,nvlink=off",
+        "leaf-spine:leaves=4,spines=2,hosts-per-leaf=4,oversub=2,nvlink=off",
+        "rail:servers=4,gpus-per-server=4",
+        "dual-plane:servers=4,gpus-per-server=2",
+        FAT,
+    ];
+    for spec in specs {
+        let t = topo(spec);
+        let ends: Vec<NodeId> = (0..t.node_count() as u32)
+            .map(NodeId)
+            .filter(|v| matches!(t.kinds[v.idx()], NodeKind::Host | NodeKind::Switch))
+            .collect();
+        let step = (ends.len() / 60).max(1);
+        for seed in [0, 7] {
+            let r = Routing::new(&t, seed).unwrap();
+            for &a in ends.iter().step_by(step) {
+                for &b in ends.iter() {
+                    if a == b {
+                        continue;
+                    }
+                    match reference_path(&t, seed, a, b) {
+                        Some(p) => assert_eq!(
+                            r.connection_path(a, b)
+                                .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}")),
+                            p,
+                            "{spec}, seed {seed}: {a} -> {b}"
+                        ),
+                        None => assert!(
+                            matches!(
+                                r.connection_path(a, b),
+                                Err(TopologyError::Disconnected { .. })
+                            ),
+                            "{spec}, seed {seed}: {a} -> {b} has no path"
+                        ),
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn sized_uplinks_are_standard_link_speeds_or_the_error_names_the_ratios_that_are() {
+    // non-blocking by default: a one-server rail under 8 spines needs 12.5 Gb/s per
+    // uplink; the next standard speed, 25 Gb/s, keeps it non-blocking.
+    let t = topo("rail:servers=1,gpus-per-server=8,spines=8");
+    assert!(t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .all(|l| l.rate == BitsPerSec::gbps(25)));
+    // an explicit ratio must land on a standard speed
+    let e = Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=8,oversub=3")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("oversub: gives 133.3333 Gb/s uplinks"), "{e}");
+    assert!(
+        e.contains("ratios that give one here: 40, 16, 8, 4, 2, 1"),
+        "{e}"
+    );
+    for spec in [
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=8,oversub=2",
+        "leaf-spine:leaves=4,spines=4,hosts-per-leaf=16",
+        "fat-tree:k=8,oversub=4",
+        "dual-plane:servers=3,gpus-per-server=8,spines=2",
+    ] {
+        for l in topo(spec)
+            .links
+            .iter()
+            .filter(|l| l.kind != LinkKind::NvLink)
+        {
+            assert!(
+                ina3d::topology::STANDARD_RATES.contains(&l.rate),
+                "{spec}: {:?}",
+                l.rate
+            );
+        }
+    }
 }

@@ -1,6 +1,8 @@
 //! Trace file format: lossless round trip, validation errors naming file:line:column.
 
-use ina3d::trace::{self, AggDir, AggTag, Class, FlowRecord, Mode, TraceError, TraceHeader};
+use ina3d::formats::FormatError;
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::trace::{self, TraceHeader};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use proptest::prelude::*;
 
@@ -40,7 +42,7 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
             ),
             any::<u64>(),
             any::<u64>(),
-            0u8..4,
+            0u8..6,
             any::<u32>(),
             prop::option::of(any::<u64>()),
             prop::option::of(any::<u32>()),
@@ -113,6 +115,12 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
                 stage,
                 group_size: gs,
                 agg,
+                // Only net records travel on channels; reuse a field for variety.
+                channel: if mode == Mode::Net {
+                    (bytes % 5) as u32
+                } else {
+                    0
+                },
             });
         }
         out
@@ -148,24 +156,25 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let txt = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
     assert!(txt.starts_with(
-        "# ina3d-trace schema=1\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
+        "# ina3d-trace schema=2\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
     ));
     assert!(
-        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,\n"),
+        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,,\n"),
         "{txt}"
     );
     assert!(!dir.path().join("a.csv.tmp").exists());
 }
 
-fn expect_invalid(text: &str) -> (u64, usize, String) {
+fn expect_invalid(text: &str) -> (u64, u64, String) {
     match trace::read_str(text, "bad.csv") {
-        Err(TraceError::Invalid {
+        Err(FormatError::Syntax {
             line,
-            column,
+            column: Some(column),
             msg,
             path,
+            ..
         }) => {
-            assert_eq!(path, "bad.csv");
+            assert_eq!(path, std::path::Path::new("bad.csv"));
             (line, column, msg)
         }
         other => panic!("expected a validation error, got {other:?}"),
@@ -221,7 +230,7 @@ fn mode_and_field_mismatches_name_the_column() {
 fn wrong_magic_or_schema_is_refused() {
     assert!(matches!(
         trace::read_str("id,src\n", "x"),
-        Err(TraceError::Invalid { line: 1, .. })
+        Err(FormatError::Syntax { line: 1, .. })
     ));
     let e = trace::read_str("# ina3d-trace schema=9\n", "x")
         .unwrap_err()
@@ -236,7 +245,7 @@ fn metadata_with_newlines_is_refused_on_write() {
     h.set("model", "a\nb");
     assert!(matches!(
         trace::write(dir.path().join("x.csv"), &h, &[]),
-        Err(TraceError::Metadata { .. })
+        Err(FormatError::File { .. })
     ));
     assert!(!dir.path().join("x.csv").exists());
 }
@@ -245,9 +254,10 @@ fn metadata_with_newlines_is_refused_on_write() {
 
 pub mod gen {
     use ina3d::megatron::{self, TrainingConfig};
+    use ina3d::record::{Class, FlowRecord, Mode};
     use ina3d::schedule::{self, ScheduleOptions};
     use ina3d::topology::Topology;
-    use ina3d::trace::{self, Algorithm, Class, FlowRecord, InaMode, Mode, TraceOptions};
+    use ina3d::trace::{self, Algorithm, InaMode, TraceOptions};
     use ina3d::units::Bytes;
     use std::collections::BTreeMap;
 
@@ -403,16 +413,23 @@ pub mod gen {
         let cfg = small(8, 2, 1, 4); // m = 4
         let recs = collect(&cfg, &topo, &TraceOptions::default());
         let tp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Tp).collect();
-        // 2 stages × 4 micro-batches × 2 layers per stage × (2 fwd + 2 bwd all-reduces)
-        assert_eq!(tp.len(), 2 * 4 * 2 * 4);
-        assert!(tp.iter().all(|r| r.mode == Mode::NvLink
-            && r.group_size == Some(8)
-            && r.bytes == Bytes(512 * 1024 * 2)));
-        // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 2 · 25 ns
+        assert!(tp
+            .iter()
+            .all(|r| r.mode == Mode::NvLink && r.group_size == Some(8)));
+        let s_act = Bytes(512 * 1024 * 2); // b·s·h in bf16
+        let (act, ce): (Vec<&&FlowRecord>, Vec<&&FlowRecord>) =
+            tp.iter().partition(|r| r.bytes == s_act);
+        // Per micro-batch: 2 stages × 2 layers × (2 fwd + 2 bwd all-reduces), the embedding's
+        // forward all-reduce (stage 0) and the LM head's input-gradient all-reduce (stage 1).
+        assert_eq!(act.len(), 4 * (2 * 2 * 4 + 2));
+        // The vocabulary-parallel cross-entropy: 3 all-reduces of b·s fp32 values.
+        assert_eq!(ce.len(), 4 * 3);
+        assert!(ce.iter().all(|r| r.bytes == Bytes(512 * 4)));
+        // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 3.4 µs (NCCL's ring step on NVLink)
         let expect = (2.0 * 7.0 / 8.0 * (512.0 * 1024.0 * 2.0) * 8.0 / 2400e9 * 1e9_f64).ceil()
             as u64
-            + 14 * 50;
-        assert_eq!(tp[0].dur.0, expect);
+            + 14 * 3400;
+        assert_eq!(act[0].dur.0, expect);
         // PP p2p: 8 TP ranks × 2 directions × 1 boundary × 4 micro-batches, full activation
         let pp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Pp).collect();
         assert_eq!(pp.len(), 8 * 2 * 4);
@@ -463,7 +480,7 @@ pub mod gen {
             let path = dir.path().join(format!("t{i}.csv"));
             let mut w =
                 trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
-            let stats = trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            let stats = trace::generate(&cfg, &topo, &opts, &mut |r| Ok(w.write(&r)?)).unwrap();
             w.finish().unwrap();
             let v = trace::validate(&path, Some(&topo)).unwrap_or_else(|e| panic!("case {i}: {e}"));
             assert_eq!(v.records, stats.records);
@@ -488,7 +505,7 @@ pub mod gen {
             let path = dir.path().join(format!("t{i}.csv.gz"));
             let mut w =
                 trace::TraceWriter::create(&path, &trace::header(&cfg, &wl, &topo, &opts)).unwrap();
-            trace::generate(&cfg, &topo, &opts, &mut |r| w.write(&r)).unwrap();
+            trace::generate(&cfg, &topo, &opts, &mut |r| Ok(w.write(&r)?)).unwrap();
             w.finish().unwrap();
             files.push(std::fs::read(&path).unwrap());
         }
@@ -551,6 +568,7 @@ pub mod gen {
             &topo,
             &TraceOptions {
                 collective: Algorithm::Hierarchical,
+                nccl_channels: Some(1),
                 ..Default::default()
             },
         );
@@ -599,9 +617,16 @@ pub mod gen {
             })
             .sum();
         assert!(compute > 0);
-        // stage 0 forward of micro-batch 0 has no deps: its first record waits for attention compute
+        // Stage 0's forward of micro-batch 0 starts with the embedding's all-reduce (no
+        // compute before it); the first layer's first all-reduce waits for its attention.
         let first = &recs[0];
-        assert!(first.deps.is_empty() && first.gap.0 > 0);
+        assert!(first.deps.is_empty() && first.gap.0 == 0 && first.layer.is_none());
+        let attn = recs
+            .iter()
+            .find(|r| r.class == Class::Tp && r.layer == Some(0))
+            .unwrap();
+        assert_eq!(attn.deps, vec![first.id]);
+        assert!(attn.gap.0 > 0);
         let _ = wl;
     }
 }
@@ -726,8 +751,9 @@ mod cli {
 
 mod gen_props {
     use super::gen::small;
+    use ina3d::record::Mode;
     use ina3d::topology::Topology;
-    use ina3d::trace::{self, Algorithm, InaMode, Mode, TraceOptions};
+    use ina3d::trace::{self, Algorithm, InaMode, TraceOptions};
     use proptest::prelude::*;
 
     proptest! {
@@ -757,13 +783,13 @@ mod gen_props {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("p.csv.gz");
             trace::write(&path, &trace::TraceHeader::new(), &recs).unwrap();
-            let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_topology(&topo).collect::<Result<_, _>>().unwrap();
+            let back: Vec<_> = trace::TraceReader::open(&path).unwrap().with_check(&topo).collect::<Result<_, _>>().unwrap();
             prop_assert_eq!(&back, &recs);
-            let net = |f: &dyn Fn(&trace::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
+            let net = |f: &dyn Fn(&ina3d::record::FlowRecord) -> bool| recs.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && f(r)).map(|r| r.bytes.0).sum::<u64>();
             // Per GPU of the job, class by class: collectives are symmetric, and PP sends
             // to a neighbour exactly what that neighbour sends back (activations ↔ gradients).
             for g in &topo.gpus[..(tp * pp * dp) as usize] {
-                for c in [trace::Class::Tp, trace::Class::Dp, trace::Class::Emb] {
+                for c in [ina3d::record::Class::Tp, ina3d::record::Class::Dp, ina3d::record::Class::Emb] {
                     if opts.ina.mode == InaMode::Off || !opts.ina.classes.contains(&c) {
                         prop_assert_eq!(net(&|r| r.src == *g && r.class == c), net(&|r| r.dst == *g && r.class == c), "{:?} {}", c, g);
                     }

@@ -464,10 +464,18 @@ uint32_t
 InaSwitchApplication::StreamSlots(uint64_t agg) const
 {
     // w = min(window, packets of the stream, the pool it draws from): SwitchML's worker
-    // pool of slot indices, never more than the switch could ever grant.
-    const AggInfo& a = Dag::Get().aggs.at(agg);
-    return std::max<uint32_t>(
-        1, std::min({Dag::Get().params.inaWindow, a.packets, Capacity()}));
+    // pool of slot indices, never more than the switch could ever grant. Under planned
+    // (ina3d plan) the pool is the slots the aggregation's group reserves on this switch
+    // (reservations.txt), as the replayer grants min(reservation, window).
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs.at(agg);
+    uint32_t pool = Capacity();
+    if (dag.params.inaPolicy == "planned")
+    {
+        auto r = dag.reservations.find({agg, m_node});
+        pool = r == dag.reservations.end() ? 0 : std::min(pool, r->second);
+    }
+    return std::max<uint32_t>(1, std::min({dag.params.inaWindow, a.packets, pool}));
 }
 
 bool
@@ -493,7 +501,10 @@ InaSwitchApplication::MustQueue(uint64_t agg) const
     for (uint64_t other : m_waitList)
     {
         uint32_t op = dag.aggs[other].priority;
-        if (dag.params.inaPolicy == "static" ? op == prio : op <= prio)
+        // planned waits first come first served, whatever the class
+        if (dag.params.inaPolicy == "static"    ? op == prio
+            : dag.params.inaPolicy == "planned" ? true
+                                                : op <= prio)
             return true;
     }
     return false;

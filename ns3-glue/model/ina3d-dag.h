@@ -176,6 +176,8 @@ class Dag
     uint64_t protocolErrors = 0;
     /** Frames each channel really carried, and drops (see LinkMonitor). */
     LinkMonitor links;
+    /** (aggregation, switch) -> slots its group reserves there (planned INA policy). */
+    std::map<std::pair<uint64_t, uint32_t>, uint32_t> reservations;
 
     /**
      * Writes fct.csv, fct.txt, stats.txt, links.csv, links_control.csv (all complete) or

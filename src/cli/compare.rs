@@ -47,7 +47,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let c = report::compare_with(&a.replay, &a.ns3, &opts)
         .with_context(|| format!("comparing {} with {}", a.replay.display(), a.ns3.display()))?;
     let written = c.write(&a.output)?;
-    print_comparison(&c)?;
+    print!("{}", c.summary_text()?);
     for p in written {
         eprintln!("wrote {}", p.display());
     }
@@ -61,80 +61,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Prints the FCT-error table and the iteration/wall-time lines of a comparison.
-#[cfg(feature = "tables")]
-pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
-    println!(
-        "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n",
-        c.trace, c.records
-    );
-    print!("{}", ina3d::report::format_table(&c.fct_error_table()?));
-    println!(
-        "iteration time: replay {} ns, ns-3 {} ns, error {:+.2} %",
-        c.iteration.first().map_or(0, |m| m.replay),
-        c.iteration.first().map_or(0, |m| m.ns3),
-        100.0 * c.iteration_rel_error()
-    );
-    println!("wall time: ns-3 / replay = {:.1}x", c.wall_time_ratio());
-    print_links(&c.links);
-    print_slots(c.slots.as_deref());
-    Ok(())
-}
-
-/// Peak slots and slot-time per switch on both back-ends.
-#[cfg(feature = "tables")]
-fn print_slots(rows: Option<&[ina3d::report::slots::SlotComparison]>) {
-    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
-        return;
-    };
-    println!("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):");
-    for r in rows {
-        println!(
-            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
-            r.switch,
-            r.replay.peak,
-            r.ns3.peak,
-            r.replay.slot_time as f64 / 1e6,
-            r.ns3.slot_time as f64 / 1e6
-        );
-    }
-}
-
-/// How many channels the link check compared and every one that differs.
-#[cfg(feature = "tables")]
-fn print_links(links: &ina3d::report::links::LinkOutcome) {
-    use ina3d::report::links::LinkOutcome;
-    match links {
-        LinkOutcome::NotChecked(why) => println!("links: not checked ({why})"),
-        LinkOutcome::Checked(l) => {
-            let d = l.differing();
-            let how = if l.tolerance > 0.0 {
-                format!("within {:.2} %", 100.0 * l.tolerance)
-            } else {
-                "byte-exact".to_string()
-            };
-            if d.is_empty() {
-                println!(
-                    "links: all {} channels carried the same bytes on both ({how})",
-                    l.channels.len()
-                );
-                return;
-            }
-            println!(
-                "links: LINK CHECK FAILED — {} of {} channels differ ({how}):",
-                d.len(),
-                l.channels.len()
-            );
-            for x in &d {
-                println!(
-                    "  link {} {} -> {}: replay {} B, ns-3 {} B",
-                    x.link, x.from, x.to, x.replay_bytes, x.ns3_bytes
-                );
-            }
-        }
-    }
 }
 
 /// Run `ina3d compare` (this build has no tables).

@@ -19,20 +19,21 @@
 //! (HPCC's own `TRACE_FILE` key means something else — a list of nodes to trace — so
 //! config.txt points it at `trace_nodes.txt`.)
 
-use super::hpcc::format_secs;
-use super::routes::{glue_pairs, read_routes_txt, PairRoutes};
-use super::{write_atomic, InaSwitchModel, Ns3Error};
+use super::routes::{glue_pairs, PairRoutes};
+use super::{InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
+use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
+use crate::formats::{glue_trace_txt, topology_txt, write_atomic_bytes};
+use crate::keyword::keyword_enum;
+use crate::record::{AggDir, FlowRecord, Mode};
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
-use crate::trace::{AggDir, FlowRecord, Mode};
-use crate::trace::{AggTag, Class};
-use crate::units::{format_delay, BitsPerSec, Bytes, FlowId, Nanos, NodeId};
+use crate::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Which simulator's dialect to write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Flavor {
     /// alibaba-edu/High-Precision-Congestion-Control.
     #[default]
@@ -43,13 +44,26 @@ pub enum Flavor {
     Simai,
 }
 
+keyword_enum!(Flavor, "simulator flavour", Flavor::Hpcc => "hpcc", Flavor::Parsimon => "parsimon", Flavor::Simai => "simai");
+
 impl Flavor {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
+    /// The `flow.txt` variant of this dialect (Parsimon's has an id column).
+    pub fn flow_flavor(self) -> flow_txt::Flavor {
         match self {
-            Flavor::Hpcc => "hpcc",
-            Flavor::Parsimon => "parsimon",
-            Flavor::Simai => "simai",
+            Flavor::Parsimon => flow_txt::Flavor::Parsimon,
+            Flavor::Hpcc | Flavor::Simai => flow_txt::Flavor::Hpcc,
+        }
+    }
+
+    /// The `topology.txt` header of this dialect for `topo`: SimAI's names the GPUs per
+    /// server and the GPU type (`A100`, SimAI's default, when empty).
+    pub fn topology_flavor(self, topo: &Topology, gpu_type: &str) -> topology_txt::Flavor {
+        match self {
+            Flavor::Simai => topology_txt::Flavor::Simai {
+                gpus_per_server: topo.gpus_per_server.max(1),
+                gpu_type: gpu_type.to_string(),
+            },
+            Flavor::Hpcc | Flavor::Parsimon => topology_txt::Flavor::Hpcc,
         }
     }
 }
@@ -69,7 +83,7 @@ pub enum StartSource {
 }
 
 /// How the glue carries `net` records over TCP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum TcpConnections {
     /// One long-lived connection per (src, dst) pair, records in FIFO order (as NCCL keeps
     /// its peer connections open): no handshake or slow start per record.
@@ -79,15 +93,7 @@ pub enum TcpConnections {
     PerFlow,
 }
 
-impl TcpConnections {
-    /// Name as written in `params.txt`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TcpConnections::Persistent => "persistent",
-            TcpConnections::PerFlow => "per-flow",
-        }
-    }
-}
+keyword_enum!(TcpConnections, "TCP connection reuse", TcpConnections::Persistent => "persistent", TcpConnections::PerFlow => "per-flow");
 
 /// How the glue carries `net` records (`TRANSPORT` in `params.txt`; see
 /// `ns3-glue/README.md`).
@@ -102,34 +108,7 @@ pub enum Transport {
     Tcp,
 }
 
-impl Transport {
-    /// Name as written in `params.txt` and taken by `--transport`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Transport::Roce => "roce",
-            Transport::Tcp => "tcp",
-        }
-    }
-}
-
-impl std::fmt::Display for Transport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Transport {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "roce" => Ok(Transport::Roce),
-            "tcp" => Ok(Transport::Tcp),
-            other => Err(format!(
-                "unknown transport `{other}` (expected roce or tcp)"
-            )),
-        }
-    }
-}
+keyword_enum!(Transport, "transport", Transport::Roce => "roce", Transport::Tcp => "tcp");
 
 /// Options of [`emit`].
 #[derive(Clone, Debug, Default)]
@@ -165,55 +144,40 @@ pub struct EmitReport {
     pub schedule_makespan: Nanos,
     /// PATH lines in routes.txt: the (src, dst) pairs routed, reverse directions included.
     pub routes: usize,
-    /// Net and INA records whose path, read back from the written `routes.txt`, was
-    /// checked equal to the replayer's ([`crate::replay::PathSource::connection_path`] on
-    /// a fresh [`crate::replay::SharedRoutes`]); emit fails on the first difference.
-    pub paths_checked: u64,
+    /// What a user of these files must know (e.g. link speeds a simulator's stock
+    /// configuration has no ECN thresholds for).
+    pub warnings: Vec<String>,
 }
 
-/// Check that `routes.txt` (as written) gives every net and INA record the replayer's path
-/// (an independent [`crate::replay::SharedRoutes`] on `topo` with `seed`); returns the
-/// number of records checked, or an error naming the first record on another path.
-pub fn check_paths_match_replayer(
-    records: &[FlowRecord],
-    topo: &Topology,
-    seed: u64,
-    routes_path: &Path,
-    routes_txt: &str,
-) -> Result<u64, Ns3Error> {
-    use crate::replay::PathSource;
-    let written = read_routes_txt(routes_path, routes_txt)?;
-    let routing =
-        crate::topology::Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
-    let replayer = crate::replay::SharedRoutes::new(topo, &routing);
-    let mut checked = 0;
-    for r in records
+/// Network link speeds with `KMAX_MAP`/`KMIN_MAP`/`PMAX_MAP` entries in SimAI's stock
+/// configuration (`SimAI.conf`, aliyun/SimAI; tests/fixtures/simai/SimAI.conf): its ns-3
+/// aborts ("must set kmin for each link speed") on a network link of any other speed.
+pub const SIMAI_STOCK_RATES_GBPS: [u64; 6] = [25, 50, 100, 200, 400, 1600];
+
+/// Warnings for network links whose speed SimAI's stock configuration lacks: the
+/// `config.txt` written beside them has entries for every speed and must be used instead.
+pub fn simai_rate_warnings(topo: &Topology) -> Vec<String> {
+    let odd: BTreeSet<BitsPerSec> = topo
+        .links
         .iter()
-        .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
-    {
-        let theirs = replayer
-            .connection_path(r.src, r.dst)
-            .map_err(|_| Ns3Error::NoRoute {
-                src: r.src,
-                dst: r.dst,
-            })?;
-        let ours = written.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute {
-            src: r.src,
-            dst: r.dst,
-        })?;
-        if theirs.iter().map(|c| c.link()).ne(ours.iter().map(|h| h.1)) {
-            return Err(Ns3Error::Routing(format!(
-                "record {}: routes.txt path from {} to {} differs from the replayer's",
-                r.id, r.src, r.dst
-            )));
-        }
-        checked += 1;
-    }
-    Ok(checked)
+        .filter(|l| l.kind != LinkKind::NvLink)
+        .map(|l| l.rate)
+        .filter(|r| {
+            !SIMAI_STOCK_RATES_GBPS
+                .iter()
+                .any(|g| BitsPerSec::gbps(*g) == *r)
+        })
+        .collect();
+    odd.iter()
+        .map(|r| {
+            format!(
+                "network links at {} have no ECN thresholds in SimAI's stock SimAI.conf (it knows {} Gb/s): run SimAI with the config.txt written here, which has entries for every speed used",
+                r.to_hpcc_string(),
+                SIMAI_STOCK_RATES_GBPS.map(|g| g.to_string()).join(", ")
+            )
+        })
+        .collect()
 }
-
-/// Largest flow HPCC's reader takes (its size is a uint32).
-pub const MAX_HPCC_FLOW: u64 = u32::MAX as u64;
 
 /// Check a link rate is one the HPCC family and ns-3 take.
 pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
@@ -436,69 +400,6 @@ pub fn with_proxies(topo: &Topology, records: &[FlowRecord]) -> (Topology, Vec<(
     (t, pairs)
 }
 
-/// `topology.txt` text.
-pub fn topology_text(topo: &Topology, flavor: Flavor, gpu_type: &str) -> String {
-    let ids = |k: NodeKind| -> Vec<String> {
-        topo.kinds
-            .iter()
-            .enumerate()
-            .filter(|(_, x)| **x == k)
-            .map(|(i, _)| i.to_string())
-            .collect()
-    };
-    let sw = ids(NodeKind::Switch);
-    let nv = ids(NodeKind::NvSwitch);
-    let mut s = String::new();
-    if flavor == Flavor::Simai {
-        let gpu = if gpu_type.is_empty() {
-            "A100"
-        } else {
-            gpu_type
-        };
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {} {}",
-            topo.node_count(),
-            topo.gpus_per_server.max(1),
-            nv.len(),
-            sw.len(),
-            topo.links.len(),
-            gpu
-        );
-        let all: Vec<String> = nv.into_iter().chain(sw).collect();
-        let _ = writeln!(s, "{}", all.join(" "));
-    } else {
-        // HPCC has two node kinds: NVSwitches are switches to it.
-        let all: Vec<String> = topo
-            .kinds
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| **k != NodeKind::Host)
-            .map(|(i, _)| i.to_string())
-            .collect();
-        let _ = writeln!(
-            s,
-            "{} {} {}",
-            topo.node_count(),
-            all.len(),
-            topo.links.len()
-        );
-        let _ = writeln!(s, "{}", all.join(" "));
-    }
-    for l in &topo.links {
-        let _ = writeln!(
-            s,
-            "{} {} {} {} {}",
-            l.a,
-            l.b,
-            l.rate.to_hpcc_string(),
-            format_delay(l.delay),
-            l.error_rate
-        );
-    }
-    s
-}
-
 /// One flow.txt row before formatting.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Row {
@@ -584,34 +485,6 @@ pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
     s
 }
 
-/// `trace.txt` text for the glue.
-pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
-    let mut s = String::from(
-        "# ina3d-ns3 trace v1\n# id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
-    );
-    let _ = writeln!(s, "RECORDS {}", records.len());
-    for (r, sa) in records.iter().zip(standalone) {
-        let _ = write!(
-            s,
-            "{} {} {} {} {} {} {} {} {}",
-            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0
-        );
-        match r.agg {
-            Some(a) => {
-                let dir = if a.dir == AggDir::Up { "up" } else { "down" };
-                let _ = write!(s, " {} {} {} {dir}", a.id, a.switch, a.fanin);
-            }
-            None => s.push_str(" - - - -"),
-        }
-        let _ = write!(s, " {}", r.deps.len());
-        for d in &r.deps {
-            let _ = write!(s, " {d}");
-        }
-        s.push('\n');
-    }
-    s
-}
-
 /// Initial TCP window of the glue, in segments, at most: about one bandwidth-delay product
 /// of a 400 Gb/s, 3-tier path (1,024 × 1,000 B ≈ 400 Gb/s × 20 µs), so a transfer starts at
 /// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments; never
@@ -628,7 +501,7 @@ pub const TCP_BUFFER_BDPS: u64 = 4;
 /// of a few BDPs keeps a lone flow at line rate while bounding the segments TCP keeps
 /// unacknowledged, which ns-3's sender scans on every send.
 pub fn tcp_buffer(topo: &Topology, routes: &PairRoutes) -> u64 {
-    let seg = crate::trace::NET_PACKET_PAYLOAD.0;
+    let seg = crate::record::NET_PACKET_PAYLOAD.0;
     let mut bdp = 0u64;
     for (_, _, path) in routes.iter() {
         let links = || path.iter().map(|(_, l)| &topo.links[l.idx()]);
@@ -662,7 +535,7 @@ pub fn params_text(
     seed: u64,
     stop_time_s: f64,
 ) -> String {
-    let seg = crate::trace::NET_PACKET_PAYLOAD.0;
+    let seg = crate::record::NET_PACKET_PAYLOAD.0;
     format!(
         "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nTRANSPORT {}\nMTU {}\nNET_PAYLOAD {}\nTCP_INITIAL_CWND {}\nTCP_BUFFER {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
@@ -682,6 +555,85 @@ pub fn params_text(
         flavor.as_str(),
         seed,
     )
+}
+
+/// Read back what [`params_text`] wrote that a re-emit needs: the INA switch model and the
+/// route seed (`None` when the file has no `SEED` line). Keys it does not need are
+/// skipped; a malformed value of a key it reads is an error naming the line.
+pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u64>), Ns3Error> {
+    let mut ina = InaSwitchModel::default();
+    let mut seed = None;
+    for (i, l) in text.lines().enumerate() {
+        let mut it = l.split_whitespace();
+        let (Some(key), Some(v)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let bad = |msg: String| Ns3Error::parse(path, i + 1, key, msg);
+        let int = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| bad(format!("`{v}` is not an unsigned integer")))
+        };
+        let small = |v: &str| {
+            int(v).and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{n} is too large"))))
+        };
+        match key {
+            "INA_SLOTS" => ina.slots = small(v)?,
+            "INA_PAYLOAD" => ina.payload = Bytes(int(v)?),
+            "INA_WINDOW" => ina.window = small(v)?,
+            "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
+            "INA_CLASSES" => {
+                ina.classes = v
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(|c| c.parse().map_err(bad))
+                    .collect::<Result<_, _>>()?
+            }
+            "SEED" => seed = Some(int(v)?),
+            _ => {}
+        }
+    }
+    Ok((ina, seed))
+}
+
+/// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
+/// slots` line per aggregating switch of every aggregation, the slots its group reserves
+/// there ([`InaSwitchModel::reservation`], the same lookup the replayer makes). `None`
+/// for other policies; an error naming the aggregation when a switch has no reservation.
+pub fn reservations_text(
+    records: &[FlowRecord],
+    ina: &InaSwitchModel,
+    topo: &Topology,
+) -> Result<Option<String>, Ns3Error> {
+    use crate::record::AggDir;
+    if ina.policy != crate::trace::InaPolicy::Planned {
+        return Ok(None);
+    }
+    // per aggregation: class, first member (lowest host sending up), aggregating switches
+    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> =
+        BTreeMap::new();
+    for r in records {
+        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
+            continue;
+        };
+        let e = aggs.entry(a.id).or_insert((r.class, None, BTreeSet::new()));
+        e.2.insert(a.switch);
+        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
+            e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, (class, first, switches)) in aggs {
+        for sw in switches {
+            let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {
+                Ns3Error::BadTrace(format!(
+                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {class} group (first member {})",
+                    first.map_or("none".to_string(), |f| f.to_string())
+                ))
+            })?;
+            out.push((id, sw, slots));
+        }
+    }
+    Ok(Some(crate::formats::reservations_txt::to_string(&out)))
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
@@ -715,13 +667,6 @@ pub fn emit(
         ),
     };
     let (routes_txt, nroutes) = routes.text(topo);
-    let paths_checked = check_paths_match_replayer(
-        records,
-        topo,
-        opts.seed,
-        &dir.join("routes.txt"),
-        &routes_txt,
-    )?;
     let (ext, proxies) = with_proxies(topo, records);
     let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
 
@@ -737,12 +682,12 @@ pub fn emit(
             ),
             _ => continue,
         };
-        let pieces = r.bytes.0.div_ceil(MAX_HPCC_FLOW) as u32;
+        let pieces = r.bytes.0.div_ceil(MAX_FLOW_BYTES) as u32;
         if pieces > 1 {
             split += 1;
         }
         for p in 0..pieces {
-            let size = (r.bytes.0 - p as u64 * MAX_HPCC_FLOW).min(MAX_HPCC_FLOW);
+            let size = (r.bytes.0 - p as u64 * MAX_FLOW_BYTES).min(MAX_FLOW_BYTES);
             rows.push(Row {
                 start: starts[i],
                 record: r.id,
@@ -755,9 +700,22 @@ pub fn emit(
         }
     }
     rows.sort();
-    let mut flow = format!("{}\n", rows.len());
+    let lines: Vec<FlowLine> = rows
+        .iter()
+        .enumerate()
+        .map(|(k, row)| FlowLine {
+            id: Some(k as u64),
+            src: row.src,
+            dst: row.dst,
+            pg: 3,
+            dport: 100,
+            size: Bytes(row.size),
+            start: row.start,
+        })
+        .collect();
+    let flow = flow_txt::to_string(&lines, opts.flavor.flow_flavor());
     let mut meta = format!(
-        "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_HPCC_FLOW} B cut into pieces starting together)\nina_proxies {}\n",
+        "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_FLOW_BYTES} B cut into pieces starting together)\nina_proxies {}\n",
         opts.flavor.as_str(),
         rows.len(),
         proxies.len()
@@ -765,20 +723,12 @@ pub fn emit(
     for (sw, p) in &proxies {
         let _ = writeln!(meta, "proxy switch {sw} host {p}");
     }
-    let _ = writeln!(meta, "glue_routes per (src, dst) connection: {paths_checked} net/ina records checked on the replayer's path, {nroutes} pairs routed");
+    let _ = writeln!(
+        meta,
+        "glue_routes per (src, dst) connection, the replayer's router: {nroutes} pairs routed"
+    );
     meta.push_str("# flow_index record_id piece pieces\n");
     for (k, row) in rows.iter().enumerate() {
-        if opts.flavor == Flavor::Parsimon {
-            let _ = write!(flow, "{k} ");
-        }
-        let _ = writeln!(
-            flow,
-            "{} {} 3 100 {} {}",
-            row.src,
-            row.dst,
-            row.size,
-            format_secs(row.start)
-        );
         let _ = writeln!(meta, "{k} {} {} {}", row.record, row.piece, row.pieces);
     }
 
@@ -791,13 +741,15 @@ pub fn emit(
     let files: Vec<(&str, String)> = vec![
         (
             "topology.txt",
-            topology_text(&ext, opts.flavor, &opts.gpu_type),
+            topology_txt::to_string(
+                &ext.to_file(opts.flavor.topology_flavor(&ext, &opts.gpu_type)),
+            ),
         ),
         ("flow.txt", flow),
         ("flow.meta.txt", meta),
         ("config.txt", config_text(&rates, stop)),
         ("trace_nodes.txt", "0\n".to_string()),
-        ("trace.txt", trace_text(records, &standalone)),
+        ("trace.txt", glue_trace_txt::to_string(records, &standalone)),
         ("routes.txt", routes_txt),
         (
             "params.txt",
@@ -814,11 +766,15 @@ pub fn emit(
             ),
         ),
     ];
+    let mut files = files;
+    if let Some(text) = reservations_text(records, ina, topo)? {
+        files.push(("reservations.txt", text));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();
     for (name, text) in files {
         let p = dir.join(name);
-        write_atomic(&p, text.as_bytes())?;
+        write_atomic_bytes(&p, text.as_bytes())?;
         written.push(p);
     }
     Ok(EmitReport {
@@ -829,131 +785,32 @@ pub fn emit(
         start_source,
         schedule_makespan: makespan,
         routes: nroutes,
-        paths_checked,
+        warnings: emit_warnings(opts, &ext, records),
     })
 }
 
-/// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are
-/// not in the format and come back `None`) and each record's standalone time.
-pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), Ns3Error> {
-    let mut records = Vec::new();
-    let mut standalone = Vec::new();
-    let mut expected: Option<(usize, usize)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let no = i + 1;
-        let l = raw.trim_end_matches('\r').trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if expected.is_none() {
-            match (t.first(), t.get(1).and_then(|x| x.parse().ok())) {
-                (Some(&"RECORDS"), Some(n)) if t.len() == 2 => expected = Some((n, no)),
-                _ => {
-                    return Err(Ns3Error::parse(
-                        path,
-                        no,
-                        "header",
-                        "expected `RECORDS <count>`",
-                    ))
-                }
-            }
-            continue;
-        }
-        if t.len() < 14 {
-            return Err(Ns3Error::parse(
-                path,
-                no,
-                "record",
-                format!("expected at least 14 fields, found {}", t.len()),
-            ));
-        }
-        let num = |k: usize, field: &str| -> Result<u64, Ns3Error> {
-            t[k].parse().map_err(|_| {
-                Ns3Error::parse(
-                    path,
-                    no,
-                    field,
-                    format!("`{}` is not an unsigned integer", t[k]),
-                )
-            })
-        };
-        let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
-            let v = num(k, field)?;
-            u32::try_from(v)
-                .map(NodeId)
-                .map_err(|_| Ns3Error::parse(path, no, field, "node id out of range"))
-        };
-        let mode: Mode = t[6]
-            .parse()
-            .map_err(|e: String| Ns3Error::parse(path, no, "mode", e))?;
-        let class: Class = t[7]
-            .parse()
-            .map_err(|e: String| Ns3Error::parse(path, no, "class", e))?;
-        let agg = if t[9] == "-" {
-            None
-        } else {
-            let dir = match t[12] {
-                "up" => AggDir::Up,
-                "down" => AggDir::Down,
-                other => {
-                    return Err(Ns3Error::parse(
-                        path,
-                        no,
-                        "agg_dir",
-                        format!("expected up or down, found `{other}`"),
-                    ))
-                }
-            };
-            let fanin = u32::try_from(num(11, "agg_fanin")?)
-                .map_err(|_| Ns3Error::parse(path, no, "agg_fanin", "out of range"))?;
-            Some(AggTag {
-                id: num(9, "agg_id")?,
-                switch: node(10, "agg_switch")?,
-                fanin,
-                dir,
-            })
-        };
-        let nd = num(13, "ndeps")? as usize;
-        if t.len() != 14 + nd {
-            return Err(Ns3Error::parse(
-                path,
-                no,
-                "ndeps",
-                format!("says {nd} deps, line has {}", t.len() - 14),
-            ));
-        }
-        let deps = (0..nd)
-            .map(|k| num(14 + k, "dep").map(FlowId))
-            .collect::<Result<Vec<_>, _>>()?;
-        records.push(FlowRecord {
-            id: FlowId(num(0, "id")?),
-            src: node(1, "src")?,
-            dst: node(2, "dst")?,
-            bytes: Bytes(num(3, "bytes")?),
-            deps,
-            gap: Nanos(num(4, "gap_ns")?),
-            dur: Nanos(num(5, "dur_ns")?),
-            mode,
-            class,
-            agg,
-            ..Default::default()
-        });
-        standalone.push(Nanos(num(8, "standalone_ns")?));
-    }
-    match expected {
-        None => Err(Ns3Error::parse(
-            path,
-            1,
-            "header",
-            "missing `RECORDS <count>`",
-        )),
-        Some((n, no)) if n != records.len() => Err(Ns3Error::parse(
-            path,
-            no,
-            "RECORDS",
-            format!("says {n} records, file has {}", records.len()),
-        )),
-        _ => Ok((records, standalone)),
-    }
+/// What a user of the emitted files must know: link speeds SimAI's stock configuration
+/// lacks (SimAI flavour), channels the glue cannot route apart.
+fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> Vec<String> {
+    let mut w = if opts.flavor == Flavor::Simai {
+        simai_rate_warnings(ext)
+    } else {
+        Vec::new()
+    };
+    w.extend(channel_warning(records));
+    w
+}
+
+/// Records on NCCL channels > 0 are routed by the replayer on their channel's own ECMP
+/// path (`connection_key(src, dst, channel)`), but `routes.txt` holds one path per
+/// (src, dst) pair, so the glue and the HPCC-family simulators carry every channel of a
+/// pair on the channel-0 path (docs/model.md#known-gaps). Say so instead of diverging
+/// silently; `ina3d trace --nccl-channels 1` gives traces both back-ends route alike.
+fn channel_warning(records: &[FlowRecord]) -> Option<String> {
+    let n = records.iter().filter(|r| r.channel > 0).count();
+    (n > 0).then(|| {
+        format!(
+            "{n} records travel on NCCL channels > 0: the replayer routes each channel on its own ECMP path, routes.txt (and so the glue) carries every channel of a pair on the pair's channel-0 path; trace with --nccl-channels 1 for identical routing"
+        )
+    })
 }

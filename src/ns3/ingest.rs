@@ -8,12 +8,14 @@
 //! | SimAI `EndToEnd.csv` | `File name,` first | `section,layer,row,metric,value,unit` (long form; `nan`/`NONE` → empty) |
 //! | our `summary.csv` | `backend,` first | the summary columns (units in their names) |
 //!
-//! Node ids are recovered from HPCC IPs by `(ip >> 8) & 0xffff` (DESIGN §9). CRLF input is
+//! Node ids are recovered from HPCC IPs by `(ip >> 8) & 0xffff` (docs/model.md#hpcc-host-ips). CRLF input is
 //! accepted; lines that do not parse are reported as warnings with file and line, and
 //! the rest of the file is still read.
 
-use super::{write_atomic, Ns3Error};
+use super::Ns3Error;
 use crate::fct::Summary;
+use crate::formats::hpcc_fct::{self, parse_hex_ip};
+use crate::formats::write_atomic_bytes;
 use std::path::{Path, PathBuf};
 
 /// What an input file is.
@@ -77,12 +79,8 @@ fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// Node id of an HPCC host IP written as 8 hex digits.
-pub fn hpcc_ip_node(hex: &str) -> Option<u32> {
-    if hex.len() != 8 {
-        return None;
-    }
-    let ip = u32::from_str_radix(hex, 16).ok()?;
-    Some((ip >> 8) & 0xffff)
+fn hpcc_ip_node(hex: &str) -> Option<u32> {
+    parse_hex_ip(hex).map(hpcc_fct::ip_node)
 }
 
 /// Guess the kind of a file from its name and first line.
@@ -139,48 +137,26 @@ pub fn parse_fct(path: &Path, text: &str) -> Table {
         .to_vec(),
         ..Default::default()
     };
-    for (no, l) in lines(text) {
-        if l.is_empty() {
-            continue;
-        }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let (id, r) = match f.len() {
-            8 => (None, &f[..]),
-            9 => (Some(f[0]), &f[1..]),
-            _ => {
-                t.warnings.push(warn(path, no, "expected 8 or 9 fields", l));
-                continue;
-            }
-        };
-        let nums: Option<Vec<u64>> = r[2..].iter().map(|x| x.parse().ok()).collect();
-        let (Some(s), Some(d), Some(n), Some(id_ok)) = (
-            hpcc_ip_node(r[0]),
-            hpcc_ip_node(r[1]),
-            nums,
-            id.map_or(Some(0), |x| x.parse::<u64>().ok()),
-        ) else {
-            t.warnings
-                .push(warn(path, no, "not an fct row (hex IPs, then integers)", l));
-            continue;
-        };
-        let _ = id_ok;
-        let slowdown = if n[5] > 0 {
-            format!("{:.6}", n[4] as f64 / n[5] as f64)
+    let (rows, warnings) = hpcc_fct::parse(path, text);
+    t.warnings = warnings.iter().map(ToString::to_string).collect();
+    for r in rows {
+        let slowdown = if r.standalone_fct_ns > 0 {
+            format!("{:.6}", r.fct_ns as f64 / r.standalone_fct_ns as f64)
         } else {
             String::new()
         };
         t.rows.push(vec![
-            id.unwrap_or("").to_string(),
-            s.to_string(),
-            d.to_string(),
-            r[0].to_string(),
-            r[1].to_string(),
-            n[0].to_string(),
-            n[1].to_string(),
-            n[2].to_string(),
-            n[3].to_string(),
-            n[4].to_string(),
-            n[5].to_string(),
+            r.id.map(|i| i.to_string()).unwrap_or_default(),
+            r.src.to_string(),
+            r.dst.to_string(),
+            format!("{:08x}", r.sip),
+            format!("{:08x}", r.dip),
+            r.sport.to_string(),
+            r.dport.to_string(),
+            r.size.to_string(),
+            r.start_ns.to_string(),
+            r.fct_ns.to_string(),
+            r.standalone_fct_ns.to_string(),
             slowdown,
         ]);
     }
@@ -420,7 +396,7 @@ pub fn ingest(files: &[PathBuf], out: &Path) -> Result<Vec<Ingested>, Ns3Error> 
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "input".into());
         let output = out.join(format!("{stem}.{}.csv", kind.as_str()));
-        write_atomic(&output, &to_csv(&table)?)?;
+        write_atomic_bytes(&output, &to_csv(&table)?)?;
         done.push(Ingested {
             input: f.clone(),
             kind,

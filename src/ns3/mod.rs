@@ -13,13 +13,13 @@
 //!
 //! ## Routing: the same path in the glue and the replayer
 //! Both back-ends use ECMP **per connection**: every net record and INA edge from `src`
-//! to `dst` takes the path [`crate::replay::PathSource::connection_path`] gives, keyed by
+//! to `dst` takes the path [`crate::topology::Routing::connection_path`] gives, keyed by
 //! [`crate::topology::pair_key`]`(src, dst)` (a fabric hashing the 5-tuple of NCCL's
 //! persistent per-peer connections). [`emit()`] writes that path for every pair the glue
 //! carries (and the reverse direction, for TCP ACKs and INA results) into `routes.txt`
 //! ([`routes`]), and the glue's `Ina3dPairRouting` forwards by (source, destination) from
-//! that table. [`EmitReport::paths_checked`] counts the records whose path, read back from
-//! the written file, was checked equal to the replayer's; emit fails on any difference.
+//! that table. What the glue really forwarded is counted per link direction and checked
+//! against the replayer's `links.csv` by `ina3d compare` (not assumed from the table).
 //!
 //! ## INA for simulators without INA
 //! HPCC-family simulators have no aggregating switch. [`emit()`] attaches one *aggregation
@@ -32,7 +32,6 @@
 
 pub mod aicb;
 pub mod emit;
-pub mod hpcc;
 pub mod ingest;
 pub mod routes;
 pub mod run;
@@ -111,6 +110,12 @@ pub enum Ns3Error {
     /// The glue run did not finish every record, or its outputs disagree with the trace.
     #[error("ns-3 run incomplete: {0}")]
     Incomplete(String),
+    /// The topology cannot be read or built.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
+    /// A file could not be read, written or understood (names file, line and field).
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// I/O on a named file.
     #[error("{path}: {source}")]
     Io {
@@ -143,15 +148,6 @@ impl Ns3Error {
     }
 }
 
-/// Write `contents` to `path` atomically: `NAME.tmp` then rename.
-pub fn write_atomic(path: &std::path::Path, contents: &[u8]) -> Result<(), Ns3Error> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, contents).map_err(|e| Ns3Error::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| Ns3Error::io(path, e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,7 +174,7 @@ mod tests {
         h.set("ina_classes", "dp,tp");
         assert_eq!(
             super::ina_model(&h).unwrap().classes,
-            vec![crate::trace::Class::Dp, crate::trace::Class::Tp]
+            vec![crate::record::Class::Dp, crate::record::Class::Tp]
         );
         h.set("ina_window", "many");
         assert!(super::ina_model(&h)

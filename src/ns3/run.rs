@@ -6,14 +6,11 @@
 //! one `fct.csv` row carrying all its bytes, starting no earlier than its deps' ends plus
 //! its gap. Anything else is [`Ns3Error::Incomplete`] and `summary.csv` is not written.
 
-use super::emit::read_trace_txt;
-use super::hpcc::read_topology_txt;
-use super::routes::read_routes_txt;
 use super::Ns3Error;
 use crate::fct::{self, FctRow, Summary, SummaryContext};
-use crate::topology::{NodeKind, Topology};
-use crate::trace::{FlowRecord, Mode};
-use crate::units::NodeId;
+use crate::formats::{fct_csv, glue_trace_txt, routes_txt, summary_csv};
+use crate::record::{FlowRecord, Mode};
+use crate::topology::{Channel, NodeKind, Topology};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -188,7 +185,7 @@ pub fn run_glue(
 ) -> Result<RunReport, Ns3Error> {
     let trace_path = dir.join("trace.txt");
     let text = std::fs::read_to_string(&trace_path).map_err(|e| Ns3Error::io(&trace_path, e))?;
-    let (records, _) = read_trace_txt(&trace_path, &text)?;
+    let (records, _) = glue_trace_txt::parse(&trace_path, &text)?;
     for f in OUTPUTS {
         let _ = std::fs::remove_file(dir.join(f));
     }
@@ -229,11 +226,8 @@ pub fn run_glue(
         )));
     }
     let topo_path = dir.join("topology.txt");
-    let ttext = std::fs::read_to_string(&topo_path).map_err(|e| Ns3Error::io(&topo_path, e))?;
-    let (ht, _) = read_topology_txt(&topo_path, &ttext)?;
-    let topo = ht.to_topology(&topo_path.display().to_string());
-    let fct_path = dir.join("fct.csv");
-    let rows = read_fct_csv(&fct_path)?;
+    let (topo, _) = Topology::read_file(&topo_path)?;
+    let rows = fct_csv::read(&dir.join("fct.csv"))?;
     check_complete(&records, &rows, &topo)?;
     let stats = read_stats(&dir.join("stats.txt"))?;
     let ctx = SummaryContext {
@@ -245,8 +239,7 @@ pub fn run_glue(
     };
     let summary =
         fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
-    fct::write_summary_csv(&dir.join("summary.csv"), &summary)
-        .map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
+    summary_csv::write(&dir.join("summary.csv"), &summary)?;
     let warnings = messages
         .iter()
         .filter_map(|m| m.strip_prefix("warning: ").map(str::to_string))
@@ -257,11 +250,6 @@ pub fn run_glue(
         stats,
         warnings,
     })
-}
-
-/// Read an `fct.csv` (the [`FctRow`] schema, checked by [`fct::read_fct_csv`]).
-pub fn read_fct_csv(path: &Path) -> Result<Vec<FctRow>, Ns3Error> {
-    fct::read_fct_csv(path).map_err(|e| Ns3Error::parse(path, 0, "fct.csv", e.to_string()))
 }
 
 /// Read the glue's `stats.txt` (`key value` lines, unsigned values).
@@ -345,16 +333,15 @@ pub fn check_complete(
     Ok(())
 }
 
-/// Payload bytes × switches traversed, summed over network records, on the paths of the
-/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]); an INA edge ending or starting
-/// at a switch counts it.
+/// Payload bytes × [`fct::switch_hops`], summed over network records, on the paths of the
+/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]).
 pub fn switch_bytes(
     records: &[FlowRecord],
     topo: &Topology,
     routes_path: &Path,
 ) -> Result<u64, Ns3Error> {
     let text = std::fs::read_to_string(routes_path).map_err(|e| Ns3Error::io(routes_path, e))?;
-    let routes = read_routes_txt(routes_path, &text)?;
+    let routes = routes_txt::parse(routes_path, &text)?.paths;
     let mut total = 0;
     for r in records
         .iter()
@@ -364,13 +351,15 @@ pub fn switch_bytes(
             src: r.src,
             dst: r.dst,
         })?;
-        let is_switch = |v: NodeId| {
-            topo.kinds
-                .get(v.idx())
-                .is_some_and(|k| *k != NodeKind::Host)
-        };
-        let switches =
-            u64::from(is_switch(r.src)) + path.iter().filter(|h| is_switch(h.0)).count() as u64;
+        let chans: Vec<Channel> = path
+            .iter()
+            .scan(r.src, |from, &(to, link)| {
+                let c = Channel::of(link, topo.links[link.idx()].a == *from);
+                *from = to;
+                Some(c)
+            })
+            .collect();
+        let switches = fct::switch_hops(topo, r.src, &chans);
         total += r.bytes.0 * switches;
     }
     Ok(total)

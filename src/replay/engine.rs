@@ -6,10 +6,13 @@
 //! unit is O(path length).
 
 use super::route::PathSource;
-use super::{ChannelStat, InaPolicy, ReplayError, ReplayOptions, ReplayResult, SlotSample};
+use super::{InaPolicy, ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, FctRow, SummaryContext};
+use crate::formats::links_csv::ChannelStat;
+use crate::formats::switches_csv::SlotSample;
+use crate::netmodel::{self, fluid_time, EdgeDir};
+use crate::record::{AggDir, Class, FlowRecord, Mode};
 use crate::topology::{NodeKind, Topology};
-use crate::trace::{AggDir, Class, FlowRecord, Mode};
 use crate::units::{BitsPerSec, Bytes, FlowId, LinkId, NodeId};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
@@ -64,6 +67,8 @@ struct Agg {
     started: u64,
     slots: u32,
     outstanding: u32,
+    /// Slots its group reserves per switch (`planned` policy; 0 otherwise).
+    reserved: u32,
 }
 
 fn class_idx(c: Class) -> usize {
@@ -72,6 +77,8 @@ fn class_idx(c: Class) -> usize {
         Class::Pp => 1,
         Class::Dp => 2,
         Class::Emb | Class::Compute => 3,
+        Class::Cp => 4,
+        Class::Ep => 5,
     }
 }
 
@@ -79,12 +86,12 @@ fn class_idx(c: Class) -> usize {
 struct Pools {
     policy: InaPolicy,
     total: u32,
-    share: [u32; 4],
-    used: Vec<[u32; 4]>,
+    share: [u32; 6],
+    used: Vec<[u32; 6]>,
     node_of: Vec<NodeId>,
     waiting: BTreeSet<(u8, u64, u32)>,
     /// Rank of each class in the priority order (`ina_classes` order; absent classes last).
-    prio: [u8; 4],
+    prio: [u8; 6],
     samples: Vec<SlotSample>,
     peak: u32,
 }
@@ -118,6 +125,16 @@ impl Pools {
         }
         if self.capacity(c) == 0 || window == 0 {
             return Grant::Fallback;
+        }
+        if self.policy == InaPolicy::Planned {
+            // the plan's reservation, once every switch's pool can hold it
+            let need = agg.reserved.min(window);
+            let fits = agg.switches.iter().all(|&s| self.free(s, c) >= need);
+            return if need > 0 && fits {
+                Grant::Slots(need)
+            } else {
+                Grant::Wait
+            };
         }
         let free = agg
             .switches
@@ -346,18 +363,12 @@ fn prepare<R: PathSource + ?Sized>(
     let mut ch_cap = vec![0.0f64; nch];
     let mut ch_rate = vec![0u64; nch];
     let mut ch_delay = vec![0u64; nch];
-    let mut ch_to_switch = vec![false; nch];
     for (l, link) in topo.links.iter().enumerate() {
         for dir in 0..2 {
             let c = l * 2 + dir;
             ch_cap[c] = link.rate.0 as f64 / 8e9;
             ch_rate[c] = link.rate.0;
             ch_delay[c] = link.delay.0;
-            let to = if dir == 0 { link.b } else { link.a };
-            ch_to_switch[c] = topo
-                .kinds
-                .get(to.idx())
-                .is_some_and(|k| *k != NodeKind::Host);
         }
     }
     let check = |id: FlowId, path: &[crate::topology::Channel]| -> Result<(), ReplayError> {
@@ -394,15 +405,14 @@ fn prepare<R: PathSource + ?Sized>(
         if !matches!(r.mode, Mode::Net | Mode::Ina) || r.src == r.dst {
             continue;
         }
-        let path =
-            routing
-                .connection_path(r.src, r.dst)
-                .map_err(|reason| ReplayError::NoRoute {
-                    id: r.id,
-                    src: r.src,
-                    dst: r.dst,
-                    reason,
-                })?;
+        let path = routing
+            .channel_path(r.src, r.dst, r.channel)
+            .map_err(|reason| ReplayError::NoRoute {
+                id: r.id,
+                src: r.src,
+                dst: r.dst,
+                reason,
+            })?;
         check(r.id, &path)?;
         rec_off[i] = arena.len() as u32;
         rec_len[i] = path.len() as u32;
@@ -410,10 +420,8 @@ fn prepare<R: PathSource + ?Sized>(
         for c in &path {
             arena.push(c.0);
             delay += ch_delay[c.idx()];
-            if ch_to_switch[c.idx()] {
-                switch_bytes += r.bytes.0;
-            }
         }
+        switch_bytes += r.bytes.0 * fct::switch_hops(topo, r.src, &path);
         rec_delay[i] = delay;
     }
     // aggregations
@@ -475,52 +483,30 @@ fn prepare<R: PathSource + ?Sized>(
         switches.sort_unstable();
         switches.dedup();
         // the unit's own limit: capacity over multiplicity on its tightest channel
-        let tree_cap = tree
-            .chunk_by(|a, b| a == b)
-            .map(|run| ch_cap[run[0] as usize] / run.len() as f64)
-            .fold(f64::INFINITY, f64::min);
-        // longest up chain and longest down chain (relaxation; trees are shallow)
-        let mut up: HashMap<u32, u64> = HashMap::new();
-        let mut down: HashMap<u32, u64> = HashMap::new();
-        for _ in 0..mem.len() {
-            let mut changed = false;
-            for &m in &mem {
+        let tree_cap = netmodel::multiset_cap(&tree, |c| ch_cap[c as usize]);
+        // longest up chain and longest down chain
+        let edges: Vec<(u32, u32, u64, EdgeDir)> = mem
+            .iter()
+            .filter_map(|&m| {
                 let r = &records[m as usize];
-                let d = rec_delay[m as usize];
-                let Some(a) = r.agg else { continue };
-                match a.dir {
-                    AggDir::Up => {
-                        let v = up.get(&r.src.0).copied().unwrap_or(0) + d;
-                        let e = up.entry(r.dst.0).or_insert(0);
-                        if v > *e {
-                            *e = v;
-                            changed = true;
-                        }
-                    }
-                    AggDir::Down => {
-                        let v = down.get(&r.dst.0).copied().unwrap_or(0) + d;
-                        let e = down.entry(r.src.0).or_insert(0);
-                        if v > *e {
-                            *e = v;
-                            changed = true;
-                        }
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let up_lat = up.values().copied().max().unwrap_or(0);
-        let down_lat = down.values().copied().max().unwrap_or(0);
+                let dir = match r.agg?.dir {
+                    AggDir::Up => EdgeDir::Up,
+                    AggDir::Down => EdgeDir::Down,
+                };
+                Some((r.src.0, r.dst.0, rec_delay[m as usize], dir))
+            })
+            .collect();
+        let (up_lat, down_lat) = netmodel::tree_latency(&edges);
         let latency = up_lat + down_lat;
         let wire_s = ina_wire(s, opts);
-        let full_window = if switches.is_empty() {
-            f64::INFINITY
-        } else {
-            window_rate(opts.ina.window, opts.ina.payload, latency)
-        };
-        let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
+        let standalone = netmodel::ina_time(
+            wire_s.0,
+            tree_cap,
+            opts.ina.window,
+            opts.ina.payload.0,
+            latency,
+            !switches.is_empty(),
+        );
         // host ring fallback over the worker hosts
         let mut hosts: Vec<(NodeId, FlowId)> = Vec::new();
         for &m in &mem {
@@ -565,6 +551,16 @@ fn prepare<R: PathSource + ?Sized>(
         } else {
             (0.0, 0)
         };
+        let reserved = planned_reservation(
+            records,
+            &mem,
+            topo,
+            opts,
+            &switches,
+            &switch_nodes,
+            id,
+            class,
+        )?;
         let tree_off = arena.len() as u32;
         arena.extend_from_slice(&tree);
         aggs.push(Agg {
@@ -586,6 +582,7 @@ fn prepare<R: PathSource + ?Sized>(
             started: 0,
             slots: 0,
             outstanding: 0,
+            reserved,
         });
     }
     Ok(Prepared {
@@ -605,22 +602,49 @@ fn prepare<R: PathSource + ?Sized>(
     })
 }
 
-/// Bytes per ns a window of `slots` packets of `payload` sustains over `rtt`.
-fn window_rate(slots: u32, payload: Bytes, rtt: u64) -> f64 {
-    if rtt == 0 {
-        f64::INFINITY
-    } else {
-        slots as f64 * payload.0 as f64 / rtt as f64
+/// The slots an aggregation's group reserves on each of its switches under the `planned`
+/// policy (the smallest, should they differ): matched by class and first member (the
+/// lowest host sending an up edge), see [`crate::trace::Reservation`]. 0 for other policies
+/// and for multicast-only aggregations; an error when a switch has no reservation for it
+/// or one larger than the pool.
+#[allow(clippy::too_many_arguments)]
+fn planned_reservation(
+    records: &[FlowRecord],
+    mem: &[u32],
+    topo: &Topology,
+    opts: &ReplayOptions,
+    switches: &[u32],
+    switch_nodes: &[NodeId],
+    id: u64,
+    class: Class,
+) -> Result<u32, ReplayError> {
+    if opts.ina.policy != InaPolicy::Planned || switches.is_empty() {
+        return Ok(0);
     }
-}
-
-/// Nanoseconds to move `bytes` at `rate` bytes/ns, rounded up (a tolerance of 1e-6 ns
-/// keeps exact quotients such as 80000.0000000001 from rounding to the next ns).
-fn fluid_time(bytes: f64, rate: f64) -> u64 {
-    if bytes <= 0.0 || rate.is_infinite() {
-        return 0;
+    let first = mem
+        .iter()
+        .map(|&m| &records[m as usize])
+        .filter(|r| {
+            r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host
+        })
+        .map(|r| r.src)
+        .min();
+    let mut k = u32::MAX;
+    for &sw in switches {
+        let node = switch_nodes[sw as usize];
+        let r = first.and_then(|f| opts.ina.reservation(node, class, f));
+        let msg = match (r, first) {
+            (Some(x), _) if x <= opts.ina.slots => {
+                k = k.min(x);
+                continue;
+            }
+            (Some(x), _) => format!("reserves {x} slots on switch {node} but its pool holds {}", opts.ina.slots),
+            (None, Some(f)) => format!("the planned slot policy has no reservation on switch {node} for the {class} aggregation of first member {f}"),
+            (None, None) => "the planned slot policy needs a host among its up-edge senders".into(),
+        };
+        return Err(ReplayError::BadAggregation { agg: id, msg });
     }
-    (bytes / rate - 1e-6).ceil().max(0.0) as u64
+    Ok(k)
 }
 
 /// Mutable simulation state.
@@ -941,7 +965,7 @@ impl Sim<'_> {
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            window_rate(slots, self.opts.ina.payload, agg.rtt)
+            netmodel::window_rate(slots, self.opts.ina.payload.0, agg.rtt)
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
@@ -1057,11 +1081,11 @@ pub fn simulate<R: PathSource + ?Sized>(
         v.dedup();
         v
     };
-    let mut share = [0u32; 4];
+    let mut share = [0u32; 6];
     for c in &enabled {
         share[class_idx(*c)] = ina.slots / enabled.len() as u32;
     }
-    let mut prio = [4u8, 5, 6, 7];
+    let mut prio = [6u8, 7, 8, 9, 10, 11];
     for (rank, c) in ina
         .classes
         .iter()
@@ -1076,7 +1100,7 @@ pub fn simulate<R: PathSource + ?Sized>(
         policy: ina.policy,
         total: ina.slots,
         share,
-        used: vec![[0; 4]; nsw],
+        used: vec![[0; 6]; nsw],
         node_of: p.switch_nodes.clone(),
         waiting: BTreeSet::new(),
         samples: Vec::new(),
@@ -1219,8 +1243,8 @@ pub fn simulate<R: PathSource + ?Sized>(
             flow_id: r.id.0,
             src: r.src.0,
             dst: r.dst.0,
-            mode: r.mode.as_str().to_string(),
-            class: r.class.as_str().to_string(),
+            mode: r.mode,
+            class: r.class,
             size_bytes: r.bytes.0,
             start_ns: sim.start[i],
             end_ns: sim.end[i],
@@ -1255,7 +1279,7 @@ pub fn simulate<R: PathSource + ?Sized>(
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
         switch_bytes: sim.p.switch_bytes,
-        ina_slot_peak: sim.pools.peak as u64,
+        ina_slot_peak: fct::slot_peak(&sim.pools.samples),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
     let summary = fct::summarize(records, &rows, &ctx)?;

@@ -44,9 +44,11 @@ mod route;
 
 pub use engine::simulate;
 pub use output::write_outputs;
-pub use route::{PathSource, SharedRoutes, ShortestPaths};
+pub use route::PathSource;
 
 use crate::fct::{FctRow, Summary};
+use crate::formats::links_csv::ChannelStat;
+use crate::formats::switches_csv::SlotSample;
 use crate::units::{Bytes, FlowId, LinkId, NodeId};
 
 /// The slot policies (what each does in this replayer: `static` partitions each switch's
@@ -54,7 +56,10 @@ use crate::units::{Bytes, FlowId, LinkId, NodeId};
 /// share, a class with no share falling back to the host ring; `best-effort` takes
 /// `min(window, free)` slots from the whole pool and falls back to the host ring at once
 /// when none is free, ATP-style; `priority` is best-effort that waits instead, freed slots
-/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id).
+/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id;
+/// `planned` takes `min(window, reservation)` slots on each switch of the aggregation —
+/// its group's reservation from the trace header, `InaSwitchModel::reservation` — waiting
+/// while a switch's pool cannot hold them).
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// Options of one replay.
@@ -75,41 +80,13 @@ pub struct ReplayOptions {
 impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
-            payload: crate::trace::NET_PACKET_PAYLOAD,
-            header: crate::trace::PACKET_HEADER,
+            payload: crate::record::NET_PACKET_PAYLOAD,
+            header: crate::record::PACKET_HEADER,
             ina: InaSwitchModel::default(),
             progress: false,
             trace_name: String::new(),
         }
     }
-}
-
-/// Bytes and utilisation of one channel (one direction of a link).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChannelStat {
-    /// The link.
-    pub link: LinkId,
-    /// Sending end.
-    pub from: NodeId,
-    /// Receiving end.
-    pub to: NodeId,
-    /// Rate in bits per second.
-    pub rate_bps: u64,
-    /// Wire bytes carried.
-    pub bytes: u64,
-    /// `bytes·8 / (rate · iteration time)`.
-    pub utilisation: f64,
-}
-
-/// One change of a switch's slot occupancy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotSample {
-    /// When, ns.
-    pub time_ns: u64,
-    /// The switch.
-    pub switch: NodeId,
-    /// Slots in use from then on.
-    pub slots_in_use: u32,
 }
 
 /// Everything one replay produced.
@@ -210,7 +187,7 @@ pub enum ReplayError {
 impl ReplayOptions {
     /// Options with the INA switch model of a trace header
     /// ([`InaSwitchModel::from_header`]). Host transfers keep the network packet payload
-    /// ([`crate::trace::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
+    /// ([`crate::record::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
         let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
             crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },

@@ -32,29 +32,20 @@
 //! is a consistency check (it must show zero error) rather than a measurement.
 
 pub mod links;
+mod seeds;
 pub mod slots;
 
+pub use seeds::{median_u64, seeds_table, SEED_COLUMNS};
+
 use crate::fct::{FctRow, Summary};
+use crate::formats::{fct_csv, summary_csv};
 use polars::prelude::*;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-/// Columns of `fct.csv`, in the contract's order (src/fct.rs).
-pub const FCT_COLUMNS: [&str; 10] = [
-    "flow_id",
-    "src",
-    "dst",
-    "mode",
-    "class",
-    "size_bytes",
-    "start_ns",
-    "end_ns",
-    "fct_ns",
-    "standalone_fct_ns",
-];
+/// Columns of `fct.csv`, in the contract's order.
+pub use crate::formats::fct_csv::COLUMNS as FCT_COLUMNS;
 
 /// Columns of `results.csv`: the eleven the issue names, then the extras (see
 /// [`results_table`] for their meaning).
@@ -93,44 +84,9 @@ pub enum ReportError {
         /// What it should have been and who writes it.
         what: &'static str,
     },
-    /// An input file exists but holds no data.
-    #[error("{path}: empty: {why}")]
-    Empty {
-        /// The file.
-        path: PathBuf,
-        /// What is missing (no header, header only, ...).
-        why: String,
-    },
-    /// A required column is absent from the header.
-    #[error("{path}: line 1: missing column `{column}` (header must include: {expected})")]
-    MissingColumn {
-        /// The file.
-        path: PathBuf,
-        /// The column that is absent.
-        column: String,
-        /// The columns the contract requires.
-        expected: String,
-    },
-    /// A value does not parse as the contract's type.
-    #[error("{path}: line {line}, field `{field}`: {why}")]
-    BadValue {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line number (the header is line 1).
-        line: u64,
-        /// Column name (or `?` when the row is malformed as a whole).
-        field: String,
-        /// The parser's complaint.
-        why: String,
-    },
-    /// `summary.csv` must hold exactly one row.
-    #[error("{path}: expected exactly one summary row, found {rows}")]
-    SummaryRows {
-        /// The file.
-        path: PathBuf,
-        /// Rows found.
-        rows: usize,
-    },
+    /// An input file that cannot be read or does not follow its format.
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// `fct.csv` must hold one row per trace record (the summary's `records`).
     #[error("{path}: {rows} rows but {summary} says the trace has {records} records")]
     RecordCount {
@@ -224,6 +180,14 @@ pub enum ReportError {
         /// The policy.
         policy: String,
     },
+    /// The seeds of a run did not run the same policies.
+    #[error("results over seeds: {}{msg}", seed.map(|s| format!("seed {s} ")).unwrap_or_default())]
+    SeedPolicies {
+        /// The seed at fault, if one.
+        seed: Option<u64>,
+        /// What differs.
+        msg: String,
+    },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {
@@ -275,129 +239,23 @@ fn require_file(path: &Path, what: &'static str) -> Result<(), ReportError> {
 pub fn read_summary(path: &Path) -> Result<Summary, ReportError> {
     require_file(
         path,
-        "summary.csv: the back-end's one-row iteration summary (src/fct.rs)",
+        "summary.csv: the back-end's one-row iteration summary (src/formats/summary_csv.rs)",
     )?;
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    if headers.iter().all(|h| h.trim().is_empty()) {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "no header line".into(),
-        });
-    }
-    let mut rows = Vec::new();
-    for row in rdr.deserialize::<Summary>() {
-        rows.push(row.map_err(|e| csv_error(path, e, &headers))?);
-    }
-    match rows.len() {
-        0 => Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "header only, no summary row".into(),
-        }),
-        1 => Ok(rows.pop().expect("one row")),
-        n => Err(ReportError::SummaryRows {
-            path: path.to_path_buf(),
-            rows: n,
-        }),
-    }
-}
-
-/// Turns a csv-crate error into a [`ReportError`] naming line and field.
-fn csv_error(path: &Path, e: csv::Error, headers: &[String]) -> ReportError {
-    let line = e.position().map(|p| p.line()).unwrap_or(0);
-    match e.kind() {
-        csv::ErrorKind::Io(_) => ReportError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e.to_string()),
-        },
-        csv::ErrorKind::Deserialize { err, .. } => {
-            let field = err
-                .field()
-                .and_then(|i| headers.get(i as usize))
-                .cloned()
-                .or_else(|| {
-                    // serde names a missing field in its message: "missing field `x`".
-                    let msg = err.to_string();
-                    msg.split('`').nth(1).map(str::to_string)
-                })
-                .unwrap_or_else(|| "?".into());
-            ReportError::BadValue {
-                path: path.to_path_buf(),
-                line,
-                field,
-                why: err.kind().to_string(),
-            }
-        }
-        _ => ReportError::BadValue {
-            path: path.to_path_buf(),
-            line,
-            field: "?".into(),
-            why: e.to_string(),
-        },
-    }
+    Ok(summary_csv::read(path)?)
 }
 
 /// Reads an `fct.csv` into a DataFrame with the contract's columns and types (extra
 /// columns are dropped); the first bad row is reported with its line and field.
 pub fn read_fct(path: &Path) -> Result<DataFrame, ReportError> {
-    require_file(path, "fct.csv: one row per trace record (src/fct.rs)")?;
-    // Header first: an empty file and a missing column deserve their own messages.
-    let mut first = String::new();
-    let n = std::io::BufReader::new(File::open(path).map_err(io(path))?)
-        .read_line(&mut first)
-        .map_err(io(path))?;
-    if n == 0 || first.trim().is_empty() {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "no header line".into(),
-        });
-    }
-    let header: Vec<&str> = first
-        .trim_end_matches(['\r', '\n'])
-        .split(',')
-        .map(str::trim)
-        .collect();
-    for c in FCT_COLUMNS {
-        if !header.contains(&c) {
-            return Err(ReportError::MissingColumn {
-                path: path.to_path_buf(),
-                column: c.into(),
-                expected: FCT_COLUMNS.join(","),
-            });
-        }
-    }
+    require_file(
+        path,
+        "fct.csv: one row per trace record (src/formats/fct_csv.rs)",
+    )?;
     // The csv crate parses and types every row (errors name line and field); polars only
     // receives typed columns. Arbitrary bytes made polars' own CSV reader panic inside its
     // worker threads (found by the property test), so it never sees raw input here.
-    let rows = read_fct_rows(path)?;
-    if rows.is_empty() {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "header only, no records".into(),
-        });
-    }
-    let df = fct_frame(&rows).map_err(pol(path))?;
-    // Re-select so the column order is the contract's whatever the file's order.
-    df.select(FCT_COLUMNS).map_err(pol(path))
-}
-
-/// Reads `path` row by row as [`FctRow`]s and returns the first error, with its line.
-fn read_fct_rows(path: &Path) -> Result<Vec<FctRow>, ReportError> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    rdr.deserialize::<FctRow>()
-        .map(|row| row.map_err(|e| csv_error(path, e, &headers)))
-        .collect()
+    let rows = fct_csv::read(path)?;
+    fct_frame(&rows).map_err(pol(path))
 }
 
 /// Typed columns of the fct contract, in [`FCT_COLUMNS`] order.
@@ -571,6 +429,24 @@ impl Comparison {
         self.iteration.iter().find(|m| m.metric == name)
     }
 
+    /// What `ina3d compare` prints: the FCT-error table, the iteration and wall-time
+    /// lines, the link check and the slots per switch.
+    pub fn summary_text(&self) -> Result<String, ReportError> {
+        Ok(format!(
+            "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n\n{}\
+             iteration time: replay {} ns, ns-3 {} ns, error {:+.2} %\n\
+             wall time: ns-3 / replay = {:.1}x\n",
+            self.trace,
+            self.records,
+            format_table(&self.fct_error_table()?),
+            self.iteration.first().map_or(0, |m| m.replay),
+            self.iteration.first().map_or(0, |m| m.ns3),
+            100.0 * self.iteration_rel_error(),
+            self.wall_time_ratio()
+        ) + &links_text(&self.links)
+            + &slots_text(self.slots.as_deref()))
+    }
+
     /// `fct_error.csv` as a DataFrame.
     pub fn fct_error_table(&self) -> Result<DataFrame, ReportError> {
         let s = &self.fct_error;
@@ -616,6 +492,13 @@ impl Comparison {
             ),
             Column::new("ns3".into(), m.iter().map(|x| x.ns3).collect::<Vec<_>>()),
             Column::new(
+                "difference".into(),
+                m.iter()
+                    .map(|x| x.replay as i128 - x.ns3 as i128)
+                    .map(|d| d.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+                    .collect::<Vec<_>>(),
+            ),
+            Column::new(
                 "rel_error".into(),
                 m.iter().map(|x| x.rel_error).collect::<Vec<_>>(),
             ),
@@ -655,6 +538,60 @@ impl Comparison {
         }
         Ok(out)
     }
+}
+
+/// How many channels the link check compared and every one that differs.
+fn links_text(links: &links::LinkOutcome) -> String {
+    let l = match links {
+        links::LinkOutcome::NotChecked(why) => return format!("links: not checked ({why})\n"),
+        links::LinkOutcome::Checked(l) => l,
+    };
+    let d = l.differing();
+    let how = if l.tolerance > 0.0 {
+        format!("within {:.2} %", 100.0 * l.tolerance)
+    } else {
+        "byte-exact".to_string()
+    };
+    if d.is_empty() {
+        return format!(
+            "links: all {} channels carried the same bytes on both ({how})\n",
+            l.channels.len()
+        );
+    }
+    let mut s = format!(
+        "links: LINK CHECK FAILED — {} of {} channels differ ({how}):\n",
+        d.len(),
+        l.channels.len()
+    );
+    for x in &d {
+        let _ = writeln!(
+            s,
+            "  link {} {} -> {}: replay {} B, ns-3 {} B",
+            x.link, x.from, x.to, x.replay_bytes, x.ns3_bytes
+        );
+    }
+    s
+}
+
+/// Peak slots and slot-time per switch on both back-ends (empty without INA).
+fn slots_text(rows: Option<&[slots::SlotComparison]>) -> String {
+    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
+        return String::new();
+    };
+    let mut s =
+        "INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):\n".to_string();
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
+    s
 }
 
 /// Options of [`compare_with`].
@@ -969,30 +906,11 @@ fn group_stats(flows: &DataFrame) -> PolarsResult<Vec<ErrorStats>> {
 }
 
 fn metric_rows(r: &Summary, n: &Summary) -> Vec<MetricComparison> {
-    let pairs: [(&'static str, u64, u64); 14] = [
-        (
-            "iteration_time_ns",
-            r.iteration_time_ns,
-            n.iteration_time_ns,
-        ),
-        ("compute_ns", r.compute_ns, n.compute_ns),
-        ("bubble_ns", r.bubble_ns, n.bubble_ns),
-        ("exposed_tp_ns", r.exposed_tp_ns, n.exposed_tp_ns),
-        ("exposed_pp_ns", r.exposed_pp_ns, n.exposed_pp_ns),
-        ("exposed_dp_ns", r.exposed_dp_ns, n.exposed_dp_ns),
-        ("exposed_emb_ns", r.exposed_emb_ns, n.exposed_emb_ns),
-        (
-            "critical_path_compute_ns",
-            r.critical_path_compute_ns,
-            n.critical_path_compute_ns,
-        ),
-        ("tp_bytes", r.tp_bytes, n.tp_bytes),
-        ("pp_bytes", r.pp_bytes, n.pp_bytes),
-        ("dp_bytes", r.dp_bytes, n.dp_bytes),
-        ("emb_bytes", r.emb_bytes, n.emb_bytes),
-        ("ina_slot_peak", r.ina_slot_peak, n.ina_slot_peak),
-        ("wall_time_ns", r.wall_time_ns, n.wall_time_ns),
-    ];
+    let pairs = r
+        .metrics()
+        .into_iter()
+        .zip(n.metrics())
+        .map(|((name, a), (_, b))| (name, a, b));
     pairs
         .into_iter()
         .map(|(metric, a, b)| MetricComparison {
@@ -1042,6 +960,50 @@ pub struct PolicyResult {
 /// `ina_slots`, per-class network bytes, the replayer's wall time, and
 /// `ns3_iteration_time_ns` (empty when ns-3 did not run).
 pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
+    let speedup = speedups_vs_ring(rows)?;
+    let u = |name: &str, f: fn(&Summary) -> u64| {
+        Column::new(
+            name.into(),
+            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
+        )
+    };
+    DataFrame::new_infer_height(vec![
+        Column::new(
+            "policy".into(),
+            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
+        ),
+        u("iteration_time_ns", |s| s.iteration_time_ns),
+        u("compute_ns", |s| s.compute_ns),
+        u("exposed_tp_ns", |s| s.exposed_tp_ns),
+        u("exposed_pp_ns", |s| s.exposed_pp_ns),
+        u("exposed_dp_ns", |s| s.exposed_dp_ns),
+        u("exposed_emb_ns", |s| s.exposed_emb_ns),
+        u("bubble_ns", |s| s.bubble_ns),
+        u("switch_bytes", |s| s.switch_bytes),
+        u("ina_slot_peak", |s| s.ina_slot_peak),
+        Column::new("speedup_vs_ring".into(), speedup),
+        Column::new(
+            "ina_slots".into(),
+            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
+        ),
+        u("tp_bytes", |s| s.tp_bytes),
+        u("pp_bytes", |s| s.pp_bytes),
+        u("dp_bytes", |s| s.dp_bytes),
+        u("emb_bytes", |s| s.emb_bytes),
+        u("replay_wall_time_ns", |s| s.wall_time_ns),
+        Column::new(
+            "ns3_iteration_time_ns".into(),
+            rows.iter()
+                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
+                .collect::<Vec<Option<u64>>>(),
+        ),
+    ])
+    .map_err(pol(Path::new("results.csv")))
+}
+
+/// Each row's `speedup_vs_ring`: the ring row's `iteration_time_ns` / the row's. Errors: a
+/// policy named twice, a zero iteration time, no ring row.
+pub fn speedups_vs_ring(rows: &[PolicyResult]) -> Result<Vec<f64>, ReportError> {
     let mut seen = std::collections::BTreeSet::new();
     for r in rows {
         if !seen.insert(r.policy.as_str()) {
@@ -1066,49 +1028,10 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
                 .join(", "),
         })?;
     let ring_t = ring.replay.iteration_time_ns as f64;
-    let u = |name: &str, f: fn(&Summary) -> u64| {
-        Column::new(
-            name.into(),
-            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
-        )
-    };
-    DataFrame::new_infer_height(vec![
-        Column::new(
-            "policy".into(),
-            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
-        ),
-        u("iteration_time_ns", |s| s.iteration_time_ns),
-        u("compute_ns", |s| s.compute_ns),
-        u("exposed_tp_ns", |s| s.exposed_tp_ns),
-        u("exposed_pp_ns", |s| s.exposed_pp_ns),
-        u("exposed_dp_ns", |s| s.exposed_dp_ns),
-        u("exposed_emb_ns", |s| s.exposed_emb_ns),
-        u("bubble_ns", |s| s.bubble_ns),
-        u("switch_bytes", |s| s.switch_bytes),
-        u("ina_slot_peak", |s| s.ina_slot_peak),
-        Column::new(
-            "speedup_vs_ring".into(),
-            rows.iter()
-                .map(|r| ring_t / r.replay.iteration_time_ns as f64)
-                .collect::<Vec<f64>>(),
-        ),
-        Column::new(
-            "ina_slots".into(),
-            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
-        ),
-        u("tp_bytes", |s| s.tp_bytes),
-        u("pp_bytes", |s| s.pp_bytes),
-        u("dp_bytes", |s| s.dp_bytes),
-        u("emb_bytes", |s| s.emb_bytes),
-        u("replay_wall_time_ns", |s| s.wall_time_ns),
-        Column::new(
-            "ns3_iteration_time_ns".into(),
-            rows.iter()
-                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
-                .collect::<Vec<Option<u64>>>(),
-        ),
-    ])
-    .map_err(pol(Path::new("results.csv")))
+    Ok(rows
+        .iter()
+        .map(|r| ring_t / r.replay.iteration_time_ns as f64)
+        .collect())
 }
 
 /// Writes `df` as CSV to `path` atomically (`path.tmp`, then rename). Floats are written
@@ -1117,20 +1040,12 @@ pub fn write_csv(df: &mut DataFrame, path: &Path) -> Result<(), ReportError> {
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).map_err(io(d))?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    {
-        let f = File::create(&tmp).map_err(io(&tmp))?;
-        let mut w = std::io::BufWriter::new(f);
-        CsvWriter::new(&mut w)
-            .include_header(true)
-            .finish(df)
-            .map_err(pol(path))?;
-        use std::io::Write;
-        w.flush().map_err(io(&tmp))?;
-    }
-    std::fs::rename(&tmp, path).map_err(io(path))
+    let mut bytes = Vec::new();
+    CsvWriter::new(&mut bytes)
+        .include_header(true)
+        .finish(df)
+        .map_err(pol(path))?;
+    Ok(crate::formats::write_atomic_bytes(path, &bytes)?)
 }
 
 fn cell(c: &Column, i: usize) -> String {

@@ -1,8 +1,6 @@
 //! Errors and warnings of the topology module.
 
 use crate::units::NodeId;
-use std::fmt;
-use std::path::PathBuf;
 
 /// Why a topology could not be built, read, routed or checked.
 #[derive(Debug, thiserror::Error)]
@@ -17,27 +15,9 @@ pub enum TopologyError {
         /// What is wrong and what was expected.
         msg: String,
     },
-    /// A topology file could not be read.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A topology file line that cannot be understood.
-    #[error("{path}:{line}: {field}: {msg}")]
-    Parse {
-        /// The file (or `<string>` for text parsed from memory).
-        path: String,
-        /// 1-based line number.
-        line: usize,
-        /// The field of the line (`header`, `switch id`, `src`, `rate`, …).
-        field: String,
-        /// What is wrong and what was expected.
-        msg: String,
-    },
+    /// A topology file that cannot be read or understood (names file, line and field).
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
     /// The job does not fit the topology (which numbers disagree is in the message).
     #[error("{0}")]
     World(String),
@@ -78,22 +58,4 @@ pub enum TopologyError {
     /// An aggregation with no members or a member listed twice.
     #[error("aggregation members: {0}")]
     Members(String),
-}
-
-/// Something odd but survivable in a topology file, reported instead of dying: header
-/// counts that disagree with the rows, free text after the links, …
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TopologyWarning {
-    /// The file.
-    pub path: String,
-    /// 1-based line number the warning is about.
-    pub line: usize,
-    /// What was odd and what was done about it.
-    pub msg: String,
-}
-
-impl fmt::Display for TopologyWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: warning: {}", self.path, self.line, self.msg)
-    }
 }

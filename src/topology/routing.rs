@@ -19,6 +19,7 @@
 use super::{Channel, LinkKind, NodeKind, Topology, TopologyError};
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 const NONE: u32 = u32::MAX;
 const FAR: u16 = u16::MAX;
@@ -59,6 +60,21 @@ pub fn ecmp_choice(seed: u64, key: u64, node: NodeId, n: usize) -> usize {
 #[inline]
 pub fn pair_key(src: NodeId, dst: NodeId) -> u64 {
     ((src.0 as u64) << 32) | dst.0 as u64
+}
+
+/// The ECMP key of NCCL channel `channel` of the connection from `src` to `dst`: channel 0
+/// is [`pair_key`]`(src, dst)`, channel `c > 0` is `pair_key ^ splitmix64(c)`. Each NCCL
+/// channel has its own connection (its own queue pair / source port), so a fabric hashes
+/// the channels of one GPU pair independently (docs/model.md#nccl-channels). Both
+/// back-ends route a `net` record with the key of its channel.
+#[inline]
+pub fn connection_key(src: NodeId, dst: NodeId, channel: u32) -> u64 {
+    let k = pair_key(src, dst);
+    if channel == 0 {
+        k
+    } else {
+        k ^ splitmix64(channel as u64)
+    }
 }
 
 /// Distances and shortest next hops towards one attachment group of hosts.
@@ -127,6 +143,10 @@ pub struct Routing {
     lists: Lists,
     /// Per switch: hops from the nearest host (ToR/leaf = 1, aggregation = 2, core = 3).
     level: Vec<u16>,
+    /// Per destination switch (dense index), every switch's hop distance to it over
+    /// switches, computed on first use: only the switches that end a transfer (INA tree
+    /// nodes) ever need one, so a 5,120-switch fat-tree pays for the few it uses.
+    to_switch: Vec<OnceLock<Vec<u16>>>,
 }
 
 impl Routing {
@@ -193,6 +213,7 @@ impl Routing {
             groups: Vec::new(),
             lists: Lists::default(),
             level: Vec::new(),
+            to_switch: Vec::new(),
         };
         let mut switches = 0u32;
         for v in 0..n {
@@ -236,6 +257,7 @@ impl Routing {
         lists.ids = Default::default();
         r.lists = lists;
         r.level = r.levels(switches as usize);
+        r.to_switch = (0..switches).map(|_| OnceLock::new()).collect();
         r.check_connected()?;
         Ok(r)
     }
@@ -363,9 +385,21 @@ impl Routing {
         Ok(())
     }
 
+    /// `v` is a host.
     fn host(&self, v: NodeId) -> Result<(), TopologyError> {
         match self.kinds.get(v.idx()) {
             Some(NodeKind::Host) => Ok(()),
+            _ => self.endpoint(v).and(Err(TopologyError::NotAHost {
+                node: v,
+                what: format!("a {:?}", self.kinds[v.idx()]).to_lowercase(),
+            })),
+        }
+    }
+
+    /// `v` may end a path: a host or a packet switch.
+    fn endpoint(&self, v: NodeId) -> Result<(), TopologyError> {
+        match self.kinds.get(v.idx()) {
+            Some(NodeKind::Host | NodeKind::Switch) => Ok(()),
             Some(k) => Err(TopologyError::NotAHost {
                 node: v,
                 what: format!("a {k:?}").to_lowercase(),
@@ -382,8 +416,30 @@ impl Routing {
         self.seed
     }
 
-    /// The ECMP path from host `src` to host `dst` for flow key `key`, as the channels it
-    /// crosses in order. Same seed and key → same path. `src == dst` gives the empty path.
+    /// The ECMP path of the connection from `src` to `dst` (hosts or switches): the one
+    /// place where a transfer's ECMP key is chosen, [`pair_key`]`(src, dst)`. The
+    /// replayer routes every net record and INA edge with it, `ina3d ns3 emit` writes its
+    /// paths into the glue's `routes.txt`, and INA trees are built from it.
+    pub fn connection_path(&self, src: NodeId, dst: NodeId) -> Result<Vec<Channel>, TopologyError> {
+        self.path(src, dst, pair_key(src, dst))
+    }
+
+    /// The ECMP path of NCCL channel `channel` of the connection from `src` to `dst`
+    /// ([`connection_key`]); channel 0 is [`Routing::connection_path`].
+    pub fn channel_path(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        channel: u32,
+    ) -> Result<Vec<Channel>, TopologyError> {
+        self.path(src, dst, connection_key(src, dst, channel))
+    }
+
+    /// The ECMP path from `src` to `dst` (each a host or a packet switch) for flow key
+    /// `key`, as the channels it crosses in order. Same seed and key → same path.
+    /// `src == dst` gives the empty path. Among the equal-cost next hops of a node, in
+    /// ascending channel order, the path takes [`ecmp_choice`]`(seed, key, node, n)`;
+    /// only switches forward.
     pub fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, TopologyError> {
         let mut out = Vec::with_capacity(8);
         self.path_into(src, dst, key, &mut out)?;
@@ -398,13 +454,86 @@ impl Routing {
         key: u64,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
-        self.host(src)?;
-        self.host(dst)?;
+        self.endpoint(src)?;
+        self.endpoint(dst)?;
         out.clear();
         if src == dst {
             return Ok(());
         }
+        if self.kinds[dst.idx()] == NodeKind::Switch {
+            return self.route_to_switch(src, dst, key, out);
+        }
         self.route(src, dst, key, out)
+    }
+
+    /// Hop distances of every switch to switch `t` (dense index) over switches.
+    fn switch_distances(&self, t: u32) -> &[u16] {
+        self.to_switch[t as usize].get_or_init(|| {
+            let mut dist = vec![FAR; self.to_switch.len()];
+            dist[t as usize] = 0;
+            let mut queue = std::collections::VecDeque::new();
+            queue.push_back(t);
+            let mut node_of = vec![NodeId(0); self.to_switch.len()];
+            for (v, &i) in self.sw.iter().enumerate() {
+                if i != NONE {
+                    node_of[i as usize] = NodeId(v as u32);
+                }
+            }
+            while let Some(u) = queue.pop_front() {
+                let du = dist[u as usize];
+                for &(_, w) in self.net(node_of[u as usize]) {
+                    let wi = self.sw[w.idx()];
+                    if wi != NONE && dist[wi as usize] == FAR {
+                        dist[wi as usize] = du + 1;
+                        queue.push_back(wi);
+                    }
+                }
+            }
+            dist
+        })
+    }
+
+    /// Walk from `src` (host or switch) to switch `dst`: at every node the channels to
+    /// switches one hop closer to `dst`, ascending, and [`ecmp_choice`] among them.
+    fn route_to_switch(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        out: &mut Vec<Channel>,
+    ) -> Result<(), TopologyError> {
+        let dist = self.switch_distances(self.sw[dst.idx()]);
+        let dist_of = |w: NodeId| match self.sw[w.idx()] {
+            NONE => FAR,
+            wi => dist[wi as usize],
+        };
+        let mut v = src;
+        let mut d = if self.kinds[src.idx()] == NodeKind::Switch {
+            dist_of(src)
+        } else {
+            // A host is one hop beyond its nearest attached switch.
+            self.net(src)
+                .iter()
+                .map(|&(_, w)| dist_of(w))
+                .min()
+                .unwrap_or(FAR)
+                .saturating_add(1)
+        };
+        if d == FAR {
+            return Err(TopologyError::Disconnected { from: src, to: dst });
+        }
+        while v != dst {
+            let closer = |&&(_, w): &&(Channel, NodeId)| dist_of(w) == d - 1;
+            let n = self.net(v).iter().filter(closer).count();
+            let i = ecmp_choice(self.seed, key, v, n);
+            let Some(&(c, w)) = self.net(v).iter().filter(closer).nth(i) else {
+                return Err(TopologyError::Disconnected { from: src, to: dst });
+            };
+            out.push(c);
+            v = w;
+            d -= 1;
+        }
+        Ok(())
     }
 
     /// Walk from `src` (host or switch) to host `dst`, appending channels to `out`.
@@ -547,13 +676,10 @@ impl Routing {
     /// The root is a switch that may aggregate (`can_aggregate`) and sits *above* every
     /// member — reachable from each by a strictly upward shortest path (its distance from
     /// every member equals its layer, [`Routing::level`]) — on the lowest such layer: the
-    /// shared ToR when all members hang off one, else an aggregation or core/spine switch.
-    /// Ties are broken by [`ecmp_choice`]`(seed, key, lowest member, candidates)` over the
-    /// candidates in ascending id. Each member's upward path is the reverse of the ECMP
-    /// path from the root down to it (same key); the union of those paths is collapsed so
-    /// every member and aggregating switch points to the nearest aggregating switch above
-    /// it. A member whose walk reaches a switch already in the tree joins there, so each
-    /// node has exactly one parent even where ECMP would have split.
+    /// shared ToR when all members hang off one, else an aggregation or core/spine switch
+    /// ([`Routing::aggregation_candidates`]). Ties are broken by
+    /// [`ecmp_choice`]`(seed, key, lowest member, candidates)` over the candidates in
+    /// ascending id; [`Routing::aggregation_tree_at`] builds the tree below it.
     ///
     /// Errors: no members, a member twice, a member that is not a host, or no aggregating
     /// switch above all members.
@@ -563,6 +689,55 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
         key: u64,
     ) -> Result<AggTree, TopologyError> {
+        let (ms, cands) = self.candidates(members, can_aggregate)?;
+        let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
+        self.tree_below(&ms, can_aggregate, root, key)
+    }
+
+    /// Every switch that may root the aggregation tree of `members` (see
+    /// [`Routing::aggregation_tree`]): the aggregating switches above all members on the
+    /// lowest layer that has one, ascending id. Errors as [`Routing::aggregation_tree`].
+    pub fn aggregation_candidates(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+    ) -> Result<Vec<NodeId>, TopologyError> {
+        Ok(self.candidates(members, can_aggregate)?.1)
+    }
+
+    /// The aggregation tree of `members` rooted at `root` (any switch above all members
+    /// that may aggregate): each member's upward path is the reverse of the ECMP path from
+    /// the root down to it (flow key `key`); the union of those paths is collapsed so every
+    /// member and aggregating switch points to the nearest aggregating switch above it. A
+    /// member whose walk reaches a switch already in the tree joins there, so each node has
+    /// exactly one parent even where ECMP would have split.
+    pub fn aggregation_tree_at(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        root: NodeId,
+        key: u64,
+    ) -> Result<AggTree, TopologyError> {
+        let (ms, _) = self.members_and_reps(members)?;
+        let agg = self.kinds.get(root.idx()) == Some(&NodeKind::Switch) && can_aggregate(root);
+        let above = self
+            .level(root)
+            .is_some_and(|l| ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l)));
+        if !agg || !above {
+            return Err(TopologyError::NoAggregator {
+                members: ms.len(),
+                first: ms[0],
+            });
+        }
+        self.tree_below(&ms, can_aggregate, root, key)
+    }
+
+    /// Sorted members (checked: non-empty, distinct, hosts) and one representative per
+    /// attachment group (distances are equal within a group).
+    fn members_and_reps(
+        &self,
+        members: &[NodeId],
+    ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
         let mut ms = members.to_vec();
         ms.sort_unstable();
         if ms.is_empty() {
@@ -577,7 +752,6 @@ impl Routing {
         for &m in &ms {
             self.host(m)?;
         }
-        // One representative per attachment group: distances are equal within a group.
         let mut reps: Vec<NodeId> = Vec::new();
         let mut seen = vec![false; self.groups.len()];
         for &m in &ms {
@@ -587,6 +761,16 @@ impl Routing {
                 reps.push(m);
             }
         }
+        Ok((ms, reps))
+    }
+
+    /// Sorted members and the candidate roots (non-empty) of [`Routing::aggregation_candidates`].
+    fn candidates(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+    ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
+        let (ms, reps) = self.members_and_reps(members)?;
         let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
         let mut best = FAR;
         let mut cands: Vec<NodeId> = Vec::new();
@@ -610,13 +794,24 @@ impl Routing {
                 first: ms[0],
             });
         }
-        let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
+        Ok((ms, cands))
+    }
+
+    /// The tree below a chosen root (see [`Routing::aggregation_tree_at`]).
+    fn tree_below(
+        &self,
+        ms: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        root: NodeId,
+        key: u64,
+    ) -> Result<AggTree, TopologyError> {
+        let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
 
         let mut in_tree: BTreeMap<NodeId, ()> = BTreeMap::new();
         in_tree.insert(root, ());
         let mut edges: Vec<AggEdge> = Vec::new();
         let mut down = Vec::new();
-        for &m in &ms {
+        for &m in ms {
             down.clear();
             self.route(root, m, key, &mut down)?;
             let mut child = m;

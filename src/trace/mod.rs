@@ -5,18 +5,47 @@
 //! [`TraceWriter`] / [`TraceReader`] for files. The file format is specified for users in
 //! `traces/README.md`.
 
+mod check;
 pub mod gen;
-pub mod io;
+pub mod inspect;
 pub mod options;
-pub mod record;
+pub mod planned;
 
-pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
-pub use io::{
-    read, read_str, validate, write, Trace, TraceError, TraceHeader, TraceReader, TraceWriter,
-    ValidationSummary, COLUMNS, SCHEMA_VERSION,
+pub use crate::formats::trace_csv::{
+    read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
+};
+pub use check::{validate, ValidationSummary};
+pub use gen::{
+    aggregating_switches, default_channels, generate, generate_workload, header,
+    nvlink_collective_time, nvlink_step_latency, TraceStats, NCCL_NVLINK_RING_STEP,
 };
 pub use options::{
-    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
-    TraceOptions, INA_HEADER_KEYS,
+    format_reservations, parse_classes, parse_reservations, Algorithm, InaConfig, InaMode,
+    InaPolicy, InaSwitchModel, InaSwitches, Reservation, TraceOptions, INA_HEADER_KEYS,
+    INA_RESERVATIONS_KEY,
 };
-pub use record::{AggDir, AggTag, Class, FlowRecord, Mode, NET_PACKET_PAYLOAD, PACKET_HEADER};
+
+/// Why a trace could not be generated, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// The trace file cannot be read or written, or breaks the format (file:line:column).
+    #[error(transparent)]
+    File(#[from] crate::formats::FormatError),
+    /// A metadata value the stage needs is missing or malformed.
+    #[error("trace metadata `{key}`: {msg}")]
+    Metadata {
+        /// Key.
+        key: String,
+        /// Why.
+        msg: String,
+    },
+    /// Generation failed (inconsistent options, internal invariant).
+    #[error("{0}")]
+    Generate(String),
+    /// The training configuration cannot be scheduled.
+    #[error(transparent)]
+    Schedule(#[from] crate::schedule::ScheduleError),
+    /// The job does not fit the topology, or routing failed.
+    #[error(transparent)]
+    Topology(#[from] crate::topology::TopologyError),
+}

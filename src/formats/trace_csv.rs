@@ -1,0 +1,1086 @@
+//! Trace files: CSV (gzip when the name ends in `.gz`) with metadata comment lines.
+//!
+//! Layout (schema 2, documented for users in `traces/README.md`):
+//!
+//! ```text
+//! # ina3d-trace schema=2
+//! # key=value            (any number, keys sorted; topology, seed, INA config, model, ...)
+//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel
+//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,,
+//! ```
+//!
+//! Schema 2 added the last column, `channel` (the NCCL channel of a `net` record, empty
+//! for 0). Schema 1 files (without it) are still read, every record on channel 0.
+//!
+//! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
+//! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
+//! parsed by hand: the generator writes millions of rows per second through a `BufWriter`
+//! into a fast gzip stream, and nothing here holds more than one row in memory.
+//!
+//! Validation happens while reading ([`TraceReader`]): ids unique, every dep already seen
+//! (so the file order is a topological order and the DAG is acyclic), mode/field
+//! consistency, and any further per-record check the caller plugs in ([`RecordCheck`]; the
+//! trace stage checks endpoints against a topology). Errors name `file:line:column` and
+//! the column's name.
+
+use super::FormatError;
+use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use flate2::read::MultiGzDecoder;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use std::collections::{BTreeMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// Version of the file layout written in the first line. Bump on any column change.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema this build still reads (schema 1: no `channel` column).
+pub const OLDEST_SCHEMA: u32 = 1;
+
+/// First line of every trace file (followed by ` schema=N`).
+pub const MAGIC: &str = "# ina3d-trace";
+
+/// The column header row of the current schema (schema 1 is the first 20).
+pub const COLUMNS: [&str; 21] = [
+    "id",
+    "src",
+    "dst",
+    "bytes",
+    "deps",
+    "gap_ns",
+    "dur_ns",
+    "mode",
+    "class",
+    "iteration",
+    "collective",
+    "step",
+    "microbatch",
+    "layer",
+    "stage",
+    "group_size",
+    "agg_id",
+    "agg_switch",
+    "agg_fanin",
+    "agg_dir",
+    "channel",
+];
+
+/// Columns of a file of schema `schema` (schema 1 has no `channel`).
+fn columns_of(schema: u32) -> &'static [&'static str] {
+    if schema == 1 {
+        &COLUMNS[..20]
+    } else {
+        &COLUMNS
+    }
+}
+
+/// A per-record check the reader runs after its own (the trace stage checks endpoints
+/// against a topology): on failure the index of the offending column in [`COLUMNS`] and
+/// what is wrong.
+pub trait RecordCheck {
+    /// Check one record.
+    fn check(&self, r: &FlowRecord) -> Result<(), (usize, String)>;
+}
+
+/// The metadata lines of a trace: schema version and `key=value` pairs (sorted by key).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TraceHeader {
+    /// Schema version (see [`SCHEMA_VERSION`]).
+    pub schema: u32,
+    /// Metadata: topology spec, seed, INA configuration, parallel sizes, model, calibration.
+    pub meta: BTreeMap<String, String>,
+}
+
+impl TraceHeader {
+    /// An empty header of the current schema.
+    pub fn new() -> Self {
+        Self {
+            schema: SCHEMA_VERSION,
+            meta: BTreeMap::new(),
+        }
+    }
+    /// Set one metadata entry.
+    pub fn set(&mut self, key: impl Into<String>, value: impl ToString) -> &mut Self {
+        self.meta.insert(key.into(), value.to_string());
+        self
+    }
+    /// One metadata value.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.meta.get(key).map(String::as_str)
+    }
+}
+
+/// A whole trace in memory (small traces, tests, inspection of small files).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Trace {
+    /// Metadata.
+    pub header: TraceHeader,
+    /// Records in file (dependency) order.
+    pub records: Vec<FlowRecord>,
+}
+
+fn is_gz(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"))
+}
+
+fn io_err(path: &Path, source: std::io::Error) -> FormatError {
+    FormatError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Streaming trace writer: rows are formatted straight into 1 MiB chunks that go to
+/// `NAME.tmp` (compressed in parallel for `.gz`), renamed to `NAME` by
+/// [`TraceWriter::finish`]. Dropping it unfinished removes the temp file, so a
+/// half-written trace is never presented under the final name.
+pub struct TraceWriter {
+    sink: Option<Sink>,
+    /// Rows not yet handed to the sink.
+    chunk: Vec<u8>,
+    tmp: PathBuf,
+    path: PathBuf,
+    count: u64,
+}
+
+/// Bytes of formatted rows per chunk (and per gzip member).
+const CHUNK: usize = 1 << 20;
+
+enum Sink {
+    Plain(File),
+    Gz(GzPool),
+}
+
+/// Parallel gzip: chunks of formatted rows are moved (not copied) to worker threads, each
+/// compresses its chunk into a complete gzip member, and a writer thread writes the
+/// members in order; emptied chunk buffers come back for reuse, so steady state allocates
+/// nothing. A concatenation of gzip members is a valid gzip file (RFC 1952; `zcat`,
+/// Python's `gzip`, pandas and flate2's `MultiGzDecoder` read it as one stream). Chunk
+/// boundaries depend only on the row sizes, so the output is byte-identical from run to
+/// run whatever the thread timing. Compression is the bottleneck of trace generation.
+struct GzPool {
+    tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
+    workers: Vec<std::thread::JoinHandle<()>>,
+    writer: Option<std::thread::JoinHandle<std::io::Result<File>>>,
+    seq: u64,
+}
+
+impl GzPool {
+    fn new(file: File) -> Self {
+        use std::sync::{mpsc, Arc, Mutex};
+        let k = std::thread::available_parallelism()
+            .map_or(2, |n| n.get())
+            .clamp(1, 4);
+        let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
+        let rx = Arc::new(Mutex::new(rx));
+        let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
+        let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
+        let workers = (0..k)
+            .map(|_| {
+                let rx = Arc::clone(&rx);
+                let out_tx = out_tx.clone();
+                let spare_tx = spare_tx.clone();
+                std::thread::spawn(move || loop {
+                    let job = match rx.lock() {
+                        Ok(r) => r.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((seq, mut data)) = job else { return };
+                    // Fast level: the generator must sustain millions of rows/s; traces
+                    // compress about 5x even so.
+                    let mut enc =
+                        GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
+                    let res = enc.write_all(&data).and_then(|_| enc.finish());
+                    data.clear();
+                    let _ = spare_tx.send(data);
+                    if out_tx.send((seq, res)).is_err() {
+                        return;
+                    }
+                })
+            })
+            .collect();
+        drop(out_tx);
+        let writer = std::thread::spawn(move || {
+            let mut file = file;
+            let mut next = 0u64;
+            let mut pending: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+            for (seq, res) in out_rx {
+                pending.insert(seq, res?);
+                while let Some(buf) = pending.remove(&next) {
+                    file.write_all(&buf)?;
+                    next += 1;
+                }
+            }
+            if !pending.is_empty() {
+                return Err(std::io::Error::other(
+                    "gzip worker stopped early: a chunk is missing",
+                ));
+            }
+            Ok(file)
+        });
+        GzPool {
+            tx: Some(tx),
+            spare,
+            workers,
+            writer: Some(writer),
+            seq: 0,
+        }
+    }
+
+    fn broken() -> std::io::Error {
+        std::io::Error::other("gzip threads stopped")
+    }
+
+    /// Hand `chunk` to a worker and return an empty buffer to fill next.
+    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
+        if tx.send((self.seq, chunk)).is_err() {
+            // Every worker ended early: surface the writer's error.
+            self.stop();
+            return Err(match self.writer.take().map(|h| h.join()) {
+                Some(Ok(Err(e))) => e,
+                _ => Self::broken(),
+            });
+        }
+        self.seq += 1;
+        Ok(self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK + 4096)))
+    }
+
+    fn stop(&mut self) {
+        drop(self.tx.take());
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+
+    fn finish(mut self) -> std::io::Result<File> {
+        self.stop();
+        match self.writer.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(Self::broken()),
+        }
+    }
+}
+
+impl Drop for GzPool {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(h) = self.writer.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl TraceWriter {
+    /// Create `path` (via `path.tmp`) and write the metadata and the column header.
+    pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, FormatError> {
+        let path = path.as_ref().to_path_buf();
+        for (k, v) in &header.meta {
+            if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
+                return Err(FormatError::file(
+                    &path,
+                    format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
+                ));
+            }
+            if v.contains(['\n', '\r']) {
+                return Err(FormatError::file(
+                    &path,
+                    format!("metadata `{k}`: values must not contain newlines"),
+                ));
+            }
+        }
+        let tmp = super::atomic::temp_path(&path);
+        let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
+        let sink = if is_gz(&path) {
+            Sink::Gz(GzPool::new(file))
+        } else {
+            Sink::Plain(file)
+        };
+        let mut w = TraceWriter {
+            sink: Some(sink),
+            chunk: Vec::with_capacity(CHUNK + 4096),
+            tmp,
+            path,
+            count: 0,
+        };
+        // Rows are always written in the current layout, whatever schema the header was read with.
+        w.chunk
+            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
+        for (k, v) in &header.meta {
+            w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
+        }
+        w.chunk.extend_from_slice(COLUMNS.join(",").as_bytes());
+        w.chunk.push(b'\n');
+        Ok(w)
+    }
+
+    /// Append one record.
+    #[inline]
+    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
+        format_record(&mut self.chunk, r);
+        self.count += 1;
+        if self.chunk.len() >= CHUNK {
+            self.flush_chunk()?;
+        }
+        Ok(())
+    }
+
+    /// Hand the collected rows to the sink.
+    fn flush_chunk(&mut self) -> Result<(), FormatError> {
+        let res = match self.sink.as_mut() {
+            Some(Sink::Plain(f)) => f.write_all(&self.chunk).map(|_| self.chunk.clear()),
+            Some(Sink::Gz(g)) => {
+                let full = std::mem::take(&mut self.chunk);
+                g.send(full).map(|empty| self.chunk = empty)
+            }
+            None => Err(std::io::Error::other("trace writer used after finish")),
+        };
+        res.map_err(|e| io_err(&self.tmp, e))
+    }
+
+    /// Records written so far.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Flush, finish the gzip stream, and rename the temp file to the final name.
+    pub fn finish(mut self) -> Result<PathBuf, FormatError> {
+        if !self.chunk.is_empty() {
+            self.flush_chunk()?;
+        }
+        let file = match self.sink.take() {
+            Some(Sink::Plain(f)) => f,
+            Some(Sink::Gz(g)) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+            None => return Err(io_err(&self.tmp, std::io::Error::other("finished twice"))),
+        };
+        file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
+        Ok(self.path.clone())
+    }
+}
+
+impl Drop for TraceWriter {
+    fn drop(&mut self) {
+        if self.sink.take().is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[inline]
+fn push_u64(out: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+#[inline]
+fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
+    if let Some(v) = v {
+        push_u64(out, v);
+    }
+    out.push(b',');
+}
+
+/// Format one record as a CSV row (with the trailing newline).
+pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
+    push_u64(out, r.id.0);
+    out.push(b',');
+    push_u64(out, r.src.0 as u64);
+    out.push(b',');
+    push_u64(out, r.dst.0 as u64);
+    out.push(b',');
+    push_u64(out, r.bytes.0);
+    out.push(b',');
+    for (i, d) in r.deps.iter().enumerate() {
+        if i > 0 {
+            out.push(b';');
+        }
+        push_u64(out, d.0);
+    }
+    out.push(b',');
+    push_u64(out, r.gap.0);
+    out.push(b',');
+    push_u64(out, r.dur.0);
+    out.push(b',');
+    out.extend_from_slice(r.mode.as_str().as_bytes());
+    out.push(b',');
+    out.extend_from_slice(r.class.as_str().as_bytes());
+    out.push(b',');
+    push_u64(out, r.iteration as u64);
+    out.push(b',');
+    push_opt(out, r.collective);
+    push_opt(out, r.step.map(u64::from));
+    push_opt(out, r.microbatch.map(u64::from));
+    push_opt(out, r.layer.map(u64::from));
+    push_opt(out, r.stage.map(u64::from));
+    push_opt(out, r.group_size.map(u64::from));
+    match &r.agg {
+        Some(a) => {
+            push_u64(out, a.id);
+            out.push(b',');
+            push_u64(out, a.switch.0 as u64);
+            out.push(b',');
+            push_u64(out, a.fanin as u64);
+            out.push(b',');
+            out.extend_from_slice(a.dir.as_str().as_bytes());
+        }
+        None => out.extend_from_slice(b",,,"),
+    }
+    out.push(b',');
+    if r.channel != 0 {
+        push_u64(out, r.channel as u64);
+    }
+    out.push(b'\n');
+}
+
+/// Write a whole trace (atomically, gzip by name).
+pub fn write(
+    path: impl AsRef<Path>,
+    header: &TraceHeader,
+    records: &[FlowRecord],
+) -> Result<(), FormatError> {
+    let mut w = TraceWriter::create(path, header)?;
+    for r in records {
+        w.write(r)?;
+    }
+    w.finish()?;
+    Ok(())
+}
+
+/// Read and validate a whole trace. Use [`TraceReader`] for large files.
+pub fn read(path: impl AsRef<Path>) -> Result<Trace, FormatError> {
+    let mut rd = TraceReader::open(path)?;
+    let mut records = Vec::new();
+    for r in rd.by_ref() {
+        records.push(r?);
+    }
+    Ok(Trace {
+        header: rd.header().clone(),
+        records,
+    })
+}
+
+/// Set of seen ids: a bitmap for the dense ids generators produce, a hash set for the
+/// rest. The bitmap only grows to cover ids up to twice the number of records seen (plus a
+/// small floor), so its size follows the input's length: one crafted line with a huge id
+/// lands in the hash set instead of allocating gigabytes.
+#[derive(Default)]
+struct IdSet {
+    bits: Vec<u64>,
+    sparse: HashSet<u64>,
+    len: u64,
+}
+
+impl IdSet {
+    /// Ids below this always fit the bitmap (8 KiB).
+    const FLOOR: u64 = 1 << 16;
+    fn dense_bound(&self) -> u64 {
+        Self::FLOOR.max(2 * self.len)
+    }
+    fn bit(&self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        w < self.bits.len() && self.bits[w] & (1 << (id % 64)) != 0
+    }
+    fn contains(&self, id: u64) -> bool {
+        self.bit(id) || self.sparse.contains(&id)
+    }
+    /// Insert; false when already present.
+    fn insert(&mut self, id: u64) -> bool {
+        if self.contains(id) {
+            return false;
+        }
+        if id < self.dense_bound() {
+            let w = (id / 64) as usize;
+            if w >= self.bits.len() {
+                let want = (w + 1).max(self.bits.len() * 2);
+                let cap = (self.dense_bound() / 64 + 1) as usize;
+                self.bits.resize(want.min(cap).max(w + 1), 0);
+            }
+            self.bits[w] |= 1 << (id % 64);
+        } else {
+            self.sparse.insert(id);
+        }
+        self.len += 1;
+        true
+    }
+}
+
+/// The fields of one data line with the 1-based column each starts at.
+type Row<'l> = [(&'l str, usize); 21];
+
+/// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
+/// after which iteration stops).
+pub struct TraceReader<'t> {
+    input: Box<dyn BufRead>,
+    path: String,
+    header: TraceHeader,
+    line_no: u64,
+    buf: String,
+    seen: IdSet,
+    check: Option<&'t dyn RecordCheck>,
+    done: bool,
+}
+
+impl<'t> TraceReader<'t> {
+    /// Open a trace (gzip detected from the `.gz` name or the gzip magic bytes) and read its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, FormatError> {
+        let p = path.as_ref();
+        let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
+        let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
+        let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
+        let input: Box<dyn BufRead> = if gz {
+            Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file)))
+        } else {
+            Box::new(file)
+        };
+        Self::from_reader(input, p.display().to_string())
+    }
+
+    /// Read from any buffered stream; `name` is used in error messages.
+    pub fn from_reader(
+        input: Box<dyn BufRead>,
+        name: String,
+    ) -> Result<TraceReader<'static>, FormatError> {
+        let mut rd = TraceReader {
+            input,
+            path: name,
+            header: TraceHeader::new(),
+            line_no: 0,
+            buf: String::new(),
+            seen: IdSet::default(),
+            check: None,
+            done: false,
+        };
+        rd.read_header()?;
+        Ok(rd)
+    }
+
+    /// Also run `check` on every record (after the format's own checks).
+    pub fn with_check<'u>(self, check: &'u dyn RecordCheck) -> TraceReader<'u> {
+        TraceReader {
+            input: self.input,
+            path: self.path,
+            header: self.header,
+            line_no: self.line_no,
+            buf: self.buf,
+            seen: self.seen,
+            check: Some(check),
+            done: self.done,
+        }
+    }
+
+    /// The metadata read from the file.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// An error at `column` of the current line, in the field named `field`.
+    fn err_in(&self, field: &str, column: usize, msg: impl Into<String>) -> FormatError {
+        FormatError::at(
+            Path::new(&self.path),
+            self.line_no,
+            column as u64,
+            field,
+            msg,
+        )
+    }
+
+    /// An error in field `i` of [`COLUMNS`], starting at `column`.
+    fn err(&self, i: usize, column: usize, msg: impl Into<String>) -> FormatError {
+        self.err_in(COLUMNS.get(i).copied().unwrap_or("row"), column, msg)
+    }
+
+    fn next_line(&mut self) -> Result<bool, FormatError> {
+        self.buf.clear();
+        let n = self
+            .input
+            .read_line(&mut self.buf)
+            .map_err(|e| io_err(Path::new(&self.path), e))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.line_no += 1;
+        while self.buf.ends_with(['\n', '\r']) {
+            self.buf.pop();
+        }
+        Ok(true)
+    }
+
+    fn read_header(&mut self) -> Result<(), FormatError> {
+        if !self.next_line()? {
+            return Err(self.err_in(
+                "header",
+                1,
+                format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`"),
+            ));
+        }
+        let first = self.buf.trim();
+        let Some(rest) = first.strip_prefix(MAGIC) else {
+            return Err(self.err_in(
+                "header",
+                1,
+                format!(
+                    "not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`",
+                    first.chars().take(60).collect::<String>()
+                ),
+            ));
+        };
+        let v = rest
+            .trim()
+            .strip_prefix("schema=")
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        match v {
+            Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => self.header.schema = v,
+            Some(v) => {
+                return Err(self.err_in(
+                    "header",
+                    MAGIC.len() + 2,
+                    format!(
+                        "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
+                    ),
+                ))
+            }
+            None => {
+                return Err(self.err_in(
+                    "header",
+                    MAGIC.len() + 2,
+                    "expected `schema=<number>` after the magic",
+                ))
+            }
+        }
+        loop {
+            if !self.next_line()? {
+                return Err(self.err_in("header", 1, "missing column header row"));
+            }
+            if let Some(kv) = self.buf.strip_prefix('#') {
+                let kv = kv.trim_start();
+                if kv.is_empty() {
+                    continue;
+                }
+                let Some((k, v)) = kv.split_once('=') else {
+                    return Err(self.err_in("metadata", 3, "metadata lines must be `# key=value`"));
+                };
+                self.header.meta.insert(k.trim().to_string(), v.to_string());
+                continue;
+            }
+            let cols: Vec<&str> = self.buf.split(',').map(str::trim).collect();
+            let want = columns_of(self.header.schema);
+            if cols != want {
+                return Err(self.err_in(
+                    "header",
+                    1,
+                    format!(
+                        "column header of schema {} must be `{}`",
+                        self.header.schema,
+                        want.join(",")
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+    }
+
+    fn parse_line(&mut self) -> Result<FlowRecord, FormatError> {
+        let line = std::mem::take(&mut self.buf);
+        let res = self.parse_fields(&line);
+        self.buf = line;
+        res
+    }
+
+    /// One data line: the fields, each parsed and typed, then the record-level checks.
+    fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, FormatError> {
+        let f = self.split_row(line)?;
+        let id = self.num(&f, 0)?;
+        let rec = FlowRecord {
+            id: FlowId(id),
+            src: NodeId(self.num32(&f, 1)?),
+            dst: NodeId(self.num32(&f, 2)?),
+            bytes: Bytes(self.num(&f, 3)?),
+            deps: self.deps(&f, id)?,
+            gap: Nanos(self.num(&f, 5)?),
+            dur: Nanos(self.num(&f, 6)?),
+            mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
+            class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
+            iteration: self.num32(&f, 9)?,
+            collective: self.opt(&f, 10)?,
+            step: self.opt32(&f, 11)?,
+            microbatch: self.opt32(&f, 12)?,
+            layer: self.opt32(&f, 13)?,
+            stage: self.opt32(&f, 14)?,
+            group_size: self.opt32(&f, 15)?,
+            agg: self.agg(&f)?,
+            channel: self.opt32(&f, 20)?.unwrap_or(0),
+        };
+        if let Err((i, msg)) = check_consistency(&rec) {
+            return Err(self.err(i, f[i].1, msg));
+        }
+        if let Some(check) = self.check {
+            if let Err((i, msg)) = check.check(&rec) {
+                return Err(self.err(i, f[i].1, msg));
+            }
+        }
+        if !self.seen.insert(id) {
+            return Err(self.err(0, f[0].1, format!("duplicate record id {id}")));
+        }
+        Ok(rec)
+    }
+
+    /// The line's fields with the column each starts at: exactly the schema's columns
+    /// (a schema-1 row leaves `channel` empty).
+    fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, FormatError> {
+        let want = columns_of(self.header.schema);
+        let mut fields: Row<'l> = [("", 0); 21];
+        let mut n = 0;
+        let mut col = 1;
+        for f in line.split(',') {
+            if n == want.len() {
+                return Err(self.err_in("row", col, format!("more than {} fields", want.len())));
+            }
+            fields[n] = (f, col);
+            n += 1;
+            col += f.len() + 1;
+        }
+        if n != want.len() {
+            return Err(self.err_in(
+                "row",
+                col,
+                format!("{n} fields, expected {} ({})", want.len(), want.join(",")),
+            ));
+        }
+        Ok(fields)
+    }
+
+    /// Field `i` as an unsigned integer.
+    #[inline]
+    fn num(&self, f: &Row<'_>, i: usize) -> Result<u64, FormatError> {
+        let (v, c) = f[i];
+        parse_u64(v).ok_or_else(|| {
+            self.err(
+                i,
+                c,
+                format!("`{}` must be an unsigned integer, found `{v}`", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i` as an unsigned 32-bit integer.
+    #[inline]
+    fn num32(&self, f: &Row<'_>, i: usize) -> Result<u32, FormatError> {
+        let v = self.num(f, i)?;
+        u32::try_from(v).map_err(|_| {
+            self.err(
+                i,
+                f[i].1,
+                format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i`, empty for absent.
+    #[inline]
+    fn opt(&self, f: &Row<'_>, i: usize) -> Result<Option<u64>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num(f, i).map(Some)
+        }
+    }
+
+    /// Field `i` as a 32-bit integer, empty for absent.
+    #[inline]
+    fn opt32(&self, f: &Row<'_>, i: usize) -> Result<Option<u32>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num32(f, i).map(Some)
+        }
+    }
+
+    /// The `;`-separated deps of record `id`: each an earlier record, none itself.
+    fn deps(&self, f: &Row<'_>, id: u64) -> Result<Vec<FlowId>, FormatError> {
+        let (text, mut c) = f[4];
+        let mut deps = Vec::new();
+        if text.is_empty() {
+            return Ok(deps);
+        }
+        for d in text.split(';') {
+            let v = parse_u64(d).ok_or_else(|| {
+                self.err(
+                    4,
+                    c,
+                    format!("deps must be `;`-separated record ids, found `{d}`"),
+                )
+            })?;
+            if v == id {
+                return Err(self.err(4, c, format!("record {id} depends on itself")));
+            }
+            if !self.seen.contains(v) {
+                return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
+            }
+            deps.push(FlowId(v));
+            c += d.len() + 1;
+        }
+        Ok(deps)
+    }
+
+    /// The four aggregation fields: all empty (no aggregation) or all given.
+    fn agg(&self, f: &Row<'_>) -> Result<Option<AggTag>, FormatError> {
+        if (16..20).all(|i| f[i].0.is_empty()) {
+            return Ok(None);
+        }
+        let (id, switch, fanin) = (self.num(f, 16)?, self.num32(f, 17)?, self.num32(f, 18)?);
+        let dir = match f[19].0 {
+            "up" => AggDir::Up,
+            "down" => AggDir::Down,
+            other => {
+                return Err(self.err(
+                    19,
+                    f[19].1,
+                    format!("agg_dir must be `up` or `down`, found `{other}`"),
+                ))
+            }
+        };
+        Ok(Some(AggTag {
+            id,
+            switch: NodeId(switch),
+            fanin,
+            dir,
+        }))
+    }
+}
+
+/// Check that a record's fields agree with its mode; on error the column index and message.
+pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
+    match r.mode {
+        Mode::Compute => {
+            if r.src != r.dst {
+                return Err((
+                    2,
+                    format!(
+                        "compute record {}: src {} and dst {} must be the same GPU",
+                        r.id, r.src, r.dst
+                    ),
+                ));
+            }
+            if r.bytes.0 != 0 {
+                return Err((
+                    3,
+                    format!(
+                        "compute record {} must carry 0 bytes, not {}",
+                        r.id, r.bytes.0
+                    ),
+                ));
+            }
+            if r.class != Class::Compute {
+                return Err((
+                    8,
+                    format!(
+                        "compute record {} must have class `compute`, not `{}`",
+                        r.id, r.class
+                    ),
+                ));
+            }
+        }
+        Mode::Net | Mode::Ina | Mode::NvLink => {
+            if r.class == Class::Compute {
+                return Err((
+                    8,
+                    format!(
+                        "{} record {} needs a traffic class (tp, pp, dp, emb, cp, ep), not `compute`",
+                        r.mode, r.id
+                    ),
+                ));
+            }
+        }
+    }
+    match r.mode {
+        Mode::Net | Mode::Ina => {
+            if r.dur.0 != 0 {
+                return Err((
+                    6,
+                    format!(
+                        "{} record {} must have dur_ns 0 (its duration is simulated), not {}",
+                        r.mode, r.id, r.dur.0
+                    ),
+                ));
+            }
+            if r.src == r.dst {
+                return Err((
+                    2,
+                    format!(
+                        "{} record {} sends from node {} to itself",
+                        r.mode, r.id, r.src
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
+    match (r.mode, r.agg) {
+        (Mode::Ina, None) => {
+            return Err((
+                16,
+                format!(
+                    "ina record {} needs agg_id, agg_switch, agg_fanin and agg_dir",
+                    r.id
+                ),
+            ))
+        }
+        (Mode::Ina, Some(a)) => {
+            if a.fanin == 0 {
+                return Err((
+                    18,
+                    format!("ina record {}: agg_fanin must be at least 1", r.id),
+                ));
+            }
+            match a.dir {
+                AggDir::Up if r.dst != a.switch => {
+                    return Err((
+                        17,
+                        format!(
+                            "ina up edge {} must end at its aggregation switch {} (dst is {})",
+                            r.id, a.switch, r.dst
+                        ),
+                    ))
+                }
+                AggDir::Down if r.src != a.switch => {
+                    return Err((
+                        17,
+                        format!(
+                            "ina down edge {} must start at its aggregation switch {} (src is {})",
+                            r.id, a.switch, r.src
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        (m, Some(_)) => {
+            return Err((
+                16,
+                format!("{m} record {} must not carry aggregation fields", r.id),
+            ))
+        }
+        _ => {}
+    }
+    check_channel(r)
+}
+
+/// Only `net` records travel on NCCL channels.
+fn check_channel(r: &FlowRecord) -> Result<(), (usize, String)> {
+    if r.channel != 0 && r.mode != Mode::Net {
+        return Err((
+            20,
+            format!(
+                "{} record {} has channel {}: only net records travel on NCCL channels",
+                r.mode, r.id, r.channel
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[inline]
+fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+impl Iterator for TraceReader<'_> {
+    type Item = Result<FlowRecord, FormatError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        loop {
+            match self.next_line() {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(false) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(true) => {}
+            }
+            if self.buf.trim().is_empty() || self.buf.starts_with('#') {
+                continue;
+            }
+            let r = self.parse_line();
+            if r.is_err() {
+                self.done = true;
+            }
+            return Some(r);
+        }
+    }
+}
+
+/// Read a trace from an in-memory string (tests, fuzzing).
+pub fn read_str(text: &str, name: &str) -> Result<Trace, FormatError> {
+    let input: Box<dyn BufRead> = Box::new(std::io::Cursor::new(text.as_bytes().to_vec()));
+    let mut rd = TraceReader::from_reader(input, name.to_string())?;
+    let mut records = Vec::new();
+    for r in rd.by_ref() {
+        records.push(r?);
+    }
+    Ok(Trace {
+        header: rd.header().clone(),
+        records,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_huge_record_id_is_remembered_without_a_huge_bitmap() {
+        let mut s = IdSet::default();
+        assert!(s.insert(1 << 33));
+        assert!(s.bits.len() * 8 <= 16 << 10, "{} words", s.bits.len());
+        assert!(!s.insert(1 << 33), "a duplicate is still caught");
+        for id in 0..100_000 {
+            assert!(s.insert(id));
+        }
+        assert!(s.contains(1 << 33) && s.contains(99_999) && !s.contains(100_000));
+        assert!(s.bits.len() * 64 <= 4 * 100_000 + (1 << 16));
+    }
+
+    #[test]
+    fn ids_first_seen_sparse_stay_found_once_the_bitmap_grows_over_them() {
+        let mut s = IdSet::default();
+        assert!(s.insert(200_000));
+        for id in 0..150_000 {
+            s.insert(id);
+        }
+        assert!(!s.insert(200_000));
+    }
+}

@@ -1,0 +1,80 @@
+//! Reading a trace against a topology, and whole-trace validation.
+
+use super::TraceError;
+use crate::formats::trace_csv::{RecordCheck, TraceReader};
+use crate::record::{FlowRecord, Mode};
+use crate::topology::{NodeKind, Topology};
+use crate::units::Bytes;
+use std::path::Path;
+
+/// Endpoints of every record checked against a topology: both ends exist, compute runs on
+/// a GPU host, an aggregation's switch is a packet switch.
+impl RecordCheck for Topology {
+    fn check(&self, rec: &FlowRecord) -> Result<(), (usize, String)> {
+        let n = self.node_count() as u32;
+        for (i, node) in [(1, rec.src), (2, rec.dst)] {
+            if node.0 >= n {
+                return Err((
+                    i,
+                    format!(
+                        "node {} is not in the topology ({} nodes, from `{}`)",
+                        node.0, n, self.source
+                    ),
+                ));
+            }
+        }
+        if rec.mode == Mode::Compute && self.kinds[rec.src.idx()] != NodeKind::Host {
+            return Err((
+                1,
+                format!(
+                    "compute record on node {} which is not a GPU host",
+                    rec.src.0
+                ),
+            ));
+        }
+        if let Some(a) = rec.agg {
+            if a.switch.0 >= n || self.kinds[a.switch.idx()] != NodeKind::Switch {
+                return Err((
+                    17,
+                    format!(
+                        "aggregation switch {} is not a switch of the topology",
+                        a.switch.0
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What [`validate`] found in a valid trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidationSummary {
+    /// Records.
+    pub records: u64,
+    /// Dependency edges.
+    pub deps: u64,
+    /// Payload bytes of network (net + ina) records.
+    pub network_bytes: Bytes,
+}
+
+/// Stream through a trace checking every invariant (and endpoints against `topo` when given).
+pub fn validate(
+    path: impl AsRef<Path>,
+    topo: Option<&Topology>,
+) -> Result<ValidationSummary, TraceError> {
+    let mut rd = TraceReader::open(path)?;
+    if let Some(t) = topo {
+        rd = rd.with_check(t);
+    }
+    let mut s = ValidationSummary::default();
+    for r in rd {
+        let r = r?;
+        s.records += 1;
+        s.deps += r.deps.len() as u64;
+        if matches!(r.mode, Mode::Net | Mode::Ina) {
+            s.network_bytes += r.bytes;
+        }
+    }
+    Ok(s)
+}
