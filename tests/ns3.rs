@@ -1214,6 +1214,40 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
 }
 
 #[test]
+fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_not_truncated() {
+    // 2^32 + 1 would become node 1 (a valid node of the star) if read into 32 bits
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("trace.txt");
+    let t = std::fs::read_to_string(&p).unwrap();
+    for (from, to, field) in [
+        (
+            "0 0 1 1024",
+            "0 0 4294967297 1024",
+            "field dst: node 4294967297",
+        ),
+        (
+            "0 0 1 1024",
+            "0 4294967296 1 1024",
+            "field src: node 4294967296",
+        ),
+        // a gap beyond the simulator's picosecond clock
+        (
+            "0 0 1 1024 0",
+            "0 0 1 1024 18446744073709551615",
+            "field gap_ns",
+        ),
+    ] {
+        assert!(t.contains(from), "{t}");
+        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+        let e = run_glue(glue(), dir.path(), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trace.txt:4") && e.contains(field), "{to}: {e}");
+        assert!(e.contains("rejected its input"), "exit status 2: {e}");
+    }
+}
+
+#[test]
 fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
     // the glue has no static or global routing to fall back on: routes.txt is the only table
     let dir = emitted_ring_on_star(65536);

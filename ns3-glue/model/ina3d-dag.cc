@@ -51,6 +51,11 @@ ClassPriority(const std::vector<std::string>& order, const std::string& c)
     return it - order.begin();
 }
 
+/** Gap and duration bound: far below ns-3's picosecond clock's 2^63 ps (about 106 days). */
+static const uint64_t MAX_TIME_NS = 1000000000000000ull; // 10^15 ns, 11.6 days
+/** Records are indexed in 32 bits (and as int32 parents). */
+static const uint64_t MAX_RECORDS = uint64_t(INT32_MAX);
+
 bool
 Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& isSwitch,
           std::string& err)
@@ -102,15 +107,25 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             if (!ParseU64(t[i], vals[i]))
                 return fail(std::string("field ") + names[i] + ": not an unsigned integer: " + t[i]);
         }
+        // Every field is read as 64 bits and range-checked before it is narrowed: a node id
+        // of 2^32 + 1 must not become node 1.
+        for (int i = 1; i <= 2; i++)
+            if (vals[i] >= nodeCount)
+                return fail(std::string("field ") + names[i] + ": node " + t[i] +
+                            " is not in the topology (" + std::to_string(nodeCount) + " nodes)");
+        for (int i = 4; i <= 5; i++)
+            if (vals[i] > MAX_TIME_NS)
+                return fail(std::string("field ") + names[i] + ": " + t[i] +
+                            " ns is beyond the simulator's clock (at most " +
+                            std::to_string(MAX_TIME_NS) + " ns)");
+        if (records.size() >= MAX_RECORDS)
+            return fail("more than " + std::to_string(MAX_RECORDS) + " records");
         r.id = vals[0];
-        r.src = vals[1];
-        r.dst = vals[2];
+        r.src = uint32_t(vals[1]);
+        r.dst = uint32_t(vals[2]);
         r.bytes = vals[3];
         r.gapNs = vals[4];
         r.durNs = vals[5];
-        if (r.src >= nodeCount || r.dst >= nodeCount)
-            return fail("node " + std::to_string(std::max(r.src, r.dst)) +
-                        " is not in the topology (" + std::to_string(nodeCount) + " nodes)");
         if (t[6] == "net")
             r.mode = RecMode::Net;
         else if (t[6] == "ina")
@@ -130,8 +145,17 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             uint64_t sw, fanin;
             if (!ParseU64(t[9], r.aggId) || !ParseU64(t[10], sw) || !ParseU64(t[11], fanin))
                 return fail("agg fields: expected `agg_id switch fanin up|down`");
-            r.aggSwitch = sw;
-            r.fanin = fanin;
+            if (sw >= nodeCount)
+                return fail("field agg_switch: node " + t[10] + " is not in the topology (" +
+                            std::to_string(nodeCount) + " nodes)");
+            if (fanin >= nodeCount)
+                return fail("field agg_fanin: " + t[11] + " is more than the topology's " +
+                            std::to_string(nodeCount) + " nodes");
+            // an aggregation's packets are counted in 32 bits
+            if (vals[3] / std::max<uint32_t>(1, params.inaPayload) >= UINT32_MAX)
+                return fail("field bytes: " + t[3] + " bytes is more INA packets than 2^32");
+            r.aggSwitch = uint32_t(sw);
+            r.fanin = uint32_t(fanin);
             if (t[12] == "up")
                 r.up = true;
             else if (t[12] == "down")
