@@ -1214,7 +1214,7 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
 }
 
 #[test]
-fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_not_truncated() {
+fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_by_the_glue_not_truncated() {
     // 2^32 + 1 would become node 1 (a valid node of the star) if read into 32 bits
     let dir = emitted_ring_on_star(4096);
     let p = dir.path().join("trace.txt");
@@ -1239,11 +1239,14 @@ fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_not_truncated() {
     ] {
         assert!(t.contains(from), "{t}");
         std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
-        let e = run_glue(glue(), dir.path(), |_, _| {})
-            .unwrap_err()
-            .to_string();
+        // the glue binary itself (`ns3 run` refuses such a file before starting it)
+        let o = std::process::Command::new(glue())
+            .arg(format!("--dir={}", dir.path().display()))
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{to}: {e}");
         assert!(e.contains("trace.txt:4") && e.contains(field), "{to}: {e}");
-        assert!(e.contains("rejected its input"), "exit status 2: {e}");
     }
 }
 
@@ -1744,7 +1747,7 @@ fn transports_parse_from_and_print_as_their_params_names_and_unknown_ones_are_re
     assert_eq!(Transport::default(), Transport::Roce);
     let e = "quic".parse::<Transport>().unwrap_err();
     assert!(
-        e.contains("unknown transport `quic`") && e.contains("roce or tcp"),
+        e.contains("unknown transport `quic`") && e.contains("expected roce, tcp"),
         "{e}"
     );
 }
@@ -1834,7 +1837,11 @@ fn the_cli_refuses_an_unknown_transport_with_status_2() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("unknown transport `quic`"), "{err}");
+    assert!(
+        err.contains("invalid value 'quic' for '--transport")
+            && err.contains("possible values: roce, tcp"),
+        "{err}"
+    );
 }
 
 #[test]
