@@ -1430,6 +1430,95 @@ fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration
     assert!(iteration["ina"] < iteration["ring"], "{iteration:?}");
 }
 
+/// The tiny job (tiny.toml, host rings) through `ina3d trace` → `ns3 emit --transport T` →
+/// `ns3 run`, under both transports: every record finishes with its bytes, nothing is
+/// dropped, and every host NIC carried exactly the wire bytes of the records it sent —
+/// to the byte under `roce` (a packet holds one record's bytes: payload + 48 per 1,000),
+/// at least that plus TCP's 54 bytes a segment (and within 1 % of it) under `tcp`.
+#[test]
+fn the_tiny_job_completes_under_both_transports_with_every_byte_on_its_nic_and_no_drop() {
+    let bin = env!("CARGO_BIN_EXE_ina3d");
+    let dir = tempfile::tempdir().unwrap();
+    let topo = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=1,nvlink=off";
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    let sh = |args: &[&str]| {
+        let o = std::process::Command::new(bin).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "ina3d {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let trace = dir.path().join("ring.csv");
+    let t = trace.to_str().unwrap();
+    sh(&["trace", tiny.to_str().unwrap(), "--topology", topo, "-o", t]);
+    let records = ina3d::trace::read(&trace).unwrap().records;
+    // payload each host sends over the network, and the records it sends
+    let mut sent: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.mode == Mode::Net) {
+        sent.entry(r.src.0).or_default().push(r.bytes.0);
+    }
+    assert!(sent.len() >= 4, "the tiny job's rings cross the network");
+    for transport in [Transport::Roce, Transport::Tcp] {
+        let out = dir.path().join(transport.as_str());
+        let o = out.to_str().unwrap();
+        sh(&[
+            "ns3",
+            "emit",
+            t,
+            "--topology",
+            topo,
+            "--transport",
+            transport.as_str(),
+            "-o",
+            o,
+        ]);
+        let params = std::fs::read_to_string(out.join("params.txt")).unwrap();
+        assert!(
+            params.contains(&format!("\nTRANSPORT {transport}\n")),
+            "{params}"
+        );
+        sh(&["ns3", "run", o, "--glue", glue().to_str().unwrap()]);
+        let rows = ina3d::formats::fct_csv::read(&out.join("fct.csv")).unwrap();
+        assert_eq!(
+            rows.len(),
+            records.len(),
+            "{transport}: every record has a row"
+        );
+        for (row, r) in rows.iter().zip(&records) {
+            assert_eq!((row.flow_id, row.size_bytes), (r.id.0, r.bytes.0));
+            assert!(row.end_ns >= row.start_ns, "{transport}: {row:?}");
+        }
+        let stats = ina3d::ns3::run::read_stats(&out.join("stats.txt")).unwrap();
+        assert_eq!(stats["dropped_packets"], 0, "{transport}");
+        let links = ina3d::formats::links_csv::read(&out.join("links.csv")).unwrap();
+        for (host, sizes) in &sent {
+            let nic: u64 = links
+                .iter()
+                .filter(|c| c.from.0 == *host)
+                .map(|c| c.bytes)
+                .sum();
+            let header = if transport == Transport::Roce { 48 } else { 54 };
+            let exact: u64 = sizes
+                .iter()
+                .map(|b| Bytes(*b).with_headers(Bytes(1000), Bytes(header)).0)
+                .sum();
+            if transport == Transport::Roce {
+                assert_eq!(nic, exact, "roce: host {host}'s NIC");
+            } else {
+                // segments may carry less than 1,000 bytes when the socket had less
+                // queued: never fewer headers than full segments need
+                let payload: u64 = sizes.iter().sum();
+                let fewest = Bytes(payload).with_headers(Bytes(1000), Bytes(54)).0;
+                assert!(
+                    nic >= fewest && nic <= fewest + fewest / 100,
+                    "tcp: host {host}'s NIC carried {nic} B, full segments {fewest} B"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     let trace = ring_allreduce(4, 1 << 18, 0);
