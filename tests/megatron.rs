@@ -1708,3 +1708,23 @@ fn a_timer_header_behind_a_python_logging_prefix_opens_its_block() {
     );
     assert_eq!(c.iterations[0].elapsed_ms, 40.0);
 }
+
+/// A mistyped override is not silently dropped: it is named in a warning, with the
+/// closest argument ina3d models; a known one warns about nothing.
+#[test]
+fn an_override_of_an_unknown_argument_is_named_in_a_warning_with_a_suggestion() {
+    let load = |k: &str, v: &str| {
+        megatron::load_with_overrides(&["gpt3-13b".to_string()], &[(k.into(), v.into())]).unwrap()
+    };
+    let c = load("num_layer", "4");
+    let w: Vec<String> = c.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        w.iter()
+            .any(|w| w.contains("num_layer") && w.contains("did you mean `num_layers`")),
+        "{w:?}"
+    );
+    assert_ne!(c.num_layers, 4);
+    let c = load("num-layers", "4");
+    assert_eq!(c.num_layers, 4);
+    assert!(c.warnings.is_empty(), "{:?}", c.warnings);
+}

@@ -865,3 +865,24 @@ fn before_november_2024_megatron_made_every_interleaved_step_a_warm_up_when_m_eq
     let first_bwd = order.iter().position(|o| o.pass == Pass::Bwd).unwrap();
     assert_eq!(first_bwd, 8);
 }
+
+/// Crafted sizes that would overflow the schedule's integer products, or make it loop over
+/// billions of layers, are refused up front with the fields named.
+#[test]
+fn crafted_sizes_are_refused_naming_the_product_not_overflowed() {
+    let opts = ScheduleOptions::default();
+    let refused = |field: &str, value: &str, named: &str| {
+        let mut c = cfg(2, 2, 2, 8, 16);
+        c.set(field, value).unwrap();
+        let e = schedule::build(&c, &opts).expect_err(field);
+        assert!(matches!(e, ScheduleError::Magnitude(_)), "{field}: {e}");
+        assert!(e.to_string().contains(named), "{field}: {e}");
+    };
+    // 4e9 · 2048 · 5120 · 2 B ≫ 2^50 B
+    refused("hidden_size", "4000000000", "hidden_size");
+    // (2^64 − 1)² overflows even u128: still an error, not a wrap-around
+    refused("seq_length", "18446744073709551615", "seq_length");
+    refused("num_layers", "4000000000", "num_layers");
+    // a real job's sizes stay far below the limits
+    assert!(schedule::build(&cfg(2, 2, 2, 8, 16), &opts).is_ok());
+}

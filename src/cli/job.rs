@@ -3,7 +3,7 @@
 //! [`JobSpec`].
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use ina3d::pipeline::{InaSpec, JobSpec, MEGATRON_FLAGS};
+use ina3d::pipeline::{InaSpec, JobSpec, ParallelSizes, MEGATRON_FLAGS};
 use ina3d::schedule::WarmupRule;
 use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
 
@@ -53,6 +53,47 @@ impl clap::Args for Overrides {
     }
 }
 
+/// Parallel sizes and free-form Megatron overrides, shared by every command that reads a
+/// job (`parse` included).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SizeArgs {
+    /// Tensor-parallel size (= --tensor-model-parallel-size).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline-parallel size.
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data-parallel size.
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// Virtual pipeline chunks per stage (interleaved 1F1B).
+    #[arg(long)]
+    pub vpp: Option<u32>,
+    /// Context-parallel size.
+    #[arg(long)]
+    pub cp: Option<u32>,
+    /// Expert-parallel size (= --expert-model-parallel-size).
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Any Megatron argument, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl SizeArgs {
+    /// The sizes as the library takes them.
+    pub fn sizes(&self) -> ParallelSizes {
+        ParallelSizes {
+            tp: self.tp,
+            pp: self.pp,
+            dp: self.dp,
+            vpp: self.vpp,
+            cp: self.cp,
+            ep: self.ep,
+        }
+    }
+}
+
 /// The model and its compute: Megatron overrides, parallel sizes, GPU and calibration.
 /// Shared by every command that builds the workload (`trace`, `run`, `plan`, `export aicb`).
 #[derive(clap::Args, Debug, Clone)]
@@ -77,27 +118,9 @@ pub struct ModelArgs {
     /// pipeline stages, every step is a warm-up step.
     #[arg(long)]
     pub legacy_interleaved_warmup: bool,
-    /// Tensor-parallel size (= --tensor-model-parallel-size).
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Pipeline-parallel size.
-    #[arg(long)]
-    pub pp: Option<u32>,
-    /// Data-parallel size.
-    #[arg(long)]
-    pub dp: Option<u32>,
-    /// Virtual pipeline chunks per stage (interleaved 1F1B).
-    #[arg(long)]
-    pub vpp: Option<u32>,
-    /// Context-parallel size.
-    #[arg(long)]
-    pub cp: Option<u32>,
-    /// Expert-parallel size (= --expert-model-parallel-size).
-    #[arg(long)]
-    pub ep: Option<u32>,
-    /// Any Megatron argument, `key=value` (repeatable).
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
+    /// Parallel sizes and `--set`.
+    #[command(flatten)]
+    pub sizes: SizeArgs,
     /// Megatron-named overrides.
     #[command(flatten)]
     pub overrides: Overrides,
@@ -147,13 +170,10 @@ impl ModelArgs {
     pub fn apply(&self, spec: &mut JobSpec) -> anyhow::Result<()> {
         use anyhow::Context;
         spec.megatron = self.overrides.pairs.clone();
-        spec.tp = self.tp;
-        spec.pp = self.pp;
-        spec.dp = self.dp;
-        spec.vpp = self.vpp;
-        spec.cp = self.cp;
-        spec.ep = self.ep;
-        spec.set = self.set.clone();
+        let z = self.sizes.sizes();
+        (spec.tp, spec.pp, spec.dp, spec.vpp, spec.cp, spec.ep) =
+            (z.tp, z.pp, z.dp, z.vpp, z.cp, z.ep);
+        spec.set = self.sizes.set.clone();
         spec.gpu = self.gpu.clone();
         spec.mfu = self.mfu;
         spec.calibrate = !self.no_calibrate;

@@ -2,7 +2,6 @@
 //! training configuration and print it (readable, or JSON keyed by Megatron's argument
 //! names — which reads back as a config file).
 
-use anyhow::Context;
 use ina3d::megatron::{self, MoeLayerFreq, Source, TrainingConfig};
 use std::fmt::Write;
 
@@ -30,54 +29,9 @@ pub struct Args {
     /// Also print where every value came from (file:line, preset, default, derived).
     #[arg(long, short)]
     pub verbose: bool,
-    /// Tensor-parallel size (= --set tensor_model_parallel_size=N).
-    #[arg(long)]
-    pub tp: Option<u32>,
-    /// Pipeline-parallel size.
-    #[arg(long)]
-    pub pp: Option<u32>,
-    /// Data-parallel size (the world size follows).
-    #[arg(long)]
-    pub dp: Option<u32>,
-    /// Virtual pipeline chunks per stage.
-    #[arg(long)]
-    pub vpp: Option<u32>,
-    /// Context-parallel size.
-    #[arg(long)]
-    pub cp: Option<u32>,
-    /// Expert-parallel size.
-    #[arg(long)]
-    pub ep: Option<u32>,
-    /// Override an argument, Megatron name in snake- or kebab-case (repeatable, applied
-    /// after the size flags): `--set tensor-model-parallel-size=4`.
-    #[arg(long = "set", value_name = "NAME=VALUE")]
-    pub overrides: Vec<String>,
-}
-
-impl Args {
-    /// The overrides in the order they apply: size flags, then `--set`.
-    fn pairs(&self) -> anyhow::Result<Vec<(String, String)>> {
-        let mut pairs = Vec::new();
-        for (k, v) in [
-            ("tensor_model_parallel_size", self.tp),
-            ("pipeline_model_parallel_size", self.pp),
-            ("context_parallel_size", self.cp),
-            ("expert_model_parallel_size", self.ep),
-            ("data_parallel_size", self.dp),
-            ("virtual_pipeline_model_parallel_size", self.vpp),
-        ] {
-            if let Some(v) = v {
-                pairs.push((k.to_string(), v.to_string()));
-            }
-        }
-        for o in &self.overrides {
-            let (k, v) = o
-                .split_once('=')
-                .with_context(|| format!("--set {o}: expected NAME=VALUE"))?;
-            pairs.push((k.trim().to_string(), v.trim().to_string()));
-        }
-        Ok(pairs)
-    }
+    /// Parallel sizes and `--set` (applied in that order, after the inputs).
+    #[command(flatten)]
+    pub sizes: super::job::SizeArgs,
 }
 
 /// Loads the inputs (files and preset names) with the overrides applied before the
@@ -382,7 +336,8 @@ pub fn json(c: &TrainingConfig) -> anyhow::Result<String> {
 
 /// Run `ina3d parse`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let c = load_with_overrides(&a.inputs, &a.pairs()?)?;
+    let pairs = ina3d::pipeline::override_pairs(&[], &a.sizes.sizes(), &a.sizes.set)?;
+    let c = load_with_overrides(&a.inputs, &pairs)?;
     let text = if a.json {
         json(&c)? + "\n"
     } else {

@@ -248,7 +248,7 @@ fn distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-fn unknown_key_warning(loc: &Loc, key: &str) -> Warning {
+pub(crate) fn unknown_key_warning(loc: &Loc, key: &str) -> Warning {
     let near = super::fields::FIELDS
         .iter()
         .chain(super::fields::TYPED_EXTRA)

@@ -388,6 +388,16 @@ impl TrainingConfig {
         let k = canonical_key(key);
         let loc = Loc::new("override", 0, 0);
         self.apply(&k, value, Source::Override, &loc)?;
+        let known = super::fields::FIELDS
+            .iter()
+            .chain(super::fields::TYPED_EXTRA)
+            .any(|f| *f == k);
+        if !known {
+            // A typo (`--set pp=2`) must not pass silently as an extra argument.
+            let mut w = super::cfgfile::unknown_key_warning(&loc, &k);
+            w.at = "override".into();
+            self.warnings.push(w);
+        }
         let rederive = |c: &mut Self, f: &str| {
             c.sources.insert(
                 f.to_string(),

@@ -218,33 +218,75 @@ impl Default for JobSpec {
     }
 }
 
+/// Parallel sizes given as options (`--tp`, `--pp`, …): Megatron overrides under
+/// friendlier names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ParallelSizes {
+    /// Tensor-parallel size.
+    pub tp: Option<u32>,
+    /// Pipeline-parallel size.
+    pub pp: Option<u32>,
+    /// Data-parallel size.
+    pub dp: Option<u32>,
+    /// Virtual pipeline chunks per stage.
+    pub vpp: Option<u32>,
+    /// Context-parallel size.
+    pub cp: Option<u32>,
+    /// Expert-parallel size.
+    pub ep: Option<u32>,
+}
+
+/// The Megatron overrides of a job, in the order they apply: Megatron-named ones
+/// (`named`), then the parallel sizes, then `set` (`KEY=VALUE` each, applied last). Every
+/// command that reads a job (`parse`, `trace`, `run`, `plan`, `export`) goes through this.
+pub fn override_pairs(
+    named: &[(String, String)],
+    sizes: &ParallelSizes,
+    set: &[String],
+) -> Result<Vec<(String, String)>, PipelineError> {
+    let mut pairs: Vec<(String, String)> = named.to_vec();
+    for (k, v) in [
+        ("tensor_model_parallel_size", sizes.tp),
+        ("pipeline_model_parallel_size", sizes.pp),
+        ("context_parallel_size", sizes.cp),
+        ("data_parallel_size", sizes.dp),
+        ("virtual_pipeline_model_parallel_size", sizes.vpp),
+        ("expert_model_parallel_size", sizes.ep),
+    ] {
+        if let Some(v) = v {
+            pairs.push((k.to_string(), v.to_string()));
+        }
+    }
+    for kv in set {
+        let Some((k, v)) = kv.split_once('=') else {
+            return Err(PipelineError::Option {
+                option: format!("--set `{kv}`"),
+                msg: "expected KEY=VALUE".into(),
+            });
+        };
+        pairs.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(pairs)
+}
+
 impl JobSpec {
+    /// The parallel sizes given as options.
+    pub fn sizes(&self) -> ParallelSizes {
+        ParallelSizes {
+            tp: self.tp,
+            pp: self.pp,
+            dp: self.dp,
+            vpp: self.vpp,
+            cp: self.cp,
+            ep: self.ep,
+        }
+    }
+
     /// The training config after every override, validated: the overrides apply before
     /// the check, so they can make valid a job its input alone is not (warnings about the
     /// input are in [`TrainingConfig::warnings`]).
     pub fn config(&self) -> Result<TrainingConfig, PipelineError> {
-        let mut pairs: Vec<(String, String)> = self.megatron.clone();
-        for (k, v) in [
-            ("tensor_model_parallel_size", self.tp),
-            ("pipeline_model_parallel_size", self.pp),
-            ("context_parallel_size", self.cp),
-            ("data_parallel_size", self.dp),
-            ("virtual_pipeline_model_parallel_size", self.vpp),
-            ("expert_model_parallel_size", self.ep),
-        ] {
-            if let Some(v) = v {
-                pairs.push((k.to_string(), v.to_string()));
-            }
-        }
-        for kv in &self.set {
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(PipelineError::Option {
-                    option: format!("--set `{kv}`"),
-                    msg: "expected KEY=VALUE".into(),
-                });
-            };
-            pairs.push((k.trim().to_string(), v.trim().to_string()));
-        }
+        let pairs = override_pairs(&self.megatron, &self.sizes(), &self.set)?;
         megatron::load_with_overrides(std::slice::from_ref(&self.input), &pairs).map_err(|source| {
             PipelineError::Input {
                 input: self.input.clone(),

@@ -19,7 +19,10 @@ mod run;
 mod spec;
 mod stages;
 
-pub use job::{InaSpec, Job, JobSpec, DEFAULT_INPUT, DEFAULT_TOPOLOGY, MEGATRON_FLAGS};
+pub use job::{
+    override_pairs, InaSpec, Job, JobSpec, ParallelSizes, DEFAULT_INPUT, DEFAULT_TOPOLOGY,
+    MEGATRON_FLAGS,
+};
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 #[cfg(feature = "tables")]
 pub use run::{run, RunOutcome};

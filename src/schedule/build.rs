@@ -354,6 +354,7 @@ fn unsupported(cfg: &TrainingConfig, field: &str, msg: String) -> ScheduleError 
 /// What the schedule can model; returns `(m, v)`.
 fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), ScheduleError> {
     check_sizes(cfg)?;
+    check_magnitudes(cfg)?;
     let (m, v) = check_pipeline(cfg)?;
     check_context_parallel(cfg)?;
     check_experts(cfg)?;
@@ -400,13 +401,84 @@ fn check_sizes(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
     Ok(())
 }
 
+/// The largest message the schedule models, 2^50 B (1 PiB): far above any real job, low
+/// enough that every byte count and FLOP product downstream fits its integer type.
+pub const MAX_MESSAGE_BYTES: u128 = 1 << 50;
+
+/// Most layers, experts and micro-batches per iteration the schedule models (2^20 each):
+/// real jobs use hundreds at most, and the trace holds records per layer and micro-batch,
+/// so a crafted count must not size the work.
+pub const MAX_COUNT: u64 = 1 << 20;
+
+/// Crafted sizes are refused here, before any arithmetic that could overflow or any
+/// loop sized by them: each per-message product the schedule forms, computed in `u128`,
+/// must stay within [`MAX_MESSAGE_BYTES`], and layer/expert/micro-batch counts within
+/// [`MAX_COUNT`]. The error names the fields and the product.
+fn check_magnitudes(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
+    let el = cfg.params_dtype.size_bytes() as u128;
+    let (b, s, h) = (
+        cfg.micro_batch_size as u128,
+        cfg.seq_length as u128,
+        cfg.hidden_size as u128,
+    );
+    let ffn = cfg.ffn_hidden_size as u128;
+    let vocab = cfg.padded_vocab() as u128;
+    // `None`: the product overflows even u128.
+    let prod = |fs: &[u128]| fs.iter().try_fold(1u128, |a, &f| a.checked_mul(f));
+    let products = [
+        (
+            "micro_batch_size·seq_length·hidden_size·bytes",
+            prod(&[b, s, h, el]),
+        ),
+        (
+            "hidden_size²·12·bytes (a layer's attention weights)",
+            prod(&[h, h, 12, el]),
+        ),
+        (
+            "hidden_size·ffn_hidden_size·3·bytes (a layer's MLP weights)",
+            prod(&[h, ffn, 3, el]),
+        ),
+        (
+            "padded vocabulary·hidden_size·bytes (the embedding)",
+            prod(&[vocab, h, el]),
+        ),
+        (
+            "micro_batch_size·seq_length·padded vocabulary·4 (the logits)",
+            prod(&[b, s, vocab, 4]),
+        ),
+    ];
+    for (what, v) in products {
+        if v.is_none_or(|v| v > MAX_MESSAGE_BYTES) {
+            let v = v.map_or("more than 2^128".to_string(), |v| v.to_string());
+            return Err(ScheduleError::Magnitude(format!(
+                "{what} = {v} B exceeds the largest message modelled (2^50 B): check these sizes"
+            )));
+        }
+    }
+    let counts = [
+        ("num_layers", cfg.num_layers as u64),
+        ("num_experts", cfg.num_experts.unwrap_or(0) as u64),
+        (
+            "micro-batches per iteration (global_batch_size / micro_batch_size)",
+            cfg.global_batch_size / cfg.micro_batch_size.max(1),
+        ),
+    ];
+    for (what, n) in counts {
+        if n > MAX_COUNT {
+            return Err(ScheduleError::Magnitude(format!(
+                "{what} = {n} exceeds the most modelled ({MAX_COUNT})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn check_pipeline(cfg: &TrainingConfig) -> Result<(u32, u32), ScheduleError> {
     let (pp, dp) = (cfg.pipeline_model_parallel_size, cfg.data_parallel_size);
-    if cfg.micro_batch_size == 0
+    let per_step = cfg.micro_batch_size.checked_mul(dp as u64).unwrap_or(0);
+    if per_step == 0
         || cfg.global_batch_size == 0
-        || !cfg
-            .global_batch_size
-            .is_multiple_of(cfg.micro_batch_size * dp as u64)
+        || !cfg.global_batch_size.is_multiple_of(per_step)
     {
         return Err(ScheduleError::Batch {
             global: cfg.global_batch_size,
@@ -414,7 +486,7 @@ fn check_pipeline(cfg: &TrainingConfig) -> Result<(u32, u32), ScheduleError> {
             dp,
         });
     }
-    let m = cfg.global_batch_size / (cfg.micro_batch_size * dp as u64);
+    let m = cfg.global_batch_size / per_step;
     let m = u32::try_from(m)
         .map_err(|_| ScheduleError::Sizes(format!("{m} micro-batches is too many")))?;
     let v = cfg.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
@@ -423,7 +495,7 @@ fn check_pipeline(cfg: &TrainingConfig) -> Result<(u32, u32), ScheduleError> {
             "virtual pipeline size {v} needs pipeline size > 1"
         )));
     }
-    if cfg.num_layers == 0 || !cfg.num_layers.is_multiple_of(pp * v) {
+    if cfg.num_layers == 0 || !cfg.num_layers.is_multiple_of(pp.saturating_mul(v)) {
         return Err(ScheduleError::Layers {
             layers: cfg.num_layers,
             pp,

@@ -54,6 +54,9 @@ pub enum ScheduleError {
     /// A size is zero or the sizes do not multiply up.
     #[error("inconsistent parallel sizes: {0}")]
     Sizes(String),
+    /// A size or count beyond what the schedule models (a crafted or mistyped value).
+    #[error("size out of range: {0}")]
+    Magnitude(String),
     /// The batch does not split into whole micro-batches.
     #[error("global batch {global} is not a multiple of micro-batch {micro} × data-parallel {dp} = {}", micro * *dp as u64)]
     Batch {
