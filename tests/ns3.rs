@@ -1101,6 +1101,7 @@ fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_s
             window,
             policy: InaPolicy::BestEffort,
             classes: vec![Class::Dp],
+            ..Default::default()
         };
         let trace = hier_ina(0, 1, s, 0);
         let r = run(&trace, &leaf_spine(), &ina, d.path());
@@ -1624,14 +1625,14 @@ fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
 /// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
 /// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
 fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {
-    use ina3d::replay::{self, ReplayOptions, SharedRoutes};
+    use ina3d::replay::{self, ReplayOptions};
     let routing = ina3d::topology::Routing::new(topo, 0).unwrap();
     let opts = ReplayOptions {
         ina: ina.clone(),
         trace_name: "test".into(),
         ..ReplayOptions::default()
     };
-    let r = replay::simulate(trace, topo, &SharedRoutes::new(topo, &routing), &opts).unwrap();
+    let r = replay::simulate(trace, topo, &routing, &opts).unwrap();
     replay::write_outputs(dir, &r).unwrap();
 }
 

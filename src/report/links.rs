@@ -17,7 +17,8 @@
 //! carried (`net_header_bytes` in `stats.txt`), and [`tolerance_for`] allows
 //! [`TCP_LINK_TOLERANCE`] of relative difference when it is not the replayer's.
 
-use super::{csv_error, ReportError};
+use super::ReportError;
+use crate::formats::{links_csv, write_atomic, FormatError};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -26,11 +27,9 @@ use std::path::Path;
 /// +0.57 % on 1,000-byte segments, and fewer headers where a segment spans two records).
 pub const TCP_LINK_TOLERANCE: f64 = 0.01;
 
-/// The columns `links.csv` must have (`utilisation` is derived and not compared).
-pub const LINK_COLUMNS: [&str; 5] = ["link", "from", "to", "rate_bps", "bytes"];
-
-/// One row of a `links.csv`: the wire bytes of trace data one channel carried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+/// One row of a `links.csv` as the check uses it: the wire bytes of trace data one channel
+/// carried (`utilisation` is derived and not compared).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChannelBytes {
     /// Topology link row (0-based).
     pub link: u32,
@@ -81,7 +80,7 @@ impl LinkCheck {
     /// Writes `links.csv` of a comparison: `link,from,to,replay_bytes,ns3_bytes,
     /// diff_bytes,status` (`diff_bytes` = ns-3 − replay, `status` `same` or `differs`).
     pub fn write(&self, path: &Path) -> Result<(), ReportError> {
-        crate::fct::write_atomic(path, |w| {
+        write_atomic(path, |w| {
             writeln!(w, "link,from,to,replay_bytes,ns3_bytes,diff_bytes,status")?;
             for (c, differs) in &self.channels {
                 writeln!(
@@ -97,11 +96,8 @@ impl LinkCheck {
                 )?;
             }
             Ok(())
-        })
-        .map_err(|e| ReportError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e.to_string()),
-        })
+        })?;
+        Ok(())
     }
 }
 
@@ -114,46 +110,31 @@ pub enum LinkOutcome {
     NotChecked(String),
 }
 
-/// Reads a `links.csv`; errors name the line and field. A channel given twice is an
-/// error (each back-end writes one row per channel).
+/// Reads a `links.csv` ([`links_csv::read`], the format's one reader); a channel given
+/// twice is an error naming its line (each back-end writes one row per channel).
 pub fn read_links_csv(path: &Path) -> Result<Vec<ChannelBytes>, ReportError> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
-    if headers.iter().all(|h| h.is_empty()) {
-        return Err(ReportError::Empty {
-            path: path.to_path_buf(),
-            why: "no header line".into(),
-        });
-    }
-    for c in LINK_COLUMNS {
-        if !headers.iter().any(|h| h == c) {
-            return Err(ReportError::MissingColumn {
-                path: path.to_path_buf(),
-                column: c.into(),
-                expected: LINK_COLUMNS.join(","),
-            });
-        }
-    }
-    let mut rows = Vec::new();
     let mut seen = BTreeMap::new();
-    for row in rdr.deserialize::<ChannelBytes>() {
-        let row: ChannelBytes = row.map_err(|e| csv_error(path, e, &headers))?;
-        let line = rows.len() as u64 + 2;
+    let mut rows = Vec::new();
+    for (i, c) in links_csv::read(path)?.into_iter().enumerate() {
+        let line = i as u64 + 2;
+        let row = ChannelBytes {
+            link: c.link.0,
+            from: c.from.0,
+            to: c.to.0,
+            rate_bps: c.rate_bps,
+            bytes: c.bytes,
+        };
         if let Some(first) = seen.insert((row.link, row.from, row.to), line) {
-            return Err(ReportError::BadValue {
-                path: path.to_path_buf(),
+            return Err(FormatError::syntax(
+                path,
                 line,
-                field: "link".into(),
-                why: format!(
+                "link",
+                format!(
                     "channel {} {}→{} already given on line {first}",
                     row.link, row.from, row.to
                 ),
-            });
+            )
+            .into());
         }
         rows.push(row);
     }
@@ -204,20 +185,16 @@ pub fn check_links(replay: &[ChannelBytes], ns3: &[ChannelBytes], tolerance: f64
 
 /// The tolerance for an ns-3 output directory: 0 (byte-exact) unless its `stats.txt`
 /// says its net records carried other per-packet headers than the replayer's
-/// ([`crate::trace::PACKET_HEADER`]), then [`TCP_LINK_TOLERANCE`].
+/// ([`crate::record::PACKET_HEADER`]), then [`TCP_LINK_TOLERANCE`].
 pub fn tolerance_for(ns3_dir: &Path) -> Result<f64, ReportError> {
     let stats = ns3_dir.join("stats.txt");
     if !stats.is_file() {
         return Ok(0.0);
     }
-    let s = crate::ns3::run::read_stats(&stats).map_err(|e| ReportError::BadValue {
-        path: stats.clone(),
-        line: 0,
-        field: "stats".into(),
-        why: e.to_string(),
-    })?;
+    let s = crate::ns3::run::read_stats(&stats)
+        .map_err(|e| FormatError::file(&stats, e.to_string()))?;
     Ok(match s.get("net_header_bytes") {
-        Some(&h) if h != crate::trace::PACKET_HEADER.0 => TCP_LINK_TOLERANCE,
+        Some(&h) if h != crate::record::PACKET_HEADER.0 => TCP_LINK_TOLERANCE,
         _ => 0.0,
     })
 }

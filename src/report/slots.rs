@@ -8,12 +8,13 @@
 //! "Slots"). From the changes, per switch: the peak of slots in use and the **slot-time**
 //! `∫ slots_in_use dt` (= Σ w × held time over its streams, in slot·ns).
 
-use super::{csv_error, ReportError};
+use super::ReportError;
+use crate::formats::{switches_csv, write_atomic, FormatError};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One row of `switches.csv`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+/// One row of `switches.csv` as the comparison uses it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotChange {
     /// When, ns.
     pub time_ns: u64,
@@ -32,29 +33,28 @@ pub struct SwitchSlots {
     pub slot_time: u128,
 }
 
-/// Reads a `switches.csv`; rows must be in time order (errors name the line and field).
+/// Reads a `switches.csv` ([`switches_csv::read`], the format's one reader); rows must be
+/// in time order (an error names the line).
 pub fn read_switches_csv(path: &Path) -> Result<Vec<SlotChange>, ReportError> {
-    let mut rdr = csv::Reader::from_path(path).map_err(|e| csv_error(path, e, &[]))?;
-    let headers: Vec<String> = rdr
-        .headers()
-        .map_err(|e| csv_error(path, e, &[]))?
-        .iter()
-        .map(|h| h.trim().to_string())
-        .collect();
     let mut rows: Vec<SlotChange> = Vec::new();
-    for row in rdr.deserialize::<SlotChange>() {
-        let row = row.map_err(|e| csv_error(path, e, &headers))?;
+    for (i, x) in switches_csv::read(path)?.into_iter().enumerate() {
+        let row = SlotChange {
+            time_ns: x.time_ns,
+            switch: x.switch.0,
+            slots_in_use: x.slots_in_use,
+        };
         if let Some(prev) = rows.last() {
             if row.time_ns < prev.time_ns {
-                return Err(ReportError::BadValue {
-                    path: path.to_path_buf(),
-                    line: rows.len() as u64 + 2,
-                    field: "time_ns".into(),
-                    why: format!(
+                return Err(FormatError::syntax(
+                    path,
+                    i as u64 + 2,
+                    "time_ns",
+                    format!(
                         "{} is before the previous row's {}",
                         row.time_ns, prev.time_ns
                     ),
-                });
+                )
+                .into());
             }
         }
         rows.push(row);
@@ -121,7 +121,7 @@ pub fn compare_dirs(
 /// Writes `switches.csv` of a comparison: `switch,replay_slot_peak,ns3_slot_peak,
 /// replay_slot_time,ns3_slot_time,slot_time_diff` (slot·ns; diff = ns-3 − replay).
 pub fn write_comparison(path: &Path, rows: &[SlotComparison]) -> Result<(), ReportError> {
-    crate::fct::write_atomic(path, |w| {
+    write_atomic(path, |w| {
         writeln!(
             w,
             "switch,replay_slot_peak,ns3_slot_peak,replay_slot_time,ns3_slot_time,slot_time_diff"
@@ -139,11 +139,8 @@ pub fn write_comparison(path: &Path, rows: &[SlotComparison]) -> Result<(), Repo
             )?;
         }
         Ok(())
-    })
-    .map_err(|e| ReportError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    })
+    })?;
+    Ok(())
 }
 
 #[cfg(test)]
