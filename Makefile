@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test validate study
+.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate study
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
@@ -37,9 +37,9 @@ bench: ns3-deps glue
 	$(CARGO) bench --no-default-features
 
 ## validate: the validation suite, replayer vs ns-3 on 16-128-GPU contended fabrics
-## (ina3d validate; one row per case in $(VALIDATE_OUT)/validate.csv; TRANSPORT=tcp)
+## (ina3d validate; one row per case in $(VALIDATE_OUT)/validate.csv; TRANSPORT=roce|tcp)
 VALIDATE_OUT ?= out/validate
-TRANSPORT ?= tcp
+TRANSPORT ?= roce
 validate: ns3-deps glue
 	$(CARGO) run --quiet --no-default-features -- validate -o $(VALIDATE_OUT) --transport $(TRANSPORT)
 
@@ -48,15 +48,23 @@ build:
 
 ## glue: the ns-3 glue (ns3-glue/, C++ on Debian's ns-3) → target/ns3-glue/ina3d-ns3
 GLUE_BIN := target/ns3-glue/ina3d-ns3
-GLUE_SRC := $(wildcard ns3-glue/*/*.cc ns3-glue/*/*.h)
+GLUE_SRC := $(wildcard $(addprefix ns3-glue/,$(addsuffix /*.cc,scenario helper model) $(addsuffix /*.h,scenario helper model)))
 NS3_MODULES := core network internet point-to-point applications traffic-control
 glue: $(GLUE_BIN)
 $(GLUE_BIN): $(GLUE_SRC) | ns3-deps
 	@mkdir -p $(dir $@)
-	g++ -std=c++17 -O2 -o $@.tmp ns3-glue/scenario/ina3d-ns3.cc ns3-glue/helper/ina3d-helper.cc \
-	    ns3-glue/model/ina-apps.cc ns3-glue/model/ina3d-dag.cc ns3-glue/model/ina3d-pair-routing.cc \
+	g++ -std=c++17 -O2 -o $@.tmp $(filter %.cc,$(GLUE_SRC)) \
 	    $$(pkg-config --cflags --libs $(addprefix ns3-,$(NS3_MODULES)) 2>/dev/null || echo $(addprefix -lns3-,$(NS3_MODULES)))
 	mv $@.tmp $@
+
+## dcqcn-test: the DCQCN reaction point against its equations (no ns-3 needed; tests/ns3.rs
+## builds and runs the same program)
+DCQCN_TEST := target/ns3-glue/dcqcn-test
+dcqcn-test: $(DCQCN_TEST)
+	$(DCQCN_TEST)
+$(DCQCN_TEST): ns3-glue/test/dcqcn-test.cc ns3-glue/model/dcqcn.cc ns3-glue/model/dcqcn.h
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -O2 -Wall -Werror -o $@ ns3-glue/test/dcqcn-test.cc ns3-glue/model/dcqcn.cc
 
 ## ns3-deps: Debian's ns-3 (headers + libraries), installed once when missing
 ns3-deps: $(NS3_STAMP)

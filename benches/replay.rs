@@ -24,7 +24,8 @@
 //! 2. Growth: 1×, 4×, 16× GPUs (TP8·PP4, DP 2/8/32, m=32): wall time per F·log₂F, F =
 //!    network flows (ring DP flows grow as DP², so F grows faster than the GPU count).
 //! 3. [`ns3_vs_replayer_ratio`]: the project's generator on `traces/example/tiny.toml`
-//!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue and the replayer:
+//!    (8 and 16 GPUs), ring and hierarchical INA, through the ns-3 glue (under both of its
+//!    transports, `roce` and `tcp`) and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
@@ -359,6 +360,8 @@ struct Ns3Case {
     topology: &'static str,
     /// `None`: INA off (ring); `Some(mode)`: e.g. `hierarchical`, every switch aggregating.
     ina: Option<&'static str>,
+    /// How the glue carries net records.
+    transport: ina3d::ns3::Transport,
 }
 
 /// Replays per case; the replay wall reported is their median (a run takes well under a
@@ -385,6 +388,8 @@ fn met(ok: bool) -> &'static str {
 
 /// One row of the comparison table.
 struct Ns3Row {
+    /// The glue's transport (`roce`, `tcp`).
+    transport: &'static str,
     case: String,
     records: usize,
     net_flows: usize,
@@ -452,13 +457,14 @@ fn ns3_case(
 
     // ns-3: emit the glue inputs, run the glue (its wall time is measured by run_glue:
     // process start to exit, ns-3 set-up included).
-    let dir = work.join(c.name);
+    let dir = work.join(format!("{}-{}", c.name, c.transport));
     if dir.exists() {
         std::fs::remove_dir_all(&dir)?;
     }
     let ina = ina3d::ns3::ina_model(&header)?;
     let eopts = ina3d::ns3::EmitOptions {
         seed: o.seed,
+        transport: c.transport,
         ..Default::default()
     };
     ina3d::ns3::emit(&recs, &ina, &topo, &eopts, &dir)?;
@@ -493,6 +499,7 @@ fn ns3_case(
     let (a, b) = (&replayed.summary, &ns3_summary);
     Ok(Ns3Row {
         case: c.name.to_string(),
+        transport: c.transport.as_str(),
         records: recs.len(),
         net_flows,
         replay_wall_s,
@@ -533,35 +540,40 @@ fn ns3_vs_replayer_ratio() {
         return;
     }
     let ls = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=2";
-    let cases = [
-        Ns3Case {
-            name: "ring-8",
-            set: &[],
-            topology: ls,
-            ina: None,
-        },
-        Ns3Case {
-            name: "ina-hier-8",
-            set: &[],
-            topology: ls,
-            ina: Some("hierarchical"),
-        },
-        Ns3Case {
-            name: "ring-16-ft4",
-            set: &[("data_parallel_size", "4")],
-            topology: "fat-tree:k=4,gpus-per-server=2",
-            ina: None,
-        },
-        Ns3Case {
-            name: "ina-hier-16-ft4",
-            set: &[("data_parallel_size", "4")],
-            topology: "fat-tree:k=4,gpus-per-server=2",
-            ina: Some("hierarchical"),
-        },
+    let shapes = [
+        ("ring-8", &[][..], ls, None),
+        ("ina-hier-8", &[][..], ls, Some("hierarchical")),
+        (
+            "ring-16-ft4",
+            &[("data_parallel_size", "4")][..],
+            "fat-tree:k=4,gpus-per-server=2",
+            None,
+        ),
+        (
+            "ina-hier-16-ft4",
+            &[("data_parallel_size", "4")][..],
+            "fat-tree:k=4,gpus-per-server=2",
+            Some("hierarchical"),
+        ),
     ];
+    let cases: Vec<Ns3Case> = [ina3d::ns3::Transport::Roce, ina3d::ns3::Transport::Tcp]
+        .into_iter()
+        .flat_map(|transport| {
+            shapes
+                .iter()
+                .map(move |&(name, set, topology, ina)| Ns3Case {
+                    name,
+                    set,
+                    topology,
+                    ina,
+                    transport,
+                })
+        })
+        .collect();
     println!(
-        "  {:<16} {:>7} {:>9} {:>11} {:>9} {:>9} {:>12} {:>12} {:>8} {:>15}",
+        "  {:<16} {:>5} {:>7} {:>9} {:>11} {:>9} {:>9} {:>12} {:>12} {:>8} {:>15}",
         "case",
+        "glue",
         "records",
         "net flows",
         "replay wall",
@@ -582,8 +594,9 @@ fn ns3_vs_replayer_ratio() {
                 let mut all = r.fct_err.clone();
                 let (med, p95) = (quantile(&mut all, 0.5), quantile(&mut all, 0.95));
                 println!(
-                    "  {:<16} {:>7} {:>9} {:>9.3}ms {:>8.2}s {:>8.0}× {:>10.3}ms {:>10.3}ms {:>7.2}% {:>6.1}%/{:>6.1}%",
+                    "  {:<16} {:>5} {:>7} {:>9} {:>9.3}ms {:>8.2}s {:>8.0}× {:>10.3}ms {:>10.3}ms {:>7.2}% {:>6.1}%/{:>6.1}%",
                     r.case,
+                    c.transport.as_str(),
                     r.records,
                     r.net_flows,
                     r.replay_wall_s * 1e3,
@@ -602,8 +615,9 @@ fn ns3_vs_replayer_ratio() {
     }
     for (r, ratio, iter_err) in &rows {
         println!(
-            "  {}: speed ratio {:.0}× ({} ≥ 1,000×); iteration-time error {:.2} % ({} ≤ 5 %){}",
+            "  {} ({}): speed ratio {:.0}× ({} ≥ 1,000×); iteration-time error {:.2} % ({} ≤ 5 %){}",
             r.case,
+            r.transport,
             ratio,
             met(*ratio >= 1000.0),
             iter_err * 100.0,

@@ -2,7 +2,8 @@
 //! the errors and the speed ratio (ns-3 wall / replay wall). `INA3D_VALIDATE_CASES=a,b`
 //! runs a subset; outputs go to `target/validate`.
 
-use ina3d::pipeline::validate::{cases, run_suite, Transport};
+use ina3d::ns3::Transport;
+use ina3d::pipeline::validate::{cases, run_suite};
 
 fn main() {
     let only: Vec<String> = std::env::var("INA3D_VALIDATE_CASES")
@@ -12,9 +13,19 @@ fn main() {
         .into_iter()
         .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
         .collect();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/validate");
+    for transport in [Transport::Roce, Transport::Tcp] {
+        suite(&cases, transport);
+    }
+}
+
+/// One run of the suite under `transport`, into `target/validate/<transport>`.
+fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target/validate")
+        .join(transport.to_string());
+    println!("transport {transport}");
     let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
-        run_suite(&cases, Transport::Tcp, &dir, &mut |c, r, s| match r {
+        run_suite(cases, transport, &dir, &mut |c, r, s| match r {
             Ok(row) => println!(
                 "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
                 c.name,

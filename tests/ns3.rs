@@ -968,58 +968,191 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     );
 }
 
+/// One hierarchical INA all-reduce of `s` bytes on the leaf-spine (aggregation `agg`, ids
+/// from `first`): each worker's up edge to its leaf, each leaf's to spine 10, spine 10's
+/// down edges to the leaves and the leaves' to the workers. The workers start `lag_ns` late.
+fn hier_ina(first: u64, agg: u64, s: u64, lag_ns: u64) -> Vec<FlowRecord> {
+    let mut v = Vec::new();
+    let ups: Vec<u64> = (first..first + 8).collect();
+    for w in 0..8u32 {
+        let mut up = ina_edge(
+            first + u64::from(w),
+            w,
+            8 + w / 4,
+            s,
+            &[],
+            agg,
+            8 + w / 4,
+            4,
+            AggDir::Up,
+        );
+        up.gap = Nanos(lag_ns);
+        v.push(up);
+    }
+    for (k, leaf) in [8u32, 9].into_iter().enumerate() {
+        v.push(ina_edge(
+            first + 8 + k as u64,
+            leaf,
+            10,
+            s,
+            &ups,
+            agg,
+            10,
+            2,
+            AggDir::Up,
+        ));
+    }
+    let spine_ups = [first + 8, first + 9];
+    for (k, leaf) in [8u32, 9].into_iter().enumerate() {
+        v.push(ina_edge(
+            first + 10 + k as u64,
+            10,
+            leaf,
+            s,
+            &spine_ups,
+            agg,
+            10,
+            2,
+            AggDir::Down,
+        ));
+    }
+    for w in 0..8u32 {
+        let from_spine = first + 10 + u64::from(w / 4);
+        v.push(ina_edge(
+            first + 12 + u64::from(w),
+            8 + w / 4,
+            w,
+            s,
+            &[from_spine],
+            agg,
+            8 + w / 4,
+            4,
+            AggDir::Down,
+        ));
+    }
+    v
+}
+
 #[test]
 fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort() {
-    let s = 256 * 1024;
+    // A pool of one stream's window: while aggregation 1 (1 MiB) holds a switch's 64 slots,
+    // aggregation 2 (64 KiB = 64 packets, its workers 2 µs later) cannot have them there.
     let topo = leaf_spine();
-    // one enabled class, so the static share is the whole (tiny) pool
-    let tiny = |policy| InaSwitchModel {
-        slots: 2,
+    let pool = |policy| InaSwitchModel {
+        slots: 64,
         payload: Bytes(1024),
         window: 64,
         policy,
         classes: vec![Class::Dp],
         reservations: vec![],
     };
-    let d1 = tempfile::tempdir().unwrap();
-    let st = run(
-        &ina_allreduce_staggered(s, 20_000),
-        &topo,
-        &tiny(InaPolicy::Static),
-        d1.path(),
-    );
-    assert_eq!(st.stats["ina_fallback_packets"], 0);
-    assert!(st.summary.ina_slot_peak <= 2);
-    assert_eq!(st.stats["ina_sum_errors"], 0);
-    let d2 = tempfile::tempdir().unwrap();
-    let be = run(
-        &ina_allreduce_staggered(s, 20_000),
-        &topo,
-        &tiny(InaPolicy::BestEffort),
-        d2.path(),
-    );
-    assert!(
-        be.stats["ina_fallback_packets"] > 0,
-        "2 slots cannot hold 64 outstanding packets of staggered workers"
-    );
-    // (which is faster depends on the fallback host's incast: with 2 slots, best-effort
-    // funnels most packets through worker 0's NIC, so it is not asserted)
-    eprintln!(
-        "2 slots: static {} ns, best-effort {} ns",
-        st.summary.iteration_time_ns, be.summary.iteration_time_ns
-    );
-    assert_eq!(
-        be.stats["ina_sum_errors"], 0,
-        "fallback hosts sum correctly too"
-    );
-    let d3 = tempfile::tempdir().unwrap();
-    let pr = run(
-        &ina_allreduce_staggered(s, 20_000),
-        &topo,
-        &tiny(InaPolicy::Priority),
-        d3.path(),
-    );
-    assert_eq!(pr.stats["ina_fallback_packets"], 0);
+    let mut trace = hier_ina(0, 1, 1 << 20, 0);
+    trace.extend(hier_ina(100, 2, 64 * 1024, 2000));
+    let mut end = BTreeMap::new();
+    for policy in [
+        InaPolicy::Static,
+        InaPolicy::BestEffort,
+        InaPolicy::Priority,
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let r = run(&trace, &topo, &pool(policy), d.path());
+        assert_eq!(r.stats["ina_sum_errors"], 0, "{policy:?}");
+        assert_eq!(
+            r.summary.ina_slot_peak, 64,
+            "{policy:?}: one stream at a time"
+        );
+        let last = |agg_first: u64| {
+            r.rows
+                .iter()
+                .filter(|x| (agg_first..agg_first + 20).contains(&x.flow_id))
+                .map(|x| x.end_ns)
+                .max()
+                .unwrap()
+        };
+        end.insert(policy.as_str(), (last(0), last(100)));
+        if policy == InaPolicy::BestEffort {
+            // refused at both leaves and at the spine (aggregation 1 holds them for ~90 µs):
+            // every packet of its 8 worker streams and 2 leaf streams goes to a fallback host
+            assert_eq!(r.stats["ina_fallback_packets"], (4 + 4 + 2) * 64);
+        } else {
+            assert_eq!(r.stats["ina_fallback_packets"], 0, "{policy:?} waits");
+        }
+    }
+    // waiting for the slots puts aggregation 2 behind aggregation 1; falling back does not
+    assert!(end["static"].1 > end["static"].0, "{end:?}");
+    assert!(end["priority"].1 > end["priority"].0, "{end:?}");
+    assert!(end["best-effort"].1 < end["best-effort"].0, "{end:?}");
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_switch() {
+    use ina3d::report::slots::{read_switches_csv, slot_usage};
+    // w = min(window, packets of the stream, pool): bound by each in turn
+    for (s, window, slots, w) in [
+        (64 * 1024, 256, 8192, 64), // 64 packets
+        (1 << 20, 256, 8192, 256),  // the window
+        (1 << 20, 256, 32, 32),     // the pool (best-effort draws from the whole pool)
+    ] {
+        let d = tempfile::tempdir().unwrap();
+        let ina = InaSwitchModel {
+            slots,
+            payload: Bytes(1024),
+            window,
+            policy: InaPolicy::BestEffort,
+            classes: vec![Class::Dp],
+            ..Default::default()
+        };
+        let trace = hier_ina(0, 1, s, 0);
+        let r = run(&trace, &leaf_spine(), &ina, d.path());
+        assert_eq!(r.stats["ina_sum_errors"], 0);
+        assert_eq!(r.stats["ina_fallback_packets"], 0);
+        assert_eq!(r.summary.ina_slot_peak, w);
+        let changes = read_switches_csv(&d.path().join("switches.csv")).unwrap();
+        let usage = slot_usage(&changes);
+        assert_eq!(usage.keys().copied().collect::<Vec<_>>(), vec![8, 9, 10]);
+        // one packet's hop: 1,072 wire bytes at 100 Gb/s (85.76 ns) plus 1 µs of wire
+        let hop = 1086;
+        for sw in [8u32, 9, 10] {
+            let mine: Vec<_> = changes.iter().filter(|c| c.switch == sw).collect();
+            assert_eq!(
+                mine.iter().map(|c| c.slots_in_use).collect::<Vec<_>>(),
+                vec![w as u32, 0],
+                "switch {sw}: taken once, given back once"
+            );
+            // taken when the first packet arrives: the first edge into the switch starts
+            // one hop earlier; given back when the last result leaves: the edges out of
+            // it end one hop later (fct.csv, timed by the records, not by the slots)
+            let edges = |up: bool| -> Vec<&FctRow> {
+                trace
+                    .iter()
+                    .filter(|t| {
+                        let a = t.agg.unwrap();
+                        (a.dir == AggDir::Up) == up
+                            && if up { t.dst.0 == sw } else { t.src.0 == sw }
+                    })
+                    .map(|t| r.rows.iter().find(|x| x.flow_id == t.id.0).unwrap())
+                    .collect()
+            };
+            let first_in = edges(true).iter().map(|x| x.start_ns).min().unwrap();
+            let last_out = edges(false).iter().map(|x| x.end_ns).min().unwrap();
+            let (taken, freed) = (mine[0].time_ns, mine[1].time_ns);
+            assert!(
+                taken.abs_diff(first_in + hop) <= 2,
+                "switch {sw}: taken {taken}, first packet in at {}",
+                first_in + hop
+            );
+            assert!(
+                freed.abs_diff(last_out - hop) <= 2,
+                "switch {sw}: freed {freed}, last result out at {}",
+                last_out - hop
+            );
+            assert_eq!(
+                usage[&sw].slot_time,
+                u128::from(w) * u128::from(freed - taken)
+            );
+        }
+    }
 }
 
 /// A directory holding `ns3 emit` output for a 4-rank ring all-reduce of `bytes` on a
@@ -1079,6 +1212,43 @@ fn a_trace_the_glue_rejects_is_reported_with_file_and_line() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("trace.txt:4") && e.contains("node 77"), "{e}");
+}
+
+#[test]
+fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_by_the_glue_not_truncated() {
+    // 2^32 + 1 would become node 1 (a valid node of the star) if read into 32 bits
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("trace.txt");
+    let t = std::fs::read_to_string(&p).unwrap();
+    for (from, to, field) in [
+        (
+            "0 0 1 1024",
+            "0 0 4294967297 1024",
+            "field dst: node 4294967297",
+        ),
+        (
+            "0 0 1 1024",
+            "0 4294967296 1 1024",
+            "field src: node 4294967296",
+        ),
+        // a gap beyond the simulator's picosecond clock
+        (
+            "0 0 1 1024 0",
+            "0 0 1 1024 18446744073709551615",
+            "field gap_ns",
+        ),
+    ] {
+        assert!(t.contains(from), "{t}");
+        std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
+        // the glue binary itself (`ns3 run` refuses such a file before starting it)
+        let o = std::process::Command::new(glue())
+            .arg(format!("--dir={}", dir.path().display()))
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{to}: {e}");
+        assert!(e.contains("trace.txt:4") && e.contains(field), "{to}: {e}");
+    }
 }
 
 #[test]
@@ -1261,6 +1431,95 @@ fn generated_tiny_job_runs_on_ns3_through_the_cli_and_ina_shortens_the_iteration
     assert!(iteration["ina"] < iteration["ring"], "{iteration:?}");
 }
 
+/// The tiny job (tiny.toml, host rings) through `ina3d trace` → `ns3 emit --transport T` →
+/// `ns3 run`, under both transports: every record finishes with its bytes, nothing is
+/// dropped, and every host NIC carried exactly the wire bytes of the records it sent —
+/// to the byte under `roce` (a packet holds one record's bytes: payload + 48 per 1,000),
+/// at least that plus TCP's 54 bytes a segment (and within 1 % of it) under `tcp`.
+#[test]
+fn the_tiny_job_completes_under_both_transports_with_every_byte_on_its_nic_and_no_drop() {
+    let bin = env!("CARGO_BIN_EXE_ina3d");
+    let dir = tempfile::tempdir().unwrap();
+    let topo = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=1,nvlink=off";
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    let sh = |args: &[&str]| {
+        let o = std::process::Command::new(bin).args(args).output().unwrap();
+        assert!(
+            o.status.success(),
+            "ina3d {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let trace = dir.path().join("ring.csv");
+    let t = trace.to_str().unwrap();
+    sh(&["trace", tiny.to_str().unwrap(), "--topology", topo, "-o", t]);
+    let records = ina3d::trace::read(&trace).unwrap().records;
+    // payload each host sends over the network, and the records it sends
+    let mut sent: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.mode == Mode::Net) {
+        sent.entry(r.src.0).or_default().push(r.bytes.0);
+    }
+    assert!(sent.len() >= 4, "the tiny job's rings cross the network");
+    for transport in [Transport::Roce, Transport::Tcp] {
+        let out = dir.path().join(transport.as_str());
+        let o = out.to_str().unwrap();
+        sh(&[
+            "ns3",
+            "emit",
+            t,
+            "--topology",
+            topo,
+            "--transport",
+            transport.as_str(),
+            "-o",
+            o,
+        ]);
+        let params = std::fs::read_to_string(out.join("params.txt")).unwrap();
+        assert!(
+            params.contains(&format!("\nTRANSPORT {transport}\n")),
+            "{params}"
+        );
+        sh(&["ns3", "run", o, "--glue", glue().to_str().unwrap()]);
+        let rows = ina3d::formats::fct_csv::read(&out.join("fct.csv")).unwrap();
+        assert_eq!(
+            rows.len(),
+            records.len(),
+            "{transport}: every record has a row"
+        );
+        for (row, r) in rows.iter().zip(&records) {
+            assert_eq!((row.flow_id, row.size_bytes), (r.id.0, r.bytes.0));
+            assert!(row.end_ns >= row.start_ns, "{transport}: {row:?}");
+        }
+        let stats = ina3d::ns3::run::read_stats(&out.join("stats.txt")).unwrap();
+        assert_eq!(stats["dropped_packets"], 0, "{transport}");
+        let links = ina3d::formats::links_csv::read(&out.join("links.csv")).unwrap();
+        for (host, sizes) in &sent {
+            let nic: u64 = links
+                .iter()
+                .filter(|c| c.from.0 == *host)
+                .map(|c| c.bytes)
+                .sum();
+            let header = if transport == Transport::Roce { 48 } else { 54 };
+            let exact: u64 = sizes
+                .iter()
+                .map(|b| Bytes(*b).with_headers(Bytes(1000), Bytes(header)).0)
+                .sum();
+            if transport == Transport::Roce {
+                assert_eq!(nic, exact, "roce: host {host}'s NIC");
+            } else {
+                // segments may carry less than 1,000 bytes when the socket had less
+                // queued: never fewer headers than full segments need
+                let payload: u64 = sizes.iter().sum();
+                let fewest = Bytes(payload).with_headers(Bytes(1000), Bytes(54)).0;
+                assert!(
+                    nic >= fewest && nic <= fewest + fewest / 100,
+                    "tcp: host {host}'s NIC carried {nic} B, full segments {fewest} B"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
     let trace = ring_allreduce(4, 1 << 18, 0);
@@ -1276,6 +1535,7 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
             &star(4),
             &EmitOptions {
                 tcp,
+                transport: ina3d::ns3::Transport::Tcp,
                 ..Default::default()
             },
             dir.path(),
@@ -1285,8 +1545,16 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
         assert_eq!(r.rows.len(), trace.len());
         t.insert(tcp.as_str(), r.summary.iteration_time_ns);
     }
-    // 6 dependent steps, each at least one extra round trip (4 hops of 1 µs) slower
-    assert!(t["per-flow"] >= t["persistent"] + 6 * 4_000, "{t:?}");
+    // 6 dependent steps; with a connection per record each waits for a handshake (SYN out
+    // and SYN-ACK back: 4 hops of 1 µs) before its data, which then needs one way (2 µs)
+    // plus its serialization (64 KiB in 1,000-byte segments of 54 header bytes)
+    let ser = BitsPerSec::gbps(100)
+        .transmit_time(Bytes(65536).with_headers(Bytes(1000), Bytes(54)))
+        .0;
+    let handshakes = 6 * (4_000 + 2_000 + ser);
+    assert!(t["per-flow"] >= handshakes, "{t:?} vs {handshakes} ns");
+    // a persistent connection pays no handshake
+    assert!(t["persistent"] < handshakes - 6 * 2_000, "{t:?}");
 }
 
 #[test]
@@ -1349,4 +1617,556 @@ fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
     // stock speeds, NVLink ignored: nothing to say
     let ok = Topology::from_spec("fat-tree:k=4").unwrap();
     assert!(ina3d::ns3::emit::simai_rate_warnings(&ok).is_empty());
+}
+
+// ---------------------------------------------------------------- observed paths
+
+#[cfg(feature = "tables")]
+/// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
+/// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
+fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {
+    use ina3d::replay::{self, ReplayOptions};
+    let routing = ina3d::topology::Routing::new(topo, 0).unwrap();
+    let opts = ReplayOptions {
+        ina: ina.clone(),
+        trace_name: "test".into(),
+        ..ReplayOptions::default()
+    };
+    let r = replay::simulate(trace, topo, &routing, &opts).unwrap();
+    replay::write_outputs(dir, &r).unwrap();
+}
+
+#[cfg(feature = "tables")]
+/// The glue's and the replayer's links.csv rows of one trace.
+fn both_links(
+    trace: &[FlowRecord],
+    topo: &Topology,
+    ina: &InaSwitchModel,
+) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replay_into(trace, topo, ina, rep.path());
+    run(trace, topo, ina, ns.path());
+    (rep, ns)
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn ns3_forwards_exactly_the_bytes_the_replayer_puts_on_every_channel_for_ina() {
+    use ina3d::report::links::{check_links, read_links_csv};
+    // INA packets carry the replayer's 48 header bytes: the counts are byte-exact.
+    let ina = InaSwitchModel {
+        slots: 8192,
+        window: 256,
+        ..ina_params(InaPolicy::BestEffort)
+    };
+    let (rep, ns) = both_links(&ina_allreduce(1 << 18), &leaf_spine(), &ina);
+    let r = read_links_csv(&rep.path().join("links.csv")).unwrap();
+    let n = read_links_csv(&ns.path().join("links.csv")).unwrap();
+    // every worker link carries S up and S down, each 1,024-B packet with 48 B of headers
+    let wire = (1u64 << 18) + (1u64 << 18).div_ceil(1024) * 48;
+    assert_eq!(
+        n.iter()
+            .filter(|c| c.link < 8)
+            .map(|c| c.bytes)
+            .collect::<Vec<_>>(),
+        vec![wire; 16]
+    );
+    assert_eq!(
+        n.len(),
+        16 + 4,
+        "8 host links and 2 leaf-spine links, both ways"
+    );
+    assert_eq!(check_links(&r, &n, 0.0), vec![]);
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn ns3_link_counts_agree_with_the_replayer_to_the_byte_on_every_channel_of_an_unaltered_ring() {
+    use ina3d::report::links::{compare_dirs, LinkOutcome};
+    let trace = ring_allreduce(8, 1 << 20, 0);
+    let (rep, ns) = both_links(&trace, &leaf_spine(), &InaSwitchModel::default());
+    let LinkOutcome::Checked(l) = compare_dirs(rep.path(), ns.path(), None).unwrap() else {
+        panic!("both directories have links.csv")
+    };
+    // RoCE packets carry the replayer's 48 header bytes, one record's bytes each
+    assert_eq!(l.tolerance, 0.0);
+    assert_eq!(l.differing(), vec![]);
+    // 8 host links both ways, plus the fabric channels the ring's two rack crossings use
+    assert!(l.channels.len() >= 16 + 4, "{}", l.channels.len());
+    // control frames are counted apart, never as data
+    let control = std::fs::read_to_string(ns.path().join("links_control.csv")).unwrap();
+    assert!(control.starts_with("link,from,to,rate_bps,bytes,utilisation\n"));
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn under_tcp_link_counts_agree_within_the_header_tolerance_the_run_declares() {
+    use ina3d::report::links::{compare_dirs, LinkOutcome, TCP_LINK_TOLERANCE};
+    let trace = ring_allreduce(8, 1 << 20, 0);
+    let topo = leaf_spine();
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    replay_into(&trace, &topo, &InaSwitchModel::default(), rep.path());
+    let opts = EmitOptions {
+        transport: Transport::Tcp,
+        ..Default::default()
+    };
+    emit(&trace, &InaSwitchModel::default(), &topo, &opts, ns.path()).unwrap();
+    let r = run_glue(glue(), ns.path(), |_, _| {}).unwrap();
+    assert_eq!(r.stats["net_header_bytes"], 54);
+    let LinkOutcome::Checked(l) = compare_dirs(rep.path(), ns.path(), None).unwrap() else {
+        panic!("both directories have links.csv")
+    };
+    assert_eq!(l.tolerance, TCP_LINK_TOLERANCE);
+    assert_eq!(l.differing(), vec![]);
+    // TCP's 54-byte headers against the replayer's 48: ns-3 carries slightly more
+    for (c, _) in &l.channels {
+        assert!(c.ns3_bytes > c.replay_bytes, "{c:?}");
+    }
+}
+
+#[cfg(feature = "tables")]
+/// The other spine's path for `PATH src dst` of the leaf-spine's routes.txt: hosts under
+/// leaf 8 and leaf 9 reach each other over spine 10 or spine 11 (rows 8–11).
+fn other_spine(line: &str) -> String {
+    let t: Vec<&str> = line.split_whitespace().collect();
+    let (src, dst) = (t[1], t[2]);
+    let leaf_of = |h: u32| 8 + h / 4;
+    let (s, d): (u32, u32) = (src.parse().unwrap(), dst.parse().unwrap());
+    let (ls, ld) = (leaf_of(s), leaf_of(d));
+    let spine: u32 = t[4].split(':').next().unwrap().parse().unwrap();
+    let other = if spine == 10 { 11 } else { 10 };
+    let row = |leaf: u32, spine: u32| 8 + (leaf - 8) * 2 + (spine - 10);
+    format!(
+        "PATH {src} {dst} {ls}:{s} {other}:{} {ld}:{} {dst}:{d}",
+        row(ls, other),
+        row(ld, other)
+    )
+}
+
+#[cfg(feature = "tables")]
+#[test]
+fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channels_it_changed() {
+    use ina3d::report::{compare_with, links::LinkOutcome, CompareOptions};
+    let trace = ring_allreduce(8, 1 << 20, 0);
+    let topo = leaf_spine();
+    let rep = tempfile::tempdir().unwrap();
+    replay_into(&trace, &topo, &InaSwitchModel::default(), rep.path());
+    let ns = tempfile::tempdir().unwrap();
+    emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &topo,
+        &EmitOptions::default(),
+        ns.path(),
+    )
+    .unwrap();
+    // ring step 3 → 4 crosses from leaf 8 to leaf 9; send it over the other spine
+    let p = ns.path().join("routes.txt");
+    let routes = std::fs::read_to_string(&p).unwrap();
+    let old = routes.lines().find(|l| l.starts_with("PATH 3 4 ")).unwrap();
+    let new = other_spine(old);
+    std::fs::write(&p, routes.replace(old, &new)).unwrap();
+    run_glue(glue(), ns.path(), |_, _| {}).unwrap();
+    let c = compare_with(
+        rep.path(),
+        ns.path(),
+        &CompareOptions {
+            ignore_trace_name: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let LinkOutcome::Checked(l) = &c.links else {
+        panic!("both directories have links.csv")
+    };
+    // the fabric hops of the old and the new path (the host links are common to both)
+    let hops = |line: &str| -> Vec<(u32, u32, u32)> {
+        let t: Vec<&str> = line.split_whitespace().skip(3).collect();
+        let mut prev = 3;
+        let mut v = Vec::new();
+        for h in t {
+            let (n, link) = h.split_once(':').unwrap();
+            let (n, link): (u32, u32) = (n.parse().unwrap(), link.parse().unwrap());
+            if link >= 8 {
+                v.push((link, prev, n));
+            }
+            prev = n;
+        }
+        v
+    };
+    let mut want: Vec<(u32, u32, u32)> = hops(old).into_iter().chain(hops(&new)).collect();
+    want.sort();
+    let got: Vec<(u32, u32, u32)> = l
+        .differing()
+        .iter()
+        .map(|d| (d.link, d.from, d.to))
+        .collect();
+    assert_eq!(got, want, "{old} → {new}");
+    // the old path's channels lost the pair's wire bytes, the new path's gained them
+    let moved: u64 = trace
+        .iter()
+        .filter(|r| (r.src.0, r.dst.0) == (3, 4))
+        .map(|r| r.bytes.with_headers(Bytes(1000), Bytes(48)).0)
+        .sum();
+    let old_hops = hops(old);
+    for d in l.differing() {
+        let lost = old_hops.contains(&(d.link, d.from, d.to));
+        let change = d.ns3_bytes as i128 - d.replay_bytes as i128;
+        assert_eq!(change < 0, lost, "{d:?}");
+        let slack = (l.tolerance * d.replay_bytes.max(d.ns3_bytes) as f64) as u64;
+        assert!(
+            change.unsigned_abs() as u64 >= moved - slack,
+            "{d:?}: moved {moved}"
+        );
+    }
+    let out = tempfile::tempdir().unwrap();
+    c.write(out.path()).unwrap();
+    let csv = std::fs::read_to_string(out.path().join("links.csv")).unwrap();
+    assert_eq!(csv.matches(",differs\n").count(), 4, "{csv}");
+}
+
+// ---------------------------------------------------------------- RoCE and DCQCN
+
+use ina3d::ns3::Transport;
+
+#[test]
+fn transports_parse_from_and_print_as_their_params_names_and_unknown_ones_are_refused() {
+    for t in [Transport::Roce, Transport::Tcp] {
+        assert_eq!(t.to_string().parse::<Transport>(), Ok(t));
+    }
+    assert_eq!(Transport::default(), Transport::Roce);
+    let e = "quic".parse::<Transport>().unwrap_err();
+    assert!(
+        e.contains("unknown transport `quic`") && e.contains("expected roce, tcp"),
+        "{e}"
+    );
+}
+
+/// Replaces the line of `path` starting with `key ` by `line` (or removes it when empty);
+/// returns that line's 1-based number.
+fn set_line(path: &Path, key: &str, line: &str) -> usize {
+    let text = std::fs::read_to_string(path).unwrap();
+    let at = text
+        .lines()
+        .position(|l| l.split_whitespace().next() == Some(key))
+        .unwrap_or_else(|| panic!("{key} not in {}", path.display()));
+    let mut lines: Vec<&str> = text.lines().collect();
+    if line.is_empty() {
+        lines.remove(at);
+    } else {
+        lines[at] = line;
+    }
+    std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    at + 1
+}
+
+#[test]
+fn an_unknown_transport_in_params_txt_is_refused_naming_file_line_and_key() {
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("params.txt");
+    let line = set_line(&p, "TRANSPORT", "TRANSPORT quic");
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!("params.txt:{line}: TRANSPORT")) && e.contains("`quic`"),
+        "{e}"
+    );
+    assert!(e.contains("rejected its input"), "exit status 2: {e}");
+}
+
+#[test]
+fn a_dcqcn_key_missing_from_config_txt_falls_back_to_simais_value_and_the_run_says_so() {
+    let dir = emitted_ring_on_star(65536);
+    set_line(&dir.path().join("config.txt"), "RATE_AI", "");
+    let r = run_glue(glue(), dir.path(), |_, _| {}).unwrap();
+    assert_eq!(
+        r.warnings,
+        vec![format!(
+            "{}: RATE_AI missing; using SimAI's value 50Mb/s",
+            dir.path().join("config.txt").display()
+        )]
+    );
+}
+
+#[test]
+fn a_link_rate_without_ecn_thresholds_is_refused_naming_config_line_and_key() {
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("config.txt");
+    // the star's links run at 100 Gb/s; leave KMIN_MAP only a 25 Gb/s entry
+    let line = set_line(&p, "KMIN_MAP", "KMIN_MAP 1 25000000000 100");
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(&format!(
+            "config.txt:{line}: KMIN_MAP has no entry for 100000000000 bit/s"
+        )),
+        "{e}"
+    );
+    // and a map that is missing altogether
+    set_line(&p, "PMAX_MAP", "");
+    set_line(&p, "KMIN_MAP", "KMIN_MAP 1 100000000000 400");
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("config.txt: PMAX_MAP missing"), "{e}");
+}
+
+#[test]
+fn the_cli_refuses_an_unknown_transport_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.txt");
+    std::fs::write(&trace, "RECORDS 0\n").unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["ns3", "emit"])
+        .arg(&trace)
+        .args(["--topology", "fat-tree:k=4", "--transport", "quic", "-o"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("invalid value 'quic' for '--transport")
+            && err.contains("possible values: roce, tcp"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_dcqcn_reaction_point_follows_its_equations() {
+    // ns3-glue/test/dcqcn-test.cc recomputes every expected rate and alpha from the
+    // equations, step by step; it needs no network and no ns-3
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("dcqcn-test");
+    let src = glue_source_dir();
+    let o = std::process::Command::new("g++")
+        .args(["-std=c++17", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&bin)
+        .arg(src.join("test/dcqcn-test.cc"))
+        .arg(src.join("model/dcqcn.cc"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new(&bin).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("all ") && out.contains(" checks passed"),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("\nok ").count() + usize::from(out.starts_with("ok ")),
+        8
+    );
+}
+
+/// One row of the glue's rates.csv (RATE_LOG 1).
+#[derive(Debug, Clone)]
+struct RateChange {
+    t: u64,
+    src: u32,
+    rate: u64,
+    target: u64,
+    alpha: f64,
+    event: String,
+}
+
+fn read_rates(dir: &Path) -> Vec<RateChange> {
+    let text = std::fs::read_to_string(dir.join("rates.csv")).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("time_ns,src,dst,rate_bps,target_bps,alpha,event")
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            RateChange {
+                t: f[0].parse().unwrap(),
+                src: f[1].parse().unwrap(),
+                rate: f[3].parse().unwrap(),
+                target: f[4].parse().unwrap(),
+                alpha: f[5].parse().unwrap(),
+                event: f[6].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Hosts 0 and 1 each send `bytes[i]` to host 2 over a 3-host star (one congested port,
+/// the switch's towards host 2), with DCQCN's rate changes logged; `config` edits
+/// config.txt first (key, line).
+fn incast(bytes: [u64; 2], config: &[(&str, &str)]) -> (tempfile::TempDir, RunReport) {
+    let trace = vec![
+        rec(0, 0, 2, bytes[0], &[], Mode::Net, Class::Dp),
+        rec(1, 1, 2, bytes[1], &[], Mode::Net, Class::Dp),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &star(3),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
+    let params = dir.path().join("params.txt");
+    let mut p = std::fs::read_to_string(&params).unwrap();
+    p.push_str("RATE_LOG 1\n");
+    std::fs::write(&params, p).unwrap();
+    for (k, l) in config {
+        set_line(&dir.path().join("config.txt"), k, l);
+    }
+    let r = run_glue(glue(), dir.path(), |_, _| {}).unwrap_or_else(|e| panic!("{e}"));
+    (dir, r)
+}
+
+#[test]
+fn two_line_rate_flows_into_one_port_converge_to_half_the_port_each_cut_by_alpha_over_two() {
+    // DCQCN's own 55 µs rate-increase timer (SimAI's 900 µs keeps a cut rate low for
+    // 900 µs, longer than this whole transfer: see the README's figures)
+    let mb8 = 8_000_000;
+    let (dir, r) = incast([mb8, mb8], &[("RP_TIMER", "RP_TIMER 55")]);
+    assert_eq!(r.stats["dropped_packets"], 0);
+    assert!(
+        r.stats["cnps_sent"] > 0,
+        "the congested port marks, the receiver notifies"
+    );
+    // the port towards host 2 carries both flows' wire bytes: no faster than that, and
+    // fair sharing finishes both together, close to it
+    let wire = Bytes(mb8).with_headers(Bytes(1000), Bytes(48));
+    let both = 2 * BitsPerSec::gbps(100).transmit_time(wire).0;
+    let ends: Vec<u64> = r.rows.iter().map(|x| x.end_ns).collect();
+    let t = *ends.iter().max().unwrap();
+    assert!(t >= both, "{t} ns < {both} ns");
+    assert!(
+        t < both * 11 / 10,
+        "{t} ns: more than 10 % above the port's {both} ns"
+    );
+    assert!(
+        ends[0].abs_diff(ends[1]) < both / 10,
+        "fair share: both end together, {ends:?}"
+    );
+    let rates = read_rates(dir.path());
+    for src in [0u32, 1] {
+        let mine: Vec<&RateChange> = rates.iter().filter(|c| c.src == src).collect();
+        // every cut is rate × (1 − α/2), α as the sender held it then (floored at MIN_RATE)
+        let mut prev = 100_000_000_000u64;
+        let mut last_cut = None;
+        for c in &mine {
+            if c.event == "decrease" {
+                let want = ((prev as f64) * (1.0 - c.alpha / 2.0)) as u64;
+                assert!(
+                    c.rate.abs_diff(want.max(100_000_000)) <= 1,
+                    "{c:?}: want {want}"
+                );
+                // CNPs coalesce: at most one cut per RATE_DECREASE_INTERVAL (4 µs)
+                if let Some(l) = last_cut {
+                    assert!(c.t - l >= 4000, "{c:?} {l}");
+                }
+                last_cut = Some(c.t);
+            }
+            prev = c.rate;
+        }
+        // converged: over the second half of the transfer the time-weighted mean rate is
+        // the fair share, half the port, within 20 % (DCQCN is fair on average, not at
+        // every instant)
+        let (from, to) = (t / 2, t);
+        let mut area = 0f64;
+        let rate_at = |x: u64| {
+            mine.iter()
+                .take_while(|c| c.t <= x)
+                .last()
+                .map_or(100e9, |c| c.rate as f64)
+        };
+        let step = (to - from) / 1000;
+        for k in 0..1000 {
+            area += rate_at(from + k * step);
+        }
+        let mean = area / 1000.0;
+        assert!(
+            (40e9..=65e9).contains(&mean),
+            "flow {src}: mean rate {:.1} Gb/s over the second half",
+            mean / 1e9
+        );
+        eprintln!(
+            "flow {src}: {} rate changes, mean {:.1} Gb/s over the second half",
+            mine.len(),
+            mean / 1e9
+        );
+    }
+    // at most one CNP per flow per 50 µs
+    assert!(
+        r.stats["cnps_sent"] <= 2 * (t / 50_000 + 1),
+        "{}",
+        r.stats["cnps_sent"]
+    );
+}
+
+#[test]
+fn the_flow_left_alone_recovers_every_rp_timer_fast_then_additive_then_hyper() {
+    // a 20 µs rate-increase timer, so recovery shows within a short run
+    let (dir, r) = incast([1_000_000, 8_000_000], &[("RP_TIMER", "RP_TIMER 20")]);
+    let first_end = r.rows.iter().map(|x| x.end_ns).min().unwrap();
+    let rates = read_rates(dir.path());
+    let late: Vec<&RateChange> = rates
+        .iter()
+        .filter(|c| c.src == 1)
+        .skip_while(|c| c.t < first_end)
+        .collect();
+    // the last cut of the remaining flow, then increases only, RP_TIMER apart
+    let cut = late
+        .iter()
+        .rposition(|c| c.event == "decrease")
+        .map_or(0, |i| i + 1);
+    let incs = &late[cut..];
+    assert!(incs.len() >= 3, "{late:?}");
+    let kinds: Vec<&str> = incs.iter().map(|c| c.event.as_str()).take(3).collect();
+    assert_eq!(
+        kinds,
+        ["fast-recovery", "additive-increase", "hyper-increase"],
+        "FAST_RECOVERY_TIMES 1: one fast recovery, one additive, then hyper"
+    );
+    for w in incs.windows(2) {
+        assert_eq!(w[1].t - w[0].t, 20_000, "{:?}", w);
+        assert!(w[1].rate >= w[0].rate && w[1].target >= w[0].target);
+        // each increase halves the distance to the target
+        assert_eq!(
+            w[1].rate,
+            w[0].rate / 2 + w[1].target / 2 + ((w[0].rate | w[1].target) & 1)
+        );
+    }
+}
+
+#[test]
+fn a_packet_drop_fails_the_run_as_a_broken_lossless_assumption() {
+    // two line-rate flows into one port with 3 packets of buffer: the switch drops
+    let trace = vec![
+        rec(0, 0, 2, 2_000_000, &[], Mode::Net, Class::Dp),
+        rec(1, 1, 2, 2_000_000, &[], Mode::Net, Class::Dp),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    emit(
+        &trace,
+        &InaSwitchModel::default(),
+        &star(3),
+        &EmitOptions::default(),
+        dir.path(),
+    )
+    .unwrap();
+    set_line(
+        &dir.path().join("params.txt"),
+        "QUEUE_PACKETS",
+        "QUEUE_PACKETS 3",
+    );
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("lossless assumption violated") && e.contains("towards node 2"),
+        "{e}"
+    );
+    assert!(!dir.path().join("done").exists());
 }

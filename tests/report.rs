@@ -399,6 +399,7 @@ fn summaries_naming_different_trace_files_are_refused_unless_told_to_ignore_name
         &n,
         &CompareOptions {
             ignore_trace_name: true,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -550,6 +551,28 @@ mod props {
             let _ = read_fct(&p);
         }
 
+        /// Near-valid links.csv rows (numbers, signs, blanks, stray fields): an answer or an
+        /// error naming the file, never a panic.
+        #[test]
+        fn reading_near_valid_links_csv_never_panics(
+            rows in proptest::collection::vec(
+                ("[0-9]{1,3}|-1|x", "[0-9]{1,2}", "[0-9]{1,2}", "[0-9]{1,12}|", "[0-9]{1,20}|1e3", "[0-9.]{0,8}"),
+                0..8,
+            )
+        ) {
+            let t = tempfile::tempdir().unwrap();
+            let p = t.path().join("links.csv");
+            let body: String = rows
+                .iter()
+                .map(|(a, b, c, d, e, f)| format!("{a},{b},{c},{d},{e},{f}\n"))
+                .collect();
+            fs::write(&p, format!("link,from,to,rate_bps,bytes,utilisation\n{body}")).unwrap();
+            match ina3d::report::links::read_links_csv(&p) {
+                Ok(v) => prop_assert!(v.len() <= rows.len()),
+                Err(e) => prop_assert!(e.to_string().contains("links.csv"), "{e}"),
+            }
+        }
+
         /// Whatever the errors, p95 ≤ p99 ≤ max and median ≤ max.
         #[test]
         fn percentiles_are_ordered(mut v in proptest::collection::vec(0.0f64..10.0, 1..50)) {
@@ -581,5 +604,43 @@ fn notebook_fixture_tables_follow_the_results_schema_and_speedup_arithmetic() {
                 "{name}: {r:?}"
             );
         }
+    }
+}
+
+#[test]
+fn a_links_csv_giving_one_channel_twice_or_lacking_a_column_is_an_error_naming_line_and_field() {
+    use ina3d::report::links::read_links_csv;
+    let t = tempfile::tempdir().unwrap();
+    let p = t.path().join("links.csv");
+    fs::write(
+        &p,
+        "link,from,to,rate_bps,bytes,utilisation\n0,0,4,100,1048,0.1\n0,4,0,100,1048,0.1\n0,0,4,100,5,0.1\n",
+    )
+    .unwrap();
+    let e = read_links_csv(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("line 4") && e.contains("already given on line 2"),
+        "{e}"
+    );
+    fs::write(&p, "link,from,to,bytes\n0,0,4,1048\n").unwrap();
+    let e = read_links_csv(&p).unwrap_err().to_string();
+    assert!(e.contains("line 1") && e.contains("rate_bps"), "{e}");
+    fs::write(&p, "link,from,to,rate_bps,bytes\n0,0,4,100,-3\n").unwrap();
+    let e = read_links_csv(&p).unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("bytes"), "{e}");
+}
+
+#[test]
+fn compare_without_links_csv_says_the_link_check_did_not_run_and_why() {
+    let (_t, r, n) = fixture_copy();
+    let c = compare(&r, &n).unwrap();
+    match c.links {
+        ina3d::report::links::LinkOutcome::NotChecked(why) => {
+            assert!(
+                why.contains("links.csv") && why.contains("does not exist"),
+                "{why}"
+            )
+        }
+        other => panic!("{other:?}"),
     }
 }

@@ -3,7 +3,8 @@
 //! class conserved, traffic observed (checked inside `run_case`) — never error thresholds.
 
 use ina3d::formats::validate_csv;
-use ina3d::pipeline::validate::{cases, run_suite, Transport, CI_CASES};
+use ina3d::ns3::Transport;
+use ina3d::pipeline::validate::{cases, run_suite, CI_CASES};
 
 #[test]
 fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
@@ -14,7 +15,7 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
         .collect();
     assert_eq!(ci.len(), CI_CASES.len());
     let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
-        run_suite(&ci, Transport::Tcp, d.path(), &mut |_, _, _| {}).unwrap();
+        run_suite(&ci, Transport::Roce, d.path(), &mut |_, _, _| {}).unwrap();
     let failed: Vec<String> = failed
         .iter()
         .map(|(n, e)| format!("{n}: {}", ina3d::pipeline::error_chain(e)))
@@ -35,10 +36,14 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
 }
 
 #[test]
-fn the_suite_has_ten_cases_or_more_from_16_to_128_gpus_and_refuses_roce_by_name() {
+fn the_suite_has_ten_cases_or_more_from_16_to_128_gpus() {
     let all = cases();
     assert!(all.len() >= 10);
-    let d = tempfile::tempdir().unwrap();
-    let e = ina3d::pipeline::validate::run_case(&all[0], Transport::Roce, d.path()).unwrap_err();
-    assert!(ina3d::pipeline::error_chain(&e).contains("--transport roce"));
+    let gpus: Vec<u32> = all
+        .iter()
+        .filter_map(|c| c.spec.config().ok())
+        .map(|c| c.world_size)
+        .collect();
+    assert!(gpus.iter().any(|&g| g == 16), "{gpus:?}");
+    assert!(gpus.iter().any(|&g| g == 128), "{gpus:?}");
 }

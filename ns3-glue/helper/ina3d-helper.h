@@ -6,6 +6,7 @@
 
 #include "../model/ina-apps.h"
 #include "../model/ina3d-pair-routing.h"
+#include "../model/ina3d-roce.h"
 
 #include "ns3/ipv4-routing-helper.h"
 #include "ns3/point-to-point-module.h"
@@ -27,12 +28,30 @@ class Ina3dPairRoutingHelper : public Ipv4RoutingHelper
     Ptr<Ipv4RoutingProtocol> Create(Ptr<Node> node) const override;
 };
 
+/** ECN marking of one link rate (config.txt's maps, thresholds in KB as HPCC reads them). */
+struct EcnThresholds
+{
+    double kminKb = 0;
+    double kmaxKb = 0;
+    double pmax = 0;
+};
+
+/** What TRANSPORT roce reads from config.txt. */
+struct RoceConfig
+{
+    DcqcnConfig dcqcn;
+    /** KMIN_MAP, KMAX_MAP, PMAX_MAP by rate (bit/s), and the line each map is on. */
+    std::map<uint64_t, double> kmin, kmax, pmax;
+    int kminLine = 0, kmaxLine = 0, pmaxLine = 0;
+};
+
 /**
- * Reads params.txt, topology.txt (HPCC 3-field or SimAI 6-field header) and routes.txt
- * written by `ina3d ns3 emit`, builds point-to-point links with their rates and delays,
- * installs the Internet stack on every node with Ina3dPairRouting (every packet takes the
- * path ina3d computed for its (source, destination) pair, the replayer's path) and the
- * ina3d applications.
+ * Reads params.txt, topology.txt (HPCC 3-field or SimAI 6-field header), routes.txt and,
+ * for TRANSPORT roce, config.txt, all written by `ina3d ns3 emit`; builds point-to-point
+ * links with their rates and delays (and, under roce, a RED queue disc marking ECN on every
+ * switch port), installs the Internet stack on every node with Ina3dPairRouting (every
+ * packet takes the path ina3d computed for its (source, destination) pair, the replayer's
+ * path) and the ina3d applications.
  * Every Read* returns false with a message naming the file, line and field.
  */
 class Ina3dHelper
@@ -42,8 +61,17 @@ class Ina3dHelper
     /** Reads reservations.txt (planned INA policy) into dag.reservations. */
     bool ReadReservations(const std::string& path, Dag& dag, std::string& err);
     bool ReadTopology(const std::string& path, std::string& err);
-    /** Creates nodes, links, addresses; must follow ReadTopology. */
-    void BuildNetwork(const GlueParams& p);
+    /**
+     * DCQCN parameters and ECN maps of config.txt (TRANSPORT roce). A missing DCQCN key
+     * falls back to SimAI's value, said in `warnings`; missing or malformed maps are errors.
+     */
+    bool ReadConfig(const std::string& path, std::string& err, std::vector<std::string>& warnings);
+    /**
+     * Creates nodes, links, addresses (and the ECN queue discs under roce, which fails
+     * naming config.txt's line and key when a link rate has no thresholds); must follow
+     * ReadTopology (and ReadConfig).
+     */
+    bool BuildNetwork(const GlueParams& p, std::string& err);
     bool ReadRoutes(const std::string& path, std::string& err);
     /** One InaHostApplication per host, one InaSwitchApplication per aggregating switch. */
     ApplicationContainer InstallApplications();
@@ -74,9 +102,19 @@ class Ina3dHelper
         Port atA; //!< interface on node a, address of b
         Port atB; //!< interface on node b, address of a
     };
+    /** A RED queue disc marking ECN on the switch port `dev` (from → to). */
+    void InstallEcn(Ptr<PointToPointNetDevice> dev, const EcnThresholds& th, const LinkSpec& l,
+                    const GlueParams& p, uint32_t from, uint32_t to);
+    /** Per-flow queues on the host port `dev` (from → to), TRANSPORT tcp. */
+    void InstallFlowQueues(Ptr<PointToPointNetDevice> dev, const GlueParams& p, uint32_t from,
+                           uint32_t to);
+    /** ECN thresholds for a link rate, or false with the error. */
+    bool Thresholds(uint64_t bps, const LinkSpec& l, EcnThresholds& t, std::string& err) const;
     /** This node's pair routing protocol. */
     Ptr<Ina3dPairRouting> Routing(uint32_t node) const;
     std::vector<LinkPorts> m_linkPorts;
+    RoceConfig m_roce;
+    std::string m_configPath = "config.txt";
     std::vector<bool> m_isSwitch;
     std::vector<LinkSpec> m_links;
     NodeContainer m_nodes;

@@ -60,7 +60,10 @@ InaSend(Ptr<Socket> sock, const InaWire& w, Ipv4Address to)
     InaTag tag;
     tag.wire = w;
     p->AddPacketTag(tag);
-    sock->SendTo(p, 0, InetSocketAddress(to, INA_PORT));
+    // UDP's SendTo takes the TOS from the address, not from the socket
+    InetSocketAddress dst(to, INA_PORT);
+    dst.SetTos(INA_ECT0);
+    sock->SendTo(p, 0, dst);
 }
 
 static bool
@@ -127,6 +130,7 @@ InaHostApplication::StartFlow(uint32_t idx)
         if (!c.sock)
         {
             c.sock = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+            BoundWindow(c.sock, r.dst);
             c.sock->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
             m_connDst[c.sock] = r.dst;
             c.sock->SetConnectCallback(MakeCallback(&InaHostApplication::ConnectOk, this),
@@ -139,6 +143,7 @@ InaHostApplication::StartFlow(uint32_t idx)
         return;
     }
     Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
+    BoundWindow(s, r.dst);
     // Bind to the node's identity address so that the receiver's routes back (ACKs) exist.
     s->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
     Address local;
@@ -150,6 +155,22 @@ InaHostApplication::StartFlow(uint32_t idx)
                           MakeCallback(&InaHostApplication::ConnectFail, this));
     s->SetSendCallback(MakeCallback(&InaHostApplication::HandleSend, this));
     s->Connect(InetSocketAddress(dag.nodeAddress[r.dst], FLOW_PORT));
+}
+
+void
+InaHostApplication::BoundWindow(Ptr<Socket> s, uint32_t dst)
+{
+    // The send buffer holds every unacknowledged segment, so it bounds the window: a few
+    // of the path's bandwidth-delay products keep a lone connection at line rate, and keep
+    // short the list of sent segments ns-3's TcpTxBuffer::NextSeg walks on every send.
+    Dag& dag = Dag::Get();
+    uint32_t seg = dag.params.tcpSegment;
+    auto bdp = dag.pairBdp.find({m_node, dst});
+    uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
+                                              : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
+    uint64_t segs = std::max<uint64_t>(16, (bytes + seg - 1) / seg);
+    s->SetAttribute("SndBufSize", UintegerValue(segs * seg));
+    s->SetAttribute("InitialCwnd", UintegerValue(std::min<uint64_t>(segs, dag.params.tcpInitialCwnd)));
 }
 
 void
@@ -242,27 +263,9 @@ InaHostApplication::HandleRead(Ptr<Socket> s)
     auto pr = m_rxPair.find(s);
     if (pr != m_rxPair.end())
     {
-        std::deque<uint32_t>& fifo = dag.pairFifo[{pr->second, m_node}];
         Ptr<Packet> p;
         while ((p = s->Recv()) && p->GetSize() > 0)
-        {
-            uint64_t bytes = p->GetSize();
-            while (bytes > 0 && !fifo.empty())
-            {
-                DagRecord& r = dag.records[fifo.front()];
-                uint64_t take = std::min<uint64_t>(bytes, r.bytes - r.delivered);
-                r.delivered += take;
-                bytes -= take;
-                if (r.delivered == r.bytes)
-                {
-                    uint32_t done = fifo.front();
-                    fifo.pop_front();
-                    dag.Finish(done);
-                }
-            }
-            if (bytes > 0)
-                dag.protocolErrors++; // more bytes than the records sent on this pair
-        }
+            dag.Deliver(pr->second, m_node, p->GetSize());
         return;
     }
     auto it = m_rx.find(s);
@@ -370,15 +373,20 @@ InaHostApplication::HandleUdp(Ptr<Socket> s)
 TypeId
 InaSwitchApplication::GetTypeId()
 {
-    static TypeId tid = TypeId("ns3::InaSwitchApplication")
-                            .SetParent<Application>()
-                            .SetGroupName("Applications")
-                            .AddConstructor<InaSwitchApplication>()
-                            .AddAttribute("Slots",
-                                          "Aggregator slots in this switch's pool.",
-                                          UintegerValue(8192),
-                                          MakeUintegerAccessor(&InaSwitchApplication::m_slots),
-                                          MakeUintegerChecker<uint32_t>(1));
+    static TypeId tid =
+        TypeId("ns3::InaSwitchApplication")
+            .SetParent<Application>()
+            .SetGroupName("Applications")
+            .AddConstructor<InaSwitchApplication>()
+            .AddAttribute("Slots",
+                          "Aggregator slots in this switch's pool.",
+                          UintegerValue(8192),
+                          MakeUintegerAccessor(&InaSwitchApplication::m_slots),
+                          MakeUintegerChecker<uint32_t>(1))
+            .AddTraceSource("SlotsInUse",
+                            "Aggregator slots held by streams at this switch.",
+                            MakeTraceSourceAccessor(&InaSwitchApplication::m_inUse),
+                            "ns3::TracedValueCallback::Uint32");
     return tid;
 }
 
@@ -421,12 +429,7 @@ InaSwitchApplication::HandleUdp(Ptr<Socket> s)
         }
         AggAtSwitch& here = dag.aggs[w.agg].switches[m_node];
         if (w.type == InaWire::DATA)
-        {
-            if (!Admit(w))
-                m_waiting.push_back(w);
-            else
-                Consume(w);
-        }
+            OnData(w);
         else if (w.type == InaWire::RESULT)
         {
             if (here.parentDown < 0)
@@ -442,57 +445,135 @@ InaSwitchApplication::HandleUdp(Ptr<Socket> s)
             down.from = m_node;
             for (uint32_t d : here.down)
                 SendOnEdge(d, down);
+            ResultLeft(w.agg);
         }
         else if (w.type == InaWire::FB_RESULT)
-            Complete(w.agg, w.seq, w.len, w.value, false);
+            Complete(w.agg, w.seq, w.len, w.value);
         else
             dag.protocolErrors++;
     }
 }
 
-bool
-InaSwitchApplication::TryAllocate(uint64_t agg)
+uint32_t
+InaSwitchApplication::Capacity() const
 {
+    return Dag::Get().params.inaPolicy == "static" ? m_classShare : m_slots;
+}
+
+uint32_t
+InaSwitchApplication::StreamSlots(uint64_t agg) const
+{
+    // w = min(window, packets of the stream, the pool it draws from): SwitchML's worker
+    // pool of slot indices, never more than the switch could ever grant. Under planned
+    // (ina3d plan) the pool is the slots the aggregation's group reserves on this switch
+    // (reservations.txt), as the replayer grants min(reservation, window).
     Dag& dag = Dag::Get();
-    uint32_t cls = dag.aggs[agg].priority;
-    if (dag.params.inaPolicy == "static" && m_classInUse[cls] >= m_classShare)
-        return false;
+    const AggInfo& a = dag.aggs.at(agg);
+    uint32_t pool = Capacity();
     if (dag.params.inaPolicy == "planned")
     {
-        // planned (ina3d plan): an aggregation holds at most the slots its group reserves on
-        // this switch (reservations.txt); packets beyond wait, as under static.
         auto r = dag.reservations.find({agg, m_node});
-        if (r == dag.reservations.end() || m_aggInUse[agg] >= r->second)
-            return false;
+        pool = r == dag.reservations.end() ? 0 : std::min(pool, r->second);
     }
-    if (m_inUse >= m_slots)
-        return false;
-    m_inUse++;
-    m_aggInUse[agg]++;
-    m_classInUse[cls]++;
-    dag.slotPeak = std::max<uint64_t>(dag.slotPeak, m_inUse);
-    return true;
+    return std::max<uint32_t>(1, std::min({dag.params.inaWindow, a.packets, pool}));
 }
 
 bool
-InaSwitchApplication::Admit(const InaWire& w)
+InaSwitchApplication::Fits(uint64_t agg, uint32_t w) const
 {
-    auto key = std::make_pair(w.agg, w.seq);
-    if (m_state.count(key))
-        return true;
-    SeqState st;
-    if (TryAllocate(w.agg))
-        st.slot = true;
-    else if (Dag::Get().params.inaPolicy == "best-effort")
-        st.fallback = true; // ATP: on exhaustion the packet goes on to an end host
-    else
-        return false; // static partition and priority wait for a slot
-    m_state[key] = st;
-    return true;
+    Dag& dag = Dag::Get();
+    if (dag.params.inaPolicy == "static")
+    {
+        auto it = m_classInUse.find(dag.aggs[agg].priority);
+        uint32_t used = it == m_classInUse.end() ? 0 : it->second;
+        return used + w <= m_classShare;
+    }
+    return m_inUse + w <= m_slots;
+}
+
+bool
+InaSwitchApplication::MustQueue(uint64_t agg) const
+{
+    // Waiting streams keep their order: static serves each class first come first served,
+    // priority serves classes in INA_CLASSES order, then arrival.
+    Dag& dag = Dag::Get();
+    uint32_t prio = dag.aggs[agg].priority;
+    for (uint64_t other : m_waitList)
+    {
+        uint32_t op = dag.aggs[other].priority;
+        // planned waits first come first served, whatever the class
+        if (dag.params.inaPolicy == "static"    ? op == prio
+            : dag.params.inaPolicy == "planned" ? true
+                                                : op <= prio)
+            return true;
+    }
+    return false;
 }
 
 void
-InaSwitchApplication::Consume(const InaWire& w)
+InaSwitchApplication::OnData(const InaWire& w)
+{
+    Stream& s = m_streams[w.agg];
+    if (s.grant == Grant::None)
+    {
+        // The stream's first packet at this switch: the policy grants or refuses w slots.
+        uint32_t need = StreamSlots(w.agg);
+        if (!MustQueue(w.agg) && Fits(w.agg, need))
+            Take(w.agg, s, need);
+        else if (Dag::Get().params.inaPolicy == "best-effort")
+            s.grant = Grant::Fallback; // ATP: the stream's packets go on to an end host
+        else
+        {
+            s.grant = Grant::Waiting;
+            m_waitList.push_back(w.agg);
+        }
+    }
+    switch (s.grant)
+    {
+    case Grant::Waiting:
+        s.held.push_back(w);
+        break;
+    case Grant::Slots:
+        Feed(w.agg, s, w);
+        break;
+    default:
+        Consume(w, true);
+        break;
+    }
+}
+
+void
+InaSwitchApplication::Take(uint64_t agg, Stream& s, uint32_t w)
+{
+    Dag& dag = Dag::Get();
+    s.grant = Grant::Slots;
+    s.slots = w;
+    s.since = Simulator::Now().GetNanoSeconds();
+    m_classInUse[dag.aggs[agg].priority] += w;
+    m_inUse = m_inUse + w;
+    dag.slotPeak = std::max<uint64_t>(dag.slotPeak, m_inUse);
+}
+
+void
+InaSwitchApplication::Feed(uint64_t agg, Stream& s, const InaWire& w)
+{
+    // Within its w slots a stream runs as SwitchML's pool: a sequence number takes one of
+    // them at its first packet and gives it back when its result leaves downwards. With
+    // w below the workers' window (a pool smaller than the window) later sequence numbers
+    // wait here, lowest first.
+    if (m_state.count({agg, w.seq}))
+        Consume(w, false);
+    else if (s.active < s.slots)
+    {
+        s.active++;
+        Consume(w, false);
+    }
+    else
+        s.queued[w.seq].push_back(w);
+}
+
+void
+InaSwitchApplication::Consume(const InaWire& w, bool fallback)
 {
     Dag& dag = Dag::Get();
     AggInfo& a = dag.aggs[w.agg];
@@ -515,7 +596,7 @@ InaSwitchApplication::Consume(const InaWire& w)
     auto key = std::make_pair(w.agg, w.seq);
     SeqState& st = m_state[key];
     st.count++;
-    if (st.fallback)
+    if (fallback)
     {
         InaWire fb = w;
         fb.type = InaWire::FB_DATA;
@@ -531,22 +612,15 @@ InaSwitchApplication::Consume(const InaWire& w)
     {
         uint64_t value = st.value;
         m_state.erase(key);
-        Complete(w.agg, w.seq, w.len, value, true);
+        Complete(w.agg, w.seq, w.len, value);
     }
 }
 
 void
-InaSwitchApplication::Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_t value,
-                               bool hadSlot)
+InaSwitchApplication::Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_t value)
 {
     Dag& dag = Dag::Get();
     AggAtSwitch& here = dag.aggs[agg].switches[m_node];
-    if (hadSlot)
-    {
-        m_inUse--;
-        m_aggInUse[agg]--;
-        m_classInUse[dag.aggs[agg].priority]--;
-    }
     InaWire m{};
     m.from = m_node;
     m.agg = agg;
@@ -557,52 +631,102 @@ InaSwitchApplication::Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_
     {
         m.type = InaWire::DATA;
         SendOnEdge(here.parentUp, m);
+        return;
     }
-    else
-    {
-        // The root sends one copy per child edge (multicast as unicast copies).
-        m.type = InaWire::RESULT;
-        for (uint32_t d : here.down)
-            SendOnEdge(d, m);
-    }
-    if (hadSlot)
-        DrainWaiting();
+    // The root sends one copy per child edge (multicast as unicast copies).
+    m.type = InaWire::RESULT;
+    for (uint32_t d : here.down)
+        SendOnEdge(d, m);
+    ResultLeft(agg);
 }
 
 void
-InaSwitchApplication::DrainWaiting()
+InaSwitchApplication::ResultLeft(uint64_t agg)
 {
-    if (m_draining)
+    auto it = m_streams.find(agg);
+    if (it == m_streams.end())
+        return;
+    Stream& s = it->second;
+    s.resultsDown++;
+    if (s.grant != Grant::Slots)
+        return;
+    if (s.resultsDown == Dag::Get().aggs[agg].packets)
     {
-        m_drainAgain = true;
+        Release(agg, s);
         return;
     }
-    m_draining = true;
-    Dag& dag = Dag::Get();
-    do
+    // One sequence number gave its slot back: the lowest waiting one takes it.
+    s.active--;
+    if (!s.queued.empty())
     {
-        m_drainAgain = false;
-        std::deque<InaWire> cur;
-        cur.swap(m_waiting);
-        if (dag.params.inaPolicy == "priority")
+        std::vector<InaWire> next = std::move(s.queued.begin()->second);
+        s.queued.erase(s.queued.begin());
+        s.active++;
+        for (const InaWire& w : next)
+            Consume(w, false);
+    }
+}
+
+void
+InaSwitchApplication::Release(uint64_t agg, Stream& s)
+{
+    Dag& dag = Dag::Get();
+    int64_t now = Simulator::Now().GetNanoSeconds();
+    dag.slotTime += uint64_t(s.slots) * uint64_t(now - s.since);
+    m_classInUse[dag.aggs[agg].priority] -= s.slots;
+    m_inUse = m_inUse - s.slots;
+    s.grant = Grant::Done;
+    s.slots = 0;
+    GrantWaiting();
+}
+
+void
+InaSwitchApplication::GrantWaiting()
+{
+    Dag& dag = Dag::Get();
+    std::vector<uint64_t> order = m_waitList;
+    if (dag.params.inaPolicy == "priority")
+        std::stable_sort(order.begin(), order.end(), [&dag](uint64_t x, uint64_t y) {
+            return dag.aggs[x].priority < dag.aggs[y].priority;
+        });
+    std::set<uint32_t> blocked; // static: a class whose first waiter does not fit
+    std::vector<uint64_t> granted;
+    for (uint64_t agg : order)
+    {
+        uint32_t cls = dag.aggs[agg].priority;
+        if (blocked.count(cls))
+            continue;
+        uint32_t need = StreamSlots(agg);
+        if (Fits(agg, need))
         {
-            std::stable_sort(cur.begin(), cur.end(), [&dag](const InaWire& x, const InaWire& y) {
-                return dag.aggs[x.agg].priority < dag.aggs[y.agg].priority;
-            });
+            Take(agg, m_streams[agg], need);
+            granted.push_back(agg);
         }
-        std::deque<InaWire> rest;
-        for (const InaWire& w : cur)
-        {
-            if (Admit(w))
-                Consume(w);
-            else
-                rest.push_back(w);
-        }
-        for (const InaWire& w : m_waiting)
-            rest.push_back(w);
-        m_waiting.swap(rest);
-    } while (m_drainAgain);
-    m_draining = false;
+        else if (dag.params.inaPolicy == "static")
+            blocked.insert(cls);
+        else
+            break; // priority: strictly in order, no overtaking
+    }
+    for (uint64_t agg : granted)
+        m_waitList.erase(std::find(m_waitList.begin(), m_waitList.end(), agg));
+    for (uint64_t agg : granted)
+    {
+        Stream& s = m_streams[agg];
+        std::deque<InaWire> held;
+        held.swap(s.held);
+        for (const InaWire& w : held)
+            Feed(agg, s, w);
+    }
+}
+
+std::string
+InaSwitchApplication::Waiting() const
+{
+    std::string out;
+    for (uint64_t agg : m_waitList)
+        out += (out.empty() ? "" : ", ") + std::string("aggregation ") + std::to_string(agg) +
+               " (needs " + std::to_string(StreamSlots(agg)) + " slots)";
+    return out;
 }
 
 void

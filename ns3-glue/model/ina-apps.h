@@ -68,6 +68,12 @@ class InaTag : public Tag
  */
 static const uint32_t INA_HEADER_BYTES = 18;
 
+/**
+ * IPv4 TOS of every INA packet: ECN-capable (ECT(0)), so an ECN queue disc marks it where
+ * it would otherwise drop it early (INA's window protocol ignores the mark).
+ */
+static const uint8_t INA_ECT0 = 0x02;
+
 /** UDP port of every INA endpoint. */
 static const uint16_t INA_PORT = 5000;
 /** TCP port every host's flow sink listens on. */
@@ -93,6 +99,8 @@ class InaHostApplication : public Application
     void StartApplication() override;
     void StopApplication() override;
 
+    /** Bounds a new connection to `dst`'s send buffer and initial window (TCP_WINDOW_BDPS). */
+    void BoundWindow(Ptr<Socket> s, uint32_t dst);
     void HandleAccept(Ptr<Socket> s, const Address& from);
     void HandleRead(Ptr<Socket> s);
     void HandleSend(Ptr<Socket> s, uint32_t available);
@@ -131,7 +139,18 @@ class InaHostApplication : public Application
     std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::pair<uint32_t, uint64_t>> m_fallback;
 };
 
-/** Switch role: the aggregator slot pool. */
+/**
+ * Switch role: the aggregator slot pool.
+ *
+ * One slot model (README, "Slots"): an aggregation's stream at this switch holds
+ * w = min(INA_WINDOW, packets of the stream, the pool it draws from) slots, from the
+ * arrival of its first packet here until its last result packet leaves here downwards
+ * (the root multicasting it, a non-root forwarding its parent's result). The policy
+ * grants or refuses the w slots at that first packet: `best-effort` sends a refused
+ * stream's packets to its fallback host, `static` (the pool split evenly among the
+ * enabled classes) and `priority` (one pool, waiting streams served in class order) hold
+ * them here until w slots are free.
+ */
 class InaSwitchApplication : public Application
 {
   public:
@@ -146,36 +165,68 @@ class InaSwitchApplication : public Application
     {
         return m_inUse;
     }
+    /** The streams waiting for slots, empty when none (a run that ends with waiting streams
+     * stalled on slots held by streams waiting elsewhere). */
+    std::string Waiting() const;
 
   private:
     void StartApplication() override;
     void StopApplication() override;
     void HandleUdp(Ptr<Socket> s);
-    bool TryAllocate(uint64_t agg);
-    bool Admit(const InaWire& w);
-    void Consume(const InaWire& w);
-    void Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_t value, bool hadSlot);
-    void SendOnEdge(uint32_t idx, const InaWire& w);
-    void DrainWaiting();
 
+    /** How a stream stands at this switch. */
+    enum class Grant
+    {
+        None,     //!< no packet seen yet
+        Waiting,  //!< refused for now (static, priority): packets held here
+        Slots,    //!< holds `slots` slots
+        Fallback, //!< refused (best-effort): packets go to the fallback host
+        Done,     //!< its last result has left; its slots are free again
+    };
+    /** One aggregation's stream at this switch. */
+    struct Stream
+    {
+        Grant grant = Grant::None;
+        uint32_t slots = 0;       //!< w, while granted
+        uint32_t active = 0;      //!< sequence numbers holding one of the w slots
+        uint32_t resultsDown = 0; //!< results that left this switch downwards
+        int64_t since = 0;        //!< when the slots were granted, ns
+        std::deque<InaWire> held; //!< packets that arrived while waiting for the grant
+        std::map<uint32_t, std::vector<InaWire>> queued; //!< seq -> packets waiting for one of the w slots
+    };
     struct SeqState
     {
         uint32_t count = 0;
         uint64_t value = 0;
-        bool slot = false;
-        bool fallback = false;
     };
+
+    /** Slots a stream may ever hold here: the class share under static, else the pool. */
+    uint32_t Capacity() const;
+    /** w of an aggregation's stream. */
+    uint32_t StreamSlots(uint64_t agg) const;
+    bool Fits(uint64_t agg, uint32_t w) const;
+    /** Whether a newcomer must queue behind the streams already waiting. */
+    bool MustQueue(uint64_t agg) const;
+    void OnData(const InaWire& w);
+    void Take(uint64_t agg, Stream& s, uint32_t w);
+    void Feed(uint64_t agg, Stream& s, const InaWire& w);
+    void Consume(const InaWire& w, bool fallback);
+    void Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_t value);
+    /** One result of `agg` left downwards; the last one releases the stream's slots. */
+    void ResultLeft(uint64_t agg);
+    void Release(uint64_t agg, Stream& s);
+    void GrantWaiting();
+    void SendOnEdge(uint32_t idx, const InaWire& w);
+
     uint32_t m_node = 0;
     uint32_t m_slots = 0;
-    uint32_t m_inUse = 0;
-    bool m_draining = false;
-    bool m_drainAgain = false;
+    TracedValue<uint32_t> m_inUse{0}; //!< trace source SlotsInUse
     Ptr<Socket> m_udp;
     std::map<std::pair<uint64_t, uint32_t>, SeqState> m_state;
-    std::map<uint64_t, uint32_t> m_aggInUse;  //!< slots held per aggregation
+    std::map<uint64_t, Stream> m_streams;
+    std::vector<uint64_t> m_waitList;          //!< streams waiting for slots, by arrival
     std::map<uint32_t, uint32_t> m_classInUse; //!< slots held per traffic class (static policy)
     uint32_t m_classShare = 0;                 //!< slots each class may hold (static policy)
-    std::deque<InaWire> m_waiting;           //!< packets waiting for a slot (static, priority)
     std::map<uint32_t, std::deque<InaWire>> m_edgeQueue; //!< packets for edges not open yet
 };
 

@@ -4,6 +4,7 @@
 #include "ina3d-dag.h"
 
 #include "ina-apps.h"
+#include "ina3d-roce.h"
 
 #include <algorithm>
 #include <cinttypes>
@@ -49,6 +50,11 @@ ClassPriority(const std::vector<std::string>& order, const std::string& c)
     auto it = std::find(order.begin(), order.end(), c);
     return it - order.begin();
 }
+
+/** Gap and duration bound: far below ns-3's picosecond clock's 2^63 ps (about 106 days). */
+static const uint64_t MAX_TIME_NS = 1000000000000000ull; // 10^15 ns, 11.6 days
+/** Records are indexed in 32 bits (and as int32 parents). */
+static const uint64_t MAX_RECORDS = uint64_t(INT32_MAX);
 
 bool
 Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& isSwitch,
@@ -101,15 +107,25 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             if (!ParseU64(t[i], vals[i]))
                 return fail(std::string("field ") + names[i] + ": not an unsigned integer: " + t[i]);
         }
+        // Every field is read as 64 bits and range-checked before it is narrowed: a node id
+        // of 2^32 + 1 must not become node 1.
+        for (int i = 1; i <= 2; i++)
+            if (vals[i] >= nodeCount)
+                return fail(std::string("field ") + names[i] + ": node " + t[i] +
+                            " is not in the topology (" + std::to_string(nodeCount) + " nodes)");
+        for (int i = 4; i <= 5; i++)
+            if (vals[i] > MAX_TIME_NS)
+                return fail(std::string("field ") + names[i] + ": " + t[i] +
+                            " ns is beyond the simulator's clock (at most " +
+                            std::to_string(MAX_TIME_NS) + " ns)");
+        if (records.size() >= MAX_RECORDS)
+            return fail("more than " + std::to_string(MAX_RECORDS) + " records");
         r.id = vals[0];
-        r.src = vals[1];
-        r.dst = vals[2];
+        r.src = uint32_t(vals[1]);
+        r.dst = uint32_t(vals[2]);
         r.bytes = vals[3];
         r.gapNs = vals[4];
         r.durNs = vals[5];
-        if (r.src >= nodeCount || r.dst >= nodeCount)
-            return fail("node " + std::to_string(std::max(r.src, r.dst)) +
-                        " is not in the topology (" + std::to_string(nodeCount) + " nodes)");
         if (t[6] == "net")
             r.mode = RecMode::Net;
         else if (t[6] == "ina")
@@ -129,8 +145,17 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             uint64_t sw, fanin;
             if (!ParseU64(t[9], r.aggId) || !ParseU64(t[10], sw) || !ParseU64(t[11], fanin))
                 return fail("agg fields: expected `agg_id switch fanin up|down`");
-            r.aggSwitch = sw;
-            r.fanin = fanin;
+            if (sw >= nodeCount)
+                return fail("field agg_switch: node " + t[10] + " is not in the topology (" +
+                            std::to_string(nodeCount) + " nodes)");
+            if (fanin >= nodeCount)
+                return fail("field agg_fanin: " + t[11] + " is more than the topology's " +
+                            std::to_string(nodeCount) + " nodes");
+            // an aggregation's packets are counted in 32 bits
+            if (vals[3] / std::max<uint32_t>(1, params.inaPayload) >= UINT32_MAX)
+                return fail("field bytes: " + t[3] + " bytes is more INA packets than 2^32");
+            r.aggSwitch = uint32_t(sw);
+            r.fanin = uint32_t(fanin);
             if (t[12] == "up")
                 r.up = true;
             else if (t[12] == "down")
@@ -308,6 +333,8 @@ Dag::Start(uint32_t idx)
             r.delivered = r.bytes;
             Finish(idx);
         }
+        else if (params.transport == Transport::Roce)
+            roceApps[r.src]->StartFlow(idx);
         else
             hostApps[r.src]->StartFlow(idx);
         break;
@@ -342,6 +369,31 @@ Dag::Finish(uint32_t idx)
             Ready(d);
     }
     Progress();
+    // Nothing the outputs measure happens after the last record: transport timers (DCQCN
+    // recovery, TCP's FIN exchange) would only keep the simulator busy.
+    if (finished == records.size())
+        Simulator::Stop();
+}
+
+void
+Dag::Deliver(uint32_t src, uint32_t dst, uint64_t bytes)
+{
+    std::deque<uint32_t>& fifo = pairFifo[{src, dst}];
+    while (bytes > 0 && !fifo.empty())
+    {
+        DagRecord& r = records[fifo.front()];
+        uint64_t take = std::min<uint64_t>(bytes, r.bytes - r.delivered);
+        r.delivered += take;
+        bytes -= take;
+        if (r.delivered == r.bytes)
+        {
+            uint32_t done = fifo.front();
+            fifo.pop_front();
+            Finish(done);
+        }
+    }
+    if (bytes > 0)
+        protocolErrors++; // more bytes than the records sent on this pair
 }
 
 void
@@ -355,6 +407,22 @@ Dag::Progress()
         std::cerr << "progress " << finished << " " << total << " "
                   << Simulator::Now().GetNanoSeconds() << std::endl;
     }
+}
+
+void
+Dag::RecordRate(uint32_t src, uint32_t dst, uint64_t rate, uint64_t target, double alpha,
+                const char* event)
+{
+    char a[32];
+    std::snprintf(a, sizeof a, "%.17g", alpha);
+    Get().rateLog << Simulator::Now().GetNanoSeconds() << "," << src << "," << dst << "," << rate
+                  << "," << target << "," << a << "," << event << "\n";
+}
+
+void
+Dag::RecordSlots(uint32_t node, uint32_t, uint32_t newValue)
+{
+    Get().slotSamples.push_back(SlotSample{Simulator::Now().GetNanoSeconds(), node, newValue});
 }
 
 static std::string
@@ -423,9 +491,25 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
                 break;
             }
         }
+        for (const Ptr<InaSwitchApplication>& sw : switchApps)
+        {
+            if (sw && !sw->Waiting().empty())
+                std::cerr << "switch " << sw->GetNode()->GetId()
+                          << ": streams still waiting for slots (held by streams waiting at "
+                             "other switches): "
+                          << sw->Waiting() << std::endl;
+        }
         return false;
     }
     WriteFctCsv(dir + "/fct.csv.tmp", records);
+    links.WriteCsv(dir + "/links.csv.tmp", makespan, false);
+    links.WriteCsv(dir + "/links_control.csv.tmp", makespan, true);
+    {
+        std::ofstream o(dir + "/switches.csv.tmp");
+        o << "time_ns,switch,slots_in_use\n";
+        for (const SlotSample& x : slotSamples)
+            o << x.timeNs << "," << x.node << "," << x.inUse << "\n";
+    }
     {
         std::ofstream o(dir + "/fct.txt.tmp");
         uint32_t n = 0;
@@ -447,11 +531,29 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
         o << "finished " << finished << "\n";
         o << "makespan_ns " << makespan << "\n";
         o << "ina_slot_peak " << slotPeak << "\n";
+        o << "ina_slot_time " << slotTime << "\n";
         o << "ina_fallback_packets " << fallbackPackets << "\n";
         o << "ina_sum_errors " << sumErrors << "\n";
+        // Header bytes of each net-record data frame on the wire, which links.csv is compared
+        // with the replayer's 48 through: RoCE header 18, UDP 8, IPv4 20, PPP 2; or TCP with
+        // timestamps 32, IPv4 20, PPP 2.
+        o << "net_header_bytes " << (params.transport == Transport::Roce ? 48 : 54) << "\n";
+        uint64_t cnps = 0;
+        for (const Ptr<Ina3dRoceApplication>& a : roceApps)
+            cnps += a ? a->CnpsSent() : 0;
+        o << "cnps_sent " << cnps << "\n";
+        o << "dropped_packets " << links.Drops() << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
-    for (const char* f : {"fct.csv", "fct.txt", "stats.txt"})
+    std::vector<std::string> files = {"fct.csv",   "fct.txt",           "stats.txt",
+                                      "links.csv", "links_control.csv", "switches.csv"};
+    if (params.rateLog)
+    {
+        std::ofstream o(dir + "/rates.csv.tmp");
+        o << "time_ns,src,dst,rate_bps,target_bps,alpha,event\n" << rateLog.str();
+        files.push_back("rates.csv");
+    }
+    for (const std::string& f : files)
         std::rename((dir + "/" + f + ".tmp").c_str(), (dir + "/" + f).c_str());
     std::ofstream done(dir + "/done");
     done << "complete " << records.size() << "\n";

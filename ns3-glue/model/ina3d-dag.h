@@ -13,9 +13,12 @@
 #include "ns3/network-module.h"
 #include "ns3/internet-module.h"
 
+#include "ina3d-link-monitor.h"
+
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,14 @@ namespace ns3
 
 class InaHostApplication;
 class InaSwitchApplication;
+class Ina3dRoceApplication;
+
+/** How net records travel (params.txt TRANSPORT). */
+enum class Transport
+{
+    Roce, //!< RoCE-like queue pairs with DCQCN over ECN-marking switches (Ina3dRoceApplication)
+    Tcp,  //!< TCP NewReno over drop-tail queues (InaHostApplication)
+};
 
 /** How a record consumes time (mirrors ina3d's trace::Mode). */
 enum class RecMode
@@ -93,13 +104,17 @@ struct GlueParams
     std::string inaPolicy = "best-effort";
     /** Traffic classes INA is enabled for, in priority order (static shares, priority order). */
     std::vector<std::string> inaClasses = {"tp", "dp", "emb"};
+    Transport transport = Transport::Roce;
     uint32_t tcpSegment = 1000;
+    uint32_t tcpBuffer = 8 << 20; //!< TCP receive buffer, bytes (TCP_BUFFER)
+    double tcpWindowBdps = 2;     //!< a connection's send buffer in its path's BDPs (TCP_WINDOW_BDPS)
     uint32_t tcpInitialCwnd = 1024; //!< segments; see TCP_INITIAL_CWND in params.txt
     uint32_t mtu = 1500;
     uint32_t queuePackets = 10000;
     std::string flavor = "hpcc";
     bool persistentTcp = true; //!< one TCP connection per (src, dst) pair, flows in FIFO order
     double stopTimeS = 1000.0;
+    bool rateLog = false; //!< RATE_LOG 1: write every DCQCN rate change to rates.csv
 };
 
 /**
@@ -118,6 +133,11 @@ class Dag
     void Begin();
     /** Called by apps when a Net/INA record has moved its last byte (or by timers). */
     void Finish(uint32_t idx);
+    /**
+     * `bytes` more of the (src, dst) pair's byte stream reached dst: the pair's records,
+     * in the order they were handed to the transport, take them and finish when whole.
+     */
+    void Deliver(uint32_t src, uint32_t dst, uint64_t bytes);
     /** Marks the start of a coupled record when it sends its first packet. */
     void MarkStart(uint32_t idx);
 
@@ -126,19 +146,43 @@ class Dag
     GlueParams params;
     std::vector<Ptr<InaHostApplication>> hostApps;    //!< by node id (null for switches)
     std::vector<Ptr<InaSwitchApplication>> switchApps; //!< by node id (null when not aggregating)
+    std::vector<Ptr<Ina3dRoceApplication>> roceApps;   //!< by node id (TRANSPORT roce, hosts)
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> tcpFlowByPort; //!< (src node, port) -> record
     std::map<std::pair<uint32_t, uint32_t>, std::deque<uint32_t>> pairFifo; //!< (src, dst) -> records in send order
     std::map<uint32_t, uint32_t> nodeOfAddress;                      //!< IPv4 (host order) -> node
+    /** Bandwidth-delay product of each routed (src, dst) pair, bytes (routes.txt and the links). */
+    std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairBdp;
     std::vector<Ipv4Address> nodeAddress;                            //!< identity address per node
     uint64_t finished = 0;
     uint64_t sumErrors = 0;
     uint64_t fallbackPackets = 0;
     uint64_t slotPeak = 0;
+    uint64_t slotTime = 0; //!< slot·ns summed over switches (w × held time per stream)
+    /** One change of a switch's slots in use (switches.csv, the replayer's schema). */
+    struct SlotSample
+    {
+        int64_t timeNs;
+        uint32_t node;
+        uint32_t inUse;
+    };
+    std::vector<SlotSample> slotSamples;
+    /** rates.csv rows (RATE_LOG 1): time_ns,src,dst,rate_bps,target_bps,alpha,event. */
+    std::ostringstream rateLog;
+    /** Trace sink of Ina3dRoceApplication's RateChange. */
+    static void RecordRate(uint32_t src, uint32_t dst, uint64_t rate, uint64_t target, double alpha,
+                           const char* event);
+    /** Trace sink of InaSwitchApplication's SlotsInUse. */
+    static void RecordSlots(uint32_t node, uint32_t oldValue, uint32_t newValue);
     uint64_t protocolErrors = 0;
+    /** Frames each channel really carried, and drops (see LinkMonitor). */
+    LinkMonitor links;
     /** (aggregation, switch) -> slots its group reserves there (planned INA policy). */
     std::map<std::pair<uint64_t, uint32_t>, uint32_t> reservations;
 
-    /** Writes fct.csv, fct.txt, stats.txt (all complete) or fct.partial.csv; returns true when complete. */
+    /**
+     * Writes fct.csv, fct.txt, stats.txt, links.csv, links_control.csv (all complete) or
+     * fct.partial.csv; returns true when complete.
+     */
     bool WriteOutputs(const std::string& dir, double wallSeconds);
 
   private:

@@ -58,6 +58,16 @@ Ina3dPairRouting::AddPairRoute(uint32_t src, uint32_t dst, uint32_t interface, I
     return m_table.emplace(std::make_pair(src, dst), Hop{interface, gateway}).second;
 }
 
+bool
+Ina3dPairRouting::LookupPair(uint32_t src, uint32_t dst, uint32_t& interface) const
+{
+    auto it = m_table.find({src, dst});
+    if (it == m_table.end())
+        return false;
+    interface = it->second.interface;
+    return true;
+}
+
 uint32_t
 Ina3dPairRouting::GetNRoutes() const
 {

@@ -57,6 +57,12 @@ class Ina3dPairRouting : public Ipv4RoutingProtocol
      */
     bool AddPairRoute(uint32_t src, uint32_t dst, uint32_t interface, Ipv4Address gateway);
 
+    /**
+     * \brief The output interface of this node for packets of the pair (src, dst).
+     * \return false when the pair has no entry here
+     */
+    bool LookupPair(uint32_t src, uint32_t dst, uint32_t& interface) const;
+
     /** \return the number of (src, dst) entries of this node */
     uint32_t GetNRoutes() const;
 

@@ -53,7 +53,14 @@ pub struct EmitArgs {
     /// Slot exhaustion policy: static, best-effort, priority (default: the trace header's).
     #[arg(long, value_parser = super::keyword::<InaPolicy>(InaPolicy::NAMES))]
     pub policy: Option<InaPolicy>,
-    /// TCP connections of the glue: persistent per (src, dst) pair, or one per record.
+    /// How the glue carries net records: `roce` (RoCE-like queue pairs with DCQCN and
+    /// ECN-marking switches, parameters from config.txt, as HPCC's and SimAI's ns-3) or
+    /// `tcp` (TCP NewReno over deep drop-tail queues, windows of a few bandwidth-delay
+    /// products).
+    #[arg(long, value_parser = super::keyword::<ns3::Transport>(ns3::Transport::NAMES), default_value_t = ns3::Transport::Roce)]
+    pub transport: ns3::Transport,
+    /// TCP connections of the glue (with `--transport tcp`): persistent per (src, dst)
+    /// pair, or one per record.
     #[arg(long, value_parser = super::keyword::<ns3::TcpConnections>(ns3::TcpConnections::NAMES), default_value_t = ns3::TcpConnections::Persistent)]
     pub tcp_connections: ns3::TcpConnections,
     /// SimAI GPU type field.
@@ -122,6 +129,7 @@ pub fn run(c: Command) -> Result<()> {
                 start: a.starts.map(StartSource::Replay).unwrap_or_default(),
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,
+                transport: a.transport,
             };
             let name = a.trace.display().to_string();
             let r = pipeline::emit_ns3(&input.records, &ina, &topo, &opts, &a.out, &name)?;

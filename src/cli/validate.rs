@@ -1,7 +1,7 @@
 //! `ina3d validate`: the validation suite, replayer against ns-3 on contended fabrics from
 //! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
 
-use ina3d::pipeline::validate::Transport;
+use ina3d::ns3::Transport;
 use std::path::PathBuf;
 
 /// Arguments of `ina3d validate`.
@@ -10,8 +10,9 @@ pub struct Args {
     /// Where each case's trace, replay and ns-3 outputs go, and `validate.csv`.
     #[arg(short, long, default_value = "out/validate")]
     pub out: PathBuf,
-    /// How the ns-3 glue carries host traffic: tcp (this glue), roce (once the glue has it).
-    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "tcp")]
+    /// How the ns-3 glue carries host traffic: roce (RoCE-like queue pairs with DCQCN, the
+    /// reference LLM clusters run) or tcp (NewReno with bounded windows).
+    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
     pub transport: Transport,
     /// Run only these cases (comma-separated names; `--list` shows them).
     #[arg(long, value_delimiter = ',')]

@@ -95,6 +95,21 @@ pub enum TcpConnections {
 
 keyword_enum!(TcpConnections, "TCP connection reuse", TcpConnections::Persistent => "persistent", TcpConnections::PerFlow => "per-flow");
 
+/// How the glue carries `net` records (`TRANSPORT` in `params.txt`; see
+/// `ns3-glue/README.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// RoCE-like queue pairs over UDP with DCQCN (rate-based, paced, starting at line rate)
+    /// and ECN-marking switch ports, the parameters from `config.txt`: what LLM clusters
+    /// run and what HPCC's and SimAI's ns-3 simulate.
+    #[default]
+    Roce,
+    /// TCP NewReno over deep drop-tail queues.
+    Tcp,
+}
+
+keyword_enum!(Transport, "transport", Transport::Roce => "roce", Transport::Tcp => "tcp");
+
 /// Options of [`emit`].
 #[derive(Clone, Debug, Default)]
 pub struct EmitOptions {
@@ -106,8 +121,10 @@ pub struct EmitOptions {
     pub start: StartSource,
     /// SimAI's GPU type field (`A100` when empty).
     pub gpu_type: String,
-    /// TCP connection reuse in the glue.
+    /// TCP connection reuse in the glue (with [`Transport::Tcp`]).
     pub tcp: TcpConnections,
+    /// How the glue carries net records.
+    pub transport: Transport,
 }
 
 /// What [`emit`] wrote.
@@ -334,11 +351,20 @@ pub fn replay_starts(path: &Path, records: &[FlowRecord]) -> Result<Vec<Nanos>, 
         .collect()
 }
 
-/// KMAX/KMIN (KB) and PMAX for a rate: DCQCN's usual linear rule, KMAX = 16 KB and
-/// KMIN = 4 KB per Gbps (HPCC's 25/50/100 Gbps entries), PMAX 0.2.
-fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
-    let g = (rate.0 / 1_000_000_000).max(1);
-    (16 * g, 4 * g, 0.2)
+/// KMAX/KMIN (KB of 1,000 B) and PMAX for a rate: SimAI's values for the rates its
+/// configuration lists (25, 50, 100, 200, 400 and 1,600 Gb/s), else DCQCN's usual linear
+/// rule of its 25–100 Gb/s entries, KMAX = 16 KB and KMIN = 4 KB per Gb/s, PMAX 0.2.
+pub fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
+    const G: u64 = 1_000_000_000;
+    match rate.0 {
+        r if r == 200 * G => (1200, 300, 0.8),
+        r if r == 400 * G => (3200, 800, 0.2),
+        r if r == 1600 * G => (2400, 600, 0.2),
+        r => {
+            let g = (r / G).max(1);
+            (16 * g, 4 * g, 0.2)
+        }
+    }
 }
 
 /// The topology with one aggregation proxy host per aggregating switch (module docs of
@@ -459,33 +485,73 @@ pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
     s
 }
 
-/// Initial TCP window of the glue, in segments: about one bandwidth-delay product of a
-/// 400 Gb/s, 3-tier path (1,024 × 1,000 B ≈ 400 Gb/s × 20 µs), so a transfer starts at
-/// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments.
+/// Initial TCP window of the glue, in segments, at most: about one bandwidth-delay product
+/// of a 400 Gb/s, 3-tier path (1,024 × 1,000 B ≈ 400 Gb/s × 20 µs), so a transfer starts at
+/// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments; never
+/// above the buffer ([`tcp_buffer`]).
 pub const TCP_INITIAL_CWND: u32 = 1024;
+
+/// Bandwidth-delay products the glue's TCP send and receive buffers hold.
+pub const TCP_BUFFER_BDPS: u64 = 4;
+
+/// The glue's TCP send and receive buffer, bytes: [`TCP_BUFFER_BDPS`] × the largest
+/// bandwidth-delay product over the routed pairs (bottleneck rate × round trip, the round
+/// trip being twice the path's propagation delay plus one 1,054-byte segment's
+/// serialization per hop), in whole 1,000-byte segments, at least 64 segments. A window
+/// of a few BDPs keeps a lone flow at line rate while bounding the segments TCP keeps
+/// unacknowledged, which ns-3's sender scans on every send.
+pub fn tcp_buffer(topo: &Topology, routes: &PairRoutes) -> u64 {
+    let seg = crate::record::NET_PACKET_PAYLOAD.0;
+    let mut bdp = 0u64;
+    for (_, _, path) in routes.iter() {
+        let links = || path.iter().map(|(_, l)| &topo.links[l.idx()]);
+        let Some(rate) = links().map(|l| l.rate).min() else {
+            continue;
+        };
+        let rtt: u64 = links()
+            .map(|l| 2 * l.delay.0 + l.rate.transmit_time(Bytes(seg + 54)).0)
+            .sum();
+        bdp = bdp.max((u128::from(rate.0) * u128::from(rtt) / 8_000_000_000) as u64);
+    }
+    (TCP_BUFFER_BDPS * bdp).div_ceil(seg).max(64) * seg
+}
+
+/// What `params.txt` says about the glue's transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlueTransport {
+    /// How net records travel.
+    pub transport: Transport,
+    /// TCP connection reuse (with [`Transport::Tcp`]).
+    pub tcp: TcpConnections,
+    /// TCP send and receive buffer, bytes ([`tcp_buffer`]).
+    pub tcp_buffer: u64,
+}
 
 /// `params.txt` text for the glue.
 pub fn params_text(
     ina: &InaSwitchModel,
-    tcp: TcpConnections,
+    t: &GlueTransport,
     flavor: Flavor,
     seed: u64,
     stop_time_s: f64,
 ) -> String {
+    let seg = crate::record::NET_PACKET_PAYLOAD.0;
     format!(
-        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nMTU {}\nTCP_SEGMENT {}\nTCP_INITIAL_CWND {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
+        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nTRANSPORT {}\nMTU {}\nNET_PAYLOAD {}\nTCP_INITIAL_CWND {}\nTCP_BUFFER {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
         ina.slots,
         ina.payload.0,
         ina.window,
         ina.policy.as_str(),
         ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","),
+        t.transport,
         // IP MTU: Ethernet's 1,500, or more when INA packets are bigger.
         1500.max(ina.payload.0 + 64),
-        // TCP segments carry the replayer's network packet payload, so both back-ends put
-        // the same header overhead on the wire.
-        crate::record::NET_PACKET_PAYLOAD.0,
-        TCP_INITIAL_CWND,
-        tcp.as_str(),
+        // RoCE packets and TCP segments carry the replayer's network packet payload, so
+        // both back-ends put the same number of packets on the wire.
+        seg,
+        (t.tcp_buffer / seg).min(u64::from(TCP_INITIAL_CWND)),
+        t.tcp_buffer,
+        t.tcp.as_str(),
         flavor.as_str(),
         seed,
     )
@@ -687,7 +753,17 @@ pub fn emit(
         ("routes.txt", routes_txt),
         (
             "params.txt",
-            params_text(ina, opts.tcp, opts.flavor, opts.seed, stop),
+            params_text(
+                ina,
+                &GlueTransport {
+                    transport: opts.transport,
+                    tcp: opts.tcp,
+                    tcp_buffer: tcp_buffer(topo, &routes),
+                },
+                opts.flavor,
+                opts.seed,
+                stop,
+            ),
         ),
     ];
     let mut files = files;

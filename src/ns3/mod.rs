@@ -37,7 +37,7 @@ pub mod ingest;
 pub mod routes;
 pub mod run;
 
-pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource, TcpConnections};
+pub use emit::{emit, EmitOptions, EmitReport, Flavor, StartSource, TcpConnections, Transport};
 
 use crate::units::{FlowId, NodeId};
 use std::path::PathBuf;

@@ -29,12 +29,15 @@ pub const NS3_MODULES: [&str; 6] = [
 /// The header whose presence means Debian's ns-3 dev package is installed.
 pub const NS3_HEADER: &str = "/usr/include/ns3/core-module.h";
 /// Glue sources, relative to the crate root.
-pub const GLUE_SOURCES: [&str; 5] = [
+pub const GLUE_SOURCES: [&str; 8] = [
     "scenario/ina3d-ns3.cc",
     "helper/ina3d-helper.cc",
+    "model/dcqcn.cc",
     "model/ina-apps.cc",
     "model/ina3d-dag.cc",
+    "model/ina3d-link-monitor.cc",
     "model/ina3d-pair-routing.cc",
+    "model/ina3d-roce.cc",
 ];
 
 /// Where the glue sources are (the crate's `ns3-glue/`).
@@ -155,16 +158,23 @@ pub struct RunReport {
     pub rows: Vec<FctRow>,
     /// The glue's `stats.txt`, key → value.
     pub stats: BTreeMap<String, u64>,
+    /// What the glue warned about (e.g. a DCQCN key missing from `config.txt` and the
+    /// default it used instead), without the `warning: ` prefix.
+    pub warnings: Vec<String>,
 }
 
 /// Output files of a run, removed before a new run so nothing stale is taken as its result.
-pub const OUTPUTS: [&str; 6] = [
+pub const OUTPUTS: [&str; 10] = [
     "done",
     "fct.csv",
     "fct.txt",
     "stats.txt",
     "summary.csv",
     "fct.partial.csv",
+    "links.csv",
+    "links_control.csv",
+    "switches.csv",
+    "rates.csv",
 ];
 
 /// Run the glue binary on `dir`; `progress(done, total)` is called for each progress line.
@@ -230,14 +240,20 @@ pub fn run_glue(
     let summary =
         fct::summarize(&records, &rows, &ctx).map_err(|e| Ns3Error::Incomplete(e.to_string()))?;
     summary_csv::write(&dir.join("summary.csv"), &summary)?;
+    let warnings = messages
+        .iter()
+        .filter_map(|m| m.strip_prefix("warning: ").map(str::to_string))
+        .collect();
     Ok(RunReport {
         summary,
         rows,
         stats,
+        warnings,
     })
 }
 
-fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
+/// Read the glue's `stats.txt` (`key value` lines, unsigned values).
+pub fn read_stats(path: &Path) -> Result<BTreeMap<String, u64>, Ns3Error> {
     let text = std::fs::read_to_string(path).map_err(|e| Ns3Error::io(path, e))?;
     let mut m = BTreeMap::new();
     for (i, l) in text.lines().enumerate() {

@@ -449,12 +449,19 @@ pub fn run_ns3(
 
 /// The line `ina3d ns3 run` prints.
 pub fn ns3_report(r: &ns3::run::RunReport, dir: &Path) -> String {
-    format!(
-        "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
-        r.summary.records,
-        r.summary.iteration_time_ns,
-        r.summary.ina_slot_peak,
-        r.summary.wall_time_ns as f64 / 1e9,
-        dir.display()
-    )
+    // what the glue fell back on (e.g. a DCQCN key missing from config.txt) comes first
+    let warnings: String = r
+        .warnings
+        .iter()
+        .map(|w| format!("warning: {w}\n"))
+        .collect();
+    warnings
+        + &format!(
+            "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
+            r.summary.records,
+            r.summary.iteration_time_ns,
+            r.summary.ina_slot_peak,
+            r.summary.wall_time_ns as f64 / 1e9,
+            dir.display()
+        )
 }

@@ -15,8 +15,7 @@ use super::{
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
 use crate::formats::validate_csv::{self, ValidateRow};
-use crate::keyword::keyword_enum;
-use crate::ns3::EmitOptions;
+use crate::ns3::{EmitOptions, Transport};
 use crate::record::{Class, Mode};
 use crate::schedule::CollKind;
 use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
@@ -24,18 +23,6 @@ use crate::units::Bytes;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
-
-/// How the ns-3 glue carries `net` records in a suite run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// TCP NewReno: the glue on this branch.
-    Tcp,
-    /// RoCEv2-like queue pairs with DCQCN (issue 11, item 1): accepted as a name so the
-    /// suite's interface does not change when the glue gains it; refused until then.
-    Roce,
-}
-
-keyword_enum!(Transport, "transport", Transport::Tcp => "tcp", Transport::Roce => "roce");
 
 /// One case of the suite: a job (or a collective bench) on a topology.
 #[derive(Clone, Debug)]
@@ -261,12 +248,6 @@ pub fn run_case(
     transport: Transport,
     dir: &Path,
 ) -> Result<ValidateRow, PipelineError> {
-    if transport == Transport::Roce {
-        return Err(PipelineError::Option {
-            option: "--transport roce".into(),
-            msg: "the ns-3 glue of this build carries net records over TCP only; the RoCE/DCQCN transport comes with the glue's `TRANSPORT roce`".into(),
-        });
-    }
     let dir = dir.join(case.name);
     let job = Job::prepare(&case.spec)?;
     let opts = case.spec.trace_options()?;
@@ -290,6 +271,7 @@ pub fn run_case(
     let ina = crate::ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
     let emit = EmitOptions {
         seed: opts.seed,
+        transport,
         ..EmitOptions::default()
     };
     emit_ns3(&t.records, &ina, &job.topology, &emit, &ndir, &name)?;

@@ -31,7 +31,9 @@
 //! them the same FCT by construction; they are reported on a separate `timers` row, which
 //! is a consistency check (it must show zero error) rather than a measurement.
 
+pub mod links;
 mod seeds;
+pub mod slots;
 
 pub use seeds::{median_u64, seeds_table, SEED_COLUMNS};
 
@@ -323,6 +325,11 @@ pub struct Comparison {
     /// Per-flow join: `flow_id, src, dst, mode, class, size_bytes, replay_fct_ns,
     /// ns3_fct_ns, rel_error`, sorted by `flow_id`.
     pub flows: DataFrame,
+    /// Observed paths: both back-ends' bytes per channel, link by link ([`links`]).
+    pub links: links::LinkOutcome,
+    /// Aggregator slots per switch on both back-ends ([`slots`]); `None` when either
+    /// directory has no `switches.csv`.
+    pub slots: Option<Vec<slots::SlotComparison>>,
 }
 
 impl Comparison {
@@ -346,8 +353,8 @@ impl Comparison {
         self.iteration.iter().find(|m| m.metric == name)
     }
 
-    /// What `ina3d compare` prints: the FCT-error table and the iteration and wall-time
-    /// lines.
+    /// What `ina3d compare` prints: the FCT-error table, the iteration and wall-time
+    /// lines, the link check and the slots per switch.
     pub fn summary_text(&self) -> Result<String, ReportError> {
         Ok(format!(
             "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n\n{}\
@@ -360,7 +367,8 @@ impl Comparison {
             self.iteration.first().map_or(0, |m| m.ns3),
             100.0 * self.iteration_rel_error(),
             self.wall_time_ratio()
-        ))
+        ) + &links_text(&self.links)
+            + &slots_text(self.slots.as_deref()))
     }
 
     /// `fct_error.csv` as a DataFrame.
@@ -426,8 +434,10 @@ impl Comparison {
         .map_err(pol(Path::new("iteration.csv")))
     }
 
-    /// Writes `fct_error.csv`, `iteration.csv` and `flows.csv` into `dir` (created when
-    /// missing), each atomically. Returns the paths written.
+    /// Writes `fct_error.csv`, `iteration.csv`, `flows.csv` and, when both back-ends wrote
+    /// them, `links.csv` ([`links::LinkCheck::write`]) and `switches.csv`
+    /// ([`slots::write_comparison`]) into `dir` (created when missing), each atomically.
+    /// Returns the paths written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let mut out = Vec::new();
@@ -440,8 +450,72 @@ impl Comparison {
             write_csv(&mut df, &p)?;
             out.push(p);
         }
+        if let links::LinkOutcome::Checked(l) = &self.links {
+            let p = dir.join("links.csv");
+            l.write(&p)?;
+            out.push(p);
+        }
+        if let Some(rows) = &self.slots {
+            let p = dir.join("switches.csv");
+            slots::write_comparison(&p, rows)?;
+            out.push(p);
+        }
         Ok(out)
     }
+}
+
+/// How many channels the link check compared and every one that differs.
+fn links_text(links: &links::LinkOutcome) -> String {
+    let l = match links {
+        links::LinkOutcome::NotChecked(why) => return format!("links: not checked ({why})\n"),
+        links::LinkOutcome::Checked(l) => l,
+    };
+    let d = l.differing();
+    let how = if l.tolerance > 0.0 {
+        format!("within {:.2} %", 100.0 * l.tolerance)
+    } else {
+        "byte-exact".to_string()
+    };
+    if d.is_empty() {
+        return format!(
+            "links: all {} channels carried the same bytes on both ({how})\n",
+            l.channels.len()
+        );
+    }
+    let mut s = format!(
+        "links: LINK CHECK FAILED — {} of {} channels differ ({how}):\n",
+        d.len(),
+        l.channels.len()
+    );
+    for x in &d {
+        let _ = writeln!(
+            s,
+            "  link {} {} -> {}: replay {} B, ns-3 {} B",
+            x.link, x.from, x.to, x.replay_bytes, x.ns3_bytes
+        );
+    }
+    s
+}
+
+/// Peak slots and slot-time per switch on both back-ends (empty without INA).
+fn slots_text(rows: Option<&[slots::SlotComparison]>) -> String {
+    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
+        return String::new();
+    };
+    let mut s =
+        "INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):\n".to_string();
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
+    s
 }
 
 /// Options of [`compare_with`].
@@ -451,6 +525,10 @@ pub struct CompareOptions {
     /// trace). The record count, flow ids and every flow's endpoints, size, mode and class
     /// are still required to agree.
     pub ignore_trace_name: bool,
+    /// Relative per-channel difference the link check allows; `None`: byte-exact unless
+    /// the ns-3 run says its net records carried other headers than the replayer's
+    /// ([`links::tolerance_for`]).
+    pub link_tolerance: Option<f64>,
 }
 
 /// [`compare_with`] with default options.
@@ -591,6 +669,8 @@ pub fn compare_with(
 
     let fct_error = group_stats(&flows).map_err(pol(&nf_path))?;
     let iteration = metric_rows(&rs, &ns);
+    let links = links::compare_dirs(replay_dir, ns3_dir, opts.link_tolerance)?;
+    let slots = slots::compare_dirs(replay_dir, ns3_dir)?;
     Ok(Comparison {
         replay_dir: replay_dir.to_path_buf(),
         ns3_dir: ns3_dir.to_path_buf(),
@@ -599,6 +679,8 @@ pub fn compare_with(
         fct_error,
         iteration,
         flows,
+        links,
+        slots,
     })
 }
 
