@@ -40,7 +40,10 @@
 
 mod engine;
 mod output;
+mod pools;
+mod prepare;
 mod route;
+mod solver;
 
 pub use engine::simulate;
 pub use output::write_outputs;
