@@ -13,7 +13,9 @@ pub struct Args {
     /// `ina3d ns3 run`.
     #[arg(long, value_name = "DIR")]
     pub ns3: PathBuf,
-    /// Where to write `fct_error.csv`, `iteration.csv` and `flows.csv`.
+    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv` and (when both
+    /// directories have one) `switches.csv`: INA slot peak and slot-time per switch on
+    /// both back-ends with their differences.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
     /// Accept summaries naming different trace paths (e.g. the ns-3 run read a copy);
@@ -40,6 +42,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Peak slots and slot-time per switch on both back-ends, or why there are none.
+#[cfg(feature = "tables")]
+fn print_slots(rows: Option<&[ina3d::report::slots::SlotComparison]>) {
+    let Some(rows) = rows else {
+        println!("INA slots: not compared (a directory has no switches.csv)");
+        return;
+    };
+    if rows.is_empty() {
+        return;
+    }
+    println!("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):");
+    for r in rows {
+        println!(
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
+}
+
 /// Prints the FCT-error table and the iteration/wall-time lines of a comparison.
 #[cfg(feature = "tables")]
 pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
@@ -55,6 +80,7 @@ pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
         100.0 * c.iteration_rel_error()
     );
     println!("wall time: ns-3 / replay = {:.1}x", c.wall_time_ratio());
+    print_slots(c.slots.as_deref());
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! Data layout: records, units (active transfers) and channels live in flat vectors
 //! indexed by `u32`; every path is a slice of one channel arena (see `prepare`).
 
-use super::pools::{Grant, Pools};
+use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, window_rate, wire, Prepared, NONE};
 use super::route::PathSource;
 use super::{ReplayError, ReplayOptions, ReplayResult};
@@ -93,6 +93,7 @@ pub(super) struct Sim<'a> {
     pub unit_frozen: Vec<u32>,
     pub new_rate: Vec<f64>,
     pools: Pools,
+    occupancy: Occupancy,
     fallbacks: u64,
     events: u64,
     pub resolves: u64,
@@ -102,7 +103,8 @@ impl<'a> Sim<'a> {
     fn new(p: Prepared, n: usize, opts: &'a ReplayOptions) -> Sim<'a> {
         let nch = p.ch_cap.len();
         let arena_len = p.arena.len();
-        let pools = Pools::new(&opts.ina, p.switch_nodes.clone());
+        let pools = Pools::new(&opts.ina, p.switch_nodes.len());
+        let occupancy = Occupancy::new(p.switch_nodes.clone());
         Sim {
             opts,
             now: 0,
@@ -128,6 +130,7 @@ impl<'a> Sim<'a> {
             unit_frozen: Vec::new(),
             new_rate: Vec::new(),
             pools,
+            occupancy,
             fallbacks: 0,
             events: 0,
             resolves: 0,
@@ -301,10 +304,18 @@ impl<'a> Sim<'a> {
             self.push(t, EventKind::AggEnd, a, 0);
             return;
         }
+        // a granted stream keeps its whole window in flight: its `w` slots cover the
+        // window or, when shorter, every packet it has; a pool smaller than the window
+        // (`w` < `want`) limits the packets in flight to `w`
+        let in_flight = if slots < agg.want {
+            slots
+        } else {
+            self.opts.ina.window
+        };
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            window_rate(slots, self.opts.ina.payload, agg.rtt)
+            window_rate(in_flight, self.opts.ina.payload, agg.rtt)
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
@@ -335,13 +346,7 @@ impl<'a> Sim<'a> {
     fn try_agg(&mut self, a: u32) {
         let agg = &self.p.aggs[a as usize];
         match self.pools.ask(agg, self.opts.ina.window) {
-            Grant::Slots(k) => {
-                if !agg.switches.is_empty() {
-                    let now = self.now;
-                    self.pools.change(agg, k, true, now);
-                }
-                self.start_agg(a, k);
-            }
+            Grant::Slots(k) => self.grant(a, k),
             Grant::Fallback => self.fallback(a),
             Grant::Wait => {
                 let key = self.pools.wait_key(agg, a, self.now);
@@ -350,6 +355,19 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Start aggregation `a` with `slots` on each of its switches: reserved in the pools
+    /// until it ends, held physically as its first packet reaches each switch.
+    fn grant(&mut self, a: u32, slots: u32) {
+        let agg = &self.p.aggs[a as usize];
+        if slots > 0 {
+            self.pools.change(agg, slots, true);
+            self.occupancy.acquire(agg, slots, self.now);
+        }
+        self.start_agg(a, slots);
+    }
+
+    /// Serve waiting aggregations in queue order (priority rank, arrival, id), each one
+    /// whose slots are free now.
     fn serve_waiting(&mut self) {
         if self.pools.waiting.is_empty() {
             return;
@@ -360,9 +378,7 @@ impl<'a> Sim<'a> {
             let agg = &self.p.aggs[a as usize];
             if let Grant::Slots(k) = self.pools.ask(agg, self.opts.ina.window) {
                 self.pools.waiting.remove(&key);
-                let now = self.now;
-                self.pools.change(agg, k, true, now);
-                self.start_agg(a, k);
+                self.grant(a, k);
             }
         }
     }
@@ -370,9 +386,10 @@ impl<'a> Sim<'a> {
     fn end_agg(&mut self, a: u32, records: &[FlowRecord]) {
         let now = self.now;
         let slots = self.p.aggs[a as usize].slots;
-        if slots > 0 && !self.p.aggs[a as usize].switches.is_empty() {
+        if slots > 0 {
             let agg = &self.p.aggs[a as usize];
-            self.pools.change(agg, slots, false, now);
+            self.pools.change(agg, slots, false);
+            self.occupancy.release(agg, slots, now - agg.latency);
         }
         let started = self.p.aggs[a as usize].started;
         let members = std::mem::take(&mut self.p.aggs[a as usize].members);
@@ -485,11 +502,12 @@ pub fn simulate<R: PathSource + ?Sized>(
     sim.run(records)?;
     let rows = sim.rows(records);
     let channels = sim.channel_stats(topo);
+    let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
         switch_bytes: sim.p.switch_bytes,
-        ina_slot_peak: fct::slot_peak(&sim.pools.samples),
+        ina_slot_peak: fct::slot_peak(&slots),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
     let summary = fct::summarize(records, &rows, &ctx)?;
@@ -497,7 +515,7 @@ pub fn simulate<R: PathSource + ?Sized>(
         rows,
         summary,
         channels,
-        slots: std::mem::take(&mut sim.pools.samples),
+        slots,
         ina_fallbacks: sim.fallbacks,
         events: sim.events,
         resolves: sim.resolves,

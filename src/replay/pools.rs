@@ -6,7 +6,7 @@ use super::{InaPolicy, InaSwitchModel};
 use crate::formats::switches_csv::SlotSample;
 use crate::record::Class;
 use crate::units::NodeId;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// Index of a class in the per-class arrays (compute never aggregates; it shares the
 /// embedding slot only to keep the arrays at four).
@@ -25,14 +25,10 @@ pub(super) struct Pools {
     total: u32,
     share: [u32; 4],
     used: Vec<[u32; 4]>,
-    node_of: Vec<NodeId>,
     /// Aggregations waiting for slots, by (priority rank, arrival, aggregation).
     pub waiting: BTreeSet<(u8, u64, u32)>,
     /// Rank of each class in the priority order (`ina_classes` order; absent classes last).
     prio: [u8; 4],
-    /// Every change of a switch's occupancy, in time order.
-    pub samples: Vec<SlotSample>,
-    peak: u32,
 }
 
 /// A policy's answer to an aggregation asking for slots.
@@ -46,10 +42,10 @@ pub(super) enum Grant {
 }
 
 impl Pools {
-    /// Empty pools on the aggregating switches `switch_nodes` (dense index order): the
+    /// Empty pools on `switches` aggregating switches (dense indices): the
     /// static shares (the pool split equally among the enabled classes) and the priority
     /// ranks (the order of `ina.classes`).
-    pub fn new(ina: &InaSwitchModel, switch_nodes: Vec<NodeId>) -> Pools {
+    pub fn new(ina: &InaSwitchModel, switches: usize) -> Pools {
         let enabled: Vec<Class> = {
             let mut v: Vec<Class> = ina
                 .classes
@@ -80,11 +76,8 @@ impl Pools {
             policy: ina.policy,
             total: ina.slots,
             share,
-            used: vec![[0; 4]; switch_nodes.len()],
-            node_of: switch_nodes,
+            used: vec![[0; 4]; switches],
             waiting: BTreeSet::new(),
-            samples: Vec::new(),
-            peak: 0,
         }
     }
 
@@ -104,7 +97,12 @@ impl Pools {
         self.capacity(class).saturating_sub(used)
     }
 
-    /// The policy's answer for `agg` wanting `window` slots on each of its switches.
+    /// The policy's answer for `agg`, which needs its `w` slots on each of its switches:
+    /// all of them or none. `w` is [`Agg::want`] (`min(window, packets)`) capped by the
+    /// pool it draws from (the class's share under `static`, the whole pool otherwise),
+    /// as in the glue: a pool smaller than the window makes `w` the pool and the stream
+    /// runs with that many packets in flight. `window` is the workers' window (0: INA
+    /// cannot run).
     pub fn ask(&self, agg: &Agg, window: u32) -> Grant {
         let c = class_idx(agg.class);
         if agg.switches.is_empty() {
@@ -114,14 +112,19 @@ impl Pools {
         if self.capacity(c) == 0 || window == 0 {
             return Grant::Fallback;
         }
+        if agg.want == 0 {
+            // an empty stream: nothing to hold
+            return Grant::Slots(0);
+        }
+        let want = agg.want.min(self.capacity(c));
         let free = agg
             .switches
             .iter()
             .map(|&s| self.free(s, c))
             .min()
             .unwrap_or(0);
-        if free > 0 {
-            Grant::Slots(free.min(window))
+        if free >= want {
+            Grant::Slots(want)
         } else if self.policy == InaPolicy::BestEffort {
             Grant::Fallback
         } else {
@@ -129,9 +132,10 @@ impl Pools {
         }
     }
 
-    /// Take (`take`) or give back `slots` on every switch of `agg` at `now`, sampling
-    /// each switch's new occupancy.
-    pub fn change(&mut self, agg: &Agg, slots: u32, take: bool, now: u64) {
+    /// Reserve (`take`) or give back `slots` on every switch of `agg`. The reservation
+    /// spans the whole unit, from its start to its end; what the switches physically
+    /// hold is recorded by [`Occupancy`].
+    pub fn change(&mut self, agg: &Agg, slots: u32, take: bool) {
         let c = class_idx(agg.class);
         for &s in &agg.switches {
             let u = &mut self.used[s as usize];
@@ -140,13 +144,6 @@ impl Pools {
             } else {
                 u[c] -= slots;
             }
-            let total: u32 = u.iter().sum();
-            self.peak = self.peak.max(total);
-            self.samples.push(SlotSample {
-                time_ns: now,
-                switch: self.node_of[s as usize],
-                slots_in_use: total,
-            });
         }
     }
 
@@ -158,5 +155,65 @@ impl Pools {
             0
         };
         (prio, now, idx)
+    }
+}
+
+/// The slots the switches physically hold over time: each granted aggregation adds its
+/// `w` on a switch from the first packet's arrival to the last result's departure
+/// (`prepare::SlotHold`). The release of a unit is known only when it ends, after its
+/// acquisitions, so changes are collected and put in time order at the end.
+pub(super) struct Occupancy {
+    node_of: Vec<NodeId>,
+    /// (time, switch node, +slots or −slots).
+    changes: Vec<(u64, NodeId, i64)>,
+}
+
+impl Occupancy {
+    pub fn new(switch_nodes: Vec<NodeId>) -> Occupancy {
+        Occupancy {
+            node_of: switch_nodes,
+            changes: Vec::new(),
+        }
+    }
+
+    /// `agg`, started at `start`, holds `slots` on each switch from its first packet.
+    pub fn acquire(&mut self, agg: &Agg, slots: u32, start: u64) {
+        for h in &agg.holds {
+            let node = self.node_of[h.switch as usize];
+            self.changes.push((start + h.acquire, node, slots as i64));
+        }
+    }
+
+    /// `agg`, whose last byte left its workers at `tx_end`, frees its `slots` on each
+    /// switch as its last result leaves.
+    pub fn release(&mut self, agg: &Agg, slots: u32, tx_end: u64) {
+        for h in &agg.holds {
+            let node = self.node_of[h.switch as usize];
+            self.changes
+                .push((tx_end + h.release, node, -(slots as i64)));
+        }
+    }
+
+    /// Every change of a switch's occupancy, in time order (then switch id): one sample
+    /// per (time, switch) with the slots in use from then on, none where the changes at
+    /// one instant cancel out.
+    pub fn samples(mut self) -> Vec<SlotSample> {
+        self.changes.sort_unstable();
+        let mut used: HashMap<NodeId, i64> = HashMap::new();
+        let mut out = Vec::new();
+        for run in self.changes.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
+            let (t, node) = (run[0].0, run[0].1);
+            let u = used.entry(node).or_insert(0);
+            let before = *u;
+            *u += run.iter().map(|c| c.2).sum::<i64>();
+            if *u != before {
+                out.push(SlotSample {
+                    time_ns: t,
+                    switch: node,
+                    slots_in_use: (*u).max(0) as u32,
+                });
+            }
+        }
+        out
     }
 }

@@ -28,6 +28,11 @@ pub(super) struct Agg {
     pub tree_cap: f64,
     /// Dense indices of the switches that aggregate (empty: multicast only, no slots).
     pub switches: Vec<u32>,
+    /// Slots the stream occupies on each of its switches, `w = min(window, packets)`
+    /// (0 for multicast only or an empty stream).
+    pub want: u32,
+    /// When each aggregating switch holds the `w` slots (same order as `switches`).
+    pub holds: Vec<SlotHold>,
     /// Up + down tree latency.
     pub latency: u64,
     pub rtt: u64,
@@ -42,6 +47,23 @@ pub(super) struct Agg {
     pub started: u64,
     pub slots: u32,
     pub outstanding: u32,
+}
+
+/// When one aggregating switch physically holds an aggregation's slots: from the arrival
+/// of the stream's first packet, `acquire` ns after the unit starts (the shortest up
+/// chain from a worker to the switch), until its last result packet leaves the switch,
+/// `release` ns after the unit's last byte left the workers — for a switch that sends
+/// results down, the longest up chain (the last packet reaching the root) plus the down
+/// chain from the root to this switch; for one that only sums upwards (Rina's rack
+/// reduction), the longest up chain to it (its last partial sum leaves upwards then).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SlotHold {
+    /// Dense switch index.
+    pub switch: u32,
+    /// Offset from the unit's start, ns.
+    pub acquire: u64,
+    /// Offset from the unit's transmission end (its end minus the tree latency), ns.
+    pub release: u64,
 }
 
 /// Per-channel constants (channel `2l` is link `l` from `a` to `b`, `2l+1` the reverse).
@@ -79,6 +101,17 @@ pub(super) fn wire(bytes: Bytes, opts: &ReplayOptions) -> Bytes {
 /// Wire bytes of an INA stream: one slot's payload per packet.
 pub(super) fn ina_wire(bytes: Bytes, opts: &ReplayOptions) -> Bytes {
     bytes.with_headers(opts.ina.payload, opts.header)
+}
+
+/// Slots a stream of `s` bytes occupies on each aggregating switch: SwitchML's worker
+/// pool, `min(window, packets)` slot indices reused round-robin (a stream shorter than a
+/// window never uses more slots than it has packets).
+pub(super) fn slots_wanted(s: Bytes, opts: &ReplayOptions) -> u32 {
+    if opts.ina.payload.0 == 0 {
+        return opts.ina.window;
+    }
+    let packets = s.0.div_ceil(opts.ina.payload.0);
+    packets.min(opts.ina.window as u64) as u32
 }
 
 /// Bytes per ns a window of `slots` packets of `payload` sustains over `rtt`.
@@ -487,6 +520,12 @@ struct AggContext<'a, R: PathSource + ?Sized> {
     paths: &'a RecordPaths,
 }
 
+/// An aggregation's tree latency and slot holding times.
+struct TreeTiming {
+    latency: u64,
+    holds: Vec<SlotHold>,
+}
+
 /// The stream size, aggregating switches and tree channels of one aggregation.
 struct Tree {
     class: Class,
@@ -514,7 +553,12 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             .chunk_by(|a, b| a == b)
             .map(|run| self.channels.cap[run[0] as usize] / run.len() as f64)
             .fold(f64::INFINITY, f64::min);
-        let latency = self.tree_latency(&mem);
+        let nodes: Vec<(u32, NodeId)> = tree
+            .switches
+            .iter()
+            .map(|&i| (i, switches.nodes[i as usize]))
+            .collect();
+        let TreeTiming { latency, holds } = self.tree_timing(&mem, &nodes);
         let wire_s = ina_wire(tree.s, self.opts);
         let full_window = if tree.switches.is_empty() {
             f64::INFINITY
@@ -533,6 +577,12 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             tree_off,
             tree_len: tree.channels.len() as u32,
             tree_cap,
+            want: if tree.switches.is_empty() {
+                0
+            } else {
+                slots_wanted(tree.s, self.opts)
+            },
+            holds,
             switches: tree.switches,
             latency,
             rtt: latency,
@@ -616,34 +666,89 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
         })
     }
 
-    /// Longest up chain plus longest down chain (relaxation; trees are shallow).
-    fn tree_latency(&self, mem: &[u32]) -> u64 {
-        let mut up: HashMap<u32, u64> = HashMap::new();
-        let mut down: HashMap<u32, u64> = HashMap::new();
+    /// The tree's latency (longest up chain plus longest down chain) and, for each
+    /// aggregating switch, when it holds slots relative to the stream (see
+    /// [`SlotHold`]). Chains are found by relaxation over the edges (trees are shallow).
+    fn tree_timing(&self, mem: &[u32], switches: &[(u32, NodeId)]) -> TreeTiming {
+        let mut up_long: HashMap<u32, u64> = HashMap::new();
+        let mut up_first: HashMap<u32, u64> = HashMap::new();
+        let mut down_long: HashMap<u32, u64> = HashMap::new();
+        let mut from_root: HashMap<u32, u64> = HashMap::new();
+        // nodes some up edge enters, nodes that send down: every other end of an up edge
+        // is a leaf (distance 0), every down sender no down edge enters is the root
+        let mut up_dst = std::collections::HashSet::new();
+        let mut down_src = std::collections::HashSet::new();
+        for &m in mem {
+            let r = &self.records[m as usize];
+            match r.agg.map(|a| a.dir) {
+                Some(AggDir::Up) => up_dst.insert(r.dst.0),
+                Some(AggDir::Down) => down_src.insert(r.src.0),
+                None => false,
+            };
+        }
+        let relax_max = |map: &mut HashMap<u32, u64>, to: u32, v: u64| {
+            let e = map.entry(to).or_insert(0);
+            let grew = v > *e;
+            *e = (*e).max(v);
+            grew
+        };
         for _ in 0..mem.len() {
             let mut changed = false;
             for &m in mem {
                 let r = &self.records[m as usize];
                 let d = self.paths.delay[m as usize];
                 let Some(a) = r.agg else { continue };
-                let (from, to, map) = match a.dir {
-                    AggDir::Up => (r.src.0, r.dst.0, &mut up),
-                    AggDir::Down => (r.dst.0, r.src.0, &mut down),
-                };
-                let v = map.get(&from).copied().unwrap_or(0) + d;
-                let e = map.entry(to).or_insert(0);
-                if v > *e {
-                    *e = v;
-                    changed = true;
+                let (s, t) = (r.src.0, r.dst.0);
+                match a.dir {
+                    AggDir::Up => {
+                        let v = up_long.get(&s).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut up_long, t, v);
+                        let first = if up_dst.contains(&s) {
+                            up_first.get(&s).copied()
+                        } else {
+                            Some(0)
+                        };
+                        if let Some(f) = first {
+                            let e = up_first.entry(t).or_insert(u64::MAX);
+                            if f + d < *e {
+                                *e = f + d;
+                                changed = true;
+                            }
+                        }
+                    }
+                    AggDir::Down => {
+                        let v = down_long.get(&t).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut down_long, s, v);
+                        let v = from_root.get(&s).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut from_root, t, v);
+                    }
                 }
             }
             if !changed {
                 break;
             }
         }
-        let up_lat = up.values().copied().max().unwrap_or(0);
-        let down_lat = down.values().copied().max().unwrap_or(0);
-        up_lat + down_lat
+        let up_lat = up_long.values().copied().max().unwrap_or(0);
+        let down_lat = down_long.values().copied().max().unwrap_or(0);
+        let holds = switches
+            .iter()
+            .map(|&(switch, node)| {
+                let s = node.0;
+                SlotHold {
+                    switch,
+                    acquire: up_first.get(&s).copied().unwrap_or(0),
+                    release: if down_src.contains(&s) {
+                        up_lat + from_root.get(&s).copied().unwrap_or(0)
+                    } else {
+                        up_long.get(&s).copied().unwrap_or(0)
+                    },
+                }
+            })
+            .collect();
+        TreeTiming {
+            latency: up_lat + down_lat,
+            holds,
+        }
     }
 
     /// The host ring the aggregation falls back to: one flow per worker host (member i →

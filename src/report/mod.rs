@@ -5,7 +5,9 @@
 //! - [`compare`]: joins a replay output directory and an ns-3 output directory of the
 //!   **same** trace on `flow_id` and measures how far the replayer's flow completion times
 //!   (FCT) and iteration summary are from ns-3's. Written as `fct_error.csv`,
-//!   `iteration.csv` and `flows.csv` by [`Comparison::write`].
+//!   `iteration.csv` and `flows.csv` by [`Comparison::write`], and `switches.csv` (per
+//!   switch: INA slot peak and slot-time as each back-end observed them, [`slots`]) when
+//!   both directories have a `switches.csv`.
 //! - [`results_table`]: one row per INA policy from the back-ends' [`Summary`] rows, with
 //!   `speedup_vs_ring`; written as `results.csv` by [`write_csv`].
 //!
@@ -30,6 +32,8 @@
 //! `nvlink` records are timers whose duration is fixed in the trace, so both back-ends give
 //! them the same FCT by construction; they are reported on a separate `timers` row, which
 //! is a consistency check (it must show zero error) rather than a measurement.
+
+pub mod slots;
 
 use crate::fct::{FctRow, Summary};
 use crate::formats::{fct_csv, summary_csv};
@@ -387,6 +391,9 @@ pub struct Comparison {
     /// Per-flow join: `flow_id, src, dst, mode, class, size_bytes, replay_fct_ns,
     /// ns3_fct_ns, rel_error`, sorted by `flow_id`.
     pub flows: DataFrame,
+    /// Aggregator slots per switch on both back-ends ([`slots`]); `None` when either
+    /// directory has no `switches.csv`.
+    pub slots: Option<Vec<slots::SlotComparison>>,
 }
 
 impl Comparison {
@@ -473,8 +480,9 @@ impl Comparison {
         .map_err(pol(Path::new("iteration.csv")))
     }
 
-    /// Writes `fct_error.csv`, `iteration.csv` and `flows.csv` into `dir` (created when
-    /// missing), each atomically. Returns the paths written.
+    /// Writes `fct_error.csv`, `iteration.csv`, `flows.csv` and — when both back-ends
+    /// wrote one — `switches.csv` ([`slots::write_comparison`]) into `dir` (created when missing), each
+    /// atomically. Returns the paths written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let mut out = Vec::new();
@@ -485,6 +493,11 @@ impl Comparison {
         ] {
             let p = dir.join(name);
             write_csv(&mut df, &p)?;
+            out.push(p);
+        }
+        if let Some(rows) = &self.slots {
+            let p = dir.join("switches.csv");
+            slots::write_comparison(&p, rows)?;
             out.push(p);
         }
         Ok(out)
@@ -638,7 +651,9 @@ pub fn compare_with(
 
     let fct_error = group_stats(&flows).map_err(pol(&nf_path))?;
     let iteration = metric_rows(&rs, &ns);
+    let slots = slots::compare_dirs(replay_dir, ns3_dir)?;
     Ok(Comparison {
+        slots,
         replay_dir: replay_dir.to_path_buf(),
         ns3_dir: ns3_dir.to_path_buf(),
         trace: rs.trace.clone(),
