@@ -8,13 +8,13 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue
+.PHONY: run test bench ns3-deps build clean venv notebooks glue slurm-test
 
 ## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
 run: build
 	$(CARGO) run --quiet -- run -o $(EXAMPLE_OUT)
 
-## test: every test (unit, integration, property, ns-3 end to end, notebooks)
+## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks)
 test: ns3-deps glue build
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    $(CARGO) nextest run --no-fail-fast; \
@@ -22,7 +22,15 @@ test: ns3-deps glue build
 	    $(CARGO) test --no-fail-fast; \
 	fi
 	$(CARGO) test --doc --quiet
+	$(MAKE) slurm-test
 	$(MAKE) notebooks
+
+## slurm-test: a 4-cell sweep through a real single-node Slurm (Debian slurm-wlm + munge,
+## installed when missing, started here and stopped after), whose collected sweep.csv must
+## equal the same grid run locally byte for byte (tests/slurm/ci.sh)
+SLURM_STATE ?= target/slurm
+slurm-test: build
+	tests/slurm/ci.sh $(SLURM_STATE)
 
 ## bench: benchmarks printing figures and ratios (not timed tests)
 bench: ns3-deps glue
@@ -68,16 +76,13 @@ $(VENV)/.installed: notebooks/requirements.txt
 
 ## notebooks: execute every notebook headless (fails on any cell error); outputs in NB_OUT.
 ## Inputs are real runs made here: the tiny job on replay + ns-3 (results and per-flow
-## comparison) and a replay-only sweep of aggregator slots.
+## comparison) and a replay-only sweep of aggregator slots (notebooks/slots.toml).
 NB_OUT ?= target/notebooks
-NB_SLOTS ?= 2 8 32 128 512 8192
 INA3D_BIN = $(CARGO) run --quiet --
 notebooks: venv glue
 	$(INA3D_BIN) run traces/example/tiny.toml --ns3 -o $(NB_OUT)/tiny
-	for n in $(NB_SLOTS); do \
-	    $(INA3D_BIN) run traces/example/tiny.toml --no-ns3 --ina-slots $$n -o $(NB_OUT)/sweep/slots-$$n >/dev/null || exit 1; \
-	done
+	$(INA3D_BIN) sweep notebooks/slots.toml -o $(NB_OUT)/sweep
 	INA3D_RESULTS=$(NB_OUT)/tiny/results.csv \
 	INA3D_FLOWS=$(NB_OUT)/tiny/ina-dp/compare/flows.csv \
-	INA3D_SWEEP=$(NB_OUT)/sweep \
+	INA3D_SWEEP=$(NB_OUT)/sweep/sweep.csv \
 	    $(PY) notebooks/execute.py --out $(NB_OUT)

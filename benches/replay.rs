@@ -10,7 +10,7 @@
 //! and step — ≈ 0.9 M network flows, the heavier case): Megatron 1F1B on TP·PP·DP ranks in rank order on a fat-tree; per rank and
 //! micro-batch one forward and one backward `Compute` record; per TP group, micro-batch
 //! and phase `2·layers_per_stage` chained `NvLink` TP all-reduce records (one record per
-//! collective, DESIGN §8); per boundary crossing one `Net` p2p flow per TP rank
+//! collective, docs/model.md#nvlink-records); per boundary crossing one `Net` p2p flow per TP rank
 //! (activations forward, gradients backward, sequence-parallel size `s·b·h·2/TP`); after
 //! the last backward, DP gradient buckets of 40 M parameters (fp32) in sequence — as ring
 //! all-reduce step flows (INA off) or as one INA aggregation per bucket and DP group on
@@ -309,6 +309,7 @@ fn opts() -> ReplayOptions {
             window: 256,
             policy: InaPolicy::BestEffort,
             classes: vec![Class::Dp],
+            reservations: vec![],
         },
         ..ReplayOptions::default()
     }

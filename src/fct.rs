@@ -68,6 +68,12 @@ pub struct Summary {
     pub exposed_dp_ns: u64,
     /// Critical-path time in embedding records.
     pub exposed_emb_ns: u64,
+    /// Critical-path time in context-parallel records (ring attention, Ulysses).
+    #[serde(default)]
+    pub exposed_cp_ns: u64,
+    /// Critical-path time in expert-parallel records (MoE dispatch and combine).
+    #[serde(default)]
+    pub exposed_ep_ns: u64,
     /// Compute on the critical path.
     pub critical_path_compute_ns: u64,
     /// Payload bytes per class that crossed the network (net + ina records).
@@ -78,6 +84,12 @@ pub struct Summary {
     pub dp_bytes: u64,
     /// See `tp_bytes`.
     pub emb_bytes: u64,
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub cp_bytes: u64,
+    /// See `tp_bytes`.
+    #[serde(default)]
+    pub ep_bytes: u64,
     /// Payload × switches touched, summed over network records ([`switch_hops`]).
     pub switch_bytes: u64,
     /// Peak number of INA aggregator slots in use on any switch.
@@ -89,7 +101,7 @@ pub struct Summary {
 impl Summary {
     /// Every numeric metric of the summary with its `summary.csv` column name, in column
     /// order: what `ina3d compare` puts side by side (`iteration.csv`).
-    pub fn metrics(&self) -> [(&'static str, u64); 16] {
+    pub fn metrics(&self) -> [(&'static str, u64); 20] {
         [
             ("records", self.records),
             ("iteration_time_ns", self.iteration_time_ns),
@@ -99,11 +111,15 @@ impl Summary {
             ("exposed_pp_ns", self.exposed_pp_ns),
             ("exposed_dp_ns", self.exposed_dp_ns),
             ("exposed_emb_ns", self.exposed_emb_ns),
+            ("exposed_cp_ns", self.exposed_cp_ns),
+            ("exposed_ep_ns", self.exposed_ep_ns),
             ("critical_path_compute_ns", self.critical_path_compute_ns),
             ("tp_bytes", self.tp_bytes),
             ("pp_bytes", self.pp_bytes),
             ("dp_bytes", self.dp_bytes),
             ("emb_bytes", self.emb_bytes),
+            ("cp_bytes", self.cp_bytes),
+            ("ep_bytes", self.ep_bytes),
             ("switch_bytes", self.switch_bytes),
             ("ina_slot_peak", self.ina_slot_peak),
             ("wall_time_ns", self.wall_time_ns),
@@ -247,28 +263,72 @@ pub fn summarize(
     rows: &[FctRow],
     ctx: &SummaryContext,
 ) -> Result<Summary, FctError> {
-    let n = records.len();
-    // Traces usually number their records 0..n in file order: then the id is the index
-    // and no map is needed (this function runs on millions of records).
-    let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
-    let mut map: HashMap<u64, usize> = HashMap::new();
-    if !dense {
-        map.reserve(n);
-        for (i, r) in records.iter().enumerate() {
-            map.insert(r.id.0, i);
+    let index = RecordIndex::new(records);
+    let (start, end) = record_times(records, rows, &index)?;
+    let mut s = Summary {
+        backend: ctx.backend.clone(),
+        trace: ctx.trace.clone(),
+        records: records.len() as u64,
+        switch_bytes: ctx.switch_bytes,
+        ina_slot_peak: ctx.ina_slot_peak,
+        wall_time_ns: ctx.wall_time_ns,
+        iteration_time_ns: end.iter().copied().max().unwrap_or(0),
+        ..Summary::default()
+    };
+    busy_compute_and_bytes(records, &mut s);
+    let buckets = critical_path(records, &index, &start, &end);
+    s.exposed_tp_ns = buckets[0];
+    s.exposed_pp_ns = buckets[1];
+    s.exposed_dp_ns = buckets[2];
+    s.exposed_emb_ns = buckets[3];
+    s.critical_path_compute_ns = buckets[4];
+    s.exposed_cp_ns = buckets[5];
+    s.exposed_ep_ns = buckets[6];
+    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
+    Ok(s)
+}
+
+/// Record ids to positions. Traces usually number their records 0..n in file order: then
+/// the id is the index and no map is needed (summaries run on millions of records).
+struct RecordIndex {
+    n: usize,
+    map: Option<HashMap<u64, usize>>,
+}
+
+impl RecordIndex {
+    fn new(records: &[FlowRecord]) -> Self {
+        let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
+        RecordIndex {
+            n: records.len(),
+            map: (!dense).then(|| {
+                records
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.id.0, i))
+                    .collect()
+            }),
         }
     }
-    let index = |id: u64| -> Option<usize> {
-        if dense {
-            (id < n as u64).then_some(id as usize)
-        } else {
-            map.get(&id).copied()
+    fn get(&self, id: u64) -> Option<usize> {
+        match &self.map {
+            None => (id < self.n as u64).then_some(id as usize),
+            Some(m) => m.get(&id).copied(),
         }
-    };
+    }
+}
+
+/// Each record's start and end from the rows: exactly one row per record, ends not
+/// before starts, and every dep a record of the trace.
+fn record_times(
+    records: &[FlowRecord],
+    rows: &[FctRow],
+    index: &RecordIndex,
+) -> Result<(Vec<u64>, Vec<u64>), FctError> {
+    let n = records.len();
     let mut start = vec![u64::MAX; n];
     let mut end = vec![0u64; n];
     for row in rows {
-        let Some(i) = index(row.flow_id) else {
+        let Some(i) = index.get(row.flow_id) else {
             continue;
         };
         if row.end_ns < row.start_ns {
@@ -288,35 +348,20 @@ pub fn summarize(
         return Err(FctError::MissingRow(records[i].id.0));
     }
     for r in records {
-        for d in &r.deps {
-            if index(d.0).is_none() {
-                return Err(FctError::DanglingDep {
-                    id: r.id.0,
-                    dep: d.0,
-                });
-            }
+        if let Some(d) = r.deps.iter().find(|d| index.get(d.0).is_none()) {
+            return Err(FctError::DanglingDep {
+                id: r.id.0,
+                dep: d.0,
+            });
         }
     }
-    let dep_idx = |i: usize| records[i].deps.iter().filter_map(|d| index(d.0));
-    // Aggregation members, for jumping across a coupled INA unit.
-    let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, r) in records.iter().enumerate() {
-        if let Some(a) = &r.agg {
-            agg_members.entry(a.id).or_default().push(i);
-        }
-    }
+    Ok((start, end))
+}
 
-    let mut s = Summary {
-        backend: ctx.backend.clone(),
-        trace: ctx.trace.clone(),
-        records: n as u64,
-        switch_bytes: ctx.switch_bytes,
-        ina_slot_peak: ctx.ina_slot_peak,
-        wall_time_ns: ctx.wall_time_ns,
-        ..Summary::default()
-    };
-    s.iteration_time_ns = end.iter().copied().max().unwrap_or(0);
-
+/// The busiest GPU's compute (its `Compute` durations plus the gaps of what it sends;
+/// INA down edges are sent by a switch, so their gaps are not compute) and the payload
+/// bytes per class that crossed the network.
+fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
     let max_node = records.iter().map(|r| r.src.0).max().unwrap_or(0) as usize;
     let mut busy = vec![0u64; max_node + 1];
     for r in records {
@@ -333,61 +378,39 @@ pub fn summarize(
                 Class::Pp => &mut s.pp_bytes,
                 Class::Dp => &mut s.dp_bytes,
                 Class::Emb => &mut s.emb_bytes,
+                Class::Cp => &mut s.cp_bytes,
+                Class::Ep => &mut s.ep_bytes,
                 Class::Compute => continue,
             };
             *slot += r.bytes.0;
         }
     }
     s.compute_ns = busy.iter().copied().max().unwrap_or(0);
+}
 
-    // Critical path walk.
+/// Critical-path time per bucket `[tp, pp, dp, emb, compute, cp, ep]` (see [`summarize`]).
+fn critical_path(
+    records: &[FlowRecord],
+    index: &RecordIndex,
+    start: &[u64],
+    end: &[u64],
+) -> [u64; 7] {
+    let n = records.len();
+    let mut buckets = [0u64; 7];
+    // Aggregation members, for jumping across a coupled INA unit.
+    let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if let Some(a) = &r.agg {
+            agg_members.entry(a.id).or_default().push(i);
+        }
+    }
     let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
-        return Ok(s);
+        return buckets;
     };
-    let mut buckets = [0u64; 5]; // tp pp dp emb compute
-    let bucket = |c: Class| match c {
-        Class::Tp => 0,
-        Class::Pp => 1,
-        Class::Dp => 2,
-        Class::Emb => 3,
-        Class::Compute => 4,
-    };
-    let mut guard = 0usize;
-    loop {
-        guard += 1;
-        if guard > n + 1 {
-            break; // a cycle in the times (inconsistent rows) cannot loop forever
-        }
+    // Each step moves to a strictly earlier end; the guard only bounds inconsistent rows.
+    for _ in 0..=n {
         let r = &records[cur];
-        let dur = end[cur] - start[cur];
-        // Candidates: own deps, or all external deps of the aggregation.
-        let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
-        let consider = |owner: usize, best: &mut Option<(usize, usize)>| {
-            for d in dep_idx(owner) {
-                if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
-                    if a.id == ra.id {
-                        continue;
-                    }
-                }
-                let better = match *best {
-                    None => true,
-                    Some((b, _)) => {
-                        end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
-                    }
-                };
-                if better {
-                    *best = Some((d, owner));
-                }
-            }
-        };
-        match r.agg.and_then(|a| agg_members.get(&a.id)) {
-            Some(members) => {
-                for &m in members {
-                    consider(m, &mut best);
-                }
-            }
-            None => consider(cur, &mut best),
-        }
+        let best = binding_dep(records, index, &agg_members, end, cur);
         let (prev_end, gap) = match best {
             Some((d, owner)) => (end[d], records[owner].gap.0),
             None => (0, r.gap.0),
@@ -395,7 +418,7 @@ pub fn summarize(
         // prev_end + gap + wait + dur = end[cur]; clamp for back-ends whose rows are not
         // exactly consistent (the walk still terminates and sums to the makespan).
         let span = end[cur].saturating_sub(prev_end);
-        let dur = dur.min(span);
+        let dur = (end[cur] - start[cur]).min(span);
         let gap = gap.min(span - dur);
         let wait = span - dur - gap;
         buckets[4] += gap;
@@ -410,13 +433,56 @@ pub fn summarize(
             None => break,
         }
     }
-    s.exposed_tp_ns = buckets[0];
-    s.exposed_pp_ns = buckets[1];
-    s.exposed_dp_ns = buckets[2];
-    s.exposed_emb_ns = buckets[3];
-    s.critical_path_compute_ns = buckets[4];
-    s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
-    Ok(s)
+    buckets
+}
+
+/// The bucket of a class in [`critical_path`]'s array.
+fn bucket(c: Class) -> usize {
+    match c {
+        Class::Tp => 0,
+        Class::Pp => 1,
+        Class::Dp => 2,
+        Class::Emb => 3,
+        Class::Compute => 4,
+        Class::Cp => 5,
+        Class::Ep => 6,
+    }
+}
+
+/// The dep that bound `cur`'s start — the latest-ending one (ties: smallest id) — with the
+/// record whose dep it is. For an INA edge the deps of every edge of its aggregation are
+/// candidates (the aggregation moves as one unit) and deps inside the aggregation are not.
+fn binding_dep(
+    records: &[FlowRecord],
+    index: &RecordIndex,
+    agg_members: &HashMap<u64, Vec<usize>>,
+    end: &[u64],
+    cur: usize,
+) -> Option<(usize, usize)> {
+    let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
+    let mut consider = |owner: usize| {
+        for d in records[owner].deps.iter().filter_map(|d| index.get(d.0)) {
+            if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
+                if a.id == ra.id {
+                    continue;
+                }
+            }
+            let better = match best {
+                None => true,
+                Some((b, _)) => {
+                    end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
+                }
+            };
+            if better {
+                best = Some((d, owner));
+            }
+        }
+    };
+    match records[cur].agg.and_then(|a| agg_members.get(&a.id)) {
+        Some(members) => members.iter().for_each(|&m| consider(m)),
+        None => consider(cur),
+    }
+    best
 }
 
 #[cfg(test)]

@@ -11,18 +11,25 @@
 //!
 //! `units` (typed quantities and ids), `topology` (clusters and routing) and `fct` (the
 //! results schema both back-ends write) are shared vocabulary, not stages.
+//!
+//! `pipeline` puts the stages together as in-process library calls (the main job, `run`,
+//! over every policy and ECMP seed); `sweep` runs grids of such jobs, locally or on Slurm.
 
 mod keyword;
 
 pub mod fct;
 pub mod formats;
 pub mod megatron;
+pub mod netmodel;
 pub mod ns3;
+pub mod pipeline;
+pub mod plan;
 pub mod record;
 pub mod replay;
 #[cfg(feature = "tables")]
 pub mod report;
 pub mod schedule;
+pub mod sweep;
 pub mod topology;
 pub mod trace;
 pub mod units;

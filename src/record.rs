@@ -5,12 +5,13 @@
 //! dependency and this transfer); it then lasts as its [`Mode`] says:
 //!
 //! - [`Mode::Net`]: a unicast transfer of `bytes` from `src` to `dst` over the network,
-//!   routed by the topology's ECMP hash of the record id. Both back-ends simulate it.
+//!   routed by the topology's ECMP hash of its connection `(src, dst, channel)`
+//!   ([`crate::topology::connection_key`]). Both back-ends simulate it.
 //! - [`Mode::Ina`]: one edge of an in-network aggregation tree (`agg` set). All edges with
-//!   the same aggregation id advance together as one unit (DESIGN §7.2).
+//!   the same aggregation id advance together as one unit (docs/model.md#trace-dag).
 //! - [`Mode::NvLink`]: a whole collective confined to one NVLink domain, kept as a single
 //!   record whose duration `dur` was computed analytically (bus bandwidth) at generation
-//!   time; back-ends wait `dur` and move nothing on the network (DESIGN §8: keeping every
+//!   time; back-ends wait `dur` and move nothing on the network (docs/model.md#nvlink-records: keeping every
 //!   NVLink ring step would be ~66 M records for GPT-3 175B).
 //! - [`Mode::Compute`]: `dur` of computation on the GPU `src` (= `dst`), bytes 0.
 //!
@@ -21,7 +22,7 @@ use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// Payload bytes of one packet of a host (`net`) transfer, for wire-overhead accounting:
-/// flowSim's 1,000 B (DESIGN §10). The replayer counts `size + ceil(size/1000)·48` wire
+/// flowSim's 1,000 B (docs/model.md#wire-bytes). The replayer counts `size + ceil(size/1000)·48` wire
 /// bytes and the ns-3 glue uses 1,000 B TCP segments, so both put the same bytes on a link.
 /// INA packets carry the trace's slot payload instead (`ina_payload_bytes`).
 pub const NET_PACKET_PAYLOAD: Bytes = Bytes(1000);
@@ -58,16 +59,38 @@ pub enum Class {
     Emb,
     /// Computation (not traffic).
     Compute,
+    /// Context parallel: ring-attention K/V exchanges, Ulysses all-to-alls, K/V
+    /// all-gathers (docs/model.md#context-parallelism).
+    Cp,
+    /// Expert parallel: MoE dispatch and combine all-to-alls, expert-TP and
+    /// expert-TP×EP gathers (docs/model.md#expert-parallelism).
+    Ep,
 }
 
 impl Class {
     /// All classes, in report order.
-    pub const ALL: [Class; 5] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb, Class::Compute];
-    /// The traffic classes (what INA can be enabled for).
-    pub const TRAFFIC: [Class; 4] = [Class::Tp, Class::Pp, Class::Dp, Class::Emb];
+    pub const ALL: [Class; 7] = [
+        Class::Tp,
+        Class::Pp,
+        Class::Dp,
+        Class::Emb,
+        Class::Compute,
+        Class::Cp,
+        Class::Ep,
+    ];
+    /// The traffic classes (what INA can be enabled for; all-to-alls and point-to-point
+    /// transfers are never aggregated whatever their class).
+    pub const TRAFFIC: [Class; 6] = [
+        Class::Tp,
+        Class::Pp,
+        Class::Dp,
+        Class::Emb,
+        Class::Cp,
+        Class::Ep,
+    ];
 }
 
-keyword_enum!(Class, "traffic class", Class::Tp => "tp", Class::Pp => "pp", Class::Dp => "dp", Class::Emb => "emb", Class::Compute => "compute");
+keyword_enum!(Class, "traffic class", Class::Tp => "tp", Class::Pp => "pp", Class::Dp => "dp", Class::Emb => "emb", Class::Compute => "compute", Class::Cp => "cp", Class::Ep => "ep");
 keyword_enum!(Mode, "mode", Mode::Net => "net", Mode::Ina => "ina", Mode::NvLink => "nvlink", Mode::Compute => "compute");
 
 /// Direction of an INA tree edge.
@@ -79,6 +102,8 @@ pub enum AggDir {
     /// Away from the root: `switch` multicasting the sum down to a worker (or child switch).
     Down,
 }
+
+keyword_enum!(AggDir, "aggregation direction", AggDir::Up => "up", AggDir::Down => "down");
 
 /// Membership of a record in an in-network aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -130,6 +155,10 @@ pub struct FlowRecord {
     pub group_size: Option<u32>,
     /// INA membership.
     pub agg: Option<AggTag>,
+    /// NCCL channel of a `net` record (0 for every other mode): channel `c` of a
+    /// connection is its own connection, routed with its own ECMP key
+    /// ([`crate::topology::connection_key`]`(src, dst, c)`).
+    pub channel: u32,
 }
 
 impl Default for FlowRecord {
@@ -154,6 +183,7 @@ impl Default for FlowRecord {
             stage: None,
             group_size: None,
             agg: None,
+            channel: 0,
         }
     }
 }

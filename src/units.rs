@@ -135,7 +135,7 @@ impl Bytes {
         Self(n << 20)
     }
     /// Bytes on the wire when `self` is cut into packets of `payload` bytes and each
-    /// packet carries `header` bytes of headers (DESIGN §10: `size + ceil(size/payload)·48`).
+    /// packet carries `header` bytes of headers (docs/model.md#wire-bytes: `size + ceil(size/payload)·48`).
     pub fn with_headers(self, payload: Bytes, header: Bytes) -> Bytes {
         if self.0 == 0 || payload.0 == 0 {
             return self;

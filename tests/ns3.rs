@@ -5,16 +5,14 @@
 
 use ina3d::fct::FctRow;
 use ina3d::formats::flow_txt::{self, MAX_FLOW_BYTES};
+use ina3d::formats::glue_trace_txt;
 use ina3d::formats::topology_txt::{self, Flavor as TopoFlavor};
-use ina3d::megatron::config::{Dtype, Recompute, TrainingConfig};
-use ina3d::ns3::emit::{read_trace_txt, with_proxies};
+use ina3d::ns3::emit::with_proxies;
 use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
 };
-use ina3d::ns3::{
-    aicb, emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource,
-};
+use ina3d::ns3::{emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource};
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
@@ -265,28 +263,30 @@ fn ina_params(policy: InaPolicy) -> InaSwitchModel {
     }
 }
 
-fn check_snapshot(name: &str, file: &str, got: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots")
-        .join(name)
-        .join(file);
-    if std::env::var("INA3D_UPDATE_SNAPSHOTS").as_deref() == Ok("1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
-        panic!(
-            "snapshot {} is missing: review the output and create it with INA3D_UPDATE_SNAPSHOTS=1",
-            path.display()
-        )
-    });
-    assert_eq!(
-        got,
-        want,
-        "emitted {file} differs from snapshot {}",
-        path.display()
+/// Compares one emitted file with its reviewed snapshot,
+/// `tests/snapshots/ns3__emit_<flavor>_<file>.snap` (insta). A difference fails the test;
+/// outside CI insta also leaves the new output beside it as `.snap.new`, to be accepted
+/// or rejected with `cargo insta review` (docs/testing.md). CI runs with
+/// `INSTA_UPDATE=no`, so it never writes a snapshot.
+///
+/// insta compares text with line endings normalised and trailing newlines trimmed, so
+/// those two properties of the emitted files are asserted here instead.
+fn check_snapshot(flavor: Flavor, file: &str, got: &str) {
+    assert!(
+        !got.contains('\r'),
+        "emitted {file} must use LF line endings"
     );
+    assert!(
+        got.ends_with('\n') && !got.ends_with("\n\n"),
+        "emitted {file} must end in exactly one newline"
+    );
+    let flavor = flavor.as_str();
+    insta::with_settings!({
+        omit_expression => true,
+        description => format!("`ina3d ns3 emit --flavor {flavor}`: {file} of the snapshot trace on a 4-host star"),
+    }, {
+        insta::assert_snapshot!(format!("emit_{flavor}_{file}"), got);
+    });
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn emitted_files_match_their_snapshots_for_every_flavor() {
             "params.txt",
         ] {
             let got = std::fs::read_to_string(dir.path().join(f)).unwrap();
-            check_snapshot(&format!("ns3_{}", flavor.as_str()), f, &got);
+            check_snapshot(flavor, f, &got);
         }
     }
 }
@@ -425,7 +425,7 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     assert!(r.routes > 0);
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
-    let routes = ina3d::ns3::routes::read_routes_txt(&p, &text).unwrap();
+    let routes = ina3d::formats::routes_txt::parse(&p, &text).unwrap().paths;
     let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace
         .iter()
         .flat_map(|f| [(f.src, f.dst), (f.dst, f.src)])
@@ -613,7 +613,7 @@ fn glue_trace_text_reads_back_into_the_same_records() {
     )
     .unwrap();
     let p = dir.path().join("trace.txt");
-    let (back, _) = read_trace_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let (back, _) = glue_trace_txt::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(back, trace);
 }
 
@@ -827,106 +827,6 @@ fn pfc_and_qlen_lines_become_named_columns_and_bad_lines_are_warned() {
 
 // ---------------------------------------------------------------- AICB
 
-fn llama7b_tp2() -> TrainingConfig {
-    TrainingConfig {
-        tensor_model_parallel_size: 2,
-        pipeline_model_parallel_size: 1,
-        virtual_pipeline_model_parallel_size: None,
-        context_parallel_size: 1,
-        expert_model_parallel_size: 1,
-        data_parallel_size: 4,
-        world_size: 8,
-        num_layers: 32,
-        hidden_size: 4096,
-        ffn_hidden_size: 11008,
-        num_attention_heads: 32,
-        num_query_groups: None,
-        seq_length: 2048,
-        max_position_embeddings: 4096,
-        micro_batch_size: 1,
-        global_batch_size: 32,
-        vocab_size: Some(32000),
-        padded_vocab_size: None,
-        sequence_parallel: false,
-        use_distributed_optimizer: true,
-        overlap_grad_reduce: false,
-        overlap_param_gather: false,
-        accumulate_allreduce_grads_in_fp32: true,
-        grad_reduce_in_bf16: false,
-        params_dtype: Dtype::Bf16,
-        untie_embeddings_and_output_weights: true,
-        swiglu: true,
-        recompute_granularity: Recompute::None,
-        use_tp_pp_dp_mapping: false,
-        log_interval: 1,
-        timing_log_level: 0,
-        iterations: vec![],
-        timers: BTreeMap::new(),
-        extra: BTreeMap::new(),
-        sources: BTreeMap::new(),
-    }
-}
-
-#[test]
-fn aicb_workload_has_the_simai_header_a_line_count_and_12_fields_per_layer() {
-    let text = aicb::workload_text(&llama7b_tp2(), &aicb::GpuModel::default()).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("HYBRID_TRANSFORMER_FWD_IN_BCKWD\tmodel_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 8 all_gpus: 8 checkpoints: 0 checkpoint_initiates: 0 pp_comm: 16777216"), "{}", lines[0]);
-    let n: usize = lines[1].parse().unwrap();
-    assert_eq!(n, lines.len() - 2);
-    assert_eq!(
-        n,
-        2 + 2 * 32,
-        "grad_norm, embedding, attention+mlp per layer"
-    );
-    for l in &lines[2..] {
-        assert_eq!(l.split_whitespace().count(), 12, "{l}");
-    }
-}
-
-#[test]
-fn aicb_tp_collectives_move_b_s_h_bf16_bytes_like_the_reference_file() {
-    let text = aicb::workload_text(&llama7b_tp2(), &aicb::GpuModel::default()).unwrap();
-    let reference =
-        std::fs::read_to_string(fixture("simai/aicb_llama7b_tp2_pp1_mbs1.txt")).unwrap();
-    let field = |t: &str, name: &str, k: usize| -> String {
-        t.lines()
-            .find(|l| l.starts_with(name))
-            .unwrap()
-            .split_whitespace()
-            .nth(k)
-            .unwrap()
-            .to_string()
-    };
-    assert_eq!(
-        field(&text, "attention_layer", 4),
-        field(&reference, "attention_layer", 4)
-    );
-    assert_eq!(field(&text, "mlp_layer", 7), "16777216");
-    // DP all-gather of this GPU's bf16 parameters: within 0.5 % of AICB's count
-    let ours: f64 = field(&text, "grad_norm", 4).parse().unwrap();
-    let theirs: f64 = field(&reference, "grad_norm", 4).parse().unwrap();
-    assert!(
-        (ours / theirs - 1.0).abs() < 0.005,
-        "ours {ours} vs AICB {theirs}"
-    );
-    // gradients reduce-scatter in fp32: twice the bf16 bytes
-    assert_eq!(
-        field(&text, "grad_norm", 10).parse::<f64>().unwrap(),
-        2.0 * ours
-    );
-}
-
-#[test]
-fn aicb_rejects_layers_that_do_not_split_over_stages() {
-    let mut c = llama7b_tp2();
-    c.pipeline_model_parallel_size = 3;
-    assert!(aicb::workload_text(&c, &aicb::GpuModel::default())
-        .unwrap_err()
-        .to_string()
-        .contains("32 layers"));
-}
-
 // ---------------------------------------------------------------- real ns-3
 
 fn glue() -> &'static Path {
@@ -1079,6 +979,7 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
         window: 64,
         policy,
         classes: vec![Class::Dp],
+        reservations: vec![],
     };
     let d1 = tempfile::tempdir().unwrap();
     let st = run(
@@ -1265,7 +1166,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
             let _ = ingest::parse_pfc(p, &s);
@@ -1278,7 +1179,7 @@ mod parsers_never_panic {
             let p = Path::new("x.txt");
             let _ = flow_txt::parse(p, &s);
             let _ = topology_txt::parse(p, &s);
-            let _ = read_trace_txt(p, &s);
+            let _ = glue_trace_txt::parse(p, &s);
             let _ = parse_fct(p, &s);
             let _ = parse_end_to_end(p, &s);
         }
@@ -1389,41 +1290,6 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
 }
 
 #[test]
-fn export_aicb_reads_the_bundled_megatron_log_and_writes_the_workload_atomically() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("workload.txt");
-    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log");
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-        .args(["export", "aicb"])
-        .arg(&log)
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cfg = ina3d::megatron::load_input(log.to_str().unwrap()).unwrap();
-    let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(
-        text,
-        aicb::workload_text(&cfg, &aicb::GpuModel::default()).unwrap()
-    );
-    assert!(text
-        .lines()
-        .next()
-        .unwrap()
-        .contains(&format!("all_gpus: {}", cfg.world_size)));
-    assert!(!dir.path().join("workload.txt.tmp").exists());
-    // a missing input is an error naming it
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-        .args(["export", "aicb", "no-such-model", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-model"));
-}
-
-#[test]
 fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
     let trace = ring_allreduce(4, 1 << 16, 100);
     let mut outputs = Vec::new();
@@ -1455,4 +1321,32 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
         ids,
         trace.iter().map(|r| r.id.0.to_string()).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
+    let odd =
+        Topology::from_spec("leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,nic=10Gbps,nvlink=off")
+            .unwrap();
+    let w = ina3d::ns3::emit::simai_rate_warnings(&odd);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].contains("10Gbps") && w[0].contains("config.txt"),
+        "{w:?}"
+    );
+    // the stock speeds are those of SimAI's own configuration file
+    let conf = std::fs::read_to_string(fixture("simai/SimAI.conf")).unwrap();
+    let kmax: Vec<u64> = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("KMAX_MAP "))
+        .unwrap()
+        .split_whitespace()
+        .skip(1)
+        .step_by(2)
+        .map(|r| r.parse::<u64>().unwrap() / 1_000_000_000)
+        .collect();
+    assert_eq!(kmax, ina3d::ns3::emit::SIMAI_STOCK_RATES_GBPS);
+    // stock speeds, NVLink ignored: nothing to say
+    let ok = Topology::from_spec("fat-tree:k=4").unwrap();
+    assert!(ina3d::ns3::emit::simai_rate_warnings(&ok).is_empty());
 }

@@ -332,6 +332,7 @@ fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
             window,
             policy,
             classes: vec![Class::Tp, Class::Dp],
+            reservations: vec![],
         },
         ..ReplayOptions::default()
     }
@@ -1333,8 +1334,9 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
     .unwrap();
     assert!(report.routes >= recs.len());
     let p = dir.path().join("routes.txt");
-    let glue =
-        ina3d::ns3::routes::read_routes_txt(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
+    let glue = ina3d::formats::routes_txt::parse(&p, &std::fs::read_to_string(&p).unwrap())
+        .unwrap()
+        .paths;
     let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec
         .asked
         .into_inner()

@@ -785,7 +785,7 @@ fn the_router_takes_the_reference_path_between_every_pair_of_hosts_and_switches(
     let specs = [
         "fat-tree:k=4",
         "fat-tree:k=4,nvlink=off",
-        "leaf-spine:leaves=4,spines=3,hosts-per-leaf=4,oversub=2,nvlink=off",
+        "leaf-spine:leaves=4,spines=2,hosts-per-leaf=4,oversub=2,nvlink=off",
         "rail:servers=4,gpus-per-server=4",
         "dual-plane:servers=4,gpus-per-server=2",
         FAT,
@@ -821,6 +821,45 @@ fn the_router_takes_the_reference_path_between_every_pair_of_hosts_and_switches(
                     }
                 }
             }
+        }
+    }
+}
+
+#[test]
+fn sized_uplinks_are_standard_link_speeds_or_the_error_names_the_ratios_that_are() {
+    // non-blocking by default: a one-server rail under 8 spines needs 12.5 Gb/s per
+    // uplink; the next standard speed, 25 Gb/s, keeps it non-blocking.
+    let t = topo("rail:servers=1,gpus-per-server=8,spines=8");
+    assert!(t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .all(|l| l.rate == BitsPerSec::gbps(25)));
+    // an explicit ratio must land on a standard speed
+    let e = Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=8,oversub=3")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("oversub: gives 133.3333 Gb/s uplinks"), "{e}");
+    assert!(
+        e.contains("ratios that give one here: 40, 16, 8, 4, 2, 1"),
+        "{e}"
+    );
+    for spec in [
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=8,oversub=2",
+        "leaf-spine:leaves=4,spines=4,hosts-per-leaf=16",
+        "fat-tree:k=8,oversub=4",
+        "dual-plane:servers=3,gpus-per-server=8,spines=2",
+    ] {
+        for l in topo(spec)
+            .links
+            .iter()
+            .filter(|l| l.kind != LinkKind::NvLink)
+        {
+            assert!(
+                ina3d::topology::STANDARD_RATES.contains(&l.rate),
+                "{spec}: {:?}",
+                l.rate
+            );
         }
     }
 }

@@ -42,7 +42,7 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
             ),
             any::<u64>(),
             any::<u64>(),
-            0u8..4,
+            0u8..6,
             any::<u32>(),
             prop::option::of(any::<u64>()),
             prop::option::of(any::<u32>()),
@@ -115,6 +115,12 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
                 stage,
                 group_size: gs,
                 agg,
+                // Only net records travel on channels; reuse a field for variety.
+                channel: if mode == Mode::Net {
+                    (bytes % 5) as u32
+                } else {
+                    0
+                },
             });
         }
         out
@@ -150,10 +156,10 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let txt = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
     assert!(txt.starts_with(
-        "# ina3d-trace schema=1\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
+        "# ina3d-trace schema=2\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
     ));
     assert!(
-        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,\n"),
+        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,,\n"),
         "{txt}"
     );
     assert!(!dir.path().join("a.csv.tmp").exists());
@@ -407,16 +413,23 @@ pub mod gen {
         let cfg = small(8, 2, 1, 4); // m = 4
         let recs = collect(&cfg, &topo, &TraceOptions::default());
         let tp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Tp).collect();
-        // 2 stages × 4 micro-batches × 2 layers per stage × (2 fwd + 2 bwd all-reduces)
-        assert_eq!(tp.len(), 2 * 4 * 2 * 4);
-        assert!(tp.iter().all(|r| r.mode == Mode::NvLink
-            && r.group_size == Some(8)
-            && r.bytes == Bytes(512 * 1024 * 2)));
-        // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 2 · 25 ns
+        assert!(tp
+            .iter()
+            .all(|r| r.mode == Mode::NvLink && r.group_size == Some(8)));
+        let s_act = Bytes(512 * 1024 * 2); // b·s·h in bf16
+        let (act, ce): (Vec<&&FlowRecord>, Vec<&&FlowRecord>) =
+            tp.iter().partition(|r| r.bytes == s_act);
+        // Per micro-batch: 2 stages × 2 layers × (2 fwd + 2 bwd all-reduces), the embedding's
+        // forward all-reduce (stage 0) and the LM head's input-gradient all-reduce (stage 1).
+        assert_eq!(act.len(), 4 * (2 * 2 * 4 + 2));
+        // The vocabulary-parallel cross-entropy: 3 all-reduces of b·s fp32 values.
+        assert_eq!(ce.len(), 4 * 3);
+        assert!(ce.iter().all(|r| r.bytes == Bytes(512 * 4)));
+        // dur = 2(n−1)/n · S / 2400 Gbps + 2(n−1) · 3.4 µs (NCCL's ring step on NVLink)
         let expect = (2.0 * 7.0 / 8.0 * (512.0 * 1024.0 * 2.0) * 8.0 / 2400e9 * 1e9_f64).ceil()
             as u64
-            + 14 * 50;
-        assert_eq!(tp[0].dur.0, expect);
+            + 14 * 3400;
+        assert_eq!(act[0].dur.0, expect);
         // PP p2p: 8 TP ranks × 2 directions × 1 boundary × 4 micro-batches, full activation
         let pp: Vec<&FlowRecord> = recs.iter().filter(|r| r.class == Class::Pp).collect();
         assert_eq!(pp.len(), 8 * 2 * 4);
@@ -555,6 +568,7 @@ pub mod gen {
             &topo,
             &TraceOptions {
                 collective: Algorithm::Hierarchical,
+                nccl_channels: Some(1),
                 ..Default::default()
             },
         );
@@ -603,9 +617,16 @@ pub mod gen {
             })
             .sum();
         assert!(compute > 0);
-        // stage 0 forward of micro-batch 0 has no deps: its first record waits for attention compute
+        // Stage 0's forward of micro-batch 0 starts with the embedding's all-reduce (no
+        // compute before it); the first layer's first all-reduce waits for its attention.
         let first = &recs[0];
-        assert!(first.deps.is_empty() && first.gap.0 > 0);
+        assert!(first.deps.is_empty() && first.gap.0 == 0 && first.layer.is_none());
+        let attn = recs
+            .iter()
+            .find(|r| r.class == Class::Tp && r.layer == Some(0))
+            .unwrap();
+        assert_eq!(attn.deps, vec![first.id]);
+        assert!(attn.gap.0 > 0);
         let _ = wl;
     }
 }

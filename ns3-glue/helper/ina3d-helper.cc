@@ -1,5 +1,7 @@
 #include "ina3d-helper.h"
 
+#include <cerrno>
+
 #include "ns3/traffic-control-module.h"
 
 #include <fstream>
@@ -68,9 +70,9 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
         const std::string& k = t[0];
         if (k == "INA_POLICY")
         {
-            if (t[1] != "best-effort" && t[1] != "static" && t[1] != "priority")
+            if (t[1] != "best-effort" && t[1] != "static" && t[1] != "priority" && t[1] != "planned")
             {
-                err = path + ":" + std::to_string(n) + ": INA_POLICY must be best-effort, static or priority";
+                err = path + ":" + std::to_string(n) + ": INA_POLICY must be best-effort, static, priority or planned";
                 return false;
             }
             p.inaPolicy = t[1];
@@ -118,6 +120,41 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
         else if (k == "QUEUE_PACKETS")
             p.queuePackets = v;
         // unknown keys are ignored so newer emitters stay readable
+    }
+    return true;
+}
+
+bool
+Ina3dHelper::ReadReservations(const std::string& path, Dag& dag, std::string& err)
+{
+    // `agg_id switch slots` per line, written by `ina3d ns3 emit` for the planned policy
+    // (the plan's slots for each aggregation on each of its switches).
+    std::ifstream in(path);
+    if (!in)
+    {
+        err = path + ": cannot open (the planned INA policy needs it)";
+        return false;
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line))
+    {
+        n++;
+        auto t = Tokens(line);
+        if (t.empty() || t[0][0] == '#')
+            continue;
+        uint32_t sw = 0;
+        uint32_t slots = 0;
+        char* end = nullptr;
+        errno = 0;
+        unsigned long long agg = t.size() == 3 ? std::strtoull(t[0].c_str(), &end, 10) : 0;
+        if (t.size() != 3 || errno != 0 || end == nullptr || *end != '\0' || !ToU32(t[1], sw) ||
+            !ToU32(t[2], slots) || slots == 0)
+        {
+            err = path + ":" + std::to_string(n) + ": expected `agg_id switch slots` (slots >= 1)";
+            return false;
+        }
+        dag.reservations[{agg, sw}] = slots;
     }
     return true;
 }

@@ -39,6 +39,8 @@ class Ina3dHelper
 {
   public:
     bool ReadParams(const std::string& path, GlueParams& p, std::string& err);
+    /** Reads reservations.txt (planned INA policy) into dag.reservations. */
+    bool ReadReservations(const std::string& path, Dag& dag, std::string& err);
     bool ReadTopology(const std::string& path, std::string& err);
     /** Creates nodes, links, addresses; must follow ReadTopology. */
     void BuildNetwork(const GlueParams& p);

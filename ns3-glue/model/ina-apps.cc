@@ -457,6 +457,14 @@ InaSwitchApplication::TryAllocate(uint64_t agg)
     uint32_t cls = dag.aggs[agg].priority;
     if (dag.params.inaPolicy == "static" && m_classInUse[cls] >= m_classShare)
         return false;
+    if (dag.params.inaPolicy == "planned")
+    {
+        // planned (ina3d plan): an aggregation holds at most the slots its group reserves on
+        // this switch (reservations.txt); packets beyond wait, as under static.
+        auto r = dag.reservations.find({agg, m_node});
+        if (r == dag.reservations.end() || m_aggInUse[agg] >= r->second)
+            return false;
+    }
     if (m_inUse >= m_slots)
         return false;
     m_inUse++;

@@ -63,7 +63,7 @@ class InaTag : public Tag
 
 /**
  * INA header bytes on the wire: with UDP (8), IPv4 (20) and PPP (2) a packet carries 48
- * bytes of headers, the per-packet overhead the replayer counts (DESIGN §10) and close
+ * bytes of headers, the per-packet overhead the replayer counts (docs/model.md#wire-bytes) and close
  * to SwitchML's and ATP's headers.
  */
 static const uint32_t INA_HEADER_BYTES = 18;

@@ -135,6 +135,8 @@ class Dag
     uint64_t fallbackPackets = 0;
     uint64_t slotPeak = 0;
     uint64_t protocolErrors = 0;
+    /** (aggregation, switch) -> slots its group reserves there (planned INA policy). */
+    std::map<std::pair<uint64_t, uint32_t>, uint32_t> reservations;
 
     /** Writes fct.csv, fct.txt, stats.txt (all complete) or fct.partial.csv; returns true when complete. */
     bool WriteOutputs(const std::string& dir, double wallSeconds);

@@ -46,7 +46,8 @@ main(int argc, char** argv)
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(1)));
     helper.BuildNetwork(p);
     if (!helper.ReadRoutes(dir + "/routes.txt", err) ||
-        !dag.Load(dir + "/trace.txt", helper.NodeCount(), helper.IsSwitch(), err))
+        !dag.Load(dir + "/trace.txt", helper.NodeCount(), helper.IsSwitch(), err) ||
+        (p.inaPolicy == "planned" && !helper.ReadReservations(dir + "/reservations.txt", dag, err)))
     {
         std::cerr << "error: " << err << std::endl;
         return 2;

@@ -35,52 +35,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let c = report::compare_with(&a.replay, &a.ns3, &opts)
         .with_context(|| format!("comparing {} with {}", a.replay.display(), a.ns3.display()))?;
     let written = c.write(&a.output)?;
-    print_comparison(&c)?;
+    print!("{}", c.summary_text()?);
     for p in written {
         eprintln!("wrote {}", p.display());
     }
-    Ok(())
-}
-
-/// Peak slots and slot-time per switch on both back-ends, or why there are none.
-#[cfg(feature = "tables")]
-fn print_slots(rows: Option<&[ina3d::report::slots::SlotComparison]>) {
-    let Some(rows) = rows else {
-        println!("INA slots: not compared (a directory has no switches.csv)");
-        return;
-    };
-    if rows.is_empty() {
-        return;
-    }
-    println!("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):");
-    for r in rows {
-        println!(
-            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
-            r.switch,
-            r.replay.peak,
-            r.ns3.peak,
-            r.replay.slot_time as f64 / 1e6,
-            r.ns3.slot_time as f64 / 1e6
-        );
-    }
-}
-
-/// Prints the FCT-error table and the iteration/wall-time lines of a comparison.
-#[cfg(feature = "tables")]
-pub fn print_comparison(c: &ina3d::report::Comparison) -> anyhow::Result<()> {
-    println!(
-        "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n",
-        c.trace, c.records
-    );
-    print!("{}", ina3d::report::format_table(&c.fct_error_table()?));
-    println!(
-        "iteration time: replay {} ns, ns-3 {} ns, error {:+.2} %",
-        c.iteration.first().map_or(0, |m| m.replay),
-        c.iteration.first().map_or(0, |m| m.ns3),
-        100.0 * c.iteration_rel_error()
-    );
-    println!("wall time: ns-3 / replay = {:.1}x", c.wall_time_ratio());
-    print_slots(c.slots.as_deref());
     Ok(())
 }
 

@@ -1,15 +1,19 @@
 //! `ina3d export aicb`.
 
+use super::job::ModelArgs;
 use anyhow::{Context, Result};
-use ina3d::megatron::{self, TrainingConfig};
-use ina3d::ns3::aicb::{workload_text, GpuModel};
+use ina3d::formats::aicb;
+use ina3d::ns3::aicb::from_workload;
+use ina3d::pipeline::JobSpec;
+use ina3d::schedule;
 use std::path::PathBuf;
 
 /// Subcommands of `ina3d export`.
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
-    /// The AICB/SimAI workload text (HYBRID_TRANSFORMER_FWD_IN_BCKWD) for a training config.
-    Aicb(AicbArgs),
+    /// The AICB/SimAI workload (HYBRID_TRANSFORMER_FWD_IN_BCKWD) of a job, from the same
+    /// workload model the trace is built from; takes the same model flags as `ina3d trace`.
+    Aicb(Box<AicbArgs>),
 }
 
 /// `ina3d export aicb`.
@@ -17,35 +21,36 @@ pub enum Command {
 pub struct AicbArgs {
     /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
     pub input: String,
+    /// The model and its compute, as for `ina3d trace`.
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// Output file.
     #[arg(short, long)]
     pub out: PathBuf,
-    /// Peak dense bf16 TFLOP/s of the GPU.
-    #[arg(long, default_value_t = 312.0)]
-    pub peak_tflops: f64,
-    /// Model FLOPs utilisation.
-    #[arg(long, default_value_t = 0.45)]
-    pub mfu: f64,
 }
 
 /// Run `ina3d export`.
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Aicb(a) => {
-            let cfg: TrainingConfig = megatron::load_input(&a.input)
-                .with_context(|| format!("reading the training config `{}`", a.input))?;
-            let w = workload_text(
-                &cfg,
-                &GpuModel {
-                    peak_flops: a.peak_tflops * 1e12,
-                    mfu: a.mfu,
-                },
-            )?;
-            ina3d::formats::write_atomic_bytes(&a.out, w.as_bytes())?;
+            let mut spec = JobSpec {
+                input: a.input.clone(),
+                ..JobSpec::default()
+            };
+            a.model.apply(&mut spec)?;
+            let cfg = spec.config()?;
+            for w in &cfg.warnings {
+                eprintln!("warning: {w}");
+            }
+            let opts = spec.trace_options()?;
+            let wl = schedule::build(&cfg, &opts.schedule).context("building the workload")?;
+            let w = from_workload(&wl)?;
+            aicb::write(&a.out, &w)?;
             eprintln!(
-                "wrote {} ({} layer lines)",
+                "wrote {} ({} rows: {} micro-batches of one stage's layers, embedding and LM head)",
                 a.out.display(),
-                w.lines().count() - 2
+                w.rows.len(),
+                wl.microbatches
             );
             Ok(())
         }

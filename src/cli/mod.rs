@@ -4,10 +4,13 @@
 pub mod compare;
 pub mod export;
 pub mod inspect;
+pub mod job;
 pub mod ns3;
 pub mod parse;
+pub mod plan;
 pub mod replay;
 pub mod run;
+pub mod sweep;
 pub mod trace;
 
 /// A clap value parser for one of the library's keyword enums (`T::NAMES`, parsed by its

@@ -1,13 +1,11 @@
 //! `ina3d ns3 emit|run|ingest`.
 
-use anyhow::{bail, Context, Result};
-use ina3d::ns3::{
-    self, emit::read_trace_txt, EmitOptions, Flavor, InaPolicy, InaSwitchModel, StartSource,
-};
-use ina3d::record::FlowRecord;
+use anyhow::{Context, Result};
+use ina3d::ns3::{self, EmitOptions, Flavor, InaPolicy, StartSource};
+use ina3d::pipeline;
 use ina3d::topology::Topology;
 use ina3d::units::Bytes;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// Subcommands of `ina3d ns3`.
 #[derive(clap::Subcommand, Debug)]
@@ -53,8 +51,8 @@ pub struct EmitArgs {
     #[arg(long)]
     pub window: Option<u32>,
     /// Slot exhaustion policy: static, best-effort, priority (default: the trace header's).
-    #[arg(long)]
-    pub policy: Option<String>,
+    #[arg(long, value_parser = super::keyword::<InaPolicy>(InaPolicy::NAMES))]
+    pub policy: Option<InaPolicy>,
     /// TCP connections of the glue: persistent per (src, dst) pair, or one per record.
     #[arg(long, value_parser = super::keyword::<ns3::TcpConnections>(ns3::TcpConnections::NAMES), default_value_t = ns3::TcpConnections::Persistent)]
     pub tcp_connections: ns3::TcpConnections,
@@ -84,120 +82,28 @@ pub struct IngestArgs {
     pub out: PathBuf,
 }
 
-/// The records and the INA parameters of a trace file.
-/// The records, INA parameters, topology spec and ECMP seed a trace names.
-type Loaded = (Vec<FlowRecord>, InaSwitchModel, Option<String>, Option<u64>);
-
-fn load_trace(p: &Path) -> Result<Loaded> {
-    if p.extension().is_some_and(|e| e == "txt") {
-        let text =
-            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-        if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
-            let params = p.with_file_name("params.txt");
-            let mut ina = InaSwitchModel::default();
-            let mut seed = None;
-            if let Ok(t) = std::fs::read_to_string(&params) {
-                for l in t.lines() {
-                    let mut it = l.split_whitespace();
-                    match (it.next(), it.next()) {
-                        (Some("INA_SLOTS"), Some(v)) => {
-                            ina.slots = v
-                                .parse()
-                                .with_context(|| format!("{}: INA_SLOTS", params.display()))?
-                        }
-                        (Some("INA_PAYLOAD"), Some(v)) => {
-                            ina.payload =
-                                Bytes(v.parse().with_context(|| {
-                                    format!("{}: INA_PAYLOAD", params.display())
-                                })?)
-                        }
-                        (Some("INA_WINDOW"), Some(v)) => {
-                            ina.window = v
-                                .parse()
-                                .with_context(|| format!("{}: INA_WINDOW", params.display()))?
-                        }
-                        (Some("INA_POLICY"), Some(v)) => ina.policy = policy(v)?,
-                        (Some("SEED"), Some(v)) => {
-                            seed = Some(
-                                v.parse()
-                                    .with_context(|| format!("{}: SEED", params.display()))?,
-                            )
-                        }
-                        (Some("INA_CLASSES"), Some(v)) => {
-                            ina.classes = v
-                                .split(',')
-                                .map(|c| c.parse().map_err(anyhow::Error::msg))
-                                .collect::<Result<_>>()?
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            return Ok((read_trace_txt(p, &text)?.0, ina, None, seed));
-        }
-    }
-    let t = ina3d::trace::read(p).with_context(|| format!("reading trace {}", p.display()))?;
-    let ina = ns3::ina_model(&t.header).with_context(|| format!("trace {}", p.display()))?;
-    let topo = t
-        .header
-        .get("topology")
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from);
-    let seed = match t.header.get("seed") {
-        Some(s) => Some(
-            s.trim()
-                .parse::<u64>()
-                .with_context(|| format!("{}: header seed `{s}`", p.display()))?,
-        ),
-        None => None,
-    };
-    Ok((t.records, ina, topo, seed))
-}
-
-/// The topology to emit for: `--topology` when given, else the one the trace names.
-fn topology_spec(cli: Option<&str>, header: Option<&str>, trace: &Path) -> Result<String> {
-    match (cli.map(str::trim), header) {
-        (Some(c), Some(h)) if c != h => bail!(
-            "--topology `{c}` disagrees with the topology `{h}` the trace {} was generated for",
-            trace.display()
-        ),
-        (Some(c), _) => Ok(c.to_string()),
-        (None, Some(h)) => Ok(h.to_string()),
-        (None, None) => bail!(
-            "the trace {} names no topology: give --topology",
-            trace.display()
-        ),
-    }
-}
-
-fn load_topology(spec: &str) -> Result<Topology> {
-    let (t, warnings) =
-        Topology::from_spec_with_warnings(spec).with_context(|| format!("topology `{spec}`"))?;
-    for w in warnings {
-        eprintln!("warning: {w}");
-    }
-    Ok(t)
-}
-
-fn policy(s: &str) -> Result<InaPolicy> {
-    s.parse()
-        .map_err(|e: String| anyhow::anyhow!("--policy: {e}"))
-}
-
 /// Run `ina3d ns3`.
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Emit(a) => {
-            let (records, mut ina, header_topo, header_seed) = load_trace(&a.trace)?;
-            if let (Some(cli), Some(h)) = (a.seed, header_seed) {
-                if cli != h {
-                    eprintln!("warning: --seed {cli} differs from the trace's seed {h}: the glue's routes will differ from `ina3d replay`'s");
-                }
+            let input = pipeline::load_ns3_input(&a.trace)?;
+            let mut warnings = Vec::new();
+            let seed =
+                pipeline::resolve_seed(a.seed, input.seed, "the glue's routes", &mut warnings);
+            let spec = pipeline::resolve_topology(
+                a.topology.as_deref(),
+                input.topology.as_deref(),
+                &a.trace,
+            )?;
+            let (topo, topo_warnings) = Topology::from_spec_with_warnings(&spec)
+                .with_context(|| format!("topology `{spec}`"))?;
+            for w in &warnings {
+                eprintln!("warning: {w}");
             }
-            let seed = a.seed.or(header_seed).unwrap_or(0);
-            let spec = topology_spec(a.topology.as_deref(), header_topo.as_deref(), &a.trace)?;
-            let topo = load_topology(&spec)?;
+            for w in &topo_warnings {
+                eprintln!("warning: {w}");
+            }
+            let mut ina = input.ina;
             if let Some(v) = a.slots {
                 ina.slots = v;
             }
@@ -207,8 +113,8 @@ pub fn run(c: Command) -> Result<()> {
             if let Some(v) = a.window {
                 ina.window = v;
             }
-            if let Some(v) = &a.policy {
-                ina.policy = policy(v)?;
+            if let Some(v) = a.policy {
+                ina.policy = v;
             }
             let opts = EmitOptions {
                 flavor: a.flavor,
@@ -217,34 +123,20 @@ pub fn run(c: Command) -> Result<()> {
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,
             };
-            let r = ns3::emit(&records, &ina, &topo, &opts, &a.out)
-                .with_context(|| format!("emitting into {}", a.out.display()))?;
-            let src = a.out.join(ns3::run::SOURCE_TRACE_FILE);
-            ina3d::formats::write_atomic(&src, |w| writeln!(w, "{}", a.trace.display()))
-                .with_context(|| format!("writing {}", src.display()))?;
-            eprintln!(
-                "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns",
-                r.files.len(),
-                a.out.display(),
-                r.flows,
-                r.split_records,
-                r.proxies.len(),
-                r.start_source,
-                r.schedule_makespan.0
-            );
-            eprintln!(
-                "glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
-                r.routes, seed
-            );
+            let name = a.trace.display().to_string();
+            let r = pipeline::emit_ns3(&input.records, &ina, &topo, &opts, &a.out, &name)?;
+            eprintln!("{}", pipeline::emit_report(&r, &a.out, seed));
             Ok(())
         }
         Command::Run(a) => {
             let bin = match a.glue {
                 Some(b) => b,
                 None => {
-                    let out = ns3::run::glue_binary();
-                    eprintln!("building ns3-glue if needed → {}", out.display());
-                    ns3::run::build_glue(&ns3::run::glue_source_dir(), &out)?
+                    eprintln!(
+                        "building ns3-glue if needed → {}",
+                        ns3::run::glue_binary().display()
+                    );
+                    pipeline::glue()?
                 }
             };
             let bar = indicatif::ProgressBar::new(0);
@@ -254,20 +146,12 @@ pub fn run(c: Command) -> Result<()> {
                 )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
             );
-            let r = ns3::run::run_glue(&bin, &a.dir, |done, total| {
+            let r = pipeline::run_ns3(&bin, &a.dir, |done, total| {
                 bar.set_length(total);
                 bar.set_position(done);
             });
             bar.finish_and_clear();
-            let r = r.with_context(|| format!("running ns-3 on {}", a.dir.display()))?;
-            eprintln!(
-                "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
-                r.summary.records,
-                r.summary.iteration_time_ns,
-                r.summary.ina_slot_peak,
-                r.summary.wall_time_ns as f64 / 1e9,
-                a.dir.display()
-            );
+            eprintln!("{}", pipeline::ns3_report(&r?, &a.dir));
             Ok(())
         }
         Command::Ingest(a) => {

@@ -1,8 +1,6 @@
 //! `ina3d replay <trace> --topology <SPEC|FILE> -o DIR [--seed N]`.
 
-use anyhow::{bail, Context};
-use ina3d::replay::{self, ReplayOptions};
-use ina3d::topology::{Routing, Topology};
+use ina3d::pipeline::{replay_file, replay_report};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -26,63 +24,19 @@ pub struct Args {
 
 /// Run `ina3d replay`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let trace = ina3d::trace::read(&a.trace)
-        .with_context(|| format!("reading trace {}", a.trace.display()))?;
-    let header_topo = trace
-        .header
-        .get("topology")
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let spec = match (a.topology.as_deref().map(str::trim), header_topo) {
-        (Some(cli), Some(h)) if cli != h => bail!(
-            "--topology `{cli}` disagrees with the topology `{h}` the trace {} was generated for",
-            a.trace.display()
-        ),
-        (Some(cli), _) => cli.to_string(),
-        (None, Some(h)) => h.to_string(),
-        (None, None) => bail!(
-            "the trace {} names no topology: give --topology",
-            a.trace.display()
-        ),
-    };
-    let header_seed = match trace.header.get("seed") {
-        Some(s) => Some(
-            s.trim()
-                .parse::<u64>()
-                .with_context(|| format!("{}: header seed `{s}`", a.trace.display()))?,
-        ),
-        None => None,
-    };
-    if let (Some(cli), Some(h)) = (a.seed, header_seed) {
-        if cli != h {
-            eprintln!("warning: --seed {cli} differs from the trace's seed {h}: routes will differ from the generator's");
-        }
+    let r = replay_file(
+        &a.trace,
+        a.topology.as_deref(),
+        a.seed,
+        std::io::stderr().is_terminal(),
+    )?;
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
     }
-    let seed = a.seed.or(header_seed).unwrap_or(0);
-    let topo = Topology::from_spec(&spec).with_context(|| format!("topology `{spec}`"))?;
-    let routing = Routing::new(&topo, seed).with_context(|| format!("routing on `{spec}`"))?;
-    let mut opts = ReplayOptions::from_header(&trace.header)
-        .with_context(|| format!("{}", a.trace.display()))?;
-    opts.progress = std::io::stderr().is_terminal();
-    opts.trace_name = a.trace.display().to_string();
-    let r = replay::simulate(&trace.records, &topo, &routing, &opts)
-        .with_context(|| format!("replaying {}", a.trace.display()))?;
-    replay::write_outputs(&a.out, &r)?;
-    let s = &r.summary;
-    println!(
-        "{} records: iteration {:.3} ms, compute {:.3} ms, exposed tp {:.3} pp {:.3} dp {:.3} emb {:.3} ms, bubble {:.3} ms, INA slot peak {}, {} fallbacks; wall {:.2} s -> {}",
-        s.records,
-        s.iteration_time_ns as f64 / 1e6,
-        s.compute_ns as f64 / 1e6,
-        s.exposed_tp_ns as f64 / 1e6,
-        s.exposed_pp_ns as f64 / 1e6,
-        s.exposed_dp_ns as f64 / 1e6,
-        s.exposed_emb_ns as f64 / 1e6,
-        s.bubble_ns as f64 / 1e6,
-        s.ina_slot_peak,
-        r.ina_fallbacks,
-        s.wall_time_ns as f64 / 1e9,
-        a.out.display()
-    );
+    ina3d::replay::write_outputs(&a.out, &r.result)?;
+    println!("{}", replay_report(&r.result, &a.out));
+    if let Some(line) = r.plan_report() {
+        println!("{line}");
+    }
     Ok(())
 }

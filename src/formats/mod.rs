@@ -15,21 +15,33 @@
 //! | `fct.txt` (HPCC 8 fields, Parsimon 9) | [`hpcc_fct`] | replay, glue (C++) | `ns3 ingest`, `compare` |
 //! | `fct.csv` | [`fct_csv`] | replay, `ns3 run` | `compare`, `ns3 emit --starts` |
 //! | `summary.csv` | [`summary_csv`] | replay, `ns3 run` | `compare`, `run`, `ns3 ingest` |
+//! | `trace.txt` (the glue's DAG) | [`glue_trace_txt`] | `ns3 emit` | glue (C++), `ns3 run` |
+//! | `routes.txt` (the glue's paths) | [`routes_txt`] | `ns3 emit` | glue (C++), `ns3 run` |
 //! | `links.csv` | [`links_csv`] | replay, `ns3 run` (glue counters) | `compare` |
 //! | trace (`.csv`, `.csv.gz`) | [`trace_csv`] | `trace` | every later stage |
 //! | `switches.csv` | [`switches_csv`] | replay, `ns3 run` | `compare` |
+//! | `results.csv` | [`results_csv`] (reader; written by `report::write_csv`) | `run`, sweep cells | `sweep collect` |
+//! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
+//! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
+//! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
 //! file beyond what the file's length justifies (a header count is a hint, not a promise).
 
+pub mod aicb;
 pub mod atomic;
 mod csv_rows;
 pub mod error;
 pub mod fct_csv;
 pub mod flow_txt;
+pub mod glue_trace_txt;
 pub mod hpcc_fct;
 pub mod links_csv;
+pub mod plan_json;
+pub mod reservations_txt;
+pub mod results_csv;
+pub mod routes_txt;
 pub mod summary_csv;
 pub mod switches_csv;
 pub mod topology_txt;

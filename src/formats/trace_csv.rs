@@ -1,13 +1,16 @@
 //! Trace files: CSV (gzip when the name ends in `.gz`) with metadata comment lines.
 //!
-//! Layout (schema 1, documented for users in `traces/README.md`):
+//! Layout (schema 2, documented for users in `traces/README.md`):
 //!
 //! ```text
-//! # ina3d-trace schema=1
+//! # ina3d-trace schema=2
 //! # key=value            (any number, keys sorted; topology, seed, INA config, model, ...)
-//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir
-//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,
+//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel
+//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,,
 //! ```
+//!
+//! Schema 2 added the last column, `channel` (the NCCL channel of a `net` record, empty
+//! for 0). Schema 1 files (without it) are still read, every record on channel 0.
 //!
 //! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
 //! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
@@ -28,17 +31,20 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// Version of the file layout written in the first line. Bump on any column change.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest schema this build still reads (schema 1: no `channel` column).
+pub const OLDEST_SCHEMA: u32 = 1;
 
 /// First line of every trace file (followed by ` schema=N`).
 pub const MAGIC: &str = "# ina3d-trace";
 
-/// The column header row of schema 1.
-pub const COLUMNS: [&str; 20] = [
+/// The column header row of the current schema (schema 1 is the first 20).
+pub const COLUMNS: [&str; 21] = [
     "id",
     "src",
     "dst",
@@ -59,7 +65,17 @@ pub const COLUMNS: [&str; 20] = [
     "agg_switch",
     "agg_fanin",
     "agg_dir",
+    "channel",
 ];
+
+/// Columns of a file of schema `schema` (schema 1 has no `channel`).
+fn columns_of(schema: u32) -> &'static [&'static str] {
+    if schema == 1 {
+        &COLUMNS[..20]
+    } else {
+        &COLUMNS
+    }
+}
 
 /// A per-record check the reader runs after its own (the trace stage checks endpoints
 /// against a topology): on failure the index of the offending column in [`COLUMNS`] and
@@ -118,36 +134,43 @@ fn io_err(path: &Path, source: std::io::Error) -> FormatError {
     }
 }
 
-/// Streaming trace writer: rows go straight to a buffered (gzip) stream of `NAME.tmp`,
-/// renamed to `NAME` by [`TraceWriter::finish`]. Dropping it unfinished removes the temp file,
-/// so a half-written trace is never presented under the final name.
+/// Streaming trace writer: rows are formatted straight into 1 MiB chunks that go to
+/// `NAME.tmp` (compressed in parallel for `.gz`), renamed to `NAME` by
+/// [`TraceWriter::finish`]. Dropping it unfinished removes the temp file, so a
+/// half-written trace is never presented under the final name.
 pub struct TraceWriter {
-    out: Option<BufWriter<Sink>>,
-    line: Vec<u8>,
+    sink: Option<Sink>,
+    /// Rows not yet handed to the sink.
+    chunk: Vec<u8>,
     tmp: PathBuf,
     path: PathBuf,
     count: u64,
 }
 
+/// Bytes of formatted rows per chunk (and per gzip member).
+const CHUNK: usize = 1 << 20;
+
 enum Sink {
     Plain(File),
-    Gz(GzThread),
+    Gz(GzPool),
 }
 
-/// Parallel gzip: the generator's 1 MiB chunks are compressed by worker threads, each
-/// into a complete gzip member, and written in order by a writer thread. A concatenation
-/// of gzip members is a valid gzip file (RFC 1952; `zcat`, Python's `gzip`, pandas and
-/// flate2's `MultiGzDecoder` read it as one stream). Chunk boundaries depend only on the
-/// row sizes, so the output is byte-identical from run to run whatever the thread timing.
-/// Compression is otherwise the bottleneck of trace generation.
-struct GzThread {
+/// Parallel gzip: chunks of formatted rows are moved (not copied) to worker threads, each
+/// compresses its chunk into a complete gzip member, and a writer thread writes the
+/// members in order; emptied chunk buffers come back for reuse, so steady state allocates
+/// nothing. A concatenation of gzip members is a valid gzip file (RFC 1952; `zcat`,
+/// Python's `gzip`, pandas and flate2's `MultiGzDecoder` read it as one stream). Chunk
+/// boundaries depend only on the row sizes, so the output is byte-identical from run to
+/// run whatever the thread timing. Compression is the bottleneck of trace generation.
+struct GzPool {
     tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
+    spare: std::sync::mpsc::Receiver<Vec<u8>>,
     workers: Vec<std::thread::JoinHandle<()>>,
     writer: Option<std::thread::JoinHandle<std::io::Result<File>>>,
     seq: u64,
 }
 
-impl GzThread {
+impl GzPool {
     fn new(file: File) -> Self {
         use std::sync::{mpsc, Arc, Mutex};
         let k = std::thread::available_parallelism()
@@ -156,19 +179,25 @@ impl GzThread {
         let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
         let rx = Arc::new(Mutex::new(rx));
         let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
+        let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
         let workers = (0..k)
             .map(|_| {
                 let rx = Arc::clone(&rx);
                 let out_tx = out_tx.clone();
+                let spare_tx = spare_tx.clone();
                 std::thread::spawn(move || loop {
                     let job = match rx.lock() {
                         Ok(r) => r.recv(),
                         Err(_) => return,
                     };
-                    let Ok((seq, data)) = job else { return };
+                    let Ok((seq, mut data)) = job else { return };
+                    // Fast level: the generator must sustain millions of rows/s; traces
+                    // compress about 5x even so.
                     let mut enc =
                         GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
                     let res = enc.write_all(&data).and_then(|_| enc.finish());
+                    data.clear();
+                    let _ = spare_tx.send(data);
                     if out_tx.send((seq, res)).is_err() {
                         return;
                     }
@@ -194,21 +223,46 @@ impl GzThread {
             }
             Ok(file)
         });
-        GzThread {
+        GzPool {
             tx: Some(tx),
+            spare,
             workers,
             writer: Some(writer),
             seq: 0,
         }
     }
+
     fn broken() -> std::io::Error {
         std::io::Error::other("gzip threads stopped")
     }
-    fn finish(mut self) -> std::io::Result<File> {
+
+    /// Hand `chunk` to a worker and return an empty buffer to fill next.
+    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
+        if tx.send((self.seq, chunk)).is_err() {
+            // Every worker ended early: surface the writer's error.
+            self.stop();
+            return Err(match self.writer.take().map(|h| h.join()) {
+                Some(Ok(Err(e))) => e,
+                _ => Self::broken(),
+            });
+        }
+        self.seq += 1;
+        Ok(self
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK + 4096)))
+    }
+
+    fn stop(&mut self) {
         drop(self.tx.take());
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+
+    fn finish(mut self) -> std::io::Result<File> {
+        self.stop();
         match self.writer.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
             _ => Err(Self::broken()),
@@ -216,51 +270,11 @@ impl GzThread {
     }
 }
 
-impl Drop for GzThread {
+impl Drop for GzPool {
     fn drop(&mut self) {
-        drop(self.tx.take());
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        self.stop();
         if let Some(h) = self.writer.take() {
             let _ = h.join();
-        }
-    }
-}
-
-impl Write for GzThread {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
-        if tx.send((self.seq, b.to_vec())).is_err() {
-            // Every worker ended early: surface the writer's error.
-            drop(self.tx.take());
-            for w in self.workers.drain(..) {
-                let _ = w.join();
-            }
-            return Err(match self.writer.take().map(|h| h.join()) {
-                Some(Ok(Err(e))) => e,
-                _ => Self::broken(),
-            });
-        }
-        self.seq += 1;
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Write for Sink {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Sink::Plain(f) => f.write(b),
-            Sink::Gz(g) => g.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Sink::Plain(f) => f.flush(),
-            Sink::Gz(g) => g.flush(),
         }
     }
 }
@@ -283,48 +297,53 @@ impl TraceWriter {
                 ));
             }
         }
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
+        let tmp = super::atomic::temp_path(&path);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
-        // Fast level: the generator must sustain millions of rows/s; traces compress ~10× anyway.
         let sink = if is_gz(&path) {
-            Sink::Gz(GzThread::new(file))
+            Sink::Gz(GzPool::new(file))
         } else {
             Sink::Plain(file)
         };
         let mut w = TraceWriter {
-            out: Some(BufWriter::with_capacity(1 << 20, sink)),
-            line: Vec::with_capacity(256),
+            sink: Some(sink),
+            chunk: Vec::with_capacity(CHUNK + 4096),
             tmp,
             path,
             count: 0,
         };
-        let mut head = String::new();
-        head.push_str(&format!("{MAGIC} schema={}\n", header.schema));
+        // Rows are always written in the current layout, whatever schema the header was read with.
+        w.chunk
+            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
         for (k, v) in &header.meta {
-            head.push_str(&format!("# {k}={v}\n"));
+            w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
         }
-        head.push_str(&COLUMNS.join(","));
-        head.push('\n');
-        w.write_raw(head.as_bytes())?;
+        w.chunk.extend_from_slice(COLUMNS.join(",").as_bytes());
+        w.chunk.push(b'\n');
         Ok(w)
     }
 
-    fn write_raw(&mut self, b: &[u8]) -> Result<(), FormatError> {
-        let out = self.out.as_mut().expect("writer used after finish");
-        out.write_all(b).map_err(|e| io_err(&self.tmp, e))
+    /// Append one record.
+    #[inline]
+    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
+        format_record(&mut self.chunk, r);
+        self.count += 1;
+        if self.chunk.len() >= CHUNK {
+            self.flush_chunk()?;
+        }
+        Ok(())
     }
 
-    /// Append one record.
-    pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
-        let mut line = std::mem::take(&mut self.line);
-        line.clear();
-        format_record(&mut line, r);
-        let res = self.write_raw(&line);
-        self.line = line;
-        self.count += 1;
-        res
+    /// Hand the collected rows to the sink.
+    fn flush_chunk(&mut self) -> Result<(), FormatError> {
+        let res = match self.sink.as_mut() {
+            Some(Sink::Plain(f)) => f.write_all(&self.chunk).map(|_| self.chunk.clear()),
+            Some(Sink::Gz(g)) => {
+                let full = std::mem::take(&mut self.chunk);
+                g.send(full).map(|empty| self.chunk = empty)
+            }
+            None => Err(std::io::Error::other("trace writer used after finish")),
+        };
+        res.map_err(|e| io_err(&self.tmp, e))
     }
 
     /// Records written so far.
@@ -334,13 +353,13 @@ impl TraceWriter {
 
     /// Flush, finish the gzip stream, and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
-        let out = self.out.take().expect("finish called once");
-        let sink = out
-            .into_inner()
-            .map_err(|e| io_err(&self.tmp, e.into_error()))?;
-        let file = match sink {
-            Sink::Plain(f) => f,
-            Sink::Gz(g) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+        if !self.chunk.is_empty() {
+            self.flush_chunk()?;
+        }
+        let file = match self.sink.take() {
+            Some(Sink::Plain(f)) => f,
+            Some(Sink::Gz(g)) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
+            None => return Err(io_err(&self.tmp, std::io::Error::other("finished twice"))),
         };
         file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
         drop(file);
@@ -351,8 +370,7 @@ impl TraceWriter {
 
 impl Drop for TraceWriter {
     fn drop(&mut self) {
-        if self.out.is_some() {
-            self.out = None;
+        if self.sink.take().is_some() {
             let _ = std::fs::remove_file(&self.tmp);
         }
     }
@@ -422,12 +440,13 @@ pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
             out.push(b',');
             push_u64(out, a.fanin as u64);
             out.push(b',');
-            out.extend_from_slice(match a.dir {
-                AggDir::Up => b"up",
-                AggDir::Down => b"down",
-            });
+            out.extend_from_slice(a.dir.as_str().as_bytes());
         }
         None => out.extend_from_slice(b",,,"),
+    }
+    out.push(b',');
+    if r.channel != 0 {
+        push_u64(out, r.channel as u64);
     }
     out.push(b'\n');
 }
@@ -503,6 +522,9 @@ impl IdSet {
         true
     }
 }
+
+/// The fields of one data line with the 1-based column each starts at.
+type Row<'l> = [(&'l str, usize); 21];
 
 /// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
 /// after which iteration stops).
@@ -626,13 +648,13 @@ impl<'t> TraceReader<'t> {
             .strip_prefix("schema=")
             .and_then(|v| v.trim().parse::<u32>().ok());
         match v {
-            Some(SCHEMA_VERSION) => self.header.schema = SCHEMA_VERSION,
+            Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => self.header.schema = v,
             Some(v) => {
                 return Err(self.err_in(
                     "header",
                     MAGIC.len() + 2,
                     format!(
-                        "schema {v} is not supported (this build reads schema {SCHEMA_VERSION})"
+                        "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
                     ),
                 ))
             }
@@ -660,11 +682,16 @@ impl<'t> TraceReader<'t> {
                 continue;
             }
             let cols: Vec<&str> = self.buf.split(',').map(str::trim).collect();
-            if cols != COLUMNS {
+            let want = columns_of(self.header.schema);
+            if cols != want {
                 return Err(self.err_in(
                     "header",
                     1,
-                    format!("column header must be `{}`", COLUMNS.join(",")),
+                    format!(
+                        "column header of schema {} must be `{}`",
+                        self.header.schema,
+                        want.join(",")
+                    ),
                 ));
             }
             return Ok(());
@@ -678,157 +705,165 @@ impl<'t> TraceReader<'t> {
         res
     }
 
+    /// One data line: the fields, each parsed and typed, then the record-level checks.
     fn parse_fields(&mut self, line: &str) -> Result<FlowRecord, FormatError> {
-        let mut fields: [(&str, usize); 20] = [("", 0); 20];
+        let f = self.split_row(line)?;
+        let id = self.num(&f, 0)?;
+        let rec = FlowRecord {
+            id: FlowId(id),
+            src: NodeId(self.num32(&f, 1)?),
+            dst: NodeId(self.num32(&f, 2)?),
+            bytes: Bytes(self.num(&f, 3)?),
+            deps: self.deps(&f, id)?,
+            gap: Nanos(self.num(&f, 5)?),
+            dur: Nanos(self.num(&f, 6)?),
+            mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
+            class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
+            iteration: self.num32(&f, 9)?,
+            collective: self.opt(&f, 10)?,
+            step: self.opt32(&f, 11)?,
+            microbatch: self.opt32(&f, 12)?,
+            layer: self.opt32(&f, 13)?,
+            stage: self.opt32(&f, 14)?,
+            group_size: self.opt32(&f, 15)?,
+            agg: self.agg(&f)?,
+            channel: self.opt32(&f, 20)?.unwrap_or(0),
+        };
+        if let Err((i, msg)) = check_consistency(&rec) {
+            return Err(self.err(i, f[i].1, msg));
+        }
+        if let Some(check) = self.check {
+            if let Err((i, msg)) = check.check(&rec) {
+                return Err(self.err(i, f[i].1, msg));
+            }
+        }
+        if !self.seen.insert(id) {
+            return Err(self.err(0, f[0].1, format!("duplicate record id {id}")));
+        }
+        Ok(rec)
+    }
+
+    /// The line's fields with the column each starts at: exactly the schema's columns
+    /// (a schema-1 row leaves `channel` empty).
+    fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, FormatError> {
+        let want = columns_of(self.header.schema);
+        let mut fields: Row<'l> = [("", 0); 21];
         let mut n = 0;
         let mut col = 1;
         for f in line.split(',') {
-            if n == 20 {
-                return Err(self.err_in("row", col, format!("more than {} fields", COLUMNS.len())));
+            if n == want.len() {
+                return Err(self.err_in("row", col, format!("more than {} fields", want.len())));
             }
             fields[n] = (f, col);
             n += 1;
             col += f.len() + 1;
         }
-        if n != 20 {
+        if n != want.len() {
             return Err(self.err_in(
                 "row",
                 col,
-                format!(
-                    "{n} fields, expected {} ({})",
-                    COLUMNS.len(),
-                    COLUMNS.join(",")
-                ),
+                format!("{n} fields, expected {} ({})", want.len(), want.join(",")),
             ));
         }
-        let num = |i: usize| -> Result<u64, FormatError> {
-            let (f, c) = fields[i];
-            parse_u64(f).ok_or_else(|| {
-                self.err(
-                    i,
-                    c,
-                    format!("`{}` must be an unsigned integer, found `{f}`", COLUMNS[i]),
-                )
-            })
-        };
-        let opt = |i: usize| -> Result<Option<u64>, FormatError> {
-            if fields[i].0.is_empty() {
-                Ok(None)
-            } else {
-                num(i).map(Some)
-            }
-        };
-        let u32f = |i: usize, v: u64| -> Result<u32, FormatError> {
-            u32::try_from(v).map_err(|_| {
-                self.err(
-                    i,
-                    fields[i].1,
-                    format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
-                )
-            })
-        };
-        let opt32 = |i: usize| -> Result<Option<u32>, FormatError> {
-            opt(i)?.map(|v| u32f(i, v)).transpose()
-        };
+        Ok(fields)
+    }
 
-        let id = num(0)?;
-        let src = u32f(1, num(1)?)?;
-        let dst = u32f(2, num(2)?)?;
-        let bytes = num(3)?;
-        let mut deps = Vec::new();
-        if !fields[4].0.is_empty() {
-            let mut c = fields[4].1;
-            for d in fields[4].0.split(';') {
-                let v = parse_u64(d).ok_or_else(|| {
-                    self.err(
-                        4,
-                        c,
-                        format!("deps must be `;`-separated record ids, found `{d}`"),
-                    )
-                })?;
-                if v == id {
-                    return Err(self.err(4, c, format!("record {id} depends on itself")));
-                }
-                if !self.seen.contains(v) {
-                    return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
-                }
-                deps.push(FlowId(v));
-                c += d.len() + 1;
-            }
-        }
-        let gap = num(5)?;
-        let dur = num(6)?;
-        let mode: Mode = fields[7]
-            .0
-            .parse()
-            .map_err(|e: String| self.err(7, fields[7].1, e))?;
-        let class: Class = fields[8]
-            .0
-            .parse()
-            .map_err(|e: String| self.err(8, fields[8].1, e))?;
-        let iteration = u32f(9, num(9)?)?;
-        let collective = opt(10)?;
-        let step = opt32(11)?;
-        let microbatch = opt32(12)?;
-        let layer = opt32(13)?;
-        let stage = opt32(14)?;
-        let group_size = opt32(15)?;
-        let agg_fields_empty = (16..20).all(|i| fields[i].0.is_empty());
-        let agg = if agg_fields_empty {
-            None
+    /// Field `i` as an unsigned integer.
+    #[inline]
+    fn num(&self, f: &Row<'_>, i: usize) -> Result<u64, FormatError> {
+        let (v, c) = f[i];
+        parse_u64(v).ok_or_else(|| {
+            self.err(
+                i,
+                c,
+                format!("`{}` must be an unsigned integer, found `{v}`", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i` as an unsigned 32-bit integer.
+    #[inline]
+    fn num32(&self, f: &Row<'_>, i: usize) -> Result<u32, FormatError> {
+        let v = self.num(f, i)?;
+        u32::try_from(v).map_err(|_| {
+            self.err(
+                i,
+                f[i].1,
+                format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i`, empty for absent.
+    #[inline]
+    fn opt(&self, f: &Row<'_>, i: usize) -> Result<Option<u64>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
         } else {
-            let aid = num(16)?;
-            let sw = u32f(17, num(17)?)?;
-            let fanin = u32f(18, num(18)?)?;
-            let dir = match fields[19].0 {
-                "up" => AggDir::Up,
-                "down" => AggDir::Down,
-                other => {
-                    return Err(self.err(
-                        19,
-                        fields[19].1,
-                        format!("agg_dir must be `up` or `down`, found `{other}`"),
-                    ))
-                }
-            };
-            Some(AggTag {
-                id: aid,
-                switch: NodeId(sw),
-                fanin,
-                dir,
-            })
-        };
-        let rec = FlowRecord {
-            id: FlowId(id),
-            src: NodeId(src),
-            dst: NodeId(dst),
-            bytes: Bytes(bytes),
-            deps,
-            gap: Nanos(gap),
-            dur: Nanos(dur),
-            mode,
-            class,
-            iteration,
-            collective,
-            step,
-            microbatch,
-            layer,
-            stage,
-            group_size,
-            agg,
-        };
-        if let Err((i, msg)) = check_consistency(&rec) {
-            return Err(self.err(i, fields[i].1, msg));
+            self.num(f, i).map(Some)
         }
-        if let Some(check) = self.check {
-            if let Err((i, msg)) = check.check(&rec) {
-                return Err(self.err(i, fields[i].1, msg));
+    }
+
+    /// Field `i` as a 32-bit integer, empty for absent.
+    #[inline]
+    fn opt32(&self, f: &Row<'_>, i: usize) -> Result<Option<u32>, FormatError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num32(f, i).map(Some)
+        }
+    }
+
+    /// The `;`-separated deps of record `id`: each an earlier record, none itself.
+    fn deps(&self, f: &Row<'_>, id: u64) -> Result<Vec<FlowId>, FormatError> {
+        let (text, mut c) = f[4];
+        let mut deps = Vec::new();
+        if text.is_empty() {
+            return Ok(deps);
+        }
+        for d in text.split(';') {
+            let v = parse_u64(d).ok_or_else(|| {
+                self.err(
+                    4,
+                    c,
+                    format!("deps must be `;`-separated record ids, found `{d}`"),
+                )
+            })?;
+            if v == id {
+                return Err(self.err(4, c, format!("record {id} depends on itself")));
             }
+            if !self.seen.contains(v) {
+                return Err(self.err(4, c, format!("dep {v} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)")));
+            }
+            deps.push(FlowId(v));
+            c += d.len() + 1;
         }
-        if !self.seen.insert(id) {
-            return Err(self.err(0, fields[0].1, format!("duplicate record id {id}")));
+        Ok(deps)
+    }
+
+    /// The four aggregation fields: all empty (no aggregation) or all given.
+    fn agg(&self, f: &Row<'_>) -> Result<Option<AggTag>, FormatError> {
+        if (16..20).all(|i| f[i].0.is_empty()) {
+            return Ok(None);
         }
-        Ok(rec)
+        let (id, switch, fanin) = (self.num(f, 16)?, self.num32(f, 17)?, self.num32(f, 18)?);
+        let dir = match f[19].0 {
+            "up" => AggDir::Up,
+            "down" => AggDir::Down,
+            other => {
+                return Err(self.err(
+                    19,
+                    f[19].1,
+                    format!("agg_dir must be `up` or `down`, found `{other}`"),
+                ))
+            }
+        };
+        Ok(Some(AggTag {
+            id,
+            switch: NodeId(switch),
+            fanin,
+            dir,
+        }))
     }
 }
 
@@ -869,7 +904,7 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
                 return Err((
                     8,
                     format!(
-                        "{} record {} needs a traffic class (tp, pp, dp, emb), not `compute`",
+                        "{} record {} needs a traffic class (tp, pp, dp, emb, cp, ep), not `compute`",
                         r.mode, r.id
                     ),
                 ));
@@ -945,6 +980,20 @@ pub fn check_consistency(r: &FlowRecord) -> Result<(), (usize, String)> {
             ))
         }
         _ => {}
+    }
+    check_channel(r)
+}
+
+/// Only `net` records travel on NCCL channels.
+fn check_channel(r: &FlowRecord) -> Result<(), (usize, String)> {
+    if r.channel != 0 && r.mode != Mode::Net {
+        return Err((
+            20,
+            format!(
+                "{} record {} has channel {}: only net records travel on NCCL channels",
+                r.mode, r.id, r.channel
+            ),
+        ));
     }
     Ok(())
 }

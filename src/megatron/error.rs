@@ -86,6 +86,17 @@ pub enum MegatronError {
         /// The variable.
         var: String,
     },
+    /// A flag's value depends on something the script reader cannot decide from the file
+    /// alone (a condition on an unset variable, a `while` loop, a file test).
+    #[error("{at}: {field}: {why} (decide it in the script, or pass the value as an override)")]
+    Undecidable {
+        /// `path:line:col` of the flag.
+        at: String,
+        /// The flag.
+        field: String,
+        /// What could not be decided, naming where.
+        why: String,
+    },
     /// Sizes that contradict each other (see [`super::TrainingConfig::validate`]).
     #[error("{at}: {field}: {expected}")]
     Inconsistent {
@@ -106,5 +117,34 @@ impl MegatronError {
             field: field.into(),
             expected: expected.into(),
         }
+    }
+}
+
+/// Something an input said that the reader could not use as written, or had to decide
+/// without certainty: reported, never silently applied or dropped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// `path:line:col`, or `override`, `preset:NAME`.
+    pub at: String,
+    /// The argument or structure concerned.
+    pub field: String,
+    /// What happened and what was assumed.
+    pub message: String,
+}
+
+impl Warning {
+    /// A warning at a file position.
+    pub(crate) fn at(loc: &Loc, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Warning {
+            at: loc.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.at, self.field, self.message)
     }
 }

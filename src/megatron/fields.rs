@@ -1,12 +1,17 @@
 //! Turning Megatron `name = value` pairs (from any input kind) into [`TrainingConfig`]
-//! fields, Megatron's defaults, the derived fields, overrides and the consistency check.
+//! fields, and Megatron's defaults.
 //!
 //! Every input kind (arguments block, launch script, TOML/JSON file, preset, `--set`)
 //! reduces to the same `(name, Python str() of the value, Source)` triples, so there is
-//! exactly one place that knows how each argument is typed.
+//! exactly one place that knows how each argument is typed. The derived fields live in
+//! [`super::derive`], the consistency checks in [`super::validate`].
 
-use super::config::{Dtype, Recompute, Source, TrainingConfig};
-use super::error::{source_place, Loc, MegatronError};
+use super::config::{
+    CpCommType, Dtype, MoeDispatcher, MoeLayerFreq, Normalization, PositionEmbedding, Recompute,
+    Source, TrainingConfig,
+};
+use super::error::{Loc, MegatronError};
+use super::pattern::eval_layer_pattern;
 use std::collections::BTreeMap;
 
 /// GPT-2 BPE vocabulary size: Megatron's GPT examples use it, and it is what
@@ -22,26 +27,43 @@ pub(crate) const FIELDS: &[&str] = &[
     "pipeline_model_parallel_size",
     "virtual_pipeline_model_parallel_size",
     "context_parallel_size",
+    "cp_comm_type",
     "expert_model_parallel_size",
+    "expert_tensor_parallel_size",
     "data_parallel_size",
     "world_size",
     "num_layers",
     "hidden_size",
     "ffn_hidden_size",
     "num_attention_heads",
+    "group_query_attention",
     "num_query_groups",
     "seq_length",
     "max_position_embeddings",
+    "position_embedding_type",
+    "normalization",
+    "add_bias_linear",
+    "num_experts",
+    "moe_router_topk",
+    "moe_layer_freq",
+    "moe_token_dispatcher_type",
+    "moe_expert_capacity_factor",
+    "moe_ffn_hidden_size",
+    "moe_shared_expert_intermediate_size",
     "micro_batch_size",
     "global_batch_size",
     "vocab_size",
+    "make_vocab_size_divisible_by",
     "padded_vocab_size",
     "sequence_parallel",
     "use_distributed_optimizer",
+    "zero_stage",
     "overlap_grad_reduce",
     "overlap_param_gather",
     "accumulate_allreduce_grads_in_fp32",
     "grad_reduce_in_bf16",
+    "fp16",
+    "bf16",
     "params_dtype",
     "untie_embeddings_and_output_weights",
     "swiglu",
@@ -49,6 +71,23 @@ pub(crate) const FIELDS: &[&str] = &[
     "use_tp_pp_dp_mapping",
     "log_interval",
     "timing_log_level",
+];
+
+/// Arguments kept verbatim in `extra` but typed (checked) on input, because a derived field
+/// depends on them, plus the spellings of other Megatron versions and forks mapped onto
+/// the fields above. A launch script's value for one of these must resolve.
+pub(crate) const TYPED_EXTRA: &[&str] = &[
+    "num_layers_per_virtual_pipeline_stage",
+    "deepspeed",
+    "deepspeed_config",
+    "checkpoint_activations",
+    "recompute_activations",
+    "use_rotary_position_embeddings",
+    "disable_bias_linear",
+    "num_key_value_heads",
+    "topk",
+    "moe_expert_parallel_size",
+    "expert_interval",
 ];
 
 /// Arguments with no Megatron default that a job cannot be described without.
@@ -60,6 +99,13 @@ pub(crate) const REQUIRED: &[&str] = &[
     "micro_batch_size",
 ];
 
+/// True for an argument whose value changes the model of the job: a field, or one of
+/// the arguments kept in `extra` that a derived field depends on (`deepspeed`,
+/// `num_layers_per_virtual_pipeline_stage`, the Megatron-DeepSpeed spellings…).
+pub fn is_modelled(key: &str) -> bool {
+    FIELDS.contains(&key) || TYPED_EXTRA.contains(&key)
+}
+
 /// Normalises an argument name as Megatron's argparse does (`--num-layers` → `num_layers`),
 /// and maps the few renamed arguments of older versions onto today's names.
 pub fn canonical_key(key: &str) -> String {
@@ -68,7 +114,9 @@ pub fn canonical_key(key: &str) -> String {
     match k.as_str() {
         // Megatron ≤ 2021 and Megatron-DeepSpeed.
         "model_parallel_size" => "tensor_model_parallel_size".into(),
-        "params_dtype" | "dtype" => "params_dtype".into(),
+        "dtype" => "params_dtype".into(),
+        // Megatron-core's TransformerConfig name.
+        "num_moe_experts" => "num_experts".into(),
         _ => k,
     }
 }
@@ -78,7 +126,7 @@ fn is_none(v: &str) -> bool {
     v.is_empty() || v == "None" || v == "null"
 }
 
-fn parse_uint(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u64, MegatronError> {
+pub(crate) fn parse_uint(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u64, MegatronError> {
     let t = v.trim();
     let t = t.strip_prefix('+').unwrap_or(t);
     match t.parse::<u64>() {
@@ -104,7 +152,7 @@ fn parse_uint(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u64, MegatronEr
     }
 }
 
-fn parse_u32(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u32, MegatronError> {
+pub(crate) fn parse_u32(v: &str, key: &str, loc: &Loc, min: u64) -> Result<u32, MegatronError> {
     let n = parse_uint(v, key, loc, min)?;
     u32::try_from(n).map_err(|_| {
         MegatronError::at(loc, key, format!("expected a size below 2^32, found `{n}`"))
@@ -137,6 +185,174 @@ fn parse_dtype(v: &str, key: &str, loc: &Loc) -> Result<Dtype, MegatronError> {
     }
 }
 
+/// The items of a Python list's `str()` (`['p2p', 'a2a']`), or the value itself.
+fn list_items(v: &str) -> Vec<&str> {
+    let t = v.trim();
+    let inner = t
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(t);
+    inner
+        .split([',', ' '])
+        .map(|s| s.trim().trim_matches(['\'', '"']))
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+fn parse_cp_comm_type(v: &str, key: &str, loc: &Loc) -> Result<CpCommType, MegatronError> {
+    let one = |s: &str| match s {
+        "p2p" => Ok(CpCommType::P2p),
+        "a2a" => Ok(CpCommType::A2a),
+        "allgather" | "all_gather" => Ok(CpCommType::AllGather),
+        "a2a+p2p" => Ok(CpCommType::A2aP2p),
+        other => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected p2p, a2a, allgather or a2a+p2p, found `{other}`"),
+        )),
+    };
+    let items = list_items(v);
+    let Some(first) = items.first() else {
+        return one("");
+    };
+    let t = one(first)?;
+    for s in &items[1..] {
+        if one(s)? != t {
+            return Err(MegatronError::at(
+                loc,
+                key,
+                format!(
+                    "per-layer types that differ (`{}`) are not modelled: give one type for every layer",
+                    v.trim()
+                ),
+            ));
+        }
+    }
+    Ok(t)
+}
+
+fn parse_dispatcher(v: &str, key: &str, loc: &Loc) -> Result<MoeDispatcher, MegatronError> {
+    match v.trim() {
+        "allgather" => Ok(MoeDispatcher::AllGather),
+        "alltoall" => Ok(MoeDispatcher::AllToAll),
+        "alltoall_seq" => Ok(MoeDispatcher::AllToAllSeq),
+        "flex" => Ok(MoeDispatcher::Flex),
+        other => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected allgather, alltoall, alltoall_seq or flex, found `{other}`"),
+        )),
+    }
+}
+
+fn parse_norm(v: &str, key: &str, loc: &Loc) -> Result<Normalization, MegatronError> {
+    // Megatron-LM spells `LayerNorm`/`RMSNorm`, Megatron-DeepSpeed `layernorm`/`rmsnorm`.
+    match v.trim().to_ascii_lowercase().as_str() {
+        "layernorm" => Ok(Normalization::LayerNorm),
+        "rmsnorm" => Ok(Normalization::RMSNorm),
+        _ => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected LayerNorm or RMSNorm, found `{}`", v.trim()),
+        )),
+    }
+}
+
+fn parse_pos_emb(v: &str, key: &str, loc: &Loc) -> Result<PositionEmbedding, MegatronError> {
+    match v.trim() {
+        "learned_absolute" => Ok(PositionEmbedding::LearnedAbsolute),
+        "rope" => Ok(PositionEmbedding::Rope),
+        "yarn" => Ok(PositionEmbedding::Yarn),
+        "mrope" => Ok(PositionEmbedding::Mrope),
+        "relative" => Ok(PositionEmbedding::Relative),
+        "none" => Ok(PositionEmbedding::None),
+        other => Err(MegatronError::at(
+            loc,
+            key,
+            format!(
+                "expected learned_absolute, rope, yarn, mrope, relative or none, found `{other}`"
+            ),
+        )),
+    }
+}
+
+fn parse_recompute(v: &str, key: &str, loc: &Loc) -> Result<Recompute, MegatronError> {
+    match v {
+        "" | "None" | "none" | "null" => Ok(Recompute::None),
+        "selective" => Ok(Recompute::Selective),
+        "full" => Ok(Recompute::Full),
+        other => Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected None, selective or full, found `{other}`"),
+        )),
+    }
+}
+
+fn parse_capacity(v: &str, key: &str, loc: &Loc) -> Result<Option<f64>, MegatronError> {
+    match v.trim().parse::<f64>() {
+        // Megatron: a negative factor means "no capacity limit".
+        Ok(x) if x.is_finite() => Ok((x >= 0.0).then_some(x)),
+        _ => Err(MegatronError::at(
+            loc,
+            key,
+            format!(
+                "expected a number (or None for dropless), found `{}`",
+                v.trim()
+            ),
+        )),
+    }
+}
+
+fn parse_layer_freq(v: &str, key: &str, loc: &Loc) -> Result<MoeLayerFreq, MegatronError> {
+    let t = v.trim().trim_matches(['\'', '"']);
+    if t.contains('[') {
+        return eval_layer_pattern(t)
+            .map(MoeLayerFreq::Pattern)
+            .map_err(|e| MegatronError::at(loc, key, format!("bad layer pattern `{t}`: {e}")));
+    }
+    Ok(MoeLayerFreq::Every(parse_u32(t, key, loc, 1)?))
+}
+
+/// `--num-experts`: Megatron-LM's integer (0 means dense), or Megatron-DeepSpeed's list of
+/// one count. One expert is read as a dense model: it is Megatron-DeepSpeed's dense
+/// default (`[1]`, `--num-experts 1`), and a single expert exchanges no tokens.
+fn parse_num_experts(v: &str, key: &str, loc: &Loc) -> Result<Option<u32>, MegatronError> {
+    let t = v.trim();
+    if t.starts_with('[') {
+        let items = list_items(t);
+        return match items.as_slice() {
+            [one] => Ok(Some(parse_u32(one, key, loc, 1)?).filter(|n| *n > 1)),
+            _ => Err(MegatronError::at(
+                loc,
+                key,
+                format!("expected one expert count, found `{t}` (per-stage expert counts of Megatron-DeepSpeed are not modelled)"),
+            )),
+        };
+    }
+    Ok(Some(parse_u32(t, key, loc, 0)?).filter(|n| *n > 1))
+}
+
+/// Same origin: both from one file, both overrides, or both from one preset.
+fn same_origin(a: &Source, b: &Source) -> bool {
+    match (a, b) {
+        (Source::File { path: x, .. }, Source::File { path: y, .. }) => x == y,
+        (Source::Preset { name: x }, Source::Preset { name: y }) => x == y,
+        (Source::Override, Source::Override) => true,
+        _ => false,
+    }
+}
+
+/// Records that `field` was set from `src`.
+macro_rules! set {
+    ($self:ident, $src:ident, $field:ident, $val:expr) => {{
+        $self.$field = $val;
+        $self
+            .sources
+            .insert(stringify!($field).to_string(), $src.clone());
+    }};
+}
+
 impl TrainingConfig {
     /// Megatron-LM's argument defaults. The shape fields that have no default (layers,
     /// hidden size, heads, sequence length, micro-batch) are 0 here and must come from an
@@ -147,26 +363,43 @@ impl TrainingConfig {
             pipeline_model_parallel_size: 1,
             virtual_pipeline_model_parallel_size: None,
             context_parallel_size: 1,
+            cp_comm_type: CpCommType::P2p,
             expert_model_parallel_size: 1,
+            expert_tensor_parallel_size: 1,
             data_parallel_size: 1,
             world_size: 1,
             num_layers: 0,
             hidden_size: 0,
             ffn_hidden_size: 0,
             num_attention_heads: 0,
+            group_query_attention: false,
             num_query_groups: None,
             seq_length: 0,
             max_position_embeddings: 0,
+            position_embedding_type: PositionEmbedding::LearnedAbsolute,
+            normalization: Normalization::LayerNorm,
+            add_bias_linear: true,
+            num_experts: None,
+            moe_router_topk: 2,
+            moe_layer_freq: MoeLayerFreq::Every(1),
+            moe_token_dispatcher_type: MoeDispatcher::AllGather,
+            moe_expert_capacity_factor: None,
+            moe_ffn_hidden_size: None,
+            moe_shared_expert_intermediate_size: None,
             micro_batch_size: 0,
             global_batch_size: 0,
             vocab_size: None,
+            make_vocab_size_divisible_by: DEFAULT_VOCAB_DIVISOR,
             padded_vocab_size: None,
             sequence_parallel: false,
             use_distributed_optimizer: false,
+            zero_stage: None,
             overlap_grad_reduce: false,
             overlap_param_gather: false,
             accumulate_allreduce_grads_in_fp32: false,
             grad_reduce_in_bf16: false,
+            fp16: false,
+            bf16: false,
             params_dtype: Dtype::Fp32,
             untie_embeddings_and_output_weights: false,
             swiglu: false,
@@ -178,6 +411,7 @@ impl TrainingConfig {
             timers: BTreeMap::new(),
             extra: BTreeMap::new(),
             sources: BTreeMap::new(),
+            warnings: Vec::new(),
         };
         for f in FIELDS {
             c.sources.insert((*f).to_string(), Source::Default);
@@ -194,12 +428,6 @@ impl TrainingConfig {
         )
     }
 
-    fn explicit_extra_bool(&self, key: &str) -> Option<bool> {
-        self.extra
-            .get(key)
-            .map(|v| matches!(v.trim(), "True" | "true" | "1"))
-    }
-
     /// Sets one Megatron argument from the `str()` of its value, recording `src`. Unknown
     /// names are kept verbatim in `extra`. Derived fields are not recomputed here; call
     /// [`TrainingConfig::finalize`] once all inputs are applied.
@@ -211,461 +439,380 @@ impl TrainingConfig {
         loc: &Loc,
     ) -> Result<(), MegatronError> {
         let key = canonical_key(key);
-        let k = key.as_str();
         let v = value.trim();
-        macro_rules! set {
-            ($field:ident, $val:expr) => {{
-                self.$field = $val;
-                self.sources.insert(stringify!($field).to_string(), src);
-            }};
+        let handled = self.apply_parallel(&key, v, &src, loc)?
+            || self.apply_shape(&key, v, &src, loc)?
+            || self.apply_moe(&key, v, &src, loc)?
+            || self.apply_precision(&key, v, &src, loc)?
+            || self.apply_flags(&key, v, &src, loc)?
+            || self.apply_aliases(&key, v, &src, loc)?;
+        if !handled {
+            self.extra.insert(key, v.to_string());
         }
-        // A Python `None` for a field without an Option leaves the default in place.
+        Ok(())
+    }
+
+    /// Parallel sizes. A Python `None` for a field without an Option leaves the default.
+    fn apply_parallel(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
         let none = is_none(v);
         match k {
             "tensor_model_parallel_size" if !none => {
-                set!(tensor_model_parallel_size, parse_u32(v, k, loc, 1)?)
+                set!(
+                    self,
+                    src,
+                    tensor_model_parallel_size,
+                    parse_u32(v, k, loc, 1)?
+                )
             }
             "pipeline_model_parallel_size" if !none => {
-                set!(pipeline_model_parallel_size, parse_u32(v, k, loc, 1)?)
+                set!(
+                    self,
+                    src,
+                    pipeline_model_parallel_size,
+                    parse_u32(v, k, loc, 1)?
+                )
             }
-            "virtual_pipeline_model_parallel_size" => set!(
-                virtual_pipeline_model_parallel_size,
-                if none {
+            "virtual_pipeline_model_parallel_size" => {
+                let n = if none {
                     None
                 } else {
                     Some(parse_u32(v, k, loc, 1)?)
-                }
-            ),
+                };
+                set!(self, src, virtual_pipeline_model_parallel_size, n)
+            }
             "context_parallel_size" if !none => {
-                set!(context_parallel_size, parse_u32(v, k, loc, 1)?)
+                set!(self, src, context_parallel_size, parse_u32(v, k, loc, 1)?)
+            }
+            "cp_comm_type" if !none => {
+                set!(self, src, cp_comm_type, parse_cp_comm_type(v, k, loc)?)
             }
             "expert_model_parallel_size" if !none => {
-                set!(expert_model_parallel_size, parse_u32(v, k, loc, 1)?)
-            }
-            "data_parallel_size" if !none => set!(data_parallel_size, parse_u32(v, k, loc, 1)?),
-            "world_size" if !none => set!(world_size, parse_u32(v, k, loc, 1)?),
-            "num_layers" if !none => set!(num_layers, parse_u32(v, k, loc, 1)?),
-            "hidden_size" if !none => set!(hidden_size, parse_uint(v, k, loc, 1)?),
-            "ffn_hidden_size" if !none => set!(ffn_hidden_size, parse_uint(v, k, loc, 1)?),
-            "num_attention_heads" if !none => set!(num_attention_heads, parse_u32(v, k, loc, 1)?),
-            "num_query_groups" => {
                 set!(
-                    num_query_groups,
-                    if none {
-                        None
-                    } else {
-                        Some(parse_u32(v, k, loc, 1)?)
-                    }
-                );
+                    self,
+                    src,
+                    expert_model_parallel_size,
+                    parse_u32(v, k, loc, 1)?
+                )
             }
-            "seq_length" if !none => set!(seq_length, parse_uint(v, k, loc, 1)?),
-            "max_position_embeddings" if !none => {
-                set!(max_position_embeddings, parse_uint(v, k, loc, 1)?)
+            "expert_tensor_parallel_size" if !none => {
+                set!(
+                    self,
+                    src,
+                    expert_tensor_parallel_size,
+                    parse_u32(v, k, loc, 1)?
+                )
             }
-            "micro_batch_size" if !none => set!(micro_batch_size, parse_uint(v, k, loc, 1)?),
-            "global_batch_size" if !none => set!(global_batch_size, parse_uint(v, k, loc, 1)?),
-            "vocab_size" => set!(
-                vocab_size,
-                if none {
-                    None
-                } else {
-                    Some(parse_uint(v, k, loc, 1)?)
-                }
-            ),
-            "padded_vocab_size" => set!(
-                padded_vocab_size,
-                if none {
-                    None
-                } else {
-                    Some(parse_uint(v, k, loc, 1)?)
-                }
-            ),
-            "sequence_parallel" => set!(sequence_parallel, parse_bool(v, k, loc)?),
-            "use_distributed_optimizer" => set!(use_distributed_optimizer, parse_bool(v, k, loc)?),
-            "overlap_grad_reduce" => set!(overlap_grad_reduce, parse_bool(v, k, loc)?),
-            "overlap_param_gather" => set!(overlap_param_gather, parse_bool(v, k, loc)?),
-            "accumulate_allreduce_grads_in_fp32" => {
-                set!(accumulate_allreduce_grads_in_fp32, parse_bool(v, k, loc)?)
+            "data_parallel_size" if !none => {
+                set!(self, src, data_parallel_size, parse_u32(v, k, loc, 1)?)
             }
-            "grad_reduce_in_bf16" => set!(grad_reduce_in_bf16, parse_bool(v, k, loc)?),
-            "params_dtype" if !none => set!(params_dtype, parse_dtype(v, k, loc)?),
-            "untie_embeddings_and_output_weights" => {
-                set!(untie_embeddings_and_output_weights, parse_bool(v, k, loc)?)
-            }
-            "swiglu" => set!(swiglu, parse_bool(v, k, loc)?),
-            "recompute_granularity" => set!(
-                recompute_granularity,
-                match v {
-                    "" | "None" | "none" | "null" => Recompute::None,
-                    "selective" => Recompute::Selective,
-                    "full" => Recompute::Full,
-                    other => {
-                        return Err(MegatronError::at(
-                            loc,
-                            k,
-                            format!("expected None, selective or full, found `{other}`"),
-                        ));
-                    }
-                }
-            ),
-            // Pre-2022 spellings of activation recomputation.
-            "checkpoint_activations" => {
-                if parse_bool(v, k, loc)? {
-                    set!(recompute_granularity, Recompute::Full)
-                }
-                self.extra.insert(key, v.to_string());
-            }
-            "recompute_activations" => {
-                if parse_bool(v, k, loc)? {
-                    set!(recompute_granularity, Recompute::Selective)
-                }
-                self.extra.insert(key, v.to_string());
-            }
-            "use_tp_pp_dp_mapping" => set!(use_tp_pp_dp_mapping, parse_bool(v, k, loc)?),
-            "log_interval" if !none => set!(log_interval, parse_u32(v, k, loc, 1)?),
-            "timing_log_level" if !none => set!(timing_log_level, parse_u32(v, k, loc, 0)?),
-            // Typed here, kept in `extra` because finalize() derives fields from them.
-            "bf16" | "fp16" | "group_query_attention" => {
-                parse_bool(v, k, loc)?;
-                self.sources.insert(k.to_string(), src);
-                self.extra.insert(key, v.to_string());
-            }
-            "make_vocab_size_divisible_by" | "num_layers_per_virtual_pipeline_stage" => {
-                if !none {
-                    parse_uint(v, k, loc, 1)?;
-                }
-                self.sources.insert(k.to_string(), src);
-                self.extra.insert(key, v.to_string());
-            }
-            _ => {
-                self.extra.insert(key, v.to_string());
-            }
+            "world_size" if !none => set!(self, src, world_size, parse_u32(v, k, loc, 1)?),
+            "use_tp_pp_dp_mapping" => set!(self, src, use_tp_pp_dp_mapping, parse_bool(v, k, loc)?),
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
-    fn derive<T>(&mut self, field: &str, how: impl Into<String>, set: impl FnOnce(&mut Self) -> T) {
-        if !self.is_explicit(field) {
-            set(self);
-            self.sources
-                .insert(field.to_string(), Source::Derived { how: how.into() });
-        }
-    }
-
-    /// Computes the fields Megatron derives from others, for every such field no input
-    /// set explicitly: dtype from `--bf16`/`--fp16`, FFN size (4h, or Megatron's SwiGLU
-    /// rule), max positions, virtual pipeline size, DP ↔ world size, global batch, and the
-    /// padded vocabulary. Fails when a required argument is still missing.
-    pub fn finalize(&mut self) -> Result<(), MegatronError> {
-        for f in REQUIRED {
-            if !self.is_explicit(f) {
-                return Err(MegatronError::Missing {
-                    at: "inputs".into(),
-                    field: (*f).to_string(),
-                    hint: "an arguments block, a launch script flag, a config file key or a preset"
-                        .into(),
-                });
-            }
-        }
-        let bf16 = self.explicit_extra_bool("bf16").unwrap_or(false);
-        let fp16 = self.explicit_extra_bool("fp16").unwrap_or(false);
-        if !self.is_explicit("params_dtype") {
-            if bf16 {
-                self.derive("params_dtype", "--bf16", |c| c.params_dtype = Dtype::Bf16);
-            } else if fp16 {
-                self.derive("params_dtype", "--fp16", |c| c.params_dtype = Dtype::Fp16);
+    /// Model shape.
+    fn apply_shape(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
+        let none = is_none(v);
+        let opt_u64 = |min| -> Result<Option<u64>, MegatronError> {
+            if none {
+                Ok(None)
             } else {
-                self.params_dtype = Dtype::Fp32;
-                self.sources.insert("params_dtype".into(), Source::Default);
+                parse_uint(v, k, loc, min).map(Some)
             }
-        }
-        let h = self.hidden_size;
-        if self.swiglu {
-            // Megatron: int((4h · 2/3) / 64) · 64, keeping SwiGLU's parameter count ≈ 4h MLP's.
-            self.derive("ffn_hidden_size", "SwiGLU: floor(8h/3 / 64)·64", |c| {
-                c.ffn_hidden_size = (8 * h / 3) / 64 * 64
-            });
-        } else {
-            self.derive("ffn_hidden_size", "4·hidden_size", |c| {
-                c.ffn_hidden_size = 4 * h
-            });
-        }
-        let s = self.seq_length;
-        self.derive("max_position_embeddings", "seq_length", |c| {
-            c.max_position_embeddings = s
-        });
-        if self.explicit_extra_bool("group_query_attention") == Some(false)
-            && self.num_query_groups.is_some()
-        {
-            self.num_query_groups = None;
-            self.sources.insert(
-                "num_query_groups".into(),
-                Source::Derived {
-                    how: "group_query_attention is False".into(),
-                },
-            );
-        }
-        if let Some(n) = self
-            .extra
-            .get("num_layers_per_virtual_pipeline_stage")
-            .and_then(|v| v.trim().parse::<u32>().ok())
-        {
-            let (l, pp) = (self.num_layers, self.pipeline_model_parallel_size);
-            if n > 0 && pp > 1 && l % (pp * n) == 0 {
-                self.derive(
-                    "virtual_pipeline_model_parallel_size",
-                    "num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage",
-                    |c| c.virtual_pipeline_model_parallel_size = Some(l / pp / n),
-                );
-            }
-        }
-        let mp = self.tensor_model_parallel_size as u64
-            * self.context_parallel_size as u64
-            * self.pipeline_model_parallel_size as u64;
-        if !self.is_explicit("data_parallel_size") && self.is_explicit("world_size") {
-            let w = self.world_size as u64;
-            if !w.is_multiple_of(mp) {
-                return Err(MegatronError::Inconsistent {
-                    at: source_place(&self.sources["world_size"]),
-                    field: "world_size".into(),
-                    expected: format!(
-                        "world_size {w} is not divisible by tensor·context·pipeline = {}·{}·{} = {mp}",
-                        self.tensor_model_parallel_size, self.context_parallel_size, self.pipeline_model_parallel_size
-                    ),
-                });
-            }
-            self.derive("data_parallel_size", "world_size / (TP·CP·PP)", |c| {
-                c.data_parallel_size = (w / mp) as u32
-            });
-        } else {
-            let w = mp * self.data_parallel_size as u64;
-            let w = u32::try_from(w).map_err(|_| MegatronError::Inconsistent {
-                at: "inputs".into(),
-                field: "world_size".into(),
-                expected: format!("TP·CP·PP·DP = {w} does not fit in 32 bits"),
-            })?;
-            self.derive("world_size", "TP·CP·PP·DP", |c| c.world_size = w);
-        }
-        let gb = self.micro_batch_size * self.data_parallel_size as u64;
-        self.derive(
-            "global_batch_size",
-            "micro_batch_size·data_parallel_size",
-            |c| c.global_batch_size = gb,
-        );
-        if !self.is_explicit("padded_vocab_size") {
-            let (v, how) = match self.vocab_size {
-                Some(v) => (v, "vocab_size rounded up to make_vocab_size_divisible_by·TP".to_string()),
-                None => (GPT2_VOCAB, format!("no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed, rounded up to make_vocab_size_divisible_by·TP")),
-            };
-            let p = round_up(v, self.vocab_multiple());
-            self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(p));
-        }
-        Ok(())
-    }
-
-    /// `make_vocab_size_divisible_by · TP`, the multiple Megatron pads the vocabulary to.
-    pub fn vocab_multiple(&self) -> u64 {
-        let d = self
-            .extra
-            .get("make_vocab_size_divisible_by")
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .filter(|d| *d > 0)
-            .unwrap_or(DEFAULT_VOCAB_DIVISOR);
-        d * self.tensor_model_parallel_size.max(1) as u64
-    }
-
-    /// Overrides one argument by Megatron name (snake_case or kebab-case, with or without
-    /// leading `--`), records [`Source::Override`] and recomputes derived fields.
-    ///
-    /// The latest override wins among the parallel sizes: overriding `world_size`
-    /// re-derives DP; overriding DP re-derives the world size; overriding TP, CP or PP
-    /// re-derives the world size if DP was overridden, else DP (the GPU count is kept).
-    /// Changing TP or the vocabulary divisor re-derives a padded vocabulary read from a log.
-    /// Call [`TrainingConfig::validate`] once all overrides are applied.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
-        let k = canonical_key(key);
-        let loc = Loc::new("override", 0, 0);
-        let unset = |c: &mut Self, f: &str| {
-            c.sources.insert(
-                f.to_string(),
-                Source::Derived {
-                    how: "re-derived after an override".into(),
-                },
-            );
         };
-        self.apply(&k, value, Source::Override, &loc)?;
-        match k.as_str() {
-            "world_size" => unset(self, "data_parallel_size"),
-            "tensor_model_parallel_size"
-            | "context_parallel_size"
-            | "pipeline_model_parallel_size" => {
-                if matches!(
-                    self.sources.get("data_parallel_size"),
-                    Some(Source::Override)
-                ) {
-                    unset(self, "world_size");
+        match k {
+            "num_layers" if !none => set!(self, src, num_layers, parse_u32(v, k, loc, 1)?),
+            "hidden_size" if !none => set!(self, src, hidden_size, parse_uint(v, k, loc, 1)?),
+            "ffn_hidden_size" if !none => {
+                set!(self, src, ffn_hidden_size, parse_uint(v, k, loc, 1)?)
+            }
+            "num_attention_heads" if !none => {
+                set!(self, src, num_attention_heads, parse_u32(v, k, loc, 1)?)
+            }
+            "group_query_attention" => {
+                set!(self, src, group_query_attention, parse_bool(v, k, loc)?)
+            }
+            "num_query_groups" => {
+                let n = if none {
+                    None
                 } else {
-                    unset(self, "data_parallel_size");
+                    Some(parse_u32(v, k, loc, 1)?)
+                };
+                set!(self, src, num_query_groups, n)
+            }
+            "seq_length" if !none => set!(self, src, seq_length, parse_uint(v, k, loc, 1)?),
+            "max_position_embeddings" if !none => {
+                set!(
+                    self,
+                    src,
+                    max_position_embeddings,
+                    parse_uint(v, k, loc, 1)?
+                )
+            }
+            "position_embedding_type" if !none => {
+                set!(
+                    self,
+                    src,
+                    position_embedding_type,
+                    parse_pos_emb(v, k, loc)?
+                )
+            }
+            "normalization" if !none => set!(self, src, normalization, parse_norm(v, k, loc)?),
+            "add_bias_linear" => set!(self, src, add_bias_linear, parse_bool(v, k, loc)?),
+            "micro_batch_size" if !none => {
+                set!(self, src, micro_batch_size, parse_uint(v, k, loc, 1)?)
+            }
+            "global_batch_size" if !none => {
+                set!(self, src, global_batch_size, parse_uint(v, k, loc, 1)?)
+            }
+            "vocab_size" => set!(self, src, vocab_size, opt_u64(1)?),
+            "padded_vocab_size" => set!(self, src, padded_vocab_size, opt_u64(1)?),
+            "make_vocab_size_divisible_by" if !none => {
+                set!(
+                    self,
+                    src,
+                    make_vocab_size_divisible_by,
+                    parse_uint(v, k, loc, 1)?
+                )
+            }
+            "swiglu" => set!(self, src, swiglu, parse_bool(v, k, loc)?),
+            "untie_embeddings_and_output_weights" => {
+                set!(
+                    self,
+                    src,
+                    untie_embeddings_and_output_weights,
+                    parse_bool(v, k, loc)?
+                )
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Mixture of experts.
+    fn apply_moe(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
+        let none = is_none(v);
+        match k {
+            "num_experts" => {
+                let n = if none {
+                    None
+                } else {
+                    parse_num_experts(v, k, loc)?
+                };
+                set!(self, src, num_experts, n)
+            }
+            "moe_router_topk" if !none => {
+                set!(self, src, moe_router_topk, parse_u32(v, k, loc, 1)?)
+            }
+            "moe_layer_freq" if !none => {
+                set!(self, src, moe_layer_freq, parse_layer_freq(v, k, loc)?)
+            }
+            "moe_token_dispatcher_type" if !none => {
+                set!(
+                    self,
+                    src,
+                    moe_token_dispatcher_type,
+                    parse_dispatcher(v, k, loc)?
+                )
+            }
+            "moe_expert_capacity_factor" => {
+                let f = if none {
+                    None
+                } else {
+                    parse_capacity(v, k, loc)?
+                };
+                set!(self, src, moe_expert_capacity_factor, f)
+            }
+            "moe_ffn_hidden_size" => {
+                let n = if none {
+                    None
+                } else {
+                    Some(parse_uint(v, k, loc, 1)?)
+                };
+                set!(self, src, moe_ffn_hidden_size, n)
+            }
+            "moe_shared_expert_intermediate_size" => {
+                let n = if none {
+                    None
+                } else {
+                    Some(parse_uint(v, k, loc, 1)?)
+                };
+                set!(self, src, moe_shared_expert_intermediate_size, n)
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Precision. `--fp16` and `--bf16` exclude each other: one set by a more trusted
+    /// input (or an override) turns off the other when that came from elsewhere (a preset's
+    /// bf16 under a config file's `fp16 = true`); both from the same input is an error
+    /// [`TrainingConfig::validate`] reports.
+    fn apply_precision(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
+        match k {
+            "fp16" | "bf16" => {
+                let on = parse_bool(v, k, loc)?;
+                let other = if k == "fp16" { "bf16" } else { "fp16" };
+                let other_on = if k == "fp16" { self.bf16 } else { self.fp16 };
+                if on && other_on && !self.sources.get(other).is_some_and(|s| same_origin(s, src)) {
+                    if k == "fp16" {
+                        self.bf16 = false;
+                    } else {
+                        self.fp16 = false;
+                    }
+                    self.sources.insert(
+                        other.into(),
+                        Source::Derived {
+                            how: format!(
+                                "turned off by {k} at {}",
+                                super::error::source_place(src)
+                            ),
+                        },
+                    );
                 }
-                if k == "tensor_model_parallel_size" && self.vocab_size.is_some() {
-                    unset(self, "padded_vocab_size");
+                if k == "fp16" {
+                    set!(self, src, fp16, on)
+                } else {
+                    set!(self, src, bf16, on)
                 }
             }
-            "data_parallel_size" => unset(self, "world_size"),
-            "make_vocab_size_divisible_by" | "vocab_size" if self.vocab_size.is_some() => {
-                unset(self, "padded_vocab_size")
+            "params_dtype" if !is_none(v) => set!(self, src, params_dtype, parse_dtype(v, k, loc)?),
+            "accumulate_allreduce_grads_in_fp32" => {
+                set!(
+                    self,
+                    src,
+                    accumulate_allreduce_grads_in_fp32,
+                    parse_bool(v, k, loc)?
+                )
             }
-            "num_query_groups" if self.num_query_groups.is_some() => {
-                self.extra
-                    .insert("group_query_attention".into(), "True".into());
+            "grad_reduce_in_bf16" => set!(self, src, grad_reduce_in_bf16, parse_bool(v, k, loc)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Optimizer, overlap, recomputation and logging flags.
+    fn apply_flags(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
+        let none = is_none(v);
+        match k {
+            "sequence_parallel" => set!(self, src, sequence_parallel, parse_bool(v, k, loc)?),
+            "use_distributed_optimizer" => {
+                set!(self, src, use_distributed_optimizer, parse_bool(v, k, loc)?)
             }
-            "hidden_size" | "swiglu" => unset(self, "ffn_hidden_size"),
-            "seq_length" => unset(self, "max_position_embeddings"),
-            "bf16" | "fp16" => unset(self, "params_dtype"),
-            _ => {}
-        }
-        self.finalize()
-    }
-
-    /// Checks the sizes agree as Megatron requires: W = TP·CP·PP·DP, the global batch is a
-    /// multiple of micro-batch·DP, layers divide evenly over PP stages (and over PP·v
-    /// chunks when interleaved), heads and query groups divide by TP. The error names the
-    /// numbers that disagree and where the first one came from.
-    pub fn validate(&self) -> Result<(), MegatronError> {
-        let at = |f: &str| {
-            self.sources
-                .get(f)
-                .map(source_place)
-                .unwrap_or_else(|| "inputs".into())
-        };
-        let bad = |f: &str, msg: String| {
-            Err(MegatronError::Inconsistent {
-                at: at(f),
-                field: f.into(),
-                expected: msg,
-            })
-        };
-        let (tp, cp, pp, dp) = (
-            self.tensor_model_parallel_size as u64,
-            self.context_parallel_size as u64,
-            self.pipeline_model_parallel_size as u64,
-            self.data_parallel_size as u64,
-        );
-        if tp * cp * pp * dp != self.world_size as u64 {
-            return bad(
-                "world_size",
-                format!(
-                    "world_size {} ≠ TP·CP·PP·DP = {tp}·{cp}·{pp}·{dp} = {}",
-                    self.world_size,
-                    tp * cp * pp * dp
-                ),
-            );
-        }
-        let mb = self.micro_batch_size * dp;
-        if mb == 0 || !self.global_batch_size.is_multiple_of(mb) || self.global_batch_size == 0 {
-            return bad(
-                "global_batch_size",
-                format!(
-                    "global_batch_size {} is not a positive multiple of micro_batch_size·data_parallel_size = {}·{dp} = {mb}",
-                    self.global_batch_size, self.micro_batch_size
-                ),
-            );
-        }
-        let l = self.num_layers as u64;
-        if !l.is_multiple_of(pp) {
-            return bad(
-                "num_layers",
-                format!("num_layers {l} is not divisible by pipeline_model_parallel_size {pp}"),
-            );
-        }
-        if let Some(v) = self.virtual_pipeline_model_parallel_size {
-            let v = v as u64;
-            if !l.is_multiple_of(pp * v) {
-                return bad(
-                    "num_layers",
-                    format!(
-                        "num_layers {l} is not divisible by pipeline_model_parallel_size·virtual_pipeline_model_parallel_size = {pp}·{v} = {}",
-                        pp * v
-                    ),
-                );
+            "zero_stage" => {
+                let n = if none {
+                    None
+                } else {
+                    Some(parse_u32(v, k, loc, 0)?)
+                };
+                set!(self, src, zero_stage, n)
             }
-        }
-        let heads = self.num_attention_heads as u64;
-        if !heads.is_multiple_of(tp) {
-            return bad(
-                "num_attention_heads",
-                format!("num_attention_heads {heads} is not divisible by tensor_model_parallel_size {tp}"),
-            );
-        }
-        if let Some(g) = self.num_query_groups {
-            let g = g as u64;
-            if !g.is_multiple_of(tp) {
-                return bad(
-                    "num_query_groups",
-                    format!(
-                        "num_query_groups {g} is not divisible by tensor_model_parallel_size {tp}"
-                    ),
-                );
+            "overlap_grad_reduce" => set!(self, src, overlap_grad_reduce, parse_bool(v, k, loc)?),
+            "overlap_param_gather" => set!(self, src, overlap_param_gather, parse_bool(v, k, loc)?),
+            "recompute_granularity" => {
+                set!(
+                    self,
+                    src,
+                    recompute_granularity,
+                    parse_recompute(v, k, loc)?
+                )
             }
-            if !heads.is_multiple_of(g) {
-                return bad(
-                    "num_query_groups",
-                    format!("num_attention_heads {heads} is not divisible by num_query_groups {g}"),
-                );
+            "log_interval" if !none => set!(self, src, log_interval, parse_u32(v, k, loc, 1)?),
+            "timing_log_level" if !none => {
+                set!(self, src, timing_log_level, parse_u32(v, k, loc, 0)?)
             }
+            _ => return Ok(false),
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Micro-batches per iteration per pipeline: global / (micro · DP).
-    pub fn num_microbatches(&self) -> u64 {
-        let d = self.micro_batch_size * self.data_parallel_size as u64;
-        self.global_batch_size.checked_div(d).unwrap_or(0)
-    }
-
-    /// Vocabulary as the embedding is sized: the padded size when known (logged or
-    /// derived), else the vocabulary (or GPT-2's 50257) rounded up to
-    /// `make_vocab_size_divisible_by · TP`.
-    pub fn padded_vocab(&self) -> u64 {
-        if let Some(p) = self.padded_vocab_size {
-            return p;
+    /// Spellings of older Megatron versions and of Megatron-DeepSpeed, mapped onto today's
+    /// fields; the argument itself is also kept in `extra`, verbatim.
+    fn apply_aliases(
+        &mut self,
+        k: &str,
+        v: &str,
+        src: &Source,
+        loc: &Loc,
+    ) -> Result<bool, MegatronError> {
+        let none = is_none(v);
+        match k {
+            // Pre-2022 spellings of activation recomputation.
+            "checkpoint_activations" if parse_bool(v, k, loc)? => {
+                set!(self, src, recompute_granularity, Recompute::Full)
+            }
+            "recompute_activations" if parse_bool(v, k, loc)? => {
+                set!(self, src, recompute_granularity, Recompute::Selective)
+            }
+            "use_rotary_position_embeddings" if parse_bool(v, k, loc)? => {
+                set!(self, src, position_embedding_type, PositionEmbedding::Rope)
+            }
+            // `--disable-bias-linear` is store_false into add_bias_linear.
+            "disable_bias_linear" if parse_bool(v, k, loc)? => {
+                set!(self, src, add_bias_linear, false)
+            }
+            // Megatron-DeepSpeed's GQA: KV heads = query groups.
+            "num_key_value_heads" if !none => {
+                set!(self, src, num_query_groups, Some(parse_u32(v, k, loc, 1)?));
+                set!(self, src, group_query_attention, true);
+            }
+            // Megatron-DeepSpeed's MoE spellings.
+            "topk" if !none => set!(self, src, moe_router_topk, parse_u32(v, k, loc, 1)?),
+            "moe_expert_parallel_size" if !none => {
+                set!(
+                    self,
+                    src,
+                    expert_model_parallel_size,
+                    parse_u32(v, k, loc, 1)?
+                )
+            }
+            "num_layers_per_virtual_pipeline_stage" | "expert_interval" if !none => {
+                parse_uint(v, k, loc, 1)?;
+                self.sources.insert(k.to_string(), src.clone());
+            }
+            "deepspeed" => {
+                parse_bool(v, k, loc)?;
+                self.sources.insert(k.to_string(), src.clone());
+            }
+            "deepspeed_config" => {
+                self.sources.insert(k.to_string(), src.clone());
+            }
+            _ => return Ok(false),
         }
-        round_up(self.vocab_size.unwrap_or(GPT2_VOCAB), self.vocab_multiple())
-    }
-
-    /// Mean logged elapsed time per iteration (ms), over every logged line (including the
-    /// first, which carries warm-up in real runs), or `None` without iteration lines.
-    pub fn mean_iteration_ms(&self) -> Option<f64> {
-        if self.iterations.is_empty() {
-            return None;
-        }
-        Some(
-            self.iterations.iter().map(|i| i.elapsed_ms).sum::<f64>()
-                / self.iterations.len() as f64,
-        )
-    }
-
-    /// Median logged elapsed time per iteration (ms): robust to the warm-up line.
-    pub fn median_iteration_ms(&self) -> Option<f64> {
-        let mut v: Vec<f64> = self.iterations.iter().map(|i| i.elapsed_ms).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        Some(if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        })
-    }
-}
-
-/// Smallest multiple of `m` that is ≥ `v`.
-pub fn round_up(v: u64, m: u64) -> u64 {
-    if m == 0 {
-        v
-    } else {
-        v.div_ceil(m) * m
+        // Handled: also kept verbatim (the typed value is in its field).
+        self.extra.insert(k.to_string(), v.to_string());
+        Ok(true)
     }
 }

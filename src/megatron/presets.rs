@@ -6,12 +6,19 @@
 //! paper's batch in tokens / 2048. Llama-2 from Touvron et al. 2023 and the model cards
 //! (RMSNorm, SwiGLU, RoPE, untied output layer, GQA with 8 groups for 70B; 4M-token
 //! batches = 1024 × 4096). BERT-large from Devlin et al. 2019 (batch 256, seq 512).
+//! Mixture-of-experts models from their published Hugging Face `config.json`
+//! (`mistralai/Mixtral-8x7B-v0.1`: 32 layers, h 4096, MLP 14336, 32 heads, 8 KV heads,
+//! vocabulary 32000, 8 experts top-2, 32768 positions; `mistralai/Mixtral-8x22B-Instruct-v0.1`:
+//! 56 layers, h 6144, MLP 16384, 48 heads, 8 KV heads, vocabulary 32768, 8 experts top-2,
+//! 65536 positions), both SwiGLU, RMSNorm, RoPE, untied, without linear biases; their
+//! training batch is not published, so sequence 4096, global batch 256 and the all-to-all
+//! dispatcher are those of NVIDIA's Megatron-LM Mixtral example script.
 //!
-//! Every preset runs on one GPU (TP1 PP1 DP1), micro-batch 1, in bf16: override the
+//! Every preset runs on one GPU (TP1 PP1 DP1, EP1), micro-batch 1, in bf16: override the
 //! parallel sizes and batch for the job you mean (`preset` then `set`).
 
 use super::config::{Source, TrainingConfig};
-use super::error::Loc;
+use super::error::{Loc, MegatronError};
 
 /// Names accepted by [`preset`].
 pub const PRESETS: &[&str] = &[
@@ -24,6 +31,8 @@ pub const PRESETS: &[&str] = &[
     "llama2-13b",
     "llama2-70b",
     "bert-large",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
 ];
 
 const COMMON: &[(&str, &str)] = &[
@@ -31,7 +40,6 @@ const COMMON: &[(&str, &str)] = &[
     ("pipeline_model_parallel_size", "1"),
     ("micro_batch_size", "1"),
     ("bf16", "True"),
-    ("params_dtype", "torch.bfloat16"),
     ("make_vocab_size_divisible_by", "128"),
 ];
 
@@ -81,6 +89,38 @@ fn llama2(
     v
 }
 
+/// A Mixtral-style MoE model: Llama-like attention (GQA 8), SwiGLU experts in every layer.
+fn mixtral(
+    l: &str,
+    h: &str,
+    heads: &str,
+    ffn: &str,
+    vocab: &str,
+    positions: &str,
+) -> Vec<(&'static str, String)> {
+    vec![
+        ("num_layers", l.into()),
+        ("hidden_size", h.into()),
+        ("num_attention_heads", heads.into()),
+        ("ffn_hidden_size", ffn.into()),
+        ("group_query_attention", "True".into()),
+        ("num_query_groups", "8".into()),
+        ("seq_length", "4096".into()),
+        ("max_position_embeddings", positions.into()),
+        ("vocab_size", vocab.into()),
+        ("global_batch_size", "256".into()),
+        ("swiglu", "True".into()),
+        ("untie_embeddings_and_output_weights", "True".into()),
+        ("normalization", "RMSNorm".into()),
+        ("position_embedding_type", "rope".into()),
+        ("add_bias_linear", "False".into()),
+        ("num_experts", "8".into()),
+        ("moe_router_topk", "2".into()),
+        ("moe_token_dispatcher_type", "alltoall".into()),
+        ("tokenizer_type", "Llama2Tokenizer".into()),
+    ]
+}
+
 fn shape(name: &str) -> Option<Vec<(&'static str, String)>> {
     Some(match name {
         "gpt3-1.3b" => gpt3("24", "2048", "16", "512"),
@@ -91,6 +131,8 @@ fn shape(name: &str) -> Option<Vec<(&'static str, String)>> {
         "llama2-7b" => llama2("32", "4096", "32", "11008", None),
         "llama2-13b" => llama2("40", "5120", "40", "13824", None),
         "llama2-70b" => llama2("80", "8192", "64", "28672", Some("8")),
+        "mixtral-8x7b" => mixtral("32", "4096", "32", "14336", "32000", "32768"),
+        "mixtral-8x22b" => mixtral("56", "6144", "48", "16384", "32768", "65536"),
         "bert-large" => vec![
             ("num_layers", "24".into()),
             ("hidden_size", "1024".into()),
@@ -113,32 +155,31 @@ pub(crate) fn preset_name(s: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Applies the preset's arguments onto `c` (recording [`Source::Preset`]); false if the
-/// name is unknown.
-pub(crate) fn apply_preset(c: &mut TrainingConfig, name: &str) -> bool {
+/// Applies the preset's arguments onto `c` (recording [`Source::Preset`]); an error
+/// names the unknown preset.
+pub(crate) fn apply_preset(c: &mut TrainingConfig, name: &str) -> Result<(), MegatronError> {
     let name = preset_name(name);
-    let Some(args) = shape(&name) else {
-        return false;
-    };
     let loc = Loc::new(format!("preset:{name}"), 0, 0);
+    let Some(args) = shape(&name) else {
+        return Err(MegatronError::at(
+            &loc,
+            "preset",
+            format!("expected one of {}, found `{name}`", PRESETS.join(", ")),
+        ));
+    };
     let src = || Source::Preset { name: name.clone() };
     for (k, v) in COMMON.iter().map(|(k, v)| (*k, v.to_string())).chain(args) {
-        // The preset table is static and every preset is loaded by the tests, so this
-        // cannot fail in practice; an unknown preset is still never a panic.
-        if c.apply(k, &v, src(), &loc).is_err() {
-            return false;
-        }
+        // The preset table is static and every preset is loaded by the tests.
+        c.apply(k, &v, src(), &loc)?;
     }
-    true
+    Ok(())
 }
 
 /// A known model on one GPU in bf16 (see the module doc for sources), or `None` for an
 /// unknown name. Accepts `gpt3-13b` and `preset:gpt3-13b`.
 pub fn preset(name: &str) -> Option<TrainingConfig> {
     let mut c = TrainingConfig::megatron_defaults();
-    if !apply_preset(&mut c, name) {
-        return None;
-    }
+    apply_preset(&mut c, name).ok()?;
     c.finalize().ok()?;
     Some(c)
 }

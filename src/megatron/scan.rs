@@ -7,7 +7,7 @@
 //! (names, dots, separators), never by column.
 
 use super::config::IterationRecord;
-use super::error::{Loc, MegatronError};
+use super::error::{Loc, MegatronError, Warning};
 use nom::{
     branch::alt,
     bytes::complete::{tag, take_while, take_while1},
@@ -75,6 +75,8 @@ pub struct LogScan {
     pub iterations: Vec<IterationRecord>,
     /// Every timer reading, in file order.
     pub timers: Vec<TimerReading>,
+    /// What was read with doubt (a cut-short arguments block).
+    pub warnings: Vec<Warning>,
 }
 
 /// Bytes a launcher prefix token (`node7`, `worker-0`, `host.domain@1`) is made of.
@@ -98,6 +100,10 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
     let mut s = trim_start_fast(line);
     let mut stamp = None;
     for _ in 0..6 {
+        if let Some(rest) = strip_logging_prefix(s) {
+            s = trim_start_fast(rest);
+            continue;
+        }
         let b = s.as_bytes();
         match b.first() {
             Some(b'[') => match b.iter().position(|c| *c == b']') {
@@ -131,6 +137,29 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
         }
     }
     (s, stamp)
+}
+
+/// Python `logging`'s default prefix `LEVEL:logger.name:` (e.g.
+/// `INFO:megatron.core.timers:`), which Megatron's logger puts before its messages; the
+/// rest of the line, or `None` when the line has no such prefix.
+fn strip_logging_prefix(s: &str) -> Option<&str> {
+    const LEVELS: [&str; 6] = [
+        "DEBUG:",
+        "INFO:",
+        "WARNING:",
+        "WARN:",
+        "ERROR:",
+        "CRITICAL:",
+    ];
+    let rest = LEVELS.iter().find_map(|l| s.strip_prefix(l))?;
+    let name_len = rest
+        .bytes()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+        .count();
+    match rest.as_bytes().get(name_len) {
+        Some(b':') if name_len > 0 => Some(&rest[name_len + 1..]),
+        _ => Some(rest),
+    }
 }
 
 fn col(line: &str, part: &str) -> usize {
@@ -220,7 +249,8 @@ pub fn iteration_line(
                 norm.starts_with("elapsed time per iteration")
             };
             if is_elapsed {
-                let norm = k.to_ascii_lowercase();
+                // `(ms)`, `_ms`, `(s)`, `_s`: seconds are scaled to milliseconds.
+                let norm = k.to_ascii_lowercase().replace(['_', '-'], " ");
                 let scale = if norm.contains("(s)") || norm.ends_with(" s") {
                     1000.0
                 } else {
@@ -441,9 +471,25 @@ fn timer_values_plain(s: &str) -> Option<(f64, f64)> {
     Some((min, max))
 }
 
-/// `(1.0, 2.0)`, `1.0`, `(1.0, 2.0, 3.0)` → (min, max).
+/// The value without a trailing annotation someone added to a pasted log
+/// (`(1.0, 2.0)   <--- slow`, `12.5  # warm-up`, `3.0 ← here`).
+fn strip_annotation(s: &str) -> &str {
+    let cut = ["<-", "#", "←", "//"]
+        .iter()
+        .filter_map(|m| s.find(m))
+        .min()
+        .unwrap_or(s.len());
+    trim_fast(&s[..cut])
+}
+
+/// `(1.0, 2.0)`, `1.0`, `(1.0, 2.0, 3.0)` → (min, max); a trailing annotation
+/// (`<--- note`, `# note`) is ignored.
 pub fn timer_values(s: &str) -> IResult<&str, (f64, f64)> {
     let s = trim_fast(s);
+    if let Some(v) = timer_values_plain(s) {
+        return Ok(("", v));
+    }
+    let s = strip_annotation(s);
     if let Some(v) = timer_values_plain(s) {
         return Ok(("", v));
     }
@@ -535,195 +581,258 @@ enum State {
     Timers,
 }
 
-/// Scans a whole log. Fails on an arguments block that never ends, an iteration line
-/// without a numeric elapsed time, or a timer entry whose value is not a number.
-pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
-    let mut out = LogScan::default();
-    let mut state = State::Normal;
-    let mut block: Vec<Assignment> = Vec::new();
-    // All-ranks timer being read: name, min, max, seen.
-    let mut ranks: Option<(Arc<str>, f64, f64, usize)> = None;
-    let mut names = Names::default();
-    for (idx, raw) in Lines(Some(text)).enumerate() {
-        let line_no = idx + 1;
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
-        let (s, stamp) = strip_prefixes(line);
-        if let State::Args { .. } = state {
-            if s.contains("end of arguments") {
-                out.args = std::mem::take(&mut block);
-                if let State::Args { header } = state {
-                    out.args_header_line = Some(header);
-                }
-                state = State::Normal;
-            } else if is_args_header(s) {
-                // A restarted job: the earlier block was cut short; keep the new one.
-                block.clear();
-                state = State::Args { header: line_no };
-            } else if let Ok((_, (k, v))) = args_line(s) {
-                block.push(Assignment {
-                    key: k.into(),
-                    value: v.into(),
-                    loc: Loc::new(path, line_no, col(line, v)),
+/// An all-ranks timer being read: name, min, max, readings seen.
+type RankTimer = (Arc<str>, f64, f64, usize);
+
+/// The state of one pass over a log.
+struct Scanner<'a> {
+    path: &'a str,
+    out: LogScan,
+    state: State,
+    block: Vec<Assignment>,
+    ranks: Option<RankTimer>,
+    names: Names,
+}
+
+const WORLD_KEYS: &[(&str, &str)] = &[
+    ("world size:", "world_size"),
+    ("data-parallel size:", "data_parallel_size"),
+    ("data-parallel-size:", "data_parallel_size"),
+    ("context-parallel size:", "context_parallel_size"),
+    ("tensor-model-parallel size:", "tensor_model_parallel_size"),
+    (
+        "pipeline-model-parallel size:",
+        "pipeline_model_parallel_size",
+    ),
+];
+
+impl Scanner<'_> {
+    /// Ends an all-ranks timer: its readings become one (min, max) reading.
+    fn flush_ranks(&mut self, line_no: usize) {
+        if let Some((name, min, max, k)) = self.ranks.take() {
+            if k > 0 {
+                self.out.timers.push(TimerReading {
+                    name,
+                    min,
+                    max,
+                    line: line_no,
                 });
             }
-            continue;
         }
-        if state == State::Timers {
-            match timer_line(s) {
-                TimerLine::Entry(name, v) => {
-                    if let Some((n, lo, hi, k)) = ranks.take() {
-                        if k > 0 {
-                            out.timers.push(TimerReading {
-                                name: n,
-                                min: lo,
-                                max: hi,
-                                line: line_no,
-                            });
-                        }
-                    }
-                    match timer_values(v) {
-                        Ok((r, (min, max))) if r.trim().is_empty() => {
-                            out.timers.push(TimerReading {
-                                name: names.get(name),
-                                min,
-                                max,
-                                line: line_no,
-                            })
-                        }
-                        _ => return Err(timer_error(path, line_no, line, v, name)),
-                    }
-                    continue;
-                }
-                TimerLine::Name(name) => {
-                    if let Some((n, lo, hi, k)) = ranks.take() {
-                        if k > 0 {
-                            out.timers.push(TimerReading {
-                                name: n,
-                                min: lo,
-                                max: hi,
-                                line: line_no,
-                            });
-                        }
-                    }
-                    ranks = Some((names.get(name), f64::INFINITY, f64::NEG_INFINITY, 0));
-                    continue;
-                }
-                TimerLine::Rank(v) => {
-                    if let Some((n, lo, hi, k)) = ranks.as_mut() {
-                        match first_number(v) {
-                            Some(x) => {
-                                *lo = lo.min(x);
-                                *hi = hi.max(x);
-                                *k += 1;
-                            }
-                            None => return Err(timer_error(path, line_no, line, v, n)),
-                        }
-                        continue;
-                    }
-                    state = State::Normal;
-                }
-                TimerLine::Other => state = State::Normal,
+    }
+
+    /// A line inside the arguments block.
+    fn args_line(&mut self, line_no: usize, line: &str, s: &str) {
+        if s.contains("end of arguments") {
+            self.out.args = std::mem::take(&mut self.block);
+            if let State::Args { header } = self.state {
+                self.out.args_header_line = Some(header);
             }
-            if let Some((n, lo, hi, k)) = ranks.take() {
-                if k > 0 {
-                    out.timers.push(TimerReading {
-                        name: n,
-                        min: lo,
-                        max: hi,
-                        line: line_no,
-                    });
+            self.state = State::Normal;
+        } else if is_args_header(s) {
+            // A restarted job: the earlier block was cut short; keep the new one.
+            if let State::Args { header } = self.state {
+                self.out.warnings.push(Warning::at(
+                    &Loc::new(self.path, header, 1),
+                    "arguments",
+                    format!("this arguments block is cut short by another at line {line_no}, which is used instead"),
+                ));
+            }
+            self.block.clear();
+            self.state = State::Args { header: line_no };
+        } else if let Ok((_, (k, v))) = args_line(s) {
+            self.block.push(Assignment {
+                key: k.into(),
+                value: v.into(),
+                loc: Loc::new(self.path, line_no, col(line, v)),
+            });
+        }
+    }
+
+    /// One `name ....: values` entry. `strict`: inside a block (after its header), where
+    /// a value that is not a number is an error; a headerless entry that does not parse
+    /// is simply not a timer.
+    fn timer_entry(
+        &mut self,
+        line_no: usize,
+        line: &str,
+        name: &str,
+        v: &str,
+        strict: bool,
+    ) -> Result<bool, MegatronError> {
+        match timer_values(v) {
+            Ok((r, (min, max))) if r.trim().is_empty() => {
+                self.out.timers.push(TimerReading {
+                    name: self.names.get(name),
+                    min,
+                    max,
+                    line: line_no,
+                });
+                Ok(true)
+            }
+            _ if strict => Err(timer_error(self.path, line_no, line, v, name)),
+            _ => Ok(false),
+        }
+    }
+
+    /// A line while in a timer block. `Ok(true)` when consumed; otherwise the block has
+    /// ended and the line is read as a normal one.
+    fn timer_block_line(
+        &mut self,
+        line_no: usize,
+        line: &str,
+        s: &str,
+    ) -> Result<bool, MegatronError> {
+        match timer_line(s) {
+            TimerLine::Entry(name, v) => {
+                self.flush_ranks(line_no);
+                self.timer_entry(line_no, line, name, v, true)?;
+                return Ok(true);
+            }
+            TimerLine::Name(name) => {
+                self.flush_ranks(line_no);
+                self.ranks = Some((self.names.get(name), f64::INFINITY, f64::NEG_INFINITY, 0));
+                return Ok(true);
+            }
+            TimerLine::Rank(v) => {
+                if let Some((n, lo, hi, k)) = self.ranks.as_mut() {
+                    match first_number(v) {
+                        Some(x) => {
+                            *lo = lo.min(x);
+                            *hi = hi.max(x);
+                            *k += 1;
+                        }
+                        None => return Err(timer_error(self.path, line_no, line, v, n)),
+                    }
+                    return Ok(true);
                 }
+            }
+            TimerLine::Other => {}
+        }
+        self.state = State::Normal;
+        self.flush_ranks(line_no);
+        Ok(false)
+    }
+
+    /// The old one-line style: ` time (ms) | forward-compute: 1234.56 | …`.
+    fn one_line_timers(
+        &mut self,
+        line_no: usize,
+        line: &str,
+        s: &str,
+    ) -> Result<(), MegatronError> {
+        for seg in s["time (ms)".len()..].split('|') {
+            let seg = seg.trim();
+            if seg.is_empty() {
+                continue;
+            }
+            let Some(p) = seg.rfind(':') else { continue };
+            let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
+            match first_number(v) {
+                Some(x) => self.out.timers.push(TimerReading {
+                    name: self.names.get(name),
+                    min: x,
+                    max: x,
+                    line: line_no,
+                }),
+                None => return Err(timer_error(self.path, line_no, line, v, name)),
             }
         }
+        Ok(())
+    }
+
+    /// A line outside any block, classified by its first byte.
+    fn normal_line(
+        &mut self,
+        line_no: usize,
+        line: &str,
+        s: &str,
+        stamp: Option<&str>,
+    ) -> Result<(), MegatronError> {
         let Some(&first) = s.as_bytes().first() else {
-            continue;
+            return Ok(());
         };
         match first {
             b'i' if s.starts_with("iteration") => {
-                let loc = Loc::new(path, line_no, col(line, s));
+                let loc = Loc::new(self.path, line_no, col(line, s));
                 if let Some(rec) = iteration_line(s, stamp, &loc)? {
-                    out.iterations.push(rec);
+                    self.out.iterations.push(rec);
                 }
             }
             b'(' | b'm' | b't' if s.trim_end().ends_with("across ranks (ms):") => {
-                state = State::Timers;
+                self.state = State::Timers;
             }
-            b't' if s.starts_with("time (ms)") => {
-                for seg in s["time (ms)".len()..].split('|') {
-                    let seg = seg.trim();
-                    if seg.is_empty() {
-                        continue;
-                    }
-                    let Some(p) = seg.rfind(':') else { continue };
-                    let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
-                    match first_number(v) {
-                        Some(x) => out.timers.push(TimerReading {
-                            name: names.get(name),
-                            min: x,
-                            max: x,
-                            line: line_no,
-                        }),
-                        None => return Err(timer_error(path, line_no, line, v, name)),
-                    }
-                }
-            }
+            b't' if s.starts_with("time (ms)") => self.one_line_timers(line_no, line, s)?,
             b'-' if is_args_header(s) => {
-                block.clear();
-                state = State::Args { header: line_no };
+                self.block.clear();
+                self.state = State::Args { header: line_no };
             }
             b'>' => {
                 let t = s.trim_start_matches('>').trim_start();
                 if let Some(r) = t.strip_prefix("padded vocab") {
-                    push_numbers(
-                        &mut out.late,
-                        r,
-                        line,
-                        path,
-                        line_no,
-                        &[
-                            ("(size:", "vocab_size"),
-                            ("(new size:", "padded_vocab_size"),
-                        ],
-                    );
+                    let keys = [
+                        ("(size:", "vocab_size"),
+                        ("(new size:", "padded_vocab_size"),
+                    ];
+                    push_numbers(&mut self.out.late, r, line, self.path, line_no, &keys);
                 }
             }
-            b'u' if s.starts_with("using world size:") => push_numbers(
-                &mut out.early,
-                s,
-                line,
-                path,
-                line_no,
-                &[
-                    ("world size:", "world_size"),
-                    ("data-parallel size:", "data_parallel_size"),
-                    ("data-parallel-size:", "data_parallel_size"),
-                    ("context-parallel size:", "context_parallel_size"),
-                    ("tensor-model-parallel size:", "tensor_model_parallel_size"),
-                    (
-                        "pipeline-model-parallel size:",
-                        "pipeline_model_parallel_size",
-                    ),
-                ],
-            ),
+            b'u' if s.starts_with("using world size:") => {
+                push_numbers(&mut self.out.early, s, line, self.path, line_no, WORLD_KEYS)
+            }
+            // A timer block pasted without its header: entries with a dotted leader
+            // whose values are numbers open the block.
+            b'a'..=b'z' if s.contains(".:") => {
+                if let TimerLine::Entry(name, v) = timer_line(s) {
+                    if self.timer_entry(line_no, line, name, v, false)? {
+                        self.state = State::Timers;
+                    }
+                }
+            }
             _ => {}
         }
+        Ok(())
     }
-    if let Some((n, lo, hi, k)) = ranks.take() {
-        if k > 0 {
-            out.timers.push(TimerReading {
-                name: n,
-                min: lo,
-                max: hi,
-                line: 0,
-            });
+
+    fn line(&mut self, line_no: usize, raw: &str) -> Result<(), MegatronError> {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let (s, stamp) = strip_prefixes(line);
+        if let State::Args { .. } = self.state {
+            self.args_line(line_no, line, s);
+            return Ok(());
         }
+        if self.state == State::Timers && self.timer_block_line(line_no, line, s)? {
+            return Ok(());
+        }
+        self.normal_line(line_no, line, s, stamp)
     }
-    if let State::Args { header } = state {
-        return Err(MegatronError::at(
-            &Loc::new(path, header, 1),
-            "arguments",
-            "the arguments block starting here is truncated: no `end of arguments` line follows",
-        ));
+
+    fn finish(mut self) -> Result<LogScan, MegatronError> {
+        self.flush_ranks(0);
+        if let State::Args { header } = self.state {
+            return Err(MegatronError::at(
+                &Loc::new(self.path, header, 1),
+                "arguments",
+                "the arguments block starting here is truncated: no `end of arguments` line follows",
+            ));
+        }
+        Ok(self.out)
     }
-    Ok(out)
+}
+
+/// Scans a whole log. Fails on an arguments block that never ends, an iteration line
+/// without a numeric elapsed time, or a timer entry whose value is not a number.
+pub fn scan_log(path: &str, text: &str) -> Result<LogScan, MegatronError> {
+    let mut sc = Scanner {
+        path,
+        out: LogScan::default(),
+        state: State::Normal,
+        block: Vec::new(),
+        ranks: None,
+        names: Names::default(),
+    };
+    for (idx, raw) in Lines(Some(text)).enumerate() {
+        sc.line(idx + 1, raw)?;
+    }
+    sc.finish()
 }

@@ -1,227 +1,301 @@
-//! `ina3d export aicb`: the AICB/SimAI workload text for a training config, so SimAI users
-//! can run the same job (DESIGN §9).
+//! `ina3d export aicb`: the AICB/SimAI workload of a job, derived from the one workload
+//! model ([`crate::schedule::Workload`]) — the same op sequences, sizes and compute times
+//! the trace is lowered from (docs/model.md#aicb-workload). The file format itself lives
+//! in [`crate::formats::aicb`].
 //!
-//! Layout (what SimAI's `HYBRID_TRANSFORMER_FWD_IN_BCKWD` reader takes): a header line, the
-//! number of layer lines, then per line 12 whitespace-separated fields
-//! `name dep fwd_ns fwd_comm fwd_bytes ig_ns ig_comm ig_bytes wg_ns wg_comm wg_bytes update_ns`.
+//! How SimAI reads the file decides the layout. SimAI walks the rows once forward (each
+//! row's forward compute, then its forward collective) and once backward in reverse
+//! order (input-gradient compute and collective, weight-gradient compute and collective);
+//! it runs forward and input-gradient collectives over the TP group and weight-gradient
+//! ones over the DP group (`_EP` / `_DP_EP` suffixes: EP and expert DP), and uses `ga`
+//! only in its pipeline formulas. So:
+//! - the rows of one micro-batch are repeated for every micro-batch;
+//! - a block of op steps (a layer, the embedding, the LM head) becomes as many rows as
+//!   its forward or backward has collectives: row `i` carries the `i`-th forward
+//!   (compute, collective) pair, and, counted from the block's last row, the backward
+//!   pairs in execution order; a backward compute is split evenly between the
+//!   input-gradient and the weight-gradient slots;
+//! - gradient synchronisation happens once, in the weight-gradient slots of the first
+//!   rows (so it runs last in the backward walk): dense gradients over DP, expert
+//!   gradients over expert DP, each a reduce-scatter followed (in the row above) by the
+//!   parameter all-gather with the distributed optimizer, else an all-reduce; the
+//!   sequence-parallel gradient all-reduce over TP in the first row's input-gradient slot;
+//! - like AICB's own files, the layers are those of one stage (the first) and the file
+//!   carries both the embedding (first stage) and the LM head (last stage).
 //!
-//! Rows, for the layers of one pipeline stage (`num_layers / PP`):
-//! - `grad_norm`: the data-parallel synchronisation of this GPU's parameters
-//!   (`params_per_stage / TP`, DESIGN §5.3) — with the distributed optimizer an all-gather
-//!   of bf16 parameters (fwd slot) and a reduce-scatter of the gradients (wg slot), without
-//!   it an all-reduce of the gradients (wg slot). Gradients are fp32 unless
-//!   `grad_reduce_in_bf16`.
-//! - `embedding_layer`: the vocab-parallel embedding's TP all-reduce, `b·s·h` elements.
-//! - per transformer layer, `attention_layer` and `mlp_layer`: compute from FLOPs (§5.4;
-//!   backward = 2× forward split evenly between input-grad and weight-grad, full recompute
-//!   adds one forward to input-grad) and the TP collectives of §5.3 (no SP: all-reduce in
-//!   forward and input-grad; SP: reduce-scatter forward, all-gather input-grad), each of
-//!   `b·s·h` elements in the params dtype.
-//!
-//! Known difference: AICB's own Llama-7B file counts ~0.25 % more parameters than the
-//! §5.3 formula (tests pin the gap).
+//! Not expressible, and documented in docs/model.md#known-gaps: context parallelism
+//! (SimAI has no CP group: refused), the tied-embedding all-reduce between the first and
+//! last stages (SimAI has no such group: left out), per-rank differences (skewed MoE
+//! routing: the busiest EP rank's expert compute, the all-to-all buffer of a uniform
+//! rank), expert TP collectives (run over SimAI's TP group).
 
-use crate::megatron::config::{Recompute, TrainingConfig};
+use crate::formats::aicb::{self as fmt, Collective, Comm, CommGroup, Row, Slot};
+use crate::schedule::{
+    A2aSizes, CollKind, GradGroup, GroupKind, LayerStep, Pass, StagePlan, StepBytes, Workload,
+};
 
-/// GPU throughput used to turn FLOPs into time.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GpuModel {
-    /// Peak dense bf16 FLOP/s.
-    pub peak_flops: f64,
-    /// Model FLOPs utilisation.
-    pub mfu: f64,
-}
-
-impl Default for GpuModel {
-    /// A100 (312 TFLOP/s bf16) at MFU 0.45 (DESIGN §5.4).
-    fn default() -> Self {
-        GpuModel {
-            peak_flops: 312e12,
-            mfu: 0.45,
-        }
-    }
-}
-
-/// A config AICB cannot express.
+/// A job SimAI's workload format cannot express.
 #[derive(Debug, thiserror::Error)]
 pub enum AicbError {
-    /// A field is zero or inconsistent.
-    #[error("training config: {0}")]
-    Config(String),
+    /// Something the format has no place for.
+    #[error("the AICB/SimAI workload cannot express this job: {0}")]
+    Unsupported(String),
 }
 
-/// Parameters of one transformer layer.
-pub fn layer_params(c: &TrainingConfig) -> (u64, u64) {
-    let h = c.hidden_size;
-    let heads = u64::from(c.num_attention_heads.max(1));
-    let kv = u64::from(c.num_query_groups.unwrap_or(c.num_attention_heads).max(1));
-    let head_dim = h / heads;
-    // q, k, v, output projection (GQA shrinks k and v) + layer norm
-    let attn = h * h + 2 * h * kv * head_dim + h * h + 2 * h;
-    let mlp_mats = if c.swiglu { 3 } else { 2 };
-    let mlp = mlp_mats * h * c.ffn_hidden_size + 2 * h;
-    (attn, mlp)
-}
+/// One (compute, collective) pair of a block, in execution order.
+type Pair = (u64, Comm, u64);
 
-/// Vocabulary padded to a multiple of 128·TP.
-pub fn padded_vocab(c: &TrainingConfig) -> u64 {
-    if let Some(p) = c.padded_vocab_size {
-        return p;
+fn collective(kind: CollKind) -> Collective {
+    match kind {
+        CollKind::AllReduce => Collective::AllReduce,
+        CollKind::AllGather => Collective::AllGather,
+        CollKind::ReduceScatter => Collective::ReduceScatter,
+        CollKind::AllToAll => Collective::AllToAll,
     }
-    let v = c.vocab_size.unwrap_or(0);
-    let m = 128 * u64::from(c.tensor_model_parallel_size.max(1));
-    v.div_ceil(m) * m
 }
 
-/// Parameters held by one GPU of the first stage (the largest: it has the embedding).
-pub fn params_per_gpu(c: &TrainingConfig) -> u64 {
-    let (a, m) = layer_params(c);
-    let pp = u64::from(c.pipeline_model_parallel_size.max(1));
-    let layers = u64::from(c.num_layers) / pp;
-    let emb = padded_vocab(c) * c.hidden_size;
-    let mut stage = layers * (a + m) + emb;
-    if pp == 1 {
-        // single stage also holds the final norm and, untied, the output layer
-        stage += 2 * c.hidden_size
-            + if c.untie_embeddings_and_output_weights {
-                emb
-            } else {
-                0
-            };
-    }
-    stage / u64::from(c.tensor_model_parallel_size.max(1))
+fn on(kind: Collective, group: CommGroup) -> Comm {
+    Comm { kind, group }
 }
 
-/// Forward FLOPs per GPU of one layer's attention and MLP parts.
-pub fn layer_forward_flops(c: &TrainingConfig) -> (f64, f64) {
-    let (b, s, h) = (
-        c.micro_batch_size as f64,
-        c.seq_length as f64,
-        c.hidden_size as f64,
-    );
-    let heads = f64::from(c.num_attention_heads.max(1));
-    let kv = f64::from(c.num_query_groups.unwrap_or(c.num_attention_heads).max(1));
-    let tp = f64::from(c.tensor_model_parallel_size.max(1));
-    let qkv = 2.0 * b * s * h * (h + 2.0 * h * kv / heads);
-    let attn = qkv + 2.0 * b * s * h * h + 4.0 * b * s * s * h;
-    let mats = if c.swiglu { 3.0 } else { 2.0 };
-    let mlp = 2.0 * mats * b * s * h * c.ffn_hidden_size as f64;
-    (attn / tp, mlp / tp)
-}
-
-/// The AICB workload text.
-pub fn workload_text(c: &TrainingConfig, gpu: &GpuModel) -> Result<String, AicbError> {
-    let tp = c.tensor_model_parallel_size;
-    let pp = c.pipeline_model_parallel_size;
-    let dp = c.data_parallel_size;
-    if tp == 0
-        || pp == 0
-        || dp == 0
-        || c.hidden_size == 0
-        || c.seq_length == 0
-        || c.micro_batch_size == 0
-    {
-        return Err(AicbError::Config(
-            "TP, PP, DP, hidden size, sequence length and micro-batch must be positive".into(),
-        ));
-    }
-    if !c.num_layers.is_multiple_of(pp) {
-        return Err(AicbError::Config(format!(
-            "{} layers do not split over {pp} pipeline stages",
-            c.num_layers
+/// The AICB workload of `wl`.
+pub fn from_workload(wl: &Workload) -> Result<fmt::Workload, AicbError> {
+    if wl.groups.cp > 1 {
+        return Err(AicbError::Unsupported(format!(
+            "context parallelism (CP {}): SimAI's workload has no context-parallel group",
+            wl.groups.cp
         )));
     }
-    if !(gpu.peak_flops > 0.0 && gpu.mfu > 0.0) {
-        return Err(AicbError::Config(
-            "GPU peak FLOP/s and MFU must be positive".into(),
-        ));
+    let first = &wl.stages[0];
+    let last = wl.stages.last().expect("at least one stage");
+    let mut rows = gradient_rows(wl, first);
+    for mb in 0..wl.microbatches {
+        block_rows(
+            wl,
+            &format!("embedding.mb{mb}"),
+            &first.embedding_fwd,
+            &first.embedding_bwd,
+            &mut rows,
+        );
+        for l in first.chunks.iter().flat_map(|c| c.clone()) {
+            block_rows(
+                wl,
+                &format!("layer{l}.mb{mb}"),
+                wl.layer_steps(l, Pass::Fwd),
+                wl.layer_steps(l, Pass::Bwd),
+                &mut rows,
+            );
+        }
+        block_rows(
+            wl,
+            &format!("lm_head.mb{mb}"),
+            &last.head_fwd,
+            &last.head_bwd,
+            &mut rows,
+        );
     }
-    let ga = c.global_batch_size / (c.micro_batch_size * u64::from(dp));
-    if ga == 0 {
-        return Err(AicbError::Config(
-            "global batch smaller than micro-batch × DP".into(),
-        ));
-    }
-    let dt = c.params_dtype.size_bytes();
-    let act = c.micro_batch_size * c.seq_length / u64::from(c.context_parallel_size.max(1))
-        * c.hidden_size
-        * dt;
-    let pp_comm = if c.sequence_parallel {
-        act / u64::from(tp)
-    } else {
-        act
+    Ok(fmt::Workload {
+        kind: fmt::KIND.into(),
+        header: header(wl),
+        rows,
+    })
+}
+
+fn header(wl: &Workload) -> Vec<(String, Vec<String>)> {
+    let pp_comm = if wl.pp() > 1 { wl.pp_bytes.0 } else { 0 };
+    [
+        ("model_parallel_NPU_group", wl.tp() as u64),
+        ("ep", wl.groups.ep as u64),
+        ("pp", wl.pp() as u64),
+        ("vpp", wl.vpp as u64),
+        ("ga", wl.microbatches as u64),
+        ("all_gpus", wl.world() as u64),
+        ("checkpoints", 0),
+        ("checkpoint_initiates", 0),
+        ("pp_comm", pp_comm),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), vec![v.to_string()]))
+    .collect()
+}
+
+/// The once-per-iteration rows, top first: for each gradient group the parameter
+/// all-gather (distributed optimizer) above the gradient reduction, then the
+/// sequence-parallel all-reduce.
+fn gradient_rows(wl: &Workload, stage: &StagePlan) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let sum = |g: GradGroup, f: fn(&crate::schedule::Bucket) -> u64| -> u64 {
+        stage.buckets.iter().filter(|b| b.group == g).map(f).sum()
     };
-    let ns = |flops: f64| (flops / (gpu.peak_flops * gpu.mfu) * 1e9).round() as u64;
-    let mut rows: Vec<String> = Vec::new();
-    let row =
-        |name: &str, f: (u64, &str, u64), ig: (u64, &str, u64), wg: (u64, &str, u64), upd: u64| {
-            format!(
-                "{name}\t-1\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{upd}",
-                f.0, f.1, f.2, ig.0, ig.1, ig.2, wg.0, wg.1, wg.2
-            )
+    let g = &wl.groups;
+    for (group, name, suffix, ranks) in [
+        (GradGroup::DataContext, "", CommGroup::Slot, g.dp * g.cp),
+        (GradGroup::ExpertData, "expert_", CommGroup::DpEp, g.edp),
+    ] {
+        let grads = sum(group, |b| b.grad_bytes.0);
+        if grads == 0 || ranks <= 1 {
+            continue; // nothing to reduce over one rank
+        }
+        let wg = |kind, bytes| Row {
+            name: String::new(),
+            dep: -1,
+            fwd: Slot::EMPTY,
+            ig: Slot::EMPTY,
+            wg: Slot {
+                compute: 0,
+                comm: on(kind, suffix),
+                bytes,
+            },
+            update: 0,
         };
-    let params = params_per_gpu(c);
-    let grad_bytes = if c.grad_reduce_in_bf16 { 2 } else { 4 };
-    if dp > 1 || c.use_distributed_optimizer {
-        if c.use_distributed_optimizer {
-            rows.push(row(
-                "grad_norm",
-                (1, "ALLGATHER", params * dt),
-                (1, "NONE", 0),
-                (1, "REDUCESCATTER", params * grad_bytes),
-                1,
-            ));
+        if wl.distributed_optimizer {
+            rows.push(Row {
+                name: format!("{name}param_allgather"),
+                ..wg(Collective::AllGather, sum(group, |b| b.param_bytes.0))
+            });
+            rows.push(Row {
+                name: format!("{name}grad_reduce_scatter"),
+                ..wg(Collective::ReduceScatter, grads)
+            });
         } else {
-            rows.push(row(
-                "grad_norm",
-                (1, "NONE", 0),
-                (1, "NONE", 0),
-                (1, "ALLREDUCE", params * grad_bytes),
-                1,
-            ));
+            rows.push(Row {
+                name: format!("{name}grad_all_reduce"),
+                ..wg(Collective::AllReduce, grads)
+            });
         }
     }
-    let tp_op = if tp > 1 { act } else { 0 };
-    let (fwd_op, ig_op) = match (tp > 1, c.sequence_parallel) {
-        (false, _) => ("NONE", "NONE"),
-        (true, false) => ("ALLREDUCE", "ALLREDUCE"),
-        (true, true) => ("REDUCESCATTER", "ALLGATHER"),
-    };
-    rows.push(row(
-        "embedding_layer",
-        (1, fwd_op, tp_op),
-        (1, ig_op, tp_op),
-        (1, "NONE", 0),
-        1,
-    ));
-    let (fa, fm) = layer_forward_flops(c);
-    let recompute = c.recompute_granularity == Recompute::Full;
-    let (pa, pm) = layer_params(c);
-    // Adam: ~12 FLOPs per parameter per step
-    let upd = |p: u64| ns(12.0 * p as f64 / f64::from(tp)).max(1);
-    for _ in 0..c.num_layers / pp {
-        for (name, f, p) in [("attention_layer", fa, pa), ("mlp_layer", fm, pm)] {
-            let fwd = ns(f).max(1);
-            let ig = ns(f + if recompute { f } else { 0.0 }).max(1);
-            rows.push(row(
-                name,
-                (fwd, fwd_op, tp_op),
-                (ig, ig_op, tp_op),
-                (fwd, "NONE", 0),
-                upd(p),
-            ));
-        }
+    if let Some(b) = stage.layernorm_bytes {
+        rows.push(Row {
+            name: "sequence_parallel_grads".into(),
+            dep: -1,
+            fwd: Slot::EMPTY,
+            ig: Slot {
+                compute: 0,
+                comm: Comm::slot(Collective::AllReduce),
+                bytes: b.0,
+            },
+            wg: Slot::EMPTY,
+            update: 0,
+        });
     }
-    let vpp = c.virtual_pipeline_model_parallel_size.unwrap_or(1);
-    let ep = c.expert_model_parallel_size.max(1);
-    let mut s = format!(
-        "HYBRID_TRANSFORMER_FWD_IN_BCKWD\tmodel_parallel_NPU_group: {tp} ep: {ep} pp: {pp} vpp: {vpp} ga: {ga} all_gpus: {} checkpoints: 0 checkpoint_initiates: 0 pp_comm: {pp_comm}\n{}\n",
-        c.world_size,
-        rows.len()
-    );
-    for r in rows {
-        s.push_str(&r);
-        s.push('\n');
+    rows
+}
+
+/// A block's steps as (compute, collective) pairs: compute accumulates until the next
+/// collective; trailing compute is a pair without a collective.
+fn pairs(wl: &Workload, steps: &[LayerStep]) -> Vec<Pair> {
+    let mut out = Vec::new();
+    let mut acc = 0u64;
+    for st in steps {
+        let (comm, bytes) = match *st {
+            LayerStep::Compute(t) => {
+                acc += t.0;
+                continue;
+            }
+            LayerStep::Experts(pass) => {
+                acc += busiest_experts(wl, pass);
+                continue;
+            }
+            LayerStep::CpRing { core, .. } => {
+                // Refused before (CP > 1); with one CP rank the ring is its compute.
+                acc += core.0;
+                continue;
+            }
+            LayerStep::Tp(kind) => (Comm::slot(collective(kind)), wl.tp_bytes.0),
+            LayerStep::Coll { kind, group, bytes } => (
+                on(collective(kind), suffix(group)),
+                match bytes {
+                    StepBytes::Fixed(b) => b.0,
+                    StepBytes::ExpertTokens => wl.moe.as_ref().map_or(0, |m| {
+                        m.etp_gather_bytes.iter().map(|b| b.0).max().unwrap_or(0)
+                    }),
+                },
+            ),
+            LayerStep::AllToAll { group, sizes } => (
+                on(Collective::AllToAll, suffix(group)),
+                a2a_buffer(wl, sizes),
+            ),
+        };
+        out.push((acc, comm, bytes));
+        acc = 0;
     }
-    Ok(s)
+    if acc > 0 {
+        out.push((acc, Comm::NONE, 0));
+    }
+    out
+}
+
+fn suffix(g: GroupKind) -> CommGroup {
+    match g {
+        GroupKind::Tp | GroupKind::Cp | GroupKind::ExpertTp => CommGroup::Slot,
+        GroupKind::Ep | GroupKind::ExpertTpEp => CommGroup::Ep,
+    }
+}
+
+/// The experts' compute of the busiest EP rank (every rank's, under uniform routing).
+fn busiest_experts(wl: &Workload, pass: Pass) -> u64 {
+    wl.moe.as_ref().map_or(0, |m| {
+        let v = match pass {
+            Pass::Fwd => &m.expert_fwd,
+            Pass::Bwd => &m.expert_bwd,
+        };
+        v.iter().map(|t| t.0).max().unwrap_or(0)
+    })
+}
+
+/// The per-rank buffer of an all-to-all: what one rank sends to all members.
+fn a2a_buffer(wl: &Workload, sizes: A2aSizes) -> u64 {
+    match sizes {
+        A2aSizes::Even(b) => b.0,
+        A2aSizes::Dispatch | A2aSizes::Combine => wl
+            .moe
+            .as_ref()
+            .map_or(0, |m| m.dispatch_bytes.iter().map(|b| b.0).sum()),
+    }
+}
+
+/// The rows of one block (see the module docs for how forward and backward share them).
+fn block_rows(
+    wl: &Workload,
+    name: &str,
+    fwd: &[LayerStep],
+    bwd: &[LayerStep],
+    rows: &mut Vec<Row>,
+) {
+    let (f, b) = (pairs(wl, fwd), pairs(wl, bwd));
+    let n = f.len().max(b.len());
+    for i in 0..n {
+        let fwd = f.get(i).map_or(Slot::EMPTY, |&(c, comm, bytes)| Slot {
+            compute: c,
+            comm,
+            bytes,
+        });
+        // Backward walks the rows from the last: row n−1 runs the first backward pair.
+        let (ig, wg) = match b.get(n - 1 - i) {
+            Some(&(c, comm, bytes)) => (
+                Slot {
+                    compute: c - c / 2,
+                    comm,
+                    bytes,
+                },
+                Slot {
+                    compute: c / 2,
+                    ..Slot::EMPTY
+                },
+            ),
+            None => (Slot::EMPTY, Slot::EMPTY),
+        };
+        rows.push(Row {
+            name: if n == 1 {
+                name.to_string()
+            } else {
+                format!("{name}.{i}")
+            },
+            dep: -1,
+            fwd,
+            ig,
+            wg,
+            update: 0,
+        });
+    }
 }

@@ -23,10 +23,9 @@ use super::routes::{glue_pairs, PairRoutes};
 use super::{InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
 use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
-use crate::formats::{topology_txt, write_atomic_bytes};
+use crate::formats::{glue_trace_txt, topology_txt, write_atomic_bytes};
 use crate::keyword::keyword_enum;
 use crate::record::{AggDir, FlowRecord, Mode};
-use crate::record::{AggTag, Class};
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
 use crate::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -128,6 +127,39 @@ pub struct EmitReport {
     pub schedule_makespan: Nanos,
     /// PATH lines in routes.txt: the (src, dst) pairs routed, reverse directions included.
     pub routes: usize,
+    /// What a user of these files must know (e.g. link speeds a simulator's stock
+    /// configuration has no ECN thresholds for).
+    pub warnings: Vec<String>,
+}
+
+/// Network link speeds with `KMAX_MAP`/`KMIN_MAP`/`PMAX_MAP` entries in SimAI's stock
+/// configuration (`SimAI.conf`, aliyun/SimAI; tests/fixtures/simai/SimAI.conf): its ns-3
+/// aborts ("must set kmin for each link speed") on a network link of any other speed.
+pub const SIMAI_STOCK_RATES_GBPS: [u64; 6] = [25, 50, 100, 200, 400, 1600];
+
+/// Warnings for network links whose speed SimAI's stock configuration lacks: the
+/// `config.txt` written beside them has entries for every speed and must be used instead.
+pub fn simai_rate_warnings(topo: &Topology) -> Vec<String> {
+    let odd: BTreeSet<BitsPerSec> = topo
+        .links
+        .iter()
+        .filter(|l| l.kind != LinkKind::NvLink)
+        .map(|l| l.rate)
+        .filter(|r| {
+            !SIMAI_STOCK_RATES_GBPS
+                .iter()
+                .any(|g| BitsPerSec::gbps(*g) == *r)
+        })
+        .collect();
+    odd.iter()
+        .map(|r| {
+            format!(
+                "network links at {} have no ECN thresholds in SimAI's stock SimAI.conf (it knows {} Gb/s): run SimAI with the config.txt written here, which has entries for every speed used",
+                r.to_hpcc_string(),
+                SIMAI_STOCK_RATES_GBPS.map(|g| g.to_string()).join(", ")
+            )
+        })
+        .collect()
 }
 
 /// Check a link rate is one the HPCC family and ns-3 take.
@@ -427,34 +459,6 @@ pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
     s
 }
 
-/// `trace.txt` text for the glue.
-pub fn trace_text(records: &[FlowRecord], standalone: &[Nanos]) -> String {
-    let mut s = String::from(
-        "# ina3d-ns3 trace v1\n# id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
-    );
-    let _ = writeln!(s, "RECORDS {}", records.len());
-    for (r, sa) in records.iter().zip(standalone) {
-        let _ = write!(
-            s,
-            "{} {} {} {} {} {} {} {} {}",
-            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0
-        );
-        match r.agg {
-            Some(a) => {
-                let dir = if a.dir == AggDir::Up { "up" } else { "down" };
-                let _ = write!(s, " {} {} {} {dir}", a.id, a.switch, a.fanin);
-            }
-            None => s.push_str(" - - - -"),
-        }
-        let _ = write!(s, " {}", r.deps.len());
-        for d in &r.deps {
-            let _ = write!(s, " {d}");
-        }
-        s.push('\n');
-    }
-    s
-}
-
 /// Initial TCP window of the glue, in segments: about one bandwidth-delay product of a
 /// 400 Gb/s, 3-tier path (1,024 × 1,000 B ≈ 400 Gb/s × 20 µs), so a transfer starts at
 /// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments.
@@ -485,6 +489,85 @@ pub fn params_text(
         flavor.as_str(),
         seed,
     )
+}
+
+/// Read back what [`params_text`] wrote that a re-emit needs: the INA switch model and the
+/// route seed (`None` when the file has no `SEED` line). Keys it does not need are
+/// skipped; a malformed value of a key it reads is an error naming the line.
+pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u64>), Ns3Error> {
+    let mut ina = InaSwitchModel::default();
+    let mut seed = None;
+    for (i, l) in text.lines().enumerate() {
+        let mut it = l.split_whitespace();
+        let (Some(key), Some(v)) = (it.next(), it.next()) else {
+            continue;
+        };
+        let bad = |msg: String| Ns3Error::parse(path, i + 1, key, msg);
+        let int = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| bad(format!("`{v}` is not an unsigned integer")))
+        };
+        let small = |v: &str| {
+            int(v).and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{n} is too large"))))
+        };
+        match key {
+            "INA_SLOTS" => ina.slots = small(v)?,
+            "INA_PAYLOAD" => ina.payload = Bytes(int(v)?),
+            "INA_WINDOW" => ina.window = small(v)?,
+            "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
+            "INA_CLASSES" => {
+                ina.classes = v
+                    .split(',')
+                    .filter(|c| !c.is_empty())
+                    .map(|c| c.parse().map_err(bad))
+                    .collect::<Result<_, _>>()?
+            }
+            "SEED" => seed = Some(int(v)?),
+            _ => {}
+        }
+    }
+    Ok((ina, seed))
+}
+
+/// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
+/// slots` line per aggregating switch of every aggregation, the slots its group reserves
+/// there ([`InaSwitchModel::reservation`], the same lookup the replayer makes). `None`
+/// for other policies; an error naming the aggregation when a switch has no reservation.
+pub fn reservations_text(
+    records: &[FlowRecord],
+    ina: &InaSwitchModel,
+    topo: &Topology,
+) -> Result<Option<String>, Ns3Error> {
+    use crate::record::AggDir;
+    if ina.policy != crate::trace::InaPolicy::Planned {
+        return Ok(None);
+    }
+    // per aggregation: class, first member (lowest host sending up), aggregating switches
+    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> =
+        BTreeMap::new();
+    for r in records {
+        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
+            continue;
+        };
+        let e = aggs.entry(a.id).or_insert((r.class, None, BTreeSet::new()));
+        e.2.insert(a.switch);
+        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
+            e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
+        }
+    }
+    let mut out = Vec::new();
+    for (id, (class, first, switches)) in aggs {
+        for sw in switches {
+            let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {
+                Ns3Error::BadTrace(format!(
+                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {class} group (first member {})",
+                    first.map_or("none".to_string(), |f| f.to_string())
+                ))
+            })?;
+            out.push((id, sw, slots));
+        }
+    }
+    Ok(Some(crate::formats::reservations_txt::to_string(&out)))
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed).
@@ -600,13 +683,17 @@ pub fn emit(
         ("flow.meta.txt", meta),
         ("config.txt", config_text(&rates, stop)),
         ("trace_nodes.txt", "0\n".to_string()),
-        ("trace.txt", trace_text(records, &standalone)),
+        ("trace.txt", glue_trace_txt::to_string(records, &standalone)),
         ("routes.txt", routes_txt),
         (
             "params.txt",
             params_text(ina, opts.tcp, opts.flavor, opts.seed, stop),
         ),
     ];
+    let mut files = files;
+    if let Some(text) = reservations_text(records, ina, topo)? {
+        files.push(("reservations.txt", text));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();
     for (name, text) in files {
@@ -622,130 +709,32 @@ pub fn emit(
         start_source,
         schedule_makespan: makespan,
         routes: nroutes,
+        warnings: emit_warnings(opts, &ext, records),
     })
 }
 
-/// Read the glue's `trace.txt` back: the records (tags other than class, mode and agg are
-/// not in the format and come back `None`) and each record's standalone time.
-pub fn read_trace_txt(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), Ns3Error> {
-    let mut records = Vec::new();
-    let mut standalone = Vec::new();
-    let mut expected: Option<(usize, usize)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let no = i + 1;
-        let l = raw.trim_end_matches('\r').trim();
-        if l.is_empty() || l.starts_with('#') {
-            continue;
-        }
-        let t: Vec<&str> = l.split_whitespace().collect();
-        if expected.is_none() {
-            match (t.first(), t.get(1).and_then(|x| x.parse().ok())) {
-                (Some(&"RECORDS"), Some(n)) if t.len() == 2 => expected = Some((n, no)),
-                _ => {
-                    return Err(Ns3Error::parse(
-                        path,
-                        no,
-                        "header",
-                        "expected `RECORDS <count>`",
-                    ))
-                }
-            }
-            continue;
-        }
-        if t.len() < 14 {
-            return Err(Ns3Error::parse(
-                path,
-                no,
-                "record",
-                format!("expected at least 14 fields, found {}", t.len()),
-            ));
-        }
-        let num = |k: usize, field: &str| -> Result<u64, Ns3Error> {
-            t[k].parse().map_err(|_| {
-                Ns3Error::parse(
-                    path,
-                    no,
-                    field,
-                    format!("`{}` is not an unsigned integer", t[k]),
-                )
-            })
-        };
-        let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
-            let v = num(k, field)?;
-            u32::try_from(v)
-                .map(NodeId)
-                .map_err(|_| Ns3Error::parse(path, no, field, "node id out of range"))
-        };
-        let mode: Mode = t[6]
-            .parse()
-            .map_err(|e: String| Ns3Error::parse(path, no, "mode", e))?;
-        let class: Class = t[7]
-            .parse()
-            .map_err(|e: String| Ns3Error::parse(path, no, "class", e))?;
-        let agg = if t[9] == "-" {
-            None
-        } else {
-            let dir = match t[12] {
-                "up" => AggDir::Up,
-                "down" => AggDir::Down,
-                other => {
-                    return Err(Ns3Error::parse(
-                        path,
-                        no,
-                        "agg_dir",
-                        format!("expected up or down, found `{other}`"),
-                    ))
-                }
-            };
-            let fanin = u32::try_from(num(11, "agg_fanin")?)
-                .map_err(|_| Ns3Error::parse(path, no, "agg_fanin", "out of range"))?;
-            Some(AggTag {
-                id: num(9, "agg_id")?,
-                switch: node(10, "agg_switch")?,
-                fanin,
-                dir,
-            })
-        };
-        let nd = num(13, "ndeps")? as usize;
-        if t.len() != 14 + nd {
-            return Err(Ns3Error::parse(
-                path,
-                no,
-                "ndeps",
-                format!("says {nd} deps, line has {}", t.len() - 14),
-            ));
-        }
-        let deps = (0..nd)
-            .map(|k| num(14 + k, "dep").map(FlowId))
-            .collect::<Result<Vec<_>, _>>()?;
-        records.push(FlowRecord {
-            id: FlowId(num(0, "id")?),
-            src: node(1, "src")?,
-            dst: node(2, "dst")?,
-            bytes: Bytes(num(3, "bytes")?),
-            deps,
-            gap: Nanos(num(4, "gap_ns")?),
-            dur: Nanos(num(5, "dur_ns")?),
-            mode,
-            class,
-            agg,
-            ..Default::default()
-        });
-        standalone.push(Nanos(num(8, "standalone_ns")?));
-    }
-    match expected {
-        None => Err(Ns3Error::parse(
-            path,
-            1,
-            "header",
-            "missing `RECORDS <count>`",
-        )),
-        Some((n, no)) if n != records.len() => Err(Ns3Error::parse(
-            path,
-            no,
-            "RECORDS",
-            format!("says {n} records, file has {}", records.len()),
-        )),
-        _ => Ok((records, standalone)),
-    }
+/// What a user of the emitted files must know: link speeds SimAI's stock configuration
+/// lacks (SimAI flavour), channels the glue cannot route apart.
+fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> Vec<String> {
+    let mut w = if opts.flavor == Flavor::Simai {
+        simai_rate_warnings(ext)
+    } else {
+        Vec::new()
+    };
+    w.extend(channel_warning(records));
+    w
+}
+
+/// Records on NCCL channels > 0 are routed by the replayer on their channel's own ECMP
+/// path (`connection_key(src, dst, channel)`), but `routes.txt` holds one path per
+/// (src, dst) pair, so the glue and the HPCC-family simulators carry every channel of a
+/// pair on the channel-0 path (docs/model.md#known-gaps). Say so instead of diverging
+/// silently; `ina3d trace --nccl-channels 1` gives traces both back-ends route alike.
+fn channel_warning(records: &[FlowRecord]) -> Option<String> {
+    let n = records.iter().filter(|r| r.channel > 0).count();
+    (n > 0).then(|| {
+        format!(
+            "{n} records travel on NCCL channels > 0: the replayer routes each channel on its own ECMP path, routes.txt (and so the glue) carries every channel of a pair on the pair's channel-0 path; trace with --nccl-channels 1 for identical routing"
+        )
+    })
 }

@@ -8,7 +8,7 @@
 //! | SimAI `EndToEnd.csv` | `File name,` first | `section,layer,row,metric,value,unit` (long form; `nan`/`NONE` → empty) |
 //! | our `summary.csv` | `backend,` first | the summary columns (units in their names) |
 //!
-//! Node ids are recovered from HPCC IPs by `(ip >> 8) & 0xffff` (DESIGN §9). CRLF input is
+//! Node ids are recovered from HPCC IPs by `(ip >> 8) & 0xffff` (docs/model.md#hpcc-host-ips). CRLF input is
 //! accepted; lines that do not parse are reported as warnings with file and line, and
 //! the rest of the file is still read.
 

@@ -6,24 +6,17 @@
 //! pair the glue carries, which `routes.txt` hands to the glue's `Ina3dPairRouting`
 //! (forwarding by source and destination). So every record takes the same path in both.
 //!
-//! `routes.txt` (glue routes v2): `#` comments; `ADDR node peer` (a host's identity
-//! address is its interface towards `peer`); `PATH src dst node:link …`, one line per
-//! routed pair, the hops in order from `src` — each the next node and the `topology.txt`
-//! link row (0-based) crossed to reach it — ending at `dst`.
+//! `routes.txt` is written by [`crate::formats::routes_txt`].
 //!
 //! Only the network carries packets: NVLink links are never on a path (intra-server
 //! traffic is an NVLink record with an analytical duration), and hosts never forward.
 
 use super::{InaPolicy, Ns3Error};
+use crate::formats::routes_txt::{self, Hop};
 use crate::record::{AggDir, FlowRecord, Mode};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology};
-use crate::units::{BitsPerSec, Bytes, LinkId, Nanos, NodeId};
+use crate::units::{BitsPerSec, Bytes, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
-use std::path::Path;
-
-/// One hop of a path: the node reached and the link crossed to reach it.
-pub type Hop = (NodeId, LinkId);
 
 /// The (src, dst) pairs whose packets the glue sends for `records`: every net record and
 /// INA edge (switch ends included) and its reverse direction (TCP ACKs; INA results), and,
@@ -149,9 +142,10 @@ impl PairRoutes {
         Ok(rate.transmit_time(bytes) + delay)
     }
 
-    /// `routes.txt` text (format in the module docs) and the number of `PATH` lines.
+    /// `routes.txt` text ([`routes_txt`]) and the number of `PATH` lines: every pair's
+    /// path, and each host's address facing its first network link.
     pub fn text(&self, topo: &Topology) -> (String, usize) {
-        let mut s = String::from("# ina3d-ns3 routes v2: ADDR node peer | PATH src dst node:link... (hops from src; link = topology.txt row, 0-based)\n");
+        let mut r = routes_txt::Routes::default();
         for (i, k) in topo.kinds.iter().enumerate() {
             if *k != NodeKind::Host {
                 continue;
@@ -162,74 +156,12 @@ impl PairRoutes {
                 .find(|l| l.kind != LinkKind::NvLink && (l.a.idx() == i || l.b.idx() == i));
             if let Some(l) = nic {
                 let peer = if l.a.idx() == i { l.b } else { l.a };
-                let _ = writeln!(s, "ADDR {i} {peer}");
+                r.addrs.push((NodeId(i as u32), peer));
             }
         }
-        for (src, dst, hops) in self.iter() {
-            let _ = write!(s, "PATH {src} {dst}");
-            for (n, l) in hops {
-                let _ = write!(s, " {n}:{}", l.0);
-            }
-            s.push('\n');
-        }
-        (s, self.len())
+        r.paths = self.paths.clone();
+        (routes_txt::to_string(&r), self.len())
     }
-}
-
-/// Read the `PATH` lines of a `routes.txt` back ((src, dst) → hops); `ADDR` lines are
-/// checked for shape only. Errors name the file, line and field.
-pub fn read_routes_txt(
-    path: &Path,
-    text: &str,
-) -> Result<BTreeMap<(NodeId, NodeId), Vec<Hop>>, Ns3Error> {
-    let mut out = BTreeMap::new();
-    for (i, raw) in text.lines().enumerate() {
-        let no = i + 1;
-        let t: Vec<&str> = raw.split_whitespace().collect();
-        if t.is_empty() || t[0].starts_with('#') {
-            continue;
-        }
-        let node = |k: usize, field: &str| -> Result<NodeId, Ns3Error> {
-            t.get(k)
-                .and_then(|v| v.parse().ok())
-                .map(NodeId)
-                .ok_or_else(|| {
-                    Ns3Error::parse(
-                        path,
-                        no,
-                        field,
-                        format!("expected a node id, found `{}`", t.get(k).unwrap_or(&"")),
-                    )
-                })
-        };
-        match t[0] {
-            "ADDR" if t.len() == 3 => {
-                node(1, "node")?;
-                node(2, "peer")?;
-            }
-            "PATH" if t.len() >= 4 => {
-                let (src, dst) = (node(1, "src")?, node(2, "dst")?);
-                let hops = t[3..]
-                    .iter()
-                    .map(|h| {
-                        let (n, l) = h.split_once(':').ok_or_else(|| Ns3Error::parse(path, no, "hop", format!("expected `node:link`, found `{h}`")))?;
-                        match (n.parse(), l.parse()) {
-                            (Ok(n), Ok(l)) => Ok((NodeId(n), LinkId(l))),
-                            _ => Err(Ns3Error::parse(path, no, "hop", format!("expected `node:link`, found `{h}`"))),
-                        }
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                if hops.last().map(|h| h.0) != Some(dst) {
-                    return Err(Ns3Error::parse(path, no, "hop", format!("the path does not end at its destination {dst}")));
-                }
-                if out.insert((src, dst), hops).is_some() {
-                    return Err(Ns3Error::parse(path, no, "PATH", format!("pair {src} {dst} is routed twice")));
-                }
-            }
-            other => return Err(Ns3Error::parse(path, no, "keyword", format!("expected `ADDR node peer` or `PATH src dst node:link...`, found `{other}` with {} fields", t.len()))),
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -315,7 +247,9 @@ mod tests {
         let (text, n) = r.text(&t);
         assert_eq!(n, 2);
         assert!(text.contains("ADDR 0 2\n"), "{text}");
-        let back = read_routes_txt(Path::new("routes.txt"), &text).unwrap();
+        let back = routes_txt::parse(std::path::Path::new("routes.txt"), &text)
+            .unwrap()
+            .paths;
         assert_eq!(back.len(), 2);
         for (s, d, hops) in r.iter() {
             assert_eq!(back[&(s, d)], hops);
@@ -324,17 +258,6 @@ mod tests {
             r.path(NodeId(1), NodeId(3)),
             Err(Ns3Error::NoRoute { .. })
         ));
-        let bad = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0 5\n")
-            .unwrap_err()
-            .to_string();
-        assert!(bad.contains("routes.txt:1: hop"), "{bad}");
-        let short = read_routes_txt(Path::new("routes.txt"), "PATH 0 3 2:0\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            short.contains("does not end at its destination 3"),
-            "{short}"
-        );
     }
 
     #[test]

@@ -6,11 +6,9 @@
 //! one `fct.csv` row carrying all its bytes, starting no earlier than its deps' ends plus
 //! its gap. Anything else is [`Ns3Error::Incomplete`] and `summary.csv` is not written.
 
-use super::emit::read_trace_txt;
-use super::routes::read_routes_txt;
 use super::Ns3Error;
 use crate::fct::{self, FctRow, Summary, SummaryContext};
-use crate::formats::{fct_csv, summary_csv};
+use crate::formats::{fct_csv, glue_trace_txt, routes_txt, summary_csv};
 use crate::record::{FlowRecord, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
 use std::collections::{BTreeMap, BTreeSet};
@@ -177,7 +175,7 @@ pub fn run_glue(
 ) -> Result<RunReport, Ns3Error> {
     let trace_path = dir.join("trace.txt");
     let text = std::fs::read_to_string(&trace_path).map_err(|e| Ns3Error::io(&trace_path, e))?;
-    let (records, _) = read_trace_txt(&trace_path, &text)?;
+    let (records, _) = glue_trace_txt::parse(&trace_path, &text)?;
     for f in OUTPUTS {
         let _ = std::fs::remove_file(dir.join(f));
     }
@@ -327,7 +325,7 @@ pub fn switch_bytes(
     routes_path: &Path,
 ) -> Result<u64, Ns3Error> {
     let text = std::fs::read_to_string(routes_path).map_err(|e| Ns3Error::io(routes_path, e))?;
-    let routes = read_routes_txt(routes_path, &text)?;
+    let routes = routes_txt::parse(routes_path, &text)?.paths;
     let mut total = 0;
     for r in records
         .iter()

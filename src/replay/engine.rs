@@ -5,7 +5,7 @@
 //! indexed by `u32`; every path is a slice of one channel arena (see `prepare`).
 
 use super::pools::{Grant, Occupancy, Pools};
-use super::prepare::{ina_wire, prepare, window_rate, wire, Prepared, NONE};
+use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::route::PathSource;
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, FctRow, SummaryContext};
@@ -315,7 +315,7 @@ impl<'a> Sim<'a> {
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            window_rate(in_flight, self.opts.ina.payload, agg.rtt)
+            crate::netmodel::window_rate(in_flight, self.opts.ina.payload.0, agg.rtt)
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);

@@ -92,7 +92,9 @@ use crate::units::{Bytes, FlowId, LinkId, NodeId};
 /// slots from the whole pool and falls back to the host ring at once when they are not
 /// free, ATP-style; `priority` is best-effort that waits instead, freed slots going to
 /// waiting aggregations by class in `ina_classes` order, then arrival, then id (each
-/// waiting aggregation whose slots are free is served, in that order).
+/// waiting aggregation whose slots are free is served, in that order); `planned` draws
+/// from its group's reservation (the trace header's, `InaSwitchModel::reservation`):
+/// `w = min(window, packets, reservation)`, waiting while a switch's pool cannot hold it.
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// Options of one replay.

@@ -1,4 +1,4 @@
-//! The aggregator-slot pools of the INA switches and the three slot policies
+//! The aggregator-slot pools of the INA switches and the slot policies
 //! ([`InaPolicy`]; what each does is in the replayer's module docs).
 
 use super::prepare::Agg;
@@ -8,14 +8,19 @@ use crate::record::Class;
 use crate::units::NodeId;
 use std::collections::{BTreeSet, HashMap};
 
+/// Classes in the per-class arrays.
+const CLASSES: usize = 6;
+
 /// Index of a class in the per-class arrays (compute never aggregates; it shares the
-/// embedding slot only to keep the arrays at four).
+/// embedding slot only to keep the arrays at six).
 pub(super) fn class_idx(c: Class) -> usize {
     match c {
         Class::Tp => 0,
         Class::Pp => 1,
         Class::Dp => 2,
         Class::Emb | Class::Compute => 3,
+        Class::Cp => 4,
+        Class::Ep => 5,
     }
 }
 
@@ -23,12 +28,12 @@ pub(super) fn class_idx(c: Class) -> usize {
 pub(super) struct Pools {
     policy: InaPolicy,
     total: u32,
-    share: [u32; 4],
-    used: Vec<[u32; 4]>,
+    share: [u32; CLASSES],
+    used: Vec<[u32; CLASSES]>,
     /// Aggregations waiting for slots, by (priority rank, arrival, aggregation).
     pub waiting: BTreeSet<(u8, u64, u32)>,
     /// Rank of each class in the priority order (`ina_classes` order; absent classes last).
-    prio: [u8; 4],
+    prio: [u8; CLASSES],
 }
 
 /// A policy's answer to an aggregation asking for slots.
@@ -57,11 +62,11 @@ impl Pools {
             v.dedup();
             v
         };
-        let mut share = [0u32; 4];
+        let mut share = [0u32; CLASSES];
         for c in &enabled {
             share[class_idx(*c)] = ina.slots / enabled.len() as u32;
         }
-        let mut prio = [4u8, 5, 6, 7];
+        let mut prio = [6u8, 7, 8, 9, 10, 11];
         for (rank, c) in ina
             .classes
             .iter()
@@ -76,7 +81,7 @@ impl Pools {
             policy: ina.policy,
             total: ina.slots,
             share,
-            used: vec![[0; 4]; switches],
+            used: vec![[0; CLASSES]; switches],
             waiting: BTreeSet::new(),
         }
     }
@@ -115,6 +120,17 @@ impl Pools {
         if agg.want == 0 {
             // an empty stream: nothing to hold
             return Grant::Slots(0);
+        }
+        if self.policy == InaPolicy::Planned {
+            // the plan's reservation (the pool this stream draws from), once every
+            // switch's pool can hold it
+            let need = agg.want.min(agg.reserved);
+            let fits = agg.switches.iter().all(|&s| self.free(s, c) >= need);
+            return if need > 0 && fits {
+                Grant::Slots(need)
+            } else {
+                Grant::Wait
+            };
         }
         let want = agg.want.min(self.capacity(c));
         let free = agg

@@ -6,8 +6,9 @@
 //! ([`ReplayError`]); a trace that passes all of them cannot hang the event loop.
 
 use super::route::PathSource;
-use super::{ReplayError, ReplayOptions};
+use super::{InaPolicy, ReplayError, ReplayOptions};
 use crate::fct;
+use crate::netmodel::{self, EdgeDir};
 use crate::record::{AggDir, Class, FlowRecord, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
 use crate::units::{Bytes, FlowId, NodeId};
@@ -28,6 +29,8 @@ pub(super) struct Agg {
     pub tree_cap: f64,
     /// Dense indices of the switches that aggregate (empty: multicast only, no slots).
     pub switches: Vec<u32>,
+    /// Slots its group reserves per switch (`planned` policy; 0 otherwise).
+    pub reserved: u32,
     /// Slots the stream occupies on each of its switches, `w = min(window, packets)`
     /// (0 for multicast only or an empty stream).
     pub want: u32,
@@ -112,24 +115,6 @@ pub(super) fn slots_wanted(s: Bytes, opts: &ReplayOptions) -> u32 {
     }
     let packets = s.0.div_ceil(opts.ina.payload.0);
     packets.min(opts.ina.window as u64) as u32
-}
-
-/// Bytes per ns a window of `slots` packets of `payload` sustains over `rtt`.
-pub(super) fn window_rate(slots: u32, payload: Bytes, rtt: u64) -> f64 {
-    if rtt == 0 {
-        f64::INFINITY
-    } else {
-        slots as f64 * payload.0 as f64 / rtt as f64
-    }
-}
-
-/// Nanoseconds to move `bytes` at `rate` bytes/ns, rounded up (a tolerance of 1e-6 ns
-/// keeps exact quotients such as 80000.0000000001 from rounding to the next ns).
-pub(super) fn fluid_time(bytes: f64, rate: f64) -> u64 {
-    if bytes <= 0.0 || rate.is_infinite() {
-        return 0;
-    }
-    (bytes / rate - 1e-6).ceil().max(0.0) as u64
 }
 
 /// Validate `records` against `topo` and `routing` and build the tables the event loop runs on.
@@ -419,8 +404,9 @@ impl Channels {
         Ok(())
     }
 
-    /// Route `src → dst` for record `id`, check it, append it to `arena`: (offset, length,
-    /// propagation delay, the path).
+    /// Route `src → dst` on NCCL channel `channel` (0: the connection path) for record
+    /// `id`, check it, append it to `arena`: (offset, length, propagation delay, the path).
+    #[allow(clippy::too_many_arguments)]
     fn route<R: PathSource + ?Sized>(
         &self,
         topo: &Topology,
@@ -428,16 +414,18 @@ impl Channels {
         id: FlowId,
         src: NodeId,
         dst: NodeId,
+        channel: u32,
         arena: &mut Vec<u32>,
     ) -> Result<(u32, u32, u64, Vec<Channel>), ReplayError> {
-        let path = routing
-            .connection_path(src, dst)
-            .map_err(|reason| ReplayError::NoRoute {
-                id,
-                src,
-                dst,
-                reason,
-            })?;
+        let path =
+            routing
+                .channel_path(src, dst, channel)
+                .map_err(|reason| ReplayError::NoRoute {
+                    id,
+                    src,
+                    dst,
+                    reason,
+                })?;
         self.check(topo, id, &path)?;
         let off = arena.len() as u32;
         let mut delay = 0;
@@ -478,7 +466,7 @@ impl RecordPaths {
                 continue;
             }
             let (off, len, delay, path) =
-                channels.route(topo, routing, r.id, r.src, r.dst, arena)?;
+                channels.route(topo, routing, r.id, r.src, r.dst, r.channel, arena)?;
             p.off[i] = off;
             p.len[i] = len;
             p.delay[i] = delay;
@@ -548,11 +536,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
     ) -> Result<Agg, ReplayError> {
         let tree = self.tree(&mem, arena, switches)?;
         // the unit's own limit: capacity over multiplicity on its tightest channel
-        let tree_cap = tree
-            .channels
-            .chunk_by(|a, b| a == b)
-            .map(|run| self.channels.cap[run[0] as usize] / run.len() as f64)
-            .fold(f64::INFINITY, f64::min);
+        let tree_cap = netmodel::multiset_cap(&tree.channels, |c| self.channels.cap[c as usize]);
         let nodes: Vec<(u32, NodeId)> = tree
             .switches
             .iter()
@@ -560,13 +544,25 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             .collect();
         let TreeTiming { latency, holds } = self.tree_timing(&mem, &nodes);
         let wire_s = ina_wire(tree.s, self.opts);
-        let full_window = if tree.switches.is_empty() {
-            f64::INFINITY
-        } else {
-            window_rate(self.opts.ina.window, self.opts.ina.payload, latency)
-        };
-        let standalone = fluid_time(wire_s.0 as f64, tree_cap.min(full_window)) + latency;
+        let standalone = netmodel::ina_time(
+            wire_s.0,
+            tree_cap,
+            self.opts.ina.window,
+            self.opts.ina.payload.0,
+            latency,
+            !tree.switches.is_empty(),
+        );
         let (ring, ring_wire, ring_latency) = self.fallback_ring(&mem, tree.s, arena)?;
+        let reserved = planned_reservation(
+            self.records,
+            &mem,
+            self.topo,
+            self.opts,
+            &tree.switches,
+            &switches.nodes,
+            self.records[mem[0] as usize].agg.map_or(0, |a| a.id),
+            tree.class,
+        )?;
         let tree_off = arena.len() as u32;
         arena.extend_from_slice(&tree.channels);
         Ok(Agg {
@@ -584,6 +580,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             },
             holds,
             switches: tree.switches,
+            reserved,
             latency,
             rtt: latency,
             standalone,
@@ -667,86 +664,34 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
     }
 
     /// The tree's latency (longest up chain plus longest down chain) and, for each
-    /// aggregating switch, when it holds slots relative to the stream (see
-    /// [`SlotHold`]). Chains are found by relaxation over the edges (trees are shallow).
+    /// aggregating switch, when it holds slots relative to the stream (see [`SlotHold`]
+    /// and [`netmodel::TreeChains`]).
     fn tree_timing(&self, mem: &[u32], switches: &[(u32, NodeId)]) -> TreeTiming {
-        let mut up_long: HashMap<u32, u64> = HashMap::new();
-        let mut up_first: HashMap<u32, u64> = HashMap::new();
-        let mut down_long: HashMap<u32, u64> = HashMap::new();
-        let mut from_root: HashMap<u32, u64> = HashMap::new();
-        // nodes some up edge enters, nodes that send down: every other end of an up edge
-        // is a leaf (distance 0), every down sender no down edge enters is the root
-        let mut up_dst = std::collections::HashSet::new();
-        let mut down_src = std::collections::HashSet::new();
-        for &m in mem {
-            let r = &self.records[m as usize];
-            match r.agg.map(|a| a.dir) {
-                Some(AggDir::Up) => up_dst.insert(r.dst.0),
-                Some(AggDir::Down) => down_src.insert(r.src.0),
-                None => false,
-            };
-        }
-        let relax_max = |map: &mut HashMap<u32, u64>, to: u32, v: u64| {
-            let e = map.entry(to).or_insert(0);
-            let grew = v > *e;
-            *e = (*e).max(v);
-            grew
-        };
-        for _ in 0..mem.len() {
-            let mut changed = false;
-            for &m in mem {
+        let edges: Vec<(u32, u32, u64, EdgeDir)> = mem
+            .iter()
+            .filter_map(|&m| {
                 let r = &self.records[m as usize];
-                let d = self.paths.delay[m as usize];
-                let Some(a) = r.agg else { continue };
-                let (s, t) = (r.src.0, r.dst.0);
-                match a.dir {
-                    AggDir::Up => {
-                        let v = up_long.get(&s).copied().unwrap_or(0) + d;
-                        changed |= relax_max(&mut up_long, t, v);
-                        let first = if up_dst.contains(&s) {
-                            up_first.get(&s).copied()
-                        } else {
-                            Some(0)
-                        };
-                        if let Some(f) = first {
-                            let e = up_first.entry(t).or_insert(u64::MAX);
-                            if f + d < *e {
-                                *e = f + d;
-                                changed = true;
-                            }
-                        }
-                    }
-                    AggDir::Down => {
-                        let v = down_long.get(&t).copied().unwrap_or(0) + d;
-                        changed |= relax_max(&mut down_long, s, v);
-                        let v = from_root.get(&s).copied().unwrap_or(0) + d;
-                        changed |= relax_max(&mut from_root, t, v);
-                    }
-                }
-            }
-            if !changed {
-                break;
-            }
-        }
-        let up_lat = up_long.values().copied().max().unwrap_or(0);
-        let down_lat = down_long.values().copied().max().unwrap_or(0);
+                let dir = match r.agg?.dir {
+                    AggDir::Up => EdgeDir::Up,
+                    AggDir::Down => EdgeDir::Down,
+                };
+                Some((r.src.0, r.dst.0, self.paths.delay[m as usize], dir))
+            })
+            .collect();
+        let chains = netmodel::TreeChains::new(&edges);
         let holds = switches
             .iter()
             .map(|&(switch, node)| {
-                let s = node.0;
+                let (acquire, release) = chains.slot_hold(node.0);
                 SlotHold {
                     switch,
-                    acquire: up_first.get(&s).copied().unwrap_or(0),
-                    release: if down_src.contains(&s) {
-                        up_lat + from_root.get(&s).copied().unwrap_or(0)
-                    } else {
-                        up_long.get(&s).copied().unwrap_or(0)
-                    },
+                    acquire,
+                    release,
                 }
             })
             .collect();
         TreeTiming {
-            latency: up_lat + down_lat,
+            latency: chains.up_latency() + chains.down_latency(),
             holds,
         }
     }
@@ -782,7 +727,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             let b = hosts[(k + 1) % hn].0;
             let (off, len, d, _) =
                 self.channels
-                    .route(self.topo, self.routing, rid, a, b, arena)?;
+                    .route(self.topo, self.routing, rid, a, b, 0, arena)?;
             ring.push((off, len));
             ring_delay = ring_delay.max(d);
         }
@@ -794,4 +739,49 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             steps * ring_delay,
         ))
     }
+}
+
+/// The slots an aggregation's group reserves on each of its switches under the `planned`
+/// policy (the smallest, should they differ): matched by class and first member (the
+/// lowest host sending an up edge), see [`crate::trace::Reservation`]. 0 for other policies
+/// and for multicast-only aggregations; an error when a switch has no reservation for it
+/// or one larger than the pool.
+#[allow(clippy::too_many_arguments)]
+fn planned_reservation(
+    records: &[FlowRecord],
+    mem: &[u32],
+    topo: &Topology,
+    opts: &ReplayOptions,
+    switches: &[u32],
+    switch_nodes: &[NodeId],
+    id: u64,
+    class: Class,
+) -> Result<u32, ReplayError> {
+    if opts.ina.policy != InaPolicy::Planned || switches.is_empty() {
+        return Ok(0);
+    }
+    let first = mem
+        .iter()
+        .map(|&m| &records[m as usize])
+        .filter(|r| {
+            r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host
+        })
+        .map(|r| r.src)
+        .min();
+    let mut k = u32::MAX;
+    for &sw in switches {
+        let node = switch_nodes[sw as usize];
+        let r = first.and_then(|f| opts.ina.reservation(node, class, f));
+        let msg = match (r, first) {
+            (Some(x), _) if x <= opts.ina.slots => {
+                k = k.min(x);
+                continue;
+            }
+            (Some(x), _) => format!("reserves {x} slots on switch {node} but its pool holds {}", opts.ina.slots),
+            (None, Some(f)) => format!("the planned slot policy has no reservation on switch {node} for the {class} aggregation of first member {f}"),
+            (None, None) => "the planned slot policy needs a host among its up-edge senders".into(),
+        };
+        return Err(ReplayError::BadAggregation { agg: id, msg });
+    }
+    Ok(k)
 }

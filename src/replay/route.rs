@@ -7,7 +7,7 @@
 //! `routes.txt` and INA trees are built from — so both back-ends put every record on the
 //! same path. Tests pass hand-written paths through the same seam.
 
-use crate::topology::{pair_key, Channel, Routing};
+use crate::topology::{connection_key, pair_key, Channel, Routing};
 use crate::units::NodeId;
 
 /// Anything that can route a transfer: channels from `src` to `dst`, ECMP choice keyed
@@ -21,6 +21,12 @@ pub trait PathSource {
     /// [`pair_key`]`(src, dst)`.
     fn connection_path(&self, src: NodeId, dst: NodeId) -> Result<Vec<Channel>, String> {
         self.path(src, dst, pair_key(src, dst))
+    }
+
+    /// The path of NCCL channel `channel` of that connection: [`PathSource::path`] keyed by
+    /// [`connection_key`]`(src, dst, channel)` (channel 0 is the connection path).
+    fn channel_path(&self, src: NodeId, dst: NodeId, channel: u32) -> Result<Vec<Channel>, String> {
+        self.path(src, dst, connection_key(src, dst, channel))
     }
 }
 

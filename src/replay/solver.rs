@@ -9,7 +9,7 @@
 //! nobody).
 
 use super::engine::{EventKind, Owner, Sim, Unit};
-use super::prepare::fluid_time;
+use crate::netmodel::fluid_time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

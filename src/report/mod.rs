@@ -33,7 +33,10 @@
 //! them the same FCT by construction; they are reported on a separate `timers` row, which
 //! is a consistency check (it must show zero error) rather than a measurement.
 
+mod seeds;
 pub mod slots;
+
+pub use seeds::{median_u64, seeds_table, SEED_COLUMNS};
 
 use crate::fct::{FctRow, Summary};
 use crate::formats::{fct_csv, summary_csv};
@@ -177,6 +180,14 @@ pub enum ReportError {
     DuplicatePolicy {
         /// The policy.
         policy: String,
+    },
+    /// The seeds of a run did not run the same policies.
+    #[error("results over seeds: {}{msg}", seed.map(|s| format!("seed {s} ")).unwrap_or_default())]
+    SeedPolicies {
+        /// The seed at fault, if one.
+        seed: Option<u64>,
+        /// What differs.
+        msg: String,
     },
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
@@ -415,6 +426,23 @@ impl Comparison {
     }
     fn metric(&self, name: &str) -> Option<&MetricComparison> {
         self.iteration.iter().find(|m| m.metric == name)
+    }
+
+    /// What `ina3d compare` prints: the FCT-error table and the iteration and wall-time
+    /// lines.
+    pub fn summary_text(&self) -> Result<String, ReportError> {
+        Ok(format!(
+            "trace {} ({} records): replayer vs ns-3, relative FCT error (r-n)/n\n{}\
+             iteration time: replay {} ns, ns-3 {} ns, error {:+.2} %\n\
+             wall time: ns-3 / replay = {:.1}x\n",
+            self.trace,
+            self.records,
+            format_table(&self.fct_error_table()?),
+            self.iteration.first().map_or(0, |m| m.replay),
+            self.iteration.first().map_or(0, |m| m.ns3),
+            100.0 * self.iteration_rel_error(),
+            self.wall_time_ratio()
+        ) + &slots::summary_text(self.slots.as_deref()))
     }
 
     /// `fct_error.csv` as a DataFrame.
@@ -864,6 +892,50 @@ pub struct PolicyResult {
 /// `ina_slots`, per-class network bytes, the replayer's wall time, and
 /// `ns3_iteration_time_ns` (empty when ns-3 did not run).
 pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
+    let speedup = speedups_vs_ring(rows)?;
+    let u = |name: &str, f: fn(&Summary) -> u64| {
+        Column::new(
+            name.into(),
+            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
+        )
+    };
+    DataFrame::new_infer_height(vec![
+        Column::new(
+            "policy".into(),
+            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
+        ),
+        u("iteration_time_ns", |s| s.iteration_time_ns),
+        u("compute_ns", |s| s.compute_ns),
+        u("exposed_tp_ns", |s| s.exposed_tp_ns),
+        u("exposed_pp_ns", |s| s.exposed_pp_ns),
+        u("exposed_dp_ns", |s| s.exposed_dp_ns),
+        u("exposed_emb_ns", |s| s.exposed_emb_ns),
+        u("bubble_ns", |s| s.bubble_ns),
+        u("switch_bytes", |s| s.switch_bytes),
+        u("ina_slot_peak", |s| s.ina_slot_peak),
+        Column::new("speedup_vs_ring".into(), speedup),
+        Column::new(
+            "ina_slots".into(),
+            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
+        ),
+        u("tp_bytes", |s| s.tp_bytes),
+        u("pp_bytes", |s| s.pp_bytes),
+        u("dp_bytes", |s| s.dp_bytes),
+        u("emb_bytes", |s| s.emb_bytes),
+        u("replay_wall_time_ns", |s| s.wall_time_ns),
+        Column::new(
+            "ns3_iteration_time_ns".into(),
+            rows.iter()
+                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
+                .collect::<Vec<Option<u64>>>(),
+        ),
+    ])
+    .map_err(pol(Path::new("results.csv")))
+}
+
+/// Each row's `speedup_vs_ring`: the ring row's `iteration_time_ns` / the row's. Errors: a
+/// policy named twice, a zero iteration time, no ring row.
+pub fn speedups_vs_ring(rows: &[PolicyResult]) -> Result<Vec<f64>, ReportError> {
     let mut seen = std::collections::BTreeSet::new();
     for r in rows {
         if !seen.insert(r.policy.as_str()) {
@@ -888,49 +960,10 @@ pub fn results_table(rows: &[PolicyResult]) -> Result<DataFrame, ReportError> {
                 .join(", "),
         })?;
     let ring_t = ring.replay.iteration_time_ns as f64;
-    let u = |name: &str, f: fn(&Summary) -> u64| {
-        Column::new(
-            name.into(),
-            rows.iter().map(|r| f(&r.replay)).collect::<Vec<u64>>(),
-        )
-    };
-    DataFrame::new_infer_height(vec![
-        Column::new(
-            "policy".into(),
-            rows.iter().map(|r| r.policy.as_str()).collect::<Vec<_>>(),
-        ),
-        u("iteration_time_ns", |s| s.iteration_time_ns),
-        u("compute_ns", |s| s.compute_ns),
-        u("exposed_tp_ns", |s| s.exposed_tp_ns),
-        u("exposed_pp_ns", |s| s.exposed_pp_ns),
-        u("exposed_dp_ns", |s| s.exposed_dp_ns),
-        u("exposed_emb_ns", |s| s.exposed_emb_ns),
-        u("bubble_ns", |s| s.bubble_ns),
-        u("switch_bytes", |s| s.switch_bytes),
-        u("ina_slot_peak", |s| s.ina_slot_peak),
-        Column::new(
-            "speedup_vs_ring".into(),
-            rows.iter()
-                .map(|r| ring_t / r.replay.iteration_time_ns as f64)
-                .collect::<Vec<f64>>(),
-        ),
-        Column::new(
-            "ina_slots".into(),
-            rows.iter().map(|r| r.ina_slots).collect::<Vec<u64>>(),
-        ),
-        u("tp_bytes", |s| s.tp_bytes),
-        u("pp_bytes", |s| s.pp_bytes),
-        u("dp_bytes", |s| s.dp_bytes),
-        u("emb_bytes", |s| s.emb_bytes),
-        u("replay_wall_time_ns", |s| s.wall_time_ns),
-        Column::new(
-            "ns3_iteration_time_ns".into(),
-            rows.iter()
-                .map(|r| r.ns3.as_ref().map(|s| s.iteration_time_ns))
-                .collect::<Vec<Option<u64>>>(),
-        ),
-    ])
-    .map_err(pol(Path::new("results.csv")))
+    Ok(rows
+        .iter()
+        .map(|r| ring_t / r.replay.iteration_time_ns as f64)
+        .collect())
 }
 
 /// Writes `df` as CSV to `path` atomically (`path.tmp`, then rename). Floats are written

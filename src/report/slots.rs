@@ -95,6 +95,32 @@ pub fn join(replay: &[SwitchSlots], ns3: &[SwitchSlots]) -> Vec<SlotComparison> 
     rows.into_values().collect()
 }
 
+/// The comparison's slot lines for `ina3d compare`'s summary: each switch's peak and
+/// slot-time on both back-ends, or why they were not compared.
+pub fn summary_text(rows: Option<&[SlotComparison]>) -> String {
+    use std::fmt::Write as _;
+    let Some(rows) = rows else {
+        return "INA slots: not compared (a directory has no switches.csv)\n".into();
+    };
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    out.push_str("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
+    out
+}
+
 /// Writes the comparison's `switches.csv` ([`COLUMNS`]) atomically.
 pub fn write_comparison(path: &Path, rows: &[SlotComparison]) -> Result<(), ReportError> {
     write_atomic(path, |w| {

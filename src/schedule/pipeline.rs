@@ -1,4 +1,4 @@
-//! 1F1B and interleaved 1F1B order of one pipeline stage (DESIGN §5.1, Megatron's
+//! 1F1B and interleaved 1F1B order of one pipeline stage (docs/model.md#pipeline-schedule, Megatron's
 //! `forward_backward_pipelining_without_interleaving` / `_with_interleaving`).
 
 use serde::{Deserialize, Serialize};
@@ -24,17 +24,34 @@ pub struct PipeOp {
     pub chunk: u32,
 }
 
+/// Which Megatron release's interleaved warm-up rule to follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WarmupRule {
+    /// Megatron-core since November 2024 (commit 4295be1, "tunable schedule with
+    /// overlapping"): `min((pp − stage − 1)·2 + (v − 1)·pp, m·v)`.
+    #[default]
+    Current,
+    /// Earlier releases: as `Current`, except that with `m == pp` *every* step of the
+    /// interleaved schedule is a warm-up step (all forwards, then all backwards).
+    AllWarmupWhenMEqualsPp,
+}
+
 /// Warm-up forwards of stage `stage` of `pp` with `m` micro-batches and `v` chunks per stage
 /// (`v = 1`: plain 1F1B, `min(pp − stage − 1, m)`; interleaved:
-/// `min((pp − stage − 1)·2 + (v − 1)·pp, m·v)`).
-///
-/// Megatron additionally makes *every* step a warm-up step when interleaving with
-/// `m == pp`; DESIGN §5.1 (which this follows exactly) caps at `m·v` instead. The two
-/// differ only in that corner, and both orders are valid schedules.
+/// `min((pp − stage − 1)·2 + (v − 1)·pp, m·v)`), under today's Megatron rule
+/// (docs/model.md#pipeline-schedule).
 pub fn warmup(pp: u32, stage: u32, m: u32, v: u32) -> u32 {
+    warmup_with(pp, stage, m, v, WarmupRule::Current)
+}
+
+/// [`warmup`] under a chosen Megatron release's rule (see [`WarmupRule`]).
+pub fn warmup_with(pp: u32, stage: u32, m: u32, v: u32, rule: WarmupRule) -> u32 {
     let to_last = pp - stage - 1;
     if v <= 1 {
         to_last.min(m)
+    } else if rule == WarmupRule::AllWarmupWhenMEqualsPp && m == pp {
+        m * v
     } else {
         (to_last * 2 + (v - 1) * pp).min(m * v)
     }
@@ -66,9 +83,14 @@ fn virtual_op(pass: Pass, k: u32, pp: u32, v: u32) -> PipeOp {
 /// pairs, `w` cool-down backwards. Interleaving needs `m` to be a multiple of `pp`
 /// (checked by [`crate::schedule::build`]).
 pub fn stage_order(pp: u32, stage: u32, m: u32, v: u32) -> Vec<PipeOp> {
+    stage_order_with(pp, stage, m, v, WarmupRule::Current)
+}
+
+/// [`stage_order`] under a chosen warm-up rule.
+pub fn stage_order_with(pp: u32, stage: u32, m: u32, v: u32, rule: WarmupRule) -> Vec<PipeOp> {
     let v = v.max(1);
     let total = m * v;
-    let w = warmup(pp, stage, m, v);
+    let w = warmup_with(pp, stage, m, v, rule);
     let mut out = Vec::with_capacity(2 * total as usize);
     for k in 0..w {
         out.push(virtual_op(Pass::Fwd, k, pp, v));

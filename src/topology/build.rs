@@ -211,25 +211,64 @@ impl<'a> Opts<'a> {
             }
             return Ok(f);
         }
-        self.sized_uplink(down, uplinks, over.unwrap_or(1.0))
+        self.sized_uplink(down, uplinks, over)
     }
 
+    /// The uplink rate for `down` capacity over `uplinks` uplinks at ratio `over`, as a
+    /// standard Ethernet speed ([`STANDARD_RATES`]): real fabrics reach a ratio with port
+    /// counts at standard speeds, and simulators key their ECN thresholds by link speed
+    /// (SimAI aborts on a speed its `KMAX_MAP` lacks). Without `oversub` the fabric is
+    /// non-blocking: the smallest standard speed at or above the exact rate. An explicit
+    /// `oversub` must land on a standard speed; otherwise the error lists the ratios that do.
     fn sized_uplink(
         &self,
         down: u128,
         uplinks: u64,
-        over: f64,
+        over: Option<f64>,
     ) -> Result<BitsPerSec, TopologyError> {
-        let r = (down as f64 / (uplinks.max(1) as f64 * over)).round();
-        if r < 1.0 || r >= u64::MAX as f64 {
-            return Err(self.err(
-                "oversub",
-                format!("gives an uplink rate of {r} bps, out of range"),
-            ));
+        let exact = down as f64 / (uplinks.max(1) as f64 * over.unwrap_or(1.0));
+        let fits = |r: &&BitsPerSec| (r.0 as f64 - exact).abs() <= exact * 1e-9;
+        let pick = match over {
+            None => STANDARD_RATES
+                .iter()
+                .find(|r| r.0 as f64 >= exact * (1.0 - 1e-9)),
+            Some(_) => STANDARD_RATES.iter().find(fits),
+        };
+        if let Some(r) = pick {
+            return Ok(*r);
         }
-        Ok(BitsPerSec(r as u64))
+        let ratios: Vec<String> = STANDARD_RATES
+            .iter()
+            .map(|r| down as f64 / (uplinks.max(1) as f64 * r.0 as f64))
+            .filter(|x| (1.0..=64.0).contains(x))
+            .map(|x| format!("{}", (x * 1000.0).round() / 1000.0))
+            .collect();
+        Err(self.err(
+            "oversub",
+            format!(
+                "gives {:.4} Gb/s uplinks, not a standard link speed ({}); ratios that give one here: {} (or set fabric=RATE, or change the spine count)",
+                exact / 1e9,
+                STANDARD_RATES.iter().map(|r| r.to_hpcc_string()).collect::<Vec<_>>().join(", "),
+                if ratios.is_empty() { "none".into() } else { ratios.join(", ") }
+            ),
+        ))
     }
 }
+
+/// Standard Ethernet link speeds that sized uplinks snap to: the speeds of SimAI's and
+/// HPCC's `KMAX_MAP`s (25–400 Gb/s, 1.6 Tb/s) plus 10 and 800 Gb/s (see
+/// `src/formats/` and the emit checks for which consumers know which).
+pub const STANDARD_RATES: [BitsPerSec; 9] = [
+    BitsPerSec(10_000_000_000),
+    BitsPerSec(25_000_000_000),
+    BitsPerSec(50_000_000_000),
+    BitsPerSec(100_000_000_000),
+    BitsPerSec(200_000_000_000),
+    BitsPerSec(400_000_000_000),
+    BitsPerSec(800_000_000_000),
+    BitsPerSec(1_600_000_000_000),
+    BitsPerSec(3_200_000_000_000),
+];
 
 /// Nodes and links being assembled, numbered in creation order.
 struct Net {
@@ -361,7 +400,7 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let hosts = k * k * k / 4;
     let fabric = o.rate("fabric", c.nic)?;
     let tor_up = match o.oversub()? {
-        Some(r) => o.sized_uplink(h as u128 * c.nic.0 as u128, h, r)?,
+        Some(r) => o.sized_uplink(h as u128 * c.nic.0 as u128, h, Some(r))?,
         None => fabric,
     };
     let mut net = hosts_and_nvlink(o, &c, hosts)?;

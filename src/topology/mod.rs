@@ -15,12 +15,13 @@
 //! then aggregation, then core/spine).
 
 mod build;
+pub use build::STANDARD_RATES;
 mod error;
 mod file;
 mod routing;
 
 pub use error::TopologyError;
-pub use routing::{ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
+pub use routing::{connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};
 use serde::{Deserialize, Serialize};

@@ -62,6 +62,21 @@ pub fn pair_key(src: NodeId, dst: NodeId) -> u64 {
     ((src.0 as u64) << 32) | dst.0 as u64
 }
 
+/// The ECMP key of NCCL channel `channel` of the connection from `src` to `dst`: channel 0
+/// is [`pair_key`]`(src, dst)`, channel `c > 0` is `pair_key ^ splitmix64(c)`. Each NCCL
+/// channel has its own connection (its own queue pair / source port), so a fabric hashes
+/// the channels of one GPU pair independently (docs/model.md#nccl-channels). Both
+/// back-ends route a `net` record with the key of its channel.
+#[inline]
+pub fn connection_key(src: NodeId, dst: NodeId, channel: u32) -> u64 {
+    let k = pair_key(src, dst);
+    if channel == 0 {
+        k
+    } else {
+        k ^ splitmix64(channel as u64)
+    }
+}
+
 /// Distances and shortest next hops towards one attachment group of hosts.
 #[derive(Clone, Debug)]
 struct Group {
@@ -409,6 +424,17 @@ impl Routing {
         self.path(src, dst, pair_key(src, dst))
     }
 
+    /// The ECMP path of NCCL channel `channel` of the connection from `src` to `dst`
+    /// ([`connection_key`]); channel 0 is [`Routing::connection_path`].
+    pub fn channel_path(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        channel: u32,
+    ) -> Result<Vec<Channel>, TopologyError> {
+        self.path(src, dst, connection_key(src, dst, channel))
+    }
+
     /// The ECMP path from `src` to `dst` (each a host or a packet switch) for flow key
     /// `key`, as the channels it crosses in order. Same seed and key → same path.
     /// `src == dst` gives the empty path. Among the equal-cost next hops of a node, in
@@ -650,13 +676,10 @@ impl Routing {
     /// The root is a switch that may aggregate (`can_aggregate`) and sits *above* every
     /// member — reachable from each by a strictly upward shortest path (its distance from
     /// every member equals its layer, [`Routing::level`]) — on the lowest such layer: the
-    /// shared ToR when all members hang off one, else an aggregation or core/spine switch.
-    /// Ties are broken by [`ecmp_choice`]`(seed, key, lowest member, candidates)` over the
-    /// candidates in ascending id. Each member's upward path is the reverse of the ECMP
-    /// path from the root down to it (same key); the union of those paths is collapsed so
-    /// every member and aggregating switch points to the nearest aggregating switch above
-    /// it. A member whose walk reaches a switch already in the tree joins there, so each
-    /// node has exactly one parent even where ECMP would have split.
+    /// shared ToR when all members hang off one, else an aggregation or core/spine switch
+    /// ([`Routing::aggregation_candidates`]). Ties are broken by
+    /// [`ecmp_choice`]`(seed, key, lowest member, candidates)` over the candidates in
+    /// ascending id; [`Routing::aggregation_tree_at`] builds the tree below it.
     ///
     /// Errors: no members, a member twice, a member that is not a host, or no aggregating
     /// switch above all members.
@@ -666,6 +689,55 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
         key: u64,
     ) -> Result<AggTree, TopologyError> {
+        let (ms, cands) = self.candidates(members, can_aggregate)?;
+        let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
+        self.tree_below(&ms, can_aggregate, root, key)
+    }
+
+    /// Every switch that may root the aggregation tree of `members` (see
+    /// [`Routing::aggregation_tree`]): the aggregating switches above all members on the
+    /// lowest layer that has one, ascending id. Errors as [`Routing::aggregation_tree`].
+    pub fn aggregation_candidates(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+    ) -> Result<Vec<NodeId>, TopologyError> {
+        Ok(self.candidates(members, can_aggregate)?.1)
+    }
+
+    /// The aggregation tree of `members` rooted at `root` (any switch above all members
+    /// that may aggregate): each member's upward path is the reverse of the ECMP path from
+    /// the root down to it (flow key `key`); the union of those paths is collapsed so every
+    /// member and aggregating switch points to the nearest aggregating switch above it. A
+    /// member whose walk reaches a switch already in the tree joins there, so each node has
+    /// exactly one parent even where ECMP would have split.
+    pub fn aggregation_tree_at(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        root: NodeId,
+        key: u64,
+    ) -> Result<AggTree, TopologyError> {
+        let (ms, _) = self.members_and_reps(members)?;
+        let agg = self.kinds.get(root.idx()) == Some(&NodeKind::Switch) && can_aggregate(root);
+        let above = self
+            .level(root)
+            .is_some_and(|l| ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l)));
+        if !agg || !above {
+            return Err(TopologyError::NoAggregator {
+                members: ms.len(),
+                first: ms[0],
+            });
+        }
+        self.tree_below(&ms, can_aggregate, root, key)
+    }
+
+    /// Sorted members (checked: non-empty, distinct, hosts) and one representative per
+    /// attachment group (distances are equal within a group).
+    fn members_and_reps(
+        &self,
+        members: &[NodeId],
+    ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
         let mut ms = members.to_vec();
         ms.sort_unstable();
         if ms.is_empty() {
@@ -680,7 +752,6 @@ impl Routing {
         for &m in &ms {
             self.host(m)?;
         }
-        // One representative per attachment group: distances are equal within a group.
         let mut reps: Vec<NodeId> = Vec::new();
         let mut seen = vec![false; self.groups.len()];
         for &m in &ms {
@@ -690,6 +761,16 @@ impl Routing {
                 reps.push(m);
             }
         }
+        Ok((ms, reps))
+    }
+
+    /// Sorted members and the candidate roots (non-empty) of [`Routing::aggregation_candidates`].
+    fn candidates(
+        &self,
+        members: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+    ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
+        let (ms, reps) = self.members_and_reps(members)?;
         let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
         let mut best = FAR;
         let mut cands: Vec<NodeId> = Vec::new();
@@ -713,13 +794,24 @@ impl Routing {
                 first: ms[0],
             });
         }
-        let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
+        Ok((ms, cands))
+    }
+
+    /// The tree below a chosen root (see [`Routing::aggregation_tree_at`]).
+    fn tree_below(
+        &self,
+        ms: &[NodeId],
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        root: NodeId,
+        key: u64,
+    ) -> Result<AggTree, TopologyError> {
+        let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
 
         let mut in_tree: BTreeMap<NodeId, ()> = BTreeMap::new();
         in_tree.insert(root, ());
         let mut edges: Vec<AggEdge> = Vec::new();
         let mut down = Vec::new();
-        for &m in &ms {
+        for &m in ms {
             down.clear();
             self.route(root, m, key, &mut down)?;
             let mut child = m;

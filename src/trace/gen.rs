@@ -8,18 +8,29 @@
 //! and would otherwise serialise compute after communication it overlaps with.
 //!
 //! Pipelines (one per DP×CP replica) are generated stage by stage in an order that
-//! respects their p2p dependencies; DP buckets, layer-norm and embedding all-reduces
-//! follow once every replica's backward has been emitted. Memory is O(ranks + buckets +
-//! in-flight p2p messages), independent of the number of records.
+//! respects their p2p dependencies, replicas that share CP or EP groups in lockstep
+//! ([`iteration`]); DP buckets, layer-norm and embedding all-reduces follow once every
+//! replica's backward has been emitted. Memory is O(ranks + buckets + in-flight p2p
+//! messages), independent of the number of records.
+//!
+//! Submodules lower what is not a plain collective: [`a2a`] (all-to-alls), [`cp`] (ring
+//! attention), [`channels`] (NCCL channels), [`iteration`] (one training iteration).
+
+mod a2a;
+mod channels;
+mod cp;
+mod iteration;
 
 use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
 use super::TraceError;
 use crate::megatron::TrainingConfig;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
-use crate::schedule::{self, CollKind, Coords, LayerStep, Pass, Workload};
+use crate::schedule::{self, CollKind, GroupKind, Workload};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
+
+pub use channels::default_channels;
 
 /// Counts of a generated trace.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -37,6 +48,8 @@ pub struct TraceStats {
     /// INA-eligible collectives whose members no aggregating switch covers (e.g. ToR-only
     /// INA and a group spanning racks): lowered with the host algorithm instead.
     pub ina_fallbacks: u64,
+    /// NCCL channels each network collective was split over.
+    pub channels: u32,
 }
 
 #[derive(Clone, Default)]
@@ -53,10 +66,23 @@ struct Tag {
     stage: Option<u32>,
 }
 
+/// A rank's independent streams of work: the main one (compute, TP/CP/EP/PP traffic), and
+/// one per gradient-reduction group, since dense and expert buckets go through different
+/// NCCL communicators and overlap each other and the backward.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Stream {
     Main,
     Dp,
+    ExpertDp,
+}
+
+/// The traffic class of a layer step's group.
+fn class_of(g: GroupKind) -> Class {
+    match g {
+        GroupKind::Tp => Class::Tp,
+        GroupKind::Cp => Class::Cp,
+        GroupKind::Ep | GroupKind::ExpertTp | GroupKind::ExpertTpEp => Class::Ep,
+    }
 }
 
 struct Gen<'a> {
@@ -72,11 +98,21 @@ struct Gen<'a> {
     iteration: u32,
     main: Vec<Chain>,
     dp: Vec<Chain>,
+    edp: Vec<Chain>,
     can_agg: Vec<bool>,
     tor: Vec<Option<NodeId>>,
     nvlink_alpha: Nanos,
+    /// NCCL channels per network collective.
+    channels: u32,
+    /// The channel records are being emitted on (inside [`Gen::over_channels`]).
+    channel: u32,
+    /// How many channels share each GPU's NVLink right now: NVLink records made inside
+    /// a channel get `1/share` of the NVLink rate.
+    nvlink_share: u32,
+    /// The plan's groups (`InaMode::Planned`).
+    plan: Option<super::planned::PlanIndex>,
     /// Records and bytes per (class, mode), folded into `stats` at the end (a map per record is slow).
-    counts: [[(u64, u64); 4]; 5],
+    counts: [[(u64, u64); 4]; 7],
 }
 
 /// Generate the trace of `cfg` on `topo`, streaming records (dependencies first) to `sink`.
@@ -103,57 +139,37 @@ pub fn generate_workload(
             "--iterations must be at least 1".into(),
         ));
     }
-    let n = topo.node_count();
-    let mut can_agg = vec![false; n];
-    let mut tor = vec![None; n];
+    let channels = match opts.nccl_channels {
+        Some(0) => {
+            return Err(TraceError::Generate(
+                "--nccl-channels must be at least 1".into(),
+            ))
+        }
+        Some(c) => c,
+        None => default_channels(topo),
+    };
+    let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
+        aggregating_switches(topo, &opts.ina.switches)?
+    } else {
+        (
+            vec![false; topo.node_count()],
+            vec![None; topo.node_count()],
+        )
+    };
     let routing = if opts.ina.mode != InaMode::Off {
-        for (i, l) in topo.links.iter().enumerate() {
-            let _ = i;
-            if l.kind == LinkKind::Nic {
-                let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
-                    (l.a, l.b)
-                } else {
-                    (l.b, l.a)
-                };
-                if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
-                    tor[h.idx()] = Some(s);
-                }
-            }
-        }
-        match &opts.ina.switches {
-            InaSwitches::All => {
-                for (i, k) in topo.kinds.iter().enumerate() {
-                    can_agg[i] = *k == NodeKind::Switch;
-                }
-            }
-            InaSwitches::Tor => {
-                for t in tor.iter().flatten() {
-                    can_agg[t.idx()] = true;
-                }
-            }
-            InaSwitches::Ids(ids) => {
-                for id in ids {
-                    if topo.kind(*id) != Some(NodeKind::Switch) {
-                        return Err(TraceError::Generate(format!(
-                            "--ina-switches: node {id} is not a switch of topology `{}`",
-                            topo.source
-                        )));
-                    }
-                    can_agg[id.idx()] = true;
-                }
-            }
-        }
         Some(Routing::new(topo, opts.seed)?)
     } else {
         None
     };
-    let nvlink_alpha = opts.nvlink_step_latency.unwrap_or_else(|| {
-        topo.links
-            .iter()
-            .find(|l| l.kind == LinkKind::NvLink)
-            .map(|l| Nanos(2 * l.delay.0))
-            .unwrap_or(Nanos(1000))
-    });
+    let plan = match (opts.ina.mode, &opts.plan) {
+        (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+        (InaMode::Planned, None) => {
+            return Err(TraceError::Generate(
+                "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
+            ))
+        }
+        _ => None,
+    };
     let w = wl.world() as usize;
     let mut g = Gen {
         topo,
@@ -161,17 +177,25 @@ pub fn generate_workload(
         opts,
         wl,
         sink,
-        stats: TraceStats::default(),
+        stats: TraceStats {
+            channels,
+            ..TraceStats::default()
+        },
         next_id: 0,
         next_coll: 0,
         next_agg: 0,
         iteration: 0,
         main: vec![Chain::default(); w],
         dp: vec![Chain::default(); w],
+        edp: vec![Chain::default(); w],
         can_agg,
         tor,
-        nvlink_alpha,
-        counts: [[(0, 0); 4]; 5],
+        nvlink_alpha: nvlink_step_latency(topo, opts),
+        channels,
+        channel: 0,
+        nvlink_share: 1,
+        plan,
+        counts: [[(0, 0); 4]; 7],
     };
     for it in 0..opts.iterations {
         g.iteration = it;
@@ -188,16 +212,82 @@ pub fn generate_workload(
     Ok(g.stats)
 }
 
-/// Latency α per algorithm step of an NVLink record: the option, else twice the topology's
-/// NVLink link delay (GPU → NVSwitch → GPU), else 1 µs.
-pub fn nvlink_step_latency(topo: &Topology, opts: &TraceOptions) -> Nanos {
-    opts.nvlink_step_latency.unwrap_or_else(|| {
-        topo.links
-            .iter()
-            .find(|l| l.kind == LinkKind::NvLink)
-            .map(|l| Nanos(2 * l.delay.0))
-            .unwrap_or(Nanos(1000))
-    })
+/// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the
+/// first switch its NIC attaches to). Errors: an id that is not a switch of `topo`.
+pub fn aggregating_switches(
+    topo: &Topology,
+    switches: &InaSwitches,
+) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
+    let n = topo.node_count();
+    let mut can_agg = vec![false; n];
+    let mut tor = vec![None; n];
+    for l in topo.links.iter().filter(|l| l.kind == LinkKind::Nic) {
+        let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
+            (l.a, l.b)
+        } else {
+            (l.b, l.a)
+        };
+        if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
+            tor[h.idx()] = Some(s);
+        }
+    }
+    match switches {
+        InaSwitches::All => {
+            for (i, k) in topo.kinds.iter().enumerate() {
+                can_agg[i] = *k == NodeKind::Switch;
+            }
+        }
+        InaSwitches::Tor => {
+            for t in tor.iter().flatten() {
+                can_agg[t.idx()] = true;
+            }
+        }
+        InaSwitches::Ids(ids) => {
+            for id in ids {
+                if topo.kind(*id) != Some(NodeKind::Switch) {
+                    return Err(TraceError::Generate(format!(
+                        "--ina-switches: node {id} is not a switch of topology `{}`",
+                        topo.source
+                    )));
+                }
+                can_agg[id.idx()] = true;
+            }
+        }
+    }
+    Ok((can_agg, tor))
+}
+
+/// NCCL's own latency estimate for one step of a ring over NVLink with its Simple
+/// protocol (the one it picks for the large buffers of training): 3.4 µs
+/// (`hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE]` in NCCL's
+/// `src/graph/tuning.cc`, docs/model.md#nvlink-records).
+pub const NCCL_NVLINK_RING_STEP: Nanos = Nanos(3_400);
+
+/// Latency α per algorithm step of an NVLink record: the option, else
+/// [`NCCL_NVLINK_RING_STEP`].
+pub fn nvlink_step_latency(_topo: &Topology, opts: &TraceOptions) -> Nanos {
+    opts.nvlink_step_latency.unwrap_or(NCCL_NVLINK_RING_STEP)
+}
+
+/// Duration of a collective confined to one NVLink domain (the `nvlink` record's `dur`):
+/// `busbw_factor · S / (nvlink_rate / share) + steps · α` (ring model; `share` channels
+/// use the NVLink at once, 1 outside channels), α from [`nvlink_step_latency`]. `None`
+/// when the topology has no NVLink rate. The generator and the planner both call this.
+pub fn nvlink_collective_time(
+    topo: &Topology,
+    alpha: Nanos,
+    kind: CollKind,
+    bytes: Bytes,
+    n: u32,
+    share: u32,
+) -> Option<Nanos> {
+    let rate = topo.nvlink_rate?;
+    let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
+    let steps = match kind {
+        CollKind::AllReduce => 2 * (n as u64 - 1),
+        _ => n as u64 - 1,
+    };
+    Some(rate.transmit_time(Bytes(moved.0 * share as u64)) + Nanos(steps * alpha.0))
 }
 
 fn is_pow2(n: usize) -> bool {
@@ -209,6 +299,7 @@ impl Gen<'_> {
         match s {
             Stream::Main => &mut self.main[r.idx()],
             Stream::Dp => &mut self.dp[r.idx()],
+            Stream::ExpertDp => &mut self.edp[r.idx()],
         }
     }
 
@@ -288,6 +379,7 @@ impl Gen<'_> {
             stage: tag.stage,
             group_size: group,
             agg,
+            channel: if mode == Mode::Net { self.channel } else { 0 },
         })?;
         Ok(id)
     }
@@ -365,7 +457,9 @@ impl Gen<'_> {
         let (na, nb) = (self.topo.gpu(a), self.topo.gpu(b));
         if self.topo.same_nvlink_domain(a, b) {
             let rate = self.topo.nvlink_rate.expect("nvlink domain has a rate");
-            let dur = rate.transmit_time(bytes) + self.nvlink_alpha;
+            // Inside a channel the GPU's NVLink is shared by every channel's transfer.
+            let dur =
+                rate.transmit_time(Bytes(bytes.0 * self.nvlink_share as u64)) + self.nvlink_alpha;
             self.emit(
                 na,
                 nb,
@@ -417,6 +511,11 @@ impl Gen<'_> {
         if n <= 1 || bytes.0 == 0 {
             return Ok(());
         }
+        if kind == CollKind::AllToAll {
+            // Never aggregated in switches; lowered pairwise (uniform split).
+            let m = n as u32;
+            return self.all_to_all(members, &|_, j| channels::slice(bytes, m, j as u32), s, tag);
+        }
         self.stats.collectives += 1;
         let coll = self.next_coll;
         self.next_coll += 1;
@@ -426,11 +525,14 @@ impl Gen<'_> {
         {
             return self.nvlink_collective(kind, bytes, members, s, tag, coll);
         }
+        if self.plan.is_some() && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+            return self.planned(kind, bytes, members, s, tag, coll);
+        }
         if self.ina_enabled(tag.class)
             && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
         {
             if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
-                return self.rina(bytes, members, s, tag, coll);
+                return self.rina(bytes, members, s, tag, coll, None);
             }
             if self.opts.ina.mode != InaMode::Rina {
                 return self.ina_tree(kind, bytes, members, s, tag, coll);
@@ -439,7 +541,28 @@ impl Gen<'_> {
         self.host_collective(kind, bytes, members, s, tag, coll)
     }
 
+    /// A collective with a host algorithm, split over the NCCL channels
+    /// (docs/model.md#nccl-channels): each channel runs the algorithm on its slice of S.
     fn host_collective(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
+        let c = self.channels_for(bytes);
+        if c <= 1 {
+            return self.host_algorithm(kind, bytes, members, s, tag, coll);
+        }
+        self.over_channels(members, s, tag, c, bytes, |g, slice| {
+            g.host_algorithm(kind, slice, members, s, tag, coll)
+        })
+    }
+
+    /// One channel's (or the only) run of `--collective` over `members`.
+    fn host_algorithm(
         &mut self,
         kind: CollKind,
         bytes: Bytes,
@@ -462,15 +585,18 @@ impl Gen<'_> {
         }
     }
 
-    /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model).
+    /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model;
+    /// `rate/share` inside a channel).
     fn nvlink_duration(&self, kind: CollKind, bytes: Bytes, n: u32) -> Nanos {
-        let rate = self.topo.nvlink_rate.expect("nvlink");
-        let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
-        let steps = match kind {
-            CollKind::AllReduce => 2 * (n as u64 - 1),
-            _ => n as u64 - 1,
-        };
-        rate.transmit_time(moved) + Nanos(steps * self.nvlink_alpha.0)
+        nvlink_collective_time(
+            self.topo,
+            self.nvlink_alpha,
+            kind,
+            bytes,
+            n,
+            self.nvlink_share,
+        )
+        .expect("nvlink")
     }
 
     fn nvlink_collective(
@@ -781,7 +907,7 @@ impl Gen<'_> {
             }
             Err(e) => return Err(e.into()),
         };
-        let mut edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
+        let edges: Vec<(NodeId, NodeId, u32)> = if self.opts.ina.mode == InaMode::SwitchMl {
             nodes
                 .iter()
                 .map(|&m| (m, tree.root, nodes.len() as u32))
@@ -792,6 +918,56 @@ impl Gen<'_> {
                 .map(|e| (e.child, e.parent, e.fanin_at_parent))
                 .collect()
         };
+        self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+    }
+
+    /// A collective as the plan decides for its group: host algorithm, the plan's tree,
+    /// or Rina over the plan's ToRs.
+    fn planned(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(), TraceError> {
+        use crate::formats::plan_json::Decision;
+        let opts = self.opts;
+        let plan = opts.plan.as_ref().expect("planned mode has a plan");
+        let index = self.plan.as_ref().expect("planned mode has an index");
+        let g = index.group(plan, tag.class, members)?;
+        match &g.decision {
+            Decision::Host => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Rina { tors } if kind == CollKind::AllReduce => {
+                self.rina(bytes, members, s, tag, coll, Some(tors))
+            }
+            Decision::Rina { .. } => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Tree { edges, .. } => {
+                let mut fanin: HashMap<NodeId, u32> = HashMap::new();
+                for e in edges {
+                    *fanin.entry(e.1).or_default() += 1;
+                }
+                let edges = edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
+                self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+            }
+        }
+    }
+
+    /// Emit an INA all-reduce (or reduce-scatter) over `edges` (child, parent, fan-in at
+    /// parent), bottom-up with the root's edges last.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_tree(
+        &mut self,
+        kind: CollKind,
+        bytes: Bytes,
+        members: &[Rank],
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+        mut edges: Vec<(NodeId, NodeId, u32)>,
+    ) -> Result<(), TraceError> {
+        let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
         if edges.is_empty() {
             return Err(TraceError::Generate(format!(
                 "aggregation tree of {} members has no edges",
@@ -876,6 +1052,7 @@ impl Gen<'_> {
     /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
     /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
     /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
+    /// `only`: the ToRs that may aggregate (a plan's), else every aggregating ToR.
     fn rina(
         &mut self,
         bytes: Bytes,
@@ -883,13 +1060,70 @@ impl Gen<'_> {
         s: Stream,
         tag: Tag,
         coll: u64,
+        only: Option<&[NodeId]>,
     ) -> Result<(), TraceError> {
+        let (racks, plain) = self.rina_racks(members, only);
+        if racks.is_empty() {
+            return self.ring(CollKind::AllReduce, bytes, members, s, tag, coll);
+        }
+        let n_members = members.len() as u32;
+        // Ring workers in rank order of their first member.
+        let mut workers: Vec<(Rank, RinaWorker)> =
+            plain.iter().map(|&r| (r, RinaWorker::Gpu(r))).collect();
+        let mut rack_agg: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for (tor, rs) in &racks {
+            let (agg, ups) = self.rina_reduce_into_tor(*tor, rs, bytes, n_members, s, tag, coll)?;
+            rack_agg.insert(*tor, agg);
+            workers.push((rs[0], RinaWorker::Tor(*tor, ups)));
+        }
+        workers.sort_by_key(|w| w.0);
+        if workers.len() == 1 {
+            // One rack holds everyone: plain single-switch aggregation.
+            if let (_, RinaWorker::Tor(tor, ups)) = &workers[0] {
+                let down = RinaDown {
+                    tor: *tor,
+                    agg: rack_agg[tor],
+                    deps: ups.clone(),
+                    step: 1,
+                };
+                self.rina_multicast(&racks[tor], &down, bytes, n_members, s, tag, coll)?;
+            }
+            return Ok(());
+        }
+        let done = self.rina_ring(&workers, bytes, s, tag, coll)?;
+        let steps = 2 * (workers.len() as u32 - 1);
+        for (i, (_, w)) in workers.iter().enumerate() {
+            match w {
+                RinaWorker::Gpu(r) => self.chain(s, *r).tail = done[i].clone(),
+                RinaWorker::Tor(tor, _) => {
+                    let down = RinaDown {
+                        tor: *tor,
+                        agg: self.new_agg(),
+                        deps: done[i].clone(),
+                        step: steps + 1,
+                    };
+                    self.rina_multicast(&racks[tor], &down, bytes, n_members, s, tag, coll)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Rina's racks: members under an aggregating ToR, when at least two share it; the
+    /// other members stay plain ring workers. `only`: the ToRs that may aggregate.
+    fn rina_racks(
+        &self,
+        members: &[Rank],
+        only: Option<&[NodeId]>,
+    ) -> (BTreeMap<NodeId, Vec<Rank>>, Vec<Rank>) {
         let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
         let mut plain: Vec<Rank> = Vec::new();
         for &r in members {
             let node = self.topo.gpu(r);
             match self.tor[node.idx()] {
-                Some(t) if self.can_agg[t.idx()] => racks.entry(t).or_default().push(r),
+                Some(t) if only.map_or(self.can_agg[t.idx()], |o| o.contains(&t)) => {
+                    racks.entry(t).or_default().push(r)
+                }
                 _ => plain.push(r),
             }
         }
@@ -901,75 +1135,61 @@ impl Gen<'_> {
                 true
             }
         });
-        if racks.is_empty() {
-            return self.ring(CollKind::AllReduce, bytes, members, s, tag, coll);
+        (racks, plain)
+    }
+
+    /// The rack's members reduce S into their ToR: an up-only aggregation. Returns its id
+    /// and the up edges (what the ToR's ring steps wait for).
+    #[allow(clippy::too_many_arguments)]
+    fn rina_reduce_into_tor(
+        &mut self,
+        tor: NodeId,
+        rs: &[Rank],
+        bytes: Bytes,
+        n_members: u32,
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<(u64, Vec<FlowId>), TraceError> {
+        let agg = self.new_agg();
+        let mut ups = Vec::new();
+        for &r in rs {
+            let (deps, gap) = self.start(s, r, &[], tag)?;
+            ups.push(self.emit_ina(
+                self.topo.gpu(r),
+                tor,
+                bytes,
+                deps,
+                gap,
+                tag,
+                coll,
+                0,
+                n_members,
+                AggTag {
+                    id: agg,
+                    switch: tor,
+                    fanin: rs.len() as u32,
+                    dir: AggDir::Up,
+                },
+            )?);
         }
-        // Ring workers in rank order of their first member.
-        enum W {
-            Tor(NodeId, Vec<FlowId>),
-            Gpu(Rank),
-        }
-        let mut workers: Vec<(Rank, W)> = plain.iter().map(|&r| (r, W::Gpu(r))).collect();
-        let mut rack_agg: BTreeMap<NodeId, u64> = BTreeMap::new();
-        for (tor, rs) in &racks {
-            let agg = self.new_agg();
-            rack_agg.insert(*tor, agg);
-            let mut ups = Vec::new();
-            for &r in rs {
-                let (deps, gap) = self.start(s, r, &[], tag)?;
-                ups.push(self.emit_ina(
-                    self.topo.gpu(r),
-                    *tor,
-                    bytes,
-                    deps,
-                    gap,
-                    tag,
-                    coll,
-                    0,
-                    members.len() as u32,
-                    AggTag {
-                        id: agg,
-                        switch: *tor,
-                        fanin: rs.len() as u32,
-                        dir: AggDir::Up,
-                    },
-                )?);
-            }
-            workers.push((rs[0], W::Tor(*tor, ups)));
-        }
-        workers.sort_by_key(|w| w.0);
+        Ok((agg, ups))
+    }
+
+    /// The ring all-reduce of S among Rina's workers (`net` records whose ends may be
+    /// ToRs); returns, per worker, the records its completion waits for.
+    fn rina_ring(
+        &mut self,
+        workers: &[(Rank, RinaWorker)],
+        bytes: Bytes,
+        s: Stream,
+        tag: Tag,
+        coll: u64,
+    ) -> Result<Vec<Vec<FlowId>>, TraceError> {
         let n = workers.len();
-        if n == 1 {
-            // One rack holds everyone: plain single-switch aggregation.
-            if let (_, W::Tor(tor, ups)) = &workers[0] {
-                let rs = &racks[tor];
-                let agg = rack_agg[tor];
-                for &r in rs {
-                    let id = self.emit_ina(
-                        *tor,
-                        self.topo.gpu(r),
-                        bytes,
-                        ups.clone(),
-                        Nanos(0),
-                        tag,
-                        coll,
-                        1,
-                        members.len() as u32,
-                        AggTag {
-                            id: agg,
-                            switch: *tor,
-                            fanin: rs.len() as u32,
-                            dir: AggDir::Down,
-                        },
-                    )?;
-                    self.set_tail(s, r, &[id]);
-                }
-            }
-            return Ok(());
-        }
-        let node_of = |w: &W, topo: &Topology| match w {
-            W::Tor(t, _) => *t,
-            W::Gpu(r) => topo.gpu(*r),
+        let node_of = |w: &RinaWorker, topo: &Topology| match w {
+            RinaWorker::Tor(t, _) => *t,
+            RinaWorker::Gpu(r) => topo.gpu(*r),
         };
         let chunk =
             |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
@@ -980,8 +1200,8 @@ impl Gen<'_> {
             for i in 0..n {
                 let (deps, gap) = if k == 0 {
                     match &workers[i].1 {
-                        W::Tor(_, ups) => (ups.clone(), Nanos(0)),
-                        W::Gpu(r) => self.start(s, *r, &[], tag)?,
+                        RinaWorker::Tor(_, ups) => (ups.clone(), Nanos(0)),
+                        RinaWorker::Gpu(r) => self.start(s, *r, &[], tag)?,
                     }
                 } else {
                     (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
@@ -1009,351 +1229,60 @@ impl Gen<'_> {
             }
             prev = cur;
         }
-        for i in 0..n {
-            let done = vec![prev[i], prev[(i + n - 1) % n]];
-            match &workers[i].1 {
-                W::Gpu(r) => self.chain(s, *r).tail = done,
-                W::Tor(tor, _) => {
-                    let agg = self.new_agg();
-                    let rs = racks[tor].clone();
-                    for r in rs.iter() {
-                        let id = self.emit_ina(
-                            *tor,
-                            self.topo.gpu(*r),
-                            bytes,
-                            done.clone(),
-                            Nanos(0),
-                            tag,
-                            coll,
-                            steps as u32 + 1,
-                            members.len() as u32,
-                            AggTag {
-                                id: agg,
-                                switch: *tor,
-                                fanin: rs.len() as u32,
-                                dir: AggDir::Down,
-                            },
-                        )?;
-                        self.set_tail(s, *r, &[id]);
-                    }
-                }
-            }
-        }
-        Ok(())
+        Ok((0..n)
+            .map(|i| vec![prev[i], prev[(i + n - 1) % n]])
+            .collect())
     }
 
-    fn tp_ranks(&self, stage: u32, dp: u32, cp: u32) -> Vec<Rank> {
-        let g = &self.wl.groups;
-        (0..g.tp)
-            .map(|tp| {
-                g.rank(Coords {
-                    tp,
-                    cp,
-                    dp,
-                    pp: stage,
-                })
-            })
-            .collect()
-    }
-
-    /// Run one layer's steps on a TP group.
-    fn layer_steps(
+    /// The ToR sends the result down to its rack: a down-only aggregation `down.agg`.
+    #[allow(clippy::too_many_arguments)]
+    fn rina_multicast(
         &mut self,
-        steps: &[LayerStep],
-        ranks: &[Rank],
+        rs: &[Rank],
+        down: &RinaDown,
+        bytes: Bytes,
+        n_members: u32,
+        s: Stream,
         tag: Tag,
+        coll: u64,
     ) -> Result<(), TraceError> {
-        for st in steps {
-            match *st {
-                LayerStep::Compute(t) => {
-                    for &r in ranks {
-                        self.main[r.idx()].pending += t;
-                    }
-                }
-                LayerStep::Tp(kind) => self.collective(
-                    kind,
-                    self.wl.tp_bytes,
-                    ranks,
-                    Stream::Main,
-                    Tag {
-                        class: Class::Tp,
-                        ..tag
-                    },
-                )?,
-            }
+        for &r in rs {
+            let id = self.emit_ina(
+                down.tor,
+                self.topo.gpu(r),
+                bytes,
+                down.deps.clone(),
+                Nanos(0),
+                tag,
+                coll,
+                down.step,
+                n_members,
+                AggTag {
+                    id: down.agg,
+                    switch: down.tor,
+                    fanin: rs.len() as u32,
+                    dir: AggDir::Down,
+                },
+            )?;
+            self.set_tail(s, r, &[id]);
         }
         Ok(())
     }
+}
 
-    fn iteration_records(&mut self) -> Result<(), TraceError> {
-        let wl = self.wl;
-        let g = wl.groups.clone();
-        let (pp, v, m) = (g.pp, wl.vpp, wl.microbatches);
-        // Bucket triggers: (rank, bucket index) → deps that complete the bucket's gradients.
-        let mut triggers: HashMap<(Rank, usize), Vec<FlowId>> = HashMap::new();
-        for dp in 0..g.dp {
-            for cp in 0..g.cp {
-                let ranks: Vec<Vec<Rank>> = (0..pp).map(|s| self.tp_ranks(s, dp, cp)).collect();
-                let mut cursor = vec![0usize; pp as usize];
-                // In-flight p2p: (receiving stage, pass, chunk, micro-batch) → one flow per TP rank.
-                let mut inbox: HashMap<(u32, Pass, u32, u32), Vec<FlowId>> = HashMap::new();
-                loop {
-                    let mut progress = false;
-                    let mut all_done = true;
-                    for s in 0..pp {
-                        let plan = &wl.stages[s as usize];
-                        while cursor[s as usize] < plan.order.len() {
-                            let op = plan.order[cursor[s as usize]];
-                            let needs = match op.pass {
-                                Pass::Fwd => !(s == 0 && op.chunk == 0),
-                                Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
-                            };
-                            let key = (s, op.pass, op.chunk, op.microbatch);
-                            let tag = Tag {
-                                class: Class::Pp,
-                                microbatch: Some(op.microbatch),
-                                layer: None,
-                                stage: Some(s),
-                            };
-                            if needs {
-                                let Some(flows) = inbox.remove(&key) else {
-                                    break;
-                                };
-                                for (i, &r) in ranks[s as usize].iter().enumerate() {
-                                    self.flush(Stream::Main, r, tag)?;
-                                    self.main[r.idx()].tail.push(flows[i]);
-                                }
-                            }
-                            self.run_op(s, op, &ranks[s as usize], plan, &mut triggers)?;
-                            // Send the result on.
-                            let target = match op.pass {
-                                Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
-                                Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
-                                Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
-                                Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
-                                _ => None,
-                            };
-                            if let Some((ts, tc)) = target {
-                                let mut flows = Vec::with_capacity(ranks[s as usize].len());
-                                for (i, &r) in ranks[s as usize].iter().enumerate() {
-                                    let (deps, gap) = self.start(Stream::Main, r, &[], tag)?;
-                                    let id = self.p2p(
-                                        r,
-                                        ranks[ts as usize][i],
-                                        wl.pp_bytes,
-                                        deps,
-                                        gap,
-                                        tag,
-                                        None,
-                                        None,
-                                    )?;
-                                    self.set_tail(Stream::Main, r, &[id]);
-                                    flows.push(id);
-                                }
-                                inbox.insert((ts, op.pass, tc, op.microbatch), flows);
-                            }
-                            cursor[s as usize] += 1;
-                            progress = true;
-                        }
-                        if cursor[s as usize] < plan.order.len() {
-                            all_done = false;
-                        }
-                    }
-                    if all_done {
-                        break;
-                    }
-                    if !progress {
-                        return Err(TraceError::Generate(format!("pipeline schedule of replica dp={dp} cp={cp} cannot progress (internal error: cursors {cursor:?})")));
-                    }
-                }
-                let _ = m;
-            }
-        }
-        // End of backward: buckets without overlap trigger on each rank's final chain.
-        let world = g.world();
-        for r in 0..world {
-            let r = Rank(r);
-            let stage = g.coords(r).pp;
-            let tag = Tag {
-                class: Class::Dp,
-                microbatch: None,
-                layer: None,
-                stage: Some(stage),
-            };
-            self.flush(Stream::Main, r, tag)?;
-            for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
-                if bucket.trigger_layer.is_none() {
-                    triggers.insert((r, b), self.main[r.idx()].tail.clone());
-                }
-            }
-        }
-        // DP gradient sync per stage, bucket, DP×CP group (its own stream per rank).
-        for group in &g.dp_cp_groups {
-            let stage = g.coords(group[0]).pp;
-            let tag = Tag {
-                class: Class::Dp,
-                microbatch: None,
-                layer: None,
-                stage: Some(stage),
-            };
-            for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
-                for &r in group {
-                    let t = triggers.remove(&(r, b)).ok_or_else(|| {
-                        TraceError::Generate(format!(
-                            "internal: DP bucket {b} of stage {stage} never triggered on rank {r}"
-                        ))
-                    })?;
-                    let c = &mut self.dp[r.idx()];
-                    c.tail.extend(t);
-                    c.tail.sort_unstable();
-                    c.tail.dedup();
-                }
-                let kind = if wl.distributed_optimizer {
-                    CollKind::ReduceScatter
-                } else {
-                    CollKind::AllReduce
-                };
-                self.collective(kind, bucket.grad_bytes, group, Stream::Dp, tag)?;
-            }
-        }
-        // Join the DP stream back into each rank's chain.
-        for r in 0..world as usize {
-            let t = std::mem::take(&mut self.dp[r].tail);
-            self.main[r].tail.extend(t);
-            self.main[r].tail.sort_unstable();
-            self.main[r].tail.dedup();
-        }
-        // Layer-norm gradients over TP (sequence parallel), then tied embeddings.
-        for tpg in &g.tp_groups {
-            let stage = g.coords(tpg[0]).pp;
-            if let Some(b) = wl.stages[stage as usize].layernorm_bytes {
-                self.collective(
-                    CollKind::AllReduce,
-                    b,
-                    tpg,
-                    Stream::Main,
-                    Tag {
-                        class: Class::Tp,
-                        microbatch: None,
-                        layer: None,
-                        stage: Some(stage),
-                    },
-                )?;
-            }
-        }
-        if let Some(b) = wl.emb_bytes {
-            for eg in &g.emb_groups {
-                self.collective(
-                    CollKind::AllReduce,
-                    b,
-                    eg,
-                    Stream::Main,
-                    Tag {
-                        class: Class::Emb,
-                        microbatch: None,
-                        layer: None,
-                        stage: None,
-                    },
-                )?;
-            }
-        }
-        // Distributed optimizer: gather updated parameters.
-        if wl.distributed_optimizer {
-            for group in &g.dp_cp_groups {
-                let stage = g.coords(group[0]).pp;
-                for bucket in &wl.stages[stage as usize].buckets {
-                    self.collective(
-                        CollKind::AllGather,
-                        bucket.param_bytes,
-                        group,
-                        Stream::Main,
-                        Tag {
-                            class: Class::Dp,
-                            microbatch: None,
-                            layer: None,
-                            stage: Some(stage),
-                        },
-                    )?;
-                }
-            }
-        }
-        Ok(())
-    }
+/// A worker of Rina's ring: a ToR standing for its rack (with the up edges into it), or a
+/// plain GPU.
+enum RinaWorker {
+    Tor(NodeId, Vec<FlowId>),
+    Gpu(Rank),
+}
 
-    fn run_op(
-        &mut self,
-        s: u32,
-        op: schedule::PipeOp,
-        ranks: &[Rank],
-        plan: &schedule::StagePlan,
-        triggers: &mut HashMap<(Rank, usize), Vec<FlowId>>,
-    ) -> Result<(), TraceError> {
-        let wl = self.wl;
-        let layers = plan.chunks[op.chunk as usize].clone();
-        let last_chunk_here = s == wl.pp() - 1 && op.chunk == wl.vpp - 1;
-        let base = Tag {
-            class: Class::Tp,
-            microbatch: Some(op.microbatch),
-            layer: None,
-            stage: Some(s),
-        };
-        match op.pass {
-            Pass::Fwd => {
-                for l in layers {
-                    self.layer_steps(
-                        &wl.fwd_steps,
-                        ranks,
-                        Tag {
-                            layer: Some(l),
-                            ..base
-                        },
-                    )?;
-                }
-                if last_chunk_here {
-                    for &r in ranks {
-                        self.main[r.idx()].pending += plan.head_fwd;
-                    }
-                }
-            }
-            Pass::Bwd => {
-                if last_chunk_here {
-                    for &r in ranks {
-                        self.main[r.idx()].pending += plan.head_bwd;
-                    }
-                }
-                let last_mb = op.microbatch == wl.microbatches - 1;
-                for l in layers.rev() {
-                    self.layer_steps(
-                        &wl.bwd_steps,
-                        ranks,
-                        Tag {
-                            layer: Some(l),
-                            ..base
-                        },
-                    )?;
-                    if last_mb {
-                        for (b, bucket) in plan.buckets.iter().enumerate() {
-                            if bucket.chunk == op.chunk && bucket.trigger_layer == Some(l) {
-                                for &r in ranks {
-                                    self.flush(
-                                        Stream::Main,
-                                        r,
-                                        Tag {
-                                            class: Class::Dp,
-                                            layer: Some(l),
-                                            ..base
-                                        },
-                                    )?;
-                                    triggers.insert((r, b), self.main[r.idx()].tail.clone());
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
+/// A ToR's multicast of the result to its rack.
+struct RinaDown {
+    tor: NodeId,
+    agg: u64,
+    deps: Vec<FlowId>,
+    step: u32,
 }
 
 /// Metadata lines describing how a trace was generated.
@@ -1406,9 +1335,47 @@ pub fn header(
         .set("gpus_per_server", topo.gpus_per_server)
         .set("nvlink_rate_bps", topo.nvlink_rate.map_or(0, |r| r.0))
         .set("nvlink_step_latency_ns", nvlink_step_latency(topo, opts).0)
-        .set("nvlink_model", "one nvlink record per intra-server collective; dur = busbw_factor*S/nvlink_rate + steps*alpha");
+        .set("nvlink_model", "one nvlink record per intra-server collective; dur = busbw_factor*S/nvlink_rate + steps*alpha")
+        .set("nccl_channels", opts.nccl_channels.unwrap_or_else(|| default_channels(topo)))
+        .set("grad_dtype_bytes", wl.grad_dtype_bytes);
     if let Some(ms) = wl.calibration.measured_ms {
         h.set("calibration_measured_ms", ms);
+    }
+    if let Some(c) = &wl.cp {
+        h.set("cp_comm_type", c.comm.as_str())
+            .set("cp_kv_bytes", c.kv_bytes.0);
+    }
+    if let Some(m) = &wl.moe {
+        h.set("ep", wl.groups.ep)
+            .set("expert_tp", wl.groups.etp)
+            .set("expert_dp", wl.groups.edp)
+            .set("num_experts", m.num_experts)
+            .set("moe_router_topk", m.topk)
+            .set("moe_token_dispatcher_type", m.dispatcher.as_str())
+            .set("moe_routing", m.routing)
+            .set("moe_dropped_fraction", format!("{:.6}", m.dropped))
+            .set(
+                "moe_dispatch_bytes",
+                m.dispatch_bytes
+                    .iter()
+                    .map(|b| b.0.to_string())
+                    .collect::<Vec<_>>()
+                    .join(";"),
+            );
+    }
+    if let Some(p) = &opts.plan {
+        h.set(
+            super::INA_RESERVATIONS_KEY,
+            super::format_reservations(&super::planned::reservations(p, topo)),
+        )
+        .set(
+            "plan_predicted_iteration_ns",
+            format!("{:.0}", p.prediction.iteration_ns),
+        )
+        .set(
+            "plan_solver",
+            format!("{} ({})", p.solver.used, p.solver.status),
+        );
     }
     h
 }

@@ -7,16 +7,22 @@
 
 mod check;
 pub mod gen;
+pub mod inspect;
 pub mod options;
+pub mod planned;
 
 pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
 };
 pub use check::{validate, ValidationSummary};
-pub use gen::{generate, generate_workload, header, nvlink_step_latency, TraceStats};
+pub use gen::{
+    aggregating_switches, default_channels, generate, generate_workload, header,
+    nvlink_collective_time, nvlink_step_latency, TraceStats, NCCL_NVLINK_RING_STEP,
+};
 pub use options::{
-    parse_classes, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
-    TraceOptions, INA_HEADER_KEYS,
+    format_reservations, parse_classes, parse_reservations, Algorithm, InaConfig, InaMode,
+    InaPolicy, InaSwitchModel, InaSwitches, Reservation, TraceOptions, INA_HEADER_KEYS,
+    INA_RESERVATIONS_KEY,
 };
 
 /// Why a trace could not be generated, read or written.

@@ -35,6 +35,9 @@ pub enum InaMode {
     Atp,
     /// Rina: racks whose ToR aggregates act as one worker of a host ring.
     Rina,
+    /// Each group as a plan says (`ina3d trace --plan`): host algorithm, its own tree, or
+    /// Rina, with the slots it reserves.
+    Planned,
 }
 
 /// How switch slots are shared among concurrent aggregations (enforced by the back-ends).
@@ -47,6 +50,10 @@ pub enum InaPolicy {
     BestEffort,
     /// Classes earlier in `ina-classes` take slots first.
     Priority,
+    /// Reservations from a plan (header `ina_reservations`): an aggregation takes
+    /// `min(window, its group's reservation)` slots on each of its switches, waiting while a
+    /// switch's pool cannot hold them.
+    Planned,
 }
 
 /// Which switches can aggregate.
@@ -110,6 +117,71 @@ pub struct InaSwitchModel {
     pub policy: InaPolicy,
     /// Classes allowed to aggregate, in priority order (static shares, priority order).
     pub classes: Vec<Class>,
+    /// Slot reservations of the `planned` policy, sorted (header `ina_reservations`).
+    pub reservations: Vec<Reservation>,
+}
+
+/// Slots a plan reserves on one switch for the aggregations of one group. An aggregation
+/// is matched by its class and its *first member*: the lowest-numbered host among the
+/// senders of its up edges (for a tree, the group's lowest GPU; for a Rina rack, the
+/// rack's), which no other group of the class shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reservation {
+    /// The switch.
+    pub switch: NodeId,
+    /// Class of the group.
+    pub class: Class,
+    /// First member (host) of the aggregation.
+    pub first: NodeId,
+    /// Slots.
+    pub slots: u32,
+}
+
+/// Header key of the reservations: `SWITCH:CLASS:FIRST=SLOTS` entries joined by `;`.
+pub const INA_RESERVATIONS_KEY: &str = "ina_reservations";
+
+/// The header value of a reservation list.
+pub fn format_reservations(r: &[Reservation]) -> String {
+    r.iter()
+        .map(|x| format!("{}:{}:{}={}", x.switch, x.class, x.first, x.slots))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Parse a reservation list (sorted on return); errors name the entry.
+pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
+    let mut out = Vec::new();
+    for e in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = || format!("entry `{e}` is not SWITCH:CLASS:FIRST=SLOTS");
+        let (key, slots) = e.split_once('=').ok_or_else(bad)?;
+        let mut it = key.split(':');
+        let (Some(sw), Some(class), Some(first), None) =
+            (it.next(), it.next(), it.next(), it.next())
+        else {
+            return Err(bad());
+        };
+        let num = |x: &str| x.trim().parse::<u32>().map_err(|_| bad());
+        out.push(Reservation {
+            switch: NodeId(num(sw)?),
+            class: class
+                .trim()
+                .parse()
+                .map_err(|m: String| format!("entry `{e}`: {m}"))?,
+            first: NodeId(num(first)?),
+            slots: num(slots)?,
+        });
+    }
+    out.sort_unstable();
+    if let Some(w) = out
+        .windows(2)
+        .find(|w| (w[0].switch, w[0].class, w[0].first) == (w[1].switch, w[1].class, w[1].first))
+    {
+        return Err(format!(
+            "switch {} has two reservations for the {} aggregation of first member {}",
+            w[0].switch, w[0].class, w[0].first
+        ));
+    }
+    Ok(out)
 }
 
 impl Default for InaSwitchModel {
@@ -191,6 +263,9 @@ impl InaSwitchModel {
         if let Some((k, v)) = get(3) {
             m.policy = v.replace(['_', ' '], "-").parse().map_err(|e| bad(k, e))?;
         }
+        if let Some(v) = h.get(INA_RESERVATIONS_KEY) {
+            m.reservations = parse_reservations(v).map_err(|e| bad(INA_RESERVATIONS_KEY, e))?;
+        }
         if let Some((k, v)) = get(4) {
             m.classes = v
                 .split([',', ';', '+', ' '])
@@ -202,8 +277,20 @@ impl InaSwitchModel {
     }
 }
 
+impl InaSwitchModel {
+    /// Slots reserved on `switch` for the `class` aggregation whose first member is
+    /// `first` (the `planned` policy), if any.
+    pub fn reservation(&self, switch: NodeId, class: Class, first: NodeId) -> Option<u32> {
+        self.reservations
+            .binary_search_by(|r| (r.switch, r.class, r.first).cmp(&(switch, class, first)))
+            .ok()
+            .map(|i| self.reservations[i].slots)
+    }
+}
+
 impl InaConfig {
-    /// The switch-model part of this configuration (what the back-ends simulate).
+    /// The switch-model part of this configuration (what the back-ends simulate; a plan's
+    /// reservations are added by the trace header, [`super::header`]).
     pub fn switch_model(&self) -> InaSwitchModel {
         InaSwitchModel {
             slots: self.slots,
@@ -211,6 +298,7 @@ impl InaConfig {
             window: self.window,
             policy: self.policy,
             classes: self.classes.clone(),
+            reservations: Vec::new(),
         }
     }
 }
@@ -226,11 +314,16 @@ pub struct TraceOptions {
     pub ina: InaConfig,
     /// ECMP / tie-break seed.
     pub seed: u64,
+    /// The plan `InaMode::Planned` lowers (`ina3d trace --plan`).
+    pub plan: Option<crate::formats::plan_json::PlanFile>,
     /// Iterations to generate (each waits for the previous one's gradient sync).
     pub iterations: u32,
-    /// Latency α per algorithm step inside an NVLink domain; `None`: twice the topology's
-    /// NVLink link delay (GPU → NVSwitch → GPU), or 1 µs when it has no NVLink links.
+    /// Latency α per algorithm step inside an NVLink domain; `None`: NCCL's own estimate
+    /// for a ring step over NVLink, 3.4 µs ([`super::gen::NCCL_NVLINK_RING_STEP`]).
     pub nvlink_step_latency: Option<Nanos>,
+    /// NCCL channels each network collective is split over; `None`: NCCL's rule for the
+    /// topology ([`super::default_channels`]).
+    pub nccl_channels: Option<u32>,
 }
 
 impl Default for TraceOptions {
@@ -240,8 +333,10 @@ impl Default for TraceOptions {
             collective: Algorithm::Ring,
             ina: InaConfig::default(),
             seed: 0,
+            plan: None,
             iterations: 1,
             nvlink_step_latency: None,
+            nccl_channels: None,
         }
     }
 }
@@ -249,8 +344,8 @@ impl Default for TraceOptions {
 use crate::keyword::keyword_enum;
 
 keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
-keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina");
-keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority");
+keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina", InaMode::Planned => "planned");
+keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority", InaPolicy::Planned => "planned");
 
 impl fmt::Display for InaSwitches {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

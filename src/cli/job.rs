@@ -1,0 +1,214 @@
+//! The job options `ina3d trace` and `ina3d run` share (model overrides, compute model,
+//! collectives, INA switch options), defined once and turned into the library's
+//! [`JobSpec`].
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use ina3d::pipeline::{InaSpec, JobSpec, MEGATRON_FLAGS};
+use ina3d::schedule::WarmupRule;
+use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
+
+/// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// (Megatron key, value).
+    pub pairs: Vec<(String, String)>,
+}
+
+impl clap::FromArgMatches for Overrides {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut pairs = Vec::new();
+        for &(name, is_bool) in MEGATRON_FLAGS {
+            if is_bool {
+                if m.get_flag(name) {
+                    pairs.push((name.to_string(), "True".to_string()));
+                }
+            } else if let Some(v) = m.get_one::<String>(name) {
+                pairs.push((name.to_string(), v.clone()));
+            }
+        }
+        Ok(Overrides { pairs })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for Overrides {
+    fn augment_args(mut cmd: Command) -> Command {
+        for &(name, is_bool) in MEGATRON_FLAGS {
+            let a = Arg::new(name)
+                .long(name)
+                .help_heading("Megatron arguments (override the input)");
+            cmd = cmd.arg(if is_bool {
+                a.action(ArgAction::SetTrue)
+            } else {
+                a.value_name("VALUE").num_args(1)
+            });
+        }
+        cmd
+    }
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// The model and its compute: Megatron overrides, parallel sizes, GPU and calibration.
+/// Shared by every command that builds the workload (`trace`, `run`, `plan`, `export aicb`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
+    #[arg(long, default_value = "a100")]
+    pub gpu: String,
+    /// Model FLOPs utilisation before calibration.
+    #[arg(long, default_value_t = 0.45)]
+    pub mfu: f64,
+    /// Do not calibrate compute against the log's timers / iteration time.
+    #[arg(long)]
+    pub no_calibrate: bool,
+    /// Use this compute scale factor instead of calibrating.
+    #[arg(long)]
+    pub calibration_factor: Option<f64>,
+    /// How MoE tokens spread over the experts: `uniform`, or `zipf:S` (expert e gets a
+    /// share ∝ (e+1)^-S, so the first EP rank is the straggler).
+    #[arg(long, default_value = "uniform", value_name = "ROUTING")]
+    pub moe_routing: String,
+    /// Interleaved 1F1B as Megatron before November 2024: with as many micro-batches as
+    /// pipeline stages, every step is a warm-up step.
+    #[arg(long)]
+    pub legacy_interleaved_warmup: bool,
+    /// Tensor-parallel size (= --tensor-model-parallel-size).
+    #[arg(long)]
+    pub tp: Option<u32>,
+    /// Pipeline-parallel size.
+    #[arg(long)]
+    pub pp: Option<u32>,
+    /// Data-parallel size.
+    #[arg(long)]
+    pub dp: Option<u32>,
+    /// Virtual pipeline chunks per stage (interleaved 1F1B).
+    #[arg(long)]
+    pub vpp: Option<u32>,
+    /// Context-parallel size.
+    #[arg(long)]
+    pub cp: Option<u32>,
+    /// Expert-parallel size (= --expert-model-parallel-size).
+    #[arg(long)]
+    pub ep: Option<u32>,
+    /// Any Megatron argument, `key=value` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Megatron-named overrides.
+    #[command(flatten)]
+    pub overrides: Overrides,
+}
+
+/// Options of the job and its trace, shared by `trace` and `run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct JobArgs {
+    /// Host algorithm for collectives that cross the network.
+    #[arg(long, value_parser = super::keyword::<Algorithm>(Algorithm::NAMES), default_value = "ring")]
+    pub collective: Algorithm,
+    /// Switches that can aggregate: all (default: a multi-switch tree can form over any
+    /// group), tor (only switches with GPUs attached), or comma-separated node ids.
+    #[arg(long, default_value = "all")]
+    pub ina_switches: String,
+    /// Aggregator slots per switch.
+    #[arg(long, default_value_t = 8192, value_name = "N")]
+    pub ina_slots: u32,
+    /// Payload bytes per slot (one packet).
+    #[arg(long, default_value_t = 256)]
+    pub ina_payload: u64,
+    /// Outstanding packets per worker.
+    #[arg(long, default_value_t = 256)]
+    pub ina_window: u32,
+    /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
+    #[arg(long, value_parser = super::keyword::<InaPolicy>(InaPolicy::NAMES))]
+    pub ina_policy: Option<InaPolicy>,
+    /// Iterations to generate.
+    #[arg(long, default_value_t = 1)]
+    pub iterations: u32,
+    /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
+    /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
+    /// protocol, `src/graph/tuning.cc`).
+    #[arg(long, value_name = "NS")]
+    pub nvlink_step_latency: Option<u64>,
+    /// NCCL channels each network collective is split over, each its own connection with
+    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
+    #[arg(long, value_name = "N")]
+    pub nccl_channels: Option<u32>,
+    /// The model and its compute.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+impl ModelArgs {
+    /// Writes these options into `spec` (the model, compute and MoE fields).
+    pub fn apply(&self, spec: &mut JobSpec) -> anyhow::Result<()> {
+        use anyhow::Context;
+        spec.megatron = self.overrides.pairs.clone();
+        spec.tp = self.tp;
+        spec.pp = self.pp;
+        spec.dp = self.dp;
+        spec.vpp = self.vpp;
+        spec.cp = self.cp;
+        spec.ep = self.ep;
+        spec.set = self.set.clone();
+        spec.gpu = self.gpu.clone();
+        spec.mfu = self.mfu;
+        spec.calibrate = !self.no_calibrate;
+        spec.calibration_factor = self.calibration_factor;
+        spec.moe_routing = self
+            .moe_routing
+            .parse()
+            .map_err(anyhow::Error::msg)
+            .context("--moe-routing")?;
+        spec.warmup_rule = if self.legacy_interleaved_warmup {
+            WarmupRule::AllWarmupWhenMEqualsPp
+        } else {
+            WarmupRule::Current
+        };
+        Ok(())
+    }
+}
+
+impl JobArgs {
+    /// The library's job spec for `input` on `topology`, with the INA algorithm `ina`,
+    /// the classes allowed to aggregate and the seed (which the two commands take
+    /// differently).
+    pub fn spec(
+        &self,
+        input: &str,
+        topology: &str,
+        ina: InaMode,
+        classes: Vec<ina3d::record::Class>,
+        seed: u64,
+    ) -> anyhow::Result<JobSpec> {
+        use anyhow::Context;
+        let mut spec = JobSpec {
+            input: input.to_string(),
+            topology: topology.to_string(),
+            collective: self.collective,
+            ina: InaSpec {
+                mode: ina,
+                switches: self
+                    .ina_switches
+                    .parse::<InaSwitches>()
+                    .map_err(anyhow::Error::msg)
+                    .context("--ina-switches")?,
+                slots: self.ina_slots,
+                payload: self.ina_payload,
+                window: self.ina_window,
+                policy: self.ina_policy,
+                classes,
+            },
+            seed,
+            iterations: self.iterations,
+            nvlink_step_latency: self.nvlink_step_latency,
+            nccl_channels: self.nccl_channels,
+            ..JobSpec::default()
+        };
+        self.model.apply(&mut spec)?;
+        Ok(spec)
+    }
+}

@@ -1,0 +1,207 @@
+//! The ns-3 glue's DAG, `trace.txt`: the trace's records in the whitespace-separated form
+//! the C++ reader (`ns3-glue/model/ina3d-dag.cc`) takes, each with its standalone time.
+//!
+//! ```text
+//! # ina3d-ns3 trace v1
+//! RECORDS <n>
+//! id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...
+//! ```
+//! The four `agg_*` fields are `-` for records outside an aggregation. Tags the glue does
+//! not need (iteration, layer, …) are not written and read back as `None`.
+
+use super::error::numbered_lines;
+use super::FormatError;
+use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Fields before the dep list.
+const FIXED: usize = 14;
+
+/// The text of `trace.txt` for `records`, each with its standalone time (same order).
+pub fn to_string(records: &[FlowRecord], standalone: &[Nanos]) -> String {
+    let mut s = String::from(
+        "# ina3d-ns3 trace v1\n# id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
+    );
+    let _ = writeln!(s, "RECORDS {}", records.len());
+    for (r, sa) in records.iter().zip(standalone) {
+        let _ = write!(
+            s,
+            "{} {} {} {} {} {} {} {} {}",
+            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0
+        );
+        match r.agg {
+            Some(a) => {
+                let _ = write!(s, " {} {} {} {}", a.id, a.switch, a.fanin, a.dir);
+            }
+            None => s.push_str(" - - - -"),
+        }
+        let _ = write!(s, " {}", r.deps.len());
+        for d in &r.deps {
+            let _ = write!(s, " {d}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Read `trace.txt` back: the records and each one's standalone time. Errors name the
+/// file, line and field; counts are checked against the data, never trusted for sizing.
+pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), FormatError> {
+    let mut records = Vec::new();
+    let mut standalone = Vec::new();
+    let mut expected: Option<(u64, u64)> = None;
+    for (no, raw) in numbered_lines(text) {
+        let l = raw.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        let t: Vec<&str> = l.split_whitespace().collect();
+        if expected.is_none() {
+            match (t.first(), t.get(1).and_then(|x| x.parse().ok())) {
+                (Some(&"RECORDS"), Some(n)) if t.len() == 2 => expected = Some((n, no)),
+                _ => {
+                    return Err(FormatError::syntax(
+                        path,
+                        no,
+                        "header",
+                        "expected `RECORDS <count>`",
+                    ))
+                }
+            }
+            continue;
+        }
+        let (r, sa) = record(path, no, &t)?;
+        records.push(r);
+        standalone.push(sa);
+    }
+    match expected {
+        None => Err(FormatError::syntax(
+            path,
+            1,
+            "header",
+            "missing `RECORDS <count>`",
+        )),
+        Some((n, no)) if n != records.len() as u64 => Err(FormatError::syntax(
+            path,
+            no,
+            "RECORDS",
+            format!("says {n} records, file has {}", records.len()),
+        )),
+        _ => Ok((records, standalone)),
+    }
+}
+
+/// One record line.
+fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), FormatError> {
+    let err = |field: &str, msg: String| FormatError::syntax(path, no, field, msg);
+    if t.len() < FIXED {
+        return Err(err(
+            "record",
+            format!("expected at least {FIXED} fields, found {}", t.len()),
+        ));
+    }
+    let num = |k: usize, field: &str| -> Result<u64, FormatError> {
+        t[k].parse()
+            .map_err(|_| err(field, format!("`{}` is not an unsigned integer", t[k])))
+    };
+    let node = |k: usize, field: &str| -> Result<NodeId, FormatError> {
+        u32::try_from(num(k, field)?)
+            .map(NodeId)
+            .map_err(|_| err(field, format!("node id `{}` does not fit 32 bits", t[k])))
+    };
+    let mode: Mode = t[6].parse().map_err(|e: String| err("mode", e))?;
+    let class: Class = t[7].parse().map_err(|e: String| err("class", e))?;
+    let agg = if t[9] == "-" {
+        None
+    } else {
+        Some(AggTag {
+            id: num(9, "agg_id")?,
+            switch: node(10, "agg_switch")?,
+            fanin: u32::try_from(num(11, "agg_fanin")?)
+                .map_err(|_| err("agg_fanin", format!("`{}` does not fit 32 bits", t[11])))?,
+            dir: t[12].parse::<AggDir>().map_err(|e| err("agg_dir", e))?,
+        })
+    };
+    let nd = num(13, "ndeps")?;
+    let listed = (t.len() - FIXED) as u64;
+    if nd != listed {
+        return Err(err("ndeps", format!("says {nd} deps, line has {listed}")));
+    }
+    let deps = (FIXED..t.len())
+        .map(|k| num(k, "dep").map(FlowId))
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = FlowRecord {
+        id: FlowId(num(0, "id")?),
+        src: node(1, "src")?,
+        dst: node(2, "dst")?,
+        bytes: Bytes(num(3, "bytes")?),
+        deps,
+        gap: Nanos(num(4, "gap_ns")?),
+        dur: Nanos(num(5, "dur_ns")?),
+        mode,
+        class,
+        agg,
+        ..Default::default()
+    };
+    Ok((r, Nanos(num(8, "standalone_ns")?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_with_their_standalone_times() {
+        let recs = vec![
+            FlowRecord {
+                id: FlowId(0),
+                src: NodeId(1),
+                dst: NodeId(1),
+                dur: Nanos(500),
+                ..Default::default()
+            },
+            FlowRecord {
+                id: FlowId(1),
+                src: NodeId(1),
+                dst: NodeId(9),
+                bytes: Bytes(4096),
+                deps: vec![FlowId(0)],
+                gap: Nanos(7),
+                mode: Mode::Ina,
+                class: Class::Dp,
+                agg: Some(AggTag {
+                    id: 3,
+                    switch: NodeId(9),
+                    fanin: 2,
+                    dir: AggDir::Up,
+                }),
+                ..Default::default()
+            },
+        ];
+        let sa = vec![Nanos(0), Nanos(123)];
+        let (back, bsa) = parse(Path::new("t"), &to_string(&recs, &sa)).unwrap();
+        assert_eq!((back, bsa), (recs, sa));
+    }
+
+    #[test]
+    fn a_crafted_dep_count_is_an_error_not_an_overflow() {
+        let head = "RECORDS 1\n";
+        for (line, want) in [
+            (
+                "0 1 1 0 0 0 compute compute 0 - - - - 18446744073709551615",
+                "ndeps",
+            ),
+            ("0 1 1 0 0 0 compute compute 0 - - - - 2 5", "ndeps"),
+            ("0 99999999999 1 0 0 0 compute compute 0 - - - - 0", "src"),
+            ("0 1 1 0 0 0 compute compute 0 1 2 3 sideways 0", "agg_dir"),
+        ] {
+            let e = parse(Path::new("t.txt"), &format!("{head}{line}\n")).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("t.txt:2: {want}:")),
+                "{line}: {e}"
+            );
+        }
+    }
+}

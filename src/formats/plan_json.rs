@@ -1,0 +1,351 @@
+//! `plan.json`: an INA plan — for every aggregation group of one job on one topology, the
+//! host algorithm or the aggregation tree and the slots reserved per switch — written by
+//! `ina3d plan`, read by `ina3d trace --plan`. The one reader ([`read`]) and writer
+//! ([`write`]); the planner (`crate::plan`) fills it, the trace generator lowers it.
+//!
+//! The reader checks the file's *shape* (JSON syntax with line and column, schema version,
+//! every tree edge naming a parent, no group twice); whether the plan fits a job and a
+//! topology is the trace generator's check, which names the group and the field at fault.
+
+use super::FormatError;
+use crate::record::Class;
+use crate::units::{NodeId, Rank};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The schema version this build reads and writes.
+pub const PLAN_SCHEMA: u32 = 1;
+
+/// A whole plan file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    /// File schema version ([`PLAN_SCHEMA`]).
+    pub schema: u32,
+    /// What the plan was made for: the trace-header entries that identify the job, the
+    /// topology, the ECMP seed and the INA switch model (`ina3d trace --plan` refuses a
+    /// trace whose header differs in any of them, naming the key).
+    pub job: BTreeMap<String, String>,
+    /// Planner settings.
+    pub settings: PlanSettings,
+    /// How the plan was found, and how good it is known to be.
+    pub solver: SolverReport,
+    /// What the cost model predicts for the plan and for the all-host baseline.
+    pub prediction: Prediction,
+    /// One entry per aggregation group, in group order.
+    pub groups: Vec<PlannedGroup>,
+    /// The plan lowered and replayed (filled by `ina3d plan --verify`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// Planner settings recorded with the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSettings {
+    /// Aggregator slots per switch.
+    pub slots: u32,
+    /// Concurrent trees per switch (`None`: unlimited).
+    pub tree_quota: Option<u32>,
+    /// Reservation levels as fractions of a window.
+    pub slot_levels: Vec<f64>,
+    /// Objective minimised: `iteration` or `exposed`.
+    pub objective: String,
+    /// Classes the planner may aggregate.
+    pub classes: Vec<Class>,
+    /// Classes that must aggregate.
+    pub required: Vec<Class>,
+}
+
+/// How a plan was found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SolverReport {
+    /// `ilp`, `heuristic` or `auto` as asked.
+    pub requested: String,
+    /// The solver whose plan this is.
+    pub used: String,
+    /// `optimal` (proved, gap 0), `time-limit` (best plan found when the limit hit: not
+    /// proved optimal), or `heuristic` (no optimality claim).
+    pub status: String,
+    /// Objective value of the plan under the cost model (ns).
+    pub objective_ns: f64,
+    /// A proven lower bound on the objective (ns).
+    pub bound_ns: f64,
+    /// `(objective − bound) / objective`.
+    pub gap: f64,
+    /// Wall time of the solve (s).
+    pub solve_time_s: f64,
+    /// The time limit (s).
+    pub time_limit_s: f64,
+    /// Binary decision variables (options × slot levels) of the instance.
+    pub variables: u64,
+    /// Constraints of the instance (after pruning those that cannot bind).
+    pub constraints: u64,
+    /// Why another solver's answer is not the one kept, if so (e.g. `auto` fell back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Predicted times (cost model, ns).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prediction {
+    /// Iteration time of the plan.
+    pub iteration_ns: f64,
+    /// Exposed communication of the plan (Σ over groups of what is not hidden).
+    pub exposed_ns: f64,
+    /// Iteration time with every group on its host algorithm.
+    pub host_iteration_ns: f64,
+}
+
+/// The decision for one group.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+pub enum Decision {
+    /// The host algorithm of the trace (`--collective`).
+    Host,
+    /// An aggregation tree: `edges` (child → parent) bottom-up, the last into `root`.
+    Tree {
+        /// `hierarchical` (every aggregating switch on the way sums) or `root-only`
+        /// (members send straight to the root, SwitchML-style).
+        form: String,
+        /// The top switch.
+        root: NodeId,
+        /// (child, parent): a member or switch sends its partial sum to `parent`.
+        edges: Vec<(NodeId, NodeId)>,
+    },
+    /// Rina: members under each listed ToR reduce into it; those ToRs and the other members
+    /// run the host ring.
+    Rina {
+        /// The aggregating ToRs.
+        tors: Vec<NodeId>,
+    },
+}
+
+/// One aggregation group and what the plan does with it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedGroup {
+    /// Traffic class (`tp`, `dp`, `emb`).
+    pub class: Class,
+    /// Pipeline stage of the group (`None` for embedding groups, which span two).
+    pub stage: Option<u32>,
+    /// Member ranks, ascending.
+    pub members: Vec<Rank>,
+    /// What to do.
+    pub decision: Decision,
+    /// Slots reserved per aggregating switch (0 for host).
+    pub slots: u32,
+    /// (switch, slots) reserved, ascending switch.
+    pub reservations: Vec<(NodeId, u32)>,
+    /// Network collectives of the group per iteration that the decision applies to.
+    pub collectives: u64,
+    /// Predicted time of one collective of the group's largest size under the decision (ns).
+    pub collective_ns: f64,
+    /// The same on the host algorithm (ns).
+    pub host_collective_ns: f64,
+    /// The group's exposed communication under the decision (ns): DP, the gradient stream
+    /// past the end of the stage's backward; TP, its collectives on the pipeline's critical
+    /// path; embedding, its all-reduce.
+    pub exposed_ns: f64,
+}
+
+/// A plan lowered by `ina3d trace --plan` and replayed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Verification {
+    /// Replayed iteration time (ns).
+    pub replayed_ns: f64,
+    /// `(predicted − replayed) / replayed`.
+    pub error: f64,
+    /// Replayed iteration time of the all-host trace (ns).
+    pub host_replayed_ns: f64,
+}
+
+/// Read and check the shape of a plan file.
+pub fn read(path: &Path) -> Result<PlanFile, FormatError> {
+    let text = super::read_text(path)?;
+    parse(path, &text)
+}
+
+/// Parse plan JSON (`path` names it in errors).
+pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FormatError> {
+    let p: PlanFile = serde_json::from_str(text).map_err(|e| FormatError::Syntax {
+        path: path.to_path_buf(),
+        line: e.line() as u64,
+        column: Some(e.column() as u64),
+        field: "plan".into(),
+        msg: e.to_string(),
+    })?;
+    let file = |msg: String| FormatError::File {
+        path: path.to_path_buf(),
+        msg,
+    };
+    if p.schema != PLAN_SCHEMA {
+        return Err(file(format!(
+            "plan schema {} is not the {PLAN_SCHEMA} this build reads",
+            p.schema
+        )));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, g) in p.groups.iter().enumerate() {
+        let first = g
+            .members
+            .first()
+            .ok_or_else(|| file(format!("groups[{i}]: no members")))?;
+        if !g.members.windows(2).all(|w| w[0] < w[1]) {
+            return Err(file(format!(
+                "groups[{i}] ({} group of rank {first}): members must be ascending and distinct",
+                g.class
+            )));
+        }
+        if !seen.insert((g.class, *first)) {
+            return Err(file(format!(
+                "groups[{i}]: a second {} group whose lowest rank is {first}",
+                g.class
+            )));
+        }
+        if let Decision::Tree { root, edges, form } = &g.decision {
+            if form != "hierarchical" && form != "root-only" {
+                return Err(file(format!(
+                    "groups[{i}] ({} group of rank {first}): tree form `{form}` (expected hierarchical or root-only)",
+                    g.class
+                )));
+            }
+            if edges.last().map(|e| e.1) != Some(*root) {
+                return Err(file(format!(
+                    "groups[{i}] ({} group of rank {first}): the last tree edge must end at the root {root}",
+                    g.class
+                )));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Write a plan atomically (pretty JSON, one trailing newline).
+pub fn write(path: &Path, plan: &PlanFile) -> Result<(), FormatError> {
+    let mut text = serde_json::to_string_pretty(plan).map_err(|e| FormatError::File {
+        path: path.to_path_buf(),
+        msg: format!("cannot serialise the plan: {e}"),
+    })?;
+    text.push('\n');
+    super::write_atomic_bytes(path, text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> PlanFile {
+        PlanFile {
+            schema: PLAN_SCHEMA,
+            job: [("dp".to_string(), "4".to_string())].into_iter().collect(),
+            settings: PlanSettings {
+                slots: 8192,
+                tree_quota: Some(1),
+                slot_levels: vec![1.0, 0.5],
+                objective: "iteration".into(),
+                classes: vec![Class::Dp],
+                required: vec![],
+            },
+            solver: SolverReport {
+                requested: "auto".into(),
+                used: "ilp".into(),
+                status: "optimal".into(),
+                objective_ns: 1e6,
+                bound_ns: 1e6,
+                gap: 0.0,
+                solve_time_s: 0.1,
+                time_limit_s: 10.0,
+                variables: 12,
+                constraints: 30,
+                note: None,
+            },
+            prediction: Prediction {
+                iteration_ns: 1e6,
+                exposed_ns: 2e5,
+                host_iteration_ns: 1.2e6,
+            },
+            groups: vec![
+                PlannedGroup {
+                    class: Class::Dp,
+                    stage: Some(0),
+                    members: vec![Rank(0), Rank(2)],
+                    decision: Decision::Tree {
+                        form: "hierarchical".into(),
+                        root: NodeId(20),
+                        edges: vec![(NodeId(0), NodeId(20)), (NodeId(2), NodeId(20))],
+                    },
+                    slots: 256,
+                    reservations: vec![(NodeId(20), 256)],
+                    collectives: 3,
+                    collective_ns: 1.5e5,
+                    host_collective_ns: 2e5,
+                    exposed_ns: 9e5,
+                },
+                PlannedGroup {
+                    class: Class::Emb,
+                    stage: None,
+                    members: vec![Rank(0), Rank(8)],
+                    decision: Decision::Host,
+                    slots: 0,
+                    reservations: vec![],
+                    collectives: 1,
+                    collective_ns: 1e5,
+                    host_collective_ns: 1e5,
+                    exposed_ns: 1e6,
+                },
+            ],
+            verification: None,
+        }
+    }
+
+    #[test]
+    fn a_plan_round_trips_through_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan.json");
+        let plan = sample();
+        write(&p, &plan).unwrap();
+        assert_eq!(read(&p).unwrap(), plan);
+    }
+
+    #[test]
+    fn a_syntax_error_names_line_and_column() {
+        let e = parse(Path::new("p.json"), "{\n  \"schema\": 1,\n  oops\n}").unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("p.json:3:"), "{s}");
+    }
+
+    #[test]
+    fn unknown_fields_a_foreign_schema_and_bad_trees_are_refused() {
+        let good = serde_json::to_string(&sample()).unwrap();
+        let extra = good.replacen("\"schema\":1", "\"schema\":1,\"extra\":0", 1);
+        assert!(parse(Path::new("p"), &extra)
+            .unwrap_err()
+            .to_string()
+            .contains("extra"));
+        let v2 = good.replacen("\"schema\":1", "\"schema\":2", 1);
+        assert!(parse(Path::new("p"), &v2)
+            .unwrap_err()
+            .to_string()
+            .contains("schema 2"));
+        let mut bad = sample();
+        if let Decision::Tree { edges, .. } = &mut bad.groups[0].decision {
+            edges.pop();
+            edges.push((NodeId(2), NodeId(7)));
+        }
+        let s = serde_json::to_string(&bad).unwrap();
+        let e = parse(Path::new("p"), &s).unwrap_err().to_string();
+        assert!(e.contains("groups[0]") && e.contains("root 20"), "{e}");
+        let mut twice = sample();
+        twice.groups[1].class = Class::Dp;
+        let s = serde_json::to_string(&twice).unwrap();
+        assert!(parse(Path::new("p"), &s)
+            .unwrap_err()
+            .to_string()
+            .contains("second dp group"));
+    }
+}

@@ -1,0 +1,440 @@
+//! The fields Megatron derives from others (its `validate_args`), and overrides.
+//!
+//! Every derivation runs only for a field no input set explicitly, records how it was
+//! derived in `sources`, and uses checked arithmetic: a crafted size that would overflow
+//! is an error naming the field and where its value came from.
+
+use super::config::{Dtype, MoeLayerFreq, Source, TrainingConfig};
+use super::error::{source_place, Loc, MegatronError, Warning};
+use super::fields::{canonical_key, GPT2_VOCAB, REQUIRED};
+use super::pattern::MAX_PATTERN_LAYERS;
+
+/// Smallest multiple of `m` that is ≥ `v`; `None` on overflow (`m = 0` leaves `v`).
+pub fn round_up(v: u64, m: u64) -> Option<u64> {
+    if m == 0 {
+        Some(v)
+    } else {
+        v.div_ceil(m).checked_mul(m)
+    }
+}
+
+impl TrainingConfig {
+    fn place(&self, field: &str) -> String {
+        self.sources
+            .get(field)
+            .map(source_place)
+            .unwrap_or_else(|| "inputs".into())
+    }
+
+    /// An error for a product of sizes that does not fit 64 bits.
+    pub(crate) fn overflow(&self, field: &str, what: &str) -> MegatronError {
+        MegatronError::Inconsistent {
+            at: self.place(field),
+            field: field.into(),
+            expected: format!("{what} does not fit in 64 bits: expected a realistic size"),
+        }
+    }
+
+    fn derive<T>(&mut self, field: &str, how: impl Into<String>, set: impl FnOnce(&mut Self) -> T) {
+        if !self.is_explicit(field) {
+            set(self);
+            self.sources
+                .insert(field.to_string(), Source::Derived { how: how.into() });
+        }
+    }
+
+    fn extra_u64(&self, key: &str) -> Option<u64> {
+        self.extra
+            .get(key)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    }
+
+    /// Computes the fields Megatron derives from others, for every such field no input
+    /// set explicitly: precision, FFN size (4h, or Megatron's SwiGLU rule), max positions,
+    /// GQA, the MoE defaults, virtual pipeline size, DP ↔ world size, global batch, the
+    /// padded vocabulary and the ZeRO stage's optimizer. Fails when a required argument is
+    /// still missing or a size overflows.
+    pub fn finalize(&mut self) -> Result<(), MegatronError> {
+        self.check_required()?;
+        self.derive_precision();
+        self.derive_shape()?;
+        self.derive_moe()?;
+        self.derive_virtual_pipeline();
+        self.derive_world()?;
+        self.derive_batch()?;
+        self.derive_vocab()?;
+        self.derive_zero();
+        Ok(())
+    }
+
+    fn check_required(&self) -> Result<(), MegatronError> {
+        match REQUIRED.iter().find(|f| !self.is_explicit(f)) {
+            Some(f) => Err(MegatronError::Missing {
+                at: "inputs".into(),
+                field: (*f).to_string(),
+                hint: "an arguments block, a launch script flag, a config file key or a preset"
+                    .into(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Megatron: `--bf16` / `--fp16` set the parameter dtype; under bf16, gradients are
+    /// accumulated and all-reduced in fp32 unless `--grad-reduce-in-bf16`.
+    fn derive_precision(&mut self) {
+        if !self.is_explicit("params_dtype") {
+            let (dt, how) = if self.bf16 {
+                (Dtype::Bf16, "--bf16")
+            } else if self.fp16 {
+                (Dtype::Fp16, "--fp16")
+            } else {
+                (Dtype::Fp32, "")
+            };
+            self.params_dtype = dt;
+            let src = if how.is_empty() {
+                Source::Default
+            } else {
+                Source::Derived { how: how.into() }
+            };
+            self.sources.insert("params_dtype".into(), src);
+        }
+        if self.bf16 {
+            let want = !self.grad_reduce_in_bf16;
+            if self.accumulate_allreduce_grads_in_fp32 != want {
+                self.accumulate_allreduce_grads_in_fp32 = want;
+                self.sources.insert(
+                    "accumulate_allreduce_grads_in_fp32".into(),
+                    Source::Derived {
+                        how: "bf16: Megatron accumulates and all-reduces gradients in fp32 unless --grad-reduce-in-bf16".into(),
+                    },
+                );
+            }
+        } else if matches!(
+            self.sources.get("accumulate_allreduce_grads_in_fp32"),
+            Some(Source::Derived { .. })
+        ) {
+            // The bf16 rule no longer applies (an override turned bf16 off): back to
+            // Megatron's default, so an fp16 job reduces its gradients in fp16.
+            self.accumulate_allreduce_grads_in_fp32 = false;
+            self.sources
+                .insert("accumulate_allreduce_grads_in_fp32".into(), Source::Default);
+        }
+    }
+
+    fn derive_shape(&mut self) -> Result<(), MegatronError> {
+        let h = self.hidden_size;
+        if self.swiglu {
+            // Megatron: int((4h · 2/3) / 64) · 64, keeping SwiGLU's parameter count ≈ 4h MLP's.
+            let f = h
+                .checked_mul(8)
+                .map(|x| x / 3 / 64 * 64)
+                .ok_or_else(|| self.overflow("hidden_size", "8·hidden_size"))?;
+            self.derive("ffn_hidden_size", "SwiGLU: floor(8h/3 / 64)·64", |c| {
+                c.ffn_hidden_size = f
+            });
+        } else {
+            let f = h
+                .checked_mul(4)
+                .ok_or_else(|| self.overflow("hidden_size", "4·hidden_size"))?;
+            self.derive("ffn_hidden_size", "4·hidden_size", |c| {
+                c.ffn_hidden_size = f
+            });
+        }
+        let s = self.seq_length;
+        self.derive("max_position_embeddings", "seq_length", |c| {
+            c.max_position_embeddings = s
+        });
+        self.derive_gqa();
+        Ok(())
+    }
+
+    /// Megatron applies `num_query_groups` only under `--group-query-attention`; a launch
+    /// script that gives the groups without the switch runs multi-head attention, which
+    /// is said in a warning rather than silently either way.
+    fn derive_gqa(&mut self) {
+        if self.group_query_attention || self.num_query_groups.is_none() {
+            return;
+        }
+        if let Some(Source::File { path, line }) = self.sources.get("num_query_groups") {
+            if !self.is_explicit("group_query_attention") {
+                self.warnings.push(Warning {
+                    at: format!("{path}:{line}:1"),
+                    field: "num_query_groups".into(),
+                    message: "given without --group-query-attention, which Megatron needs to apply it: read as multi-head attention (add --group-query-attention for GQA)".into(),
+                });
+            }
+        }
+        self.num_query_groups = None;
+        self.sources.insert(
+            "num_query_groups".into(),
+            Source::Derived {
+                how: "group_query_attention is False".into(),
+            },
+        );
+    }
+
+    /// Megatron's MoE defaults: expert TP = TP, expert MLP size = `ffn_hidden_size`; and
+    /// Megatron-DeepSpeed's expert interval as a layer pattern.
+    fn derive_moe(&mut self) -> Result<(), MegatronError> {
+        let tp = self.tensor_model_parallel_size;
+        self.derive(
+            "expert_tensor_parallel_size",
+            "tensor_model_parallel_size",
+            |c| c.expert_tensor_parallel_size = tp,
+        );
+        if self.num_experts.is_none() {
+            return Ok(());
+        }
+        let f = self.ffn_hidden_size;
+        self.derive("moe_ffn_hidden_size", "ffn_hidden_size", |c| {
+            c.moe_ffn_hidden_size = Some(f)
+        });
+        let Some(every) = self.extra_u64("expert_interval") else {
+            return Ok(());
+        };
+        if self.is_explicit("moe_layer_freq") {
+            return Ok(());
+        }
+        // Megatron-DeepSpeed: layer n (1-based) is MoE when n % interval == 0.
+        let l = self.num_layers as usize;
+        if l > MAX_PATTERN_LAYERS {
+            return Err(MegatronError::Inconsistent {
+                at: self.place("num_layers"),
+                field: "num_layers".into(),
+                expected: format!(
+                    "{l} layers with a Megatron-DeepSpeed expert_interval: at most {MAX_PATTERN_LAYERS} layers are supported"
+                ),
+            });
+        }
+        let pattern = (0..l as u64).map(|i| (i + 1) % every == 0).collect();
+        self.derive(
+            "moe_layer_freq",
+            format!(
+                "Megatron-DeepSpeed expert_interval {every}: layers n·{every} (1-based) are MoE"
+            ),
+            |c| c.moe_layer_freq = MoeLayerFreq::Pattern(pattern),
+        );
+        Ok(())
+    }
+
+    fn derive_virtual_pipeline(&mut self) {
+        let Some(n) = self
+            .extra_u64("num_layers_per_virtual_pipeline_stage")
+            .and_then(|n| u32::try_from(n).ok())
+        else {
+            return;
+        };
+        let (l, pp) = (self.num_layers, self.pipeline_model_parallel_size);
+        if n > 0 && pp > 1 && pp.checked_mul(n).is_some_and(|d| l % d == 0) {
+            self.derive(
+                "virtual_pipeline_model_parallel_size",
+                "num_layers / pipeline_model_parallel_size / num_layers_per_virtual_pipeline_stage",
+                |c| c.virtual_pipeline_model_parallel_size = Some(l / pp / n),
+            );
+        }
+    }
+
+    /// TP·CP·PP, the GPUs of one model replica.
+    pub(crate) fn model_parallel_product(&self) -> Option<u64> {
+        u64::from(self.tensor_model_parallel_size)
+            .checked_mul(u64::from(self.context_parallel_size))?
+            .checked_mul(u64::from(self.pipeline_model_parallel_size))
+    }
+
+    /// DP from the world size (when only the world is given), or the world size from DP.
+    fn derive_world(&mut self) -> Result<(), MegatronError> {
+        let mp = self
+            .model_parallel_product()
+            .ok_or_else(|| self.overflow("tensor_model_parallel_size", "TP·CP·PP"))?;
+        if !self.is_explicit("data_parallel_size") && self.is_explicit("world_size") {
+            let w = u64::from(self.world_size);
+            if !w.is_multiple_of(mp) {
+                return Err(self.world_not_divisible(w, mp));
+            }
+            self.derive("data_parallel_size", "world_size / (TP·CP·PP)", |c| {
+                c.data_parallel_size = (w / mp) as u32
+            });
+        } else {
+            let w = mp
+                .checked_mul(u64::from(self.data_parallel_size))
+                .and_then(|w| u32::try_from(w).ok())
+                .ok_or_else(|| MegatronError::Inconsistent {
+                    at: self.place("data_parallel_size"),
+                    field: "world_size".into(),
+                    expected: format!(
+                        "TP·CP·PP·DP = {mp}·{} does not fit in 32 bits",
+                        self.data_parallel_size
+                    ),
+                })?;
+            self.derive("world_size", "TP·CP·PP·DP", |c| c.world_size = w);
+        }
+        Ok(())
+    }
+
+    /// The error for a GPU count the parallel sizes do not divide, with the overrides that
+    /// make the job valid: a DP (smallest that reaches the given GPU count and splits the
+    /// global batch) or the matching world size.
+    fn world_not_divisible(&self, w: u64, mp: u64) -> MegatronError {
+        let mb = self.micro_batch_size.max(1);
+        let gb = self.global_batch_size;
+        let first = w.div_ceil(mp).max(1);
+        let fits = |k: u64| {
+            !self.is_explicit("global_batch_size") || gb.is_multiple_of(mb.saturating_mul(k))
+        };
+        let k = (first..first.saturating_add(4096))
+            .find(|k| fits(*k))
+            .unwrap_or(first);
+        MegatronError::Inconsistent {
+            at: self.place("world_size"),
+            field: "world_size".into(),
+            expected: format!(
+                "world_size {w} is not divisible by tensor·context·pipeline = {}·{}·{} = {mp}: the parallel sizes need a multiple of {mp} GPUs; \
+                 make it valid with an override, e.g. `--dp {k}` or `--set world_size={}` ({} GPUs), or smaller parallel sizes",
+                self.tensor_model_parallel_size,
+                self.context_parallel_size,
+                self.pipeline_model_parallel_size,
+                k.saturating_mul(mp),
+                k.saturating_mul(mp),
+            ),
+        }
+    }
+
+    fn derive_batch(&mut self) -> Result<(), MegatronError> {
+        let gb = self
+            .micro_batch_size
+            .checked_mul(u64::from(self.data_parallel_size))
+            .ok_or_else(|| {
+                self.overflow("micro_batch_size", "micro_batch_size·data_parallel_size")
+            })?;
+        self.derive(
+            "global_batch_size",
+            "micro_batch_size·data_parallel_size",
+            |c| c.global_batch_size = gb,
+        );
+        Ok(())
+    }
+
+    fn derive_vocab(&mut self) -> Result<(), MegatronError> {
+        if self.is_explicit("padded_vocab_size") {
+            return Ok(());
+        }
+        let (v, how) = match self.vocab_size {
+            Some(v) => (v, "vocab_size rounded up to make_vocab_size_divisible_by·TP".to_string()),
+            None => (GPT2_VOCAB, format!("no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed, rounded up to make_vocab_size_divisible_by·TP")),
+        };
+        let p = self
+            .vocab_multiple()
+            .and_then(|m| round_up(v, m))
+            .ok_or_else(|| {
+                self.overflow("make_vocab_size_divisible_by", "the padded vocabulary")
+            })?;
+        self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(p));
+        Ok(())
+    }
+
+    /// Megatron-DeepSpeed: ZeRO applies only under `--deepspeed`; stages 1 and 2 shard
+    /// the optimizer state (and gradients) over DP as Megatron's distributed optimizer
+    /// does — a reduce-scatter of gradients and an all-gather of parameters per step.
+    /// Stage 3 is refused by [`TrainingConfig::validate`].
+    fn derive_zero(&mut self) {
+        let deepspeed = self
+            .extra
+            .get("deepspeed")
+            .is_some_and(|v| matches!(v.trim(), "True" | "true" | "1"));
+        if !deepspeed {
+            if self.zero_stage.is_some() {
+                self.zero_stage = None;
+                self.sources.insert(
+                    "zero_stage".into(),
+                    Source::Derived {
+                        how: "DeepSpeed is off (no --deepspeed): ZeRO does not apply".into(),
+                    },
+                );
+            }
+            return;
+        }
+        if let Some(stage @ (1 | 2)) = self.zero_stage {
+            if !self.use_distributed_optimizer {
+                self.use_distributed_optimizer = true;
+                self.sources.insert(
+                    "use_distributed_optimizer".into(),
+                    Source::Derived {
+                        how: format!(
+                            "DeepSpeed ZeRO stage {stage} ({}) shards optimizer state over DP as the distributed optimizer does",
+                            self.place("zero_stage")
+                        ),
+                    },
+                );
+            }
+        }
+    }
+
+    /// `make_vocab_size_divisible_by · TP`, the multiple Megatron pads the vocabulary to;
+    /// `None` on overflow.
+    pub fn vocab_multiple(&self) -> Option<u64> {
+        self.make_vocab_size_divisible_by
+            .max(1)
+            .checked_mul(u64::from(self.tensor_model_parallel_size.max(1)))
+    }
+
+    /// Applies one override without recomputing the derived fields: records
+    /// [`Source::Override`] and marks the fields that depend on it for re-derivation.
+    ///
+    /// The latest override wins among the parallel sizes: overriding `world_size`
+    /// re-derives DP; overriding DP re-derives the world size; overriding TP, CP or PP
+    /// re-derives the world size if DP was overridden, else DP (the GPU count is kept).
+    /// Changing TP or the vocabulary divisor re-derives a padded vocabulary read from a log.
+    pub fn override_arg(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
+        let k = canonical_key(key);
+        let loc = Loc::new("override", 0, 0);
+        self.apply(&k, value, Source::Override, &loc)?;
+        let rederive = |c: &mut Self, f: &str| {
+            c.sources.insert(
+                f.to_string(),
+                Source::Derived {
+                    how: "re-derived after an override".into(),
+                },
+            );
+        };
+        match k.as_str() {
+            "world_size" => rederive(self, "data_parallel_size"),
+            "tensor_model_parallel_size"
+            | "context_parallel_size"
+            | "pipeline_model_parallel_size" => {
+                if matches!(
+                    self.sources.get("data_parallel_size"),
+                    Some(Source::Override)
+                ) {
+                    rederive(self, "world_size");
+                } else {
+                    rederive(self, "data_parallel_size");
+                }
+                if k == "tensor_model_parallel_size" && self.vocab_size.is_some() {
+                    rederive(self, "padded_vocab_size");
+                }
+            }
+            "data_parallel_size" => rederive(self, "world_size"),
+            "make_vocab_size_divisible_by" | "vocab_size" if self.vocab_size.is_some() => {
+                rederive(self, "padded_vocab_size")
+            }
+            "num_query_groups" if self.num_query_groups.is_some() => {
+                self.group_query_attention = true;
+                self.sources
+                    .insert("group_query_attention".into(), Source::Override);
+            }
+            "hidden_size" | "swiglu" => rederive(self, "ffn_hidden_size"),
+            "seq_length" => rederive(self, "max_position_embeddings"),
+            "bf16" | "fp16" => rederive(self, "params_dtype"),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Overrides one argument by Megatron name (snake_case or kebab-case, with or without
+    /// leading `--`) as [`TrainingConfig::override_arg`] does, then recomputes the derived
+    /// fields. Call [`TrainingConfig::validate`] once all overrides are applied.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
+        self.override_arg(key, value)?;
+        self.finalize()
+    }
+}

@@ -1,0 +1,432 @@
+//! Reading a bash launch script that runs `pretrain_gpt.py` (directly, or through
+//! `torchrun`, `python -m torch.distributed.launch`, `deepspeed`, `srun`).
+//!
+//! The script is evaluated as bash would run it, without running any command and without
+//! reading the process environment (so the result depends on the file alone):
+//! assignments (`VAR=value`, `export`/`local`/`declare`, arrays `X=( … )`, `+=`),
+//! expansions (`$VAR`, `${VAR}`, `${VAR:-default}` and the other defaulting operators,
+//! `"${X[@]}"`, `$(( … ))` with checked integer arithmetic, quoting, field splitting),
+//! `if`/`elif`/`else` on `[ ]`, `[[ ]]`, `test`, `(( ))` and command lists, `&&`/`||`,
+//! `case`, `for` over known words, `while`/`until`, functions, subshells, pipelines,
+//! here-documents written to files (`cat <<EOF > ds_config.json`, read back for the
+//! DeepSpeed config). A flag inside a branch not taken does not apply.
+//!
+//! What the file alone cannot decide — a condition on a variable the script never sets,
+//! a file test, command output `$( … )`, a loop over the script's arguments — is explored
+//! both ways: values that differ become unknown and flags present on one side only are
+//! marked. A flag that matters to the configuration with such a value is an error naming
+//! its file:line and the condition's; one that does not matter is listed in a warning;
+//! a launch reached only on one side is a warning. Never a silent guess.
+
+mod arith;
+mod ast;
+mod cond;
+mod exec;
+mod expand;
+mod lex;
+
+use super::error::{Loc, MegatronError, Warning};
+use super::fields::{canonical_key, is_modelled};
+use super::scan::Assignment;
+use expand::{Blocker, Elem, Shell, MARK};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// A file the script writes (a here-document or an `echo` redirected to it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrittenFile {
+    /// The script that writes it.
+    pub path: String,
+    /// Its content, or why the reader cannot know it.
+    pub text: Result<String, String>,
+    /// Line of the content's first line in the script.
+    pub line: usize,
+}
+
+/// What a launch script tells about the job.
+#[derive(Debug, Default)]
+pub struct ScriptScan {
+    /// The launch's Megatron flags (and the launcher's GPU count as `world_size`).
+    pub args: Vec<Assignment>,
+    /// Files the script writes, by the path it writes them to.
+    pub files: BTreeMap<String, WrittenFile>,
+    /// What the reader could not decide.
+    pub warnings: Vec<Warning>,
+    /// Flags that matter whose value the script alone does not give, by argument name:
+    /// each is an error unless another input or an override sets the argument.
+    pub unresolved: Vec<(String, MegatronError)>,
+}
+
+/// The first command running `pretrain_*.py`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Launch {
+    pub launcher: Vec<Elem>,
+    pub args: Vec<Elem>,
+    pub line: usize,
+    pub col: usize,
+    /// Reached only on one side of an undecided condition.
+    pub cond: Option<Rc<str>>,
+}
+
+/// Evaluation steps allowed: far beyond any real launch script, a bound for crafted ones.
+const BUDGET: u64 = 300_000;
+
+/// Flags whose value the configuration needs: an unresolved value for these is an error.
+fn needed(key: &str) -> bool {
+    is_modelled(key) && key != "deepspeed_config"
+}
+
+fn blocker_error(loc: &Loc, field: &str, b: &Blocker) -> MegatronError {
+    match b {
+        Blocker::Unset(var) => MegatronError::Unresolved {
+            at: loc.to_string(),
+            field: field.to_string(),
+            var: var.clone(),
+        },
+        Blocker::Why(w) => MegatronError::Undecidable {
+            at: loc.to_string(),
+            field: field.to_string(),
+            why: w.to_string(),
+        },
+    }
+}
+
+/// Reads the Megatron flags (and the launcher's GPU count) of the first `pretrain_*.py`
+/// command a bash script runs.
+pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> {
+    // A marker byte in the input would forge an unknown value: it is replaced first.
+    let text = text.replace(MARK, "\u{FFFD}");
+    let nodes = ast::parse(lex::tokens(&text)).map_err(|(l, c, m)| MegatronError::Syntax {
+        at: format!("{path}:{l}:{c}"),
+        field: "script".into(),
+        expected: m,
+    })?;
+    let mut sh = Shell {
+        path: path.to_string(),
+        vars: BTreeMap::new(),
+        funcs: BTreeMap::new(),
+        positional: None,
+        launch: None,
+        files: BTreeMap::new(),
+        warnings: Vec::new(),
+        budget: Rc::new(Cell::new(BUDGET)),
+        marks: Rc::new(RefCell::new(vec![(
+            Blocker::why("too many unknown values in the script"),
+            "?".into(),
+        )])),
+        depth: 0,
+        calls: 0,
+    };
+    sh.run(&nodes)?;
+    let Some(launch) = sh.launch.take() else {
+        return Err(MegatronError::at(
+            &Loc::new(path, 1, 1),
+            "pretrain_*.py",
+            "a launch script running pretrain_gpt.py (or another pretrain_*.py); none found",
+        ));
+    };
+    let mut out = ScriptScan {
+        files: std::mem::take(&mut sh.files),
+        warnings: std::mem::take(&mut sh.warnings),
+        ..ScriptScan::default()
+    };
+    if let Some(why) = &launch.cond {
+        out.warnings.push(Warning::at(
+            &Loc::new(path, launch.line, launch.col),
+            "pretrain_*.py",
+            format!("this launch runs only on one side of a branch: {why}; read as if it runs"),
+        ));
+    }
+    let mut reader = FlagReader {
+        path,
+        needed: &|k: &str| matches!(k, "nproc_per_node" | "nnodes" | "num_gpus" | "num_nodes"),
+        out: Vec::new(),
+        dropped: Vec::new(),
+        unknown: Vec::new(),
+        unresolved: Vec::new(),
+    };
+    let launcher = marked_as_unknown(&sh, &launch.launcher);
+    let args = marked_as_unknown(&sh, &launch.args);
+    reader.read(&launcher)?;
+    let gpus_unknown = !reader.unresolved.is_empty();
+    for (_, e) in reader.unresolved.drain(..) {
+        out.warnings.push(Warning {
+            at: format!("{path}:{}:{}", launch.line, launch.col),
+            field: "world_size".into(),
+            message: format!(
+                "the launcher's GPU count is unknown ({e}): pass --set world_size=N or --dp N"
+            ),
+        });
+    }
+    let launcher = std::mem::take(&mut reader.out);
+    if !gpus_unknown {
+        out.args.extend(world_size(&launcher)?);
+    }
+    reader.needed = &needed;
+    reader.read(&args)?;
+    out.args.append(&mut reader.out);
+    reader.warnings(&launch, &mut out.warnings);
+    out.unresolved = reader.unresolved;
+    Ok(out)
+}
+
+/// Launch arguments with a marked (partly unknown) text become unknown elements, shown
+/// as the script wrote them.
+fn marked_as_unknown(sh: &Shell, elems: &[Elem]) -> Vec<Elem> {
+    elems
+        .iter()
+        .map(|e| match &e.text {
+            Ok(t) if t.contains(MARK) => Elem {
+                text: Err(sh
+                    .blocker_in(t)
+                    .unwrap_or_else(|| Blocker::why("an unknown value"))),
+                raw: e
+                    .raw
+                    .clone()
+                    .or_else(|| Some(Rc::from(sh.shown(t).as_str()))),
+                shown: Some(Rc::from(sh.shown(t).as_str())),
+                ..e.clone()
+            },
+            _ => e.clone(),
+        })
+        .collect()
+}
+
+/// World size from the launcher: torchrun / `torch.distributed.launch` `--nproc_per_node`
+/// × `--nnodes` (the maximum of an elastic `1:4`); deepspeed `--num_gpus` × `--num_nodes`.
+fn world_size(lflags: &[Assignment]) -> Result<Option<Assignment>, MegatronError> {
+    let get = |k: &str| lflags.iter().find(|a| canonical_key(&a.key) == k);
+    let Some(p) = get("nproc_per_node").or_else(|| get("num_gpus")) else {
+        return Ok(None);
+    };
+    let nodes = get("nnodes").or_else(|| get("num_nodes"));
+    let n_nodes = match nodes {
+        Some(n) => n
+            .value
+            .rsplit(':')
+            .next()
+            .and_then(|v| v.trim().parse::<u64>().ok()),
+        None => Some(1),
+    };
+    let (Ok(per), Some(n)) = (p.value.trim().parse::<u64>(), n_nodes) else {
+        return Ok(None);
+    };
+    let w = per.checked_mul(n).ok_or_else(|| {
+        MegatronError::at(
+            &p.loc,
+            "world_size",
+            format!("GPUs per node {per} × nodes {n} does not fit in 64 bits: expected a realistic GPU count"),
+        )
+    })?;
+    Ok(Some(Assignment {
+        key: "world_size".into(),
+        value: w.to_string(),
+        loc: p.loc.clone(),
+    }))
+}
+
+/// A word as written, without its outer quotes (`"--flag $X"` → `--flag $X`).
+fn unquoted(raw: &str) -> &str {
+    raw.trim_start_matches(['"', '\''])
+}
+
+/// Reads `--flag value`, `--flag=value` and bare `--flag` pairs from expanded arguments.
+struct FlagReader<'a> {
+    path: &'a str,
+    needed: &'a dyn Fn(&str) -> bool,
+    out: Vec<Assignment>,
+    /// Flags present on one side of an undecided condition only, which do not matter.
+    dropped: Vec<(String, Rc<str>)>,
+    /// Words that could not be expanded and may add flags (`"$@"`).
+    unknown: Vec<(String, Loc, String)>,
+    /// Flags that matter without a value: (argument, the error).
+    unresolved: Vec<(String, MegatronError)>,
+}
+
+impl FlagReader<'_> {
+    fn is_flag(e: &Elem) -> bool {
+        e.text.as_ref().is_ok_and(|t| t.starts_with("--"))
+            || e.raw
+                .as_deref()
+                .is_some_and(|r| unquoted(r).starts_with("--"))
+    }
+
+    fn read(&mut self, args: &[Elem]) -> Result<(), MegatronError> {
+        let mut i = 0;
+        while i < args.len() {
+            let a = &args[i];
+            i += 1;
+            let loc = Loc::new(self.path, a.line, a.col);
+            let text = match &a.text {
+                Ok(t) => t.clone(),
+                Err(b) => {
+                    self.unexpandable(a, &loc, b)?;
+                    continue;
+                }
+            };
+            let Some(flag) = text.strip_prefix("--").filter(|f| !f.is_empty()) else {
+                continue;
+            };
+            let (key, value) = if let Some(p) = flag.find('=') {
+                (
+                    flag[..p].to_string(),
+                    Elem {
+                        text: Ok(flag[p + 1..].to_string()),
+                        ..a.clone()
+                    },
+                )
+            } else if i < args.len() && !Self::is_flag(&args[i]) {
+                i += 1;
+                (flag.to_string(), args[i - 1].clone())
+            } else {
+                (
+                    flag.to_string(),
+                    Elem {
+                        text: Ok("True".into()),
+                        ..a.clone()
+                    },
+                )
+            };
+            self.flag(&key, value, a.cond.clone())?;
+        }
+        Ok(())
+    }
+
+    /// A word that could not be expanded at all.
+    fn unexpandable(&mut self, a: &Elem, loc: &Loc, b: &Blocker) -> Result<(), MegatronError> {
+        let raw = unquoted(a.raw.as_deref().unwrap_or(""));
+        if let Some(flag) = raw.strip_prefix("--") {
+            let shown = unquoted(a.shown.as_deref().unwrap_or(raw));
+            let flag =
+                if canonical_key(flag.split('=').next().unwrap_or(flag)) == "deepspeed_config" {
+                    shown.strip_prefix("--").unwrap_or(flag)
+                } else {
+                    flag
+                };
+            let (name, value) = flag.split_once('=').unwrap_or((flag, "True"));
+            let ck = canonical_key(name);
+            if (self.needed)(&ck) {
+                self.unresolved
+                    .push((ck, blocker_error(loc, &format!("--{name}"), b)));
+            } else {
+                // Kept as written (`--save=$(pwd)/ckpt`): it does not change the job.
+                self.out.push(Assignment {
+                    key: name.to_string(),
+                    value: value.to_string(),
+                    loc: loc.clone(),
+                });
+            }
+            return Ok(());
+        }
+        // A text that may be one of several (`` `--bf16` or `` ``): a flag that matters
+        // among them is undecided.
+        let shown = a.shown.as_deref().unwrap_or(raw);
+        for w in shown.split(|c: char| c.is_whitespace() || c == '`') {
+            let Some(name) = w.strip_prefix("--") else {
+                continue;
+            };
+            let ck = canonical_key(name.split('=').next().unwrap_or(name));
+            if (self.needed)(&ck) && !self.unresolved.iter().any(|(k, _)| *k == ck) {
+                let e = MegatronError::Undecidable {
+                    at: loc.to_string(),
+                    field: format!("--{name}"),
+                    why: b.describe(),
+                };
+                self.unresolved.push((ck, e));
+            }
+        }
+        let u = (raw.to_string(), loc.clone(), b.describe());
+        if !self.unknown.contains(&u) {
+            self.unknown.push(u);
+        }
+        Ok(())
+    }
+
+    fn flag(&mut self, key: &str, value: Elem, cond: Option<Rc<str>>) -> Result<(), MegatronError> {
+        let ck = canonical_key(key);
+        let vloc = Loc::new(self.path, value.line, value.col);
+        let needed = (self.needed)(&ck) || ck.strip_prefix("no_").is_some_and(|b| (self.needed)(b));
+        let arg = ck
+            .strip_prefix("no_")
+            .filter(|b| (self.needed)(b))
+            .unwrap_or(&ck)
+            .to_string();
+        if let Some(why) = cond.or_else(|| value.cond.clone()) {
+            if needed {
+                let e = MegatronError::Undecidable {
+                    at: vloc.to_string(),
+                    field: format!("--{key}"),
+                    why: why.to_string(),
+                };
+                self.unresolved.push((arg, e));
+            } else {
+                let d = (format!("--{key}"), why);
+                if !self.dropped.contains(&d) {
+                    self.dropped.push(d);
+                }
+            }
+            return Ok(());
+        }
+        let value = match value.text {
+            Ok(v) => v,
+            Err(b) if needed => {
+                self.unresolved
+                    .push((arg, blocker_error(&vloc, &format!("--{key}"), &b)));
+                return Ok(());
+            }
+            // The DeepSpeed config's path as shown, to match a file the script writes.
+            Err(_) if ck == "deepspeed_config" => value
+                .shown
+                .as_deref()
+                .or(value.raw.as_deref())
+                .unwrap_or("")
+                .to_string(),
+            Err(_) => value.raw.as_deref().unwrap_or("").to_string(),
+        };
+        // `--no-foo` (store_false): foo = False when foo is modelled.
+        if let Some(base) = ck.strip_prefix("no_") {
+            if (self.needed)(base) && value == "True" {
+                self.out.push(Assignment {
+                    key: base.into(),
+                    value: "False".into(),
+                    loc: vloc,
+                });
+                return Ok(());
+            }
+        }
+        self.out.push(Assignment {
+            key: key.to_string(),
+            value,
+            loc: vloc,
+        });
+        Ok(())
+    }
+
+    fn warnings(&self, launch: &Launch, out: &mut Vec<Warning>) {
+        let mut by_cond: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (f, why) in &self.dropped {
+            by_cond.entry(why.to_string()).or_default().push(f);
+        }
+        for (why, flags) in by_cond {
+            out.push(Warning::at(
+                &Loc::new(self.path, launch.line, launch.col),
+                "flags",
+                format!(
+                    "{} not applied: {why}; they do not change the modelled job",
+                    flags.join(", ")
+                ),
+            ));
+        }
+        for (raw, loc, why) in &self.unknown {
+            out.push(Warning::at(
+                loc,
+                raw,
+                format!("may add flags the reader cannot see ({why}); pass any that matter as overrides"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,240 @@
+//! The fluid network model's formulas, in one place: the replayer simulates with them and
+//! the planner (`crate::plan`) predicts with them, so a plan's prediction and its replay
+//! cannot disagree about what a window, a tree or a header costs.
+//!
+//! Rates are in bytes per nanosecond (a link of `r` bit/s moves `r / 8e9` B/ns), times in
+//! nanoseconds. Wire bytes are payload plus headers, [`crate::units::Bytes::with_headers`].
+
+use crate::units::BitsPerSec;
+
+/// Bytes per nanosecond of a link rate.
+#[inline]
+pub fn bytes_per_ns(rate: BitsPerSec) -> f64 {
+    rate.0 as f64 / 8e9
+}
+
+/// Bytes per ns a window of `slots` packets of `payload` bytes sustains over a round trip
+/// of `rtt` ns (SwitchML's `window·payload / RTT`); unlimited when `rtt` is 0.
+#[inline]
+pub fn window_rate(slots: u32, payload: u64, rtt: u64) -> f64 {
+    if rtt == 0 {
+        f64::INFINITY
+    } else {
+        slots as f64 * payload as f64 / rtt as f64
+    }
+}
+
+/// Nanoseconds to move `bytes` at `rate` bytes/ns, rounded up (a tolerance of 1e-6 ns
+/// keeps exact quotients such as 80000.0000000001 from rounding to the next ns); 0 for
+/// nothing to move or an unlimited rate.
+#[inline]
+pub fn fluid_time(bytes: f64, rate: f64) -> u64 {
+    if bytes <= 0.0 || rate.is_infinite() {
+        return 0;
+    }
+    (bytes / rate - 1e-6).ceil().max(0.0) as u64
+}
+
+/// Direction of one edge of an aggregation tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EdgeDir {
+    /// Child → parent (partial aggregates).
+    Up,
+    /// Parent → child (the result multicast back).
+    Down,
+}
+
+/// Propagation latency of an aggregation tree: (longest up chain, longest down chain),
+/// each the largest sum of edge delays along a path of edges (`from` → `to`, `delay` ns).
+/// An INA stream's round trip is their sum. Edges may come in any order.
+pub fn tree_latency<N: Copy + Eq + std::hash::Hash>(edges: &[(N, N, u64, EdgeDir)]) -> (u64, u64) {
+    let c = TreeChains::new(edges);
+    (c.up_latency(), c.down_latency())
+}
+
+/// The chains of an aggregation tree, per node, found by relaxation over the edge list
+/// (trees are shallow, so it converges in a few passes): what the tree's latency and each
+/// switch's slot holding interval are read from.
+pub struct TreeChains<N> {
+    /// Longest chain of up edges ending at a node (the last packet's arrival).
+    up_long: std::collections::HashMap<N, u64>,
+    /// Shortest chain of up edges from a leaf to a node (the first packet's arrival).
+    up_first: std::collections::HashMap<N, u64>,
+    /// Longest chain of down edges starting at a node.
+    down_long: std::collections::HashMap<N, u64>,
+    /// Longest chain of down edges from the root to a node.
+    from_root: std::collections::HashMap<N, u64>,
+    /// Nodes that send down edges.
+    down_src: std::collections::HashSet<N>,
+}
+
+impl<N: Copy + Eq + std::hash::Hash> TreeChains<N> {
+    /// Relax every chain over `edges` (`from`, `to`, delay ns, direction). A node that no
+    /// up edge enters is a leaf (its first packet leaves at 0).
+    pub fn new(edges: &[(N, N, u64, EdgeDir)]) -> TreeChains<N> {
+        use std::collections::{HashMap, HashSet};
+        let up_dst: HashSet<N> = edges
+            .iter()
+            .filter(|e| e.3 == EdgeDir::Up)
+            .map(|e| e.1)
+            .collect();
+        let mut c = TreeChains {
+            up_long: HashMap::new(),
+            up_first: HashMap::new(),
+            down_long: HashMap::new(),
+            from_root: HashMap::new(),
+            down_src: edges
+                .iter()
+                .filter(|e| e.3 == EdgeDir::Down)
+                .map(|e| e.0)
+                .collect(),
+        };
+        let relax_max = |map: &mut HashMap<N, u64>, to: N, v: u64| {
+            let e = map.entry(to).or_insert(0);
+            let grew = v > *e;
+            *e = (*e).max(v);
+            grew
+        };
+        for _ in 0..edges.len() {
+            let mut changed = false;
+            for &(from, to, d, dir) in edges {
+                match dir {
+                    EdgeDir::Up => {
+                        let v = c.up_long.get(&from).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.up_long, to, v);
+                        let first = if up_dst.contains(&from) {
+                            c.up_first.get(&from).copied()
+                        } else {
+                            Some(0)
+                        };
+                        if let Some(f) = first {
+                            let e = c.up_first.entry(to).or_insert(u64::MAX);
+                            if f + d < *e {
+                                *e = f + d;
+                                changed = true;
+                            }
+                        }
+                    }
+                    EdgeDir::Down => {
+                        let v = c.down_long.get(&to).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.down_long, from, v);
+                        let v = c.from_root.get(&from).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.from_root, to, v);
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        c
+    }
+
+    /// The longest up chain: when the last packet reaches the root after the last byte
+    /// left the workers.
+    pub fn up_latency(&self) -> u64 {
+        self.up_long.values().copied().max().unwrap_or(0)
+    }
+
+    /// The longest down chain.
+    pub fn down_latency(&self) -> u64 {
+        self.down_long.values().copied().max().unwrap_or(0)
+    }
+
+    /// When aggregating switch `s` holds a stream's slots: (from the stream's start to its
+    /// first packet's arrival at `s` — the shortest up chain; from the stream's last byte
+    /// leaving the workers to its last result leaving `s` — for a switch that sends
+    /// results down, the longest up chain plus the down chain from the root to `s`; for
+    /// one that only sums upwards, the longest up chain to it).
+    pub fn slot_hold(&self, s: N) -> (u64, u64) {
+        let acquire = self.up_first.get(&s).copied().unwrap_or(0);
+        let release = if self.down_src.contains(&s) {
+            self.up_latency() + self.from_root.get(&s).copied().unwrap_or(0)
+        } else {
+            self.up_long.get(&s).copied().unwrap_or(0)
+        };
+        (acquire, release)
+    }
+}
+
+/// A unit's own rate limit over the channels it occupies: the smallest `capacity / k` over
+/// its channels, where a channel listed `k` times (k edges of one tree crossing it) is
+/// shared k ways. `channels` must be sorted so equal channels are adjacent; `cap(c)` is
+/// the channel's capacity in bytes/ns. Unlimited for no channel.
+pub fn multiset_cap(channels: &[u32], cap: impl Fn(u32) -> f64) -> f64 {
+    channels
+        .chunk_by(|a, b| a == b)
+        .map(|run| cap(run[0]) / run.len() as f64)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Time of one INA aggregation alone on the network: its `wire` bytes at the smaller of
+/// its tree's own limit (`tree_cap`, [`multiset_cap`]) and its window (`slots` packets of
+/// `payload` over the round trip `rtt`), plus the round trip's propagation. `windowed =
+/// false` (a multicast with nothing to sum) has no window limit.
+pub fn ina_time(
+    wire: u64,
+    tree_cap: f64,
+    slots: u32,
+    payload: u64,
+    rtt: u64,
+    windowed: bool,
+) -> u64 {
+    let window = if windowed {
+        window_rate(slots, payload, rtt)
+    } else {
+        f64::INFINITY
+    };
+    fluid_time(wire as f64, tree_cap.min(window)) + rtt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_of_256_packets_of_256_bytes_over_4_us_moves_16_bytes_per_ns() {
+        assert_eq!(window_rate(256, 256, 4096), 16.0);
+        assert!(window_rate(1, 1, 0).is_infinite());
+    }
+
+    #[test]
+    fn fluid_time_rounds_up_but_forgives_float_noise() {
+        assert_eq!(fluid_time(1000.0, 3.0), 334);
+        assert_eq!(fluid_time(80000.0000000001, 1.0), 80000);
+        assert_eq!(fluid_time(0.0, 1.0), 0);
+        assert_eq!(fluid_time(5.0, f64::INFINITY), 0);
+    }
+
+    #[test]
+    fn tree_latency_takes_the_longest_chain_each_way() {
+        // members 1, 2 → switch 10 → root 20; 3 → root 20 directly
+        use EdgeDir::*;
+        let e = [
+            (1, 10, 100, Up),
+            (2, 10, 100, Up),
+            (10, 20, 50, Up),
+            (3, 20, 120, Up),
+            (20, 10, 50, Down),
+            (10, 1, 100, Down),
+            (10, 2, 100, Down),
+            (20, 3, 120, Down),
+        ];
+        assert_eq!(tree_latency(&e), (150, 150));
+        // switch 10: first packet after 100, last result leaves it at 150 (up) + 50;
+        // the root: first packet at 120 (from 3), last result leaves at 150
+        let c = TreeChains::new(&e);
+        assert_eq!(c.slot_hold(10), (100, 200));
+        assert_eq!(c.slot_hold(20), (120, 150));
+    }
+
+    #[test]
+    fn a_channel_crossed_twice_halves_the_units_cap() {
+        assert_eq!(
+            multiset_cap(&[1, 1, 2], |c| if c == 1 { 10.0 } else { 4.0 }),
+            4.0
+        );
+        assert_eq!(multiset_cap(&[1, 1, 1, 2], |_| 12.0), 4.0);
+        assert!(multiset_cap(&[], |_| 1.0).is_infinite());
+    }
+}

@@ -1,0 +1,333 @@
+//! What defines one job — the model (input + Megatron overrides), the cluster, the compute
+//! model and the trace options — and the job prepared once for every stage that follows.
+
+use super::PipelineError;
+use crate::megatron::{self, TrainingConfig};
+use crate::record::Class;
+use crate::schedule::{self, Gpu, MoeRouting, ScheduleOptions, WarmupRule, Workload};
+use crate::topology::Topology;
+use crate::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
+use crate::units::{Bytes, Nanos};
+
+/// The input used when none is given: the bundled example log (16 GPUs, TP2·PP2·DP4).
+pub const DEFAULT_INPUT: &str = "traces/example/megatron.log";
+
+/// The topology used when none is given: a k=4 fat-tree (16 hosts, 2 per ToR) with
+/// 2-GPU NVLink servers, so one server sits under each ToR. For the example's rank
+/// order this keeps each TP pair inside its server's NVLink (as Megatron deployments do)
+/// and spreads every DP group over four ToRs in two pods, so DP traffic crosses the
+/// switches INA can use; pipeline traffic crosses the pods too.
+pub const DEFAULT_TOPOLOGY: &str = "fat-tree:k=4,gpus-per-server=2";
+
+/// Megatron arguments that can be overridden by their own (kebab-case) flag names, in the
+/// order they are applied (`true`: a boolean flag, given bare on the command line).
+pub const MEGATRON_FLAGS: &[(&str, bool)] = &[
+    ("tensor-model-parallel-size", false),
+    ("pipeline-model-parallel-size", false),
+    ("virtual-pipeline-model-parallel-size", false),
+    ("num-layers-per-virtual-pipeline-stage", false),
+    ("context-parallel-size", false),
+    ("data-parallel-size", false),
+    ("world-size", false),
+    ("num-layers", false),
+    ("hidden-size", false),
+    ("ffn-hidden-size", false),
+    ("num-attention-heads", false),
+    ("num-query-groups", false),
+    ("group-query-attention", true),
+    ("seq-length", false),
+    ("max-position-embeddings", false),
+    ("micro-batch-size", false),
+    ("global-batch-size", false),
+    ("vocab-size", false),
+    ("make-vocab-size-divisible-by", false),
+    ("sequence-parallel", true),
+    ("use-distributed-optimizer", true),
+    ("overlap-grad-reduce", true),
+    ("overlap-param-gather", true),
+    ("accumulate-allreduce-grads-in-fp32", true),
+    ("grad-reduce-in-bf16", true),
+    ("bf16", true),
+    ("fp16", true),
+    ("untie-embeddings-and-output-weights", true),
+    ("swiglu", true),
+    ("recompute-granularity", false),
+    ("use-tp-pp-dp-mapping", true),
+    ("cp-comm-type", false),
+    ("num-experts", false),
+    ("moe-router-topk", false),
+    ("expert-model-parallel-size", false),
+    ("expert-tensor-parallel-size", false),
+    ("moe-layer-freq", false),
+    ("moe-token-dispatcher-type", false),
+    ("moe-expert-capacity-factor", false),
+    ("moe-ffn-hidden-size", false),
+    ("moe-shared-expert-intermediate-size", false),
+    ("normalization", false),
+    ("disable-bias-linear", true),
+    ("position-embedding-type", false),
+];
+
+/// The INA options as given; the slot policy's default depends on the mode
+/// ([`InaSpec::config`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaSpec {
+    /// INA algorithm (`off` for none).
+    pub mode: InaMode,
+    /// Switches that can aggregate.
+    pub switches: InaSwitches,
+    /// Aggregator slots per switch.
+    pub slots: u32,
+    /// Payload bytes per slot (one packet).
+    pub payload: u64,
+    /// Outstanding packets per worker.
+    pub window: u32,
+    /// Slot policy; `None`: best-effort for `atp`, else static.
+    pub policy: Option<InaPolicy>,
+    /// Traffic classes allowed to aggregate, in priority order.
+    pub classes: Vec<Class>,
+}
+
+impl Default for InaSpec {
+    /// The defaults of `ina3d trace` (INA off).
+    fn default() -> Self {
+        let c = InaConfig::default();
+        InaSpec {
+            mode: c.mode,
+            switches: c.switches,
+            slots: c.slots,
+            payload: c.payload.0,
+            window: c.window,
+            policy: None,
+            classes: c.classes,
+        }
+    }
+}
+
+impl InaSpec {
+    /// The INA configuration the generator takes. Errors name the flag at fault.
+    pub fn config(&self) -> Result<InaConfig, PipelineError> {
+        if self.payload == 0 || self.window == 0 || self.slots == 0 {
+            return Err(PipelineError::Option {
+                option: "--ina-slots, --ina-payload, --ina-window".into(),
+                msg: "must be positive".into(),
+            });
+        }
+        if (self.policy == Some(InaPolicy::Planned)) && self.mode != InaMode::Planned {
+            return Err(PipelineError::Option {
+                option: "--ina-policy planned".into(),
+                msg: "the `planned` slot policy comes with a plan (ina3d trace --plan FILE)".into(),
+            });
+        }
+        Ok(InaConfig {
+            mode: self.mode,
+            switches: self.switches.clone(),
+            slots: self.slots,
+            payload: Bytes(self.payload),
+            window: self.window,
+            policy: self.policy.unwrap_or(match self.mode {
+                InaMode::Atp => InaPolicy::BestEffort,
+                InaMode::Planned => InaPolicy::Planned,
+                _ => InaPolicy::Static,
+            }),
+            classes: self.classes.clone(),
+        })
+    }
+}
+
+/// Every option that defines a job and its trace: what `ina3d trace` takes, and what each
+/// policy of `ina3d run` starts from. The command line, a sweep grid and the library all
+/// build this one type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobSpec {
+    /// Megatron log, launch script, TOML/JSON config or preset name.
+    pub input: String,
+    /// Topology spec or HPCC topology file.
+    pub topology: String,
+    /// Megatron-named overrides (`num-layers` → `40`; boolean flags → `True`), applied in
+    /// [`MEGATRON_FLAGS`] order.
+    pub megatron: Vec<(String, String)>,
+    /// Tensor-parallel size.
+    pub tp: Option<u32>,
+    /// Pipeline-parallel size.
+    pub pp: Option<u32>,
+    /// Data-parallel size.
+    pub dp: Option<u32>,
+    /// Virtual pipeline chunks per stage.
+    pub vpp: Option<u32>,
+    /// Context-parallel size.
+    pub cp: Option<u32>,
+    /// Expert-parallel size.
+    pub ep: Option<u32>,
+    /// Any Megatron argument, `key=value`, applied last, in order.
+    pub set: Vec<String>,
+    /// GPU preset (`a100`, `h100`, … or `NAME:TFLOPS`).
+    pub gpu: String,
+    /// Model FLOPs utilisation before calibration.
+    pub mfu: f64,
+    /// Calibrate compute against the log's timers / iteration time.
+    pub calibrate: bool,
+    /// Use this compute scale factor instead of calibrating.
+    pub calibration_factor: Option<f64>,
+    /// How MoE tokens spread over the experts.
+    pub moe_routing: MoeRouting,
+    /// Which Megatron release's interleaved-1F1B warm-up to follow.
+    pub warmup_rule: WarmupRule,
+    /// Host algorithm for collectives that cross the network.
+    pub collective: Algorithm,
+    /// In-network aggregation.
+    pub ina: InaSpec,
+    /// ECMP / tie-break seed.
+    pub seed: u64,
+    /// Iterations to generate.
+    pub iterations: u32,
+    /// Latency α (ns) per algorithm step inside an NVLink domain (`None`: from the topology).
+    pub nvlink_step_latency: Option<u64>,
+    /// NCCL channels per network collective (`None`: NCCL's rule for the topology).
+    pub nccl_channels: Option<u32>,
+}
+
+impl Default for JobSpec {
+    /// The bundled example on the default topology, with `ina3d trace`'s defaults.
+    fn default() -> Self {
+        let t = TraceOptions::default();
+        JobSpec {
+            input: DEFAULT_INPUT.into(),
+            topology: DEFAULT_TOPOLOGY.into(),
+            megatron: Vec::new(),
+            tp: None,
+            pp: None,
+            dp: None,
+            vpp: None,
+            cp: None,
+            ep: None,
+            set: Vec::new(),
+            gpu: t.schedule.gpu.name.clone(),
+            mfu: t.schedule.mfu,
+            calibrate: t.schedule.calibrate,
+            calibration_factor: t.schedule.factor,
+            moe_routing: t.schedule.moe_routing,
+            warmup_rule: t.schedule.warmup_rule,
+            collective: t.collective,
+            ina: InaSpec::default(),
+            seed: t.seed,
+            iterations: t.iterations,
+            nvlink_step_latency: None,
+            nccl_channels: t.nccl_channels,
+        }
+    }
+}
+
+impl JobSpec {
+    /// The training config after every override, validated: the overrides apply before
+    /// the check, so they can make valid a job its input alone is not (warnings about the
+    /// input are in [`TrainingConfig::warnings`]).
+    pub fn config(&self) -> Result<TrainingConfig, PipelineError> {
+        let mut pairs: Vec<(String, String)> = self.megatron.clone();
+        for (k, v) in [
+            ("tensor_model_parallel_size", self.tp),
+            ("pipeline_model_parallel_size", self.pp),
+            ("context_parallel_size", self.cp),
+            ("data_parallel_size", self.dp),
+            ("virtual_pipeline_model_parallel_size", self.vpp),
+            ("expert_model_parallel_size", self.ep),
+        ] {
+            if let Some(v) = v {
+                pairs.push((k.to_string(), v.to_string()));
+            }
+        }
+        for kv in &self.set {
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(PipelineError::Option {
+                    option: format!("--set `{kv}`"),
+                    msg: "expected KEY=VALUE".into(),
+                });
+            };
+            pairs.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        megatron::load_with_overrides(std::slice::from_ref(&self.input), &pairs).map_err(|source| {
+            PipelineError::Input {
+                input: self.input.clone(),
+                source: Box::new(source),
+            }
+        })
+    }
+
+    /// The generator's options. Errors name the flag at fault.
+    pub fn trace_options(&self) -> Result<TraceOptions, PipelineError> {
+        let ina = self.ina.config()?;
+        if self.nccl_channels == Some(0) {
+            return Err(PipelineError::Option {
+                option: "--nccl-channels".into(),
+                msg: "must be at least 1".into(),
+            });
+        }
+        let gpu = Gpu::preset(&self.gpu).ok_or_else(|| PipelineError::Option {
+            option: format!("--gpu `{}`", self.gpu),
+            msg: "expected a100, h100, h800, h20 or NAME:TFLOPS".into(),
+        })?;
+        Ok(TraceOptions {
+            schedule: ScheduleOptions {
+                gpu,
+                mfu: self.mfu,
+                calibrate: self.calibrate,
+                factor: self.calibration_factor,
+                moe_routing: self.moe_routing,
+                warmup_rule: self.warmup_rule,
+            },
+            collective: self.collective,
+            ina,
+            seed: self.seed,
+            iterations: self.iterations,
+            nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
+            nccl_channels: self.nccl_channels,
+            plan: None,
+        })
+    }
+}
+
+/// A job read, scheduled and placed once: every trace of a run (each policy, each seed)
+/// lowers this same workload onto this same topology.
+#[derive(Debug)]
+pub struct Job {
+    /// The training configuration after every override.
+    pub cfg: TrainingConfig,
+    /// The cluster.
+    pub topology: Topology,
+    /// The 3D-parallel workload of one iteration.
+    pub workload: Workload,
+    /// What the input and topology readers warned about (printed by the caller).
+    pub warnings: Vec<String>,
+}
+
+impl Job {
+    /// Reads the input, applies the overrides, loads the topology and builds the workload.
+    /// Errors come in the order a user fixes them: input, options, topology, fit.
+    pub fn prepare(spec: &JobSpec) -> Result<Job, PipelineError> {
+        let cfg = spec.config()?;
+        let opts = spec.trace_options()?;
+        let (topology, warnings) =
+            Topology::from_spec_with_warnings(&spec.topology).map_err(|source| {
+                PipelineError::Topology {
+                    spec: spec.topology.clone(),
+                    source: Box::new(source),
+                }
+            })?;
+        let workload = schedule::build(&cfg, &opts.schedule)
+            .map_err(|e| PipelineError::Workload(Box::new(e)))?;
+        topology
+            .check_world(workload.world(), workload.tp())
+            .map_err(|e| PipelineError::Fit(Box::new(e)))?;
+        Ok(Job {
+            topology,
+            workload,
+            warnings: cfg
+                .warnings
+                .iter()
+                .map(ToString::to_string)
+                .chain(warnings.iter().map(ToString::to_string))
+                .collect(),
+            cfg,
+        })
+    }
+}

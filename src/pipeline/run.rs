@@ -1,0 +1,271 @@
+//! The main job (`ina3d run`, and every sweep cell): for each ECMP seed and each policy,
+//! trace → replay (→ ns-3 → compare), then `results.csv`.
+//!
+//! Layout of the output directory with one seed:
+//!
+//! ```text
+//! results.csv                 one row per policy (README "Outputs and their columns")
+//! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
+//! <policy>/replay/            fct.csv, fct.txt, summary.csv, links.csv, switches.csv
+//! <policy>/ns3/               ns-3 inputs and outputs (when ns-3 ran)
+//! <policy>/compare/           fct_error.csv, iteration.csv, flows.csv (when ns-3 ran)
+//! ```
+//!
+//! With several seeds each seed has that layout under `seed-<s>/` (its own `results.csv`),
+//! and the top `results.csv` gives, per policy, the median over the seeds and the range of
+//! the iteration time and the speed-up, with the seeds listed ([`crate::report::seeds_table`]).
+
+use super::stages::{
+    emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report,
+};
+use super::{
+    Job, Ns3Choice, PipelineError, Policy, PolicyContext, Reporter, RunSpec, AUTO_NS3_MAX_NET_BYTES,
+};
+use crate::fct::Summary;
+use crate::ns3::{self, EmitOptions};
+use crate::report::{self, PolicyResult};
+use crate::trace::TraceOptions;
+use polars::prelude::DataFrame;
+use std::path::{Path, PathBuf};
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Per seed, one result per policy in the spec's order.
+    pub per_seed: Vec<(u64, Vec<PolicyResult>)>,
+    /// The table written to `results.csv`.
+    pub table: DataFrame,
+    /// `results.csv`.
+    pub results: PathBuf,
+    /// Why ns-3 did not run on its own, when it did not run at all and was not turned off.
+    pub ns3_note: Option<String>,
+}
+
+/// Runs `spec` into `out`. Output files name themselves (trace names in summaries) under
+/// `name_root` instead of `out` — a sweep writes a cell into a temporary directory that is
+/// renamed when complete; the command line passes `out` twice.
+pub fn run(
+    spec: &RunSpec,
+    out: &Path,
+    name_root: &Path,
+    rep: &mut dyn Reporter,
+) -> Result<RunOutcome, PipelineError> {
+    spec.validate()?;
+    std::fs::create_dir_all(out).map_err(PipelineError::io(out))?;
+    let job = Job::prepare(&spec.job)?;
+    for w in &job.warnings {
+        rep.line(&format!("warning: {w}"));
+    }
+    let base = spec.job.trace_options()?;
+    let mut ctx = Runner {
+        spec,
+        job: &job,
+        ns3_installed: Path::new(ns3::run::NS3_HEADER).exists(),
+        glue: None,
+        ns3_ran: false,
+    };
+    let several = spec.seeds.len() > 1;
+    let mut per_seed = Vec::new();
+    for &seed in &spec.seeds {
+        let sub = |d: &Path| {
+            if several {
+                d.join(format!("seed-{seed}"))
+            } else {
+                d.to_path_buf()
+            }
+        };
+        let (dir, names) = (sub(out), sub(name_root));
+        let seeded = TraceOptions {
+            seed,
+            ..base.clone()
+        };
+        let mut rows = Vec::new();
+        for &p in &spec.policies {
+            let tag = if several {
+                format!("{p} seed {seed}")
+            } else {
+                p.to_string()
+            };
+            let r = ctx
+                .policy(
+                    p,
+                    &seeded,
+                    &dir.join(p.as_str()),
+                    &names.join(p.as_str()),
+                    &tag,
+                    rep,
+                )
+                .map_err(|e| PipelineError::Policy {
+                    policy: p,
+                    seed,
+                    source: Box::new(e),
+                })?;
+            rows.push(r);
+        }
+        if several {
+            report::write_csv(&mut report::results_table(&rows)?, &dir.join("results.csv"))?;
+        }
+        per_seed.push((seed, rows));
+    }
+    let mut table = if several {
+        report::seeds_table(&per_seed)?
+    } else {
+        report::results_table(&per_seed[0].1)?
+    };
+    let results = out.join("results.csv");
+    report::write_csv(&mut table, &results)?;
+    let ns3_note = (!ctx.ns3_ran && spec.ns3 == Ns3Choice::Auto).then(|| {
+        if ctx.ns3_installed {
+            "the trace moves more than 256 MiB over the network".to_string()
+        } else {
+            "not installed".to_string()
+        }
+    });
+    Ok(RunOutcome {
+        per_seed,
+        table,
+        results,
+        ns3_note,
+    })
+}
+
+/// Payload bytes a trace puts on the network, from the replayer's summary.
+fn net_bytes(s: &Summary) -> u64 {
+    s.tp_bytes + s.pp_bytes + s.dp_bytes + s.emb_bytes
+}
+
+struct Runner<'a> {
+    spec: &'a RunSpec,
+    job: &'a Job,
+    ns3_installed: bool,
+    glue: Option<PathBuf>,
+    ns3_ran: bool,
+}
+
+impl Runner<'_> {
+    /// One policy at one seed into `dir` (named `names` in its outputs).
+    fn policy(
+        &mut self,
+        p: Policy,
+        base: &TraceOptions,
+        dir: &Path,
+        names: &Path,
+        tag: &str,
+        rep: &mut dyn Reporter,
+    ) -> Result<PolicyResult, PipelineError> {
+        let opts = p.trace_options(&PolicyContext {
+            job: self.job,
+            base,
+            dir,
+        })?;
+        std::fs::create_dir_all(dir).map_err(PipelineError::io(dir))?;
+        let file = self.spec.traces.then(|| dir.join("trace.csv.gz"));
+        let name = match &file {
+            Some(_) => names.join("trace.csv.gz").display().to_string(),
+            None => format!("{} (in memory)", names.join("trace").display()),
+        };
+        let t = generate_trace(self.job, &opts, file.as_deref(), true, &mut |_| {})?;
+        rep.line(&prefixed(tag, &trace_report(self.job, &opts, &t)));
+        let replay_dir = dir.join("replay");
+        let r = replay_records(
+            &t.records,
+            &t.header,
+            &self.job.topology,
+            base.seed,
+            &name,
+            rep.bars(),
+        )?;
+        crate::replay::write_outputs(&replay_dir, &r)?;
+        rep.line(&format!(
+            "[{tag}] replay: {}",
+            replay_report(&r, &replay_dir)
+        ));
+        let ns3 = match self.spec.ns3 {
+            Ns3Choice::On => true,
+            Ns3Choice::Off => false,
+            Ns3Choice::Auto => {
+                self.ns3_installed && net_bytes(&r.summary) <= AUTO_NS3_MAX_NET_BYTES
+            }
+        };
+        let ns3 = if ns3 {
+            Some(self.ns3(&t.records, &opts, base.seed, dir, &name, tag, rep)?)
+        } else {
+            None
+        };
+        Ok(PolicyResult {
+            policy: p.to_string(),
+            ina_slots: u64::from(self.spec.job.ina.slots),
+            replay: r.summary,
+            ns3,
+        })
+    }
+
+    /// ns-3 on one policy's records, compared with its replay in `dir/replay`.
+    #[allow(clippy::too_many_arguments)]
+    fn ns3(
+        &mut self,
+        records: &[crate::record::FlowRecord],
+        opts: &TraceOptions,
+        seed: u64,
+        dir: &Path,
+        name: &str,
+        tag: &str,
+        rep: &mut dyn Reporter,
+    ) -> Result<Summary, PipelineError> {
+        let ns3_dir = dir.join("ns3");
+        let emit = EmitOptions {
+            seed,
+            gpu_type: "A100".into(),
+            tcp: self.spec.tcp_connections,
+            ..EmitOptions::default()
+        };
+        let e = emit_ns3(
+            records,
+            &opts.ina.switch_model(),
+            &self.job.topology,
+            &emit,
+            &ns3_dir,
+            name,
+        )?;
+        rep.line(&prefixed(tag, &super::emit_report(&e, &ns3_dir, seed)));
+        let bin = match &self.glue {
+            Some(b) => b.clone(),
+            None => self.glue.insert(glue()?).clone(),
+        };
+        let bar = rep.bars().then(|| {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "ns-3 {bar:40} {pos}/{len} records ({elapsed})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            b
+        });
+        let run = run_ns3(&bin, &ns3_dir, |done, total| {
+            if let Some(b) = &bar {
+                b.set_length(total);
+                b.set_position(done);
+            }
+        });
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        let run = run?;
+        rep.line(&format!("[{tag}] {}", super::ns3_report(&run, &ns3_dir)));
+        let c = report::compare_with(
+            &dir.join("replay"),
+            &ns3_dir,
+            &report::CompareOptions::default(),
+        )?;
+        c.write(&dir.join("compare"))?;
+        rep.line(&format!("[{tag}] replayer vs ns-3:\n{}", c.summary_text()?));
+        self.ns3_ran = true;
+        Ok(run.summary)
+    }
+}
+
+/// `text` with `[tag] ` before its first line.
+fn prefixed(tag: &str, text: &str) -> String {
+    format!("[{tag}] {}", text.trim_end())
+}

@@ -1,0 +1,433 @@
+//! One in-process entry per stage: trace (to a file and/or memory), replay (of records or of
+//! a trace file), ns-3 (emit, build, run). Each returns data; the `*_report` functions give
+//! the text the command line prints, so a sweep cell's log says the same.
+
+use super::{Job, PipelineError};
+use crate::formats::write_atomic;
+use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
+use crate::record::FlowRecord;
+use crate::replay::{self, ReplayOptions, ReplayResult};
+use crate::topology::{Routing, Topology};
+use crate::trace::{self, TraceHeader, TraceOptions, TraceStats, TraceWriter};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A generated trace.
+#[derive(Debug)]
+pub struct GeneratedTrace {
+    /// The header written to (or that would head) the file.
+    pub header: TraceHeader,
+    /// Counts of the generation.
+    pub stats: TraceStats,
+    /// The records, in dependency order, when asked to keep them in memory.
+    pub records: Vec<FlowRecord>,
+    /// The file written, when one was asked for.
+    pub path: Option<PathBuf>,
+}
+
+/// Generates the trace of `job` with `opts` into `file` (atomically; gzip when the name
+/// ends in `.gz`) and/or into memory (`keep`). `progress` is called with the number of
+/// records generated so far, every 65,536 records.
+pub fn generate_trace(
+    job: &Job,
+    opts: &TraceOptions,
+    file: Option<&Path>,
+    keep: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<GeneratedTrace, PipelineError> {
+    let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
+    let mut writer = file.map(|p| TraceWriter::create(p, &header)).transpose()?;
+    let mut records = Vec::new();
+    let mut n = 0u64;
+    let stats = trace::generate_workload(&job.workload, &job.topology, opts, &mut |r| {
+        n += 1;
+        if n.is_multiple_of(1 << 16) {
+            progress(n);
+        }
+        if let Some(w) = writer.as_mut() {
+            w.write(&r)?;
+        }
+        if keep {
+            records.push(r);
+        }
+        Ok(())
+    })
+    .map_err(|source| PipelineError::Generate {
+        what: file.map_or("the trace".into(), |p| format!("`{}`", p.display())),
+        source: Box::new(source),
+    })?;
+    let path = writer.map(TraceWriter::finish).transpose()?;
+    Ok(GeneratedTrace {
+        header,
+        stats,
+        records,
+        path,
+    })
+}
+
+/// What `ina3d trace` prints about a generated trace: file and record count, the layout,
+/// the compute model, records and bytes per class and mode, and fallbacks.
+pub fn trace_report(job: &Job, opts: &TraceOptions, t: &GeneratedTrace) -> String {
+    let (wl, stats) = (&job.workload, &t.stats);
+    let c = &wl.calibration;
+    let mut s = String::new();
+    let target = t.path.as_ref().map_or("trace in memory".into(), |p| {
+        format!("wrote {}", p.display())
+    });
+    let _ = writeln!(s, "{target} ({} records)", stats.records);
+    if let Some(p) = &opts.plan {
+        let _ = writeln!(
+            s,
+            "  lowered plan ({} {}): predicted iteration {:.3} ms; `ina3d replay` prints its error",
+            p.solver.used,
+            p.solver.status,
+            p.prediction.iteration_ns / 1e6
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  TP{} PP{} DP{} CP{} v{} on {} GPUs, m = {} micro-batches, warm-up per stage {:?}",
+        wl.tp(),
+        wl.pp(),
+        wl.dp(),
+        wl.groups.cp,
+        wl.vpp,
+        wl.world(),
+        wl.microbatches,
+        wl.stages.iter().map(|s| s.warmup).collect::<Vec<_>>()
+    );
+    if let Some(m) = &wl.moe {
+        let _ = writeln!(
+            s,
+            "  MoE: {} experts, top-{}, EP{} expert-TP{} expert-DP{}, {} dispatcher, {} routing, {:.2} % of token copies dropped",
+            m.num_experts,
+            m.topk,
+            wl.groups.ep,
+            wl.groups.etp,
+            wl.groups.edp,
+            m.dispatcher.as_str(),
+            m.routing,
+            100.0 * m.dropped
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  NCCL channels per network collective: {}",
+        stats.channels
+    );
+    let _ = writeln!(
+        s,
+        "  compute: {} at {} TF × MFU {} × calibration {:.4} ({})",
+        c.gpu.name,
+        c.gpu.peak_tflops,
+        c.mfu,
+        c.factor,
+        c.source.as_str()
+    );
+    for ((class, mode), (count, bytes)) in &stats.by_class_mode {
+        let _ = writeln!(
+            s,
+            "  {:<8} {:<8} {:>10} records {:>20} B",
+            class.as_str(),
+            mode.as_str(),
+            count,
+            bytes.0
+        );
+    }
+    if stats.ina_fallbacks > 0 {
+        let _ = writeln!(
+            s,
+            "  note: {} INA-eligible collectives had no aggregating switch above all their members (--ina-switches {}) and use the host algorithm",
+            stats.ina_fallbacks, opts.ina.switches
+        );
+    }
+    if stats.hd_fallbacks > 0 {
+        let _ = writeln!(s, "  note: {} halving-doubling collectives had a non-power-of-two group and used the ring", stats.hd_fallbacks);
+    }
+    s
+}
+
+/// The topology a trace header names, if any.
+pub fn header_topology(h: &TraceHeader) -> Option<&str> {
+    h.get("topology").map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The ECMP seed a trace header names, if any; a malformed one is an error naming `trace`.
+pub fn header_seed(h: &TraceHeader, trace: &Path) -> Result<Option<u64>, PipelineError> {
+    h.get("seed")
+        .map(|s| {
+            s.trim().parse::<u64>().map_err(|_| PipelineError::Option {
+                option: format!("{}: header seed", trace.display()),
+                msg: format!("`{s}` is not an unsigned integer"),
+            })
+        })
+        .transpose()
+}
+
+/// The topology to use for `trace`: the one given (`cli`) or else the one its header
+/// names; an error when both are given and differ, or when neither is.
+pub fn resolve_topology(
+    cli: Option<&str>,
+    header: Option<&str>,
+    trace: &Path,
+) -> Result<String, PipelineError> {
+    match (cli.map(str::trim), header) {
+        (Some(c), Some(h)) if c != h => Err(PipelineError::TopologyMismatch {
+            given: c.into(),
+            header: h.into(),
+            trace: trace.to_path_buf(),
+        }),
+        (Some(c), _) => Ok(c.to_string()),
+        (None, Some(h)) => Ok(h.to_string()),
+        (None, None) => Err(PipelineError::NoTopology(trace.to_path_buf())),
+    }
+}
+
+/// The seed to route with: the one given, else the trace's, else 0; a warning when both
+/// are given and differ (`what` names whose routes will differ).
+pub fn resolve_seed(
+    cli: Option<u64>,
+    header: Option<u64>,
+    what: &str,
+    warnings: &mut Vec<String>,
+) -> u64 {
+    if let (Some(c), Some(h)) = (cli, header) {
+        if c != h {
+            warnings.push(format!(
+                "--seed {c} differs from the trace's seed {h}: {what} will differ from the generator's"
+            ));
+        }
+    }
+    cli.or(header).unwrap_or(0)
+}
+
+/// Replays `records` (with the header they were generated under) on `topo`, routing ECMP
+/// with `seed`; the summary names the trace `trace_name`.
+pub fn replay_records(
+    records: &[FlowRecord],
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+) -> Result<ReplayResult, PipelineError> {
+    let routing = Routing::new(topo, seed).map_err(|source| PipelineError::Routing {
+        spec: topo.source.clone(),
+        source: Box::new(source),
+    })?;
+    let mut opts = ReplayOptions::from_header(header).map_err(|source| PipelineError::Replay {
+        trace: trace_name.into(),
+        source: Box::new(source),
+    })?;
+    opts.progress = progress;
+    opts.trace_name = trace_name.into();
+    replay::simulate(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
+        trace: trace_name.into(),
+        source: Box::new(source),
+    })
+}
+
+/// A replay of a trace file, with the warnings met on the way.
+#[derive(Debug)]
+pub struct FileReplay {
+    /// The replay.
+    pub result: ReplayResult,
+    /// Seed disagreements and the like, for the caller to print.
+    pub warnings: Vec<String>,
+    /// For a trace lowered from a plan (`trace --plan`): the planner's solver and its
+    /// predicted iteration time (ns), from the header.
+    pub plan_prediction: Option<(String, f64)>,
+}
+
+impl FileReplay {
+    /// The line comparing a planned trace's prediction with this replay, if it has one.
+    pub fn plan_report(&self) -> Option<String> {
+        let (solver, p) = self.plan_prediction.as_ref()?;
+        let t = self.result.summary.iteration_time_ns as f64;
+        Some(format!(
+            "plan ({solver}) predicted {:.3} ms: prediction error {:+.2} % against this replay",
+            p / 1e6,
+            100.0 * (p - t) / t.max(1.0)
+        ))
+    }
+}
+
+/// Replays the trace file `path`: the topology is `topology` or the header's (they must
+/// agree), the seed `seed` or the header's.
+pub fn replay_file(
+    path: &Path,
+    topology: Option<&str>,
+    seed: Option<u64>,
+    progress: bool,
+) -> Result<FileReplay, PipelineError> {
+    let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let spec = resolve_topology(topology, header_topology(&t.header), path)?;
+    let mut warnings = Vec::new();
+    let seed = resolve_seed(seed, header_seed(&t.header, path)?, "routes", &mut warnings);
+    let topo = Topology::from_spec(&spec).map_err(|source| PipelineError::Topology {
+        spec,
+        source: Box::new(source),
+    })?;
+    let name = path.display().to_string();
+    let result = replay_records(&t.records, &t.header, &topo, seed, &name, progress)?;
+    let plan_prediction = t
+        .header
+        .get("plan_predicted_iteration_ns")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|p| (t.header.get("plan_solver").unwrap_or("?").to_string(), p));
+    Ok(FileReplay {
+        result,
+        warnings,
+        plan_prediction,
+    })
+}
+
+/// The one line `ina3d replay` prints about a replay written to `out`.
+pub fn replay_report(r: &ReplayResult, out: &Path) -> String {
+    let s = &r.summary;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    format!(
+        "{} records: iteration {:.3} ms, compute {:.3} ms, exposed tp {:.3} pp {:.3} dp {:.3} emb {:.3} ms, bubble {:.3} ms, INA slot peak {}, {} fallbacks; wall {:.2} s -> {}",
+        s.records,
+        ms(s.iteration_time_ns),
+        ms(s.compute_ns),
+        ms(s.exposed_tp_ns),
+        ms(s.exposed_pp_ns),
+        ms(s.exposed_dp_ns),
+        ms(s.exposed_emb_ns),
+        ms(s.bubble_ns),
+        s.ina_slot_peak,
+        r.ina_fallbacks,
+        s.wall_time_ns as f64 / 1e9,
+        out.display()
+    )
+}
+
+/// What an ns-3 emit reads: a trace file, or a glue `trace.txt` (+ its `params.txt`)
+/// to re-emit.
+#[derive(Debug)]
+pub struct Ns3Input {
+    /// The records.
+    pub records: Vec<FlowRecord>,
+    /// The INA switch model (trace header, or `params.txt`).
+    pub ina: InaSwitchModel,
+    /// The topology the trace names (a `trace.txt` names none).
+    pub topology: Option<String>,
+    /// The ECMP seed the trace names.
+    pub seed: Option<u64>,
+}
+
+/// Reads the input of `ina3d ns3 emit`: a trace (`.csv`, `.csv.gz`) or a glue `trace.txt`
+/// beside a `params.txt` (without one, the INA model keeps its defaults).
+pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
+    let io = |source| PipelineError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.extension().is_some_and(|e| e == "txt") {
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        if text.starts_with("# ina3d-ns3 trace") || text.trim_start().starts_with("RECORDS") {
+            let params = path.with_file_name("params.txt");
+            let (ina, seed) = match std::fs::read_to_string(&params) {
+                Ok(t) => ns3::emit::read_params(&params, &t)
+                    .map_err(|e| PipelineError::Ns3(Box::new(e)))?,
+                Err(_) => (InaSwitchModel::default(), None),
+            };
+            let (records, _) = crate::formats::glue_trace_txt::parse(path, &text)
+                .map_err(|e| PipelineError::Ns3(Box::new(e.into())))?;
+            return Ok(Ns3Input {
+                records,
+                ina,
+                topology: None,
+                seed,
+            });
+        }
+    }
+    let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let ina = ns3::ina_model(&t.header).map_err(|source| PipelineError::Ns3Trace {
+        trace: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    Ok(Ns3Input {
+        topology: header_topology(&t.header).map(String::from),
+        seed: header_seed(&t.header, path)?,
+        records: t.records,
+        ina,
+    })
+}
+
+/// Writes the ns-3 inputs of `records` into `out` and records `source_trace` (the trace's
+/// name) beside them, so the ns-3 summary names the same trace as the replayer's.
+pub fn emit_ns3(
+    records: &[FlowRecord],
+    ina: &InaSwitchModel,
+    topo: &Topology,
+    opts: &EmitOptions,
+    out: &Path,
+    source_trace: &str,
+) -> Result<EmitReport, PipelineError> {
+    let r = ns3::emit(records, ina, topo, opts, out).map_err(|source| PipelineError::Emit {
+        dir: out.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let src = out.join(ns3::run::SOURCE_TRACE_FILE);
+    write_atomic(&src, |w| writeln!(w, "{source_trace}"))?;
+    Ok(r)
+}
+
+/// What `ina3d ns3 emit` prints.
+pub fn emit_report(r: &EmitReport, out: &Path, seed: u64) -> String {
+    format!(
+        "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns\n\
+         glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
+        r.files.len(),
+        out.display(),
+        r.flows,
+        r.split_records,
+        r.proxies.len(),
+        r.start_source,
+        r.schedule_makespan.0,
+        r.routes,
+        seed
+    ) + &r.warnings.iter().map(|w| format!("\nwarning: {w}")).collect::<String>()
+}
+
+/// The glue binary, built from `ns3-glue/` when missing or older than its sources. Builds
+/// are serialised within this process (sweep threads share one binary).
+pub fn glue() -> Result<PathBuf, PipelineError> {
+    static BUILD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    ns3::run::build_glue(&ns3::run::glue_source_dir(), &ns3::run::glue_binary())
+        .map_err(|e| PipelineError::Ns3(Box::new(e)))
+}
+
+/// Runs the glue `binary` on the emitted directory `dir`; `progress(done, total)` follows
+/// the records.
+pub fn run_ns3(
+    binary: &Path,
+    dir: &Path,
+    progress: impl FnMut(u64, u64),
+) -> Result<ns3::run::RunReport, PipelineError> {
+    ns3::run::run_glue(binary, dir, progress).map_err(|source| PipelineError::Ns3Run {
+        dir: dir.to_path_buf(),
+        source: Box::new(source),
+    })
+}
+
+/// The line `ina3d ns3 run` prints.
+pub fn ns3_report(r: &ns3::run::RunReport, dir: &Path) -> String {
+    format!(
+        "ns-3: {} records, iteration {} ns, INA slot peak {}, wall {:.2} s; outputs in {}",
+        r.summary.records,
+        r.summary.iteration_time_ns,
+        r.summary.ina_slot_peak,
+        r.summary.wall_time_ns as f64 / 1e9,
+        dir.display()
+    )
+}

@@ -1,0 +1,412 @@
+//! The fast planner: greedy by benefit per slot, then local search, on the cost model.
+//!
+//! 1. Start with every group on its host algorithm (a group that must aggregate takes its
+//!    first feasible option).
+//! 2. Greedy: groups in decreasing order of *benefit per slot* — what their best option
+//!    saves alone (exposed time, host minus best) over the slots it reserves — each takes
+//!    the option that minimises (predicted iteration time, exposed communication) given
+//!    the groups placed so far, keeping slots and tree quota; among equals the one whose
+//!    switches carry the fewest trees so far (least-loaded roots, which spreads trees of
+//!    the DP groups over the candidate switches).
+//! 3. Local search until nothing improves or the time limit: *relocate* (one group to
+//!    another of its options) and *swap* (two groups exchange their tree roots).
+
+use super::model::{Eval, Model};
+use super::options::OptKind;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// `a` is strictly better than `b`: objective, then pressure ([`Eval::pressure`]), then
+/// exposed communication, each with a relative tolerance.
+fn better(a: &Eval, b: &Eval) -> bool {
+    let cmp = |x: f64, y: f64| {
+        let tol = 1e-9 * y.abs().max(1e-9);
+        if x < y - tol {
+            Some(true)
+        } else if x > y + tol {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    cmp(a.t, b.t)
+        .or_else(|| cmp(a.pressure, b.pressure))
+        .or_else(|| cmp(a.exposed, b.exposed))
+        .unwrap_or(false)
+}
+
+/// The heuristic: both constructions, each improved by local search and pair moves, the
+/// better kept. `None`: groups that must aggregate cannot all fit.
+pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<Vec<usize>> {
+    let mut h = Searcher::new(m, exposed_first, deadline);
+    let mut best: Option<(Vec<usize>, Eval)> = None;
+    for spread in [false, true] {
+        // each construction and its search get half of what is left
+        let now = Instant::now();
+        h.deadline = if spread {
+            deadline
+        } else {
+            now + deadline.saturating_duration_since(now) / 2
+        };
+        let start = if spread { h.spread() } else { h.greedy() };
+        let Some(mut a) = start else { continue };
+        loop {
+            h.local_search(&mut a);
+            if !h.pairs(&mut a, 4) || h.out_of_time() {
+                break;
+            }
+        }
+        let e = h.eval(&a);
+        if e.feasible && best.as_ref().is_none_or(|b| better(&e, &b.1)) {
+            best = Some((a, e));
+        }
+    }
+    best.map(|b| b.0)
+}
+
+/// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
+pub(super) struct Searcher<'a> {
+    m: &'a Model,
+    exposed_first: bool,
+    scratch: Vec<f64>,
+    deadline: Instant,
+    /// Evaluations made.
+    pub evals: u64,
+}
+
+impl<'a> Searcher<'a> {
+    pub(super) fn new(m: &'a Model, exposed_first: bool, deadline: Instant) -> Self {
+        Searcher {
+            m,
+            exposed_first,
+            scratch: vec![0.0; m.channels],
+            deadline,
+            evals: 0,
+        }
+    }
+
+    fn eval(&mut self, a: &[usize]) -> Eval {
+        self.evals += 1;
+        let mut e = self.m.evaluate(a, &mut self.scratch);
+        if self.exposed_first {
+            std::mem::swap(&mut e.t, &mut e.exposed);
+            e.pressure = 0.0;
+        }
+        e
+    }
+
+    fn out_of_time(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Trees per switch under `a`, over all groups (the least-loaded tie-break).
+    fn trees(&self, a: &[usize]) -> HashMap<u32, u32> {
+        let mut t = HashMap::new();
+        for (g, &o) in a.iter().enumerate() {
+            for s in &self.m.opts[g][o].switches {
+                *t.entry(s.0).or_default() += 1;
+            }
+        }
+        t
+    }
+
+    /// Greedy construction.
+    pub(super) fn greedy(&mut self) -> Option<Vec<usize>> {
+        let m = self.m;
+        let n = m.groups.len();
+        let mut a: Vec<usize> = (0..n)
+            .map(|g| super::model::host_index(&m.opts[g], &m.groups[g]))
+            .collect();
+        // groups without a host option (must aggregate) first, then benefit per slot
+        let mut order: Vec<(bool, f64, usize)> = (0..n)
+            .filter(|&g| m.opts[g].len() > 1 || !is_host(m, g, 0))
+            .map(|g| {
+                let host = m.vals[g][a[g]].exposed;
+                let (best, slots) = m.vals[g]
+                    .iter()
+                    .zip(&m.opts[g])
+                    .map(|(v, o)| {
+                        (
+                            v.exposed,
+                            o.slots.max(1) as f64 * o.switches.len().max(1) as f64,
+                        )
+                    })
+                    .fold((f64::INFINITY, 1.0), |b, x| if x.0 < b.0 { x } else { b });
+                (is_host(m, g, a[g]), -(host - best) / slots, g)
+            })
+            .collect();
+        order.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)).then(x.2.cmp(&y.2)));
+        // required groups start on an option that fits
+        for &(host_ok, _, g) in &order {
+            if !host_ok && !self.place_first_feasible(&mut a, g) {
+                return None;
+            }
+        }
+        for &(_, _, g) in &order {
+            if self.out_of_time() {
+                break;
+            }
+            self.best_move(&mut a, g);
+        }
+        Some(a)
+    }
+
+    /// Second construction: every group that can aggregate on its least-loaded tree
+    /// (fewest trees already on its switches, then its fastest option alone), keeping
+    /// slots and quota; the others on the host. Local search then brings back to the
+    /// host what the network cannot carry.
+    pub(super) fn spread(&mut self) -> Option<Vec<usize>> {
+        let m = self.m;
+        let n = m.groups.len();
+        let mut a: Vec<usize> = (0..n)
+            .map(|g| super::model::host_index(&m.opts[g], &m.groups[g]))
+            .collect();
+        let mut trees: HashMap<u32, u32> = HashMap::new();
+        for g in 0..n {
+            let mut best: Option<(u32, f64, usize)> = None;
+            for (o, opt) in m.opts[g].iter().enumerate() {
+                if !opt.is_ina() {
+                    continue;
+                }
+                let load: u32 = opt
+                    .switches
+                    .iter()
+                    .map(|s| trees.get(&s.0).copied().unwrap_or(0))
+                    .sum();
+                let key = (load, m.vals[g][o].exposed, o);
+                if m.fits_move(&a, g, o) && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+            match best {
+                Some((_, _, o)) => {
+                    a[g] = o;
+                    for s in &m.opts[g][o].switches {
+                        *trees.entry(s.0).or_default() += 1;
+                    }
+                }
+                None if !is_host(m, g, a[g]) && !self.place_first_feasible(&mut a, g) => {
+                    return None
+                }
+                None => {}
+            }
+        }
+        Some(a)
+    }
+
+    /// Pairs of groups of one class and stage move together, each among its `k` fastest
+    /// options alone (and its current one), when that improves: what one group cannot
+    /// gain alone because the other sets the iteration time.
+    pub(super) fn pairs(&mut self, a: &mut [usize], k: usize) -> bool {
+        let m = self.m;
+        let n = m.groups.len();
+        let short = |g: usize, cur: usize| -> Vec<usize> {
+            let mut o: Vec<usize> = (0..m.opts[g].len()).collect();
+            o.sort_by(|&x, &y| {
+                m.vals[g][x]
+                    .exposed
+                    .total_cmp(&m.vals[g][y].exposed)
+                    .then(x.cmp(&y))
+            });
+            o.truncate(k);
+            if !o.contains(&cur) {
+                o.push(cur);
+            }
+            o
+        };
+        let mut improved = false;
+        for g in 0..n {
+            if m.opts[g].len() < 2 {
+                continue;
+            }
+            for h in g + 1..n {
+                if m.opts[h].len() < 2
+                    || m.groups[h].class != m.groups[g].class
+                    || m.groups[h].stage != m.groups[g].stage
+                {
+                    continue;
+                }
+                if self.out_of_time() {
+                    return improved;
+                }
+                let mut best = self.eval(a);
+                let (cg, ch) = (a[g], a[h]);
+                let (mut bg, mut bh) = (cg, ch);
+                for og in short(g, cg) {
+                    for oh in short(h, ch) {
+                        if (og, oh) == (cg, ch) {
+                            continue;
+                        }
+                        a[g] = og;
+                        a[h] = oh;
+                        // joint check: each against the other's new option
+                        if !(m.fits_move(a, h, oh) && m.fits_move(a, g, og)) {
+                            continue;
+                        }
+                        let e = self.eval(a);
+                        if better(&e, &best) {
+                            best = e;
+                            bg = og;
+                            bh = oh;
+                        }
+                    }
+                }
+                a[g] = bg;
+                a[h] = bh;
+                improved |= (bg, bh) != (cg, ch);
+            }
+        }
+        improved
+    }
+
+    fn place_first_feasible(&mut self, a: &mut [usize], g: usize) -> bool {
+        for o in 0..self.m.opts[g].len() {
+            a[g] = o;
+            if self.m.feasible(a) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Move group `g` to its best option given the others; true when it changed. First
+    /// each *kind* (host, a tree, Rina) at its largest slot level that fits, then the other
+    /// slot levels of the best kind: a third of the evaluations of trying every option.
+    fn best_move(&mut self, a: &mut [usize], g: usize) -> bool {
+        let m = self.m;
+        let cur = a[g];
+        // (evaluation, option, trees on its switches) of the best so far
+        let first = self.eval(a);
+        let trees = self.trees(a);
+        let load = |o: usize| -> u32 {
+            m.opts[g][o]
+                .switches
+                .iter()
+                .map(|s| trees.get(&s.0).copied().unwrap_or(0))
+                .sum()
+        };
+        let mut best = (first, cur, load(cur));
+        let kinds = self.kinds(g);
+        let try_option =
+            |s: &mut Self, a: &mut [usize], o: usize, best: &mut (Eval, usize, u32)| {
+                if o == cur || !m.fits_move(a, g, o) {
+                    return;
+                }
+                a[g] = o;
+                let e = s.eval(a);
+                let l = load(o);
+                if better(&e, &best.0) || (!better(&best.0, &e) && l < best.2) {
+                    *best = (e, o, l);
+                }
+            };
+        for (i, kind) in kinds.iter().enumerate() {
+            if i % 32 == 31 && self.out_of_time() {
+                break;
+            }
+            // largest level that fits (options of a kind come largest first)
+            if let Some(&o) = kind.iter().find(|&&o| o == cur || m.fits_move(a, g, o)) {
+                try_option(self, a, o, &mut best);
+            }
+        }
+        if let Some(kind) = kinds.iter().find(|k| k.contains(&best.1)) {
+            for &o in kind {
+                try_option(self, a, o, &mut best);
+            }
+        }
+        a[g] = best.1;
+        best.1 != cur
+    }
+
+    /// The options of `g` grouped by what they do (equal but for the slots), each group
+    /// largest slot level first.
+    fn kinds(&self, g: usize) -> Vec<Vec<usize>> {
+        let opts = &self.m.opts[g];
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        for o in 0..opts.len() {
+            match out.iter_mut().find(|k| opts[k[0]].kind == opts[o].kind) {
+                Some(k) => k.push(o),
+                None => out.push(vec![o]),
+            }
+        }
+        for k in &mut out {
+            k.sort_by_key(|&o| std::cmp::Reverse(opts[o].slots));
+        }
+        out
+    }
+
+    /// Relocate and swap moves until nothing improves or time runs out.
+    pub(super) fn local_search(&mut self, a: &mut [usize]) {
+        let n = self.m.groups.len();
+        loop {
+            let mut improved = false;
+            for g in 0..n {
+                if self.out_of_time() {
+                    return;
+                }
+                if self.m.opts[g].len() > 1 {
+                    let before = self.eval(a);
+                    let cur = a[g];
+                    self.best_move(a, g);
+                    let after = self.eval(a);
+                    if better(&after, &before) {
+                        improved = true;
+                    } else if a[g] != cur && better(&before, &after) {
+                        a[g] = cur;
+                    }
+                }
+            }
+            improved |= self.swaps(a);
+            if !improved || self.out_of_time() {
+                return;
+            }
+        }
+    }
+
+    /// Two groups on trees exchange roots (same form and slots) when that improves.
+    fn swaps(&mut self, a: &mut [usize]) -> bool {
+        let m = self.m;
+        let n = m.groups.len();
+        let root = |g: usize, o: usize| match &m.opts[g][o].kind {
+            OptKind::Tree { root, form, .. } => Some((*root, *form, m.opts[g][o].slots)),
+            _ => None,
+        };
+        let mut improved = false;
+        for g in 0..n {
+            let Some((rg, fg, kg)) = root(g, a[g]) else {
+                continue;
+            };
+            for h in g + 1..n {
+                if self.out_of_time() {
+                    return improved;
+                }
+                let Some((rh, fh, kh)) = root(h, a[h]) else {
+                    continue;
+                };
+                if rg == rh {
+                    continue;
+                }
+                let og = (0..m.opts[g].len()).find(|&o| root(g, o) == Some((rh, fg, kg)));
+                let oh = (0..m.opts[h].len()).find(|&o| root(h, o) == Some((rg, fh, kh)));
+                let (Some(og), Some(oh)) = (og, oh) else {
+                    continue;
+                };
+                let before = self.eval(a);
+                let (cg, ch) = (a[g], a[h]);
+                a[g] = og;
+                a[h] = oh;
+                let fits = m.fits_move(a, h, oh) && m.fits_move(a, g, og);
+                if fits && better(&self.eval(a), &before) {
+                    improved = true;
+                    break;
+                }
+                a[g] = cg;
+                a[h] = ch;
+            }
+        }
+        improved
+    }
+}
+
+fn is_host(m: &Model, g: usize, o: usize) -> bool {
+    matches!(m.opts[g][o].kind, OptKind::Host | OptKind::NvLink)
+}

@@ -1,0 +1,991 @@
+//! The planner's cost model: every group's options with their values, and the linear
+//! rows whose maximum is the predicted iteration time. The exact solver ([`super::ilp`])
+//! optimises exactly this model; the heuristic ([`super::heuristic`]) evaluates it with
+//! [`Model::evaluate`]. The model is documented for users in `docs/plan.md`.
+//!
+//! **Iteration time** `T` is the largest of:
+//! - *chain rows*, one per path through the end of the iteration a rank waits on: the
+//!   end of a DP group's gradient stream (its buckets in order, each starting at its
+//!   trigger from the [`super::timeline`] or when the previous bucket ends, each taking
+//!   its option's time), then the layer-norm all-reduce of the rank's TP group (sequence
+//!   parallel), the embedding all-reduce of the rank's embedding group, the parameter
+//!   all-gathers (distributed optimizer). Every stage end is shifted by `ΔE[s]`, the
+//!   change of the pipeline that TP decisions cause, linearised: `ΔE[s] = max over
+//!   replicas of Σ_stage ∂E[s]/∂(TP time per layer) · Δ(TP time per layer)`, the
+//!   derivatives by finite differences on the timeline;
+//! - *link rows*, from the bytes every option puts on every channel (the time the
+//!   channel needs for them): the gradient sync cannot end before `D`, the largest of
+//!   every DP stream's end and, per channel and per release time `r` (a stage's first
+//!   bucket trigger), `r + ΔE` plus the load of the DP groups released at or after `r`
+//!   (groups sharing a link cannot beat the link); the tail's collectives (layer-norm,
+//!   embedding, parameter all-gathers) then need at least the largest load they put on
+//!   one channel, `T ≥ D + L_tail`; and the TP traffic of the whole pipeline bounds `T` by
+//!   its largest channel load.
+//!
+//! **Phases.** A group is active from its earliest possible start to its latest possible
+//! end over all its options (TP groups for the whole iteration); groups whose windows
+//! overlap form a phase (the maximal sets of simultaneously active groups). Slot pools
+//! and the tree quota hold per switch and phase: groups never active together reuse slots.
+
+use super::groups::{Group, Role};
+use super::options::{self, Form, Net, Opt, OptKind};
+use super::timeline::{self, LayerTimes, Timeline};
+use super::PlanError;
+use crate::record::Class;
+use crate::schedule::{LayerStep, Workload};
+use crate::units::{NodeId, Rank};
+use std::collections::{BTreeMap, HashMap};
+
+/// What the planner may do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// Slots per switch.
+    pub slots: u32,
+    /// Concurrent trees per switch (`None`: unlimited).
+    pub quota: Option<u32>,
+    /// Reservation levels, fractions of a window.
+    pub levels: Vec<f64>,
+    /// Classes that may aggregate.
+    pub classes: Vec<Class>,
+    /// Classes that must aggregate (no host option).
+    pub required: Vec<Class>,
+    /// Tree forms offered.
+    pub forms: Vec<Form>,
+    /// Offer Rina.
+    pub rina: bool,
+}
+
+/// Values of one option that the rows use (ns).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Vals {
+    /// DP: end of the gradient stream; embedding: its all-reduce.
+    pub end: f64,
+    /// TP: change of the forward TP time per layer against the host option.
+    pub dfwd: f64,
+    /// TP: the same for backward.
+    pub dbwd: f64,
+    /// TP: the layer-norm all-reduce.
+    pub ln: f64,
+    /// DP: the parameter all-gathers (host in every option).
+    pub gather: f64,
+    /// Exposed communication of the group under this option.
+    pub exposed: f64,
+}
+
+/// A chain row: `c + ΔE[stage] + end(dp) + ln(tp) + end(emb) + gather(ag)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Row {
+    /// Constant part.
+    pub c: f64,
+    /// Stage whose shift applies.
+    pub stage: usize,
+    /// DP group whose stream end counts.
+    pub dp: Option<usize>,
+    /// TP group whose layer-norm counts.
+    pub tp: Option<usize>,
+    /// Embedding group.
+    pub emb: Option<usize>,
+    /// DP group whose all-gathers close the chain.
+    pub ag: Option<usize>,
+}
+
+/// A phase: groups that may be active together, from `start`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Phase {
+    /// Group indices, ascending.
+    pub groups: Vec<usize>,
+    /// Earliest start of any of them (ns).
+    pub start: f64,
+}
+
+/// The model.
+pub struct Model {
+    /// Groups.
+    pub groups: Vec<Group>,
+    /// Options per group (the host / NVLink option first when allowed).
+    pub opts: Vec<Vec<Opt>>,
+    /// Values per group and option.
+    pub vals: Vec<Vec<Vals>>,
+    /// Chain rows.
+    pub rows: Vec<Row>,
+    /// `∂E[s']/∂fwd[s]` and `∂E[s']/∂bwd[s]`.
+    pub cf: Vec<Vec<f64>>,
+    /// See `cf`.
+    pub cb: Vec<Vec<f64>>,
+    /// Per replica, per stage: its TP group with options, if any.
+    pub replicas: Vec<Vec<Option<usize>>>,
+    /// Phases.
+    pub phases: Vec<Phase>,
+    /// Per group, the phases it belongs to.
+    pub phases_of: Vec<Vec<usize>>,
+    /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
+    /// at or after it).
+    pub releases: Vec<(f64, usize, Vec<usize>)>,
+    /// DP groups (their stream ends bound `D`).
+    pub dp: Vec<usize>,
+    /// Groups with traffic in the tail.
+    pub tail: Vec<usize>,
+    /// TP groups with network traffic in the pipeline.
+    pub pipe: Vec<usize>,
+    /// Slots per switch.
+    pub slots: u32,
+    /// Tree quota.
+    pub quota: Option<u32>,
+    /// Channels of the topology.
+    pub channels: usize,
+    /// Base timeline (host TP).
+    pub timeline: Timeline,
+}
+
+/// The model's verdict on one assignment (one option index per group).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Eval {
+    /// Predicted iteration time (ns).
+    pub t: f64,
+    /// Σ exposed communication (ns).
+    pub exposed: f64,
+    /// Slots and quota hold.
+    pub feasible: bool,
+    /// `Σ (term / t)^8` over every term whose maximum is `t` (chain rows, link loads):
+    /// a smooth measure of how many terms are near-critical. The heuristic compares plans
+    /// by `t`, then by this, so shortening one of several critical chains counts as
+    /// progress even while another still sets `t`.
+    pub pressure: f64,
+}
+
+impl Model {
+    /// Shift of each stage's end under `a`.
+    pub fn shifts(&self, a: &[usize]) -> Vec<f64> {
+        let pp = self.cf.len();
+        let mut de = vec![f64::NEG_INFINITY; pp];
+        if self.replicas.iter().all(|r| r.iter().all(Option::is_none)) {
+            return vec![0.0; pp];
+        }
+        for rep in &self.replicas {
+            for (sp, d) in de.iter_mut().enumerate() {
+                let mut v = 0.0;
+                for (s, g) in rep.iter().enumerate() {
+                    if let Some(g) = g {
+                        let x = &self.vals[*g][a[*g]];
+                        v += self.cf[sp][s] * x.dfwd + self.cb[sp][s] * x.dbwd;
+                    }
+                }
+                *d = d.max(v);
+            }
+        }
+        de
+    }
+
+    /// Value of a chain row under `a` with stage shifts `de`.
+    pub fn row_value(&self, r: &Row, a: &[usize], de: &[f64]) -> f64 {
+        let v = |g: Option<usize>, f: fn(&Vals) -> f64| g.map_or(0.0, |g| f(&self.vals[g][a[g]]));
+        r.c + de[r.stage]
+            + v(r.dp, |x| x.end)
+            + v(r.tp, |x| x.ln)
+            + v(r.emb, |x| x.end)
+            + v(r.ag, |x| x.gather)
+    }
+
+    /// The largest channel load of `groups` under `a` (`tail`: their tail loads), using
+    /// `scratch` (len = channels, all zero; left zero).
+    pub fn load_max(&self, groups: &[usize], a: &[usize], tail: bool, scratch: &mut [f64]) -> f64 {
+        let mut touched: Vec<u32> = Vec::new();
+        for &g in groups {
+            let o = &self.opts[g][a[g]];
+            for &(c, l) in if tail { &o.tail_loads } else { &o.loads } {
+                if scratch[c as usize] == 0.0 {
+                    touched.push(c);
+                }
+                scratch[c as usize] += l;
+            }
+        }
+        let mut best = 0.0f64;
+        for &c in &touched {
+            best = best.max(scratch[c as usize]);
+            scratch[c as usize] = 0.0;
+        }
+        best
+    }
+
+    /// End of the gradient sync `D` under `a` with shifts `de`.
+    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
+        let mut d = if self.dp.is_empty() {
+            (0..de.len())
+                .map(|s| self.timeline.stage_end[s] + de[s])
+                .fold(0.0, f64::max)
+        } else {
+            0.0
+        };
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            d = d.max(de[s] + self.vals[g][a[g]].end);
+        }
+        for (r, s, gs) in &self.releases {
+            d = d.max(r + de[*s] + self.load_max(gs, a, false, scratch));
+        }
+        d
+    }
+
+    /// Slots and quota still hold when group `g` takes option `o` (every other group as
+    /// in `a`, which must already fit): only `g`'s phases and the new option's switches
+    /// are checked.
+    pub fn fits_move(&self, a: &[usize], g: usize, o: usize) -> bool {
+        let new = &self.opts[g][o];
+        if new.switches.is_empty() {
+            return true;
+        }
+        for &p in &self.phases_of[g] {
+            for s in &new.switches {
+                let (mut slots, mut trees) = (new.slots as u64, 1u32);
+                for &h in &self.phases[p].groups {
+                    let oh = &self.opts[h][a[h]];
+                    if h != g && oh.switches.binary_search(s).is_ok() {
+                        slots += oh.slots as u64;
+                        trees += 1;
+                    }
+                }
+                if slots > self.slots as u64 || self.quota.is_some_and(|q| trees > q) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Slots and quota hold in every phase.
+    pub fn feasible(&self, a: &[usize]) -> bool {
+        let mut used: HashMap<NodeId, (u64, u32)> = HashMap::new();
+        for p in &self.phases {
+            used.clear();
+            for &g in &p.groups {
+                let o = &self.opts[g][a[g]];
+                for &s in &o.switches {
+                    let e = used.entry(s).or_default();
+                    e.0 += o.slots as u64;
+                    e.1 += 1;
+                    if e.0 > self.slots as u64 || self.quota.is_some_and(|q| e.1 > q) {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Evaluate an assignment.
+    pub fn evaluate(&self, a: &[usize], scratch: &mut [f64]) -> Eval {
+        let de = self.shifts(a);
+        let mut terms: Vec<f64> = Vec::with_capacity(self.rows.len() + 64);
+        for r in &self.rows {
+            terms.push(self.row_value(r, a, &de));
+        }
+        // T ≥ d + L_tail for every term d of D, and ≥ D + load for every tail channel
+        let lt = self.load_max(&self.tail, a, true, scratch);
+        let d = self.dp_end(a, &de, scratch);
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            terms.push(de[s] + self.vals[g][a[g]].end + lt);
+        }
+        for (r, s, gs) in &self.releases {
+            self.loads_each(gs, a, false, scratch, &mut |l| {
+                terms.push(r + de[*s] + l + lt)
+            });
+        }
+        self.loads_each(&self.tail, a, true, scratch, &mut |l| terms.push(d + l));
+        self.loads_each(&self.pipe, a, false, scratch, &mut |l| terms.push(l));
+        terms.push(d + lt);
+        let t = terms.iter().copied().fold(0.0, f64::max);
+        let pressure = if t > 0.0 {
+            terms.iter().map(|x| (x / t).powi(8)).sum()
+        } else {
+            0.0
+        };
+        let exposed = a
+            .iter()
+            .enumerate()
+            .map(|(g, &o)| self.vals[g][o].exposed)
+            .sum();
+        Eval {
+            t,
+            exposed,
+            feasible: self.feasible(a),
+            pressure,
+        }
+    }
+
+    /// Call `f` with every channel's load of `groups` under `a`.
+    fn loads_each(
+        &self,
+        groups: &[usize],
+        a: &[usize],
+        tail: bool,
+        scratch: &mut [f64],
+        f: &mut dyn FnMut(f64),
+    ) {
+        let mut touched: Vec<u32> = Vec::new();
+        for &g in groups {
+            let o = &self.opts[g][a[g]];
+            for &(c, l) in if tail { &o.tail_loads } else { &o.loads } {
+                if scratch[c as usize] == 0.0 {
+                    touched.push(c);
+                }
+                scratch[c as usize] += l;
+            }
+        }
+        for &c in &touched {
+            f(scratch[c as usize]);
+            scratch[c as usize] = 0.0;
+        }
+    }
+
+    /// A lower bound on `T` over every assignment: each row and link with every group at
+    /// its best value (a relaxation that ignores slots, quota and interactions).
+    pub fn lower_bound(&self) -> f64 {
+        let best = |g: usize, f: fn(&Vals) -> f64| {
+            self.vals[g].iter().map(f).fold(f64::INFINITY, f64::min)
+        };
+        let pp = self.cf.len();
+        let mut de = vec![0.0f64; pp];
+        if !self.replicas.iter().all(|r| r.iter().all(Option::is_none)) {
+            for (sp, d) in de.iter_mut().enumerate() {
+                *d = f64::NEG_INFINITY;
+                for rep in &self.replicas {
+                    let mut v = 0.0;
+                    for (s, g) in rep.iter().enumerate() {
+                        if let Some(g) = g {
+                            v += self.vals[*g]
+                                .iter()
+                                .map(|x| self.cf[sp][s] * x.dfwd + self.cb[sp][s] * x.dbwd)
+                                .fold(f64::INFINITY, f64::min);
+                        }
+                    }
+                    *d = d.max(v);
+                }
+            }
+        }
+        let v = |g: Option<usize>, f: fn(&Vals) -> f64| g.map_or(0.0, |g| best(g, f));
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                r.c + de[r.stage]
+                    + v(r.dp, |x| x.end)
+                    + v(r.tp, |x| x.ln)
+                    + v(r.emb, |x| x.end)
+                    + v(r.ag, |x| x.gather)
+            })
+            .fold(0.0f64, f64::max);
+        let least = |gs: &[usize], tail: bool| -> f64 {
+            let mut load: BTreeMap<u32, f64> = BTreeMap::new();
+            for &g in gs {
+                for (c, l) in least_loads(&self.opts[g], tail) {
+                    *load.entry(c).or_default() += l;
+                }
+            }
+            load.values().copied().fold(0.0, f64::max)
+        };
+        let mut d = if self.dp.is_empty() {
+            (0..pp)
+                .map(|s| self.timeline.stage_end[s] + de[s])
+                .fold(0.0, f64::max)
+        } else {
+            0.0
+        };
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            d = d.max(de[s] + best(g, |x| x.end));
+        }
+        for (r, s, gs) in &self.releases {
+            d = d.max(r + de[*s] + least(gs, false));
+        }
+        let links = (d + least(&self.tail, true)).max(least(&self.pipe, false));
+        rows.max(links)
+    }
+}
+
+/// Per channel, the least load a group puts on it over all its options (channels some
+/// option avoids get none).
+pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
+    let pick = |o: &Opt| {
+        if tail {
+            o.tail_loads.clone()
+        } else {
+            o.loads.clone()
+        }
+    };
+    let Some(first) = opts.first() else {
+        return Vec::new();
+    };
+    let mut least: BTreeMap<u32, f64> = pick(first).into_iter().collect();
+    for o in &opts[1..] {
+        let mine: BTreeMap<u32, f64> = pick(o).into_iter().collect();
+        least.retain(|c, v| match mine.get(c) {
+            Some(m) => {
+                *v = v.min(*m);
+                true
+            }
+            None => false,
+        });
+    }
+    least.into_iter().collect()
+}
+
+/// Per-layer compute of the forward and backward steps (ns).
+fn layer_compute(wl: &Workload) -> (f64, f64) {
+    let c = |steps: &[LayerStep]| {
+        steps
+            .iter()
+            .map(|s| match s {
+                LayerStep::Compute(t) => t.0 as f64,
+                // Dense layers hold only compute and TP steps; CP and MoE steps are refused
+                // before the model is built (`refuse_unmodelled`).
+                _ => 0.0,
+            })
+            .sum::<f64>()
+    };
+    (c(&wl.fwd_steps), c(&wl.bwd_steps))
+}
+
+/// TP time per layer (forward, backward) of a TP group under option `o`: each TP step's
+/// collective at the option's time for its kind.
+fn tp_layer(wl: &Workload, g: &Group, o: &Opt) -> (f64, f64) {
+    let Role::Tp { per_layer, .. } = &g.role else {
+        return (0.0, 0.0);
+    };
+    let t = |steps: &[LayerStep]| {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                LayerStep::Tp(k) => per_layer
+                    .iter()
+                    .position(|c| c.kind == *k)
+                    .map(|i| o.times[i]),
+                _ => None,
+            })
+            .sum::<f64>()
+    };
+    (t(&wl.fwd_steps), t(&wl.bwd_steps))
+}
+
+/// Build every option of every group.
+fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<Opt>>, PlanError> {
+    let levels: Vec<u32> = {
+        let mut v: Vec<u32> = st
+            .levels
+            .iter()
+            .map(|f| ((f * net.window as f64).round() as u32).max(1))
+            .collect();
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v.dedup();
+        v
+    };
+    let mut all = Vec::with_capacity(groups.len());
+    for (gi, g) in groups.iter().enumerate() {
+        let err = |msg: String| PlanError::Model(format!("{}: {msg}", g.name()));
+        let mut opts = Vec::new();
+        let required = st.required.contains(&g.class) && !g.nvlink;
+        if !required {
+            opts.push(options::host(net, g).map_err(err)?);
+        }
+        let aggregatable = g.colls().iter().any(|c| c.aggregatable());
+        if !g.nvlink && aggregatable && st.classes.contains(&g.class) {
+            let fits = levels.iter().copied().filter(|&k| k <= st.slots);
+            let fits: Vec<u32> = fits.collect();
+            for root in options::roots(net, g) {
+                let mut seen: Vec<Vec<(NodeId, NodeId)>> = Vec::new();
+                for &form in &st.forms {
+                    let edges = options::tree_edges(net, g, root, form, gi as u64).map_err(err)?;
+                    if seen.contains(&edges) {
+                        continue; // root-only equals the hierarchical tree here
+                    }
+                    seen.push(edges.clone());
+                    for &k in &fits {
+                        opts.push(
+                            options::tree(net, g, form, root, edges.clone(), k).map_err(err)?,
+                        );
+                    }
+                }
+            }
+            if st.rina {
+                for &k in &fits {
+                    if let Some(o) = options::rina(net, g, k).map_err(err)? {
+                        opts.push(o);
+                    }
+                }
+            }
+        }
+        if required && opts.is_empty() {
+            return Err(infeasible_required(net, g, st, &levels));
+        }
+        if st.quota == Some(0) && required {
+            return Err(PlanError::Infeasible(format!(
+                "tree quota 0: the {} must aggregate (--require {}) but no switch may hold a tree",
+                g.name(),
+                g.class
+            )));
+        }
+        all.push(opts);
+    }
+    Ok(all)
+}
+
+/// Why a group that must aggregate has no option.
+fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> PlanError {
+    if g.colls().iter().all(|c| !c.aggregatable()) || !st.classes.contains(&g.class) {
+        return PlanError::Infeasible(format!(
+            "the {} must aggregate (--require {}) but its class is not in --ina-classes or it has no all-reduce / reduce-scatter",
+            g.name(),
+            g.class
+        ));
+    }
+    if options::roots(net, g).is_empty() && (!st.rina || options::rina_racks(net, g).is_empty()) {
+        return PlanError::Infeasible(format!(
+            "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
+            g.name(),
+            g.class
+        ));
+    }
+    let least = levels.iter().copied().min().unwrap_or(net.window);
+    PlanError::Infeasible(format!(
+        "--ina-slots {}: fewer slots than one reservation ({least} slots, the smallest --slot-levels fraction of a {}-slot window) for the {}, which must aggregate (--require {})",
+        st.slots,
+        net.window,
+        g.name(),
+        g.class
+    ))
+}
+
+/// Build the model of `wl` on the network.
+pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError> {
+    let groups = super::groups::groups(wl, net.topo);
+    let opts = build_options(net, &groups, st)?;
+    let pp = wl.pp() as usize;
+    let (cfwd, cbwd) = layer_compute(wl);
+    // base per-stage layer times: the host option of each stage's TP group (replica 0)
+    let mut base = vec![
+        LayerTimes {
+            fwd: cfwd,
+            bwd: cbwd
+        };
+        pp
+    ];
+    let mut tp_of: HashMap<(usize, u32), usize> = HashMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        if let Role::Tp { replica, .. } = g.role {
+            let s = g.stage.unwrap_or(0);
+            tp_of.insert((replica, s), i);
+            if replica == 0 {
+                let host = host_index(&opts[i], &groups[i]);
+                let (f, b) = tp_layer(wl, g, &opts[i][host]);
+                base[s as usize] = LayerTimes {
+                    fwd: cfwd + f,
+                    bwd: cbwd + b,
+                };
+            }
+        }
+    }
+    let p2p = p2p_times(wl, net);
+    let p2p_fn = |a: u32, b: u32| p2p.get(&(a, b)).copied().unwrap_or(0.0);
+    let tl = timeline::run(wl, &base, &p2p_fn)
+        .ok_or_else(|| PlanError::Model("the pipeline schedule cannot progress".into()))?;
+    // sensitivities of each stage end to each stage's per-layer TP time
+    let delta = 1000.0;
+    let mut cf = vec![vec![0.0; pp]; pp];
+    let mut cb = vec![vec![0.0; pp]; pp];
+    for s in 0..pp {
+        for (fwd, c) in [(true, &mut cf), (false, &mut cb)] {
+            let mut lt = base.clone();
+            if fwd {
+                lt[s].fwd += delta;
+            } else {
+                lt[s].bwd += delta;
+            }
+            let t2 = timeline::run(wl, &lt, &p2p_fn)
+                .ok_or_else(|| PlanError::Model("the pipeline schedule cannot progress".into()))?;
+            for (sp, row) in c.iter_mut().enumerate() {
+                row[s] = (t2.stage_end[sp] - tl.stage_end[sp]) / delta;
+            }
+        }
+    }
+    let pend_stage = (0..pp).fold(0, |b, s| {
+        if tl.stage_end[s] > tl.stage_end[b] {
+            s
+        } else {
+            b
+        }
+    });
+    let vals = values(wl, &groups, &opts, &tl, &cf, &cb, pend_stage);
+    let replicas = replica_table(wl, &opts, &tp_of);
+    let rows = chain_rows(wl, &groups, &opts, &vals, &tl);
+    let phases = phases(&groups, &vals, &tl);
+    let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
+    let mut phases_of = vec![Vec::new(); groups.len()];
+    for (p, ph) in phases.iter().enumerate() {
+        for &g in &ph.groups {
+            phases_of[g].push(p);
+        }
+    }
+    Ok(Model {
+        phases_of,
+        releases,
+        dp,
+        tail,
+        pipe,
+        groups,
+        opts,
+        vals,
+        rows,
+        cf,
+        cb,
+        replicas,
+        phases,
+        slots: st.slots,
+        quota: st.quota,
+        channels: net.topo.links.len() * 2,
+        timeline: tl,
+    })
+}
+
+/// Index of the host (or NVLink) option, or the first option when the host is excluded.
+pub fn host_index(opts: &[Opt], _g: &Group) -> usize {
+    opts.iter()
+        .position(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+        .unwrap_or(0)
+}
+
+/// Time of one PP transfer between adjacent stages (TP rank 0 of replica 0; NVLink when
+/// both sit in one server).
+fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
+    let g = &wl.groups;
+    let mut out = HashMap::new();
+    let rank = |s: u32| {
+        g.rank(crate::schedule::Coords {
+            tp: 0,
+            cp: 0,
+            dp: 0,
+            pp: s,
+        })
+    };
+    let pp = wl.pp();
+    for s in 0..pp {
+        for t in [s + 1, s.wrapping_sub(1), 0, pp - 1] {
+            if t >= pp || t == s || out.contains_key(&(s, t)) {
+                continue;
+            }
+            let (a, b) = (rank(s), rank(t));
+            let time = if net.topo.same_nvlink_domain(a, b) {
+                // the trace's 2-rank nvlink record: S / rate + α
+                net.topo.nvlink_rate.map_or(0.0, |r| {
+                    (r.transmit_time(wl.pp_bytes) + net.nvlink_alpha).0 as f64
+                })
+            } else {
+                let (na, nb) = (net.topo.gpu(a), net.topo.gpu(b));
+                match net.routing.connection_path(na, nb) {
+                    Ok(p) => {
+                        let rate = net.routing.bottleneck(&p);
+                        let wire = wl.pp_bytes.with_headers(
+                            crate::record::NET_PACKET_PAYLOAD,
+                            crate::record::PACKET_HEADER,
+                        );
+                        rate.transmit_time(wire).0 as f64 + net.routing.path_delay(&p).0 as f64
+                    }
+                    Err(_) => 0.0,
+                }
+            };
+            out.insert((s, t), time);
+        }
+    }
+    out
+}
+
+/// Values of every option.
+fn values(
+    wl: &Workload,
+    groups: &[Group],
+    opts: &[Vec<Opt>],
+    tl: &Timeline,
+    cf: &[Vec<f64>],
+    cb: &[Vec<f64>],
+    pend_stage: usize,
+) -> Vec<Vec<Vals>> {
+    let mut out = Vec::with_capacity(groups.len());
+    for (i, g) in groups.iter().enumerate() {
+        let host = host_index(&opts[i], g);
+        let mut v = Vec::with_capacity(opts[i].len());
+        for o in &opts[i] {
+            v.push(match &g.role {
+                Role::Tp {
+                    per_layer,
+                    layernorm,
+                    ..
+                } => {
+                    let s = g.stage.unwrap_or(0) as usize;
+                    let (f, b) = tp_layer(wl, g, o);
+                    let (hf, hb) = tp_layer(wl, g, &opts[i][host]);
+                    let ln = if layernorm.is_some() {
+                        o.times[per_layer.len()]
+                    } else {
+                        0.0
+                    };
+                    Vals {
+                        dfwd: f - hf,
+                        dbwd: b - hb,
+                        ln,
+                        exposed: cf[pend_stage][s] * f + cb[pend_stage][s] * b + ln,
+                        ..Vals::default()
+                    }
+                }
+                Role::Dp { buckets, gathers } => {
+                    let s = g.stage.unwrap_or(0) as usize;
+                    let mut e = 0.0f64;
+                    for (b, t) in o.times[..buckets.len()].iter().enumerate() {
+                        let trig = tl.triggers[s].get(b).copied().unwrap_or(tl.stage_end[s]);
+                        e = e.max(trig) + t;
+                    }
+                    let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]
+                        .iter()
+                        .sum();
+                    Vals {
+                        end: e,
+                        gather,
+                        exposed: (e - tl.stage_end[s]).max(0.0),
+                        ..Vals::default()
+                    }
+                }
+                Role::Emb(_) => Vals {
+                    end: o.times[0],
+                    exposed: o.times[0],
+                    ..Vals::default()
+                },
+            });
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// Per replica, per stage: the TP group that has a choice (more than one option).
+fn replica_table(
+    wl: &Workload,
+    opts: &[Vec<Opt>],
+    tp_of: &HashMap<(usize, u32), usize>,
+) -> Vec<Vec<Option<usize>>> {
+    let reps = (wl.dp() * wl.groups.cp) as usize;
+    (0..reps)
+        .map(|r| {
+            (0..wl.pp())
+                .map(|s| tp_of.get(&(r, s)).copied().filter(|&g| opts[g].len() > 1))
+                .collect()
+        })
+        .collect()
+}
+
+/// The chain rows (deduplicated).
+fn chain_rows(
+    wl: &Workload,
+    groups: &[Group],
+    opts: &[Vec<Opt>],
+    vals: &[Vec<Vals>],
+    tl: &Timeline,
+) -> Vec<Row> {
+    let world = wl.world();
+    let mut tp_of = vec![None; world as usize];
+    let mut dp_of = vec![None; world as usize];
+    let mut emb_of = vec![None; world as usize];
+    for (i, g) in groups.iter().enumerate() {
+        let slot = match g.role {
+            Role::Tp { .. } => &mut tp_of,
+            Role::Dp { .. } => &mut dp_of,
+            Role::Emb(_) => &mut emb_of,
+        };
+        for r in &g.members {
+            slot[r.idx()] = Some(i);
+        }
+    }
+    // a group with one option is a constant
+    let fixed = |g: Option<usize>| g.filter(|&g| opts[g].len() <= 1);
+    let var = |g: Option<usize>| g.filter(|&g| opts[g].len() > 1);
+    let mut seen = std::collections::BTreeSet::new();
+    let mut rows = Vec::new();
+    for r in 0..world {
+        let rank = Rank(r);
+        let s = wl.groups.coords(rank).pp as usize;
+        let peers: Vec<Rank> = match tp_of[r as usize] {
+            Some(t) => groups[t].members.clone(),
+            None => vec![rank],
+        };
+        let tp = tp_of[r as usize];
+        let e = emb_of[r as usize];
+        let ag_from: Vec<Option<usize>> = match e {
+            Some(e) if wl.distributed_optimizer => {
+                groups[e].members.iter().map(|m| dp_of[m.idx()]).collect()
+            }
+            _ if wl.distributed_optimizer => vec![dp_of[r as usize]],
+            _ => vec![None],
+        };
+        for p in peers {
+            let dp = dp_of[p.idx()];
+            for &ag in &ag_from {
+                let mut c = 0.0;
+                if dp.is_none() {
+                    c += tl.stage_end[s];
+                }
+                let konst = |g: Option<usize>, f: fn(&Vals) -> f64| {
+                    fixed(g).map_or(0.0, |g| f(&vals[g][0]))
+                };
+                c += konst(dp, |x| x.end)
+                    + konst(tp, |x| x.ln)
+                    + konst(e, |x| x.end)
+                    + konst(ag, |x| x.gather);
+                let row = Row {
+                    c,
+                    stage: s,
+                    dp: var(dp),
+                    tp: var(tp),
+                    emb: var(e),
+                    ag: var(ag),
+                };
+                if seen.insert((c.to_bits(), s, row.dp, row.tp, row.emb, row.ag)) {
+                    rows.push(row);
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Release times of the DP groups' traffic and the DP, tail and pipeline group lists.
+#[allow(clippy::type_complexity)]
+fn link_sets(
+    groups: &[Group],
+    opts: &[Vec<Opt>],
+    tl: &Timeline,
+) -> (
+    Vec<(f64, usize, Vec<usize>)>,
+    Vec<usize>,
+    Vec<usize>,
+    Vec<usize>,
+) {
+    let mut dp = Vec::new();
+    let mut tail = Vec::new();
+    let mut pipe = Vec::new();
+    let mut starts: Vec<(f64, usize, usize)> = Vec::new();
+    for (i, g) in groups.iter().enumerate() {
+        let has = |f: fn(&Opt) -> bool| opts[i].iter().any(f);
+        match g.role {
+            Role::Dp { .. } => {
+                dp.push(i);
+                if has(|o| !o.loads.is_empty()) {
+                    let s = g.stage.unwrap_or(0) as usize;
+                    let first = tl.triggers[s]
+                        .iter()
+                        .copied()
+                        .fold(tl.stage_end[s], f64::min);
+                    starts.push((first, s, i));
+                }
+            }
+            Role::Tp { .. } if has(|o| !o.loads.is_empty()) => pipe.push(i),
+            _ => {}
+        }
+        if has(|o| !o.tail_loads.is_empty()) {
+            tail.push(i);
+        }
+    }
+    starts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.2.cmp(&b.2)));
+    let mut releases = Vec::new();
+    let mut k = 0;
+    while k < starts.len() {
+        let (r, s, _) = starts[k];
+        let later: Vec<usize> = starts[k..].iter().map(|x| x.2).collect();
+        releases.push((r, s, later));
+        while k < starts.len() && starts[k].0 == r {
+            k += 1;
+        }
+    }
+    (releases, dp, tail, pipe)
+}
+
+/// Activity windows → maximal sets of groups that may be active together.
+fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
+    let inf = f64::INFINITY;
+    let mut win: Vec<(f64, f64)> = vec![(0.0, inf); groups.len()];
+    let max_end = |g: usize| vals[g].iter().map(|v| v.end).fold(0.0, f64::max);
+    let min_end = |g: usize| vals[g].iter().map(|v| v.end).fold(inf, f64::min);
+    let mut dp_of: HashMap<Rank, usize> = HashMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        if let Role::Dp { .. } = g.role {
+            let s = g.stage.unwrap_or(0) as usize;
+            let first = tl.triggers[s]
+                .iter()
+                .copied()
+                .fold(tl.stage_end[s], f64::min);
+            win[i] = (first, max_end(i));
+            for r in &g.members {
+                dp_of.insert(*r, i);
+            }
+        }
+    }
+    let ln_max = groups
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| matches!(g.role, Role::Tp { .. }))
+        .map(|(i, _)| vals[i].iter().map(|v| v.ln).fold(0.0, f64::max))
+        .fold(0.0, f64::max);
+    for (i, g) in groups.iter().enumerate() {
+        if let Role::Emb(_) = g.role {
+            let mut start = 0.0f64;
+            let mut end = 0.0f64;
+            for r in &g.members {
+                match dp_of.get(r) {
+                    Some(&d) => {
+                        start = start.max(min_end(d));
+                        end = end.max(max_end(d));
+                    }
+                    None => {
+                        // no DP group: the rank joins after the pipeline
+                        start = start.max(tl.stage_end.iter().copied().fold(inf, f64::min));
+                        end = end.max(tl.end());
+                    }
+                }
+            }
+            win[i] = (start, end + ln_max + max_end(i));
+        }
+    }
+    let mut ev: Vec<f64> = win
+        .iter()
+        .flat_map(|w| [w.0, w.1])
+        .filter(|x| x.is_finite())
+        .collect();
+    ev.sort_by(f64::total_cmp);
+    ev.dedup();
+    let mut sets: Vec<Vec<usize>> = Vec::new();
+    // probe just after every event point (and before the first)
+    let mut probes: Vec<f64> = ev.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
+    probes.extend(ev.first().map(|x| x - 1.0));
+    probes.extend(ev.last().map(|x| x + 1.0));
+    for t in probes {
+        let set: Vec<usize> = (0..groups.len())
+            .filter(|&g| win[g].0 <= t && t < win[g].1)
+            .collect();
+        if !set.is_empty() {
+            sets.push(set);
+        }
+    }
+    sets.sort();
+    sets.dedup();
+    let keep: Vec<Vec<usize>> = sets
+        .iter()
+        .filter(|s| {
+            !sets
+                .iter()
+                .any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok()))
+        })
+        .cloned()
+        .collect();
+    keep.into_iter()
+        .map(|groups| Phase {
+            start: groups.iter().map(|&g| win[g].0).fold(inf, f64::min),
+            groups,
+        })
+        .collect()
+}

@@ -1,0 +1,162 @@
+//! The planner's contention-free timeline of one pipeline replica: when each stage ends
+//! its last backward and when each gradient bucket is complete.
+//!
+//! It walks the same per-stage op order the trace generator lowers (the workload's
+//! 1F1B / interleaved order, [`crate::schedule::StagePlan::order`]) with fixed durations:
+//! an op takes its layers' time (compute and TP collectives) plus the output head on the
+//! last chunk of the last stage, then its point-to-point send, which the sender waits for
+//! (the trace's sends are synchronous). An op starts when its stage is free and its input
+//! has arrived. Approximations (the replay measures their effect): no contention between
+//! replicas or with gradient traffic, and every TP rank of a stage takes the same time.
+
+use crate::schedule::{Pass, Workload};
+
+/// Per-layer times of one stage (ns): forward and backward of one layer of one
+/// micro-batch, compute and TP collectives included.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayerTimes {
+    /// Forward.
+    pub fwd: f64,
+    /// Backward (recomputation included).
+    pub bwd: f64,
+}
+
+/// What the timeline gives back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeline {
+    /// Per stage: when its last op (and its send) ends.
+    pub stage_end: Vec<f64>,
+    /// Per stage, per gradient bucket: when the bucket's gradients are complete.
+    pub triggers: Vec<Vec<f64>>,
+}
+
+impl Timeline {
+    /// The pipeline's makespan.
+    pub fn end(&self) -> f64 {
+        self.stage_end.iter().copied().fold(0.0, f64::max)
+    }
+}
+
+/// Run the timeline: `layer[s]` per stage, `p2p(from, to)` the time of one activation or
+/// gradient transfer between stages. `None` if the order cannot progress (a workload the
+/// trace generator would refuse too).
+pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -> Option<Timeline> {
+    let (pp, v, m) = (wl.pp(), wl.vpp, wl.microbatches);
+    let mut free = vec![0.0f64; pp as usize];
+    let mut cursor = vec![0usize; pp as usize];
+    let mut inbox: std::collections::HashMap<(u32, Pass, u32, u32), f64> = Default::default();
+    let mut triggers: Vec<Vec<f64>> = wl
+        .stages
+        .iter()
+        .map(|s| vec![f64::NAN; s.buckets.len()])
+        .collect();
+    loop {
+        let mut progress = false;
+        let mut done = true;
+        for s in 0..pp {
+            let plan = &wl.stages[s as usize];
+            let si = s as usize;
+            while cursor[si] < plan.order.len() {
+                let op = plan.order[cursor[si]];
+                let needs = match op.pass {
+                    Pass::Fwd => !(s == 0 && op.chunk == 0),
+                    Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
+                };
+                let arrival = if needs {
+                    match inbox.remove(&(s, op.pass, op.chunk, op.microbatch)) {
+                        Some(t) => t,
+                        None => break,
+                    }
+                } else {
+                    0.0
+                };
+                let start = free[si].max(arrival);
+                let layers = plan.chunks.get(op.chunk as usize)?.clone();
+                let nl = layers.len() as f64;
+                let head_here = s == pp - 1 && op.chunk == v - 1;
+                let end = match op.pass {
+                    Pass::Fwd => {
+                        start
+                            + nl * layer[si].fwd
+                            + if head_here {
+                                compute_ns(&plan.head_fwd)
+                            } else {
+                                0.0
+                            }
+                    }
+                    Pass::Bwd => {
+                        let t0 = start
+                            + if head_here {
+                                compute_ns(&plan.head_bwd)
+                            } else {
+                                0.0
+                            };
+                        if op.microbatch == m - 1 {
+                            for (b, bucket) in plan.buckets.iter().enumerate() {
+                                if bucket.chunk != op.chunk {
+                                    continue;
+                                }
+                                if let Some(l) = bucket.trigger_layer {
+                                    // backward runs the chunk's layers in reverse
+                                    let done_layers = (layers.end - l) as f64;
+                                    triggers[si][b] = t0 + done_layers * layer[si].bwd;
+                                }
+                            }
+                        }
+                        t0 + nl * layer[si].bwd
+                    }
+                };
+                let target = match op.pass {
+                    Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
+                    Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
+                    Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
+                    Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
+                    _ => None,
+                };
+                free[si] = match target {
+                    Some((ts, tc)) => {
+                        let t = end + p2p(s, ts);
+                        inbox.insert((ts, op.pass, tc, op.microbatch), t);
+                        t
+                    }
+                    None => end,
+                };
+                cursor[si] += 1;
+                progress = true;
+            }
+            if cursor[si] < plan.order.len() {
+                done = false;
+            }
+        }
+        if done {
+            break;
+        }
+        if !progress {
+            return None;
+        }
+    }
+    for (s, t) in triggers.iter_mut().enumerate() {
+        for x in t.iter_mut() {
+            if x.is_nan() {
+                *x = free[s];
+            }
+        }
+    }
+    Some(Timeline {
+        stage_end: free,
+        triggers,
+    })
+}
+
+/// The compute of a stage's head steps (LM head and loss). Approximation: the head's TP
+/// collectives (SP all-gather, the cross-entropy's three small all-reduces) are left out
+/// of the timeline; they are a few KiB to MiB against the layers' traffic.
+fn compute_ns(steps: &[crate::schedule::LayerStep]) -> f64 {
+    steps
+        .iter()
+        .map(|s| match s {
+            crate::schedule::LayerStep::Compute(t) => t.0 as f64,
+            _ => 0.0,
+        })
+        .sum()
+}

@@ -1,0 +1,567 @@
+//! [`build`]: a validated configuration → the compact [`Workload`], in named phases:
+//! check what the schedule can model, lay out the groups, size the ops, time the compute,
+//! calibrate, assemble the op sequences, plan each stage.
+
+use super::buckets::{self, BucketRules, LayerTensors};
+use super::calibrate::calibrate;
+use super::layers::{self, MoeShape, Shape, Times};
+use super::moe::{self, Routing};
+use super::shape::{self, Flops as LayerFlops, RawShape};
+use super::{
+    chunk_layers, pipeline, CpPlan, ExpertSizes, Groups, MoePlan, RankOrder, ScheduleError,
+    ScheduleOptions, StagePlan, Workload,
+};
+use crate::megatron::error::source_place;
+use crate::megatron::{CpCommType, Dtype, MoeDispatcher, Recompute, TrainingConfig};
+use crate::units::{Bytes, Flops, Nanos};
+
+/// Build the workload of one iteration of `cfg`.
+pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, ScheduleError> {
+    let (m, v) = check(cfg, opts)?;
+    let groups = groups(cfg);
+    let el = cfg.params_dtype.size_bytes();
+    let tp_bytes = Bytes(
+        cfg.micro_batch_size
+            * (cfg.seq_length / cfg.context_parallel_size as u64)
+            * cfg.hidden_size
+            * el,
+    );
+    let tp = cfg.tensor_model_parallel_size;
+    let sp = cfg.sequence_parallel && tp > 1;
+    let pp_bytes = Bytes(if sp {
+        tp_bytes.0 / tp as u64
+    } else {
+        tp_bytes.0
+    });
+    let raw = shape::raw(cfg);
+    let fl = shape::flops(cfg);
+    let routing = cfg.num_experts.map(|e| {
+        moe::route(
+            shape::moe_tokens(cfg),
+            cfg.moe_router_topk,
+            e,
+            cfg.expert_model_parallel_size,
+            cfg.moe_expert_capacity_factor,
+            opts.moe_routing,
+        )
+    });
+    let peak = opts.gpu.peak_tflops * 1e12 * opts.mfu;
+    let busiest = busiest_stage_ms(cfg, &raw, &fl, routing.as_ref(), peak);
+    let calibration = calibrate(cfg, opts, busiest, m, v);
+    let factor = calibration.factor;
+    let ns = move |flops: f64| Nanos((flops / peak * factor * 1e9).round() as u64);
+    let times = times(cfg, &raw, &fl, ns);
+    let shp = step_shape(cfg, el);
+    let (fwd_steps, bwd_steps) = layers::dense_layer(&shp, &times);
+    let moe = routing.map(|r| moe_plan(cfg, opts, &shp, &times, &r, el, ns));
+    let stages = plan_stages(cfg, opts, &shp, &times, m, v);
+    let grad_el = grad_dtype_bytes(cfg);
+    let tied = !cfg.untie_embeddings_and_output_weights;
+    let emb_bytes = (tied && cfg.pipeline_model_parallel_size > 1)
+        .then(|| Bytes(shape::word_embedding(cfg) * grad_el));
+    let layer_f = (raw.attn_fwd + raw.mlp_fwd) / tp as f64;
+    Ok(Workload {
+        groups,
+        microbatches: m,
+        vpp: v,
+        num_layers: cfg.num_layers,
+        tp_bytes,
+        pp_bytes,
+        fwd_steps,
+        bwd_steps,
+        layer_fwd_flops: Flops(layer_f.round() as u64),
+        stages,
+        distributed_optimizer: cfg.use_distributed_optimizer,
+        grad_dtype_bytes: grad_el,
+        emb_bytes,
+        padded_vocab: cfg.padded_vocab(),
+        cp: shp.cp.map(|comm| CpPlan {
+            comm,
+            kv_bytes: shp.kv_bytes,
+        }),
+        moe,
+        calibration,
+    })
+}
+
+/// The bytes of one gradient element as Megatron reduces it (`arguments.py`): bf16 jobs
+/// accumulate and reduce in fp32 unless `--grad-reduce-in-bf16`; fp16 jobs reduce in
+/// fp16 unless `--accumulate-allreduce-grads-in-fp32`; fp32 jobs in fp32.
+pub(crate) fn grad_dtype_bytes(cfg: &TrainingConfig) -> u64 {
+    match cfg.params_dtype {
+        Dtype::Bf16 if cfg.grad_reduce_in_bf16 => 2,
+        Dtype::Bf16 => 4,
+        Dtype::Fp16 if cfg.accumulate_allreduce_grads_in_fp32 => 4,
+        Dtype::Fp16 => 2,
+        Dtype::Fp32 => 4,
+    }
+}
+
+fn groups(cfg: &TrainingConfig) -> Groups {
+    let order = if cfg.use_tp_pp_dp_mapping {
+        RankOrder::TpCpEpPpDp
+    } else {
+        RankOrder::TpCpEpDpPp
+    };
+    let experts = if cfg.num_experts.is_some() {
+        ExpertSizes {
+            ep: cfg.expert_model_parallel_size,
+            etp: cfg.expert_tensor_parallel_size,
+        }
+    } else {
+        ExpertSizes {
+            ep: 1,
+            etp: cfg.tensor_model_parallel_size,
+        }
+    };
+    Groups::with_experts(
+        cfg.tensor_model_parallel_size,
+        cfg.context_parallel_size,
+        cfg.data_parallel_size,
+        cfg.pipeline_model_parallel_size,
+        order,
+        experts,
+    )
+}
+
+/// Uncalibrated forward + backward compute of the busiest stage for one micro-batch (ms):
+/// its dense and MoE layers (the slowest EP rank's experts), plus the logits on the last.
+fn busiest_stage_ms(
+    cfg: &TrainingConfig,
+    raw: &RawShape,
+    fl: &LayerFlops,
+    routing: Option<&Routing>,
+    peak: f64,
+) -> f64 {
+    let (pp, tpf) = (
+        cfg.pipeline_model_parallel_size,
+        cfg.tensor_model_parallel_size as f64,
+    );
+    let v = cfg.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
+    let layer_f = (raw.attn_fwd + raw.mlp_fwd) / tpf;
+    let head_f = raw.head_fwd / tpf;
+    let moe_f = routing.map_or(0.0, |r| {
+        raw.attn_fwd / tpf + fl.router + fl.shared + max_expert_flops(cfg, fl, r)
+    });
+    let bwd_mult = if cfg.recompute_granularity == Recompute::Full {
+        3.0
+    } else {
+        2.0
+    };
+    (0..pp)
+        .map(|r| {
+            let moe_layers: u32 = (0..v)
+                .flat_map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
+                .filter(|l| routing.is_some() && cfg.moe_layer_freq.is_moe_layer(*l))
+                .count() as u32;
+            let dense = cfg.num_layers / pp - moe_layers;
+            let head = if r == pp - 1 { head_f } else { 0.0 };
+            let f = dense as f64 * layer_f + moe_layers as f64 * moe_f + head;
+            f * (1.0 + bwd_mult) / peak * 1e3
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The experts' forward FLOPs at EP index `j`: the tokens every EP rank sent it, through
+/// its experts (the expert-TP split cancels against the gathered tokens).
+fn expert_flops(cfg: &TrainingConfig, fl: &LayerFlops, r: &Routing, j: usize) -> f64 {
+    r.to_rank[j] * cfg.expert_model_parallel_size as f64 * fl.per_expert_token
+}
+
+fn max_expert_flops(cfg: &TrainingConfig, fl: &LayerFlops, r: &Routing) -> f64 {
+    (0..r.to_rank.len())
+        .map(|j| expert_flops(cfg, fl, r, j))
+        .fold(0.0, f64::max)
+}
+
+/// Compute time of each layer part, forward and backward (backward = 2× forward FLOPs).
+fn times(
+    cfg: &TrainingConfig,
+    raw: &RawShape,
+    fl: &LayerFlops,
+    ns: impl Fn(f64) -> Nanos,
+) -> Times {
+    let tpf = cfg.tensor_model_parallel_size as f64;
+    let fb = |f: f64| (ns(f), ns(2.0 * f));
+    Times {
+        attn: fb(raw.attn_fwd / tpf),
+        qkv: fb(fl.qkv),
+        core: fb(fl.core),
+        proj: fb(fl.proj),
+        mlp: fb(raw.mlp_fwd / tpf),
+        router: fb(fl.router),
+        shared: fb(fl.shared),
+        head: fb(raw.head_fwd / tpf),
+    }
+}
+
+/// Sizes that shape the op sequences.
+fn step_shape(cfg: &TrainingConfig, el: u64) -> Shape {
+    let (tp, cp) = (cfg.tensor_model_parallel_size, cfg.context_parallel_size);
+    let tokens = cfg.micro_batch_size * (cfg.seq_length / cp as u64);
+    let kvw = shape::kv_width(cfg) / tp as u64;
+    let hw = cfg.hidden_size / tp as u64;
+    Shape {
+        tp,
+        sp: cfg.sequence_parallel && tp > 1,
+        recompute: cfg.recompute_granularity == Recompute::Full,
+        cp: (cp > 1).then_some(cfg.cp_comm_type),
+        cp_size: cp,
+        kv_bytes: Bytes(2 * tokens * kvw * el),
+        a2a_qkv: Bytes(tokens * (hw + 2 * kvw) * el),
+        a2a_out: Bytes(tokens * hw * el),
+        ce_bytes: Bytes(tokens * 4),
+    }
+}
+
+fn moe_plan(
+    cfg: &TrainingConfig,
+    opts: &ScheduleOptions,
+    shp: &Shape,
+    times: &Times,
+    r: &Routing,
+    el: u64,
+    ns: impl Fn(f64) -> Nanos,
+) -> MoePlan {
+    let h = cfg.hidden_size;
+    let (ep, etp) = (
+        cfg.expert_model_parallel_size,
+        cfg.expert_tensor_parallel_size,
+    );
+    let fl = shape::flops(cfg);
+    let bytes = |tokens: f64| Bytes((tokens * (h * el) as f64).round() as u64);
+    let dispatch_bytes: Vec<Bytes> = r.to_rank.iter().map(|t| bytes(*t)).collect();
+    let etp_gather_bytes = r
+        .to_rank
+        .iter()
+        .map(|t| bytes(t * ep as f64 * etp as f64))
+        .collect();
+    let per_ep: Vec<f64> = (0..r.to_rank.len())
+        .map(|j| expert_flops(cfg, &fl, r, j))
+        .collect();
+    let tokens = shape::moe_tokens(cfg);
+    let ms = MoeShape {
+        dispatcher: cfg.moe_token_dispatcher_type,
+        etp,
+        etp_ep: etp * ep,
+        shared: cfg.moe_shared_expert_intermediate_size.is_some(),
+        allgather_bytes: bytes(tokens * (etp * ep) as f64),
+    };
+    let (fwd_steps, bwd_steps) = layers::moe_layer(shp, times, &ms);
+    MoePlan {
+        num_experts: cfg.num_experts.unwrap_or(0),
+        topk: cfg.moe_router_topk,
+        dispatcher: cfg.moe_token_dispatcher_type,
+        layer_freq: cfg.moe_layer_freq.clone(),
+        routing: opts.moe_routing,
+        tokens,
+        dropped: r.dropped,
+        dispatch_bytes,
+        etp_gather_bytes,
+        expert_fwd: per_ep.iter().map(|f| ns(*f)).collect(),
+        expert_bwd: per_ep.iter().map(|f| ns(2.0 * f)).collect(),
+        fwd_steps,
+        bwd_steps,
+    }
+}
+
+fn plan_stages(
+    cfg: &TrainingConfig,
+    opts: &ScheduleOptions,
+    shp: &Shape,
+    times: &Times,
+    m: u32,
+    v: u32,
+) -> Vec<StagePlan> {
+    let pp = cfg.pipeline_model_parallel_size;
+    let tensors = LayerTensors {
+        dense: shape::dense_layer(cfg),
+        moe: shape::moe_layer(cfg),
+    };
+    let grad_el = grad_dtype_bytes(cfg);
+    let rules = BucketRules {
+        overlap: cfg.overlap_grad_reduce,
+        size: 40_000_000u64.max(1_000_000 * cfg.data_parallel_size as u64),
+        grad_el,
+        param_el: if cfg.use_distributed_optimizer {
+            cfg.params_dtype.size_bytes()
+        } else {
+            0
+        },
+    };
+    let (emb_fwd, emb_bwd) = layers::embedding(shp);
+    let (head_fwd, head_bwd) = layers::head(shp, times);
+    let is_moe = |l: u32| cfg.num_experts.is_some() && cfg.moe_layer_freq.is_moe_layer(l);
+    (0..pp)
+        .map(|r| {
+            let chunks: Vec<_> = (0..v)
+                .map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
+                .collect();
+            let (buckets, dense, expert) =
+                buckets::stage_buckets(cfg, r, &chunks, &tensors, &rules);
+            let sp_params: u64 = chunks
+                .iter()
+                .flat_map(|c| c.clone())
+                .map(|l| shape::sequence_parallel_params(cfg, is_moe(l)))
+                .sum::<u64>()
+                + if r == pp - 1 {
+                    shape::norm_params(cfg)
+                } else {
+                    0
+                };
+            StagePlan {
+                stage: r,
+                warmup: pipeline::warmup_with(pp, r, m, v, opts.warmup_rule),
+                order: pipeline::stage_order_with(pp, r, m, v, opts.warmup_rule),
+                chunks,
+                params_per_gpu: dense,
+                expert_params_per_gpu: expert,
+                buckets,
+                layernorm_bytes: shp.sp.then(|| Bytes(sp_params * grad_el)),
+                embedding_fwd: if r == 0 { emb_fwd.clone() } else { vec![] },
+                embedding_bwd: if r == 0 { emb_bwd.clone() } else { vec![] },
+                head_fwd: if r == pp - 1 {
+                    head_fwd.clone()
+                } else {
+                    vec![]
+                },
+                head_bwd: if r == pp - 1 {
+                    head_bwd.clone()
+                } else {
+                    vec![]
+                },
+            }
+        })
+        .collect()
+}
+
+/// Where a field's value came from, for an error message.
+fn place(cfg: &TrainingConfig, field: &str) -> String {
+    cfg.sources
+        .get(field)
+        .map(source_place)
+        .unwrap_or_else(|| "inputs".into())
+}
+
+fn unsupported(cfg: &TrainingConfig, field: &str, msg: String) -> ScheduleError {
+    ScheduleError::Unsupported {
+        at: place(cfg, field),
+        field: field.into(),
+        msg,
+    }
+}
+
+/// What the schedule can model; returns `(m, v)`.
+fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), ScheduleError> {
+    check_sizes(cfg)?;
+    let (m, v) = check_pipeline(cfg)?;
+    check_context_parallel(cfg)?;
+    check_experts(cfg)?;
+    check_options(opts)?;
+    Ok((m, v))
+}
+
+fn check_sizes(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
+    let (tp, cp, pp, dp) = (
+        cfg.tensor_model_parallel_size,
+        cfg.context_parallel_size,
+        cfg.pipeline_model_parallel_size,
+        cfg.data_parallel_size,
+    );
+    if [tp, cp, pp, dp].contains(&0) {
+        return Err(ScheduleError::Sizes(format!(
+            "TP={tp}, CP={cp}, PP={pp}, DP={dp}: every size must be at least 1"
+        )));
+    }
+    let w = tp as u64 * cp as u64 * pp as u64 * dp as u64;
+    if w != cfg.world_size as u64 {
+        return Err(ScheduleError::Sizes(format!(
+            "world size {} ≠ TP·CP·PP·DP = {tp}·{cp}·{pp}·{dp} = {w}",
+            cfg.world_size
+        )));
+    }
+    if !cfg.num_attention_heads.is_multiple_of(tp) {
+        return Err(ScheduleError::Sizes(format!(
+            "{} attention heads are not divisible by TP {tp}",
+            cfg.num_attention_heads
+        )));
+    }
+    if cfg.hidden_size == 0 || cfg.seq_length == 0 {
+        return Err(ScheduleError::Sizes(
+            "hidden size and sequence length must be positive".into(),
+        ));
+    }
+    if !cfg.seq_length.is_multiple_of(cp as u64) {
+        return Err(ScheduleError::Sizes(format!(
+            "sequence length {} is not divisible by CP {cp}",
+            cfg.seq_length
+        )));
+    }
+    Ok(())
+}
+
+fn check_pipeline(cfg: &TrainingConfig) -> Result<(u32, u32), ScheduleError> {
+    let (pp, dp) = (cfg.pipeline_model_parallel_size, cfg.data_parallel_size);
+    if cfg.micro_batch_size == 0
+        || cfg.global_batch_size == 0
+        || !cfg
+            .global_batch_size
+            .is_multiple_of(cfg.micro_batch_size * dp as u64)
+    {
+        return Err(ScheduleError::Batch {
+            global: cfg.global_batch_size,
+            micro: cfg.micro_batch_size,
+            dp,
+        });
+    }
+    let m = cfg.global_batch_size / (cfg.micro_batch_size * dp as u64);
+    let m = u32::try_from(m)
+        .map_err(|_| ScheduleError::Sizes(format!("{m} micro-batches is too many")))?;
+    let v = cfg.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
+    if v > 1 && pp == 1 {
+        return Err(ScheduleError::Sizes(format!(
+            "virtual pipeline size {v} needs pipeline size > 1"
+        )));
+    }
+    if cfg.num_layers == 0 || !cfg.num_layers.is_multiple_of(pp * v) {
+        return Err(ScheduleError::Layers {
+            layers: cfg.num_layers,
+            pp,
+            v,
+        });
+    }
+    if v > 1 && m % pp != 0 {
+        return Err(ScheduleError::Interleave { m, pp });
+    }
+    Ok((m, v))
+}
+
+/// Context parallelism: the hierarchical `a2a+p2p` needs sizes the job description does
+/// not carry; Ulysses needs the heads of each TP rank to split over CP.
+fn check_context_parallel(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
+    let (tp, cp) = (cfg.tensor_model_parallel_size, cfg.context_parallel_size);
+    if cp <= 1 {
+        return Ok(());
+    }
+    match cfg.cp_comm_type {
+        CpCommType::A2aP2p => Err(unsupported(
+            cfg,
+            "cp_comm_type",
+            "`a2a+p2p` (all-to-all inside, ring across, sized by --hierarchical-context-parallel-sizes) is not modelled: use p2p, a2a or allgather".into(),
+        )),
+        CpCommType::A2a => {
+            let heads = cfg.num_attention_heads / tp;
+            let groups = cfg.num_query_groups.unwrap_or(cfg.num_attention_heads) / tp.max(1);
+            if !heads.is_multiple_of(cp) || !groups.is_multiple_of(cp) {
+                return Err(unsupported(
+                    cfg,
+                    "context_parallel_size",
+                    format!("cp_comm_type a2a splits each TP rank's {heads} attention heads and {groups} K/V heads over CP {cp}, which must divide both: use a CP that divides {} or cp_comm_type p2p", gcd(heads, groups)),
+                ));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Expert parallelism: the expert layout must fit, MoE with TP needs sequence
+/// parallelism (Megatron raises during training otherwise), DeepEP's fused dispatcher is
+/// not modelled.
+fn check_experts(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
+    let ep = cfg.expert_model_parallel_size.max(1);
+    let Some(e) = cfg.num_experts else {
+        if ep > 1 {
+            return Err(unsupported(
+                cfg,
+                "expert_model_parallel_size",
+                format!(
+                    "EP {ep} needs a MoE model: set num_experts (a multiple of {ep}) or use EP 1"
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    let (tp, pp, etp) = (
+        cfg.tensor_model_parallel_size,
+        cfg.pipeline_model_parallel_size,
+        cfg.expert_tensor_parallel_size.max(1),
+    );
+    if e == 0 || !e.is_multiple_of(ep) {
+        return Err(unsupported(
+            cfg,
+            "expert_model_parallel_size",
+            format!("{e} experts do not split over EP {ep}: use an EP that divides {e}"),
+        ));
+    }
+    if cfg.moe_router_topk == 0 || cfg.moe_router_topk > e {
+        return Err(unsupported(
+            cfg,
+            "moe_router_topk",
+            format!(
+                "top-{} routing over {e} experts: use 1 ≤ topk ≤ {e}",
+                cfg.moe_router_topk
+            ),
+        ));
+    }
+    let emp = etp as u64 * ep as u64 * pp as u64;
+    if !(cfg.world_size as u64).is_multiple_of(emp) {
+        return Err(unsupported(
+            cfg,
+            "expert_model_parallel_size",
+            format!(
+                "world size {} is not a multiple of expert TP·EP·PP = {etp}·{ep}·{pp} = {emp}",
+                cfg.world_size
+            ),
+        ));
+    }
+    if tp > 1 && !cfg.sequence_parallel {
+        return Err(unsupported(
+            cfg,
+            "sequence_parallel",
+            format!("MoE layers with TP {tp} need sequence parallelism (Megatron refuses to train them without): add --sequence-parallel or use TP 1"),
+        ));
+    }
+    if cfg.moe_token_dispatcher_type == MoeDispatcher::Flex {
+        return Err(unsupported(
+            cfg,
+            "moe_token_dispatcher_type",
+            "the `flex` dispatcher (DeepEP / HybridEP fused kernels) is not modelled: use alltoall or allgather".into(),
+        ));
+    }
+    if let Some(c) = cfg.moe_expert_capacity_factor {
+        if !(c.is_finite() && c > 0.0) {
+            return Err(unsupported(
+                cfg,
+                "moe_expert_capacity_factor",
+                format!("capacity factor {c} must be positive (or unset for dropless routing)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError> {
+    if !(opts.mfu > 0.0 && opts.mfu <= 1.0) {
+        return Err(ScheduleError::Option(format!(
+            "MFU {} must be in (0, 1]",
+            opts.mfu
+        )));
+    }
+    if let Some(f) = opts.factor {
+        if !(f.is_finite() && f > 0.0) {
+            return Err(ScheduleError::Option(format!(
+                "calibration factor {f} must be positive"
+            )));
+        }
+    }
+    Ok(())
+}

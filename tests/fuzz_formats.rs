@@ -1,0 +1,543 @@
+//! Structure-aware fuzzing of every file reader in `ina3d::formats`.
+//!
+//! Each case builds a *valid* file with the format's own writer from random data, then
+//! mutates it the way real and crafted files go wrong: a token replaced by a huge, negative,
+//! empty or foreign value, a line dropped or doubled, the text cut anywhere, CRLF endings.
+//! The reader must never panic; an unmutated file must read back as what was written; an
+//! error must name the file and, when it names a line, a line the file has. The number of
+//! cases is proptest's (`PROPTEST_CASES`, default 256 per reader), so CI runs a fixed budget.
+
+use ina3d::fct::{FctRow, Summary};
+use ina3d::formats::links_csv::ChannelStat;
+use ina3d::formats::plan_json::{self, Decision, PlanFile};
+use ina3d::formats::switches_csv::SlotSample;
+use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
+use ina3d::formats::{
+    fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt, routes_txt,
+    summary_csv, switches_csv, trace_csv, FormatError,
+};
+use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
+use proptest::prelude::*;
+use std::path::Path;
+
+/// What a crafted or broken file does to a valid one.
+#[derive(Clone, Debug)]
+enum Mutation {
+    None,
+    /// Replace the k-th whitespace/comma-separated token with this text.
+    Token(usize, &'static str),
+    DropLine(usize),
+    DoubleLine(usize),
+    Truncate(usize),
+    Crlf,
+}
+
+/// Values that have broken parsers before: beyond u32/u64, negative, empty, not a number.
+const NASTY: [&str; 10] = [
+    "18446744073709551616",
+    "4294967296",
+    "99999999999999999999999",
+    "-1",
+    "",
+    "x",
+    "1e309",
+    "NaN",
+    "0",
+    "🦀",
+];
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        2 => Just(Mutation::None),
+        4 => (0usize..64, proptest::sample::select(&NASTY[..])).prop_map(|(k, v)| Mutation::Token(k, v)),
+        1 => (0usize..16).prop_map(Mutation::DropLine),
+        1 => (0usize..16).prop_map(Mutation::DoubleLine),
+        1 => (0usize..4096).prop_map(Mutation::Truncate),
+        1 => Just(Mutation::Crlf),
+    ]
+}
+
+fn apply(text: &str, m: &Mutation) -> String {
+    match m {
+        Mutation::None => text.to_string(),
+        Mutation::Token(k, v) => {
+            let tokens: Vec<(usize, usize)> = token_spans(text);
+            match tokens.get(k % tokens.len().max(1)) {
+                Some(&(a, b)) => format!("{}{}{}", &text[..a], v, &text[b..]),
+                None => text.to_string(),
+            }
+        }
+        Mutation::DropLine(k) | Mutation::DoubleLine(k) => {
+            let mut lines: Vec<&str> = text.lines().collect();
+            if lines.is_empty() {
+                return text.to_string();
+            }
+            let i = k % lines.len();
+            if matches!(m, Mutation::DropLine(_)) {
+                lines.remove(i);
+            } else {
+                lines.insert(i, lines[i]);
+            }
+            lines.join("\n") + "\n"
+        }
+        Mutation::Truncate(k) => {
+            let mut cut = k % (text.len() + 1);
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text[..cut].to_string()
+        }
+        Mutation::Crlf => text.replace('\n', "\r\n"),
+    }
+}
+
+/// Byte spans of the tokens separated by whitespace, `,`, `;` or `:`.
+fn token_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (i, c) in text.char_indices() {
+        let sep = c.is_whitespace() || matches!(c, ',' | ';' | ':');
+        match (sep, start) {
+            (true, Some(s)) => {
+                out.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        out.push((s, text.len()));
+    }
+    out
+}
+
+/// An error names the file and, when it names a line, one the text has (or one past it).
+fn check_error(e: &FormatError, path: &Path, text: &str) -> Result<(), TestCaseError> {
+    let msg = e.to_string();
+    prop_assert!(msg.contains(&path.display().to_string()), "{msg}");
+    if let Some(line) = e.line() {
+        let lines = text.lines().count() as u64 + 1;
+        prop_assert!(line <= lines, "line {line} of {lines}: {msg}");
+    }
+    Ok(())
+}
+
+/// Write `text` to a file named `name` and return its path (the CSV readers read files).
+fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+// ------------------------------------------------------------------ generators
+
+fn node() -> impl Strategy<Value = NodeId> {
+    (0u32..64).prop_map(NodeId)
+}
+
+fn topology_file() -> impl Strategy<Value = TopologyFile> {
+    (
+        2u32..12,
+        proptest::collection::vec((0u32..12, 0u32..12, 0usize..4, 1u64..5000), 1..12),
+        any::<bool>(),
+    )
+        .prop_map(|(n, links, simai)| {
+            let rates = [25u64, 100, 400, 2400];
+            let nodes = n + 12;
+            TopologyFile {
+                flavor: if simai {
+                    topology_txt::Flavor::Simai {
+                        gpus_per_server: 2,
+                        gpu_type: "H100".into(),
+                    }
+                } else {
+                    topology_txt::Flavor::Hpcc
+                },
+                nodes,
+                nvswitches: if simai {
+                    vec![NodeId(nodes - 2)]
+                } else {
+                    vec![]
+                },
+                switches: vec![NodeId(nodes - 1)],
+                links: links
+                    .into_iter()
+                    .filter(|(a, b, ..)| a != b)
+                    .map(|(a, b, r, d)| LinkRow {
+                        a: NodeId(a),
+                        b: NodeId(b),
+                        rate: BitsPerSec::gbps(rates[r]),
+                        delay: Nanos(d),
+                        error_rate: 0.0,
+                    })
+                    .collect(),
+            }
+        })
+        .prop_filter("at least one link", |t| !t.links.is_empty())
+}
+
+fn fct_row() -> impl Strategy<Value = FctRow> {
+    (
+        0u64..1000,
+        node(),
+        node(),
+        0usize..4,
+        0usize..5,
+        0u64..1 << 40,
+        0u64..1 << 40,
+        0u64..1 << 30,
+    )
+        .prop_map(|(id, s, d, m, c, size, start, dur)| FctRow {
+            flow_id: id,
+            src: s.0,
+            dst: d.0,
+            mode: [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute][m],
+            class: Class::ALL[c],
+            size_bytes: size,
+            start_ns: start,
+            end_ns: start + dur,
+            fct_ns: dur,
+            standalone_fct_ns: dur / 2,
+        })
+}
+
+/// Glue trace records: a valid DAG (deps on earlier ids), aggregation tags on ina edges.
+fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
+    proptest::collection::vec(
+        (
+            node(),
+            node(),
+            0u64..1 << 34,
+            any::<bool>(),
+            proptest::collection::vec(0u64..64, 0..4),
+            0u64..1 << 20,
+        ),
+        1..20,
+    )
+    .prop_map(|spec| {
+        let mut recs = Vec::new();
+        let mut sa = Vec::new();
+        for (i, (s, d, bytes, ina, deps, gap)) in spec.into_iter().enumerate() {
+            recs.push(FlowRecord {
+                id: FlowId(i as u64),
+                src: s,
+                dst: d,
+                bytes: Bytes(bytes),
+                deps: deps
+                    .into_iter()
+                    .filter(|&x| (x as usize) < i)
+                    .map(FlowId)
+                    .collect(),
+                gap: Nanos(gap),
+                mode: if ina { Mode::Ina } else { Mode::Net },
+                class: Class::Dp,
+                agg: ina.then_some(AggTag {
+                    id: i as u64 / 3,
+                    switch: d,
+                    fanin: 2,
+                    dir: AggDir::Up,
+                }),
+                ..Default::default()
+            });
+            sa.push(Nanos(bytes / 12));
+        }
+        (recs, sa)
+    })
+}
+
+fn routes() -> impl Strategy<Value = routes_txt::Routes> {
+    proptest::collection::vec(
+        (
+            node(),
+            node(),
+            proptest::collection::vec((node(), 0u32..200), 0..5),
+        ),
+        0..10,
+    )
+    .prop_map(|spec| {
+        let mut r = routes_txt::Routes::default();
+        for (s, d, hops) in spec {
+            if s == d {
+                continue;
+            }
+            let mut hops: Vec<(NodeId, LinkId)> =
+                hops.into_iter().map(|(n, l)| (n, LinkId(l))).collect();
+            hops.push((d, LinkId(7)));
+            r.addrs.push((s, d));
+            r.paths.insert((s, d), hops);
+        }
+        r
+    })
+}
+
+/// A shape-valid plan: groups of distinct (class, lowest rank), ascending members, trees
+/// whose last edge ends at the root.
+fn plan_file() -> impl Strategy<Value = PlanFile> {
+    let group = (
+        0u32..3,
+        proptest::collection::btree_set(0u32..4096, 1..6),
+        0u8..3,
+        proptest::collection::vec((node(), node()), 0..5),
+        node(),
+        0u32..65536,
+    );
+    (
+        proptest::collection::vec(group, 0..6),
+        0.0f64..1e12,
+        0u32..1 << 20,
+    )
+        .prop_map(|(gs, t, slots)| {
+            let mut seen = std::collections::BTreeSet::new();
+            let groups = gs
+                .into_iter()
+                .filter_map(|(c, members, d, mut edges, root, k)| {
+                    let class = [Class::Tp, Class::Dp, Class::Emb][c as usize];
+                    let members: Vec<ina3d::units::Rank> =
+                        members.into_iter().map(ina3d::units::Rank).collect();
+                    if !seen.insert((class, members[0])) {
+                        return None;
+                    }
+                    edges.push((NodeId(members[0].0), root));
+                    let decision = match d {
+                        0 => Decision::Host,
+                        1 => Decision::Tree {
+                            form: "hierarchical".into(),
+                            root,
+                            edges,
+                        },
+                        _ => Decision::Rina { tors: vec![root] },
+                    };
+                    Some(plan_json::PlannedGroup {
+                        class,
+                        stage: (c != 2).then_some(c),
+                        members,
+                        decision,
+                        slots: k,
+                        reservations: vec![(root, k)],
+                        collectives: k as u64,
+                        collective_ns: t,
+                        host_collective_ns: t / 2.0,
+                        exposed_ns: t / 3.0,
+                    })
+                })
+                .collect();
+            PlanFile {
+                schema: plan_json::PLAN_SCHEMA,
+                job: [
+                    ("seed".to_string(), "0".to_string()),
+                    ("topology".to_string(), "fat-tree:k=4".to_string()),
+                ]
+                .into_iter()
+                .collect(),
+                settings: plan_json::PlanSettings {
+                    slots,
+                    tree_quota: Some(1),
+                    slot_levels: vec![1.0, 0.5],
+                    objective: "iteration".into(),
+                    classes: vec![Class::Dp],
+                    required: vec![],
+                },
+                solver: plan_json::SolverReport {
+                    requested: "auto".into(),
+                    used: "ilp".into(),
+                    status: "optimal".into(),
+                    objective_ns: t,
+                    bound_ns: t,
+                    gap: 0.0,
+                    solve_time_s: 0.5,
+                    time_limit_s: 10.0,
+                    variables: 7,
+                    constraints: 9,
+                    note: None,
+                },
+                prediction: plan_json::Prediction {
+                    iteration_ns: t,
+                    exposed_ns: t / 2.0,
+                    host_iteration_ns: t * 1.5,
+                },
+                groups,
+                verification: None,
+            }
+        })
+}
+
+fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
+    glue_records().prop_map(|(mut recs, _)| {
+        for r in &mut recs {
+            if r.src == r.dst {
+                r.dst = NodeId(r.src.0 + 1);
+                if let Some(a) = &mut r.agg {
+                    a.switch = r.dst;
+                }
+            }
+            r.iteration = 0;
+            r.layer = Some(r.id.0 as u32);
+        }
+        recs
+    })
+}
+
+// ------------------------------------------------------------------ properties
+
+proptest! {
+    #[test]
+    fn topology_txt(t in topology_file(), m in mutation()) {
+        let text = apply(&topology_txt::to_string(&t), &m);
+        let p = Path::new("fuzz/topology.txt");
+        match topology_txt::parse(p, &text) {
+            Ok((back, _)) => if matches!(m, Mutation::None) { prop_assert_eq!(back, t) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, p, &text)? }
+        }
+    }
+
+    #[test]
+    fn flow_txt(rows in proptest::collection::vec((node(), node(), 0u64..1 << 32, 0u64..1 << 40), 0..12), parsimon in any::<bool>(), m in mutation()) {
+        let flows: Vec<flow_txt::FlowLine> = rows.iter().enumerate().map(|(k, &(s, d, size, t))| flow_txt::FlowLine {
+            id: parsimon.then_some(k as u64), src: s, dst: d, pg: 3, dport: 100, size: Bytes(size), start: Nanos(t),
+        }).collect();
+        let flavor = if parsimon { flow_txt::Flavor::Parsimon } else { flow_txt::Flavor::Hpcc };
+        let text = apply(&flow_txt::to_string(&flows, flavor), &m);
+        let p = Path::new("fuzz/flow.txt");
+        match flow_txt::parse(p, &text) {
+            Ok((back, w)) => if matches!(m, Mutation::None) { prop_assert!(w.is_empty()); prop_assert_eq!(back, flows) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, p, &text)? }
+        }
+    }
+
+    #[test]
+    fn hpcc_fct_txt(rows in proptest::collection::vec(fct_row(), 0..12), parsimon in any::<bool>(), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fct.txt");
+        let flavor = if parsimon { hpcc_fct::Flavor::Parsimon } else { hpcc_fct::Flavor::Hpcc };
+        hpcc_fct::write(&p, &rows, flavor).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let (back, warnings) = hpcc_fct::parse(&p, &text);
+        if matches!(m, Mutation::None) {
+            prop_assert!(warnings.is_empty());
+            let net: Vec<&FctRow> = rows.iter().filter(|r| matches!(r.mode, Mode::Net | Mode::Ina)).collect();
+            prop_assert_eq!(back.len(), net.len());
+            for (b, r) in back.iter().zip(net) {
+                prop_assert_eq!((b.fct_ns, b.size, b.start_ns), (r.fct_ns, r.size_bytes, r.start_ns));
+            }
+        }
+        for w in warnings { prop_assert!(w.line <= text.lines().count() as u64 + 1); }
+    }
+
+    #[test]
+    fn fct_csv(rows in proptest::collection::vec(fct_row(), 1..12), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("fct.csv");
+        fct_csv::write(&p, &rows).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "fct.csv", &text);
+        match fct_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, rows) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+    }
+
+    #[test]
+    fn summary_csv(n in proptest::collection::vec(0u64..u64::MAX, 20), m in mutation()) {
+        let s = Summary {
+            backend: "replay".into(), trace: "t.csv.gz".into(), records: n[0], iteration_time_ns: n[1],
+            compute_ns: n[2], bubble_ns: n[3], exposed_tp_ns: n[4], exposed_pp_ns: n[5], exposed_dp_ns: n[6],
+            exposed_emb_ns: n[7], critical_path_compute_ns: n[8], tp_bytes: n[9], pp_bytes: n[10],
+            dp_bytes: n[11], emb_bytes: n[12], switch_bytes: n[13], ina_slot_peak: n[14], wall_time_ns: n[15],
+            exposed_cp_ns: n[16], exposed_ep_ns: n[17], cp_bytes: n[18], ep_bytes: n[19],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("summary.csv");
+        summary_csv::write(&p, &s).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "summary.csv", &text);
+        match summary_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, s) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+    }
+
+    #[test]
+    fn links_and_switches_csv(ch in proptest::collection::vec((0u32..100, node(), node(), 0u64..u64::MAX / 2), 0..10), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let channels: Vec<ChannelStat> = ch.iter().map(|&(l, a, b, bytes)| ChannelStat {
+            link: LinkId(l), from: a, to: b, rate_bps: 100_000_000_000, bytes, utilisation: 0.5,
+        }).collect();
+        let p = dir.path().join("links.csv");
+        links_csv::write(&p, &channels).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "links.csv", &text);
+        match links_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, channels) },
+            Err(e) => check_error(&e, &p, &text)?,
+        }
+        let samples: Vec<SlotSample> = ch.iter().map(|&(l, a, _, t)| SlotSample { time_ns: t, switch: a, slots_in_use: l }).collect();
+        let p = dir.path().join("switches.csv");
+        switches_csv::write(&p, &samples).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "switches.csv", &text);
+        match switches_csv::read(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, samples) },
+            Err(e) => check_error(&e, &p, &text)?,
+        }
+    }
+
+    #[test]
+    fn glue_trace_txt((recs, sa) in glue_records(), m in mutation()) {
+        let text = apply(&glue_trace_txt::to_string(&recs, &sa), &m);
+        let p = Path::new("fuzz/trace.txt");
+        match glue_trace_txt::parse(p, &text) {
+            Ok((back, bsa)) => if matches!(m, Mutation::None) { prop_assert_eq!(back, recs); prop_assert_eq!(bsa, sa) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, p, &text)? }
+        }
+    }
+
+    #[test]
+    fn routes_txt(r in routes(), m in mutation()) {
+        let text = apply(&routes_txt::to_string(&r), &m);
+        let p = Path::new("fuzz/routes.txt");
+        match routes_txt::parse(p, &text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, r) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, p, &text)? }
+        }
+    }
+
+    #[test]
+    fn trace_csv(recs in trace_records(), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        let mut h = trace_csv::TraceHeader::new();
+        h.set("topology", "fat-tree:k=4");
+        trace_csv::write(&p, &h, &recs).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        match trace_csv::read_str(&text, "fuzz/t.csv") {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back.records, recs) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, Path::new("fuzz/t.csv"), &text)? }
+        }
+    }
+
+    #[test]
+    fn plan_json(p in plan_file(), m in mutation()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.json");
+        plan_json::write(&path, &p).unwrap();
+        let text = apply(&std::fs::read_to_string(&path).unwrap(), &m);
+        let f = Path::new("fuzz/plan.json");
+        match plan_json::parse(f, &text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, p) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn reservations_txt(lines in proptest::collection::btree_map((0u64..u64::MAX, node()), 1u32..u32::MAX, 0..12), m in mutation()) {
+        let l: Vec<reservations_txt::Line> = lines.into_iter().map(|((a, s), k)| (a, s, k)).collect();
+        let text = apply(&reservations_txt::to_string(&l), &m);
+        let f = Path::new("fuzz/reservations.txt");
+        match reservations_txt::parse(f, &text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+}

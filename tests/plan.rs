@@ -1,0 +1,527 @@
+//! The planner: its cost model against hand formulas, the exact solver against brute force
+//! on hand-solvable instances, the heuristic against the exact solver, infeasible settings,
+//! and the lowered plans replayed against the ring and the fixed INA policies.
+
+use ina3d::formats::plan_json::{Decision, PlanFile};
+use ina3d::megatron::{self, TrainingConfig};
+use ina3d::plan::model::{Model, Settings};
+use ina3d::plan::options::{Form, OptKind};
+use ina3d::plan::{self, Objective, PlanError, PlanOptions, SolverKind};
+use ina3d::record::Class;
+use ina3d::replay::{self, ReplayOptions};
+use ina3d::schedule::{self, Workload};
+use ina3d::topology::{NodeKind, Routing, Topology};
+use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
+use ina3d::units::NodeId;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
+fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
+    let mut c = megatron::preset("gpt3-13b").unwrap();
+    for (k, v) in [
+        ("num_layers", "4"),
+        ("hidden_size", "1024"),
+        ("num_attention_heads", "16"),
+        ("seq_length", "512"),
+        ("tensor_model_parallel_size", &tp.to_string()),
+        ("pipeline_model_parallel_size", &pp.to_string()),
+        ("data_parallel_size", &dp.to_string()),
+        ("global_batch_size", &gb.to_string()),
+    ] {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+struct Job {
+    cfg: TrainingConfig,
+    wl: Workload,
+    topo: Topology,
+    opts: TraceOptions,
+}
+
+fn job(cfg: TrainingConfig, spec: &str, switches: InaSwitches, slots: u32) -> Job {
+    let topo = Topology::from_spec(spec).unwrap();
+    let mut opts = TraceOptions::default();
+    opts.ina.mode = InaMode::Planned;
+    opts.ina.policy = InaPolicy::Planned;
+    opts.ina.switches = switches;
+    opts.ina.slots = slots;
+    let wl = schedule::build(&cfg, &opts.schedule).unwrap();
+    Job {
+        cfg,
+        wl,
+        topo,
+        opts,
+    }
+}
+
+fn example(spec: &str, slots: u32) -> Job {
+    let cfg = megatron::load_input(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/example/megatron.log"
+    ))
+    .unwrap();
+    job(cfg, spec, InaSwitches::All, slots)
+}
+
+fn tiny(spec: &str, slots: u32) -> Job {
+    let cfg = megatron::load_input(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/example/tiny.toml"
+    ))
+    .unwrap();
+    job(cfg, spec, InaSwitches::All, slots)
+}
+
+fn settings(slots: u32, quota: Option<u32>, levels: &[f64], classes: &[Class]) -> Settings {
+    Settings {
+        slots,
+        quota,
+        levels: levels.to_vec(),
+        classes: classes.to_vec(),
+        required: vec![],
+        forms: vec![Form::Hierarchical, Form::RootOnly],
+        rina: true,
+    }
+}
+
+fn options(st: Settings, solver: SolverKind) -> PlanOptions {
+    PlanOptions {
+        settings: st,
+        objective: Objective::Iteration,
+        solver,
+        time_limit: Duration::from_secs(20),
+        auto_max_variables: 2000,
+    }
+}
+
+fn model(j: &Job, st: &Settings) -> Model {
+    plan::build_model(&j.wl, &j.topo, &j.opts, st).unwrap()
+}
+
+fn make_plan(j: &Job, po: &PlanOptions) -> PlanFile {
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    plan::plan(&j.wl, &j.topo, &j.opts, po, trace::planned::plan_job(&h)).unwrap()
+}
+
+/// Every assignment of the groups that have a choice, evaluated by the model: the best
+/// feasible iteration time (brute force, independent of both solvers).
+fn brute_force(m: &Model) -> (f64, Vec<usize>) {
+    let free: Vec<usize> = (0..m.groups.len())
+        .filter(|&g| m.opts[g].len() > 1)
+        .collect();
+    let total: usize = free.iter().map(|&g| m.opts[g].len()).product();
+    assert!(
+        total <= 200_000,
+        "instance too large to enumerate ({total})"
+    );
+    let mut a = vec![0usize; m.groups.len()];
+    let mut scratch = vec![0.0; m.channels];
+    let mut best = (f64::INFINITY, a.clone());
+    for mut k in 0..total {
+        for &g in &free {
+            a[g] = k % m.opts[g].len();
+            k /= m.opts[g].len();
+        }
+        let e = m.evaluate(&a, &mut scratch);
+        if e.feasible && e.t < best.0 {
+            best = (e.t, a.clone());
+        }
+    }
+    best
+}
+
+/// Switches by layer (1 = leaf/ToR) of a topology.
+fn layer(topo: &Topology, l: u16) -> Vec<NodeId> {
+    let r = Routing::new(topo, 0).unwrap();
+    (0..topo.node_count() as u32)
+        .map(NodeId)
+        .filter(|&v| topo.kinds[v.idx()] == NodeKind::Switch && r.level(v) == Some(l))
+        .collect()
+}
+
+/// Two DP groups of four GPUs over two leaves (TP pairs on the network, no NVLink), INA
+/// on both leaves and on ONE spine: their only root candidate is that spine, and with a
+/// tree quota of 1 (or slots for one window) only one of them can aggregate.
+fn two_groups_one_spine() -> (Job, NodeId) {
+    let spec = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off";
+    let topo = Topology::from_spec(spec).unwrap();
+    let mut ids = layer(&topo, 1);
+    let spine = layer(&topo, 2)[0];
+    ids.push(spine);
+    (
+        job(small(2, 1, 4, 16), spec, InaSwitches::Ids(ids), 8192),
+        spine,
+    )
+}
+
+#[test]
+fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
+    let (j, spine) = two_groups_one_spine();
+    let m = model(&j, &settings(8192, None, &[1.0], &[Class::Dp]));
+    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let coll = m.groups[g].colls()[0];
+    let o = m.opts[g]
+        .iter()
+        .find(|o| matches!(&o.kind, OptKind::Tree { form: Form::Hierarchical, root, .. } if *root == spine))
+        .expect("a hierarchical tree at the spine");
+    // GPU → leaf → spine and back: 4 link delays; the NIC (100 Gb/s = 12.5 B/ns) is the
+    // bottleneck and a 256-slot window of 256 B over that round trip is faster than it.
+    let delay = j.topo.links[0].delay.0 as f64;
+    let rtt = 4.0 * delay;
+    assert!(
+        256.0 * 256.0 / rtt > 12.5,
+        "window must not bind in this instance"
+    );
+    let s = coll.bytes.0 as f64;
+    let wire = s + (s / 256.0).ceil() * 48.0;
+    let hand = (wire / 12.5).ceil() + rtt;
+    assert_eq!(o.times[0], hand);
+    // the host ring of 4: 6 steps of S/4 (1,000 B packets), one flow per channel per step
+    let h = &m.opts[g][0];
+    assert!(matches!(h.kind, OptKind::Host));
+    let chunk = (s / 4.0).ceil();
+    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 12.5).ceil();
+    // a step crosses GPU → leaf (→ spine → leaf) → GPU: the longest path has 4 links
+    assert_eq!(h.times[0], 6.0 * (step + 4.0 * delay));
+}
+
+#[test]
+fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exact_solver_finds_the_brute_force_optimum(
+) {
+    let (j, spine) = two_groups_one_spine();
+    for (quota, slots) in [(Some(1), 8192), (None, 256)] {
+        let st = settings(slots, quota, &[1.0], &[Class::Dp]);
+        let m = model(&j, &st);
+        // By hand: the two DP groups are alike, so a tree for one of them cannot shorten
+        // the iteration while the other still rings (the iteration optimum is the all-host
+        // time), but it removes that group's exposed time: minimising exposed
+        // communication, exactly one of them aggregates, at the spine.
+        let (best, _) = brute_force(&m);
+        let p = make_plan(&j, &options(st.clone(), SolverKind::Ilp));
+        assert_eq!(
+            (p.solver.used.as_str(), p.solver.status.as_str()),
+            ("ilp", "optimal")
+        );
+        assert!(
+            (p.prediction.iteration_ns - best).abs() <= 1e-6 * best,
+            "{} vs {best}",
+            p.prediction.iteration_ns
+        );
+        assert!((best - p.prediction.host_iteration_ns).abs() <= 1e-6 * best);
+        assert_eq!(p.solver.gap, 0.0);
+        let mut po = options(st.clone(), SolverKind::Ilp);
+        po.objective = Objective::Exposed;
+        let p = make_plan(&j, &po);
+        assert_eq!(p.solver.status, "optimal");
+        let trees: Vec<_> = p
+            .groups
+            .iter()
+            .filter(|g| g.class == Class::Dp)
+            .filter_map(|g| match &g.decision {
+                Decision::Tree { root, .. } => Some(*root),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            trees,
+            vec![spine],
+            "quota {quota:?}, slots {slots}: one tree, at the spine"
+        );
+        let dp: Vec<_> = p.groups.iter().filter(|g| g.class == Class::Dp).collect();
+        let saving: f64 = dp
+            .iter()
+            .map(|g| g.host_collective_ns - g.collective_ns)
+            .sum();
+        let exposed_host: f64 = m
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(g, grp)| m.vals[g][ina3d::plan::model::host_index(&m.opts[g], grp)].exposed)
+            .sum();
+        // one bucket per group: its exposed time drops by exactly the collective's saving
+        assert!(saving > 0.0);
+        assert!((p.prediction.exposed_ns - (exposed_host - saving)).abs() <= 1e-6 * exposed_host);
+    }
+}
+
+#[test]
+fn the_exact_solver_matches_brute_force_on_the_tiny_job_without_nvlink() {
+    // TP pairs, DP pairs and embedding pairs all on the network of a k=4 fat-tree
+    let j = tiny("fat-tree:k=4,nvlink=off", 512);
+    let st = settings(512, Some(1), &[1.0], &[Class::Dp]);
+    let m = model(&j, &st);
+    let (best, _) = brute_force(&m);
+    let p = make_plan(&j, &options(st, SolverKind::Ilp));
+    assert_eq!(p.solver.status, "optimal");
+    assert!((p.prediction.iteration_ns - best).abs() <= 1e-6 * best);
+}
+
+#[test]
+fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances() {
+    let (two, _) = two_groups_one_spine();
+    let cases: Vec<(&str, Job, Settings)> = vec![
+        (
+            "two groups, one spine",
+            two,
+            settings(8192, Some(1), &[1.0, 0.5], &[Class::Dp]),
+        ),
+        (
+            "example",
+            example("fat-tree:k=4,gpus-per-server=2", 8192),
+            settings(
+                8192,
+                None,
+                &[1.0, 0.5, 0.25],
+                &[Class::Tp, Class::Dp, Class::Emb],
+            ),
+        ),
+        (
+            "example, 256 slots",
+            example("fat-tree:k=4,gpus-per-server=2", 256),
+            settings(256, None, &[1.0, 0.5, 0.25], &[Class::Dp, Class::Emb]),
+        ),
+        (
+            "example, quota 1",
+            example("fat-tree:k=4,gpus-per-server=2", 8192),
+            settings(8192, Some(1), &[1.0], &[Class::Dp, Class::Emb]),
+        ),
+        (
+            "tiny, no nvlink",
+            tiny("fat-tree:k=4,nvlink=off", 8192),
+            settings(8192, None, &[1.0, 0.5], &[Class::Tp, Class::Dp, Class::Emb]),
+        ),
+        (
+            "tiny, leaf-spine 3:1",
+            tiny(
+                "leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=2,nvlink=off",
+                1024,
+            ),
+            settings(
+                1024,
+                Some(2),
+                &[1.0, 0.5],
+                &[Class::Tp, Class::Dp, Class::Emb],
+            ),
+        ),
+    ];
+    for (name, j, st) in cases {
+        let h = make_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let x = make_plan(&j, &options(st, SolverKind::Ilp));
+        assert_eq!(
+            x.solver.status, "optimal",
+            "{name}: the exact solver must close this instance"
+        );
+        let (ht, xt) = (h.prediction.iteration_ns, x.prediction.iteration_ns);
+        assert!(
+            xt <= ht * (1.0 + 1e-9),
+            "{name}: exact {xt} worse than heuristic {ht}"
+        );
+        assert!(
+            ht <= 1.05 * xt,
+            "{name}: heuristic {ht} more than 5 % above the optimum {xt}"
+        );
+        assert!(
+            h.solver.bound_ns <= xt * (1.0 + 1e-9),
+            "{name}: the heuristic's bound {} exceeds the optimum {xt}",
+            h.solver.bound_ns
+        );
+    }
+}
+
+#[test]
+fn infeasible_settings_name_the_constraint_and_the_group() {
+    let (j, _) = two_groups_one_spine();
+    let mut st = settings(8192, Some(0), &[1.0], &[Class::Dp]);
+    st.required = vec![Class::Dp];
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let run = |st: Settings| {
+        plan::plan(
+            &j.wl,
+            &j.topo,
+            &j.opts,
+            &options(st, SolverKind::Auto),
+            trace::planned::plan_job(&h),
+        )
+    };
+    let e = run(st.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("tree quota 0") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
+    st.quota = None;
+    st.slots = 100; // a window is 256 slots
+    let e = run(st.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
+    // two groups that must aggregate at the one spine, room for one
+    st.slots = 256;
+    let e = run(st.clone()).unwrap_err();
+    assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
+    // ToR-only INA and groups spanning two leaves: no switch above them
+    let tor = job(
+        small(2, 1, 4, 16),
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+        InaSwitches::Tor,
+        8192,
+    );
+    let h = trace::header(&tor.cfg, &tor.wl, &tor.topo, &tor.opts);
+    let mut st = settings(8192, None, &[1.0], &[Class::Dp]);
+    st.required = vec![Class::Dp];
+    st.rina = false;
+    let e = plan::plan(
+        &tor.wl,
+        &tor.topo,
+        &tor.opts,
+        &options(st, SolverKind::Auto),
+        trace::planned::plan_job(&h),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("no aggregating switch") && e.contains("dp group of ranks 0,2,4,6"),
+        "{e}"
+    );
+}
+
+/// Replay a trace of `opts` for the job; iteration time (ns).
+fn replayed(j: &Job, opts: &TraceOptions) -> f64 {
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, opts);
+    let mut recs = Vec::new();
+    trace::generate_workload(&j.wl, &j.topo, opts, &mut |r| {
+        recs.push(r);
+        Ok(())
+    })
+    .unwrap();
+    let routing = Routing::new(&j.topo, opts.seed).unwrap();
+    let r = replay::simulate(
+        &recs,
+        &j.topo,
+        &routing,
+        &ReplayOptions::from_header(&h).unwrap(),
+    )
+    .unwrap();
+    r.summary.iteration_time_ns as f64
+}
+
+#[test]
+fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_within_its_prediction_error(
+) {
+    let cases = [
+        example("fat-tree:k=4,gpus-per-server=2", 8192),
+        tiny("fat-tree:k=4,nvlink=off", 8192),
+        tiny(
+            "leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=2,nvlink=off",
+            8192,
+        ),
+    ];
+    for j in cases {
+        let st = settings(
+            j.opts.ina.slots,
+            None,
+            &[1.0, 0.5, 0.25],
+            &[Class::Tp, Class::Dp, Class::Emb],
+        );
+        let p = make_plan(&j, &options(st, SolverKind::Auto));
+        let mut planned = j.opts.clone();
+        planned.plan = Some(p.clone());
+        let t = replayed(&j, &planned);
+        let err = (p.prediction.iteration_ns - t).abs() / t;
+        let mut ring = j.opts.clone();
+        ring.ina.mode = InaMode::Off;
+        ring.ina.policy = InaPolicy::Static;
+        let tr = replayed(&j, &ring);
+        let name = &j.topo.source;
+        // a plan is a prediction: it may lose to a configuration it can express by at
+        // most its own measured error
+        assert!(
+            t <= tr * (1.0 + err),
+            "{name}: plan {t} vs ring {tr} (error {err})"
+        );
+        let mut fixed = BTreeMap::new();
+        for (mode, policy) in [
+            (InaMode::Hierarchical, InaPolicy::Static),
+            (InaMode::SwitchMl, InaPolicy::Static),
+            (InaMode::Atp, InaPolicy::BestEffort),
+            (InaMode::Rina, InaPolicy::Static),
+        ] {
+            for classes in [
+                vec![Class::Dp],
+                vec![Class::Tp, Class::Dp],
+                vec![Class::Tp, Class::Dp, Class::Emb],
+            ] {
+                let mut o = j.opts.clone();
+                o.ina.mode = mode;
+                o.ina.policy = policy;
+                o.ina.classes = classes.clone();
+                let tf = replayed(&j, &o);
+                fixed.insert(format!("{mode}/{policy}/{classes:?}"), tf);
+                assert!(t <= tf * (1.0 + err), "{name}: plan {t} slower than {mode} {policy} {classes:?} at {tf} (error {err})");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
+    let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
+    let p = make_plan(
+        &j,
+        &options(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+        ),
+    );
+    let mut other = j.opts.clone();
+    other.seed = 3;
+    let e = trace::planned::check_plan_job(&p, &trace::header(&j.cfg, &j.wl, &j.topo, &other))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("seed: plan `0`, this trace `3`"), "{e}");
+    let k8 = example("fat-tree:k=8,gpus-per-server=2", 8192);
+    let e = trace::planned::check_plan_job(&p, &trace::header(&k8.cfg, &k8.wl, &k8.topo, &k8.opts))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        "{e}"
+    );
+    // the same job lowers, and a tampered tree is refused naming the group
+    trace::planned::check_plan_job(&p, &trace::header(&j.cfg, &j.wl, &j.topo, &j.opts)).unwrap();
+    let mut bad = p.clone();
+    let g = bad
+        .groups
+        .iter_mut()
+        .find(|g| matches!(g.decision, Decision::Tree { .. }))
+        .expect("a tree");
+    if let Decision::Tree { edges, .. } = &mut g.decision {
+        edges.remove(0);
+    }
+    let mut o = j.opts.clone();
+    o.plan = Some(bad);
+    let e = trace::generate_workload(&j.wl, &j.topo, &o, &mut |_| Ok(()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        "{e}"
+    );
+}
+
+#[test]
+fn planning_is_deterministic() {
+    let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
+    let po = options(
+        settings(8192, None, &[1.0, 0.5], &[Class::Dp, Class::Emb]),
+        SolverKind::Heuristic,
+    );
+    let strip = |mut p: PlanFile| {
+        p.solver.solve_time_s = 0.0;
+        p
+    };
+    assert_eq!(strip(make_plan(&j, &po)), strip(make_plan(&j, &po)));
+}
