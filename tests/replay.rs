@@ -1393,3 +1393,88 @@ fn routing_path(
         .map(|c| c.link())
         .collect()
 }
+
+/// `ina3d` with `args`, which must succeed; its stdout.
+fn ina3d_ok(args: &[&std::ffi::OsStr]) -> String {
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    String::from_utf8_lossy(&st.stdout).into()
+}
+
+#[test]
+fn replay_from_the_generator_gives_the_files_a_written_trace_gives() {
+    // the bundled example with hierarchical INA: trace to a file then replay it, against
+    // `replay --from` generating the same job in memory
+    let dir = tempfile::tempdir().unwrap();
+    let input = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/megatron.log");
+    let topo = "fat-tree:k=4,gpus-per-server=2";
+    let trace = dir.path().join("t.csv.gz");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let job = [os("--ina"), os("hierarchical"), os("--seed"), os("2")];
+    let mut gen = vec![os("trace"), os(input), os("--topology"), os(topo), os("-o")];
+    gen.push(trace.clone().into());
+    gen.extend(job.iter().cloned());
+    let call = |v: Vec<std::ffi::OsString>| {
+        let r: Vec<&std::ffi::OsStr> = v.iter().map(|s| s.as_os_str()).collect();
+        ina3d_ok(&r)
+    };
+    call(gen);
+    call(vec![
+        os("replay"),
+        trace.clone().into(),
+        os("-o"),
+        a.clone().into(),
+    ]);
+    let mut from = vec![
+        os("replay"),
+        os("--from"),
+        os(input),
+        os("--topology"),
+        os(topo),
+    ];
+    from.extend(job.iter().cloned());
+    from.extend([os("-o"), b.clone().into()]);
+    call(from);
+    for f in ["fct.csv", "fct.txt", "links.csv", "switches.csv"] {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(!x.is_empty() && x == y, "{f} differs");
+    }
+    assert!(
+        std::fs::read_to_string(a.join("switches.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            > 1
+    );
+}
+
+#[test]
+fn job_flags_with_a_trace_file_are_refused_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ina3d::trace::write(&trace, &ina3d::trace::TraceHeader::new(), &[]).unwrap();
+    for flag in [["--tp", "2"], ["--ina", "rina"]] {
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .arg("replay")
+            .arg(&trace)
+            .args(["--topology", "fat-tree:k=4", "-o"])
+            .arg(dir.path().join("o"))
+            .args(flag)
+            .output()
+            .unwrap();
+        assert_eq!(st.status.code(), Some(2), "{flag:?}");
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(err.contains("--from INPUT"), "{err}");
+    }
+}

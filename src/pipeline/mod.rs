@@ -26,8 +26,8 @@ pub use run::{run, RunOutcome};
 pub use spec::{parse_seeds, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec, RUN_OPTIONS};
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
-    ns3_report, replay_file, replay_records, replay_report, resolve_seed, resolve_topology,
-    run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input,
+    ns3_report, replay_file, replay_job, replay_records, replay_report, resolve_seed,
+    resolve_topology, run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input,
 };
 
 use std::path::PathBuf;
