@@ -63,6 +63,10 @@ pub(super) struct Unit {
     /// Propagation delay added after the last byte left.
     pub latency: u64,
     pub owner: Owner,
+    /// Creation order of the unit (its slot in `units` is reused once it finishes): the
+    /// id its completion events carry and the tie-break of the solver's ordering, so
+    /// results do not depend on which slot a unit got.
+    pub serial: u32,
 }
 
 /// Mutable simulation state.
@@ -76,6 +80,11 @@ pub(super) struct Sim<'a> {
     end: Vec<u64>,
     done: usize,
     pub units: Vec<Unit>,
+    /// Slots of finished units, reused by the next units (a large trace has millions of
+    /// transfers but only the concurrent ones need a slot).
+    pub free_units: Vec<u32>,
+    /// The slot of each unit, by serial.
+    pub slot_of: Vec<u32>,
     pub pos: Vec<u32>,
     pub ch_units: Vec<Vec<(u32, u32)>>,
     pub ch_demand: Vec<f64>,
@@ -114,6 +123,8 @@ impl<'a> Sim<'a> {
             end: vec![u64::MAX; n],
             done: 0,
             units: Vec::new(),
+            free_units: Vec::new(),
+            slot_of: Vec::new(),
             pos: vec![0; arena_len],
             ch_units: vec![Vec::new(); nch],
             ch_demand: vec![0.0; nch],
@@ -190,17 +201,20 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// A unit's last byte left (unless the event is stale): take it off the network and
-    /// end its owner after the path latency.
-    fn tx_done(&mut self, u: u32, ver: u32, records: &[FlowRecord]) {
+    /// The last byte of unit `serial` left (unless the event is stale: a newer rate, or
+    /// the unit already gone): take it off the network, free its slot and end its owner
+    /// after the path latency.
+    fn tx_done(&mut self, serial: u32, ver: u32, records: &[FlowRecord]) {
+        let u = self.slot_of[serial as usize];
         let x = &self.units[u as usize];
-        if x.ver != ver || x.rate == 0.0 {
+        if x.serial != serial || x.ver != ver || x.rate == 0.0 {
             return;
         }
         let (owner, lat) = (x.owner, x.latency);
         let t = self.now;
         self.units[u as usize].rate = 0.0;
         self.remove_unit(u, !matches!(owner, Owner::Agg(_)));
+        self.free_units.push(u);
         match owner {
             Owner::Rec(i) => self.push(t + lat, EventKind::End, i, 0),
             Owner::Agg(a) => {
@@ -425,23 +439,13 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// One row per record, trace order.
-    fn rows(&self, records: &[FlowRecord]) -> Vec<FctRow> {
+    /// Each record's standalone FCT, trace order (what the rows need of the prepared
+    /// tables, so those can be freed before the rows are built).
+    fn standalones(&self, records: &[FlowRecord]) -> Vec<u64> {
         records
             .iter()
             .enumerate()
-            .map(|(i, r)| FctRow {
-                flow_id: r.id.0,
-                src: r.src.0,
-                dst: r.dst.0,
-                mode: r.mode,
-                class: r.class,
-                size_bytes: r.bytes.0,
-                start_ns: self.start[i],
-                end_ns: self.end[i],
-                fct_ns: self.end[i] - self.start[i],
-                standalone_fct_ns: self.standalone(i, r),
-            })
+            .map(|(i, r)| self.standalone(i, r))
             .collect()
     }
 
@@ -500,13 +504,21 @@ pub fn simulate<R: PathSource + ?Sized>(
     let p = prepare(records, topo, routing, opts)?;
     let mut sim = Sim::new(p, records.len(), opts);
     sim.run(records)?;
-    let rows = sim.rows(records);
     let channels = sim.channel_stats(topo);
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
+    let standalone = sim.standalones(records);
+    let (start, end) = (std::mem::take(&mut sim.start), std::mem::take(&mut sim.end));
+    let (switch_bytes, ina_fallbacks, events, resolves) =
+        (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
+    // the prepared tables and the solver's state are done with: free them before the
+    // rows are built (the peak of a large replay)
+    drop(sim);
+    let rows = rows(records, &start, &end, &standalone);
+    drop((start, end, standalone));
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
-        switch_bytes: sim.p.switch_bytes,
+        switch_bytes,
         ina_slot_peak: fct::slot_peak(&slots),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
@@ -516,8 +528,28 @@ pub fn simulate<R: PathSource + ?Sized>(
         summary,
         channels,
         slots,
-        ina_fallbacks: sim.fallbacks,
-        events: sim.events,
-        resolves: sim.resolves,
+        ina_fallbacks,
+        events,
+        resolves,
     })
+}
+
+/// One row per record, trace order.
+fn rows(records: &[FlowRecord], start: &[u64], end: &[u64], standalone: &[u64]) -> Vec<FctRow> {
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| FctRow {
+            flow_id: r.id.0,
+            src: r.src.0,
+            dst: r.dst.0,
+            mode: r.mode,
+            class: r.class,
+            size_bytes: r.bytes.0,
+            start_ns: start[i],
+            end_ns: end[i],
+            fct_ns: end[i] - start[i],
+            standalone_fct_ns: standalone[i],
+        })
+        .collect()
 }

@@ -34,8 +34,8 @@ impl Sim<'_> {
         latency: u64,
         owner: Owner,
     ) {
-        let u = self.units.len() as u32;
-        self.units.push(Unit {
+        let serial = self.slot_of.len() as u32;
+        let unit = Unit {
             off,
             len,
             remaining: wire,
@@ -46,10 +46,24 @@ impl Sim<'_> {
             ver: 0,
             latency,
             owner,
-        });
-        self.unit_mark.push(0);
-        self.unit_frozen.push(0);
-        self.new_rate.push(0.0);
+            serial,
+        };
+        let u = match self.free_units.pop() {
+            Some(u) => {
+                let i = u as usize;
+                self.units[i] = unit;
+                (self.unit_mark[i], self.unit_frozen[i], self.new_rate[i]) = (0, 0, 0.0);
+                u
+            }
+            None => {
+                self.units.push(unit);
+                self.unit_mark.push(0);
+                self.unit_frozen.push(0);
+                self.new_rate.push(0.0);
+                (self.units.len() - 1) as u32
+            }
+        };
+        self.slot_of.push(u);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -178,7 +192,11 @@ impl Sim<'_> {
             self.units[a as usize]
                 .cap
                 .total_cmp(&self.units[b as usize].cap)
-                .then(a.cmp(&b))
+                .then(
+                    self.units[a as usize]
+                        .serial
+                        .cmp(&self.units[b as usize].serial),
+                )
         });
         let mut ui = 0;
         loop {
@@ -259,8 +277,8 @@ impl Sim<'_> {
             x.rate = r;
             x.ver = x.ver.wrapping_add(1);
             let t = now + fluid_time(x.remaining, r);
-            let ver = x.ver;
-            self.push(t, EventKind::TxDone, u, ver);
+            let (serial, ver) = (x.serial, x.ver);
+            self.push(t, EventKind::TxDone, serial, ver);
         }
     }
 }
