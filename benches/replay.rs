@@ -296,6 +296,17 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
     g.recs
 }
 
+/// `MemAvailable` of the machine, bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    l.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
+}
+
 fn vm_hwm_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -716,7 +727,26 @@ fn scale() {
     println!(
         "cluster scale (GPT-3 175B TP8·PP16, fat-tree k=64, replay --from; one process per case):"
     );
-    for (dp, ina) in [(256, "off"), (256, "hierarchical"), (512, "off")] {
+    // (DP, INA, records): the record counts of these traces, for the memory check below
+    for (dp, ina, records) in [
+        (256, "off", 17_686_016u64),
+        (256, "hierarchical", 17_686_016),
+        (512, "off", 67_960_320),
+    ] {
+        // at the ≈ 300 B/record measured at 32,768 GPUs (30 Nov 2026), a case that does
+        // not fit the memory available now would push the shared machine into the OOM
+        // killer: say so and what it needs instead of starting it
+        let need = records * 300;
+        let avail = mem_available_bytes().unwrap_or(0);
+        if need > avail {
+            println!(
+                "  {} GPUs DP{dp} INA {ina}: NOT RUN: needs ≈ {:.1} GiB ({records} records × 300 B), {:.1} GiB available",
+                8 * 16 * dp,
+                need as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            );
+            continue;
+        }
         let out = std::process::Command::new(&exe)
             .args(["scale-case", &dp.to_string(), ina])
             .output();
