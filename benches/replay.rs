@@ -730,7 +730,7 @@ fn scale() {
     // (DP, INA, records): the record counts of these traces, for the memory check below
     for (dp, ina, records) in [
         (256, "off", 17_686_016u64),
-        (256, "hierarchical", 17_686_016),
+        (256, "hierarchical", 1_073_152),
         (512, "off", 67_960_320),
     ] {
         // at the ≈ 300 B/record measured at 32,768 GPUs (30 Nov 2026), a case that does
