@@ -1,7 +1,8 @@
 //! Replayer benchmark: prints figures, asserts nothing about time.
 //!
 //! `cargo bench --no-default-features --bench replay` (add `-- quick` for the growth
-//! series and the ns-3 comparison only, `-- ns3` for the ns-3 comparison only).
+//! series and the ns-3 comparison only, `-- ns3` for the ns-3 comparison only, `-- scale`
+//! for the cluster-scale cases only; the full run ends with them).
 //!
 //! Figure 1 uses the project's own generator (`megatron` preset → `schedule::build` →
 //! `trace::generate_workload`, what `ina3d trace` runs). The growth series and a second
@@ -294,6 +295,17 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
         }
     }
     g.recs
+}
+
+/// `MemAvailable` of the machine, bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    l.split_whitespace()
+        .nth(1)?
+        .parse::<u64>()
+        .ok()
+        .map(|k| k * 1024)
 }
 
 fn vm_hwm_kib() -> Option<u64> {
@@ -716,6 +728,97 @@ fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Cluster scale (issue 13): GPT-3 175B TP8·PP16 on fat-tree k=64 at DP 256 (32,768 GPUs,
+/// ring and hierarchical INA) and DP 512 (65,536 GPUs, ring), one NCCL channel (the
+/// ≈ 17.7 M-record trace the 60 s / 4 GiB target was set on), generated in memory and
+/// replayed as `ina3d replay --from` does. Each case runs in a child process of this bench
+/// so that its peak RSS (VmHWM) is its own.
+fn scale() {
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return println!("cluster scale: cannot re-run this bench: {e}"),
+    };
+    println!(
+        "cluster scale (GPT-3 175B TP8·PP16, fat-tree k=64, replay --from; one process per case):"
+    );
+    // (DP, INA, records): the record counts of these traces, for the memory check below
+    for (dp, ina, records) in [
+        (256, "off", 17_686_016u64),
+        (256, "hierarchical", 1_073_152),
+        (512, "off", 67_960_320),
+    ] {
+        // at the ≈ 300 B/record measured at 32,768 GPUs (30 Nov 2026), a case that does
+        // not fit the memory available now would push the shared machine into the OOM
+        // killer: say so and what it needs instead of starting it
+        let need = records * 300;
+        let avail = mem_available_bytes().unwrap_or(0);
+        if need > avail {
+            println!(
+                "  {} GPUs DP{dp} INA {ina}: NOT RUN: needs ≈ {:.1} GiB ({records} records × 300 B), {:.1} GiB available",
+                8 * 16 * dp,
+                need as f64 / (1u64 << 30) as f64,
+                avail as f64 / (1u64 << 30) as f64
+            );
+            continue;
+        }
+        let out = std::process::Command::new(&exe)
+            .args(["scale-case", &dp.to_string(), ina])
+            .output();
+        match out {
+            Ok(o) => {
+                print!("{}", String::from_utf8_lossy(&o.stdout));
+                if !o.status.success() {
+                    println!(
+                        "  DP{dp} INA {ina}: failed: {}",
+                        String::from_utf8_lossy(&o.stderr)
+                    );
+                }
+            }
+            Err(e) => println!("  DP{dp} INA {ina}: could not start: {e}"),
+        }
+    }
+}
+
+/// One cluster-scale case, in this process: prints wall, peak RSS and bytes per record
+/// beside the targets (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
+fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = ina3d::pipeline::JobSpec {
+        input: "gpt3-175b".into(),
+        topology: "fat-tree:k=64".into(),
+        tp: Some(8),
+        pp: Some(16),
+        dp: Some(dp),
+        nccl_channels: Some(1),
+        ina: ina3d::pipeline::InaSpec {
+            mode: ina.parse()?,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let t0 = Instant::now();
+    let (_, r) = ina3d::pipeline::replay_job(&spec, false, &mut |_| {})?;
+    let wall = t0.elapsed().as_secs_f64();
+    let hwm = vm_hwm_kib().unwrap_or(0) as f64 * 1024.0;
+    let gib = hwm / (1u64 << 30) as f64;
+    let records = r.summary.records.max(1);
+    let targets = if dp == 256 {
+        format!(
+            " (target ≤ 60 s: {:.2}×; ≤ 4 GiB: {:.2}×)",
+            wall / 60.0,
+            gib / 4.0
+        )
+    } else {
+        " (target: runs)".into()
+    };
+    println!(
+        "  {} GPUs DP{dp} INA {ina}: {records} records, generate + replay wall {wall:.1} s, peak RSS {gib:.2} GiB, {:.0} B/record{targets}; iteration {:.1} ms",
+        8 * 16 * dp,
+        hwm / records as f64,
+        r.summary.iteration_time_ns as f64 / 1e6
+    );
+    Ok(())
+}
+
 fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
     Shape {
         tp: 8,
@@ -731,6 +834,20 @@ fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(k) = args.iter().position(|a| a == "scale-case") {
+        let dp = args.get(k + 1).and_then(|d| d.parse().ok()).unwrap_or(256);
+        let ina = args.get(k + 2).map_or("off", String::as_str);
+        if let Err(e) = scale_case(dp, ina) {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if args.iter().any(|a| a == "scale") {
+        scale();
+        return;
+    }
     let quick = std::env::args().any(|a| a == "quick");
     if std::env::args().any(|a| a == "ns3") {
         ns3_vs_replayer_ratio();
@@ -793,4 +910,7 @@ fn main() {
         );
     }
     ns3_vs_replayer_ratio();
+    if !quick {
+        scale();
+    }
 }

@@ -144,12 +144,56 @@ pub fn switch_hops(topo: &Topology, src: NodeId, path: &[Channel]) -> u64 {
             .count() as u64
 }
 
+/// Aggregator-slot use of one switch over a run, from its `switches.csv` samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchSlots {
+    /// The switch.
+    pub switch: NodeId,
+    /// Most slots in use at once (held for a positive time).
+    pub peak: u64,
+    /// Slot-time: the integral of slots in use over time, slot·ns (Σ w × held duration).
+    pub slot_time: u64,
+}
+
+/// Peak and slot-time of every switch with samples, ascending switch id: the one reading
+/// of a back-end's occupancy samples (`switches.csv`, [`SlotSample`]: slots in use from
+/// `time_ns` on). Each switch's samples are taken in time order (file order among equal
+/// times); a value that lasts no time (another sample of the switch at the same
+/// nanosecond) is neither a peak nor slot-time, so back-ends that log several changes at
+/// one instant read the same as one that logs their sum; the last sample of a switch
+/// counts for the peak but adds no slot-time (a run ends with its slots free).
+pub fn switch_slots(samples: &[SlotSample]) -> Vec<SwitchSlots> {
+    let mut order: Vec<&SlotSample> = samples.iter().collect();
+    order.sort_by_key(|s| (s.switch, s.time_ns));
+    order
+        .chunk_by(|a, b| a.switch == b.switch)
+        .map(|run| {
+            let mut out = SwitchSlots {
+                switch: run[0].switch,
+                peak: 0,
+                slot_time: 0,
+            };
+            for (k, s) in run.iter().enumerate() {
+                let held = run.get(k + 1).map(|next| next.time_ns - s.time_ns);
+                if held != Some(0) {
+                    out.peak = out.peak.max(s.slots_in_use as u64);
+                }
+                let dt = held.unwrap_or(0);
+                out.slot_time = out
+                    .slot_time
+                    .saturating_add((s.slots_in_use as u64).saturating_mul(dt));
+            }
+            out
+        })
+        .collect()
+}
+
 /// Peak aggregator slots in use on any one switch, from a back-end's occupancy samples
-/// (`switches.csv`): the `ina_slot_peak` of a [`Summary`].
+/// (`switches.csv`): the `ina_slot_peak` of a [`Summary`], the largest [`switch_slots`] peak.
 pub fn slot_peak(samples: &[SlotSample]) -> u64 {
-    samples
+    switch_slots(samples)
         .iter()
-        .map(|s| s.slots_in_use as u64)
+        .map(|s| s.peak)
         .max()
         .unwrap_or(0)
 }
@@ -608,6 +652,60 @@ mod tests {
             .collect();
         let names: Vec<&str> = Summary::default().metrics().iter().map(|m| m.0).collect();
         assert_eq!(names, numeric);
+    }
+
+    fn sample(time_ns: u64, switch: u32, slots_in_use: u32) -> SlotSample {
+        SlotSample {
+            time_ns,
+            switch: NodeId(switch),
+            slots_in_use,
+        }
+    }
+
+    #[test]
+    fn switch_slots_integrate_each_switchs_occupancy_over_time() {
+        // switch 7: 100 slots over [10, 60), 250 over [60, 90), 150 over [90, 100), then free;
+        // switch 3: 256 over [0, 1000). Interleaved as a back-end writes them (time order).
+        let s = vec![
+            sample(0, 3, 256),
+            sample(10, 7, 100),
+            sample(60, 7, 250),
+            sample(90, 7, 150),
+            sample(100, 7, 0),
+            sample(1000, 3, 0),
+        ];
+        let got = switch_slots(&s);
+        assert_eq!(
+            got,
+            vec![
+                SwitchSlots {
+                    switch: NodeId(3),
+                    peak: 256,
+                    slot_time: 256 * 1000
+                },
+                SwitchSlots {
+                    switch: NodeId(7),
+                    peak: 250,
+                    slot_time: 100 * 50 + 250 * 30 + 150 * 10
+                },
+            ]
+        );
+        assert_eq!(slot_peak(&s), 256);
+    }
+
+    #[test]
+    fn a_value_that_lasts_no_time_is_not_a_peak() {
+        // at t = 50 one aggregation frees 100 and another takes 100, logged as two changes
+        let s = vec![
+            sample(0, 1, 100),
+            sample(50, 1, 200),
+            sample(50, 1, 100),
+            sample(80, 1, 0),
+        ];
+        let got = switch_slots(&s);
+        assert_eq!(got[0].peak, 100);
+        assert_eq!(got[0].slot_time, 100 * 80);
+        assert_eq!(slot_peak(&[]), 0);
     }
 
     #[test]

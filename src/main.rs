@@ -47,7 +47,7 @@ enum Command {
     #[command(subcommand)]
     Export(cli::export::Command),
     /// Replay a trace on the native flow-level simulator.
-    Replay(cli::replay::Args),
+    Replay(Box<cli::replay::Args>),
     /// Compare a replay with an ns-3 run of the same trace.
     Compare(cli::compare::Args),
     /// The main job: parse, trace, replay each INA policy, (ns-3), compare, results table.
@@ -68,7 +68,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cli::inspect::run(a),
         Command::Ns3(c) => cli::ns3::run(c),
         Command::Export(c) => cli::export::run(c),
-        Command::Replay(a) => cli::replay::run(a),
+        Command::Replay(a) => cli::replay::run(*a),
         Command::Compare(a) => cli::compare::run(a),
         Command::Run(a) => cli::run::run(*a),
         Command::Sweep(a) => cli::sweep::run(a),

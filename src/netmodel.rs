@@ -46,44 +46,115 @@ pub enum EdgeDir {
 
 /// Propagation latency of an aggregation tree: (longest up chain, longest down chain),
 /// each the largest sum of edge delays along a path of edges (`from` → `to`, `delay` ns).
-/// An INA stream's round trip is their sum. Edges may come in any order; trees are
-/// shallow, so a relaxation over the edge list converges in a few passes.
+/// An INA stream's round trip is their sum. Edges may come in any order.
 pub fn tree_latency<N: Copy + Eq + std::hash::Hash>(edges: &[(N, N, u64, EdgeDir)]) -> (u64, u64) {
-    use std::collections::HashMap;
-    // up: the longest chain of up edges ending at a node; down: the longest chain of down
-    // edges starting at a node.
-    let mut up: HashMap<N, u64> = HashMap::new();
-    let mut down: HashMap<N, u64> = HashMap::new();
-    for _ in 0..edges.len() {
-        let mut changed = false;
-        for &(from, to, d, dir) in edges {
-            match dir {
-                EdgeDir::Up => {
-                    let v = up.get(&from).copied().unwrap_or(0) + d;
-                    let e = up.entry(to).or_insert(0);
-                    if v > *e {
-                        *e = v;
-                        changed = true;
+    let c = TreeChains::new(edges);
+    (c.up_latency(), c.down_latency())
+}
+
+/// The chains of an aggregation tree, per node, found by relaxation over the edge list
+/// (trees are shallow, so it converges in a few passes): what the tree's latency and each
+/// switch's slot holding interval are read from.
+pub struct TreeChains<N> {
+    /// Longest chain of up edges ending at a node (the last packet's arrival).
+    up_long: std::collections::HashMap<N, u64>,
+    /// Shortest chain of up edges from a leaf to a node (the first packet's arrival).
+    up_first: std::collections::HashMap<N, u64>,
+    /// Longest chain of down edges starting at a node.
+    down_long: std::collections::HashMap<N, u64>,
+    /// Longest chain of down edges from the root to a node.
+    from_root: std::collections::HashMap<N, u64>,
+    /// Nodes that send down edges.
+    down_src: std::collections::HashSet<N>,
+}
+
+impl<N: Copy + Eq + std::hash::Hash> TreeChains<N> {
+    /// Relax every chain over `edges` (`from`, `to`, delay ns, direction). A node that no
+    /// up edge enters is a leaf (its first packet leaves at 0).
+    pub fn new(edges: &[(N, N, u64, EdgeDir)]) -> TreeChains<N> {
+        use std::collections::{HashMap, HashSet};
+        let up_dst: HashSet<N> = edges
+            .iter()
+            .filter(|e| e.3 == EdgeDir::Up)
+            .map(|e| e.1)
+            .collect();
+        let mut c = TreeChains {
+            up_long: HashMap::new(),
+            up_first: HashMap::new(),
+            down_long: HashMap::new(),
+            from_root: HashMap::new(),
+            down_src: edges
+                .iter()
+                .filter(|e| e.3 == EdgeDir::Down)
+                .map(|e| e.0)
+                .collect(),
+        };
+        let relax_max = |map: &mut HashMap<N, u64>, to: N, v: u64| {
+            let e = map.entry(to).or_insert(0);
+            let grew = v > *e;
+            *e = (*e).max(v);
+            grew
+        };
+        for _ in 0..edges.len() {
+            let mut changed = false;
+            for &(from, to, d, dir) in edges {
+                match dir {
+                    EdgeDir::Up => {
+                        let v = c.up_long.get(&from).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.up_long, to, v);
+                        let first = if up_dst.contains(&from) {
+                            c.up_first.get(&from).copied()
+                        } else {
+                            Some(0)
+                        };
+                        if let Some(f) = first {
+                            let e = c.up_first.entry(to).or_insert(u64::MAX);
+                            if f + d < *e {
+                                *e = f + d;
+                                changed = true;
+                            }
+                        }
                     }
-                }
-                EdgeDir::Down => {
-                    let v = down.get(&to).copied().unwrap_or(0) + d;
-                    let e = down.entry(from).or_insert(0);
-                    if v > *e {
-                        *e = v;
-                        changed = true;
+                    EdgeDir::Down => {
+                        let v = c.down_long.get(&to).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.down_long, from, v);
+                        let v = c.from_root.get(&from).copied().unwrap_or(0) + d;
+                        changed |= relax_max(&mut c.from_root, to, v);
                     }
                 }
             }
+            if !changed {
+                break;
+            }
         }
-        if !changed {
-            break;
-        }
+        c
     }
-    (
-        up.values().copied().max().unwrap_or(0),
-        down.values().copied().max().unwrap_or(0),
-    )
+
+    /// The longest up chain: when the last packet reaches the root after the last byte
+    /// left the workers.
+    pub fn up_latency(&self) -> u64 {
+        self.up_long.values().copied().max().unwrap_or(0)
+    }
+
+    /// The longest down chain.
+    pub fn down_latency(&self) -> u64 {
+        self.down_long.values().copied().max().unwrap_or(0)
+    }
+
+    /// When aggregating switch `s` holds a stream's slots: (from the stream's start to its
+    /// first packet's arrival at `s` — the shortest up chain; from the stream's last byte
+    /// leaving the workers to its last result leaving `s` — for a switch that sends
+    /// results down, the longest up chain plus the down chain from the root to `s`; for
+    /// one that only sums upwards, the longest up chain to it).
+    pub fn slot_hold(&self, s: N) -> (u64, u64) {
+        let acquire = self.up_first.get(&s).copied().unwrap_or(0);
+        let release = if self.down_src.contains(&s) {
+            self.up_latency() + self.from_root.get(&s).copied().unwrap_or(0)
+        } else {
+            self.up_long.get(&s).copied().unwrap_or(0)
+        };
+        (acquire, release)
+    }
 }
 
 /// A unit's own rate limit over the channels it occupies: the smallest `capacity / k` over
@@ -150,6 +221,11 @@ mod tests {
             (20, 3, 120, Down),
         ];
         assert_eq!(tree_latency(&e), (150, 150));
+        // switch 10: first packet after 100, last result leaves it at 150 (up) + 50;
+        // the root: first packet at 120 (from 3), last result leaves at 150
+        let c = TreeChains::new(&e);
+        assert_eq!(c.slot_hold(10), (100, 200));
+        assert_eq!(c.slot_hold(20), (120, 150));
     }
 
     #[test]

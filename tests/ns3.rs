@@ -1087,7 +1087,8 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
 #[cfg(feature = "tables")]
 #[test]
 fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_switch() {
-    use ina3d::report::slots::{read_switches_csv, slot_usage};
+    use ina3d::fct::switch_slots;
+    use ina3d::formats::switches_csv;
     // w = min(window, packets of the stream, pool): bound by each in turn
     for (s, window, slots, w) in [
         (64 * 1024, 256, 8192, 64), // 64 packets
@@ -1108,13 +1109,17 @@ fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_s
         assert_eq!(r.stats["ina_sum_errors"], 0);
         assert_eq!(r.stats["ina_fallback_packets"], 0);
         assert_eq!(r.summary.ina_slot_peak, w);
-        let changes = read_switches_csv(&d.path().join("switches.csv")).unwrap();
-        let usage = slot_usage(&changes);
+        let changes = switches_csv::read(&d.path().join("switches.csv")).unwrap();
+        let usage: std::collections::BTreeMap<u32, ina3d::fct::SwitchSlots> =
+            switch_slots(&changes)
+                .into_iter()
+                .map(|u| (u.switch.0, u))
+                .collect();
         assert_eq!(usage.keys().copied().collect::<Vec<_>>(), vec![8, 9, 10]);
         // one packet's hop: 1,072 wire bytes at 100 Gb/s (85.76 ns) plus 1 µs of wire
         let hop = 1086;
         for sw in [8u32, 9, 10] {
-            let mine: Vec<_> = changes.iter().filter(|c| c.switch == sw).collect();
+            let mine: Vec<_> = changes.iter().filter(|c| c.switch.0 == sw).collect();
             assert_eq!(
                 mine.iter().map(|c| c.slots_in_use).collect::<Vec<_>>(),
                 vec![w as u32, 0],
@@ -1147,10 +1152,7 @@ fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_s
                 "switch {sw}: freed {freed}, last result out at {}",
                 last_out - hop
             );
-            assert_eq!(
-                usage[&sw].slot_time,
-                u128::from(w) * u128::from(freed - taken)
-            );
+            assert_eq!(usage[&sw].slot_time, w * (freed - taken));
         }
     }
 }

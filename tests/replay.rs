@@ -358,25 +358,41 @@ fn ina_on_one_switch_takes_s_over_b_plus_latency_when_the_window_suffices() {
 }
 
 #[test]
-fn ina_with_few_slots_is_window_limited_to_slots_times_payload_over_rtt() {
+fn ina_with_a_small_window_is_limited_to_window_times_payload_over_rtt() {
     let topo = star(4, G100, Nanos(1000));
     let s = 1_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
-    for (slots, window) in [(8192, 4), (4, 256)] {
-        let r = run(
-            &recs,
-            &topo,
-            &ina_opts(slots, window, InaPolicy::BestEffort),
-        );
-        // 4 slots × 1000 B / 2000 ns = 2 B/ns = 16 Gb/s
-        let want = wire(s) as f64 / 2.0 + 2000.0;
+    let r = run(&recs, &topo, &ina_opts(8192, 4, InaPolicy::BestEffort));
+    // 4 slots × 1000 B / 2000 ns = 2 B/ns = 16 Gb/s
+    let want = wire(s) as f64 / 2.0 + 2000.0;
+    assert_close(r.summary.iteration_time_ns, want, 1.0, "window 4");
+    assert_eq!(r.summary.ina_slot_peak, 4);
+}
+
+#[test]
+fn a_pool_smaller_than_one_window_grants_the_pool_and_limits_the_packets_in_flight() {
+    // w = min(window 256, 1000 packets, pool 4) = 4, as in the glue: the stream holds the
+    // whole pool and keeps 4 packets in flight, 4 × 1000 B / 2000 ns = 2 B/ns; under
+    // `static` the pool is split between TP and DP, so DP's share is 2 slots: 1 B/ns
+    let topo = star(4, G100, Nanos(1000));
+    let s = 1_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
+    for (policy, w) in [
+        (InaPolicy::BestEffort, 4u32),
+        (InaPolicy::Priority, 4),
+        (InaPolicy::Static, 2),
+    ] {
+        let r = run(&recs, &topo, &ina_opts(4, 256, policy));
+        assert_eq!(r.ina_fallbacks, 0, "{policy:?}");
+        assert_eq!(r.summary.ina_slot_peak, w as u64, "{policy:?}");
+        let rate = w as f64 * 1000.0 / 2000.0;
+        let want = wire(s) as f64 / rate + 2000.0;
         assert_close(
             r.summary.iteration_time_ns,
             want,
             1.0,
-            &format!("slots {slots} window {window}"),
+            &format!("{policy:?}"),
         );
-        assert_eq!(r.summary.ina_slot_peak, 4);
     }
 }
 
@@ -445,8 +461,53 @@ fn static_policy_partitions_slots_among_enabled_classes() {
     );
 }
 
+/// The switch's samples as (time, slots in use).
+fn occupancy(r: &ina3d::replay::ReplayResult) -> Vec<(u64, u32)> {
+    r.slots
+        .iter()
+        .map(|s| (s.time_ns, s.slots_in_use))
+        .collect()
+}
+
+/// Wire time of an INA stream of `s` bytes (1000 B slots) at 100 Gb/s, rounded up.
+fn ina_tx(s: u64) -> u64 {
+    (ina_wire(s, 1000) as f64 / B100).ceil() as u64
+}
+
 #[test]
-fn slot_occupancy_is_recorded_per_switch_over_time() {
+fn one_aggregation_holds_w_slots_from_its_first_packet_until_its_last_result_leaves() {
+    // star, 1 µs links: the first packet reaches the switch 1 µs after the start; the
+    // last byte leaves the workers at T = wire/rate, reaches the switch at T + 1 µs, and
+    // the switch multicasts the last result then; the edges end at T + 2 µs.
+    let topo = star(4, G100, Nanos(1000));
+    let s = 1_000_000;
+    let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
+    let r = run(&recs, &topo, &ina_opts(8192, 100, InaPolicy::BestEffort));
+    let t = ina_tx(s); // 1,048,000 B / 12.5 B/ns = 83,840 ns
+    assert_eq!(t, 83_840);
+    // w = min(window 100, 1000 packets) = 100
+    assert_eq!(occupancy(&r), vec![(1000, 100), (t + 1000, 0)]);
+    assert_eq!(ends(&r)[&0].1, t + 2000);
+    let per = ina3d::fct::switch_slots(&r.slots);
+    assert_eq!(per.len(), 1);
+    assert_eq!(per[0].switch, NodeId(4));
+    assert_eq!(per[0].peak, 100);
+    assert_eq!(per[0].slot_time, 100 * t);
+}
+
+#[test]
+fn a_stream_shorter_than_the_window_holds_one_slot_per_packet() {
+    let topo = star(4, G100, Nanos(1000));
+    // 50,500 B = 51 packets of 1000 B < window 256
+    let recs = ina_allreduce(1, 0, &[0, 1], 4, 50_500, Class::Dp, &[]);
+    let r = run(&recs, &topo, &ina_opts(8192, 256, InaPolicy::BestEffort));
+    assert_eq!(r.summary.ina_slot_peak, 51);
+    let t = ina_tx(50_500);
+    assert_eq!(occupancy(&r), vec![(1000, 51), (t + 1000, 0)]);
+}
+
+#[test]
+fn two_overlapping_aggregations_add_up_on_their_shared_switch() {
     let topo = star(4, G100, Nanos(1000));
     let mut recs = ina_allreduce(1, 0, &[0, 1], 4, 1_000_000, Class::Dp, &[]);
     recs.push(compute(50, 2, 5_000, &[]));
@@ -460,22 +521,171 @@ fn slot_occupancy_is_recorded_per_switch_over_time() {
         &[50],
     ));
     let r = run(&recs, &topo, &ina_opts(8192, 100, InaPolicy::BestEffort));
-    let seq: Vec<(u64, u32)> = r
-        .slots
-        .iter()
-        .map(|s| (s.time_ns, s.slots_in_use))
-        .collect();
     let e = ends(&r);
-    assert_eq!(seq[0], (0, 100));
+    assert_eq!(e[&100].0, 5_000);
+    // disjoint NICs: both stream at line rate, each for T
+    let t = ina_tx(1_000_000);
     assert_eq!(
-        seq[1],
-        (5_000, 200),
-        "second aggregation joins while the first runs"
+        occupancy(&r),
+        vec![
+            (1000, 100),
+            (6000, 200),
+            (t + 1000, 100),
+            (5000 + t + 1000, 0)
+        ]
     );
-    assert_eq!(seq.last().unwrap().1, 0);
     assert!(r.slots.iter().all(|s| s.switch == NodeId(4)));
-    assert!(e[&100].0 == 5_000);
     assert_eq!(r.summary.ina_slot_peak, 200);
+    let per = ina3d::fct::switch_slots(&r.slots);
+    assert_eq!(per[0].slot_time, 2 * 100 * t);
+}
+
+#[test]
+fn best_effort_refuses_an_aggregation_whose_w_slots_are_not_all_free() {
+    // pool 150: the first takes w = 100, the second wants 100 with 50 free and falls back
+    // (no partial grant)
+    let topo = star(4, G100, Nanos(1000));
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 4, 1_000_000, Class::Dp, &[]);
+    recs.push(compute(50, 2, 5_000, &[]));
+    recs.extend(ina_allreduce(
+        2,
+        100,
+        &[2, 3],
+        4,
+        1_000_000,
+        Class::Dp,
+        &[50],
+    ));
+    let r = run(&recs, &topo, &ina_opts(150, 100, InaPolicy::BestEffort));
+    assert_eq!(r.ina_fallbacks, 1);
+    let t = ina_tx(1_000_000);
+    assert_eq!(occupancy(&r), vec![(1000, 100), (t + 1000, 0)]);
+    // the fallback: a 2-rank ring, 2 steps of S/2 each way, from 5 µs
+    let ring_t = 2.0 * wire(1_000_000 / 2) as f64 / B100 + 2.0 * 2000.0;
+    assert_close(ends(&r)[&100].1, 5000.0 + ring_t, 2.0, "fallback ring");
+}
+
+#[test]
+fn a_waiting_aggregation_starts_when_the_reservation_ends() {
+    // priority, pool = one window: the second aggregation (ready at 5 µs) waits for the
+    // first to end at T + 2 µs. Physically the switch frees the slots at T + 1 µs and the
+    // second's first packet needs 1 µs to arrive, so a per-switch admission could have
+    // started it 2 µs (one tree latency) earlier: the documented bound, reached.
+    let topo = star(4, G100, Nanos(1000));
+    let mut recs = ina_allreduce(1, 0, &[0, 1], 4, 1_000_000, Class::Dp, &[]);
+    recs.push(compute(50, 2, 5_000, &[]));
+    recs.extend(ina_allreduce(
+        2,
+        100,
+        &[2, 3],
+        4,
+        1_000_000,
+        Class::Dp,
+        &[50],
+    ));
+    let r = run(&recs, &topo, &ina_opts(100, 100, InaPolicy::Priority));
+    let t = ina_tx(1_000_000);
+    let e = ends(&r);
+    assert_eq!(e[&0].1, t + 2000);
+    assert_eq!(e[&100].0, t + 2000);
+    let second_acquires = e[&100].0 + 1000;
+    assert_eq!(
+        occupancy(&r),
+        vec![
+            (1000, 100),
+            (t + 1000, 0),
+            (second_acquires, 100),
+            (second_acquires + t, 0)
+        ]
+    );
+    assert_eq!(second_acquires - (t + 1000), 2000, "one tree latency");
+    assert_eq!(r.ina_fallbacks, 0);
+}
+
+/// Hosts 0, 1 under leaf 4 and hosts 2, 3 under leaf 5 (1 µs host links), both leaves
+/// under spine 6 (0.5 µs links), 100 Gb/s everywhere.
+fn two_level() -> Topology {
+    let mut kinds = vec![NodeKind::Host; 4];
+    kinds.extend([NodeKind::Switch; 3]);
+    let link = |a: u32, b: u32, d: u64| Link {
+        a: NodeId(a),
+        b: NodeId(b),
+        rate: G100,
+        delay: Nanos(d),
+        error_rate: 0.0,
+        kind: LinkKind::Nic,
+    };
+    Topology {
+        kinds,
+        links: vec![
+            link(0, 4, 1000),
+            link(1, 4, 1000),
+            link(2, 5, 1000),
+            link(3, 5, 1000),
+            link(4, 6, 500),
+            link(5, 6, 500),
+        ],
+        gpus: (0..4).map(NodeId).collect(),
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "two-level".into(),
+    }
+}
+
+#[test]
+fn each_switch_of_a_two_level_tree_holds_slots_by_its_own_chain() {
+    // up: hosts → leaves (1 µs), leaves → spine (0.5 µs); down mirrored. Leaves aggregate
+    // their two hosts, the spine the two leaves.
+    let topo = two_level();
+    let s = 1_000_000;
+    let mut recs = Vec::new();
+    let tag = |sw: u32, fanin: u32, dir: AggDir| AggTag {
+        id: 9,
+        switch: NodeId(sw),
+        fanin,
+        dir,
+    };
+    let mut edge = |id: u64, src: u32, dst: u32, deps: &[u64], t: AggTag| {
+        let mut r = rec(id, src, dst, s, deps, 0, Mode::Ina, Class::Dp);
+        r.agg = Some(t);
+        recs.push(r);
+    };
+    for h in 0..4u32 {
+        edge(h as u64, h, 4 + h / 2, &[], tag(4 + h / 2, 2, AggDir::Up));
+    }
+    edge(4, 4, 6, &[0, 1], tag(6, 2, AggDir::Up));
+    edge(5, 5, 6, &[2, 3], tag(6, 2, AggDir::Up));
+    edge(6, 6, 4, &[4, 5], tag(6, 2, AggDir::Down));
+    edge(7, 6, 5, &[4, 5], tag(6, 2, AggDir::Down));
+    for h in 0..4u32 {
+        let parent = 4 + h / 2;
+        edge(
+            8 + h as u64,
+            parent,
+            h,
+            &[6 + h as u64 / 2],
+            tag(parent, 2, AggDir::Down),
+        );
+    }
+    let r = run(&recs, &topo, &ina_opts(8192, 100, InaPolicy::BestEffort));
+    let t = ina_tx(s);
+    // unit end: T + up 1.5 µs + down 1.5 µs
+    assert_eq!(ends(&r)[&0].1, t + 3000);
+    let at = |sw: u32| -> Vec<(u64, u32)> {
+        r.slots
+            .iter()
+            .filter(|x| x.switch == NodeId(sw))
+            .map(|x| (x.time_ns, x.slots_in_use))
+            .collect()
+    };
+    // leaves: first packet at 1 µs; the last result leaves them at T + 1.5 + 0.5 µs
+    assert_eq!(at(4), vec![(1000, 100), (t + 2000, 0)]);
+    assert_eq!(at(5), vec![(1000, 100), (t + 2000, 0)]);
+    // spine: first packet at 1.5 µs; it multicasts the last result at T + 1.5 µs
+    assert_eq!(at(6), vec![(1500, 100), (t + 1500, 0)]);
+    let per = ina3d::fct::switch_slots(&r.slots);
+    let times: Vec<u64> = per.iter().map(|p| p.slot_time).collect();
+    assert_eq!(times, vec![100 * (t + 1000), 100 * (t + 1000), 100 * t]);
 }
 
 /// A pseudo-random DAG on a star: compute and flows, gaps, shared receivers.
@@ -1182,4 +1392,89 @@ fn routing_path(
         .iter()
         .map(|c| c.link())
         .collect()
+}
+
+/// `ina3d` with `args`, which must succeed; its stdout.
+fn ina3d_ok(args: &[&std::ffi::OsStr]) -> String {
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    String::from_utf8_lossy(&st.stdout).into()
+}
+
+#[test]
+fn replay_from_the_generator_gives_the_files_a_written_trace_gives() {
+    // the bundled example with hierarchical INA: trace to a file then replay it, against
+    // `replay --from` generating the same job in memory
+    let dir = tempfile::tempdir().unwrap();
+    let input = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/megatron.log");
+    let topo = "fat-tree:k=4,gpus-per-server=2";
+    let trace = dir.path().join("t.csv.gz");
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let job = [os("--ina"), os("hierarchical"), os("--seed"), os("2")];
+    let mut gen = vec![os("trace"), os(input), os("--topology"), os(topo), os("-o")];
+    gen.push(trace.clone().into());
+    gen.extend(job.iter().cloned());
+    let call = |v: Vec<std::ffi::OsString>| {
+        let r: Vec<&std::ffi::OsStr> = v.iter().map(|s| s.as_os_str()).collect();
+        ina3d_ok(&r)
+    };
+    call(gen);
+    call(vec![
+        os("replay"),
+        trace.clone().into(),
+        os("-o"),
+        a.clone().into(),
+    ]);
+    let mut from = vec![
+        os("replay"),
+        os("--from"),
+        os(input),
+        os("--topology"),
+        os(topo),
+    ];
+    from.extend(job.iter().cloned());
+    from.extend([os("-o"), b.clone().into()]);
+    call(from);
+    for f in ["fct.csv", "fct.txt", "links.csv", "switches.csv"] {
+        let (x, y) = (
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+        );
+        assert!(!x.is_empty() && x == y, "{f} differs");
+    }
+    assert!(
+        std::fs::read_to_string(a.join("switches.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            > 1
+    );
+}
+
+#[test]
+fn job_flags_with_a_trace_file_are_refused_with_status_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    ina3d::trace::write(&trace, &ina3d::trace::TraceHeader::new(), &[]).unwrap();
+    for flag in [["--tp", "2"], ["--ina", "rina"]] {
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .arg("replay")
+            .arg(&trace)
+            .args(["--topology", "fat-tree:k=4", "-o"])
+            .arg(dir.path().join("o"))
+            .args(flag)
+            .output()
+            .unwrap();
+        assert_eq!(st.status.code(), Some(2), "{flag:?}");
+        let err = String::from_utf8_lossy(&st.stderr);
+        assert!(err.contains("--from INPUT"), "{err}");
+    }
 }

@@ -249,6 +249,68 @@ fn comparison_tables_are_written_with_their_documented_columns_and_are_determini
 }
 
 #[test]
+fn compare_switches_csv_puts_each_switchs_peak_and_slot_time_side_by_side() {
+    let (_t, r, n) = fixture_copy();
+    // replay: switch 20 holds 256 over [1000, 81000), switch 21 holds 256 over [1500, 80500)
+    fs::write(
+        r.join("switches.csv"),
+        "time_ns,switch,slots_in_use\n1000,20,256\n1500,21,256\n80500,21,0\n81000,20,0\n",
+    )
+    .unwrap();
+    // ns-3 (the glue logs every change, two at one instant on switch 20): switch 20 holds
+    // 100 over [900, 50000), 200 over [50000, 90000) (after a transient 300 at 50000);
+    // switch 22, which the replay never used, 10 over [0, 10)
+    fs::write(
+        n.join("switches.csv"),
+        "time_ns,switch,slots_in_use\n0,22,10\n10,22,0\n900,20,100\n50000,20,300\n50000,20,200\n90000,20,0\n",
+    )
+    .unwrap();
+    let c = compare(&r, &n).unwrap();
+    assert!(c.slots.is_some());
+    let out = tempfile::tempdir().unwrap();
+    let paths = c.write(out.path()).unwrap();
+    assert_eq!(paths.len(), 4);
+    let text = fs::read_to_string(out.path().join("switches.csv")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "switch,replay_slot_peak,ns3_slot_peak,replay_slot_time,ns3_slot_time,slot_time_diff,slot_peak_diff"
+    );
+    // 20: replay 256 × 80,000 = 20,480,000; ns-3 100 × 49,100 + 200 × 40,000 = 12,910,000
+    // (the transient 300 lasts no time: not a peak); differences are ns-3 − replay
+    assert_eq!(lines[1], "20,256,200,20480000,12910000,-7570000,-56");
+    // 21: replay 256 × 79,000; ns-3 never saw it
+    assert_eq!(lines[2], "21,256,0,20224000,0,-20224000,-256");
+    // 22: only ns-3
+    assert_eq!(lines[3], "22,0,10,0,100,100,10");
+    assert_eq!(lines.len(), 4);
+}
+
+#[test]
+fn without_a_switches_csv_on_one_side_no_slots_table_is_written() {
+    let (_t, r, n) = fixture_copy();
+    fs::write(r.join("switches.csv"), "time_ns,switch,slots_in_use\n").unwrap();
+    let c = compare(&r, &n).unwrap();
+    assert!(c.slots.is_none());
+    let out = tempfile::tempdir().unwrap();
+    assert_eq!(c.write(out.path()).unwrap().len(), 3);
+    assert!(!out.path().join("switches.csv").exists());
+}
+
+#[test]
+fn a_malformed_switches_csv_is_named_with_its_line() {
+    let (_t, r, n) = fixture_copy();
+    fs::write(r.join("switches.csv"), "time_ns,switch,slots_in_use\n").unwrap();
+    fs::write(
+        n.join("switches.csv"),
+        "time_ns,switch,slots_in_use\n5,20,256\n9,x,0\n",
+    )
+    .unwrap();
+    let e = compare(&r, &n).unwrap_err().to_string();
+    assert!(e.contains("switches.csv") && e.contains(":3"), "{e}");
+}
+
+#[test]
 fn speedup_vs_ring_is_ring_iteration_time_over_each_policy_time() {
     let rows = vec![
         summary("ring", 1000),
@@ -619,15 +681,19 @@ fn a_links_csv_giving_one_channel_twice_or_lacking_a_column_is_an_error_naming_l
     .unwrap();
     let e = read_links_csv(&p).unwrap_err().to_string();
     assert!(
-        e.contains("line 4") && e.contains("already given on line 2"),
+        e.contains("links.csv:4") && e.contains("already given on line 2"),
         "{e}"
     );
     fs::write(&p, "link,from,to,bytes\n0,0,4,1048\n").unwrap();
     let e = read_links_csv(&p).unwrap_err().to_string();
-    assert!(e.contains("line 1") && e.contains("rate_bps"), "{e}");
-    fs::write(&p, "link,from,to,rate_bps,bytes\n0,0,4,100,-3\n").unwrap();
+    assert!(e.contains("links.csv:1") && e.contains("rate_bps"), "{e}");
+    fs::write(
+        &p,
+        "link,from,to,rate_bps,bytes,utilisation\n0,0,4,100,-3,0.1\n",
+    )
+    .unwrap();
     let e = read_links_csv(&p).unwrap_err().to_string();
-    assert!(e.contains("line 2") && e.contains("bytes"), "{e}");
+    assert!(e.contains("links.csv:2") && e.contains("bytes"), "{e}");
 }
 
 #[test]

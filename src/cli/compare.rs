@@ -13,8 +13,9 @@ pub struct Args {
     /// `ina3d ns3 run`.
     #[arg(long, value_name = "DIR")]
     pub ns3: PathBuf,
-    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv`, `links.csv` and
-    /// `switches.csv` (INA slot peak and slot-time per switch on both back-ends).
+    /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv`, `links.csv` and (when
+    /// both directories have one) `switches.csv`: INA slot peak and slot-time per switch on
+    /// both back-ends with their differences.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
     /// The `ina3d ns3 emit` directory an external `fct.txt` (`--ns3` pointing at an

@@ -1,6 +1,11 @@
-//! `ina3d replay <trace> --topology <SPEC|FILE> -o DIR [--seed N]`.
+//! `ina3d replay <trace> --topology <SPEC|FILE> -o DIR [--seed N]`, or
+//! `ina3d replay --from <INPUT> --topology <SPEC|FILE> -o DIR [job flags]` to replay a job
+//! straight from the generator without writing its trace.
 
-use ina3d::pipeline::{replay_file, replay_report};
+use super::job::JobArgs;
+use anyhow::{bail, Context};
+use ina3d::pipeline::{replay_file, replay_job, replay_report};
+use ina3d::trace::{parse_classes, InaMode};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -9,7 +14,14 @@ use std::path::PathBuf;
 #[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
 pub struct Args {
     /// Trace file (`.csv` or `.csv.gz`) written by `ina3d trace`.
-    pub trace: PathBuf,
+    #[arg(required_unless_present = "from", conflicts_with = "from")]
+    pub trace: Option<PathBuf>,
+    /// Instead of a trace file: the job (Megatron log, launch script, config file or
+    /// preset name, as `ina3d trace` takes it), generated in memory and replayed without
+    /// writing a trace — the job flags below (`--tp`, `--ina`, …) apply to it, and
+    /// `--topology` is required.
+    #[arg(long, value_name = "INPUT")]
+    pub from: Option<String>,
     /// Topology: a builder spec (`fat-tree:k=8`) or an HPCC `topology.txt`. Defaults to
     /// the topology named in the trace header; an error when both are given and differ.
     #[arg(long)]
@@ -17,29 +29,84 @@ pub struct Args {
     /// Output directory (fct.csv, fct.txt, summary.csv, links.csv, switches.csv).
     #[arg(short, long)]
     pub out: PathBuf,
-    /// ECMP seed. Defaults to the trace header's seed (the routes the trace was built on).
+    /// ECMP seed. Defaults to the trace header's seed (the routes the trace was built on);
+    /// with `--from`, the seed the job is generated and routed with (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
+    #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]
+    pub ina: InaMode,
+    /// With `--from`: traffic classes allowed to aggregate, in priority order.
+    #[arg(long, default_value = "tp,dp,emb")]
+    pub ina_classes: String,
+    /// With `--from`: the job's options (as `ina3d trace` takes them).
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// The spec the job flags give when none is set (input, topology, INA mode, classes and
+/// seed neutral): a trace-file replay refuses any other.
+fn untouched_job_spec() -> ina3d::pipeline::JobSpec {
+    ina3d::pipeline::JobSpec {
+        input: String::new(),
+        topology: String::new(),
+        ina: ina3d::pipeline::InaSpec {
+            mode: InaMode::Off,
+            classes: Vec::new(),
+            ..Default::default()
+        },
+        seed: 0,
+        ..Default::default()
+    }
 }
 
 /// Run `ina3d replay`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let r = replay_file(
-        &a.trace,
-        a.topology.as_deref(),
-        a.seed,
-        std::io::stderr().is_terminal(),
-    )?;
-    for w in &r.warnings {
-        eprintln!("warning: {w}");
-    }
-    ina3d::replay::write_outputs(&a.out, &r.result)?;
-    println!("{}", replay_report(&r.result, &a.out));
-    if let Some((spec, records)) = &r.bench {
-        let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &r.result.rows)?;
+    let progress = std::io::stderr().is_terminal();
+    let result = match (&a.trace, &a.from) {
+        (Some(trace), None) => {
+            if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()
+                || a.ina != InaMode::Off
+                || a.ina_classes != "tp,dp,emb"
+            {
+                bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
+            }
+            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress)?;
+            for w in &r.warnings {
+                eprintln!("warning: {w}");
+            }
+            let plan = r.plan_report();
+            (r.result, plan, r.bench)
+        }
+        (None, Some(input)) => {
+            let Some(topology) = a.topology.as_deref() else {
+                bail!("--from {input} needs --topology");
+            };
+            if a.ina == InaMode::Planned {
+                bail!("--ina planned lowers a plan: use `ina3d trace --plan` and replay its file");
+            }
+            let classes = parse_classes(&a.ina_classes)
+                .map_err(anyhow::Error::msg)
+                .context("--ina-classes")?;
+            let spec = a
+                .job
+                .spec(input, topology, a.ina, classes, a.seed.unwrap_or(0))?;
+            let (job, result) = replay_job(&spec, progress, &mut |_| {})?;
+            for w in &job.warnings {
+                eprintln!("warning: {w}");
+            }
+            (result, None, None)
+        }
+        _ => bail!("give a trace file or `--from INPUT`, not both"),
+    };
+    let (result, plan, bench) = result;
+    ina3d::replay::write_outputs(&a.out, &result)?;
+    println!("{}", replay_report(&result, &a.out));
+    if let Some((spec, records)) = &bench {
+        let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &result.rows)?;
         print!("{}", ina3d::fct::bench::bench_table(&rows));
     }
-    if let Some(line) = r.plan_report() {
+    if let Some(line) = plan {
         println!("{line}");
     }
     Ok(())

@@ -246,6 +246,24 @@ pub fn replay_records(
     })
 }
 
+/// Generates the trace of `spec`'s job in memory, without writing a file, and replays it
+/// on the job's topology with the spec's seed (the routes the generator built INA trees
+/// on): what `ina3d trace` then `ina3d replay` of the file give, minus the file. The
+/// summary names the trace `<input> (generated)`. `progress` is called with the number of
+/// records generated so far, every 65,536 records.
+pub fn replay_job(
+    spec: &super::JobSpec,
+    bars: bool,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(Job, ReplayResult), PipelineError> {
+    let job = Job::prepare(spec)?;
+    let opts = spec.trace_options()?;
+    let t = generate_trace(&job, &opts, None, true, progress)?;
+    let name = format!("{} (generated)", spec.input);
+    let result = replay_records(&t.records, &t.header, &job.topology, spec.seed, &name, bars)?;
+    Ok((job, result))
+}
+
 /// A replay of a trace file, with the warnings met on the way.
 #[derive(Debug)]
 pub struct FileReplay {

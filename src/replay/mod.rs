@@ -18,7 +18,7 @@
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up
-//! and down); its rate is its max-min share, capped by its window, `slots × payload /
+//! and down); its rate is its max-min share, capped by its window, `window × payload /
 //! RTT` with RTT = the tree's up + down propagation latency. It ends at
 //! `S_wire/rate + up latency + down latency`; all its edges share its start and end.
 //! `S` is the largest up edge (down edges of a reduce-scatter carry smaller shards within
@@ -26,8 +26,39 @@
 //! `k` edges of one tree (children behind a switch that does not aggregate) weighs `k` for
 //! the unit in the max-min solve. An aggregation with only down edges (Rina's multicast
 //! back to the racks) sums nothing: it takes no slots and has no window limit.
-//! Aggregator slots come from per-switch pools (see [`InaPolicy`]); an aggregation needs
-//! slots on every switch of its tree and takes `min(window, free)` on all of them.
+//!
+//! **Slots (one model for both back-ends).** An aggregation stream occupies, at each of
+//! its aggregating switches, `w = min(window, packets of the stream, the pool it draws
+//! from)` slots — SwitchML's worker pool of slot indices reused round-robin (`packets =
+//! ceil(S / payload)`; the pool is the class's share under `static`, the whole pool
+//! otherwise: a pool smaller than the window makes `w` the pool, and the stream then has
+//! `w` packets in flight, its rate capped at `w × payload / RTT`). The
+//! switch holds them from the arrival of the stream's first packet until its last result
+//! packet leaves it: the root when it multicasts the last sum, a non-root switch when it
+//! forwards the parent's last result down (a switch that only sums upwards, Rina's rack
+//! reduction, when its last partial sum leaves upwards). In the replayer's timing, for a
+//! unit that starts at `t0` and whose last byte leaves the workers at `T`:
+//! - first packet at `s`: `t0 +` the shortest up chain (sum of path delays) from a worker to `s`;
+//! - last result leaves `s`: `T +` the longest up chain (the last packet reaching the root)
+//!   `+` the down chain from the root to `s` (0 at the root); the unit ends at
+//!   `T +` longest up `+` longest down chain.
+//!
+//! `switches.csv` records exactly these holding intervals, one sample per change, and
+//! per-switch peak and slot-time (Σ w × held, slot·ns) are read from it by
+//! [`crate::fct::switch_slots`], the same function that reads the glue's file.
+//!
+//! The policies ([`InaPolicy`]) grant the `w` slots on every switch of the tree, or refuse
+//! them — never a part. **Approximation:** the replayer decides once, when the unit starts
+//! (before its first packet reaches any switch), and keeps the slots *reserved* for the
+//! policy from that start to the unit's end, while the recorded occupancy is the physical
+//! interval above, which starts later by the up chain to `s` and ends earlier by the rest
+//! of the down chain. So an admission can only be more conservative than one made at each
+//! switch's first packet, by at most one tree latency (up + down chain: 2 µs on a star with
+//! 1 µs links, ≈ 6 µs on a 3-tier fat-tree): a waiting aggregation starts at most that
+//! much late, and a best-effort one is refused only if a holder's physical release falls
+//! within that window (the test `a_waiting_aggregation_starts_when_the_reservation_ends`
+//! shows the bound reached).
+//!
 //! When an aggregation gets no slot and is not allowed to wait, it **falls back to the
 //! host ring all-reduce** over its worker hosts: `n` flows, member i → member i+1, each of
 //! `2(n−1)` chunks of `ceil(S/n)` bytes (headers per chunk), started together and
@@ -40,7 +71,10 @@
 
 mod engine;
 mod output;
+mod pools;
+mod prepare;
 mod route;
+mod solver;
 
 pub use engine::simulate;
 pub use output::write_outputs;
@@ -51,15 +85,16 @@ use crate::formats::links_csv::ChannelStat;
 use crate::formats::switches_csv::SlotSample;
 use crate::units::{Bytes, FlowId, LinkId, NodeId};
 
-/// The slot policies (what each does in this replayer: `static` partitions each switch's
-/// pool equally among the enabled classes and an aggregation waits FIFO within its class's
-/// share, a class with no share falling back to the host ring; `best-effort` takes
-/// `min(window, free)` slots from the whole pool and falls back to the host ring at once
-/// when none is free, ATP-style; `priority` is best-effort that waits instead, freed slots
-/// going to waiting aggregations by class in `ina_classes` order, then arrival, then id;
-/// `planned` takes `min(window, reservation)` slots on each switch of the aggregation —
-/// its group's reservation from the trace header, `InaSwitchModel::reservation` — waiting
-/// while a switch's pool cannot hold them).
+/// The slot policies, each granting an aggregation its `w` slots on every switch of its
+/// tree or refusing them (see the module docs): `static` partitions each switch's pool
+/// equally among the enabled classes and an aggregation waits FIFO within its class's
+/// share, a class with no share falling back to the host ring; `best-effort` takes the
+/// slots from the whole pool and falls back to the host ring at once when they are not
+/// free, ATP-style; `priority` is best-effort that waits instead, freed slots going to
+/// waiting aggregations by class in `ina_classes` order, then arrival, then id (each
+/// waiting aggregation whose slots are free is served, in that order); `planned` draws
+/// from its group's reservation (the trace header's, `InaSwitchModel::reservation`):
+/// `w = min(window, packets, reservation)`, waiting while a switch's pool cannot hold it.
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// Options of one replay.
@@ -98,7 +133,7 @@ pub struct ReplayResult {
     pub summary: Summary,
     /// Per-channel statistics, channels that carried bytes, in channel order.
     pub channels: Vec<ChannelStat>,
-    /// Slot occupancy changes, in time order.
+    /// Slot occupancy changes (the physical holding intervals), in time order.
     pub slots: Vec<SlotSample>,
     /// Aggregations that fell back to the host ring.
     pub ina_fallbacks: u64,

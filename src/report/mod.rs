@@ -5,7 +5,9 @@
 //! - [`compare`]: joins a replay output directory and an ns-3 output directory of the
 //!   **same** trace on `flow_id` and measures how far the replayer's flow completion times
 //!   (FCT) and iteration summary are from ns-3's. Written as `fct_error.csv`,
-//!   `iteration.csv` and `flows.csv` by [`Comparison::write`].
+//!   `iteration.csv` and `flows.csv` by [`Comparison::write`], and `switches.csv` (per
+//!   switch: INA slot peak and slot-time as each back-end observed them, [`slots`]) when
+//!   both directories have a `switches.csv`.
 //! - [`results_table`]: one row per INA policy from the back-ends' [`Summary`] rows, with
 //!   `speedup_vs_ring`; written as `results.csv` by [`write_csv`].
 //!
@@ -368,7 +370,7 @@ impl Comparison {
             100.0 * self.iteration_rel_error(),
             self.wall_time_ratio()
         ) + &links_text(&self.links)
-            + &slots_text(self.slots.as_deref()))
+            + &slots::summary_text(self.slots.as_deref()))
     }
 
     /// `fct_error.csv` as a DataFrame.
@@ -492,27 +494,6 @@ fn links_text(links: &links::LinkOutcome) -> String {
             s,
             "  link {} {} -> {}: replay {} B, ns-3 {} B",
             x.link, x.from, x.to, x.replay_bytes, x.ns3_bytes
-        );
-    }
-    s
-}
-
-/// Peak slots and slot-time per switch on both back-ends (empty without INA).
-fn slots_text(rows: Option<&[slots::SlotComparison]>) -> String {
-    let Some(rows) = rows.filter(|r| !r.is_empty()) else {
-        return String::new();
-    };
-    let mut s =
-        "INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):\n".to_string();
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
-            r.switch,
-            r.replay.peak,
-            r.ns3.peak,
-            r.replay.slot_time as f64 / 1e6,
-            r.ns3.slot_time as f64 / 1e6
         );
     }
     s

@@ -1,93 +1,57 @@
 //! Aggregator slots as each back-end observed them, switch by switch.
 //!
-//! Both back-ends write `switches.csv` (`time_ns,switch,slots_in_use`): one row per change
-//! of a switch's slots in use, in time order. The slot model they implement: an
-//! aggregation's stream at an aggregating switch holds `w = min(window, packets of the
-//! stream, the pool it draws from)` slots from the arrival of its first packet at that
-//! switch until its last result packet leaves it downwards (see `ns3-glue/README.md`,
-//! "Slots"). From the changes, per switch: the peak of slots in use and the **slot-time**
-//! `∫ slots_in_use dt` (= Σ w × held time over its streams, in slot·ns).
+//! Both back-ends write `switches.csv` (`time_ns,switch,slots_in_use`, read by
+//! [`crate::formats::switches_csv`]): one row per change of a switch's slots in use, in
+//! time order. The slot model they implement (see `src/replay/mod.rs` and
+//! `ns3-glue/README.md`, "Slots"): an aggregation's stream at an aggregating switch holds
+//! `w = min(window, packets of the stream, the pool it draws from)` slots from the arrival
+//! of its first packet at that switch until its last result packet leaves it. Each
+//! switch's peak and **slot-time** (`∫ slots_in_use dt` = Σ w × held time, slot·ns) come
+//! from [`crate::fct::switch_slots`], the one reading of those samples.
 
 use super::ReportError;
-use crate::formats::{switches_csv, write_atomic, FormatError};
+use crate::fct::{switch_slots, SwitchSlots};
+use crate::formats::{switches_csv, write_atomic};
+use crate::units::NodeId;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One row of `switches.csv` as the comparison uses it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SlotChange {
-    /// When, ns.
-    pub time_ns: u64,
-    /// The switch (node id).
-    pub switch: u32,
-    /// Slots in use from then on.
-    pub slots_in_use: u32,
-}
-
-/// Peak and slot-time of one switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct SwitchSlots {
-    /// Most slots in use at once.
-    pub peak: u32,
-    /// `∫ slots_in_use dt`, slot·ns (to the switch's last change).
-    pub slot_time: u128,
-}
-
-/// Reads a `switches.csv` ([`switches_csv::read`], the format's one reader); rows must be
-/// in time order (an error names the line).
-pub fn read_switches_csv(path: &Path) -> Result<Vec<SlotChange>, ReportError> {
-    let mut rows: Vec<SlotChange> = Vec::new();
-    for (i, x) in switches_csv::read(path)?.into_iter().enumerate() {
-        let row = SlotChange {
-            time_ns: x.time_ns,
-            switch: x.switch.0,
-            slots_in_use: x.slots_in_use,
-        };
-        if let Some(prev) = rows.last() {
-            if row.time_ns < prev.time_ns {
-                return Err(FormatError::syntax(
-                    path,
-                    i as u64 + 2,
-                    "time_ns",
-                    format!(
-                        "{} is before the previous row's {}",
-                        row.time_ns, prev.time_ns
-                    ),
-                )
-                .into());
-            }
-        }
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
-/// Peak and slot-time per switch from its changes (in time order).
-pub fn slot_usage(changes: &[SlotChange]) -> BTreeMap<u32, SwitchSlots> {
-    let mut last: BTreeMap<u32, (u64, u32)> = BTreeMap::new();
-    let mut out: BTreeMap<u32, SwitchSlots> = BTreeMap::new();
-    for c in changes {
-        let u = out.entry(c.switch).or_default();
-        if let Some((t, n)) = last.insert(c.switch, (c.time_ns, c.slots_in_use)) {
-            u.slot_time += u128::from(n) * u128::from(c.time_ns - t);
-        }
-        u.peak = u.peak.max(c.slots_in_use);
-    }
-    out
-}
+/// Columns of the comparison's `switches.csv` (differences are ns-3 − replay).
+pub const COLUMNS: [&str; 7] = [
+    "switch",
+    "replay_slot_peak",
+    "ns3_slot_peak",
+    "replay_slot_time",
+    "ns3_slot_time",
+    "slot_time_diff",
+    "slot_peak_diff",
+];
 
 /// One switch on both back-ends (a switch one side never used counts as zero there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlotComparison {
     /// The switch.
-    pub switch: u32,
+    pub switch: NodeId,
     /// The replayer's peak and slot-time.
     pub replay: SwitchSlots,
     /// The ns-3 glue's peak and slot-time.
     pub ns3: SwitchSlots,
 }
 
-/// Both directories' `switches.csv`, switch by switch; `None` when either lacks one.
+impl SlotComparison {
+    /// ns-3's slot-time minus the replayer's, slot·ns.
+    pub fn slot_time_diff(&self) -> i128 {
+        self.ns3.slot_time as i128 - self.replay.slot_time as i128
+    }
+
+    /// ns-3's peak minus the replayer's.
+    pub fn peak_diff(&self) -> i128 {
+        self.ns3.peak as i128 - self.replay.peak as i128
+    }
+}
+
+/// Both directories' `switches.csv`, switch by switch (ascending id); `None` when either
+/// lacks one. A malformed file is an error naming its line and field.
 pub fn compare_dirs(
     replay_dir: &Path,
     ns3_dir: &Path,
@@ -100,42 +64,78 @@ pub fn compare_dirs(
         return Ok(None);
     }
     let (ru, nu) = (
-        slot_usage(&read_switches_csv(&r)?),
-        slot_usage(&read_switches_csv(&n)?),
+        switch_slots(&switches_csv::read(&r)?),
+        switch_slots(&switches_csv::read(&n)?),
     );
-    let mut switches: Vec<u32> = ru.keys().chain(nu.keys()).copied().collect();
-    switches.sort_unstable();
-    switches.dedup();
-    Ok(Some(
-        switches
-            .into_iter()
-            .map(|s| SlotComparison {
-                switch: s,
-                replay: ru.get(&s).copied().unwrap_or_default(),
-                ns3: nu.get(&s).copied().unwrap_or_default(),
-            })
-            .collect(),
-    ))
+    Ok(Some(join(&ru, &nu)))
 }
 
-/// Writes `switches.csv` of a comparison: `switch,replay_slot_peak,ns3_slot_peak,
-/// replay_slot_time,ns3_slot_time,slot_time_diff` (slot·ns; diff = ns-3 − replay).
+/// Per-switch rows of two back-ends' slot use (each ascending by switch).
+pub fn join(replay: &[SwitchSlots], ns3: &[SwitchSlots]) -> Vec<SlotComparison> {
+    let zero = |switch| SwitchSlots {
+        switch,
+        peak: 0,
+        slot_time: 0,
+    };
+    let mut rows: BTreeMap<NodeId, SlotComparison> = BTreeMap::new();
+    for (side, list) in [replay, ns3].into_iter().enumerate() {
+        for s in list {
+            let row = rows.entry(s.switch).or_insert(SlotComparison {
+                switch: s.switch,
+                replay: zero(s.switch),
+                ns3: zero(s.switch),
+            });
+            if side == 0 {
+                row.replay = *s;
+            } else {
+                row.ns3 = *s;
+            }
+        }
+    }
+    rows.into_values().collect()
+}
+
+/// The comparison's slot lines for `ina3d compare`'s summary: each switch's peak and
+/// slot-time on both back-ends, or why they were not compared.
+pub fn summary_text(rows: Option<&[SlotComparison]>) -> String {
+    use std::fmt::Write as _;
+    let Some(rows) = rows else {
+        return "INA slots: not compared (a directory has no switches.csv)\n".into();
+    };
+    let mut out = String::new();
+    if rows.is_empty() {
+        return out;
+    }
+    out.push_str("INA slots per switch (peak replay/ns-3, slot-time replay/ns-3 in slot·ms):\n");
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "  switch {}: peak {}/{}, slot-time {:.3}/{:.3}",
+            r.switch,
+            r.replay.peak,
+            r.ns3.peak,
+            r.replay.slot_time as f64 / 1e6,
+            r.ns3.slot_time as f64 / 1e6
+        );
+    }
+    out
+}
+
+/// Writes the comparison's `switches.csv` ([`COLUMNS`]) atomically.
 pub fn write_comparison(path: &Path, rows: &[SlotComparison]) -> Result<(), ReportError> {
     write_atomic(path, |w| {
-        writeln!(
-            w,
-            "switch,replay_slot_peak,ns3_slot_peak,replay_slot_time,ns3_slot_time,slot_time_diff"
-        )?;
+        writeln!(w, "{}", COLUMNS.join(","))?;
         for r in rows {
             writeln!(
                 w,
-                "{},{},{},{},{},{}",
-                r.switch,
+                "{},{},{},{},{},{},{}",
+                r.switch.0,
                 r.replay.peak,
                 r.ns3.peak,
                 r.replay.slot_time,
                 r.ns3.slot_time,
-                r.ns3.slot_time as i128 - r.replay.slot_time as i128
+                r.slot_time_diff(),
+                r.peak_diff()
             )?;
         }
         Ok(())
@@ -147,36 +147,21 @@ pub fn write_comparison(path: &Path, rows: &[SlotComparison]) -> Result<(), Repo
 mod tests {
     use super::*;
 
+    fn s(switch: u32, peak: u64, slot_time: u64) -> SwitchSlots {
+        SwitchSlots {
+            switch: NodeId(switch),
+            peak,
+            slot_time,
+        }
+    }
+
     #[test]
-    fn slot_time_integrates_slots_in_use_over_time_per_switch() {
-        let c = |t, s, n| SlotChange {
-            time_ns: t,
-            switch: s,
-            slots_in_use: n,
-        };
-        // switch 8: 64 slots for 100 ns, then 128 for 50 ns, then 64 for 10 ns
-        // switch 9: 32 slots for 1,000 ns
-        let u = slot_usage(&[
-            c(0, 8, 64),
-            c(5, 9, 32),
-            c(100, 8, 128),
-            c(150, 8, 64),
-            c(160, 8, 0),
-            c(1005, 9, 0),
-        ]);
-        assert_eq!(
-            u[&8],
-            SwitchSlots {
-                peak: 128,
-                slot_time: 64 * 100 + 128 * 50 + 64 * 10
-            }
-        );
-        assert_eq!(
-            u[&9],
-            SwitchSlots {
-                peak: 32,
-                slot_time: 32 * 1000
-            }
-        );
+    fn a_switch_one_side_never_used_counts_zero_there() {
+        let rows = join(&[s(3, 10, 100), s(7, 5, 50)], &[s(7, 8, 20), s(9, 1, 1)]);
+        let ids: Vec<u32> = rows.iter().map(|r| r.switch.0).collect();
+        assert_eq!(ids, [3, 7, 9]);
+        assert_eq!(rows[0].ns3, s(3, 0, 0));
+        assert_eq!((rows[1].slot_time_diff(), rows[1].peak_diff()), (-30, 3));
+        assert_eq!(rows[2].replay, s(9, 0, 0));
     }
 }

@@ -1,0 +1,284 @@
+//! The incremental max-min solver: units (active transfers) on channels, and the
+//! progressive-filling re-solve of the component a batch of changes touched.
+//!
+//! Each channel keeps the list of units on it with each unit's position remembered, so
+//! adding or removing a unit is O(path length). A channel is *tight* when the rate caps of
+//! its units sum above its capacity; only tight channels couple units, so a re-solve
+//! visits the units reachable from the changed ones through tight channels and leaves
+//! every other unit's rate as it is (exact: a channel that cannot be saturated constrains
+//! nobody).
+
+use super::engine::{EventKind, Owner, Sim, Unit};
+use crate::netmodel::fluid_time;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Channels by fair share (as ordered bits of a non-negative f64), then channel, then the
+/// channel's version (stale entries are skipped).
+type ShareHeap = BinaryHeap<Reverse<(u64, u32, u32)>>;
+
+impl Sim<'_> {
+    /// True when the caps of the units on `c` sum above its capacity.
+    pub(super) fn tight(&self, c: usize) -> bool {
+        self.ch_demand[c] > self.p.ch_cap[c] * (1.0 + 1e-9)
+    }
+
+    /// Put a new unit on the channels `arena[off..off+len]`, with its own rate limit `cap`;
+    /// it gets a rate at the next [`Sim::resolve`].
+    pub(super) fn add_unit(
+        &mut self,
+        off: u32,
+        len: u32,
+        wire: f64,
+        cap: f64,
+        latency: u64,
+        owner: Owner,
+    ) {
+        let serial = self.slot_of.len() as u32;
+        let unit = Unit {
+            off,
+            len,
+            remaining: wire,
+            wire,
+            rate: 0.0,
+            cap,
+            last: self.now,
+            ver: 0,
+            latency,
+            owner,
+            serial,
+        };
+        let u = match self.free_units.pop() {
+            Some(u) => {
+                let i = u as usize;
+                self.units[i] = unit;
+                (self.unit_mark[i], self.unit_frozen[i], self.new_rate[i]) = (0, 0, 0.0);
+                u
+            }
+            None => {
+                self.units.push(unit);
+                self.unit_mark.push(0);
+                self.unit_frozen.push(0);
+                self.new_rate.push(0.0);
+                (self.units.len() - 1) as u32
+            }
+        };
+        self.slot_of.push(u);
+        for k in 0..len {
+            let a = (off + k) as usize;
+            let c = self.p.arena[a] as usize;
+            let before = self.tight(c);
+            self.pos[a] = self.ch_units[c].len() as u32;
+            self.ch_units[c].push((u, k));
+            self.ch_demand[c] += cap;
+            if before || self.tight(c) {
+                self.dirty.push(c as u32);
+            }
+        }
+        self.fresh.push(u);
+    }
+
+    /// Take a finished unit off its channels; `account` adds its wire bytes to each
+    /// (aggregations account per edge instead, see the event loop).
+    pub(super) fn remove_unit(&mut self, u: u32, account: bool) {
+        let (off, len, cap, wire) = {
+            let x = &self.units[u as usize];
+            (x.off, x.len, x.cap, x.wire)
+        };
+        for k in 0..len {
+            let a = (off + k) as usize;
+            let c = self.p.arena[a] as usize;
+            if self.tight(c) {
+                self.dirty.push(c as u32);
+            }
+            let p = self.pos[a] as usize;
+            self.ch_units[c].swap_remove(p);
+            if let Some(&(u2, k2)) = self.ch_units[c].get(p) {
+                self.pos[(self.units[u2 as usize].off + k2) as usize] = p as u32;
+            }
+            self.ch_demand[c] = if self.ch_units[c].is_empty() {
+                0.0
+            } else {
+                self.ch_demand[c] - cap
+            };
+            if account {
+                self.ch_bytes[c] += wire;
+            }
+        }
+    }
+
+    /// Re-solve max-min rates for the units connected (through tight channels) to what
+    /// changed in this batch; units outside that component keep their rates.
+    pub(super) fn resolve(&mut self) {
+        if self.dirty.is_empty() && self.fresh.is_empty() {
+            return;
+        }
+        self.resolves += 1;
+        self.stamp = self.stamp.wrapping_add(1);
+        let (comp_units, comp_ch) = self.component();
+        let comp_units = self.progressive_fill(comp_units, &comp_ch);
+        self.apply_rates(&comp_units);
+    }
+
+    /// The units and tight channels reachable from this batch's dirty channels and new
+    /// units through tight channels (channels marked with the current stamp).
+    fn component(&mut self) -> (Vec<u32>, Vec<u32>) {
+        let st = self.stamp;
+        let mut comp_units: Vec<u32> = Vec::new();
+        let mut comp_ch: Vec<u32> = Vec::new();
+        let mut stack: Vec<u32> = Vec::new();
+        let dirty = std::mem::take(&mut self.dirty);
+        for &c in &dirty {
+            if self.ch_mark[c as usize] != st {
+                self.ch_mark[c as usize] = st;
+                stack.push(c);
+            }
+        }
+        let fresh = std::mem::take(&mut self.fresh);
+        for &u in &fresh {
+            self.visit(u, &mut stack, &mut comp_units);
+        }
+        while let Some(c) = stack.pop() {
+            let cu = c as usize;
+            if self.tight(cu) {
+                comp_ch.push(c);
+                self.ch_comp[cu] = st;
+            }
+            for i in 0..self.ch_units[cu].len() {
+                let u = self.ch_units[cu][i].0;
+                self.visit(u, &mut stack, &mut comp_units);
+            }
+        }
+        self.dirty = dirty;
+        self.dirty.clear();
+        self.fresh = fresh;
+        self.fresh.clear();
+        (comp_units, comp_ch)
+    }
+
+    /// Add unit `u` to the component (once) and stack its unvisited tight channels.
+    fn visit(&mut self, u: u32, stack: &mut Vec<u32>, comp_units: &mut Vec<u32>) {
+        let st = self.stamp;
+        if self.unit_mark[u as usize] == st {
+            return;
+        }
+        self.unit_mark[u as usize] = st;
+        comp_units.push(u);
+        let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
+        for k in off..off + len {
+            let c = self.p.arena[k as usize] as usize;
+            if self.ch_mark[c] != st && self.tight(c) {
+                self.ch_mark[c] = st;
+                stack.push(c as u32);
+            }
+        }
+    }
+
+    /// Progressive filling: repeatedly freeze either the units of the channel with the
+    /// smallest fair share or the unit with the smallest own cap, whichever binds first.
+    /// Leaves each unit's rate in `new_rate`; returns the units sorted by cap.
+    fn progressive_fill(&mut self, mut comp_units: Vec<u32>, comp_ch: &[u32]) -> Vec<u32> {
+        let st = self.stamp;
+        let mut heap: ShareHeap = BinaryHeap::with_capacity(comp_ch.len());
+        for &c in comp_ch {
+            let cu = c as usize;
+            self.rem[cu] = self.p.ch_cap[cu];
+            self.cnt[cu] = self.ch_units[cu].len() as u32;
+            self.ch_ver[cu] = self.ch_ver[cu].wrapping_add(1);
+            let share = self.rem[cu] / self.cnt[cu] as f64;
+            heap.push(Reverse((share.to_bits(), c, self.ch_ver[cu])));
+        }
+        comp_units.sort_unstable_by(|&a, &b| {
+            self.units[a as usize]
+                .cap
+                .total_cmp(&self.units[b as usize].cap)
+                .then(
+                    self.units[a as usize]
+                        .serial
+                        .cmp(&self.units[b as usize].serial),
+                )
+        });
+        let mut ui = 0;
+        loop {
+            while ui < comp_units.len() && self.unit_frozen[comp_units[ui] as usize] == st {
+                ui += 1;
+            }
+            while let Some(&Reverse((_, c, v))) = heap.peek() {
+                if self.ch_ver[c as usize] != v || self.cnt[c as usize] == 0 {
+                    heap.pop();
+                } else {
+                    break;
+                }
+            }
+            let top = heap
+                .peek()
+                .map(|&Reverse((s, c, _))| (f64::from_bits(s), c));
+            let next_cap = comp_units.get(ui).map(|&u| self.units[u as usize].cap);
+            match (top, next_cap) {
+                (None, None) => break,
+                (Some((share, c)), cap) if cap.is_none_or(|cap| share < cap) => {
+                    heap.pop();
+                    let cu = c as usize;
+                    self.cnt[cu] = 0;
+                    let share = share.max(1e-12);
+                    for i in 0..self.ch_units[cu].len() {
+                        let u = self.ch_units[cu][i].0;
+                        if self.unit_frozen[u as usize] != st {
+                            self.freeze(u, share, &mut heap);
+                        }
+                    }
+                }
+                (_, Some(cap)) => {
+                    let u = comp_units[ui];
+                    self.freeze(u, cap, &mut heap);
+                }
+                (Some(_), None) => unreachable!("guarded above"),
+            }
+        }
+        comp_units
+    }
+
+    /// Fix unit `u` at `rate`: take it off the remaining capacity and count of every
+    /// component channel it crosses, re-queueing their shares.
+    fn freeze(&mut self, u: u32, rate: f64, heap: &mut ShareHeap) {
+        let st = self.stamp;
+        self.unit_frozen[u as usize] = st;
+        self.new_rate[u as usize] = rate;
+        let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
+        for k in off..off + len {
+            let c = self.p.arena[k as usize] as usize;
+            if self.ch_comp[c] != st || self.cnt[c] == 0 {
+                continue;
+            }
+            self.rem[c] = (self.rem[c] - rate).max(0.0);
+            self.cnt[c] -= 1;
+            self.ch_ver[c] = self.ch_ver[c].wrapping_add(1);
+            if self.cnt[c] > 0 {
+                let share = self.rem[c] / self.cnt[c] as f64;
+                heap.push(Reverse((share.to_bits(), c as u32, self.ch_ver[c])));
+            }
+        }
+    }
+
+    /// Give every unit whose rate changed its new rate: bytes sent so far are settled at
+    /// the old rate and a new completion event supersedes the old one (version bump).
+    fn apply_rates(&mut self, comp_units: &[u32]) {
+        for &u in comp_units {
+            let r = self.new_rate[u as usize];
+            let now = self.now;
+            let x = &mut self.units[u as usize];
+            if x.rate > 0.0 && (r - x.rate).abs() <= 1e-12 * r.max(x.rate) {
+                continue;
+            }
+            if x.rate > 0.0 {
+                x.remaining = (x.remaining - x.rate * (now - x.last) as f64).max(0.0);
+            }
+            x.last = now;
+            x.rate = r;
+            x.ver = x.ver.wrapping_add(1);
+            let t = now + fluid_time(x.remaining, r);
+            let (serial, ver) = (x.serial, x.ver);
+            self.push(t, EventKind::TxDone, serial, ver);
+        }
+    }
+}
