@@ -636,7 +636,9 @@ pub fn reservations_text(
     Ok(Some(crate::formats::reservations_txt::to_string(&out)))
 }
 
-/// Write every input file for `records` on `topo` into `dir` (created if needed).
+/// Write every input file for `records` on `topo` into `dir` (created if needed), in
+/// phases: check the INA model, route the pairs, time the flows, lay out `flow.txt` and
+/// its meta file, assemble every file's text, write them atomically.
 pub fn emit(
     records: &[FlowRecord],
     ina: &InaSwitchModel,
@@ -645,17 +647,7 @@ pub fn emit(
     dir: &Path,
 ) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
-    if ina.payload.0 == 0
-        || ina.payload.0 > 8192
-        || ina.slots == 0
-        || ina.window == 0
-        || ina.classes.is_empty()
-    {
-        return Err(Ns3Error::BadTrace(format!(
-            "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1), {} classes (≥ 1)",
-            ina.payload.0, ina.slots, ina.window, ina.classes.len()
-        )));
-    }
+    check_ina(ina)?;
     let routes = PairRoutes::new(topo, opts.seed, &glue_pairs(records, topo, ina.policy))?;
     let standalone = standalone_times(records, topo, &routes)?;
     let (sched, makespan) = contention_free_schedule(records, &standalone)?;
@@ -668,9 +660,79 @@ pub fn emit(
     };
     let (routes_txt, nroutes) = routes.text(topo);
     let (ext, proxies) = with_proxies(topo, records);
-    let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
+    let (rows, split) = flow_rows(records, &starts, &proxies);
+    let flow = flow_text(&rows, opts.flavor);
+    let meta = meta_text(opts, &start_source, &rows, split, &proxies, nroutes);
+    for l in &ext.links {
+        check_rate(l)?;
+    }
+    // stop time: generous against the contention-free bound, at least 1 s
+    let stop = (makespan.as_secs_f64() * 100.0).max(1.0);
+    let rates: BTreeSet<BitsPerSec> = ext.links.iter().map(|l| l.rate).collect();
+    let transport = GlueTransport {
+        transport: opts.transport,
+        tcp: opts.tcp,
+        tcp_buffer: tcp_buffer(topo, &routes),
+    };
+    let mut files: Vec<(&str, String)> = vec![
+        (
+            "topology.txt",
+            topology_txt::to_string(
+                &ext.to_file(opts.flavor.topology_flavor(&ext, &opts.gpu_type)),
+            ),
+        ),
+        ("flow.txt", flow),
+        ("flow.meta.txt", meta),
+        ("config.txt", config_text(&rates, stop)),
+        ("trace_nodes.txt", "0\n".to_string()),
+        ("trace.txt", glue_trace_txt::to_string(records, &standalone)),
+        ("routes.txt", routes_txt),
+        (
+            "params.txt",
+            params_text(ina, &transport, opts.flavor, opts.seed, stop),
+        ),
+    ];
+    if let Some(text) = reservations_text(records, ina, topo)? {
+        files.push(("reservations.txt", text));
+    }
+    let written = write_files(dir, files)?;
+    Ok(EmitReport {
+        files: written,
+        flows: rows.len(),
+        split_records: split,
+        proxies,
+        start_source,
+        schedule_makespan: makespan,
+        routes: nroutes,
+        warnings: emit_warnings(opts, &ext, records),
+    })
+}
 
-    // flow.txt rows
+/// The INA model the glue can run: one-packet payloads, at least one slot, window and class.
+fn check_ina(ina: &InaSwitchModel) -> Result<(), Ns3Error> {
+    if ina.payload.0 == 0
+        || ina.payload.0 > 8192
+        || ina.slots == 0
+        || ina.window == 0
+        || ina.classes.is_empty()
+    {
+        return Err(Ns3Error::BadTrace(format!(
+            "INA parameters out of range: payload {} (1..=8192 B, one packet), slots {}, window {} (both ≥ 1), {} classes (≥ 1)",
+            ina.payload.0, ina.slots, ina.window, ina.classes.len()
+        )));
+    }
+    Ok(())
+}
+
+/// `flow.txt`'s rows in start order: every network record with bytes (INA edges through
+/// their switches' proxy hosts), cut into pieces of at most [`MAX_FLOW_BYTES`]; and how
+/// many records were cut.
+fn flow_rows(
+    records: &[FlowRecord],
+    starts: &[Nanos],
+    proxies: &[(NodeId, NodeId)],
+) -> (Vec<Row>, usize) {
+    let proxy_of: BTreeMap<NodeId, NodeId> = proxies.iter().copied().collect();
     let mut rows = Vec::new();
     let mut split = 0;
     for (i, r) in records.iter().enumerate() {
@@ -700,6 +762,11 @@ pub fn emit(
         }
     }
     rows.sort();
+    (rows, split)
+}
+
+/// `flow.txt` in the flavour's layout (through the format's one writer).
+fn flow_text(rows: &[Row], flavor: Flavor) -> String {
     let lines: Vec<FlowLine> = rows
         .iter()
         .enumerate()
@@ -713,14 +780,26 @@ pub fn emit(
             start: row.start,
         })
         .collect();
-    let flow = flow_txt::to_string(&lines, opts.flavor.flow_flavor());
+    flow_txt::to_string(&lines, flavor.flow_flavor())
+}
+
+/// `flow.meta.txt`: what `flow.txt` does not say (start-time source, proxies, routes) and
+/// which record each `flow.txt` row is.
+fn meta_text(
+    opts: &EmitOptions,
+    start_source: &str,
+    rows: &[Row],
+    split: usize,
+    proxies: &[(NodeId, NodeId)],
+    nroutes: usize,
+) -> String {
     let mut meta = format!(
         "# ina3d ns3 emit: what flow.txt does not say\nflavor {}\nstart_times {start_source}\nflows {}\nsplit_records {split} (records over {MAX_FLOW_BYTES} B cut into pieces starting together)\nina_proxies {}\n",
         opts.flavor.as_str(),
         rows.len(),
         proxies.len()
     );
-    for (sw, p) in &proxies {
+    for (sw, p) in proxies {
         let _ = writeln!(meta, "proxy switch {sw} host {p}");
     }
     let _ = writeln!(
@@ -731,45 +810,11 @@ pub fn emit(
     for (k, row) in rows.iter().enumerate() {
         let _ = writeln!(meta, "{k} {} {} {}", row.record, row.piece, row.pieces);
     }
+    meta
+}
 
-    let rates: BTreeSet<BitsPerSec> = ext.links.iter().map(|l| l.rate).collect();
-    for l in &ext.links {
-        check_rate(l)?;
-    }
-    // stop time: generous against the contention-free bound, at least 1 s
-    let stop = (makespan.as_secs_f64() * 100.0).max(1.0);
-    let files: Vec<(&str, String)> = vec![
-        (
-            "topology.txt",
-            topology_txt::to_string(
-                &ext.to_file(opts.flavor.topology_flavor(&ext, &opts.gpu_type)),
-            ),
-        ),
-        ("flow.txt", flow),
-        ("flow.meta.txt", meta),
-        ("config.txt", config_text(&rates, stop)),
-        ("trace_nodes.txt", "0\n".to_string()),
-        ("trace.txt", glue_trace_txt::to_string(records, &standalone)),
-        ("routes.txt", routes_txt),
-        (
-            "params.txt",
-            params_text(
-                ina,
-                &GlueTransport {
-                    transport: opts.transport,
-                    tcp: opts.tcp,
-                    tcp_buffer: tcp_buffer(topo, &routes),
-                },
-                opts.flavor,
-                opts.seed,
-                stop,
-            ),
-        ),
-    ];
-    let mut files = files;
-    if let Some(text) = reservations_text(records, ina, topo)? {
-        files.push(("reservations.txt", text));
-    }
+/// Writes each (name, text) into `dir` (created when missing), each atomically.
+fn write_files(dir: &Path, files: Vec<(&str, String)>) -> Result<Vec<PathBuf>, Ns3Error> {
     std::fs::create_dir_all(dir).map_err(|e| Ns3Error::io(dir, e))?;
     let mut written = Vec::new();
     for (name, text) in files {
@@ -777,16 +822,7 @@ pub fn emit(
         write_atomic_bytes(&p, text.as_bytes())?;
         written.push(p);
     }
-    Ok(EmitReport {
-        files: written,
-        flows: rows.len(),
-        split_records: split,
-        proxies,
-        start_source,
-        schedule_makespan: makespan,
-        routes: nroutes,
-        warnings: emit_warnings(opts, &ext, records),
-    })
+    Ok(written)
 }
 
 /// What a user of the emitted files must know: link speeds SimAI's stock configuration
