@@ -782,12 +782,16 @@ fn scale() {
 /// One cluster-scale case, in this process: prints wall, peak RSS and bytes per record
 /// beside the targets (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
 fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
+    use ina3d::pipeline::ParallelSizes;
     let spec = ina3d::pipeline::JobSpec {
         input: "gpt3-175b".into(),
         topology: "fat-tree:k=64".into(),
-        tp: Some(8),
-        pp: Some(16),
-        dp: Some(dp),
+        sizes: ParallelSizes {
+            tp: Some(8),
+            pp: Some(16),
+            dp: Some(dp),
+            ..Default::default()
+        },
         nccl_channels: Some(1),
         ina: ina3d::pipeline::InaSpec {
             mode: ina.parse()?,

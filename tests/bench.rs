@@ -1,7 +1,9 @@
 //! `ina3d trace --collective-bench`: single collectives through the model's lowering, and
 //! algbw/busbw per size as nccl-tests defines them.
 
-use ina3d::pipeline::{generate_bench_trace, replay_records, write_bench, Job, JobSpec};
+use ina3d::pipeline::{
+    generate_bench_trace, replay_records, write_bench, Job, JobSpec, ParallelSizes,
+};
 use ina3d::record::{Mode, NET_PACKET_PAYLOAD, PACKET_HEADER};
 use ina3d::schedule::CollKind;
 use ina3d::trace::{BenchGroup, CollectiveBench};
@@ -16,9 +18,12 @@ fn job(topology: &str, tp: u32, dp: u32) -> (Job, JobSpec) {
     let spec = JobSpec {
         input: TINY.into(),
         topology: topology.into(),
-        tp: Some(tp),
-        pp: Some(1),
-        dp: Some(dp),
+        sizes: ParallelSizes {
+            tp: Some(tp),
+            pp: Some(1),
+            dp: Some(dp),
+            ..Default::default()
+        },
         ..JobSpec::default()
     };
     (Job::prepare(&spec).unwrap(), spec)

@@ -170,9 +170,7 @@ impl ModelArgs {
     pub fn apply(&self, spec: &mut JobSpec) -> anyhow::Result<()> {
         use anyhow::Context;
         spec.megatron = self.overrides.pairs.clone();
-        let z = self.sizes.sizes();
-        (spec.tp, spec.pp, spec.dp, spec.vpp, spec.cp, spec.ep) =
-            (z.tp, z.pp, z.dp, z.vpp, z.cp, z.ep);
+        spec.sizes = self.sizes.sizes();
         spec.set = self.sizes.set.clone();
         spec.gpu = self.gpu.clone();
         spec.mfu = self.mfu;

@@ -147,18 +147,8 @@ pub struct JobSpec {
     /// Megatron-named overrides (`num-layers` → `40`; boolean flags → `True`), applied in
     /// [`MEGATRON_FLAGS`] order.
     pub megatron: Vec<(String, String)>,
-    /// Tensor-parallel size.
-    pub tp: Option<u32>,
-    /// Pipeline-parallel size.
-    pub pp: Option<u32>,
-    /// Data-parallel size.
-    pub dp: Option<u32>,
-    /// Virtual pipeline chunks per stage.
-    pub vpp: Option<u32>,
-    /// Context-parallel size.
-    pub cp: Option<u32>,
-    /// Expert-parallel size.
-    pub ep: Option<u32>,
+    /// Parallel sizes (`--tp`, `--pp`, …).
+    pub sizes: ParallelSizes,
     /// Any Megatron argument, `key=value`, applied last, in order.
     pub set: Vec<String>,
     /// GPU preset (`a100`, `h100`, … or `NAME:TFLOPS`).
@@ -195,12 +185,7 @@ impl Default for JobSpec {
             input: DEFAULT_INPUT.into(),
             topology: DEFAULT_TOPOLOGY.into(),
             megatron: Vec::new(),
-            tp: None,
-            pp: None,
-            dp: None,
-            vpp: None,
-            cp: None,
-            ep: None,
+            sizes: ParallelSizes::default(),
             set: Vec::new(),
             gpu: t.schedule.gpu.name.clone(),
             mfu: t.schedule.mfu,
@@ -270,23 +255,11 @@ pub fn override_pairs(
 }
 
 impl JobSpec {
-    /// The parallel sizes given as options.
-    pub fn sizes(&self) -> ParallelSizes {
-        ParallelSizes {
-            tp: self.tp,
-            pp: self.pp,
-            dp: self.dp,
-            vpp: self.vpp,
-            cp: self.cp,
-            ep: self.ep,
-        }
-    }
-
     /// The training config after every override, validated: the overrides apply before
     /// the check, so they can make valid a job its input alone is not (warnings about the
     /// input are in [`TrainingConfig::warnings`]).
     pub fn config(&self) -> Result<TrainingConfig, PipelineError> {
-        let pairs = override_pairs(&self.megatron, &self.sizes(), &self.set)?;
+        let pairs = override_pairs(&self.megatron, &self.sizes, &self.set)?;
         megatron::load_with_overrides(std::slice::from_ref(&self.input), &pairs).map_err(|source| {
             PipelineError::Input {
                 input: self.input.clone(),

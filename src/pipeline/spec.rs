@@ -144,13 +144,14 @@ macro_rules! parallel_size {
             name: $name,
             help: $help,
             set: |s, v| {
-                s.job.$field = Some(num::<u32>(v, POS)?).filter(|&n| n > 0);
+                s.job.sizes.$field = Some(num::<u32>(v, POS)?).filter(|&n| n > 0);
                 s.job
+                    .sizes
                     .$field
                     .map(|_| ())
                     .ok_or_else(|| "must be positive".into())
             },
-            get: |s| opt_text(&s.job.$field),
+            get: |s| opt_text(&s.job.sizes.$field),
         }
     };
 }

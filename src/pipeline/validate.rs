@@ -10,7 +10,7 @@
 
 use super::{
     emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
-    GeneratedTrace, InaSpec, Job, JobSpec, PipelineError,
+    GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
 };
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
@@ -44,9 +44,12 @@ fn model(topology: &str, tp: u32, pp: u32, dp: u32, layers: u32, micro: u32) -> 
     JobSpec {
         input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
         topology: topology.into(),
-        tp: Some(tp),
-        pp: Some(pp),
-        dp: Some(dp),
+        sizes: ParallelSizes {
+            tp: Some(tp),
+            pp: Some(pp),
+            dp: Some(dp),
+            ..Default::default()
+        },
         megatron: vec![
             kv("num-layers", layers.to_string()),
             kv("hidden-size", "64".into()),
