@@ -710,3 +710,15 @@ fn compare_without_links_csv_says_the_link_check_did_not_run_and_why() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The printed summary quotes each back-end's iteration time (the fixture's 10,000 and
+/// 12,500 ns), not another metric's row.
+#[test]
+fn the_printed_summary_quotes_both_iteration_times_and_their_error() {
+    let (_t, r, n) = fixture_copy();
+    let text = compare(&r, &n).unwrap().summary_text().unwrap();
+    assert!(
+        text.contains("iteration time: replay 10000 ns, ns-3 12500 ns, error -20.00 %"),
+        "{text}"
+    );
+}

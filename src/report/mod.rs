@@ -365,8 +365,8 @@ impl Comparison {
             self.trace,
             self.records,
             format_table(&self.fct_error_table()?),
-            self.iteration.first().map_or(0, |m| m.replay),
-            self.iteration.first().map_or(0, |m| m.ns3),
+            self.metric("iteration_time_ns").map_or(0, |m| m.replay),
+            self.metric("iteration_time_ns").map_or(0, |m| m.ns3),
             100.0 * self.iteration_rel_error(),
             self.wall_time_ratio()
         ) + &links_text(&self.links)
