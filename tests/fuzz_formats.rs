@@ -15,8 +15,8 @@ use ina3d::formats::switches_csv::SlotSample;
 use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
 use ina3d::formats::validate_csv::{self, ValidateRow};
 use ina3d::formats::{
-    bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, reservations_txt,
-    routes_txt, summary_csv, switches_csv, trace_csv, FormatError,
+    bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, params_txt,
+    reservations_txt, routes_txt, summary_csv, switches_csv, trace_csv, FormatError,
 };
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -528,6 +528,39 @@ proptest! {
         let f = Path::new("fuzz/plan.json");
         match plan_json::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, p) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..9000, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
+        let p = params_txt::Params {
+            ina: ina3d::trace::InaSwitchModel {
+                slots,
+                payload: Bytes(payload),
+                window,
+                policy: ina3d::trace::InaPolicy::BestEffort,
+                classes: vec![Class::Dp, Class::Emb],
+                ..Default::default()
+            },
+            transport: if tcp { params_txt::Transport::Tcp } else { params_txt::Transport::Roce },
+            mtu: 1500,
+            net_payload: 1000,
+            tcp_initial_cwnd: 64,
+            tcp_buffer: 1 << 20,
+            tcp_connections: params_txt::TcpConnections::Persistent,
+            queue_packets: 10_000,
+            flavor: "hpcc",
+            seed,
+            stop_time_s: 1.0,
+        };
+        let text = apply(&params_txt::to_string(&p), &m);
+        let f = Path::new("fuzz/params.txt");
+        match params_txt::parse(f, &text) {
+            Ok(back) => if matches!(m, Mutation::None) {
+                prop_assert_eq!(back.ina, p.ina);
+                prop_assert_eq!(back.seed, Some(seed));
+            },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
         }
     }

@@ -23,6 +23,8 @@
 //! | `results.csv` | [`results_csv`] (reader; written by `report::write_csv`) | `run`, sweep cells | `sweep collect` |
 //! | AICB/SimAI workload | [`aicb`] | `export aicb` | tests (AICB's own files) |
 //! | `plan.json` | [`plan_json`] | `plan` | `trace --plan` |
+//! | `params.txt` (the glue's run parameters) | [`params_txt`] | `ns3 emit` | glue (C++), re-emit |
+//! | `config.txt` (HPCC-family configuration) | [`config_txt`] (writer) | `ns3 emit` | glue (C++), HPCC/SimAI |
 //! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
 //! | `validate.csv` (the validation suite's table) | [`validate_csv`] | `validate` | tests |
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
@@ -34,6 +36,7 @@
 pub mod aicb;
 pub mod atomic;
 pub mod bench_csv;
+pub mod config_txt;
 mod csv_rows;
 pub mod error;
 pub mod fct_csv;
@@ -41,6 +44,7 @@ pub mod flow_txt;
 pub mod glue_trace_txt;
 pub mod hpcc_fct;
 pub mod links_csv;
+pub mod params_txt;
 pub mod plan_json;
 pub mod reservations_txt;
 pub mod results_csv;

@@ -23,7 +23,7 @@ use super::routes::{glue_pairs, PairRoutes};
 use super::{InaSwitchModel, Ns3Error};
 use crate::fct::FctRow;
 use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
-use crate::formats::{glue_trace_txt, topology_txt, write_atomic_bytes};
+use crate::formats::{glue_trace_txt, params_txt, topology_txt, write_atomic_bytes};
 use crate::keyword::keyword_enum;
 use crate::record::{AggDir, FlowRecord, Mode};
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
@@ -82,33 +82,7 @@ pub enum StartSource {
     Replay(PathBuf),
 }
 
-/// How the glue carries `net` records over TCP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum TcpConnections {
-    /// One long-lived connection per (src, dst) pair, records in FIFO order (as NCCL keeps
-    /// its peer connections open): no handshake or slow start per record.
-    #[default]
-    Persistent,
-    /// A new connection per record (handshake and slow start each time).
-    PerFlow,
-}
-
-keyword_enum!(TcpConnections, "TCP connection reuse", TcpConnections::Persistent => "persistent", TcpConnections::PerFlow => "per-flow");
-
-/// How the glue carries `net` records (`TRANSPORT` in `params.txt`; see
-/// `ns3-glue/README.md`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Transport {
-    /// RoCE-like queue pairs over UDP with DCQCN (rate-based, paced, starting at line rate)
-    /// and ECN-marking switch ports, the parameters from `config.txt`: what LLM clusters
-    /// run and what HPCC's and SimAI's ns-3 simulate.
-    #[default]
-    Roce,
-    /// TCP NewReno over deep drop-tail queues.
-    Tcp,
-}
-
-keyword_enum!(Transport, "transport", Transport::Roce => "roce", Transport::Tcp => "tcp");
+pub use crate::formats::params_txt::{TcpConnections, Transport};
 
 /// Options of [`emit`].
 #[derive(Clone, Debug, Default)]
@@ -414,75 +388,19 @@ struct Row {
 
 /// `config.txt` text: every key the HPCC family reads, file names relative to the directory.
 pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
-    let mut s = String::new();
-    let kv: &[(&str, String)] = &[
-        ("ENABLE_QCN", "1".into()),
-        ("USE_DYNAMIC_PFC_THRESHOLD", "1".into()),
-        ("PACKET_PAYLOAD_SIZE", "1000".into()),
-        ("TOPOLOGY_FILE", "topology.txt".into()),
-        ("FLOW_FILE", "flow.txt".into()),
-        ("TRACE_FILE", "trace_nodes.txt".into()),
-        ("TRACE_OUTPUT_FILE", "mix.tr".into()),
-        ("FCT_OUTPUT_FILE", "fct.txt".into()),
-        ("PFC_OUTPUT_FILE", "pfc.txt".into()),
-        ("SIMULATOR_STOP_TIME", format!("{stop_time_s:.2}")),
-        ("CC_MODE", "1".into()),
-        ("ALPHA_RESUME_INTERVAL", "1".into()),
-        ("RATE_DECREASE_INTERVAL", "4".into()),
-        ("CLAMP_TARGET_RATE", "0".into()),
-        ("RP_TIMER", "900".into()),
-        ("EWMA_GAIN", "0.00390625".into()),
-        ("FAST_RECOVERY_TIMES", "1".into()),
-        ("RATE_AI", "50Mb/s".into()),
-        ("RATE_HAI", "100Mb/s".into()),
-        ("MIN_RATE", "100Mb/s".into()),
-        ("DCTCP_RATE_AI", "1000Mb/s".into()),
-        ("ERROR_RATE_PER_LINK", "0.0000".into()),
-        ("L2_CHUNK_SIZE", "4000".into()),
-        ("L2_ACK_INTERVAL", "1".into()),
-        ("L2_BACK_TO_ZERO", "0".into()),
-        ("HAS_WIN", "1".into()),
-        ("GLOBAL_T", "0".into()),
-        ("VAR_WIN", "1".into()),
-        ("FAST_REACT", "1".into()),
-        ("U_TARGET", "0.95".into()),
-        ("MI_THRESH", "0".into()),
-        ("INT_MULTI", "1".into()),
-        ("MULTI_RATE", "0".into()),
-        ("SAMPLE_FEEDBACK", "0".into()),
-        ("PINT_LOG_BASE", "1.05".into()),
-        ("PINT_PROB", "1.0".into()),
-        ("RATE_BOUND", "1".into()),
-        ("ACK_HIGH_PRIO", "0".into()),
-        ("LINK_DOWN", "0 0 0".into()),
-        ("ENABLE_TRACE", "0".into()),
-        ("BUFFER_SIZE", "32".into()),
-        ("QLEN_MON_FILE", "qlen.txt".into()),
-        ("QLEN_MON_START", "0".into()),
-        ("QLEN_MON_END", "20000".into()),
-        ("BW_MON_FILE", "bw.txt".into()),
-        ("RATE_MON_FILE", "rate.txt".into()),
-        ("CNP_MON_FILE", "cnp.txt".into()),
-        ("MON_START", "0".into()),
-        ("MON_END", "20000".into()),
-        ("QP_MON_INTERVAL", "100".into()),
-        ("QLEN_MON_INTERVAL", "10000".into()),
-        ("BW_MON_INTERVAL", "10000".into()),
-    ];
-    for (k, v) in kv {
-        let _ = writeln!(s, "{k} {v}");
-    }
-    let map = |f: &dyn Fn(BitsPerSec) -> String| -> String {
-        let mut m = rates.len().to_string();
-        for r in rates {
-            let _ = write!(m, " {} {}", r.0, f(*r));
-        }
-        m
-    };
-    let _ = writeln!(s, "KMAX_MAP {}", map(&|r| red_params(r).0.to_string()));
-    let _ = writeln!(s, "KMIN_MAP {}", map(&|r| red_params(r).1.to_string()));
-    let _ = writeln!(s, "PMAX_MAP {}", map(&|r| format!("{}", red_params(r).2)));
-    s
+    let ecn: Vec<crate::formats::config_txt::Ecn> = rates
+        .iter()
+        .map(|&rate| {
+            let (kmax_kb, kmin_kb, pmax) = red_params(rate);
+            crate::formats::config_txt::Ecn {
+                rate,
+                kmax_kb,
+                kmin_kb,
+                pmax,
+            }
+        })
+        .collect();
+    crate::formats::config_txt::to_string(&ecn, stop_time_s)
 }
 
 /// Initial TCP window of the glue, in segments, at most: about one bandwidth-delay product
@@ -490,6 +408,10 @@ pub fn config_text(rates: &BTreeSet<BitsPerSec>, stop_time_s: f64) -> String {
 /// line rate as an RDMA queue pair does, instead of TCP's slow start from 10 segments; never
 /// above the buffer ([`tcp_buffer`]).
 pub const TCP_INITIAL_CWND: u32 = 1024;
+
+/// Packets each glue queue holds (deep enough never to drop in the cases we run; a drop
+/// fails the run).
+pub const QUEUE_PACKETS: u64 = 10_000;
 
 /// Bandwidth-delay products the glue's TCP send and receive buffers hold.
 pub const TCP_BUFFER_BDPS: u64 = 4;
@@ -536,63 +458,26 @@ pub fn params_text(
     stop_time_s: f64,
 ) -> String {
     let seg = crate::record::NET_PACKET_PAYLOAD.0;
-    format!(
-        "# ina3d-ns3 params v1\nINA_SLOTS {}\nINA_PAYLOAD {}\nINA_WINDOW {}\nINA_POLICY {}\nINA_CLASSES {}\nTRANSPORT {}\nMTU {}\nNET_PAYLOAD {}\nTCP_INITIAL_CWND {}\nTCP_BUFFER {}\nTCP_CONNECTIONS {}\nQUEUE_PACKETS 10000\nFLAVOR {}\nSEED {}\nSTOP_TIME_S {stop_time_s:.3}\n",
-        ina.slots,
-        ina.payload.0,
-        ina.window,
-        ina.policy.as_str(),
-        ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","),
-        t.transport,
-        // IP MTU: Ethernet's 1,500, or more when INA packets are bigger.
-        1500.max(ina.payload.0 + 64),
-        // RoCE packets and TCP segments carry the replayer's network packet payload, so
-        // both back-ends put the same number of packets on the wire.
-        seg,
-        (t.tcp_buffer / seg).min(u64::from(TCP_INITIAL_CWND)),
-        t.tcp_buffer,
-        t.tcp.as_str(),
-        flavor.as_str(),
+    params_txt::to_string(&params_txt::Params {
+        ina: ina.clone(),
+        transport: t.transport,
+        mtu: 1500.max(ina.payload.0 + 64),
+        net_payload: seg,
+        tcp_initial_cwnd: (t.tcp_buffer / seg).min(u64::from(TCP_INITIAL_CWND)),
+        tcp_buffer: t.tcp_buffer,
+        tcp_connections: t.tcp,
+        queue_packets: QUEUE_PACKETS,
+        flavor: flavor.as_str(),
         seed,
-    )
+        stop_time_s,
+    })
 }
 
 /// Read back what [`params_text`] wrote that a re-emit needs: the INA switch model and the
-/// route seed (`None` when the file has no `SEED` line). Keys it does not need are
-/// skipped; a malformed value of a key it reads is an error naming the line.
+/// route seed (`None` when the file has no `SEED` line), through the format's one reader.
 pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u64>), Ns3Error> {
-    let mut ina = InaSwitchModel::default();
-    let mut seed = None;
-    for (i, l) in text.lines().enumerate() {
-        let mut it = l.split_whitespace();
-        let (Some(key), Some(v)) = (it.next(), it.next()) else {
-            continue;
-        };
-        let bad = |msg: String| Ns3Error::parse(path, i + 1, key, msg);
-        let int = |v: &str| {
-            v.parse::<u64>()
-                .map_err(|_| bad(format!("`{v}` is not an unsigned integer")))
-        };
-        let small = |v: &str| {
-            int(v).and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{n} is too large"))))
-        };
-        match key {
-            "INA_SLOTS" => ina.slots = small(v)?,
-            "INA_PAYLOAD" => ina.payload = Bytes(int(v)?),
-            "INA_WINDOW" => ina.window = small(v)?,
-            "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
-            "INA_CLASSES" => {
-                ina.classes = v
-                    .split(',')
-                    .filter(|c| !c.is_empty())
-                    .map(|c| c.parse().map_err(bad))
-                    .collect::<Result<_, _>>()?
-            }
-            "SEED" => seed = Some(int(v)?),
-            _ => {}
-        }
-    }
-    Ok((ina, seed))
+    let r = params_txt::parse(path, text)?;
+    Ok((r.ina, r.seed))
 }
 
 /// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
