@@ -48,6 +48,25 @@ pub struct FctRow {
     pub standalone_fct_ns: u64,
 }
 
+impl FctRow {
+    /// The row of record `r` that ran from `start_ns` to `end_ns` and would take
+    /// `standalone_fct_ns` alone on an idle network: the one place a record becomes a row.
+    pub fn of_record(r: &FlowRecord, start_ns: u64, end_ns: u64, standalone_fct_ns: u64) -> Self {
+        FctRow {
+            flow_id: r.id.0,
+            src: r.src.0,
+            dst: r.dst.0,
+            mode: r.mode,
+            class: r.class,
+            size_bytes: r.bytes.0,
+            start_ns,
+            end_ns,
+            fct_ns: end_ns - start_ns,
+            standalone_fct_ns,
+        }
+    }
+}
+
 /// The iteration summary, one row in `summary.csv`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
@@ -518,18 +537,7 @@ mod tests {
     }
 
     fn row(r: &FlowRecord, start: u64, end: u64) -> FctRow {
-        FctRow {
-            flow_id: r.id.0,
-            src: r.src.0,
-            dst: r.dst.0,
-            mode: r.mode,
-            class: r.class,
-            size_bytes: r.bytes.0,
-            start_ns: start,
-            end_ns: end,
-            fct_ns: end - start,
-            standalone_fct_ns: end - start,
-        }
+        FctRow::of_record(r, start, end, end - start)
     }
 
     /// Hand-made DAG:

@@ -199,7 +199,7 @@ pub fn bench_table(rows: &[BenchRow]) -> String {
 mod tests {
     use super::*;
     use crate::record::Class;
-    use crate::units::{FlowId, Nanos, NodeId};
+    use crate::units::{FlowId, NodeId};
 
     fn rec(id: u64, mode: Mode) -> FlowRecord {
         FlowRecord {
@@ -207,24 +207,13 @@ mod tests {
             src: NodeId(0),
             dst: NodeId(if mode == Mode::Compute { 0 } else { 1 }),
             bytes: Bytes(if mode == Mode::Compute { 0 } else { 10 }),
-            deps: vec![],
-            gap: Nanos(0),
-            dur: Nanos(0),
             mode,
             class: if mode == Mode::Compute {
                 Class::Compute
             } else {
                 Class::Dp
             },
-            iteration: 0,
-            collective: None,
-            step: None,
-            microbatch: None,
-            layer: None,
-            stage: None,
-            group_size: None,
-            agg: None,
-            channel: 0,
+            ..FlowRecord::default()
         }
     }
 

@@ -121,18 +121,7 @@ pub fn match_hpcc_fct(emit_dir: &Path, fct_txt: &Path) -> Result<ExternalFct, Ns
         match (seen.get(rec), index.get(rec)) {
             (Some(&(n, pieces, start, end)), Some(&i)) if n == pieces => {
                 let r = &records[i];
-                rows.push(FctRow {
-                    flow_id: *rec,
-                    src: r.src.0,
-                    dst: r.dst.0,
-                    mode: r.mode,
-                    class: r.class,
-                    size_bytes: r.bytes.0,
-                    start_ns: start,
-                    end_ns: end,
-                    fct_ns: end - start,
-                    standalone_fct_ns: 0,
-                })
+                rows.push(FctRow::of_record(r, start, end, 0))
             }
             _ => incomplete.push(*rec),
         }

@@ -539,17 +539,6 @@ fn rows(records: &[FlowRecord], start: &[u64], end: &[u64], standalone: &[u64]) 
     records
         .iter()
         .enumerate()
-        .map(|(i, r)| FctRow {
-            flow_id: r.id.0,
-            src: r.src.0,
-            dst: r.dst.0,
-            mode: r.mode,
-            class: r.class,
-            size_bytes: r.bytes.0,
-            start_ns: start[i],
-            end_ns: end[i],
-            fct_ns: end[i] - start[i],
-            standalone_fct_ns: standalone[i],
-        })
+        .map(|(i, r)| FctRow::of_record(r, start[i], end[i], standalone[i]))
         .collect()
 }
