@@ -62,3 +62,181 @@ fn a_replay_s_fct_txt_maps_back_to_every_network_record_and_gaps_are_named() {
         ext.unmatched_lines
     );
 }
+
+mod simai_end_to_end {
+    //! SimAI's `EndToEnd.csv` beside the replay's `summary.csv`: SimAI reports an
+    //! iteration breakdown in µs, so each of its columns is compared with the summary
+    //! figure it measures, and what it cannot say is listed.
+    use ina3d::fct::Summary;
+    use ina3d::formats::simai_end_to_end::{self, Basis, Breakdown};
+    use ina3d::ns3::external::compare_end_to_end;
+    use std::path::Path;
+    use std::process::Command;
+
+    const HEADER: &str = "File name, Expose DP comm, Expose DP_EP comm, Expose TP comm, Expose_EP_comm, Expose_PP_comm, bubble time, total comp, total exposed comm, Total time";
+
+    fn e2e(run_row: &str) -> simai_end_to_end::EndToEnd {
+        let text = format!("{HEADER}\n{run_row}\n");
+        simai_end_to_end::parse(Path::new("EndToEnd.csv"), &text)
+            .unwrap()
+            .0
+    }
+
+    fn row<'a>(
+        c: &'a ina3d::ns3::external::EndToEndComparison,
+        metric: &str,
+    ) -> &'a simai_end_to_end::ComparisonRow {
+        c.rows.iter().find(|r| r.metric == metric).unwrap()
+    }
+
+    #[test]
+    fn the_reference_file_gives_simai_s_breakdown_in_microseconds() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/simai/EndToEnd.csv");
+        let (f, warnings) = simai_end_to_end::read(&p).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(f.runs.len(), 1);
+        assert_eq!(f.runs[0].name, "test1");
+        assert_eq!(f.runs[0].us[&Breakdown::ExposeTp], 633.0);
+        assert_eq!(f.runs[0].us[&Breakdown::TotalComp], 1112.0);
+        // the totals line is unrounded; the run row says 1745
+        assert_eq!(f.total_time_us(), Some(1745.246));
+        assert_eq!(f.layers.len(), 3);
+        assert!(f.layers[2].is_sum());
+    }
+
+    #[test]
+    fn each_simai_column_is_compared_with_the_summary_figure_it_measures() {
+        let f = e2e("run, 100 (10%), 50 (5%), 200 (20%), 0 (0%), 30 (3%), 20 (2%), 600 (60%), 350 (35%), 1000");
+        let s = Summary {
+            iteration_time_ns: 1_100_000,
+            compute_ns: 600_000,
+            exposed_tp_ns: 190_000,
+            exposed_dp_ns: 135_000,
+            exposed_pp_ns: 60_000,
+            ..Summary::default()
+        };
+        let c = compare_end_to_end(&s, &f, Path::new("EndToEnd.csv")).unwrap();
+        let it = row(&c, "iteration_time_ns");
+        assert_eq!(it.simai_ns, Some(1_000_000.0));
+        assert!((it.rel_error.unwrap() - 0.10).abs() < 1e-12);
+        assert_eq!(row(&c, "compute_ns").rel_error, Some(0.0));
+        assert!((row(&c, "exposed_tp_ns").rel_error.unwrap() + 0.05).abs() < 1e-12);
+        // dense and expert gradients together: 100 + 50 µs
+        let dp = row(&c, "exposed_dp_ns");
+        assert_eq!(dp.simai_ns, Some(150_000.0));
+        assert_eq!(dp.simai_columns, "expose_dp_comm+expose_dp_ep_comm");
+        assert!((dp.rel_error.unwrap() + 0.10).abs() < 1e-12);
+        // SimAI's zero has no relative error, and its pipeline terms are formulas
+        assert_eq!(row(&c, "exposed_ep_ns").rel_error, None);
+        assert_eq!(row(&c, "exposed_pp_ns").simai_basis, Basis::Formula);
+        assert!((row(&c, "exposed_pp_ns").rel_error.unwrap() - 1.0).abs() < 1e-12);
+        assert!(c.not_compared.iter().any(|n| n.contains("per-flow")));
+    }
+
+    #[test]
+    fn a_missing_column_is_named_and_several_runs_are_refused() {
+        let text = "File name, Expose TP comm, Total time\nrun, 5 (50%), 10\n";
+        let (f, _) = simai_end_to_end::parse(Path::new("e.csv"), text).unwrap();
+        let c = compare_end_to_end(&Summary::default(), &f, Path::new("e.csv")).unwrap();
+        assert_eq!(row(&c, "bubble_ns").simai_ns, None);
+        assert!(
+            c.not_compared
+                .iter()
+                .any(|n| n.contains("bubble_ns: the file has no bubble_time")),
+            "{:?}",
+            c.not_compared
+        );
+
+        let text = "File name, Total time\na, 10\nb, 12\n";
+        let (f, _) = simai_end_to_end::parse(Path::new("e.csv"), text).unwrap();
+        let e = compare_end_to_end(&Summary::default(), &f, Path::new("e.csv"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("e.csv") && e.contains("3") && e.contains("2 runs (a, b)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_cells_and_rows_name_file_line_and_field() {
+        let p = Path::new("e.csv");
+        let e = simai_end_to_end::parse(p, &format!("{HEADER}\nrun, 1, 2, x3, 4, 5, 6, 7, 8, 9\n"))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "e.csv:2: expose_tp_comm: `x3` is not a number (expected µs or GB/s, `nan` or `NONE`)"
+        );
+        let e = simai_end_to_end::parse(p, &format!("{HEADER}\nrun, 1, 2\n")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("e.csv:2: summary row: 3 cells"),
+            "{e}"
+        );
+        let e = simai_end_to_end::parse(p, "layer_name,run,fwd compute\n").unwrap_err();
+        assert!(e.to_string().contains("not a SimAI EndToEnd.csv"), "{e}");
+        let e = simai_end_to_end::parse(p, "total exposed comm,1,total comp\n").unwrap_err();
+        assert!(e.to_string().starts_with("e.csv:1: totals:"), "{e}");
+    }
+
+    #[test]
+    fn compare_takes_an_end_to_end_csv_for_ns3_and_writes_end_to_end_csv() {
+        let d = tempfile::tempdir().unwrap();
+        let replay = d.path().join("replay");
+        std::fs::create_dir_all(&replay).unwrap();
+        let s = Summary {
+            backend: "replay".into(),
+            trace: "t".into(),
+            iteration_time_ns: 1_919_770,
+            ..Summary::default()
+        };
+        ina3d::formats::summary_csv::write(&replay.join("summary.csv"), &s).unwrap();
+        let simai = d.path().join("simai");
+        std::fs::create_dir_all(&simai).unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/simai/EndToEnd.csv"),
+            simai.join("EndToEnd.csv"),
+        )
+        .unwrap();
+        let out = d.path().join("cmp");
+        let o = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args(["compare", "--replay"])
+            .arg(&replay)
+            .arg("--ns3")
+            .arg(&simai)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // 1919.770 µs against SimAI's 1745.246 µs: +10.00 %
+        assert!(stdout.contains("+10.00 %"), "{stdout}");
+        let csv = std::fs::read_to_string(out.join("end_to_end.csv")).unwrap();
+        assert!(
+            csv.starts_with("metric,simai_columns,replay_ns,simai_ns,rel_error,simai_basis\n"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("iteration_time_ns,total_time,1919770,1745246"),
+            "{csv}"
+        );
+
+        std::fs::write(
+            simai.join("EndToEnd.csv"),
+            format!("{HEADER}\nrun, 1, 2, 3, 4, 5, 6, 7, 8, ten\n"),
+        )
+        .unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args(["compare", "--replay"])
+            .arg(&replay)
+            .arg("--ns3")
+            .arg(simai.join("EndToEnd.csv"))
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("EndToEnd.csv:2: total_time: `ten`"), "{err}");
+    }
+}

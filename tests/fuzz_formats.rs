@@ -16,7 +16,8 @@ use ina3d::formats::topology_txt::{self, LinkRow, TopologyFile};
 use ina3d::formats::validate_csv::{self, ValidateRow};
 use ina3d::formats::{
     bench_csv, fct_csv, flow_txt, glue_trace_txt, hpcc_fct, links_csv, params_txt,
-    reservations_txt, routes_txt, summary_csv, switches_csv, trace_csv, FormatError,
+    reservations_txt, routes_txt, simai_end_to_end, summary_csv, switches_csv, trace_csv,
+    FormatError,
 };
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -573,6 +574,32 @@ proptest! {
         match reservations_txt::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn simai_end_to_end_csv(cols in proptest::collection::vec(0u32..1 << 24, 9), layers in proptest::collection::vec((0u32..1 << 20, proptest::option::of(0u32..1000)), 0..6), m in mutation()) {
+        // SimAI's layout, mixed `, ` and `,` separators, `nan` and `NONE` (ina3d writes no
+        // EndToEnd.csv, so the valid file is built here as SimAI prints it)
+        let header = "File name, Expose DP comm, Expose DP_EP comm, Expose TP comm, Expose_EP_comm, Expose_PP_comm, bubble time, total comp, total exposed comm, Total time";
+        let run: Vec<String> = cols.iter().map(|v| format!("{v} (1.00%)")).collect();
+        let mut text = format!("{header}\nrun, {}\nlayer_name,run,fwd compute,fwd total comm,algbw,busbw\n", run.join(", "));
+        for (i, (c, bw)) in layers.iter().enumerate() {
+            let bw = bw.map_or("nan".to_string(), |b| format!("{b}.5"));
+            text += &format!("layer{i},run,{c}.000000,1.000000,{bw},NONE\n");
+        }
+        text += &format!("total exposed comm,{},total comp,{},total time,{}.246000\n", cols[7], cols[8], cols[8]);
+        let text = apply(&text, &m);
+        let dir = tempfile::tempdir().unwrap();
+        let p = file(&dir, "EndToEnd.csv", &text);
+        match simai_end_to_end::read(&p) {
+            Ok((f, _)) => if matches!(m, Mutation::None) {
+                let got: Vec<f64> = f.runs[0].us.values().copied().collect();
+                prop_assert_eq!(got, cols.iter().map(|&v| v as f64).collect::<Vec<_>>());
+                prop_assert_eq!(f.layers.len(), layers.len());
+                prop_assert_eq!(f.total_time_us(), Some(cols[8] as f64 + 0.246));
+            },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
         }
     }
 

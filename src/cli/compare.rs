@@ -10,8 +10,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub replay: PathBuf,
     /// ns-3 output directory of the same trace (`fct.csv`, `summary.csv`), e.g. from
-    /// `ina3d ns3 run`.
-    #[arg(long, value_name = "DIR")]
+    /// `ina3d ns3 run`. Or another simulator's output: an HPCC-family `fct.txt` of the
+    /// `flow.txt` that `ns3 emit` wrote (compared per flow; see `--emit`), or SimAI's
+    /// `EndToEnd.csv` of the workload `export aicb` wrote (compared per iteration and
+    /// class: SimAI reports no flows) — the file, or a directory holding it and no
+    /// `summary.csv`.
+    #[arg(long, value_name = "DIR|FILE")]
     pub ns3: PathBuf,
     /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv`, `links.csv` and (when
     /// both directories have one) `switches.csv`: INA slot peak and slot-time per switch on
@@ -36,20 +40,103 @@ pub struct Args {
     pub link_tolerance: Option<f64>,
 }
 
-/// Run `ina3d compare`: against an external simulator's fct.txt when `--ns3` names one
-/// (or a directory with one and no summary.csv), else two back-end directories.
-pub fn run(a: Args) -> anyhow::Result<()> {
-    let fct_txt = if a.ns3.is_file() {
-        Some(a.ns3.clone())
-    } else if !a.ns3.join("summary.csv").exists() && a.ns3.join("fct.txt").exists() {
-        Some(a.ns3.join("fct.txt"))
-    } else {
-        None
+/// What `--ns3` names.
+enum Other {
+    /// An HPCC-family fct.txt.
+    HpccFct(PathBuf),
+    /// A SimAI EndToEnd.csv.
+    SimaiEndToEnd(PathBuf),
+    /// An ns-3 (glue) output directory.
+    Ns3Dir,
+}
+
+/// Classifies `--ns3`: a file is an EndToEnd.csv when its first line is SimAI's
+/// `File name,` header, else an fct.txt; a directory without `summary.csv` holding
+/// `EndToEnd.csv` or `fct.txt` stands for that file.
+fn classify(ns3: &std::path::Path) -> anyhow::Result<Other> {
+    use anyhow::Context;
+    let of_file = |f: PathBuf| -> anyhow::Result<Other> {
+        let text =
+            ina3d::formats::read_text(&f).with_context(|| format!("reading {}", f.display()))?;
+        Ok(match ina3d::ns3::ingest::detect(&f, &text) {
+            Some(ina3d::ns3::ingest::Kind::EndToEnd) => Other::SimaiEndToEnd(f),
+            _ => Other::HpccFct(f),
+        })
     };
-    match fct_txt {
-        Some(f) => run_external(&a, &f),
-        None => run_tables(a),
+    if ns3.is_file() {
+        return of_file(ns3.to_path_buf());
     }
+    if !ns3.join("summary.csv").exists() {
+        for name in ["EndToEnd.csv", "fct.txt"] {
+            if ns3.join(name).is_file() {
+                return of_file(ns3.join(name));
+            }
+        }
+    }
+    Ok(Other::Ns3Dir)
+}
+
+/// Run `ina3d compare`: against another simulator's output when `--ns3` names one, else
+/// two back-end directories.
+pub fn run(a: Args) -> anyhow::Result<()> {
+    match classify(&a.ns3)? {
+        Other::HpccFct(f) => run_external(&a, &f),
+        Other::SimaiEndToEnd(f) => run_end_to_end(&a, &f),
+        Other::Ns3Dir => run_tables(a),
+    }
+}
+
+/// The replay's iteration breakdown against SimAI's `EndToEnd.csv`
+/// (`ina3d::ns3::external::compare_end_to_end`): printed, and written to
+/// `end_to_end.csv` in the output directory.
+fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use ina3d::formats::{simai_end_to_end, summary_csv};
+    let summary = summary_csv::read(&a.replay.join("summary.csv"))?;
+    let (e2e, warnings) = simai_end_to_end::read(e2e_path)?;
+    for w in &warnings {
+        eprintln!("{w}");
+    }
+    let c =
+        ina3d::ns3::external::compare_end_to_end(&summary, &e2e, e2e_path).with_context(|| {
+            format!(
+                "comparing {} with {}",
+                a.replay.display(),
+                e2e_path.display()
+            )
+        })?;
+    println!(
+        "replayer ({}) vs SimAI ({}): iteration breakdown, (r-s)/s",
+        a.replay.display(),
+        e2e_path.display()
+    );
+    let ms = |ns: f64| ns / 1e6;
+    for r in &c.rows {
+        let simai = r
+            .simai_ns
+            .map_or("—".to_string(), |v| format!("{:.3} ms", ms(v)));
+        let err = r
+            .rel_error
+            .map_or("—".to_string(), |e| format!("{:+.2} %", 100.0 * e));
+        println!(
+            "  {:<28} {:>12.3} ms {:>14} {:>10}  ({}: {})",
+            r.metric,
+            ms(r.replay_ns as f64),
+            simai,
+            err,
+            r.simai_columns,
+            r.simai_basis
+        );
+    }
+    for n in &c.not_compared {
+        println!("not compared: {n}");
+    }
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let out = a.output.join("end_to_end.csv");
+    simai_end_to_end::write_comparison(&out, &c.rows)?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
 }
 
 /// Per-flow errors of the replay against an HPCC-family fct.txt mapped back to records

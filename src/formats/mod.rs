@@ -28,6 +28,7 @@
 //! | `reservations.txt` (the glue's planned slots) | [`reservations_txt`] | `ns3 emit` | glue (C++) |
 //! | `validate.csv` (the validation suite's table) | [`validate_csv`] | `validate` | tests |
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
+//! | SimAI `EndToEnd.csv` | [`simai_end_to_end`] (reader) | SimAI | `compare`, `ns3 ingest` |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -49,6 +50,7 @@ pub mod plan_json;
 pub mod reservations_txt;
 pub mod results_csv;
 pub mod routes_txt;
+pub mod simai_end_to_end;
 pub mod summary_csv;
 pub mod switches_csv;
 pub mod topology_txt;

@@ -15,6 +15,7 @@
 use super::Ns3Error;
 use crate::fct::Summary;
 use crate::formats::hpcc_fct::{self, parse_hex_ip};
+use crate::formats::simai_end_to_end;
 use crate::formats::write_atomic_bytes;
 use std::path::{Path, PathBuf};
 
@@ -203,130 +204,59 @@ pub fn parse_qlen(path: &Path, text: &str) -> Table {
     )
 }
 
-fn snake(s: &str) -> String {
-    let mut out = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('_') && !out.is_empty() {
-            out.push('_');
-        }
-    }
-    out.trim_end_matches('_').to_string()
-}
-
-/// A SimAI cell: `nan`/`NONE`/empty → empty; `633 (36.28%)` → `633`.
-fn cell_value(s: &str) -> Option<String> {
-    let s = s.trim();
-    let v = s.split_whitespace().next().unwrap_or("");
-    if v.is_empty() || v.eq_ignore_ascii_case("nan") || v == "NONE" {
-        return None;
-    }
-    v.parse::<f64>().ok().map(|_| v.to_string())
-}
-
-/// SimAI EndToEnd.csv → long-form rows. Times are µs; algbw/busbw GB/s.
-pub fn parse_end_to_end(path: &Path, text: &str) -> Table {
+/// SimAI EndToEnd.csv → long-form rows (`section,layer,row,metric,value,unit`), read by
+/// the one reader of the format ([`simai_end_to_end`]). Times are µs; algbw/busbw GB/s;
+/// a missing value (`nan`, `NONE`) is an empty cell, not a zero.
+pub fn parse_end_to_end(path: &Path, text: &str) -> Result<Table, Ns3Error> {
+    let (e2e, warnings) = simai_end_to_end::parse(path, text)?;
     let mut t = Table {
         header: ["section", "layer", "row", "metric", "value", "unit"]
             .map(String::from)
             .to_vec(),
+        warnings: warnings.iter().map(ToString::to_string).collect(),
         ..Default::default()
     };
-    let split = |l: &str| -> Vec<String> { l.split(',').map(|c| c.trim().to_string()).collect() };
     let unit = |m: &str| if m.contains("bw") { "GB/s" } else { "us" };
-    let mut summary_header: Option<Vec<String>> = None;
-    let mut layer_header: Option<Vec<String>> = None;
-    let mut row_no = 0usize;
-    for (no, l) in lines(text) {
-        if l.is_empty() {
-            continue;
+    let cell = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+    let mut push = |section: &str, layer: &str, row: String, metric: &str, v: Option<f64>| {
+        t.rows.push(vec![
+            section.into(),
+            layer.into(),
+            row,
+            metric.into(),
+            cell(v),
+            unit(metric).into(),
+        ])
+    };
+    for run in &e2e.runs {
+        for (b, v) in &run.us {
+            push("summary", "", String::new(), b.as_str(), Some(*v));
         }
-        let c = split(l);
-        if c[0] == "File name" {
-            summary_header = Some(c.iter().map(|x| snake(x)).collect());
-            continue;
-        }
-        if c[0] == "layer_name" {
-            // repeated algbw/busbw names: qualify them with the comm before them
-            let mut names = Vec::new();
-            let mut last = String::new();
-            for x in &c {
-                let s = snake(x);
-                if s.ends_with("total_comm") {
-                    last = s.trim_end_matches("_total_comm").to_string();
-                }
-                names.push(if s == "algbw" || s == "busbw" {
-                    format!("{last}_{s}")
-                } else {
-                    s
-                });
-            }
-            layer_header = Some(names);
-            continue;
-        }
-        if c[0] == "total exposed comm" {
-            for pair in c.chunks(2) {
-                if let [k, v] = pair {
-                    let m = snake(k);
-                    t.rows.push(vec![
-                        "total".into(),
-                        String::new(),
-                        String::new(),
-                        m.clone(),
-                        cell_value(v).unwrap_or_default(),
-                        unit(&m).into(),
-                    ]);
-                }
-            }
-            continue;
-        }
-        if let Some(lh) = &layer_header {
-            if c.len() < 3 {
-                t.warnings.push(warn(path, no, "short layer row", l));
-                continue;
-            }
-            let section = if c[0] == "SUM" { "sum" } else { "layer" };
-            row_no += usize::from(section == "layer");
-            for (k, v) in c.iter().enumerate().skip(2) {
-                let m = lh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
-                t.rows.push(vec![
-                    section.into(),
-                    if section == "sum" {
-                        String::new()
-                    } else {
-                        c[0].clone()
-                    },
-                    if section == "sum" {
-                        String::new()
-                    } else {
-                        row_no.to_string()
-                    },
-                    m.clone(),
-                    cell_value(v).unwrap_or_default(),
-                    unit(&m).into(),
-                ]);
-            }
-            continue;
-        }
-        if let Some(sh) = &summary_header {
-            for (k, v) in c.iter().enumerate().skip(1) {
-                let m = sh.get(k).cloned().unwrap_or_else(|| format!("column_{k}"));
-                t.rows.push(vec![
-                    "summary".into(),
-                    String::new(),
-                    String::new(),
-                    m.clone(),
-                    cell_value(v).unwrap_or_default(),
-                    unit(&m).into(),
-                ]);
-            }
-            continue;
-        }
-        t.warnings
-            .push(warn(path, no, "line before any EndToEnd header", l));
     }
-    t
+    let mut row_no = 0usize;
+    for l in &e2e.layers {
+        let (section, layer, row) = if l.is_sum() {
+            ("sum", "", String::new())
+        } else {
+            row_no += 1;
+            ("layer", l.layer.as_str(), row_no.to_string())
+        };
+        for (m, v) in &l.values {
+            push(section, layer, row.clone(), m, *v);
+        }
+    }
+    if let Some(tot) = e2e.totals {
+        push(
+            "total",
+            "",
+            String::new(),
+            "total_exposed_comm",
+            tot.exposed_comm_us,
+        );
+        push("total", "", String::new(), "total_comp", tot.comp_us);
+        push("total", "", String::new(), "total_time", tot.time_us);
+    }
+    Ok(t)
 }
 
 /// Our summary.csv → the same columns, checked against the [`Summary`] schema.
@@ -358,7 +288,7 @@ pub fn parse(kind: Kind, path: &Path, text: &str) -> Result<Table, Ns3Error> {
         Kind::Fct => parse_fct(path, text),
         Kind::Pfc => parse_pfc(path, text),
         Kind::Qlen => parse_qlen(path, text),
-        Kind::EndToEnd => parse_end_to_end(path, text),
+        Kind::EndToEnd => parse_end_to_end(path, text)?,
         Kind::Summary => parse_summary(path, text)?,
     })
 }
