@@ -53,7 +53,13 @@ pub struct Args {
     /// Never run ns-3.
     #[arg(long)]
     pub no_ns3: bool,
-    /// TCP connections of the ns-3 glue: one persistent per (src, dst) pair, or one per record.
+    /// Transport of the ns-3 glue: `roce` (UDP queue pairs with DCQCN and ECN-marking
+    /// switches, as LLM clusters run and HPCC's and SimAI's ns-3 model) or `tcp` (NewReno
+    /// with windows of two bandwidth-delay products).
+    #[arg(long, value_parser = super::keyword::<ina3d::ns3::Transport>(ina3d::ns3::Transport::NAMES), default_value = "roce")]
+    pub transport: ina3d::ns3::Transport,
+    /// TCP connections of the ns-3 glue (under `--transport tcp`): one persistent per
+    /// (src, dst) pair, or one per record.
     #[arg(long, value_parser = super::keyword::<ina3d::ns3::TcpConnections>(ina3d::ns3::TcpConnections::NAMES), default_value = "persistent")]
     pub tcp_connections: ina3d::ns3::TcpConnections,
     /// Keep traces in memory only (no DIR/<policy>/trace.csv.gz).
@@ -91,6 +97,7 @@ impl Args {
                 (_, true) => Ns3Choice::Off,
                 _ => Ns3Choice::Auto,
             },
+            transport: self.transport,
             tcp_connections: self.tcp_connections,
             traces: !self.no_traces,
             plan_time_limit: self.plan_time_limit,

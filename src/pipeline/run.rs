@@ -233,6 +233,7 @@ impl Runner<'_> {
             seed,
             gpu_type: "A100".into(),
             tcp: self.spec.tcp_connections,
+            transport: self.spec.transport,
             ..EmitOptions::default()
         };
         let e = emit_ns3(records, model, &self.job.topology, &emit, &ns3_dir, name)?;

@@ -12,7 +12,7 @@ use super::policy::{parse_policies, Policy, DEFAULT_POLICIES};
 use super::PipelineError;
 use crate::keyword::keyword_enum;
 use crate::megatron::{Loc, Source, TrainingConfig};
-use crate::ns3::TcpConnections;
+use crate::ns3::{TcpConnections, Transport};
 use crate::trace::InaMode;
 use std::str::FromStr;
 
@@ -42,7 +42,9 @@ pub struct RunSpec {
     pub seeds: Vec<u64>,
     /// ns-3 or not.
     pub ns3: Ns3Choice,
-    /// TCP connections of the ns-3 glue.
+    /// Transport of the ns-3 glue: RoCE with DCQCN (the default) or bounded TCP.
+    pub transport: Transport,
+    /// TCP connections of the ns-3 glue (under `tcp`).
     pub tcp_connections: TcpConnections,
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
@@ -66,6 +68,7 @@ impl Default for RunSpec {
             policies: DEFAULT_POLICIES.to_vec(),
             seeds: vec![0],
             ns3: Ns3Choice::Auto,
+            transport: Transport::default(),
             tcp_connections: TcpConnections::default(),
             traces: true,
             plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
@@ -388,6 +391,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
             Ok(())
         },
         get: |s| s.ns3.to_string(),
+    },
+    RunOption {
+        name: "transport",
+        help: "transport of the ns-3 glue: roce (DCQCN), tcp (bounded NewReno)",
+        set: |s, v| {
+            s.transport = keyword(v)?;
+            Ok(())
+        },
+        get: |s| s.transport.to_string(),
     },
     RunOption {
         name: "tcp-connections",
