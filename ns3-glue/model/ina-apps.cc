@@ -286,10 +286,25 @@ InaHostApplication::HandleRead(Ptr<Socket> s)
 void
 InaHostApplication::StartIna(uint32_t idx)
 {
-    const DagRecord& r = Dag::Get().records[idx];
+    Dag& dag = Dag::Get();
+    const DagRecord& r = dag.records[idx];
     Worker& w = m_workers[r.aggId];
     w.upIdx = idx;
-    PumpIna(r.aggId);
+    AggInfo& a = dag.aggs[r.aggId];
+    // The aggregation asks for its slots when all its workers are ready, as the replayer
+    // starts an aggregation unit when all its edges are: nothing is summed before then.
+    if (++a.workersStarted == a.workerUp.size())
+        InaSlotAdmission::Get().Ask(r.aggId);
+}
+
+void
+InaHostApplication::Admitted(uint64_t agg)
+{
+    // The up edge starts streaming now (the replayer starts every edge of a unit when it
+    // is granted); the wait for slots is the record's wait beyond its gap.
+    Dag& dag = Dag::Get();
+    dag.records[m_workers[agg].upIdx].startNs = Simulator::Now().GetNanoSeconds();
+    PumpIna(agg);
 }
 
 void
@@ -299,8 +314,13 @@ InaHostApplication::PumpIna(uint64_t agg)
     const AggInfo& a = dag.aggs[agg];
     Worker& w = m_workers[agg];
     const DagRecord& up = dag.records[w.upIdx];
-    // The window counts slots whose result has not come back (SwitchML's client window).
-    while (w.nextSeq < a.packets && w.nextSeq - w.results < dag.params.inaWindow)
+    // The window counts slots whose result has not come back (SwitchML's client window):
+    // the w slots granted on every switch of the tree, so that a sequence number always
+    // finds a slot; an aggregation that fell back holds none and keeps INA_WINDOW.
+    uint32_t window = a.admission == Admission::Granted    ? a.slots
+                      : a.admission == Admission::Fallback ? dag.params.inaWindow
+                                                           : 0;
+    while (w.nextSeq < a.packets && w.nextSeq - w.results < window)
     {
         InaWire m{};
         m.type = InaWire::DATA;
@@ -368,6 +388,184 @@ InaHostApplication::HandleUdp(Ptr<Socket> s)
     }
 }
 
+// ---------------------------------------------------------------- slot policy
+
+InaSlotAdmission&
+InaSlotAdmission::Get()
+{
+    static InaSlotAdmission admission;
+    return admission;
+}
+
+uint32_t
+InaSlotAdmission::Capacity(uint32_t sw, uint32_t cls) const
+{
+    Dag& dag = Dag::Get();
+    uint32_t pool = dag.switchApps[sw] ? dag.switchApps[sw]->Slots() : 0;
+    if (dag.params.inaPolicy != "static")
+        return pool;
+    // The pool split evenly among the classes INA is enabled for (as the replayer's
+    // Pools: compute never aggregates and a class listed twice counts once); a class
+    // without a share has no slot.
+    std::set<std::string> enabled;
+    for (const std::string& c : dag.params.inaClasses)
+        if (c != "compute")
+            enabled.insert(c);
+    bool listed = cls < dag.params.inaClasses.size() && dag.params.inaClasses[cls] != "compute";
+    return listed ? pool / uint32_t(enabled.size()) : 0;
+}
+
+uint32_t
+InaSlotAdmission::Free(uint32_t sw, uint32_t cls) const
+{
+    uint32_t used = 0;
+    auto it = m_reserved.find(sw);
+    if (it != m_reserved.end())
+    {
+        for (const auto& [c, n] : it->second)
+            if (Dag::Get().params.inaPolicy != "static" || c == cls)
+                used += n;
+    }
+    uint32_t cap = Capacity(sw, cls);
+    return cap > used ? cap - used : 0;
+}
+
+uint32_t
+InaSlotAdmission::Reserved(uint32_t sw) const
+{
+    uint32_t used = 0;
+    auto it = m_reserved.find(sw);
+    if (it != m_reserved.end())
+        for (const auto& [c, n] : it->second)
+            used += n;
+    return used;
+}
+
+Admission
+InaSlotAdmission::Decide(uint64_t agg, uint32_t& w) const
+{
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs.at(agg);
+    const std::string& policy = dag.params.inaPolicy;
+    uint32_t cls = a.priority;
+    uint32_t want = std::min(dag.params.inaWindow, a.packets);
+    uint32_t capacity = UINT32_MAX;
+    for (const auto& [sw, here] : a.switches)
+        capacity = std::min(capacity, Capacity(sw, cls));
+    w = 0;
+    if (capacity == 0 || dag.params.inaWindow == 0)
+        return Admission::Fallback; // no pool to draw from: the packets go to an end host
+    if (want == 0)
+        return Admission::Granted; // an empty stream holds nothing
+    if (policy == "planned")
+    {
+        // the pool this stream draws from is its group's reservation (reservations.txt),
+        // the smallest over its switches, as the replayer grants min(reservation, window)
+        uint32_t reserved = UINT32_MAX;
+        for (const auto& [sw, here] : a.switches)
+        {
+            auto r = dag.reservations.find({agg, sw});
+            reserved = std::min(reserved, r == dag.reservations.end() ? 0u : r->second);
+        }
+        w = std::min(want, reserved);
+    }
+    else
+        w = std::min(want, capacity);
+    bool fits = w > 0;
+    for (const auto& [sw, here] : a.switches)
+        fits = fits && Free(sw, cls) >= w;
+    if (fits)
+        return Admission::Granted;
+    return policy == "best-effort" ? Admission::Fallback : Admission::Waiting;
+}
+
+void
+InaSlotAdmission::Change(uint64_t agg, uint32_t w, bool take)
+{
+    const AggInfo& a = Dag::Get().aggs.at(agg);
+    for (const auto& [sw, here] : a.switches)
+    {
+        uint32_t& n = m_reserved[sw][a.priority];
+        n = take ? n + w : n - w;
+    }
+}
+
+void
+InaSlotAdmission::Admit(uint64_t agg, Admission answer, uint32_t w)
+{
+    Dag& dag = Dag::Get();
+    AggInfo& a = dag.aggs[agg];
+    a.admission = answer;
+    a.slots = answer == Admission::Granted ? w : 0;
+    if (a.slots > 0)
+        Change(agg, a.slots, true);
+    NS_LOG_INFO("aggregation " << agg << (answer == Admission::Granted ? " granted " : " falls back, ")
+                               << a.slots << " slots per switch after waiting "
+                               << (Simulator::Now().GetNanoSeconds() - a.askedNs) << " ns");
+    for (const auto& [worker, up] : a.workerUp)
+        dag.hostApps[worker]->Admitted(agg);
+}
+
+void
+InaSlotAdmission::Ask(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    AggInfo& a = dag.aggs[agg];
+    a.askedNs = Simulator::Now().GetNanoSeconds();
+    uint32_t w = 0;
+    Admission answer = Decide(agg, w);
+    if (answer != Admission::Waiting)
+    {
+        Admit(agg, answer, w);
+        return;
+    }
+    a.admission = Admission::Waiting;
+    uint32_t rank = dag.params.inaPolicy == "priority" ? a.priority : 0;
+    m_waiting.insert({rank, a.askedNs, agg});
+}
+
+void
+InaSlotAdmission::Release(uint64_t agg)
+{
+    AggInfo& a = Dag::Get().aggs[agg];
+    if (a.slots > 0)
+        Change(agg, a.slots, false);
+    ServeWaiting();
+}
+
+void
+InaSlotAdmission::ServeWaiting()
+{
+    // In queue order, every waiting aggregation whose slots are free now (the replayer's
+    // serve_waiting): one that does not fit does not hold back a later one that does.
+    std::vector<std::tuple<uint32_t, int64_t, uint64_t>> order(m_waiting.begin(), m_waiting.end());
+    for (const auto& key : order)
+    {
+        uint64_t agg = std::get<2>(key);
+        uint32_t w = 0;
+        if (Decide(agg, w) != Admission::Granted)
+            continue;
+        m_waiting.erase(key);
+        Admit(agg, Admission::Granted, w);
+    }
+}
+
+std::string
+InaSlotAdmission::Waiting() const
+{
+    std::string out;
+    for (const auto& key : m_waiting)
+    {
+        uint64_t agg = std::get<2>(key);
+        uint32_t w = 0;
+        Decide(agg, w);
+        out += (out.empty() ? "" : ", ") + std::string("aggregation ") + std::to_string(agg) +
+               " (needs " + std::to_string(w) + " slots on each of " +
+               std::to_string(Dag::Get().aggs.at(agg).switches.size()) + " switches)";
+    }
+    return out;
+}
+
 // ---------------------------------------------------------------- switch
 
 TypeId
@@ -396,11 +594,7 @@ InaSwitchApplication::~InaSwitchApplication() = default;
 void
 InaSwitchApplication::StartApplication()
 {
-    Dag& dag = Dag::Get();
     m_node = GetNode()->GetId();
-    // Static partition as the replayer does it: the pool split evenly among the traffic
-    // classes INA is enabled for.
-    m_classShare = std::max<uint32_t>(1, m_slots / std::max<size_t>(1, dag.params.inaClasses.size()));
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
     m_udp->SetRecvCallback(MakeCallback(&InaSwitchApplication::HandleUdp, this));
@@ -454,104 +648,48 @@ InaSwitchApplication::HandleUdp(Ptr<Socket> s)
     }
 }
 
-uint32_t
-InaSwitchApplication::Capacity() const
-{
-    return Dag::Get().params.inaPolicy == "static" ? m_classShare : m_slots;
-}
-
-uint32_t
-InaSwitchApplication::StreamSlots(uint64_t agg) const
-{
-    // w = min(window, packets of the stream, the pool it draws from): SwitchML's worker
-    // pool of slot indices, never more than the switch could ever grant. Under planned
-    // (ina3d plan) the pool is the slots the aggregation's group reserves on this switch
-    // (reservations.txt), as the replayer grants min(reservation, window).
-    Dag& dag = Dag::Get();
-    const AggInfo& a = dag.aggs.at(agg);
-    uint32_t pool = Capacity();
-    if (dag.params.inaPolicy == "planned")
-    {
-        auto r = dag.reservations.find({agg, m_node});
-        pool = r == dag.reservations.end() ? 0 : std::min(pool, r->second);
-    }
-    return std::max<uint32_t>(1, std::min({dag.params.inaWindow, a.packets, pool}));
-}
-
-bool
-InaSwitchApplication::Fits(uint64_t agg, uint32_t w) const
-{
-    Dag& dag = Dag::Get();
-    if (dag.params.inaPolicy == "static")
-    {
-        auto it = m_classInUse.find(dag.aggs[agg].priority);
-        uint32_t used = it == m_classInUse.end() ? 0 : it->second;
-        return used + w <= m_classShare;
-    }
-    return m_inUse + w <= m_slots;
-}
-
-bool
-InaSwitchApplication::MustQueue(uint64_t agg) const
-{
-    // Waiting streams keep their order: static serves each class first come first served,
-    // priority serves classes in INA_CLASSES order, then arrival.
-    Dag& dag = Dag::Get();
-    uint32_t prio = dag.aggs[agg].priority;
-    for (uint64_t other : m_waitList)
-    {
-        uint32_t op = dag.aggs[other].priority;
-        // planned waits first come first served, whatever the class
-        if (dag.params.inaPolicy == "static"    ? op == prio
-            : dag.params.inaPolicy == "planned" ? true
-                                                : op <= prio)
-            return true;
-    }
-    return false;
-}
-
 void
 InaSwitchApplication::OnData(const InaWire& w)
 {
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs[w.agg];
+    if (a.admission == Admission::Fallback)
+    {
+        Consume(w, true); // ATP: the packet goes on to an end host
+        return;
+    }
     Stream& s = m_streams[w.agg];
-    if (s.grant == Grant::None)
+    if (a.admission != Admission::Granted || s.hold == Hold::Done)
     {
-        // The stream's first packet at this switch: the policy grants or refuses w slots.
-        uint32_t need = StreamSlots(w.agg);
-        if (!MustQueue(w.agg) && Fits(w.agg, need))
-            Take(w.agg, s, need);
-        else if (Dag::Get().params.inaPolicy == "best-effort")
-            s.grant = Grant::Fallback; // ATP: the stream's packets go on to an end host
-        else
-        {
-            s.grant = Grant::Waiting;
-            m_waitList.push_back(w.agg);
-        }
+        // a worker sent before its aggregation was granted, or after its last result
+        NS_LOG_ERROR("switch " << m_node << ": packet of aggregation " << w.agg
+                               << " outside its grant");
+        dag.protocolErrors++;
+        return;
     }
-    switch (s.grant)
-    {
-    case Grant::Waiting:
-        s.held.push_back(w);
-        break;
-    case Grant::Slots:
-        Feed(w.agg, s, w);
-        break;
-    default:
-        Consume(w, true);
-        break;
-    }
+    if (s.hold == Hold::None)
+        Take(w.agg, s, a.slots); // the stream's first packet here
+    Feed(w.agg, s, w);
 }
 
 void
 InaSwitchApplication::Take(uint64_t agg, Stream& s, uint32_t w)
 {
     Dag& dag = Dag::Get();
-    s.grant = Grant::Slots;
+    s.hold = Hold::Slots;
     s.slots = w;
     s.since = Simulator::Now().GetNanoSeconds();
-    m_classInUse[dag.aggs[agg].priority] += w;
     m_inUse = m_inUse + w;
     dag.slotPeak = std::max<uint64_t>(dag.slotPeak, m_inUse);
+    // What a switch holds lies inside its reservations, which the policy kept within the
+    // pool: more would be a defect of the admission, reported rather than hidden.
+    if (m_inUse > m_slots || m_inUse > InaSlotAdmission::Get().Reserved(m_node))
+    {
+        NS_LOG_ERROR("switch " << m_node << ": " << m_inUse << " slots in use, pool " << m_slots
+                               << ", reserved " << InaSlotAdmission::Get().Reserved(m_node)
+                               << " (aggregation " << agg << ")");
+        dag.protocolErrors++;
+    }
 }
 
 void
@@ -648,7 +786,7 @@ InaSwitchApplication::ResultLeft(uint64_t agg)
         return;
     Stream& s = it->second;
     s.resultsDown++;
-    if (s.grant != Grant::Slots)
+    if (s.hold != Hold::Slots)
         return;
     if (s.resultsDown == Dag::Get().aggs[agg].packets)
     {
@@ -673,60 +811,12 @@ InaSwitchApplication::Release(uint64_t agg, Stream& s)
     Dag& dag = Dag::Get();
     int64_t now = Simulator::Now().GetNanoSeconds();
     dag.slotTime += uint64_t(s.slots) * uint64_t(now - s.since);
-    m_classInUse[dag.aggs[agg].priority] -= s.slots;
     m_inUse = m_inUse - s.slots;
-    s.grant = Grant::Done;
+    s.hold = Hold::Done;
     s.slots = 0;
-    GrantWaiting();
-}
-
-void
-InaSwitchApplication::GrantWaiting()
-{
-    Dag& dag = Dag::Get();
-    std::vector<uint64_t> order = m_waitList;
-    if (dag.params.inaPolicy == "priority")
-        std::stable_sort(order.begin(), order.end(), [&dag](uint64_t x, uint64_t y) {
-            return dag.aggs[x].priority < dag.aggs[y].priority;
-        });
-    std::set<uint32_t> blocked; // static: a class whose first waiter does not fit
-    std::vector<uint64_t> granted;
-    for (uint64_t agg : order)
-    {
-        uint32_t cls = dag.aggs[agg].priority;
-        if (blocked.count(cls))
-            continue;
-        uint32_t need = StreamSlots(agg);
-        if (Fits(agg, need))
-        {
-            Take(agg, m_streams[agg], need);
-            granted.push_back(agg);
-        }
-        else if (dag.params.inaPolicy == "static")
-            blocked.insert(cls);
-        else
-            break; // priority: strictly in order, no overtaking
-    }
-    for (uint64_t agg : granted)
-        m_waitList.erase(std::find(m_waitList.begin(), m_waitList.end(), agg));
-    for (uint64_t agg : granted)
-    {
-        Stream& s = m_streams[agg];
-        std::deque<InaWire> held;
-        held.swap(s.held);
-        for (const InaWire& w : held)
-            Feed(agg, s, w);
-    }
-}
-
-std::string
-InaSwitchApplication::Waiting() const
-{
-    std::string out;
-    for (uint64_t agg : m_waitList)
-        out += (out.empty() ? "" : ", ") + std::string("aggregation ") + std::to_string(agg) +
-               " (needs " + std::to_string(StreamSlots(agg)) + " slots)";
-    return out;
+    AggInfo& a = dag.aggs[agg];
+    if (++a.switchesReleased == a.switches.size())
+        InaSlotAdmission::Get().Release(agg);
 }
 
 void

@@ -491,14 +491,9 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
                 break;
             }
         }
-        for (const Ptr<InaSwitchApplication>& sw : switchApps)
-        {
-            if (sw && !sw->Waiting().empty())
-                std::cerr << "switch " << sw->GetNode()->GetId()
-                          << ": streams still waiting for slots (held by streams waiting at "
-                             "other switches): "
-                          << sw->Waiting() << std::endl;
-        }
+        std::string waiting = InaSlotAdmission::Get().Waiting();
+        if (!waiting.empty())
+            std::cerr << "aggregations still waiting for slots: " << waiting << std::endl;
         return false;
     }
     WriteFctCsv(dir + "/fct.csv.tmp", records);

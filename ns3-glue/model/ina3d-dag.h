@@ -82,6 +82,18 @@ struct AggAtSwitch
     int32_t parentDown = -1;       //!< down record into this switch
 };
 
+/**
+ * The slot policy's answer to an aggregation, for every switch of its tree at once
+ * (InaSlotAdmission; docs/model.md#slot-policies).
+ */
+enum class Admission
+{
+    Pending,  //!< some worker has not started yet: not asked
+    Waiting,  //!< asked, refused for now (static, priority, planned): workers send nothing
+    Granted,  //!< `slots` reserved on every switch of the tree: workers keep `slots` in flight
+    Fallback, //!< refused for good (best-effort): every switch sends its packets to the fallback host
+};
+
 /** One aggregation (all edges with one agg id). */
 struct AggInfo
 {
@@ -93,6 +105,11 @@ struct AggInfo
     std::map<uint32_t, AggAtSwitch> switches;
     std::map<uint32_t, uint32_t> workerUp;   //!< worker node -> its up record
     std::map<uint32_t, uint32_t> workerDown; //!< worker node -> its down record
+    Admission admission = Admission::Pending;
+    uint32_t slots = 0;            //!< w on every switch of the tree, once granted
+    uint32_t workersStarted = 0;   //!< workers whose up edge has started
+    uint32_t switchesReleased = 0; //!< switches whose last result has left them
+    int64_t askedNs = -1;          //!< when the aggregation asked for its slots
 };
 
 /** Run parameters (params.txt). */
