@@ -304,7 +304,140 @@ InaHostApplication::Admitted(uint64_t agg)
     // is granted); the wait for slots is the record's wait beyond its gap.
     Dag& dag = Dag::Get();
     dag.records[m_workers[agg].upIdx].startNs = Simulator::Now().GetNanoSeconds();
-    PumpIna(agg);
+    if (dag.aggs[agg].admission == Admission::Fallback)
+        StartRing(agg);
+    else
+        PumpIna(agg);
+}
+
+/** Every record of `agg` (all its edges) ends now: its fallback ring is done. */
+static void
+FinishFallback(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    AggInfo& a = dag.aggs[agg];
+    std::vector<uint32_t> edges;
+    for (const auto& [sw, here] : a.switches)
+    {
+        edges.insert(edges.end(), here.childUp.begin(), here.childUp.end());
+        edges.insert(edges.end(), here.down.begin(), here.down.end());
+    }
+    // Like the replayer's unit: every edge starts when the aggregation was answered and
+    // ends with the ring, and carries its own bytes.
+    for (uint32_t idx : edges)
+    {
+        DagRecord& r = dag.records[idx];
+        r.startNs = a.askedNs;
+        r.delivered = r.bytes;
+    }
+    for (uint32_t idx : edges)
+        dag.Finish(idx);
+}
+
+void
+InaHostApplication::StartRing(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs[agg];
+    auto me = std::find(a.ring.begin(), a.ring.end(), m_node);
+    uint32_t n = a.ring.size();
+    if (me == a.ring.end())
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    RingPart& p = m_rings[agg];
+    p.succ = a.ring[(me - a.ring.begin() + 1) % n];
+    p.steps = 2 * (n - 1);
+    p.chunk = (a.bytes + n - 1) / n;
+    uint32_t payload = dag.params.tcpSegment;
+    p.perStep = uint32_t((p.chunk + payload - 1) / payload);
+    // windowed as the glue's TCP connections are: two bandwidth-delay products of the
+    // path to the successor (at least 16 packets)
+    auto bdp = dag.pairBdp.find({m_node, p.succ});
+    uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
+                                              : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
+    p.window = uint32_t(std::max<uint64_t>(16, (bytes + payload - 1) / payload));
+    p.got.assign(p.steps, 0);
+    if (p.steps == 0 || p.perStep == 0)
+    {
+        p.done = true;
+        if (++dag.aggs[agg].ringsDone == n)
+            FinishFallback(agg);
+        return;
+    }
+    PumpRing(agg);
+}
+
+void
+InaHostApplication::PumpRing(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    RingPart& p = m_rings[agg];
+    uint32_t payload = dag.params.tcpSegment;
+    while (p.step < p.steps && (p.step == 0 || p.got[p.step - 1] == p.perStep) &&
+           p.sent - p.acked < p.window)
+    {
+        InaWire m{};
+        m.type = InaWire::RING_DATA;
+        m.from = m_node;
+        m.agg = agg;
+        m.step = p.step;
+        m.seq = p.sentInStep;
+        m.len = uint32_t(std::min<uint64_t>(payload, p.chunk - uint64_t(p.sentInStep) * payload));
+        InaSend(m_udp, m, dag.nodeAddress[p.succ]);
+        dag.fallbackPackets++;
+        p.sent++;
+        if (++p.sentInStep == p.perStep)
+        {
+            p.step++;
+            p.sentInStep = 0;
+        }
+    }
+}
+
+void
+InaHostApplication::OnRingData(const InaWire& w)
+{
+    Dag& dag = Dag::Get();
+    auto it = m_rings.find(w.agg);
+    if (it == m_rings.end() || w.step >= it->second.steps)
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    RingPart& p = it->second;
+    InaWire ack = w;
+    ack.type = InaWire::RING_ACK;
+    ack.from = m_node;
+    ack.len = 0;
+    InaSend(m_udp, ack, dag.nodeAddress[w.from]);
+    if (++p.got[w.step] > p.perStep)
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    if (w.step + 1 == p.steps && p.got[w.step] == p.perStep)
+    {
+        p.done = true;
+        AggInfo& a = dag.aggs[w.agg];
+        if (++a.ringsDone == a.ring.size())
+            FinishFallback(w.agg);
+    }
+    PumpRing(w.agg);
+}
+
+void
+InaHostApplication::OnRingAck(const InaWire& w)
+{
+    auto it = m_rings.find(w.agg);
+    if (it == m_rings.end() || it->second.acked >= it->second.sent)
+    {
+        Dag::Get().protocolErrors++;
+        return;
+    }
+    it->second.acked++;
+    PumpRing(w.agg);
 }
 
 void
@@ -368,21 +501,10 @@ InaHostApplication::HandleUdp(Ptr<Socket> s)
                 dag.Finish(down->second);
             PumpIna(w.agg);
         }
-        else if (w.type == InaWire::FB_DATA)
-        {
-            auto& acc = m_fallback[{w.agg, w.sw, w.seq}];
-            acc.first++;
-            acc.second += w.value;
-            if (acc.first == a.switches[w.sw].fanin)
-            {
-                InaWire res = w;
-                res.type = InaWire::FB_RESULT;
-                res.from = m_node;
-                res.value = acc.second;
-                InaSend(m_udp, res, dag.nodeAddress[w.sw]);
-                m_fallback.erase({w.agg, w.sw, w.seq});
-            }
-        }
+        else if (w.type == InaWire::RING_DATA)
+            OnRingData(w);
+        else if (w.type == InaWire::RING_ACK)
+            OnRingAck(w);
         else
             dag.protocolErrors++;
     }
@@ -509,19 +631,36 @@ InaSlotAdmission::Admit(uint64_t agg, Admission answer, uint32_t w)
 void
 InaSlotAdmission::Ask(uint64_t agg)
 {
+    Dag::Get().aggs[agg].askedNs = Simulator::Now().GetNanoSeconds();
+    // Asks of one instant are answered together after that instant's other events (the
+    // releases among them), in aggregation-id order, as the replayer handles the ends
+    // of an instant before its starts and its starts by aggregation: a tie is not
+    // broken by the order the simulator happened to run the workers' events in.
+    if (m_asking.empty())
+        Simulator::ScheduleNow(&InaSlotAdmission::AnswerAsks, this);
+    m_asking.insert(agg);
+}
+
+void
+InaSlotAdmission::AnswerAsks()
+{
     Dag& dag = Dag::Get();
-    AggInfo& a = dag.aggs[agg];
-    a.askedNs = Simulator::Now().GetNanoSeconds();
-    uint32_t w = 0;
-    Admission answer = Decide(agg, w);
-    if (answer != Admission::Waiting)
+    std::set<uint64_t> asking;
+    asking.swap(m_asking);
+    for (uint64_t agg : asking)
     {
-        Admit(agg, answer, w);
-        return;
+        AggInfo& a = dag.aggs[agg];
+        uint32_t w = 0;
+        Admission answer = Decide(agg, w);
+        if (answer != Admission::Waiting)
+        {
+            Admit(agg, answer, w);
+            continue;
+        }
+        a.admission = Admission::Waiting;
+        uint32_t rank = dag.params.inaPolicy == "priority" ? a.priority : 0;
+        m_waiting.insert({rank, a.askedNs, agg});
     }
-    a.admission = Admission::Waiting;
-    uint32_t rank = dag.params.inaPolicy == "priority" ? a.priority : 0;
-    m_waiting.insert({rank, a.askedNs, agg});
 }
 
 void
@@ -641,8 +780,6 @@ InaSwitchApplication::HandleUdp(Ptr<Socket> s)
                 SendOnEdge(d, down);
             ResultLeft(w.agg);
         }
-        else if (w.type == InaWire::FB_RESULT)
-            Complete(w.agg, w.seq, w.len, w.value);
         else
             dag.protocolErrors++;
     }
@@ -653,11 +790,6 @@ InaSwitchApplication::OnData(const InaWire& w)
 {
     Dag& dag = Dag::Get();
     const AggInfo& a = dag.aggs[w.agg];
-    if (a.admission == Admission::Fallback)
-    {
-        Consume(w, true); // ATP: the packet goes on to an end host
-        return;
-    }
     Stream& s = m_streams[w.agg];
     if (a.admission != Admission::Granted || s.hold == Hold::Done)
     {
@@ -700,18 +832,18 @@ InaSwitchApplication::Feed(uint64_t agg, Stream& s, const InaWire& w)
     // w below the workers' window (a pool smaller than the window) later sequence numbers
     // wait here, lowest first.
     if (m_state.count({agg, w.seq}))
-        Consume(w, false);
+        Consume(w);
     else if (s.active < s.slots)
     {
         s.active++;
-        Consume(w, false);
+        Consume(w);
     }
     else
         s.queued[w.seq].push_back(w);
 }
 
 void
-InaSwitchApplication::Consume(const InaWire& w, bool fallback)
+InaSwitchApplication::Consume(const InaWire& w)
 {
     Dag& dag = Dag::Get();
     AggInfo& a = dag.aggs[w.agg];
@@ -734,17 +866,6 @@ InaSwitchApplication::Consume(const InaWire& w, bool fallback)
     auto key = std::make_pair(w.agg, w.seq);
     SeqState& st = m_state[key];
     st.count++;
-    if (fallback)
-    {
-        InaWire fb = w;
-        fb.type = InaWire::FB_DATA;
-        fb.sw = m_node;
-        dag.fallbackPackets++;
-        InaSend(m_udp, fb, dag.nodeAddress[a.fallbackHost]);
-        if (st.count == here.fanin)
-            m_state.erase(key);
-        return;
-    }
     st.value += w.value;
     if (st.count == here.fanin)
     {
@@ -801,7 +922,7 @@ InaSwitchApplication::ResultLeft(uint64_t agg)
         s.queued.erase(s.queued.begin());
         s.active++;
         for (const InaWire& w : next)
-            Consume(w, false);
+            Consume(w);
     }
 }
 

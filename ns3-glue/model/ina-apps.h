@@ -36,15 +36,15 @@ struct InaWire
     uint32_t seq;   //!< slot sequence number within the aggregation
     uint32_t len;   //!< data bytes this packet stands for (not counting this header)
     uint64_t value; //!< the summed value (a stand-in for the payload's vector)
-    uint32_t sw;    //!< the switch a fallback packet belongs to
+    uint32_t step;  //!< fallback ring: the step a RING_DATA packet belongs to
     uint32_t pad;
 
     enum Type : uint32_t
     {
         DATA = 1,      //!< child -> aggregating switch
         RESULT = 2,    //!< switch -> child (down the tree)
-        FB_DATA = 3,   //!< switch -> fallback host (best-effort overflow)
-        FB_RESULT = 4, //!< fallback host -> switch
+        RING_DATA = 3, //!< fallback ring: worker -> its successor
+        RING_ACK = 4,  //!< fallback ring: successor -> worker, one per RING_DATA
     };
 };
 
@@ -86,7 +86,7 @@ static const uint16_t FLOW_PORT = 10000;
 /** Sends a packet carrying `w` plus `w.len` data bytes from `sock` to `to`. */
 void InaSend(Ptr<Socket> sock, const InaWire& w, Ipv4Address to);
 
-/** Host role: TCP flows, INA worker, fallback aggregator. */
+/** Host role: TCP flows, INA worker, fallback ring member. */
 class InaHostApplication : public Application
 {
   public:
@@ -115,6 +115,12 @@ class InaHostApplication : public Application
     void ConnectFail(Ptr<Socket> s);
     void HandleUdp(Ptr<Socket> s);
     void PumpIna(uint64_t agg);
+    /** Starts this worker's part of `agg`'s fallback ring. */
+    void StartRing(uint64_t agg);
+    /** Sends what the ring's window and the received steps allow. */
+    void PumpRing(uint64_t agg);
+    void OnRingData(const InaWire& w);
+    void OnRingAck(const InaWire& w);
 
     struct TxFlow
     {
@@ -126,6 +132,26 @@ class InaHostApplication : public Application
         uint32_t upIdx = 0;
         uint32_t nextSeq = 0;
         uint32_t results = 0;
+    };
+    /**
+     * This worker's part of a fallback ring all-reduce (the replayer's host ring): 2(n-1)
+     * steps, each one chunk of ceil(S/n) bytes to the successor in packets of the host
+     * payload; step s leaves only once step s-1 has arrived whole from the predecessor.
+     * Packets are acknowledged one by one and at most `window` are unacknowledged.
+     */
+    struct RingPart
+    {
+        uint32_t succ = 0;
+        uint32_t steps = 0;     //!< 2(n-1)
+        uint64_t chunk = 0;     //!< ceil(S/n) bytes
+        uint32_t perStep = 0;   //!< packets per step
+        uint32_t window = 0;    //!< packets unacknowledged at most
+        uint32_t step = 0;      //!< the step being sent
+        uint32_t sentInStep = 0;
+        uint64_t sent = 0;      //!< packets sent, all steps
+        uint64_t acked = 0;     //!< packets acknowledged
+        std::vector<uint32_t> got; //!< packets received from the predecessor per step
+        bool done = false;         //!< every step arrived from the predecessor
     };
     uint32_t m_node = 0;
     Ptr<Socket> m_listen;
@@ -143,7 +169,7 @@ class InaHostApplication : public Application
     std::map<Ptr<Socket>, uint32_t> m_connDst;    //!< socket -> destination node
     std::map<Ptr<Socket>, uint32_t> m_rxPair;     //!< accepted persistent socket -> source node
     std::map<uint64_t, Worker> m_workers;
-    std::map<std::tuple<uint64_t, uint32_t, uint32_t>, std::pair<uint32_t, uint64_t>> m_fallback;
+    std::map<uint64_t, RingPart> m_rings; //!< fallback rings this worker is in, by aggregation
 };
 
 /**
@@ -167,7 +193,8 @@ class InaSlotAdmission
   public:
     static InaSlotAdmission& Get();
 
-    /** Every worker of `agg` has started: asks the policy for its tree's slots. */
+    /** Every worker of `agg` has started: asks the policy for its tree's slots (answered
+     * once the events of this instant have run, with the other asks of the instant). */
     void Ask(uint64_t agg);
     /** `agg`'s last result has left every switch of its tree: its reservation ends. */
     void Release(uint64_t agg);
@@ -187,9 +214,12 @@ class InaSlotAdmission
     /** Records the answer and lets the workers send. */
     void Admit(uint64_t agg, Admission answer, uint32_t w);
     void ServeWaiting();
+    /** Answers the asks of this instant in aggregation-id order. */
+    void AnswerAsks();
 
     std::map<uint32_t, std::map<uint32_t, uint32_t>> m_reserved; //!< switch -> class -> slots
     std::set<std::tuple<uint32_t, int64_t, uint64_t>> m_waiting; //!< (rank, asked, aggregation)
+    std::set<uint64_t> m_asking; //!< aggregations that asked at this instant, not answered yet
 };
 
 /**
@@ -254,7 +284,7 @@ class InaSwitchApplication : public Application
     void OnData(const InaWire& w);
     void Take(uint64_t agg, Stream& s, uint32_t w);
     void Feed(uint64_t agg, Stream& s, const InaWire& w);
-    void Consume(const InaWire& w, bool fallback);
+    void Consume(const InaWire& w);
     void Complete(uint64_t agg, uint32_t seq, uint32_t len, uint64_t value);
     /** One result of `agg` left downwards; the last one releases the stream's slots. */
     void ResultLeft(uint64_t agg);

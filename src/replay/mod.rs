@@ -18,8 +18,9 @@
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up
-//! and down); its rate is its max-min share, capped by its window, `window × payload /
-//! RTT` with RTT = the tree's up + down propagation latency. It ends at
+//! and down); its rate is its max-min share, capped by its window, `window × (payload +
+//! 48) / RTT` wire bytes per ns (the window's packets on the wire) with RTT = the tree's up
+//! + down propagation latency. It ends at
 //! `S_wire/rate + up latency + down latency`; all its edges share its start and end.
 //! `S` is the largest up edge (down edges of a reduce-scatter carry smaller shards within
 //! the same time; each edge's own bytes are what `links.csv` counts). A channel crossed by
@@ -32,7 +33,7 @@
 //! from)` slots — SwitchML's worker pool of slot indices reused round-robin (`packets =
 //! ceil(S / payload)`; the pool is the class's share under `static`, the whole pool
 //! otherwise: a pool smaller than the window makes `w` the pool, and the stream then has
-//! `w` packets in flight, its rate capped at `w × payload / RTT`). The
+//! `w` packets in flight, its rate capped at `w × (payload + 48) / RTT`). The
 //! switch holds them from the arrival of the stream's first packet until its last result
 //! packet leaves it: the root when it multicasts the last sum, a non-root switch when it
 //! forwards the parent's last result down (a switch that only sums upwards, Rina's rack
