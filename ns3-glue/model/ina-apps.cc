@@ -498,7 +498,13 @@ InaHostApplication::HandleUdp(Ptr<Socket> s)
             Worker& wk = m_workers[w.agg];
             wk.results++;
             if (wk.results == a.packets)
+            {
                 dag.Finish(down->second);
+                // the aggregation ends with its last worker's last result: its
+                // reservation ends then, as the replayer's unit's
+                if (++a.workersDone == a.workerDown.size())
+                    InaSlotAdmission::Get().Release(w.agg);
+            }
             PumpIna(w.agg);
         }
         else if (w.type == InaWire::RING_DATA)
@@ -935,9 +941,6 @@ InaSwitchApplication::Release(uint64_t agg, Stream& s)
     m_inUse = m_inUse - s.slots;
     s.hold = Hold::Done;
     s.slots = 0;
-    AggInfo& a = dag.aggs[agg];
-    if (++a.switchesReleased == a.switches.size())
-        InaSlotAdmission::Get().Release(agg);
 }
 
 void

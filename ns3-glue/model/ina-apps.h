@@ -177,9 +177,10 @@ class InaHostApplication : public Application
  * replayer's `Pools` decides it (docs/model.md#slot-policies): once every worker of an
  * aggregation has started, it asks for w = min(INA_WINDOW, packets, the pool it draws
  * from) slots on every aggregating switch of its tree, and gets them on all of them or on
- * none. A grant reserves the w slots on each switch until the aggregation's last result
- * has left every switch of the tree; a refusal waits (static, priority, planned) or is
- * final (best-effort: the aggregation falls back). Waiting aggregations are served, each
+ * none. A grant reserves the w slots on each switch until the aggregation ends (its last
+ * worker has its last result, the replayer's unit end); a refusal waits (static,
+ * priority, planned) or is final (best-effort: the aggregation runs the replayer's host
+ * ring instead). Waiting aggregations are served, each
  * one whose slots are free, in the order (class rank under priority, arrival, id) every
  * time a reservation ends. Deciding for the whole tree at once means a stream never holds
  * slots at one switch while it waits at another, so waits cannot deadlock.
@@ -196,7 +197,7 @@ class InaSlotAdmission
     /** Every worker of `agg` has started: asks the policy for its tree's slots (answered
      * once the events of this instant have run, with the other asks of the instant). */
     void Ask(uint64_t agg);
-    /** `agg`'s last result has left every switch of its tree: its reservation ends. */
+    /** `agg` has ended (its last worker has its last result): its reservation ends. */
     void Release(uint64_t agg);
     /** Aggregations still waiting, empty when none (a run that ends with waiting ones). */
     std::string Waiting() const;
@@ -230,8 +231,8 @@ class InaSlotAdmission
  * packet here until its last result packet leaves here downwards (the root multicasting
  * it, a non-root forwarding its parent's result; a root without down edges, Rina's rack
  * reduction: its last partial sum leaving upwards). Within them a sequence number takes
- * one slot at its first packet and gives it back when its result leaves. The packets of
- * an aggregation that fell back go to its fallback host, which returns their sum.
+ * one slot at its first packet and gives it back when its result leaves. An aggregation
+ * that fell back sends the switches nothing (its workers run a host ring).
  */
 class InaSwitchApplication : public Application
 {

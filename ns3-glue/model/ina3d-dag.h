@@ -109,7 +109,7 @@ struct AggInfo
     Admission admission = Admission::Pending;
     uint32_t slots = 0;            //!< w on every switch of the tree, once granted
     uint32_t workersStarted = 0;   //!< workers whose up edge has started
-    uint32_t switchesReleased = 0; //!< switches whose last result has left them
+    uint32_t workersDone = 0;      //!< workers that received their last result
     int64_t askedNs = -1;          //!< when the aggregation asked for its slots
 };
 

@@ -49,22 +49,22 @@
 //! [`crate::fct::switch_slots`], the same function that reads the glue's file.
 //!
 //! The policies ([`InaPolicy`]) grant the `w` slots on every switch of the tree, or refuse
-//! them — never a part. **Approximation:** the replayer decides once, when the unit starts
-//! (before its first packet reaches any switch), and keeps the slots *reserved* for the
-//! policy from that start to the unit's end, while the recorded occupancy is the physical
-//! interval above, which starts later by the up chain to `s` and ends earlier by the rest
-//! of the down chain. So an admission can only be more conservative than one made at each
-//! switch's first packet, by at most one tree latency (up + down chain: 2 µs on a star with
-//! 1 µs links, ≈ 6 µs on a 3-tier fat-tree): a waiting aggregation starts at most that
-//! much late, and a best-effort one is refused only if a holder's physical release falls
-//! within that window (the test `a_waiting_aggregation_starts_when_the_reservation_ends`
-//! shows the bound reached).
+//! them — never a part, so an aggregation never holds slots at one switch while it waits
+//! at another (no deadlock). The decision is made once, when the unit starts (before its
+//! first packet reaches any switch), and the slots stay *reserved* for the policy from
+//! that start to the unit's end, while the recorded occupancy is the physical interval
+//! above, which starts later by the up chain to `s` and ends earlier by the rest of the
+//! down chain: one tree latency (up + down chain: 2 µs on a star with 1 µs links, ≈ 6 µs
+//! on a 3-tier fat-tree) more conservative than the switches' physical use (the test
+//! `a_waiting_aggregation_starts_when_the_reservation_ends` shows the bound reached). The
+//! ns-3 glue decides and reserves the same way (`InaSlotAdmission`, docs/model.md).
 //!
 //! When an aggregation gets no slot and is not allowed to wait, it **falls back to the
 //! host ring all-reduce** over its worker hosts: `n` flows, member i → member i+1, each of
 //! `2(n−1)` chunks of `ceil(S/n)` bytes (headers per chunk), started together and
 //! finishing when the last finishes plus `2(n−1)` path latencies — the ring's pipelined
-//! steps as one fluid stream (per-step synchronisation is not modelled).
+//! steps as one fluid stream (per-step synchronisation is not modelled; the glue runs the
+//! same ring step by step, docs/model.md#known-gaps measures the difference).
 //!
 //! Before anything runs the input is validated (unique ids, deps exist, no cycle once
 //! each aggregation is contracted to one node, endpoints exist, every transfer has a route
