@@ -3,8 +3,8 @@
  *
  * InaHostApplication (one per GPU host): sends and sinks the TCP flows of Net records,
  * streams INA up edges as UDP packets with a window of outstanding slots (the w slots
- * granted to its aggregation), receives INA results, and aggregates the packets of
- * aggregations that fell back (best-effort).
+ * granted to its aggregation), receives INA results, and runs its part of the host ring
+ * of aggregations that fell back (best-effort).
  *
  * InaSlotAdmission: the slot policy, one decision per aggregation for its whole tree.
  *
