@@ -1263,7 +1263,6 @@ fn a_pool_smaller_than_the_window_keeps_w_packets_in_flight_per_round_trip() {
     );
 }
 
-#[cfg(feature = "tables")]
 #[test]
 fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_switch() {
     use ina3d::fct::switch_slots;
