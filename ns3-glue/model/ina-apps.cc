@@ -939,6 +939,8 @@ InaSwitchApplication::Release(uint64_t agg, Stream& s)
     int64_t now = Simulator::Now().GetNanoSeconds();
     dag.slotTime += uint64_t(s.slots) * uint64_t(now - s.since);
     m_inUse = m_inUse - s.slots;
+    NS_LOG_INFO("switch " << m_node << " gives back " << s.slots << " slots of aggregation "
+                          << agg << " held " << (now - s.since) << " ns");
     s.hold = Hold::Done;
     s.slots = 0;
 }
