@@ -13,14 +13,17 @@ pub fn bytes_per_ns(rate: BitsPerSec) -> f64 {
     rate.0 as f64 / 8e9
 }
 
-/// Bytes per ns a window of `slots` packets of `payload` bytes sustains over a round trip
-/// of `rtt` ns (SwitchML's `window·payload / RTT`); unlimited when `rtt` is 0.
+/// Wire bytes per ns a window of `slots` packets of `packet` wire bytes each (payload plus
+/// headers) sustains over a round trip of `rtt` ns: SwitchML's `window·payload / RTT` of
+/// payload, counted on the wire, because the fluid it caps is wire bytes (a payload-only
+/// rate applied to wire bytes would slow a 256-byte-payload stream by 48/256, 19 %);
+/// unlimited when `rtt` is 0.
 #[inline]
-pub fn window_rate(slots: u32, payload: u64, rtt: u64) -> f64 {
+pub fn window_rate(slots: u32, packet: u64, rtt: u64) -> f64 {
     if rtt == 0 {
         f64::INFINITY
     } else {
-        slots as f64 * payload as f64 / rtt as f64
+        slots as f64 * packet as f64 / rtt as f64
     }
 }
 
@@ -170,18 +173,18 @@ pub fn multiset_cap(channels: &[u32], cap: impl Fn(u32) -> f64) -> f64 {
 
 /// Time of one INA aggregation alone on the network: its `wire` bytes at the smaller of
 /// its tree's own limit (`tree_cap`, [`multiset_cap`]) and its window (`slots` packets of
-/// `payload` over the round trip `rtt`), plus the round trip's propagation. `windowed =
+/// `packet` wire bytes over the round trip `rtt`), plus the round trip's propagation. `windowed =
 /// false` (a multicast with nothing to sum) has no window limit.
 pub fn ina_time(
     wire: u64,
     tree_cap: f64,
     slots: u32,
-    payload: u64,
+    packet: u64,
     rtt: u64,
     windowed: bool,
 ) -> u64 {
     let window = if windowed {
-        window_rate(slots, payload, rtt)
+        window_rate(slots, packet, rtt)
     } else {
         f64::INFINITY
     };

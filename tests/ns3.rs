@@ -972,6 +972,12 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
 /// from `first`): each worker's up edge to its leaf, each leaf's to spine 10, spine 10's
 /// down edges to the leaves and the leaves' to the workers. The workers start `lag_ns` late.
 fn hier_ina(first: u64, agg: u64, s: u64, lag_ns: u64) -> Vec<FlowRecord> {
+    hier_ina_lagged(first, agg, s, [lag_ns, lag_ns])
+}
+
+/// [`hier_ina`] with the workers under leaf 8 starting `lag_ns[0]` late and those under
+/// leaf 9 `lag_ns[1]` late.
+fn hier_ina_lagged(first: u64, agg: u64, s: u64, lag_ns: [u64; 2]) -> Vec<FlowRecord> {
     let mut v = Vec::new();
     let ups: Vec<u64> = (first..first + 8).collect();
     for w in 0..8u32 {
@@ -986,7 +992,7 @@ fn hier_ina(first: u64, agg: u64, s: u64, lag_ns: u64) -> Vec<FlowRecord> {
             4,
             AggDir::Up,
         );
-        up.gap = Nanos(lag_ns);
+        up.gap = Nanos(lag_ns[w as usize / 4]);
         v.push(up);
     }
     for (k, leaf) in [8u32, 9].into_iter().enumerate() {
@@ -1071,9 +1077,10 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
         };
         end.insert(policy.as_str(), (last(0), last(100)));
         if policy == InaPolicy::BestEffort {
-            // refused at both leaves and at the spine (aggregation 1 holds them for ~90 µs):
-            // every packet of its 8 worker streams and 2 leaf streams goes to a fallback host
-            assert_eq!(r.stats["ina_fallback_packets"], (4 + 4 + 2) * 64);
+            // refused (aggregation 1 holds its tree for ~90 µs): its 8 workers run the host
+            // ring instead, 2·(8−1) = 14 steps of a 8,192-byte chunk each, in 1,000-byte
+            // packets: 9 per step, 126 per worker
+            assert_eq!(r.stats["ina_fallback_packets"], 8 * 14 * 9);
         } else {
             assert_eq!(r.stats["ina_fallback_packets"], 0, "{policy:?} waits");
         }
@@ -1084,7 +1091,178 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
     assert!(end["best-effort"].1 < end["best-effort"].0, "{end:?}");
 }
 
-#[cfg(feature = "tables")]
+#[test]
+fn too_few_slots_are_granted_for_the_whole_tree_so_streams_crossing_at_two_leaves_complete() {
+    // Two aggregations over the same tree (leaves 8 and 9, spine 10) and a pool of one
+    // stream's window (64 slots, 64 packets each): aggregation 1's workers under leaf 8
+    // start at once and those under leaf 9 20 µs later, aggregation 2's the other way
+    // round. Granting switch by switch at the first packet, each would hold one leaf and
+    // wait for the other forever; granted for the whole tree once all workers have
+    // started, aggregation 1 runs (same instant: lower id first) and aggregation 2 waits
+    // for all of its tree.
+    let topo = leaf_spine();
+    let ina = InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 64,
+        policy: InaPolicy::Static,
+        classes: vec![Class::Dp],
+        reservations: vec![],
+    };
+    let mut trace = hier_ina_lagged(0, 1, 64 * 1024, [0, 20_000]);
+    trace.extend(hier_ina_lagged(100, 2, 64 * 1024, [20_000, 0]));
+    let d = tempfile::tempdir().unwrap();
+    let r = run(&trace, &topo, &ina, d.path());
+    // complete, every byte delivered, the sums right, nothing fell back
+    assert_eq!(r.rows.len(), trace.len());
+    for t in &trace {
+        let row = r.rows.iter().find(|x| x.flow_id == t.id.0).unwrap();
+        assert_eq!(row.size_bytes, t.bytes.0, "record {}", t.id.0);
+    }
+    assert_eq!(r.stats["ina_sum_errors"], 0);
+    assert_eq!(r.stats["ina_fallback_packets"], 0);
+    // what the switches held (switches.csv): never more than the pool, one stream at a time
+    let changes = ina3d::formats::switches_csv::read(&d.path().join("switches.csv")).unwrap();
+    assert!(changes.iter().all(|c| c.slots_in_use <= 64), "{changes:?}");
+    assert_eq!(r.summary.ina_slot_peak, 64);
+    for sw in [8u32, 9, 10] {
+        let held: Vec<u32> = changes
+            .iter()
+            .filter(|c| c.switch.0 == sw)
+            .map(|c| c.slots_in_use)
+            .collect();
+        assert_eq!(
+            held,
+            vec![64, 0, 64, 0],
+            "switch {sw}: one stream, then the other"
+        );
+    }
+    // aggregation 2 is granted the instant aggregation 1 ends (fct.csv times its up edges
+    // from the grant), after every switch gave aggregation 1's slots back (switches.csv)
+    let last_release = [8u32, 9, 10]
+        .iter()
+        .map(|&sw| {
+            changes
+                .iter()
+                .find(|c| c.switch.0 == sw && c.slots_in_use == 0)
+                .unwrap()
+                .time_ns
+        })
+        .max()
+        .unwrap();
+    let grant2 = r
+        .rows
+        .iter()
+        .filter(|x| (100..108).contains(&x.flow_id))
+        .map(|x| x.start_ns)
+        .min()
+        .unwrap();
+    let end1 = r
+        .rows
+        .iter()
+        .filter(|x| x.flow_id < 100)
+        .map(|x| x.end_ns)
+        .max()
+        .unwrap();
+    assert_eq!(grant2, end1);
+    assert!(last_release < end1, "{last_release} {end1}");
+    // the replayer grants the same way: one aggregation after the other
+    let rep = tempfile::tempdir().unwrap();
+    replay_into(&trace, &topo, &ina, rep.path());
+    let replayed = ina3d::formats::switches_csv::read(&rep.path().join("switches.csv")).unwrap();
+    for sw in [8u32, 9, 10] {
+        let held: Vec<u32> = replayed
+            .iter()
+            .filter(|c| c.switch.0 == sw)
+            .map(|c| c.slots_in_use)
+            .collect();
+        assert_eq!(held, vec![64, 0, 64, 0], "replayer, switch {sw}");
+    }
+}
+
+#[test]
+fn an_aggregation_refused_under_best_effort_runs_the_same_host_ring_in_both_back_ends() {
+    // Aggregation 1 (1 MiB) holds the whole pool of every switch of the tree when
+    // aggregation 2 (64 KiB, its workers 2 µs later) asks: refused, aggregation 2 runs the
+    // replayer's fallback, a ring all-reduce over its 8 workers, in both back-ends.
+    let topo = leaf_spine();
+    let ina = InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 64,
+        policy: InaPolicy::BestEffort,
+        classes: vec![Class::Dp],
+        reservations: vec![],
+    };
+    let mut trace = hier_ina(0, 1, 1 << 20, 0);
+    trace.extend(hier_ina(100, 2, 64 * 1024, 2000));
+    let (ns, rep) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let r = run(&trace, &topo, &ina, ns.path());
+    replay_into(&trace, &topo, &ina, rep.path());
+    let replayed = ina3d::formats::fct_csv::read(&rep.path().join("fct.csv")).unwrap();
+    let span = |rows: &[FctRow]| {
+        let mine: Vec<&FctRow> = rows.iter().filter(|x| x.flow_id >= 100).collect();
+        let start = mine.iter().map(|x| x.start_ns).min().unwrap();
+        let end = mine.iter().map(|x| x.end_ns).max().unwrap();
+        (start, end - start)
+    };
+    let (glue_start, glue_ring) = span(&r.rows);
+    let (rep_start, rep_ring) = span(&replayed);
+    eprintln!(
+        "ring: glue {glue_ring} ns from {glue_start}, replayer {rep_ring} ns from {rep_start}"
+    );
+    assert_eq!(
+        glue_start, rep_start,
+        "both answer when the last worker is ready"
+    );
+    let err = (rep_ring as f64 - glue_ring as f64) / glue_ring as f64;
+    assert!(
+        err.abs() < 0.05,
+        "ring: replayer {rep_ring} ns, glue {glue_ring} ns"
+    );
+    // every edge of the refused aggregation ends with the ring, with all its bytes
+    let ends: std::collections::BTreeSet<u64> = r
+        .rows
+        .iter()
+        .filter(|x| x.flow_id >= 100)
+        .map(|x| x.end_ns)
+        .collect();
+    assert_eq!(ends.len(), 1);
+    assert!(r
+        .rows
+        .iter()
+        .filter(|x| x.flow_id >= 100)
+        .all(|x| x.size_bytes == 64 * 1024));
+}
+
+#[test]
+fn a_pool_smaller_than_the_window_keeps_w_packets_in_flight_per_round_trip() {
+    // Slots 8 < window 256: w = 8, and the workers keep 8 packets unanswered (not 256
+    // queued at the switches). A sequence number's round trip is 4 hops of 1 µs, each
+    // also serialising its 1,072-byte packet at 100 Gb/s (85.76 ns): 4,343.04 ns; 1 MiB
+    // is 1,024 packets, 128 rounds of 8.
+    let ina = InaSwitchModel {
+        slots: 8,
+        payload: Bytes(1024),
+        window: 256,
+        policy: InaPolicy::BestEffort,
+        classes: vec![Class::Dp],
+        ..Default::default()
+    };
+    let trace = hier_ina(0, 1, 1 << 20, 0);
+    let d = tempfile::tempdir().unwrap();
+    let r = run(&trace, &leaf_spine(), &ina, d.path());
+    assert_eq!(r.stats["ina_sum_errors"], 0);
+    assert_eq!(r.stats["ina_fallback_packets"], 0);
+    assert_eq!(r.summary.ina_slot_peak, 8);
+    let want = 128.0 * 4.0 * (1000.0 + 1072.0 * 8.0 / 100.0);
+    let got = r.summary.iteration_time_ns as f64;
+    assert!(
+        (got - want).abs() / want < 0.01,
+        "{got} ns, w packets per round trip gives {want} ns"
+    );
+}
+
 #[test]
 fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_switch() {
     use ina3d::fct::switch_slots;
@@ -1623,7 +1801,6 @@ fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
 
 // ---------------------------------------------------------------- observed paths
 
-#[cfg(feature = "tables")]
 /// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
 /// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
 fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {

@@ -286,10 +286,158 @@ InaHostApplication::HandleRead(Ptr<Socket> s)
 void
 InaHostApplication::StartIna(uint32_t idx)
 {
-    const DagRecord& r = Dag::Get().records[idx];
+    Dag& dag = Dag::Get();
+    const DagRecord& r = dag.records[idx];
     Worker& w = m_workers[r.aggId];
     w.upIdx = idx;
-    PumpIna(r.aggId);
+    AggInfo& a = dag.aggs[r.aggId];
+    // The aggregation asks for its slots when all its workers are ready, as the replayer
+    // starts an aggregation unit when all its edges are: nothing is summed before then.
+    if (++a.workersStarted == a.workerUp.size())
+        InaSlotAdmission::Get().Ask(r.aggId);
+}
+
+void
+InaHostApplication::Admitted(uint64_t agg)
+{
+    // The up edge starts streaming now (the replayer starts every edge of a unit when it
+    // is granted); the wait for slots is the record's wait beyond its gap.
+    Dag& dag = Dag::Get();
+    dag.records[m_workers[agg].upIdx].startNs = Simulator::Now().GetNanoSeconds();
+    if (dag.aggs[agg].admission == Admission::Fallback)
+        StartRing(agg);
+    else
+        PumpIna(agg);
+}
+
+/** Every record of `agg` (all its edges) ends now: its fallback ring is done. */
+static void
+FinishFallback(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    AggInfo& a = dag.aggs[agg];
+    std::vector<uint32_t> edges;
+    for (const auto& [sw, here] : a.switches)
+    {
+        edges.insert(edges.end(), here.childUp.begin(), here.childUp.end());
+        edges.insert(edges.end(), here.down.begin(), here.down.end());
+    }
+    // Like the replayer's unit: every edge starts when the aggregation was answered and
+    // ends with the ring, and carries its own bytes.
+    for (uint32_t idx : edges)
+    {
+        DagRecord& r = dag.records[idx];
+        r.startNs = a.askedNs;
+        r.delivered = r.bytes;
+    }
+    for (uint32_t idx : edges)
+        dag.Finish(idx);
+}
+
+void
+InaHostApplication::StartRing(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs[agg];
+    auto me = std::find(a.ring.begin(), a.ring.end(), m_node);
+    uint32_t n = a.ring.size();
+    if (me == a.ring.end())
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    RingPart& p = m_rings[agg];
+    p.succ = a.ring[(me - a.ring.begin() + 1) % n];
+    p.steps = 2 * (n - 1);
+    p.chunk = (a.bytes + n - 1) / n;
+    uint32_t payload = dag.params.tcpSegment;
+    p.perStep = uint32_t((p.chunk + payload - 1) / payload);
+    // windowed as the glue's TCP connections are: two bandwidth-delay products of the
+    // path to the successor (at least 16 packets)
+    auto bdp = dag.pairBdp.find({m_node, p.succ});
+    uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
+                                              : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
+    p.window = uint32_t(std::max<uint64_t>(16, (bytes + payload - 1) / payload));
+    p.got.assign(p.steps, 0);
+    if (p.steps == 0 || p.perStep == 0)
+    {
+        p.done = true;
+        if (++dag.aggs[agg].ringsDone == n)
+            FinishFallback(agg);
+        return;
+    }
+    PumpRing(agg);
+}
+
+void
+InaHostApplication::PumpRing(uint64_t agg)
+{
+    Dag& dag = Dag::Get();
+    RingPart& p = m_rings[agg];
+    uint32_t payload = dag.params.tcpSegment;
+    while (p.step < p.steps && (p.step == 0 || p.got[p.step - 1] == p.perStep) &&
+           p.sent - p.acked < p.window)
+    {
+        InaWire m{};
+        m.type = InaWire::RING_DATA;
+        m.from = m_node;
+        m.agg = agg;
+        m.step = p.step;
+        m.seq = p.sentInStep;
+        m.len = uint32_t(std::min<uint64_t>(payload, p.chunk - uint64_t(p.sentInStep) * payload));
+        InaSend(m_udp, m, dag.nodeAddress[p.succ]);
+        dag.fallbackPackets++;
+        p.sent++;
+        if (++p.sentInStep == p.perStep)
+        {
+            p.step++;
+            p.sentInStep = 0;
+        }
+    }
+}
+
+void
+InaHostApplication::OnRingData(const InaWire& w)
+{
+    Dag& dag = Dag::Get();
+    auto it = m_rings.find(w.agg);
+    if (it == m_rings.end() || w.step >= it->second.steps)
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    RingPart& p = it->second;
+    InaWire ack = w;
+    ack.type = InaWire::RING_ACK;
+    ack.from = m_node;
+    ack.len = 0;
+    InaSend(m_udp, ack, dag.nodeAddress[w.from]);
+    if (++p.got[w.step] > p.perStep)
+    {
+        dag.protocolErrors++;
+        return;
+    }
+    if (w.step + 1 == p.steps && p.got[w.step] == p.perStep)
+    {
+        p.done = true;
+        AggInfo& a = dag.aggs[w.agg];
+        if (++a.ringsDone == a.ring.size())
+            FinishFallback(w.agg);
+    }
+    PumpRing(w.agg);
+}
+
+void
+InaHostApplication::OnRingAck(const InaWire& w)
+{
+    auto it = m_rings.find(w.agg);
+    if (it == m_rings.end() || it->second.acked >= it->second.sent)
+    {
+        Dag::Get().protocolErrors++;
+        return;
+    }
+    it->second.acked++;
+    PumpRing(w.agg);
 }
 
 void
@@ -299,8 +447,13 @@ InaHostApplication::PumpIna(uint64_t agg)
     const AggInfo& a = dag.aggs[agg];
     Worker& w = m_workers[agg];
     const DagRecord& up = dag.records[w.upIdx];
-    // The window counts slots whose result has not come back (SwitchML's client window).
-    while (w.nextSeq < a.packets && w.nextSeq - w.results < dag.params.inaWindow)
+    // The window counts slots whose result has not come back (SwitchML's client window):
+    // the w slots granted on every switch of the tree, so that a sequence number always
+    // finds a slot; an aggregation that fell back holds none and keeps INA_WINDOW.
+    uint32_t window = a.admission == Admission::Granted    ? a.slots
+                      : a.admission == Admission::Fallback ? dag.params.inaWindow
+                                                           : 0;
+    while (w.nextSeq < a.packets && w.nextSeq - w.results < window)
     {
         InaWire m{};
         m.type = InaWire::DATA;
@@ -345,27 +498,217 @@ InaHostApplication::HandleUdp(Ptr<Socket> s)
             Worker& wk = m_workers[w.agg];
             wk.results++;
             if (wk.results == a.packets)
+            {
                 dag.Finish(down->second);
+                // the aggregation ends with its last worker's last result: its
+                // reservation ends then, as the replayer's unit's
+                if (++a.workersDone == a.workerDown.size())
+                    InaSlotAdmission::Get().Release(w.agg);
+            }
             PumpIna(w.agg);
         }
-        else if (w.type == InaWire::FB_DATA)
-        {
-            auto& acc = m_fallback[{w.agg, w.sw, w.seq}];
-            acc.first++;
-            acc.second += w.value;
-            if (acc.first == a.switches[w.sw].fanin)
-            {
-                InaWire res = w;
-                res.type = InaWire::FB_RESULT;
-                res.from = m_node;
-                res.value = acc.second;
-                InaSend(m_udp, res, dag.nodeAddress[w.sw]);
-                m_fallback.erase({w.agg, w.sw, w.seq});
-            }
-        }
+        else if (w.type == InaWire::RING_DATA)
+            OnRingData(w);
+        else if (w.type == InaWire::RING_ACK)
+            OnRingAck(w);
         else
             dag.protocolErrors++;
     }
+}
+
+// ---------------------------------------------------------------- slot policy
+
+InaSlotAdmission&
+InaSlotAdmission::Get()
+{
+    static InaSlotAdmission admission;
+    return admission;
+}
+
+uint32_t
+InaSlotAdmission::Capacity(uint32_t sw, uint32_t cls) const
+{
+    Dag& dag = Dag::Get();
+    uint32_t pool = dag.switchApps[sw] ? dag.switchApps[sw]->Slots() : 0;
+    if (dag.params.inaPolicy != "static")
+        return pool;
+    // The pool split evenly among the classes INA is enabled for (as the replayer's
+    // Pools: compute never aggregates and a class listed twice counts once); a class
+    // without a share has no slot.
+    std::set<std::string> enabled;
+    for (const std::string& c : dag.params.inaClasses)
+        if (c != "compute")
+            enabled.insert(c);
+    bool listed = cls < dag.params.inaClasses.size() && dag.params.inaClasses[cls] != "compute";
+    return listed ? pool / uint32_t(enabled.size()) : 0;
+}
+
+uint32_t
+InaSlotAdmission::Free(uint32_t sw, uint32_t cls) const
+{
+    uint32_t used = 0;
+    auto it = m_reserved.find(sw);
+    if (it != m_reserved.end())
+    {
+        for (const auto& [c, n] : it->second)
+            if (Dag::Get().params.inaPolicy != "static" || c == cls)
+                used += n;
+    }
+    uint32_t cap = Capacity(sw, cls);
+    return cap > used ? cap - used : 0;
+}
+
+uint32_t
+InaSlotAdmission::Reserved(uint32_t sw) const
+{
+    uint32_t used = 0;
+    auto it = m_reserved.find(sw);
+    if (it != m_reserved.end())
+        for (const auto& [c, n] : it->second)
+            used += n;
+    return used;
+}
+
+Admission
+InaSlotAdmission::Decide(uint64_t agg, uint32_t& w) const
+{
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs.at(agg);
+    const std::string& policy = dag.params.inaPolicy;
+    uint32_t cls = a.priority;
+    uint32_t want = std::min(dag.params.inaWindow, a.packets);
+    uint32_t capacity = UINT32_MAX;
+    for (const auto& [sw, here] : a.switches)
+        capacity = std::min(capacity, Capacity(sw, cls));
+    w = 0;
+    if (capacity == 0 || dag.params.inaWindow == 0)
+        return Admission::Fallback; // no pool to draw from: the packets go to an end host
+    if (want == 0)
+        return Admission::Granted; // an empty stream holds nothing
+    if (policy == "planned")
+    {
+        // the pool this stream draws from is its group's reservation (reservations.txt),
+        // the smallest over its switches, as the replayer grants min(reservation, window)
+        uint32_t reserved = UINT32_MAX;
+        for (const auto& [sw, here] : a.switches)
+        {
+            auto r = dag.reservations.find({agg, sw});
+            reserved = std::min(reserved, r == dag.reservations.end() ? 0u : r->second);
+        }
+        w = std::min(want, reserved);
+    }
+    else
+        w = std::min(want, capacity);
+    bool fits = w > 0;
+    for (const auto& [sw, here] : a.switches)
+        fits = fits && Free(sw, cls) >= w;
+    if (fits)
+        return Admission::Granted;
+    return policy == "best-effort" ? Admission::Fallback : Admission::Waiting;
+}
+
+void
+InaSlotAdmission::Change(uint64_t agg, uint32_t w, bool take)
+{
+    const AggInfo& a = Dag::Get().aggs.at(agg);
+    for (const auto& [sw, here] : a.switches)
+    {
+        uint32_t& n = m_reserved[sw][a.priority];
+        n = take ? n + w : n - w;
+    }
+}
+
+void
+InaSlotAdmission::Admit(uint64_t agg, Admission answer, uint32_t w)
+{
+    Dag& dag = Dag::Get();
+    AggInfo& a = dag.aggs[agg];
+    a.admission = answer;
+    a.slots = answer == Admission::Granted ? w : 0;
+    if (a.slots > 0)
+        Change(agg, a.slots, true);
+    NS_LOG_INFO("aggregation " << agg << (answer == Admission::Granted ? " granted " : " falls back, ")
+                               << a.slots << " slots per switch after waiting "
+                               << (Simulator::Now().GetNanoSeconds() - a.askedNs) << " ns");
+    for (const auto& [worker, up] : a.workerUp)
+        dag.hostApps[worker]->Admitted(agg);
+}
+
+void
+InaSlotAdmission::Ask(uint64_t agg)
+{
+    Dag::Get().aggs[agg].askedNs = Simulator::Now().GetNanoSeconds();
+    // Asks of one instant are answered together after that instant's other events (the
+    // releases among them), in aggregation-id order, as the replayer handles the ends
+    // of an instant before its starts and its starts by aggregation: a tie is not
+    // broken by the order the simulator happened to run the workers' events in.
+    if (m_asking.empty())
+        Simulator::ScheduleNow(&InaSlotAdmission::AnswerAsks, this);
+    m_asking.insert(agg);
+}
+
+void
+InaSlotAdmission::AnswerAsks()
+{
+    Dag& dag = Dag::Get();
+    std::set<uint64_t> asking;
+    asking.swap(m_asking);
+    for (uint64_t agg : asking)
+    {
+        AggInfo& a = dag.aggs[agg];
+        uint32_t w = 0;
+        Admission answer = Decide(agg, w);
+        if (answer != Admission::Waiting)
+        {
+            Admit(agg, answer, w);
+            continue;
+        }
+        a.admission = Admission::Waiting;
+        uint32_t rank = dag.params.inaPolicy == "priority" ? a.priority : 0;
+        m_waiting.insert({rank, a.askedNs, agg});
+    }
+}
+
+void
+InaSlotAdmission::Release(uint64_t agg)
+{
+    AggInfo& a = Dag::Get().aggs[agg];
+    if (a.slots > 0)
+        Change(agg, a.slots, false);
+    ServeWaiting();
+}
+
+void
+InaSlotAdmission::ServeWaiting()
+{
+    // In queue order, every waiting aggregation whose slots are free now (the replayer's
+    // serve_waiting): one that does not fit does not hold back a later one that does.
+    std::vector<std::tuple<uint32_t, int64_t, uint64_t>> order(m_waiting.begin(), m_waiting.end());
+    for (const auto& key : order)
+    {
+        uint64_t agg = std::get<2>(key);
+        uint32_t w = 0;
+        if (Decide(agg, w) != Admission::Granted)
+            continue;
+        m_waiting.erase(key);
+        Admit(agg, Admission::Granted, w);
+    }
+}
+
+std::string
+InaSlotAdmission::Waiting() const
+{
+    std::string out;
+    for (const auto& key : m_waiting)
+    {
+        uint64_t agg = std::get<2>(key);
+        uint32_t w = 0;
+        Decide(agg, w);
+        out += (out.empty() ? "" : ", ") + std::string("aggregation ") + std::to_string(agg) +
+               " (needs " + std::to_string(w) + " slots on each of " +
+               std::to_string(Dag::Get().aggs.at(agg).switches.size()) + " switches)";
+    }
+    return out;
 }
 
 // ---------------------------------------------------------------- switch
@@ -396,11 +739,7 @@ InaSwitchApplication::~InaSwitchApplication() = default;
 void
 InaSwitchApplication::StartApplication()
 {
-    Dag& dag = Dag::Get();
     m_node = GetNode()->GetId();
-    // Static partition as the replayer does it: the pool split evenly among the traffic
-    // classes INA is enabled for.
-    m_classShare = std::max<uint32_t>(1, m_slots / std::max<size_t>(1, dag.params.inaClasses.size()));
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
     m_udp->SetRecvCallback(MakeCallback(&InaSwitchApplication::HandleUdp, this));
@@ -447,111 +786,48 @@ InaSwitchApplication::HandleUdp(Ptr<Socket> s)
                 SendOnEdge(d, down);
             ResultLeft(w.agg);
         }
-        else if (w.type == InaWire::FB_RESULT)
-            Complete(w.agg, w.seq, w.len, w.value);
         else
             dag.protocolErrors++;
     }
 }
 
-uint32_t
-InaSwitchApplication::Capacity() const
-{
-    return Dag::Get().params.inaPolicy == "static" ? m_classShare : m_slots;
-}
-
-uint32_t
-InaSwitchApplication::StreamSlots(uint64_t agg) const
-{
-    // w = min(window, packets of the stream, the pool it draws from): SwitchML's worker
-    // pool of slot indices, never more than the switch could ever grant. Under planned
-    // (ina3d plan) the pool is the slots the aggregation's group reserves on this switch
-    // (reservations.txt), as the replayer grants min(reservation, window).
-    Dag& dag = Dag::Get();
-    const AggInfo& a = dag.aggs.at(agg);
-    uint32_t pool = Capacity();
-    if (dag.params.inaPolicy == "planned")
-    {
-        auto r = dag.reservations.find({agg, m_node});
-        pool = r == dag.reservations.end() ? 0 : std::min(pool, r->second);
-    }
-    return std::max<uint32_t>(1, std::min({dag.params.inaWindow, a.packets, pool}));
-}
-
-bool
-InaSwitchApplication::Fits(uint64_t agg, uint32_t w) const
-{
-    Dag& dag = Dag::Get();
-    if (dag.params.inaPolicy == "static")
-    {
-        auto it = m_classInUse.find(dag.aggs[agg].priority);
-        uint32_t used = it == m_classInUse.end() ? 0 : it->second;
-        return used + w <= m_classShare;
-    }
-    return m_inUse + w <= m_slots;
-}
-
-bool
-InaSwitchApplication::MustQueue(uint64_t agg) const
-{
-    // Waiting streams keep their order: static serves each class first come first served,
-    // priority serves classes in INA_CLASSES order, then arrival.
-    Dag& dag = Dag::Get();
-    uint32_t prio = dag.aggs[agg].priority;
-    for (uint64_t other : m_waitList)
-    {
-        uint32_t op = dag.aggs[other].priority;
-        // planned waits first come first served, whatever the class
-        if (dag.params.inaPolicy == "static"    ? op == prio
-            : dag.params.inaPolicy == "planned" ? true
-                                                : op <= prio)
-            return true;
-    }
-    return false;
-}
-
 void
 InaSwitchApplication::OnData(const InaWire& w)
 {
+    Dag& dag = Dag::Get();
+    const AggInfo& a = dag.aggs[w.agg];
     Stream& s = m_streams[w.agg];
-    if (s.grant == Grant::None)
+    if (a.admission != Admission::Granted || s.hold == Hold::Done)
     {
-        // The stream's first packet at this switch: the policy grants or refuses w slots.
-        uint32_t need = StreamSlots(w.agg);
-        if (!MustQueue(w.agg) && Fits(w.agg, need))
-            Take(w.agg, s, need);
-        else if (Dag::Get().params.inaPolicy == "best-effort")
-            s.grant = Grant::Fallback; // ATP: the stream's packets go on to an end host
-        else
-        {
-            s.grant = Grant::Waiting;
-            m_waitList.push_back(w.agg);
-        }
+        // a worker sent before its aggregation was granted, or after its last result
+        NS_LOG_ERROR("switch " << m_node << ": packet of aggregation " << w.agg
+                               << " outside its grant");
+        dag.protocolErrors++;
+        return;
     }
-    switch (s.grant)
-    {
-    case Grant::Waiting:
-        s.held.push_back(w);
-        break;
-    case Grant::Slots:
-        Feed(w.agg, s, w);
-        break;
-    default:
-        Consume(w, true);
-        break;
-    }
+    if (s.hold == Hold::None)
+        Take(w.agg, s, a.slots); // the stream's first packet here
+    Feed(w.agg, s, w);
 }
 
 void
 InaSwitchApplication::Take(uint64_t agg, Stream& s, uint32_t w)
 {
     Dag& dag = Dag::Get();
-    s.grant = Grant::Slots;
+    s.hold = Hold::Slots;
     s.slots = w;
     s.since = Simulator::Now().GetNanoSeconds();
-    m_classInUse[dag.aggs[agg].priority] += w;
     m_inUse = m_inUse + w;
     dag.slotPeak = std::max<uint64_t>(dag.slotPeak, m_inUse);
+    // What a switch holds lies inside its reservations, which the policy kept within the
+    // pool: more would be a defect of the admission, reported rather than hidden.
+    if (m_inUse > m_slots || m_inUse > InaSlotAdmission::Get().Reserved(m_node))
+    {
+        NS_LOG_ERROR("switch " << m_node << ": " << m_inUse << " slots in use, pool " << m_slots
+                               << ", reserved " << InaSlotAdmission::Get().Reserved(m_node)
+                               << " (aggregation " << agg << ")");
+        dag.protocolErrors++;
+    }
 }
 
 void
@@ -562,18 +838,18 @@ InaSwitchApplication::Feed(uint64_t agg, Stream& s, const InaWire& w)
     // w below the workers' window (a pool smaller than the window) later sequence numbers
     // wait here, lowest first.
     if (m_state.count({agg, w.seq}))
-        Consume(w, false);
+        Consume(w);
     else if (s.active < s.slots)
     {
         s.active++;
-        Consume(w, false);
+        Consume(w);
     }
     else
         s.queued[w.seq].push_back(w);
 }
 
 void
-InaSwitchApplication::Consume(const InaWire& w, bool fallback)
+InaSwitchApplication::Consume(const InaWire& w)
 {
     Dag& dag = Dag::Get();
     AggInfo& a = dag.aggs[w.agg];
@@ -596,17 +872,6 @@ InaSwitchApplication::Consume(const InaWire& w, bool fallback)
     auto key = std::make_pair(w.agg, w.seq);
     SeqState& st = m_state[key];
     st.count++;
-    if (fallback)
-    {
-        InaWire fb = w;
-        fb.type = InaWire::FB_DATA;
-        fb.sw = m_node;
-        dag.fallbackPackets++;
-        InaSend(m_udp, fb, dag.nodeAddress[a.fallbackHost]);
-        if (st.count == here.fanin)
-            m_state.erase(key);
-        return;
-    }
     st.value += w.value;
     if (st.count == here.fanin)
     {
@@ -648,7 +913,7 @@ InaSwitchApplication::ResultLeft(uint64_t agg)
         return;
     Stream& s = it->second;
     s.resultsDown++;
-    if (s.grant != Grant::Slots)
+    if (s.hold != Hold::Slots)
         return;
     if (s.resultsDown == Dag::Get().aggs[agg].packets)
     {
@@ -663,7 +928,7 @@ InaSwitchApplication::ResultLeft(uint64_t agg)
         s.queued.erase(s.queued.begin());
         s.active++;
         for (const InaWire& w : next)
-            Consume(w, false);
+            Consume(w);
     }
 }
 
@@ -673,60 +938,11 @@ InaSwitchApplication::Release(uint64_t agg, Stream& s)
     Dag& dag = Dag::Get();
     int64_t now = Simulator::Now().GetNanoSeconds();
     dag.slotTime += uint64_t(s.slots) * uint64_t(now - s.since);
-    m_classInUse[dag.aggs[agg].priority] -= s.slots;
     m_inUse = m_inUse - s.slots;
-    s.grant = Grant::Done;
+    NS_LOG_INFO("switch " << m_node << " gives back " << s.slots << " slots of aggregation "
+                          << agg << " held " << (now - s.since) << " ns");
+    s.hold = Hold::Done;
     s.slots = 0;
-    GrantWaiting();
-}
-
-void
-InaSwitchApplication::GrantWaiting()
-{
-    Dag& dag = Dag::Get();
-    std::vector<uint64_t> order = m_waitList;
-    if (dag.params.inaPolicy == "priority")
-        std::stable_sort(order.begin(), order.end(), [&dag](uint64_t x, uint64_t y) {
-            return dag.aggs[x].priority < dag.aggs[y].priority;
-        });
-    std::set<uint32_t> blocked; // static: a class whose first waiter does not fit
-    std::vector<uint64_t> granted;
-    for (uint64_t agg : order)
-    {
-        uint32_t cls = dag.aggs[agg].priority;
-        if (blocked.count(cls))
-            continue;
-        uint32_t need = StreamSlots(agg);
-        if (Fits(agg, need))
-        {
-            Take(agg, m_streams[agg], need);
-            granted.push_back(agg);
-        }
-        else if (dag.params.inaPolicy == "static")
-            blocked.insert(cls);
-        else
-            break; // priority: strictly in order, no overtaking
-    }
-    for (uint64_t agg : granted)
-        m_waitList.erase(std::find(m_waitList.begin(), m_waitList.end(), agg));
-    for (uint64_t agg : granted)
-    {
-        Stream& s = m_streams[agg];
-        std::deque<InaWire> held;
-        held.swap(s.held);
-        for (const InaWire& w : held)
-            Feed(agg, s, w);
-    }
-}
-
-std::string
-InaSwitchApplication::Waiting() const
-{
-    std::string out;
-    for (uint64_t agg : m_waitList)
-        out += (out.empty() ? "" : ", ") + std::string("aggregation ") + std::to_string(agg) +
-               " (needs " + std::to_string(StreamSlots(agg)) + " slots)";
-    return out;
 }
 
 void

@@ -214,7 +214,12 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             if (isSwitch[r.src])
                 a.switches[r.src].parentUp = i;
             else
+            {
+                // the replayer's fallback ring: workers in the order of their up edges
+                if (!a.workerUp.count(r.src))
+                    a.ring.push_back(r.src);
                 a.workerUp[r.src] = i;
+            }
         }
         else
         {
@@ -228,7 +233,6 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
     for (auto& [id, a] : aggs)
     {
         a.packets = (a.bytes + params.inaPayload - 1) / params.inaPayload;
-        a.fallbackHost = a.workerUp.empty() ? 0 : a.workerUp.begin()->first;
         for (auto& [w, up] : a.workerUp)
         {
             a.workerWeight += w + 1;
@@ -491,14 +495,9 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
                 break;
             }
         }
-        for (const Ptr<InaSwitchApplication>& sw : switchApps)
-        {
-            if (sw && !sw->Waiting().empty())
-                std::cerr << "switch " << sw->GetNode()->GetId()
-                          << ": streams still waiting for slots (held by streams waiting at "
-                             "other switches): "
-                          << sw->Waiting() << std::endl;
-        }
+        std::string waiting = InaSlotAdmission::Get().Waiting();
+        if (!waiting.empty())
+            std::cerr << "aggregations still waiting for slots: " << waiting << std::endl;
         return false;
     }
     WriteFctCsv(dir + "/fct.csv.tmp", records);

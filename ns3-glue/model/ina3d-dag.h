@@ -82,17 +82,35 @@ struct AggAtSwitch
     int32_t parentDown = -1;       //!< down record into this switch
 };
 
+/**
+ * The slot policy's answer to an aggregation, for every switch of its tree at once
+ * (InaSlotAdmission; docs/model.md#slot-policies).
+ */
+enum class Admission
+{
+    Pending,  //!< some worker has not started yet: not asked
+    Waiting,  //!< asked, refused for now (static, priority, planned): workers send nothing
+    Granted,  //!< `slots` reserved on every switch of the tree: workers keep `slots` in flight
+    Fallback, //!< refused for good (best-effort): the workers run a host ring instead
+};
+
 /** One aggregation (all edges with one agg id). */
 struct AggInfo
 {
     uint64_t bytes = 0;
     uint32_t packets = 0;
     uint64_t workerWeight = 0; //!< sum over workers of (node+1): the root's expected sum factor
-    uint32_t fallbackHost = 0; //!< where best-effort overflow is aggregated
+    std::vector<uint32_t> ring; //!< workers in the order of their up edges: the fallback ring
+    uint32_t ringsDone = 0;     //!< fallback ring members that received every step
     uint32_t priority = 0;     //!< lower is served first under the priority policy
     std::map<uint32_t, AggAtSwitch> switches;
     std::map<uint32_t, uint32_t> workerUp;   //!< worker node -> its up record
     std::map<uint32_t, uint32_t> workerDown; //!< worker node -> its down record
+    Admission admission = Admission::Pending;
+    uint32_t slots = 0;            //!< w on every switch of the tree, once granted
+    uint32_t workersStarted = 0;   //!< workers whose up edge has started
+    uint32_t workersDone = 0;      //!< workers that received their last result
+    int64_t askedNs = -1;          //!< when the aggregation asked for its slots
 };
 
 /** Run parameters (params.txt). */
@@ -155,7 +173,7 @@ class Dag
     std::vector<Ipv4Address> nodeAddress;                            //!< identity address per node
     uint64_t finished = 0;
     uint64_t sumErrors = 0;
-    uint64_t fallbackPackets = 0;
+    uint64_t fallbackPackets = 0; //!< data packets sent by fallback rings
     uint64_t slotPeak = 0;
     uint64_t slotTime = 0; //!< slot·ns summed over switches (w × held time per stream)
     /** One change of a switch's slots in use (switches.csv, the replayer's schema). */

@@ -43,8 +43,9 @@ use crate::units::{FlowId, NodeId};
 use std::path::PathBuf;
 
 /// The INA switch model of a trace (slots, payload, window, policy, classes), shared with
-/// the replayer; in the glue, best-effort overflow packets go to a fallback end host and
-/// static/priority packets wait for a slot (see `ns3-glue/README.md`).
+/// the replayer: both grant an aggregation's slots for its whole tree at once, and a
+/// best-effort aggregation refused them runs a host ring among its workers in both (see
+/// `ns3-glue/README.md`).
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// The INA model of a trace header, as an ns-3 back-end error when malformed.

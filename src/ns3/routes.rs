@@ -20,15 +20,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// The (src, dst) pairs whose packets the glue sends for `records`: every net record and
 /// INA edge (switch ends included) and its reverse direction (TCP ACKs; INA results), and,
-/// under the best-effort policy, each aggregating switch to and from its aggregation's
-/// fallback host (the lowest-id worker, as the glue picks it).
+/// under the best-effort policy, the pairs of each aggregation's fallback host ring in
+/// both directions (data and acknowledgements): its workers in the order of their up
+/// edges, each to the next, as the replayer's ring and the glue's run it.
 pub fn glue_pairs(
     records: &[FlowRecord],
     topo: &Topology,
     policy: InaPolicy,
 ) -> BTreeSet<(NodeId, NodeId)> {
     let mut pairs = BTreeSet::new();
-    let mut aggs: BTreeMap<u64, (BTreeSet<NodeId>, Option<NodeId>)> = BTreeMap::new();
+    let mut rings: BTreeMap<u64, Vec<NodeId>> = BTreeMap::new();
     for r in records
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
@@ -36,21 +37,21 @@ pub fn glue_pairs(
         pairs.insert((r.src, r.dst));
         pairs.insert((r.dst, r.src));
         if let (Mode::Ina, Some(a)) = (r.mode, r.agg) {
-            let e = aggs.entry(a.id).or_default();
-            e.0.insert(a.switch);
-            if a.dir == AggDir::Up && topo.kinds.get(r.src.idx()) == Some(&NodeKind::Host) {
-                e.1 = Some(e.1.map_or(r.src, |w: NodeId| w.min(r.src)));
+            let ring = rings.entry(a.id).or_default();
+            if a.dir == AggDir::Up
+                && topo.kinds.get(r.src.idx()) == Some(&NodeKind::Host)
+                && !ring.contains(&r.src)
+            {
+                ring.push(r.src);
             }
         }
     }
     if policy == InaPolicy::BestEffort {
-        for (switches, fallback) in aggs.values() {
-            let Some(host) = *fallback else { continue };
-            for &s in switches {
-                if s != host {
-                    pairs.insert((s, host));
-                    pairs.insert((host, s));
-                }
+        for ring in rings.values().filter(|r| r.len() > 1) {
+            for (k, &a) in ring.iter().enumerate() {
+                let b = ring[(k + 1) % ring.len()];
+                pairs.insert((a, b));
+                pairs.insert((b, a));
             }
         }
     }
@@ -273,7 +274,7 @@ mod tests {
     }
 
     #[test]
-    fn best_effort_routes_each_aggregating_switch_to_and_from_the_lowest_worker() {
+    fn best_effort_routes_the_fallback_ring_of_the_workers_in_up_edge_order_both_ways() {
         use crate::record::AggTag;
         let edge = |id, src, dst, sw, dir| FlowRecord {
             mode: Mode::Ina,
@@ -285,21 +286,22 @@ mod tests {
             }),
             ..net(id, src, dst)
         };
-        // workers 1 and 3 under switches 2 and 4, root 5
+        // workers 3, 1 and 0 (in that up-edge order) under switches 2 and 4, root 5
         let recs = [
-            edge(0, 1, 2, 2, AggDir::Up),
-            edge(1, 3, 4, 4, AggDir::Up),
-            edge(2, 2, 5, 5, AggDir::Up),
-            edge(3, 4, 5, 5, AggDir::Up),
+            edge(0, 3, 4, 4, AggDir::Up),
+            edge(1, 1, 2, 2, AggDir::Up),
+            edge(2, 0, 2, 2, AggDir::Up),
+            edge(3, 2, 5, 5, AggDir::Up),
+            edge(4, 4, 5, 5, AggDir::Up),
         ];
         let fallback = glue_pairs(&recs, &diamond(), InaPolicy::BestEffort);
         let plain = glue_pairs(&recs, &diamond(), InaPolicy::Static);
         let extra: Vec<_> = fallback.difference(&plain).copied().collect();
         let n = |a, b| (NodeId(a), NodeId(b));
+        // the ring 3 -> 1 -> 0 -> 3 and its reverse; no switch pair is added
         assert_eq!(
             extra,
-            vec![n(1, 4), n(1, 5), n(4, 1), n(5, 1)],
-            "switch 2 already talks to host 1"
+            vec![n(0, 1), n(0, 3), n(1, 0), n(1, 3), n(3, 0), n(3, 1)]
         );
     }
 }

@@ -244,7 +244,7 @@ impl Net<'_> {
             s.with_headers(self.payload, PACKET_HEADER).0,
             cap,
             k,
-            self.payload.0,
+            self.payload.0 + PACKET_HEADER.0,
             u + d,
             up,
         ) as f64)

@@ -320,7 +320,8 @@ impl<'a> Sim<'a> {
         }
         // a granted stream keeps its whole window in flight: its `w` slots cover the
         // window or, when shorter, every packet it has; a pool smaller than the window
-        // (`w` < `want`) limits the packets in flight to `w`
+        // (`w` < `want`) limits the packets in flight to `w`, each packet its payload
+        // plus headers on the wire
         let in_flight = if slots < agg.want {
             slots
         } else {
@@ -329,7 +330,8 @@ impl<'a> Sim<'a> {
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            crate::netmodel::window_rate(in_flight, self.opts.ina.payload.0, agg.rtt)
+            let packet = self.opts.ina.payload.0 + self.opts.header.0;
+            crate::netmodel::window_rate(in_flight, packet, agg.rtt)
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);

@@ -18,8 +18,9 @@
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up
-//! and down); its rate is its max-min share, capped by its window, `window × payload /
-//! RTT` with RTT = the tree's up + down propagation latency. It ends at
+//! and down); its rate is its max-min share, capped by its window, `window × (payload +
+//! 48) / RTT` wire bytes per ns (the window's packets on the wire) with RTT = the tree's
+//! up plus down propagation latency. It ends at
 //! `S_wire/rate + up latency + down latency`; all its edges share its start and end.
 //! `S` is the largest up edge (down edges of a reduce-scatter carry smaller shards within
 //! the same time; each edge's own bytes are what `links.csv` counts). A channel crossed by
@@ -32,7 +33,7 @@
 //! from)` slots — SwitchML's worker pool of slot indices reused round-robin (`packets =
 //! ceil(S / payload)`; the pool is the class's share under `static`, the whole pool
 //! otherwise: a pool smaller than the window makes `w` the pool, and the stream then has
-//! `w` packets in flight, its rate capped at `w × payload / RTT`). The
+//! `w` packets in flight, its rate capped at `w × (payload + 48) / RTT`). The
 //! switch holds them from the arrival of the stream's first packet until its last result
 //! packet leaves it: the root when it multicasts the last sum, a non-root switch when it
 //! forwards the parent's last result down (a switch that only sums upwards, Rina's rack
@@ -48,22 +49,22 @@
 //! [`crate::fct::switch_slots`], the same function that reads the glue's file.
 //!
 //! The policies ([`InaPolicy`]) grant the `w` slots on every switch of the tree, or refuse
-//! them — never a part. **Approximation:** the replayer decides once, when the unit starts
-//! (before its first packet reaches any switch), and keeps the slots *reserved* for the
-//! policy from that start to the unit's end, while the recorded occupancy is the physical
-//! interval above, which starts later by the up chain to `s` and ends earlier by the rest
-//! of the down chain. So an admission can only be more conservative than one made at each
-//! switch's first packet, by at most one tree latency (up + down chain: 2 µs on a star with
-//! 1 µs links, ≈ 6 µs on a 3-tier fat-tree): a waiting aggregation starts at most that
-//! much late, and a best-effort one is refused only if a holder's physical release falls
-//! within that window (the test `a_waiting_aggregation_starts_when_the_reservation_ends`
-//! shows the bound reached).
+//! them — never a part, so an aggregation never holds slots at one switch while it waits
+//! at another (no deadlock). The decision is made once, when the unit starts (before its
+//! first packet reaches any switch), and the slots stay *reserved* for the policy from
+//! that start to the unit's end, while the recorded occupancy is the physical interval
+//! above, which starts later by the up chain to `s` and ends earlier by the rest of the
+//! down chain: one tree latency (up + down chain: 2 µs on a star with 1 µs links, ≈ 6 µs
+//! on a 3-tier fat-tree) more conservative than the switches' physical use (the test
+//! `a_waiting_aggregation_starts_when_the_reservation_ends` shows the bound reached). The
+//! ns-3 glue decides and reserves the same way (`InaSlotAdmission`, docs/model.md).
 //!
 //! When an aggregation gets no slot and is not allowed to wait, it **falls back to the
 //! host ring all-reduce** over its worker hosts: `n` flows, member i → member i+1, each of
 //! `2(n−1)` chunks of `ceil(S/n)` bytes (headers per chunk), started together and
 //! finishing when the last finishes plus `2(n−1)` path latencies — the ring's pipelined
-//! steps as one fluid stream (per-step synchronisation is not modelled).
+//! steps as one fluid stream (per-step synchronisation is not modelled; the glue runs the
+//! same ring step by step, docs/model.md#known-gaps measures the difference).
 //!
 //! Before anything runs the input is validated (unique ids, deps exist, no cycle once
 //! each aggregation is contracted to one node, endpoints exist, every transfer has a route

@@ -548,7 +548,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             wire_s.0,
             tree_cap,
             self.opts.ina.window,
-            self.opts.ina.payload.0,
+            self.opts.ina.payload.0 + self.opts.header.0,
             latency,
             !tree.switches.is_empty(),
         );
