@@ -27,8 +27,6 @@ use super::FormatError;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use flate2::read::MultiGzDecoder;
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -135,199 +133,124 @@ fn io_err(path: &Path, source: std::io::Error) -> FormatError {
 }
 
 /// Streaming trace writer: rows are formatted straight into 1 MiB chunks that go to
-/// `NAME.tmp` (compressed in parallel for `.gz`), renamed to `NAME` by
-/// [`TraceWriter::finish`]. Dropping it unfinished removes the temp file, so a
-/// half-written trace is never presented under the final name.
+/// `NAME.tmp` (for `.gz`, each chunk compressed in parallel into one gzip member:
+/// [`super::gz_members`]), renamed to `NAME` by [`TraceWriter::finish`]. Dropping it
+/// unfinished removes the temp file, so a half-written trace is never presented under the
+/// final name.
 pub struct TraceWriter {
     sink: Option<Sink>,
     /// Rows not yet handed to the sink.
-    chunk: Vec<u8>,
+    rows: RowBuf,
     tmp: PathBuf,
     path: PathBuf,
     count: u64,
 }
 
-/// Bytes of formatted rows per chunk (and per gzip member).
+/// Bytes of formatted rows per chunk (and per gzip member). A chunk ends after the first
+/// row that reaches this size, so the cut points depend only on the rows.
 const CHUNK: usize = 1 << 20;
 
 enum Sink {
     Plain(File),
-    Gz(GzPool),
+    Gz(super::gz_members::GzMembers),
 }
 
-/// Parallel gzip: chunks of formatted rows are moved (not copied) to worker threads, each
-/// compresses its chunk into a complete gzip member, and a writer thread writes the
-/// members in order; emptied chunk buffers come back for reuse, so steady state allocates
-/// nothing. A concatenation of gzip members is a valid gzip file (RFC 1952; `zcat`,
-/// Python's `gzip`, pandas and flate2's `MultiGzDecoder` read it as one stream). Chunk
-/// boundaries depend only on the row sizes, so the output is byte-identical from run to
-/// run whatever the thread timing. Compression is the bottleneck of trace generation.
-struct GzPool {
-    tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
-    spare: std::sync::mpsc::Receiver<Vec<u8>>,
-    workers: Vec<std::thread::JoinHandle<()>>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<File>>>,
-    seq: u64,
+/// Rows formatted in place: `buf` is kept at its full length (zero-filled once), rows are
+/// written at `fill` with plain indexing, so a field costs neither a capacity check nor a
+/// length update nor a `memcpy` call. Before each row the buffer is grown, if need be, to
+/// hold the longest row that record could make ([`row_bound`]).
+struct RowBuf {
+    buf: Vec<u8>,
+    fill: usize,
 }
 
-impl GzPool {
-    fn new(file: File) -> Self {
-        use std::sync::{mpsc, Arc, Mutex};
-        let k = std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(1, 4);
-        let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
-        let rx = Arc::new(Mutex::new(rx));
-        let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
-        let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
-        let workers = (0..k)
-            .map(|_| {
-                let rx = Arc::clone(&rx);
-                let out_tx = out_tx.clone();
-                let spare_tx = spare_tx.clone();
-                std::thread::spawn(move || loop {
-                    let job = match rx.lock() {
-                        Ok(r) => r.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((seq, mut data)) = job else { return };
-                    // Fast level: the generator must sustain millions of rows/s; traces
-                    // compress about 5x even so.
-                    let mut enc =
-                        GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
-                    let res = enc.write_all(&data).and_then(|_| enc.finish());
-                    data.clear();
-                    let _ = spare_tx.send(data);
-                    if out_tx.send((seq, res)).is_err() {
-                        return;
-                    }
-                })
-            })
-            .collect();
-        drop(out_tx);
-        let writer = std::thread::spawn(move || {
-            let mut file = file;
-            let mut next = 0u64;
-            let mut pending: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-            for (seq, res) in out_rx {
-                pending.insert(seq, res?);
-                while let Some(buf) = pending.remove(&next) {
-                    file.write_all(&buf)?;
-                    next += 1;
-                }
-            }
-            if !pending.is_empty() {
-                return Err(std::io::Error::other(
-                    "gzip worker stopped early: a chunk is missing",
-                ));
-            }
-            Ok(file)
-        });
-        GzPool {
-            tx: Some(tx),
-            spare,
-            workers,
-            writer: Some(writer),
-            seq: 0,
+impl RowBuf {
+    fn new() -> Self {
+        RowBuf {
+            buf: vec![0; CHUNK + ROW_FIXED_MAX],
+            fill: 0,
         }
     }
-
-    fn broken() -> std::io::Error {
-        std::io::Error::other("gzip threads stopped")
-    }
-
-    /// Hand `chunk` to a worker and return an empty buffer to fill next.
-    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
-        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
-        if tx.send((self.seq, chunk)).is_err() {
-            // Every worker ended early: surface the writer's error.
-            self.stop();
-            return Err(match self.writer.take().map(|h| h.join()) {
-                Some(Ok(Err(e))) => e,
-                _ => Self::broken(),
-            });
-        }
-        self.seq += 1;
-        Ok(self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK + 4096)))
-    }
-
-    fn stop(&mut self) {
-        drop(self.tx.take());
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+    /// Make room for `n` more bytes at `fill`.
+    #[inline]
+    fn room(&mut self, n: usize) {
+        if self.buf.len() < self.fill + n {
+            self.buf.resize(self.fill + n, 0);
         }
     }
-
-    fn finish(mut self) -> std::io::Result<File> {
-        self.stop();
-        match self.writer.take().map(|h| h.join()) {
-            Some(Ok(r)) => r,
-            _ => Err(Self::broken()),
-        }
+    fn push_bytes(&mut self, b: &[u8]) {
+        self.room(b.len());
+        self.buf[self.fill..self.fill + b.len()].copy_from_slice(b);
+        self.fill += b.len();
     }
-}
-
-impl Drop for GzPool {
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(h) = self.writer.take() {
-            let _ = h.join();
-        }
+    #[inline]
+    fn push_record(&mut self, r: &FlowRecord) {
+        self.room(row_bound(r));
+        self.fill = format_row(&mut self.buf, self.fill, r);
+    }
+    /// The formatted bytes, handing the buffer over; [`RowBuf::refill`] gives it a new one.
+    fn take(&mut self) -> Vec<u8> {
+        let mut b = std::mem::take(&mut self.buf);
+        b.truncate(self.fill);
+        self.fill = 0;
+        b
+    }
+    /// Continue in `buf` (an emptied chunk buffer coming back, or a new one).
+    fn refill(&mut self, mut buf: Vec<u8>) {
+        buf.clear();
+        buf.resize(CHUNK + ROW_FIXED_MAX, 0);
+        self.buf = buf;
+        self.fill = 0;
     }
 }
 
 impl TraceWriter {
-    /// Create `path` (via `path.tmp`) and write the metadata and the column header.
+    /// Create `path` (via `path.tmp`) and write the metadata and the column header. A
+    /// `.gz` name is compressed on [`super::gz_members::default_threads`] threads.
     pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, FormatError> {
+        Self::create_with_threads(path, header, super::gz_members::default_threads())
+    }
+
+    /// [`TraceWriter::create`] with `threads` gzip compression threads (at least 1). The
+    /// file's bytes do not depend on it.
+    pub fn create_with_threads(
+        path: impl AsRef<Path>,
+        header: &TraceHeader,
+        threads: usize,
+    ) -> Result<Self, FormatError> {
         let path = path.as_ref().to_path_buf();
-        for (k, v) in &header.meta {
-            if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
-                return Err(FormatError::file(
-                    &path,
-                    format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
-                ));
-            }
-            if v.contains(['\n', '\r']) {
-                return Err(FormatError::file(
-                    &path,
-                    format!("metadata `{k}`: values must not contain newlines"),
-                ));
-            }
-        }
+        check_metadata(&path, header)?;
         let tmp = super::atomic::temp_path(&path);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         let sink = if is_gz(&path) {
-            Sink::Gz(GzPool::new(file))
+            Sink::Gz(super::gz_members::GzMembers::new(file, threads))
         } else {
             Sink::Plain(file)
         };
         let mut w = TraceWriter {
             sink: Some(sink),
-            chunk: Vec::with_capacity(CHUNK + 4096),
+            rows: RowBuf::new(),
             tmp,
             path,
             count: 0,
         };
         // Rows are always written in the current layout, whatever schema the header was read with.
-        w.chunk
-            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
+        w.rows
+            .push_bytes(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
         for (k, v) in &header.meta {
-            w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
+            w.rows.push_bytes(format!("# {k}={v}\n").as_bytes());
         }
-        w.chunk.extend_from_slice(COLUMNS.join(",").as_bytes());
-        w.chunk.push(b'\n');
+        w.rows.push_bytes(COLUMNS.join(",").as_bytes());
+        w.rows.push_bytes(b"\n");
         Ok(w)
     }
 
     /// Append one record.
     #[inline]
     pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
-        format_record(&mut self.chunk, r);
+        self.rows.push_record(r);
         self.count += 1;
-        if self.chunk.len() >= CHUNK {
+        if self.rows.fill >= CHUNK {
             self.flush_chunk()?;
         }
         Ok(())
@@ -336,10 +259,14 @@ impl TraceWriter {
     /// Hand the collected rows to the sink.
     fn flush_chunk(&mut self) -> Result<(), FormatError> {
         let res = match self.sink.as_mut() {
-            Some(Sink::Plain(f)) => f.write_all(&self.chunk).map(|_| self.chunk.clear()),
+            Some(Sink::Plain(f)) => {
+                let r = f.write_all(&self.rows.buf[..self.rows.fill]);
+                self.rows.fill = 0;
+                r
+            }
             Some(Sink::Gz(g)) => {
-                let full = std::mem::take(&mut self.chunk);
-                g.send(full).map(|empty| self.chunk = empty)
+                let full = self.rows.take();
+                g.send(full).map(|empty| self.rows.refill(empty))
             }
             None => Err(std::io::Error::other("trace writer used after finish")),
         };
@@ -353,7 +280,7 @@ impl TraceWriter {
 
     /// Flush, finish the gzip stream, and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
-        if !self.chunk.is_empty() {
+        if self.rows.fill > 0 {
             self.flush_chunk()?;
         }
         let file = match self.sink.take() {
@@ -368,6 +295,25 @@ impl TraceWriter {
     }
 }
 
+/// Metadata keys and values must fit a `# key=value` line.
+fn check_metadata(path: &Path, header: &TraceHeader) -> Result<(), FormatError> {
+    for (k, v) in &header.meta {
+        if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
+            return Err(FormatError::file(
+                path,
+                format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
+            ));
+        }
+        if v.contains(['\n', '\r']) {
+            return Err(FormatError::file(
+                path,
+                format!("metadata `{k}`: values must not contain newlines"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Drop for TraceWriter {
     fn drop(&mut self) {
         if self.sink.take().is_some() {
@@ -376,79 +322,135 @@ impl Drop for TraceWriter {
     }
 }
 
+/// Bytes a field may take, separator included: 20 digits (`u64::MAX`) or an 8-byte
+/// keyword slot ([`put_word`] stores 8 bytes whatever the word's length), plus the comma.
+const FIELD_MAX: usize = 21;
+
+/// The longest row without its deps: every column at [`FIELD_MAX`] (and the newline).
+const ROW_FIXED_MAX: usize = COLUMNS.len() * FIELD_MAX + 1;
+
+/// The most bytes `r`'s row can take (each dep is at most 20 digits and a `;`).
 #[inline]
-fn push_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+fn row_bound(r: &FlowRecord) -> usize {
+    ROW_FIXED_MAX + r.deps.len() * FIELD_MAX
+}
+
+/// `00` to `99`: integers are written two digits at a time.
+const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+/// Write `v` in decimal at `b[at..]`; the position after it.
+#[inline]
+fn put_u64(b: &mut [u8], at: usize, mut v: u64) -> usize {
+    let end = at + v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    let mut i = end;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        b[i] = PAIRS[d];
+        b[i + 1] = PAIRS[d + 1];
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        b[i - 2] = PAIRS[d];
+        b[i - 1] = PAIRS[d + 1];
+    } else {
+        b[i - 1] = b'0' + v as u8;
+    }
+    end
+}
+
+/// Write a keyword of at most 8 bytes as one fixed 8-byte store (the bytes past it are
+/// overwritten by what follows or cut off with the chunk); longer words byte by byte.
+#[inline]
+fn put_word(b: &mut [u8], at: usize, w: &str) -> usize {
+    let w = w.as_bytes();
+    let n = w.len();
+    if n <= 8 {
+        let mut x = [0u8; 8];
+        for (i, s) in x.iter_mut().enumerate() {
+            if i < n {
+                *s = w[i];
+            }
         }
+        b[at..at + 8].copy_from_slice(&x);
+    } else {
+        b[at..at + n].copy_from_slice(w);
     }
-    out.extend_from_slice(&buf[i..]);
+    at + n
 }
 
+/// `v` (if any) and the comma after it.
 #[inline]
-fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
-    if let Some(v) = v {
-        push_u64(out, v);
-    }
-    out.push(b',');
+fn put_opt(b: &mut [u8], at: usize, v: Option<u64>) -> usize {
+    let at = v.map_or(at, |v| put_u64(b, at, v));
+    b[at] = b',';
+    at + 1
 }
 
-/// Format one record as a CSV row (with the trailing newline).
-pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
-    push_u64(out, r.id.0);
-    out.push(b',');
-    push_u64(out, r.src.0 as u64);
-    out.push(b',');
-    push_u64(out, r.dst.0 as u64);
-    out.push(b',');
-    push_u64(out, r.bytes.0);
-    out.push(b',');
+/// Write `r`'s row (with its newline) at `b[at..]`, which must have [`row_bound`] bytes;
+/// the position after it.
+fn format_row(b: &mut [u8], at: usize, r: &FlowRecord) -> usize {
+    fn num(b: &mut [u8], p: &mut usize, v: u64) {
+        *p = put_u64(b, *p, v);
+        b[*p] = b',';
+        *p += 1;
+    }
+    let mut p = at;
+    num(b, &mut p, r.id.0);
+    num(b, &mut p, r.src.0 as u64);
+    num(b, &mut p, r.dst.0 as u64);
+    num(b, &mut p, r.bytes.0);
     for (i, d) in r.deps.iter().enumerate() {
         if i > 0 {
-            out.push(b';');
+            b[p] = b';';
+            p += 1;
         }
-        push_u64(out, d.0);
+        p = put_u64(b, p, d.0);
     }
-    out.push(b',');
-    push_u64(out, r.gap.0);
-    out.push(b',');
-    push_u64(out, r.dur.0);
-    out.push(b',');
-    out.extend_from_slice(r.mode.as_str().as_bytes());
-    out.push(b',');
-    out.extend_from_slice(r.class.as_str().as_bytes());
-    out.push(b',');
-    push_u64(out, r.iteration as u64);
-    out.push(b',');
-    push_opt(out, r.collective);
-    push_opt(out, r.step.map(u64::from));
-    push_opt(out, r.microbatch.map(u64::from));
-    push_opt(out, r.layer.map(u64::from));
-    push_opt(out, r.stage.map(u64::from));
-    push_opt(out, r.group_size.map(u64::from));
+    b[p] = b',';
+    p += 1;
+    num(b, &mut p, r.gap.0);
+    num(b, &mut p, r.dur.0);
+    p = put_word(b, p, r.mode.as_str());
+    b[p] = b',';
+    p = put_word(b, p + 1, r.class.as_str());
+    b[p] = b',';
+    p += 1;
+    num(b, &mut p, r.iteration as u64);
+    p = put_opt(b, p, r.collective);
+    p = put_opt(b, p, r.step.map(u64::from));
+    p = put_opt(b, p, r.microbatch.map(u64::from));
+    p = put_opt(b, p, r.layer.map(u64::from));
+    p = put_opt(b, p, r.stage.map(u64::from));
+    p = put_opt(b, p, r.group_size.map(u64::from));
     match &r.agg {
         Some(a) => {
-            push_u64(out, a.id);
-            out.push(b',');
-            push_u64(out, a.switch.0 as u64);
-            out.push(b',');
-            push_u64(out, a.fanin as u64);
-            out.push(b',');
-            out.extend_from_slice(a.dir.as_str().as_bytes());
+            num(b, &mut p, a.id);
+            num(b, &mut p, a.switch.0 as u64);
+            num(b, &mut p, a.fanin as u64);
+            p = put_word(b, p, a.dir.as_str());
         }
-        None => out.extend_from_slice(b",,,"),
+        None => {
+            b[p..p + 3].copy_from_slice(b",,,");
+            p += 3;
+        }
     }
-    out.push(b',');
+    b[p] = b',';
+    p += 1;
     if r.channel != 0 {
-        push_u64(out, r.channel as u64);
+        p = put_u64(b, p, r.channel as u64);
     }
-    out.push(b'\n');
+    b[p] = b'\n';
+    p + 1
+}
+
+/// Format one record as a CSV row (with the trailing newline), appended to `out`.
+pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
+    let at = out.len();
+    out.resize(at + row_bound(r), 0);
+    let end = format_row(out, at, r);
+    out.truncate(end);
 }
 
 /// Write a whole trace (atomically, gzip by name).
