@@ -8,6 +8,11 @@
 //! caller cuts chunks by size, never by timing, so the file is byte-identical whatever the
 //! number of threads or the machine's load.
 //!
+//! Every member carries a mark in its header's extra field (RFC 1952 §2.3.1.1, subfield
+//! `I3`, which other gzip readers skip): its index and whether it is the last. Without it
+//! a file cut exactly between two members would read as a valid, shorter trace; with it
+//! [`MemberReader`] refuses a cut, lost, repeated or appended member.
+//!
 //! Per chunk a worker runs raw deflate (flate2's `Compress` on zlib-rs, reset and reused:
 //! no per-chunk allocation of the deflate state) and a CRC-32 (`crc32fast`, which uses the
 //! CPU's carry-less multiply: several times faster than the portable CRC flate2 would
@@ -15,17 +20,47 @@
 //! Emptied chunk buffers return to the producer, so steady state allocates one output
 //! buffer per chunk and nothing per row.
 
+use flate2::bufread::GzDecoder;
 use flate2::{Compress, Compression, FlushCompress, Status};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufRead, Read, Write};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// The member header: magic, deflate, no flags, mtime 0 (so equal input gives equal
-/// bytes), no extra flags, OS "unknown".
-const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+/// Subfield id of the member mark in the gzip extra field.
+const MARK_ID: [u8; 2] = *b"I3";
+
+/// Bytes of the mark: the member's index (u64, little-endian) and 1 on the last member.
+const MARK_LEN: u16 = 9;
+
+/// The member header: magic, deflate, FEXTRA, mtime 0 (so equal input gives equal bytes),
+/// no extra flags, OS "unknown", then the extra field holding the mark.
+fn header(index: u64, last: bool) -> [u8; 25] {
+    let mut h = [0u8; 25];
+    h[..10].copy_from_slice(&[0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 255]);
+    h[10..12].copy_from_slice(&(4 + MARK_LEN).to_le_bytes());
+    h[12..14].copy_from_slice(&MARK_ID);
+    h[14..16].copy_from_slice(&MARK_LEN.to_le_bytes());
+    h[16..24].copy_from_slice(&index.to_le_bytes());
+    h[24] = u8::from(last);
+    h
+}
+
+/// The mark in a member's extra field, if any: (index, last).
+fn find_mark(mut extra: &[u8]) -> Option<(u64, bool)> {
+    while extra.len() >= 4 {
+        let len = u16::from_le_bytes([extra[2], extra[3]]) as usize;
+        let data = extra.get(4..4 + len)?;
+        if extra[..2] == MARK_ID && len == MARK_LEN as usize {
+            let index = u64::from_le_bytes(data[..8].try_into().ok()?);
+            return Some((index, data[8] == 1));
+        }
+        extra = &extra[4 + len..];
+    }
+    None
+}
 
 /// The compression level: zlib's level 1 (zlib-rs's `deflate_quick`). Traces compress
 /// about 4.4× at it; level 2 gives about 6.6× at roughly half the speed, which would make
@@ -34,11 +69,18 @@ pub fn level() -> Compression {
     Compression::fast()
 }
 
-/// Append to `out` one complete gzip member holding `data`. `z` is a raw-deflate
-/// compressor (`Compress::new(level, false)`), reset here so it can be reused.
-pub fn encode_member(z: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+/// Append to `out` one complete gzip member holding `data`, marked as member `index` of
+/// its file and whether it is the `last`. `z` is a raw-deflate compressor
+/// (`Compress::new(level(), false)`), reset here so it can be reused.
+pub fn encode_member(
+    z: &mut Compress,
+    data: &[u8],
+    index: u64,
+    last: bool,
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
     z.reset();
-    out.extend_from_slice(&HEADER);
+    out.extend_from_slice(&header(index, last));
     let mut consumed = 0usize;
     loop {
         // Level 1 uses static Huffman codes: at most ~9/8 of the input plus block overhead.
@@ -63,8 +105,8 @@ pub fn encode_member(z: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> std::i
     Ok(())
 }
 
-/// A chunk and its place in the stream.
-type Job = (u64, Vec<u8>);
+/// A chunk, its place in the stream and whether it is the last.
+type Job = (u64, Vec<u8>, bool);
 
 /// The pool: workers compressing chunks, a writer thread appending members in order.
 pub struct GzMembers {
@@ -115,8 +157,12 @@ impl GzMembers {
     /// Hand `chunk` (the next bytes of the stream) to a worker and return an empty buffer
     /// to fill next (a recycled one when available).
     pub fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
+        self.send_member(chunk, false)
+    }
+
+    fn send_member(&mut self, chunk: Vec<u8>, last: bool) -> std::io::Result<Vec<u8>> {
         let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
-        if tx.send((self.seq, chunk)).is_err() {
+        if tx.send((self.seq, chunk, last)).is_err() {
             // Every worker ended early: surface the writer's error.
             self.stop();
             return Err(match self.writer.take().map(|h| h.join()) {
@@ -135,8 +181,10 @@ impl GzMembers {
         }
     }
 
-    /// Wait for every member to be written; the file, for the caller to sync and rename.
-    pub fn finish(mut self) -> std::io::Result<File> {
+    /// Send `rest` (the stream's last bytes, possibly none) as the member marked last, wait
+    /// for every member to be written; the file, for the caller to sync and rename.
+    pub fn finish(mut self, rest: Vec<u8>) -> std::io::Result<File> {
+        self.send_member(rest, true)?;
         self.stop();
         match self.writer.take().map(|h| h.join()) {
             Some(Ok(r)) => r,
@@ -167,9 +215,11 @@ fn compress_jobs(
             Ok(r) => r.recv(),
             Err(_) => return,
         };
-        let Ok((seq, mut data)) = job else { return };
+        let Ok((seq, mut data, last)) = job else {
+            return;
+        };
         let mut member = Vec::with_capacity(data.len() / 3);
-        let res = encode_member(&mut z, &data, &mut member).map(|_| member);
+        let res = encode_member(&mut z, &data, seq, last, &mut member).map(|_| member);
         data.clear();
         let _ = spare_tx.send(data);
         if out_tx.send((seq, res)).is_err() {
@@ -200,10 +250,104 @@ fn write_in_order(
     Ok(file)
 }
 
+/// Reads a gzip file of one or more members as one stream: any gzip file. When its first
+/// member carries the mark [`GzMembers`] writes, every member must carry it, numbered in
+/// order, and the file must end with the member marked last: a file cut between two
+/// members, or with a member lost, repeated or appended, is an error (kind `InvalidData`)
+/// instead of a shorter stream.
+pub struct MemberReader<R: BufRead> {
+    /// The member being read (`None` at the end).
+    cur: Option<GzDecoder<R>>,
+    /// Members read to their end.
+    done: u64,
+    /// Whether the first member was marked (known after it).
+    marked: bool,
+    /// Whether the member marked last was read.
+    last_seen: bool,
+}
+
+impl<R: BufRead> MemberReader<R> {
+    /// Read the members of `input`.
+    pub fn new(input: R) -> Self {
+        MemberReader {
+            cur: Some(GzDecoder::new(input)),
+            done: 0,
+            marked: false,
+            last_seen: false,
+        }
+    }
+
+    /// At the end of a member: check its mark against the members before it.
+    fn member_end(&mut self, mark: Option<(u64, bool)>) -> std::io::Result<()> {
+        let n = self.done;
+        if n == 0 {
+            self.marked = mark.is_some();
+        }
+        self.done += 1;
+        if !self.marked {
+            return Ok(());
+        }
+        match mark {
+            Some((i, last)) if i == n => {
+                self.last_seen = last;
+                Ok(())
+            }
+            Some((i, _)) => Err(bad(format!(
+                "gzip member {} is marked as member {i}: members were lost, repeated or reordered",
+                n + 1
+            ))),
+            None => Err(bad(format!(
+                "gzip member {} lacks the member mark the first one has: the file was altered",
+                n + 1
+            ))),
+        }
+    }
+}
+
+fn bad(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+}
+
+impl<R: BufRead> Read for MemberReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(d) = self.cur.as_mut() else {
+                return Ok(0);
+            };
+            let n = d.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            let Some(d) = self.cur.take() else {
+                return Ok(0);
+            };
+            let mark = d.header().and_then(|h| h.extra()).and_then(find_mark);
+            let mut rest = d.into_inner();
+            self.member_end(mark)?;
+            let more = !rest.fill_buf()?.is_empty();
+            match (more, self.marked, self.last_seen) {
+                (true, true, true) => {
+                    return Err(bad(format!(
+                        "data follows gzip member {}, which is marked last",
+                        self.done
+                    )))
+                }
+                (false, true, false) => {
+                    return Err(bad(format!(
+                        "the file ends after gzip member {}, which is not marked last: it was cut short",
+                        self.done
+                    )))
+                }
+                (true, ..) => self.cur = Some(GzDecoder::new(rest)),
+                (false, ..) => return Ok(0),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
 
     fn gunzip(bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -220,7 +364,7 @@ mod tests {
             .collect();
         let mut z = Compress::new(level(), false);
         let mut m = Vec::new();
-        encode_member(&mut z, &data, &mut m).unwrap();
+        encode_member(&mut z, &data, 0, false, &mut m).unwrap();
         // flate2's single-member decoder checks header, CRC-32 and ISIZE.
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&m[..])
@@ -229,7 +373,7 @@ mod tests {
         assert_eq!(out, data);
         // the compressor is reused: a second member of other data is independent
         let mut m2 = Vec::new();
-        encode_member(&mut z, b"abc", &mut m2).unwrap();
+        encode_member(&mut z, b"abc", 1, true, &mut m2).unwrap();
         m.extend_from_slice(&m2);
         let mut both = data.clone();
         both.extend_from_slice(b"abc");
@@ -250,8 +394,88 @@ mod tests {
             .collect();
         for data in [&[][..], &noise[..]] {
             let mut m = Vec::new();
-            encode_member(&mut z, data, &mut m).unwrap();
+            encode_member(&mut z, data, 0, true, &mut m).unwrap();
             assert_eq!(gunzip(&m), data);
         }
+    }
+    /// Members of `parts`, marked as the writer marks them.
+    fn marked(parts: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut z = Compress::new(level(), false);
+        (0..parts.len())
+            .map(|i| {
+                let mut m = Vec::new();
+                encode_member(&mut z, parts[i], i as u64, i + 1 == parts.len(), &mut m).unwrap();
+                m
+            })
+            .collect()
+    }
+
+    fn read_members(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        MemberReader::new(bytes).read_to_end(&mut out).map(|_| out)
+    }
+
+    #[test]
+    fn marked_members_read_as_one_stream_and_other_tools_see_plain_gzip() {
+        let m = marked(&[b"one,", b"", b"two,", b"three"]).concat();
+        assert_eq!(read_members(&m).unwrap(), b"one,two,three");
+        assert_eq!(gunzip(&m), b"one,two,three");
+    }
+
+    #[test]
+    fn a_marked_file_cut_between_members_or_with_members_moved_is_an_error() {
+        let ms = marked(&[b"aaaa", b"bbbb", b"cccc"]);
+        let cases = [
+            (
+                "cut after member 2",
+                [&ms[0][..], &ms[1]].concat(),
+                "not marked last",
+            ),
+            (
+                "member 2 lost",
+                [&ms[0][..], &ms[2]].concat(),
+                "marked as member 2",
+            ),
+            (
+                "member 2 twice",
+                [&ms[0][..], &ms[1], &ms[1], &ms[2]].concat(),
+                "marked as member 1",
+            ),
+            (
+                "data appended",
+                [&ms.concat()[..], &ms[0]].concat(),
+                "marked last",
+            ),
+        ];
+        for (what, bytes, says) in cases {
+            let e = read_members(&bytes).expect_err(what);
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{what}");
+            assert!(e.to_string().contains(says), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn unmarked_members_of_other_encoders_are_read_as_any_gzip_reader_would() {
+        use flate2::write::GzEncoder;
+        let members: Vec<Vec<u8>> = [&b"x,y"[..], b"", b",z"]
+            .iter()
+            .map(|part| {
+                let mut e = GzEncoder::new(Vec::new(), Compression::default());
+                e.write_all(part).unwrap();
+                e.finish().unwrap()
+            })
+            .collect();
+        let all = members.concat();
+        assert_eq!(read_members(&all).unwrap(), b"x,y,z");
+        // whole unmarked members are a valid gzip file: nothing says more should follow
+        assert_eq!(read_members(&members[0]).unwrap(), b"x,y");
+        // a member cut short is not
+        let cut = &members[0][..members[0].len() - 3];
+        assert_eq!(
+            read_members(cut).map_err(|e| e.kind()),
+            Err(std::io::ErrorKind::UnexpectedEof)
+        );
+        // no member at all is not a gzip file
+        assert!(read_members(&[]).is_err());
     }
 }

@@ -23,10 +23,10 @@
 //! trace stage checks endpoints against a topology). Errors name `file:line:column` and
 //! the column's name.
 
+use super::gz_members::MemberReader;
 use super::FormatError;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
-use flate2::read::MultiGzDecoder;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -278,20 +278,25 @@ impl TraceWriter {
         self.count
     }
 
-    /// Flush, finish the gzip stream, and rename the temp file to the final name.
+    /// Flush, finish the gzip stream (its last member, marked last, holds the rows not yet
+    /// sent, possibly none), and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
-        if self.rows.fill > 0 {
-            self.flush_chunk()?;
-        }
         let file = match self.sink.take() {
-            Some(Sink::Plain(f)) => f,
-            Some(Sink::Gz(g)) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
-            None => return Err(io_err(&self.tmp, std::io::Error::other("finished twice"))),
+            Some(Sink::Plain(mut f)) => f.write_all(&self.rows.buf[..self.rows.fill]).map(|_| f),
+            Some(Sink::Gz(g)) => g.finish(self.rows.take()),
+            None => Err(std::io::Error::other("finished twice")),
         };
-        file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
-        Ok(self.path.clone())
+        let res = file
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err(&self.tmp, e));
+        let res = res.and_then(|_| {
+            std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))
+        });
+        if res.is_err() {
+            // Nothing half-written stays behind (the sink is gone, so Drop would not do it).
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        res.map(|_| self.path.clone())
     }
 }
 
@@ -341,6 +346,17 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425
 /// Write `v` in decimal at `b[at..]`; the position after it.
 #[inline]
 fn put_u64(b: &mut [u8], at: usize, mut v: u64) -> usize {
+    // Most fields are small (steps, layers, stages, group sizes, channels).
+    if v < 10 {
+        b[at] = b'0' + v as u8;
+        return at + 1;
+    }
+    if v < 100 {
+        let d = v as usize * 2;
+        b[at] = PAIRS[d];
+        b[at + 1] = PAIRS[d + 1];
+        return at + 2;
+    }
     let end = at + v.checked_ilog10().map_or(1, |l| l as usize + 1);
     let mut i = end;
     while v >= 100 {
@@ -539,6 +555,8 @@ pub struct TraceReader<'t> {
     seen: IdSet,
     check: Option<&'t dyn RecordCheck>,
     done: bool,
+    /// The input is decompressed gzip (read errors are then damaged or truncated data).
+    gz: bool,
 }
 
 impl<'t> TraceReader<'t> {
@@ -549,17 +567,26 @@ impl<'t> TraceReader<'t> {
         let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
         let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
         let input: Box<dyn BufRead> = if gz {
-            Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file)))
+            Box::new(BufReader::with_capacity(1 << 18, MemberReader::new(file)))
         } else {
             Box::new(file)
         };
-        Self::from_reader(input, p.display().to_string())
+        Self::from_reader_gz(input, p.display().to_string(), gz)
     }
 
     /// Read from any buffered stream; `name` is used in error messages.
     pub fn from_reader(
         input: Box<dyn BufRead>,
         name: String,
+    ) -> Result<TraceReader<'static>, FormatError> {
+        Self::from_reader_gz(input, name, false)
+    }
+
+    /// [`TraceReader::from_reader`] of a stream that is (`gz`) or is not decompressed gzip.
+    fn from_reader_gz(
+        input: Box<dyn BufRead>,
+        name: String,
+        gz: bool,
     ) -> Result<TraceReader<'static>, FormatError> {
         let mut rd = TraceReader {
             input,
@@ -570,6 +597,7 @@ impl<'t> TraceReader<'t> {
             seen: IdSet::default(),
             check: None,
             done: false,
+            gz,
         };
         rd.read_header()?;
         Ok(rd)
@@ -586,6 +614,7 @@ impl<'t> TraceReader<'t> {
             seen: self.seen,
             check: Some(check),
             done: self.done,
+            gz: self.gz,
         }
     }
 
@@ -612,10 +641,10 @@ impl<'t> TraceReader<'t> {
 
     fn next_line(&mut self) -> Result<bool, FormatError> {
         self.buf.clear();
-        let n = self
-            .input
-            .read_line(&mut self.buf)
-            .map_err(|e| io_err(Path::new(&self.path), e))?;
+        let n = match self.input.read_line(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) => return Err(self.read_error(e)),
+        };
         if n == 0 {
             return Ok(false);
         }
@@ -624,6 +653,30 @@ impl<'t> TraceReader<'t> {
             self.buf.pop();
         }
         Ok(true)
+    }
+
+    /// A failed read of the next line: damaged or truncated gzip data and text that is not
+    /// UTF-8 name the line reached; other errors are the OS's.
+    fn read_error(&self, e: std::io::Error) -> FormatError {
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        let line = self.line_no + 1;
+        match e.kind() {
+            InvalidData | InvalidInput | UnexpectedEof if self.gz => self.err_line(
+                line,
+                "gzip",
+                format!(
+                    "after line {}: {e} (the compressed data is damaged or truncated)",
+                    self.line_no
+                ),
+            ),
+            InvalidData => self.err_line(line, "text", format!("{e}")),
+            _ => io_err(Path::new(&self.path), e),
+        }
+    }
+
+    /// An error about line `line` as a whole.
+    fn err_line(&self, line: u64, field: &str, msg: String) -> FormatError {
+        FormatError::syntax(Path::new(&self.path), line, field, msg)
     }
 
     fn read_header(&mut self) -> Result<(), FormatError> {
