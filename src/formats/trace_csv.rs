@@ -14,8 +14,10 @@
 //!
 //! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
 //! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
-//! parsed by hand: the generator writes millions of rows per second through a `BufWriter`
-//! into a fast gzip stream, and nothing here holds more than one row in memory.
+//! parsed by hand: the generator writes millions of rows per second, formatted in place
+//! into 1 MiB chunks that become gzip members compressed in parallel
+//! ([`super::gz_members`]; the reader checks their marks), and nothing here holds more
+//! than a few chunks in memory.
 //!
 //! Validation happens while reading ([`TraceReader`]): ids unique, every dep already seen
 //! (so the file order is a topological order and the DAG is acyclic), mode/field
@@ -345,7 +347,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819202122232425
 
 /// Write `v` in decimal at `b[at..]` (which has [`FIELD_MAX`] bytes of room: up to 20
 /// bytes are stored, the digits and scratch after them); the position after the digits.
-#[inline]
+#[inline(always)]
 fn put_u64(b: &mut [u8], at: usize, v: u64) -> usize {
     const E8: u64 = 100_000_000;
     // Most fields are small (steps, layers, stages, group sizes, channels).
@@ -379,7 +381,7 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) -> usize {
 /// two 4-digit halves sit in 32-bit lanes, are divided by 100 with a multiply-shift
 /// (x·10486 >> 20 = x/100 for x < 10^4), then the four 2-digit values in 16-bit lanes by
 /// 10 (x·103 >> 10 = x/10 for x < 100).
-#[inline]
+#[inline(always)]
 fn eight_digits(v: u64) -> u64 {
     let halves = (v / 10_000) | ((v % 10_000) << 32);
     let hundreds_hi = ((halves * 10_486) >> 20) & ((0x7f << 32) | 0x7f);
@@ -391,14 +393,14 @@ fn eight_digits(v: u64) -> u64 {
 }
 
 /// Write the 8 digits of `v` < 10^8 with leading zeros (one 8-byte store).
-#[inline]
+#[inline(always)]
 fn put8(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&eight_digits(v).to_le_bytes());
 }
 
 /// Write 1 ≤ `v` < 10^8 without leading zeros (one 8-byte store: the digits, then
 /// scratch); the position after the digits.
-#[inline]
+#[inline(always)]
 fn put_upto8(b: &mut [u8], at: usize, v: u64) -> usize {
     let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
     let w = eight_digits(v) >> (8 * (8 - n));
@@ -408,7 +410,7 @@ fn put_upto8(b: &mut [u8], at: usize, v: u64) -> usize {
 
 /// Write a keyword of at most 8 bytes as one fixed 8-byte store (the bytes past it are
 /// overwritten by what follows or cut off with the chunk); longer words byte by byte.
-#[inline]
+#[inline(always)]
 fn put_word(b: &mut [u8], at: usize, w: &str) -> usize {
     let w = w.as_bytes();
     let n = w.len();
@@ -427,7 +429,7 @@ fn put_word(b: &mut [u8], at: usize, w: &str) -> usize {
 }
 
 /// `v` (if any) and the comma after it.
-#[inline]
+#[inline(always)]
 fn put_opt(b: &mut [u8], at: usize, v: Option<u64>) -> usize {
     let at = v.map_or(at, |v| put_u64(b, at, v));
     b[at] = b',';
