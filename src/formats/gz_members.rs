@@ -17,8 +17,9 @@
 //! no per-chunk allocation of the deflate state) and a CRC-32 (`crc32fast`, which uses the
 //! CPU's carry-less multiply: several times faster than the portable CRC flate2 would
 //! compute), and frames them with a fixed 10-byte header and the 8-byte trailer.
-//! Emptied chunk buffers return to the producer, so steady state allocates one output
-//! buffer per chunk and nothing per row.
+//! Chunk buffers return to the producer as they are (it overwrites them: clearing a
+//! buffer would only add a pass over it), so steady state allocates one output buffer per
+//! chunk and nothing per row.
 
 use flate2::bufread::GzDecoder;
 use flate2::{Compress, Compression, FlushCompress, Status};
@@ -133,14 +134,16 @@ impl GzMembers {
         let rx = Arc::new(Mutex::new(rx));
         let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
         let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
+        let written: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
         let workers = (0..k)
             .map(|_| {
                 let (rx, out_tx, spare_tx) = (Arc::clone(&rx), out_tx.clone(), spare_tx.clone());
-                std::thread::spawn(move || compress_jobs(&rx, &out_tx, &spare_tx))
+                let written = Arc::clone(&written);
+                std::thread::spawn(move || compress_jobs(&rx, &out_tx, &spare_tx, &written))
             })
             .collect();
         drop(out_tx);
-        let writer = std::thread::spawn(move || write_in_order(file, out_rx));
+        let writer = std::thread::spawn(move || write_in_order(file, out_rx, &written, 4 * k));
         GzMembers {
             tx: Some(tx),
             spare,
@@ -154,8 +157,8 @@ impl GzMembers {
         std::io::Error::other("gzip threads stopped")
     }
 
-    /// Hand `chunk` (the next bytes of the stream) to a worker and return an empty buffer
-    /// to fill next (a recycled one when available).
+    /// Hand `chunk` (the next bytes of the stream) to a worker and return a buffer to fill
+    /// next: a recycled one, contents stale, when available, else an empty one.
     pub fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
         self.send_member(chunk, false)
     }
@@ -203,11 +206,13 @@ impl Drop for GzMembers {
 }
 
 /// A worker: compress chunks until the producer hangs up; each chunk's buffer goes back
-/// emptied.
+/// to the producer, each member into a buffer the writer has written out (when one is
+/// free).
 fn compress_jobs(
     rx: &Mutex<Receiver<Job>>,
     out_tx: &SyncSender<(u64, std::io::Result<Vec<u8>>)>,
     spare_tx: &mpsc::Sender<Vec<u8>>,
+    written: &Mutex<Vec<Vec<u8>>>,
 ) {
     let mut z = Compress::new(level(), false);
     loop {
@@ -218,9 +223,9 @@ fn compress_jobs(
         let Ok((seq, mut data, last)) = job else {
             return;
         };
-        let mut member = Vec::with_capacity(data.len() / 3);
+        let reused = written.lock().ok().and_then(|mut w| w.pop());
+        let mut member = reused.unwrap_or_else(|| Vec::with_capacity(data.len() / 3));
         let res = encode_member(&mut z, &data, seq, last, &mut member).map(|_| member);
-        data.clear();
         let _ = spare_tx.send(data);
         if out_tx.send((seq, res)).is_err() {
             return;
@@ -228,18 +233,27 @@ fn compress_jobs(
     }
 }
 
-/// The writer thread: members arrive in any order and are written in sequence.
+/// The writer thread: members arrive in any order and are written in sequence; up to
+/// `keep` written buffers are kept, emptied, for the workers to reuse.
 fn write_in_order(
     mut file: File,
     members: Receiver<(u64, std::io::Result<Vec<u8>>)>,
+    written: &Mutex<Vec<Vec<u8>>>,
+    keep: usize,
 ) -> std::io::Result<File> {
     let mut next = 0u64;
     let mut pending: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for (seq, res) in members {
         pending.insert(seq, res?);
-        while let Some(buf) = pending.remove(&next) {
+        while let Some(mut buf) = pending.remove(&next) {
             file.write_all(&buf)?;
             next += 1;
+            buf.clear();
+            if let Ok(mut w) = written.lock() {
+                if w.len() < keep {
+                    w.push(buf);
+                }
+            }
         }
     }
     if !pending.is_empty() {

@@ -197,10 +197,12 @@ impl RowBuf {
         self.fill = 0;
         b
     }
-    /// Continue in `buf` (an emptied chunk buffer coming back, or a new one).
+    /// Continue in `buf` (a chunk buffer coming back with stale rows, or a new one): only
+    /// what it lacks of the full length is zeroed, the rest is overwritten row by row.
     fn refill(&mut self, mut buf: Vec<u8>) {
-        buf.clear();
-        buf.resize(CHUNK + ROW_FIXED_MAX, 0);
+        if buf.len() < CHUNK + ROW_FIXED_MAX {
+            buf.resize(CHUNK + ROW_FIXED_MAX, 0);
+        }
         self.buf = buf;
         self.fill = 0;
     }
