@@ -220,7 +220,7 @@ fn compress_jobs(
             Ok(r) => r.recv(),
             Err(_) => return,
         };
-        let Ok((seq, mut data, last)) = job else {
+        let Ok((seq, data, last)) = job else {
             return;
         };
         let reused = written.lock().ok().and_then(|mut w| w.pop());
