@@ -798,3 +798,271 @@ mod gen_props {
         }
     }
 }
+
+/// The row layout spelled out field by field with `format!` (slow and obvious), against
+/// which the writer's hand-rolled formatting is checked.
+fn row_by_format(r: &FlowRecord) -> String {
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let deps: Vec<String> = r.deps.iter().map(|d| d.0.to_string()).collect();
+    let agg = match r.agg {
+        Some(a) => format!("{},{},{},{}", a.id, a.switch.0, a.fanin, a.dir),
+        None => ",,,".into(),
+    };
+    let channel = if r.channel == 0 {
+        String::new()
+    } else {
+        r.channel.to_string()
+    };
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{agg},{channel}\n",
+        r.id.0,
+        r.src.0,
+        r.dst.0,
+        r.bytes.0,
+        deps.join(";"),
+        r.gap.0,
+        r.dur.0,
+        r.mode,
+        r.class,
+        r.iteration,
+        opt(r.collective),
+        opt(r.step.map(u64::from)),
+        opt(r.microbatch.map(u64::from)),
+        opt(r.layer.map(u64::from)),
+        opt(r.stage.map(u64::from)),
+        opt(r.group_size.map(u64::from)),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn rows_are_written_exactly_as_the_layout_spells_them(records in arb_records()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv");
+        trace::write(&path, &header(), &records).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows: String = records.iter().map(row_by_format).collect();
+        let head = "# ina3d-trace schema=2\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\n";
+        prop_assert_eq!(text, format!("{head}{}\n{rows}", trace::COLUMNS.join(",")));
+    }
+}
+
+/// Multi-member gzip: what the writer produces (one member per 1 MiB of rows, compressed
+/// in parallel) and what any gzip reader, the trace reader included, must accept.
+mod multi_member {
+    use super::*;
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    use std::path::Path;
+
+    /// Enough rows (about 4.5 MiB of text) for several 1 MiB members.
+    fn many_records() -> Vec<FlowRecord> {
+        (0..120_000u64)
+            .map(|i| {
+                let deps: Vec<u64> = if i == 0 { vec![] } else { vec![i - 1, i / 2] };
+                let mut r = net(i, (i % 40) as u32, (i % 40 + 1) as u32, 1 << 20, &deps);
+                r.deps.dedup();
+                r.collective = Some(i / 7);
+                r.step = Some((i % 14) as u32);
+                r.channel = (i % 2) as u32;
+                r
+            })
+            .collect()
+    }
+
+    /// gzip members of `text` cut at `cuts` (any byte, mid-row included), each made by
+    /// flate2's own gzip encoder: a multi-member file our writer did not make.
+    fn members_cut_at(text: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        for &c in cuts.iter().chain([text.len()].iter()) {
+            let c = c.clamp(from, text.len());
+            let mut e = GzEncoder::new(Vec::new(), flate2::Compression::default());
+            e.write_all(&text[from..c]).unwrap();
+            out.extend(e.finish().unwrap());
+            from = c;
+        }
+        out
+    }
+
+    /// `text` cut at `cuts` into members framed as the trace writer frames its 1 MiB chunks.
+    fn marked_members_cut_at(text: &[u8], cuts: &[usize]) -> Vec<u8> {
+        use ina3d::formats::gz_members::{encode_member, level};
+        let mut z = flate2::Compress::new(level(), false);
+        let mut out = Vec::new();
+        let mut from = 0;
+        let ends: Vec<usize> = cuts.iter().chain([text.len()].iter()).copied().collect();
+        for (i, &c) in ends.iter().enumerate() {
+            let c = c.clamp(from, text.len());
+            encode_member(
+                &mut z,
+                &text[from..c],
+                i as u64,
+                i + 1 == ends.len(),
+                &mut out,
+            )
+            .unwrap();
+            from = c;
+        }
+        out
+    }
+
+    /// The number of gzip members of `bytes`, decoding one member at a time.
+    fn member_count(bytes: &[u8]) -> usize {
+        let mut rest = bytes;
+        let mut n = 0;
+        while !rest.is_empty() {
+            let mut d = flate2::bufread::GzDecoder::new(rest);
+            std::io::copy(&mut d, &mut std::io::sink()).unwrap();
+            rest = d.into_inner();
+            n += 1;
+        }
+        n
+    }
+
+    fn write_with_threads(dir: &Path, name: &str, recs: &[FlowRecord], threads: usize) -> Vec<u8> {
+        let path = dir.join(name);
+        let mut w = trace::TraceWriter::create_with_threads(&path, &header(), threads).unwrap();
+        for r in recs {
+            w.write(r).unwrap();
+        }
+        w.finish().unwrap();
+        std::fs::read(&path).unwrap()
+    }
+
+    #[test]
+    fn the_gz_file_is_byte_identical_whatever_the_number_of_compression_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = many_records();
+        let one = write_with_threads(dir.path(), "1.csv.gz", &recs, 1);
+        assert!(member_count(&one) >= 4, "{} members", member_count(&one));
+        for k in [2, 3, 8] {
+            let other = write_with_threads(dir.path(), &format!("{k}.csv.gz"), &recs, k);
+            assert!(one == other, "{k} threads wrote other bytes than 1 thread");
+        }
+    }
+
+    #[test]
+    fn the_system_gzip_decompresses_the_writer_s_file_to_the_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = many_records();
+        trace::write(dir.path().join("t.csv"), &header(), &recs).unwrap();
+        trace::write(dir.path().join("t.csv.gz"), &header(), &recs).unwrap();
+        // gzip(1) is an independent reader: -t checks every member's CRC and length.
+        let gz = |args: &[&str]| {
+            std::process::Command::new("gzip")
+                .args(args)
+                .arg(dir.path().join("t.csv.gz"))
+                .output()
+                .expect("gzip(1) must be installed for this test")
+        };
+        let t = gz(&["-t"]);
+        assert!(
+            t.status.success(),
+            "gzip -t: {}",
+            String::from_utf8_lossy(&t.stderr)
+        );
+        let text = gz(&["-dc"]);
+        assert!(text.status.success());
+        assert!(text.stdout == std::fs::read(dir.path().join("t.csv")).unwrap());
+    }
+
+    #[test]
+    fn members_cut_anywhere_by_another_encoder_read_as_one_trace() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = many_records()[..3000].to_vec();
+        let plain = dir.path().join("t.csv");
+        trace::write(&plain, &header(), &recs).unwrap();
+        let text = std::fs::read(&plain).unwrap();
+        // cuts inside the magic line, mid-row, mid-number, an empty member, the very end
+        let cuts = [5, 200, 200, 1001, 50_000, 77_777, text.len() - 1];
+        let path = dir.path().join("m.csv.gz");
+        std::fs::write(&path, members_cut_at(&text, &cuts)).unwrap();
+        let back = trace::read(&path).unwrap();
+        assert_eq!(back.header, header());
+        assert_eq!(back.records, recs);
+    }
+
+    #[test]
+    fn damage_in_a_later_member_is_an_error_naming_the_file_and_the_line_reached() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = many_records();
+        let good = write_with_threads(dir.path(), "good.csv.gz", &recs, 2);
+        // the second member starts after the first: find it by decoding the first alone
+        let mut d = flate2::bufread::GzDecoder::new(&good[..]);
+        let mut first = Vec::new();
+        std::io::Read::read_to_end(&mut d, &mut first).unwrap();
+        let second = good.len() - d.into_inner().len();
+        let first_lines = first.iter().filter(|&&c| c == b'\n').count() as u64;
+        let cases: [(&str, Vec<u8>); 3] = [
+            ("truncated", good[..second + 5000].to_vec()),
+            ("flipped", {
+                let mut b = good.clone();
+                b[second + 3000] ^= 0x55;
+                b
+            }),
+            ("garbage", {
+                let mut b = good.clone();
+                b.extend_from_slice(b"not gzip at all");
+                b
+            }),
+        ];
+        for (name, bytes) in cases {
+            let path = dir.path().join(format!("{name}.csv.gz"));
+            std::fs::write(&path, bytes).unwrap();
+            let e = trace::read(&path).expect_err(name);
+            let msg = e.to_string();
+            assert!(msg.contains(&format!("{name}.csv.gz:")), "{name}: {msg}");
+            assert!(
+                msg.contains("gzip") && msg.contains("damaged or truncated"),
+                "{name}: {msg}"
+            );
+            // the first member (1 MiB of rows) was read: the error names a line past it
+            let FormatError::Syntax { line, .. } = e else {
+                panic!("{name}: not a line-numbered error: {msg}")
+            };
+            assert!(
+                line > first_lines,
+                "{name}: line {line}, first member {first_lines} lines"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Any single damage to a multi-member file as the writer frames it (members
+        /// marked with their index and the last one): a clear error naming the file, or
+        /// (harmless damage such as a member's mtime) exactly the original records; never
+        /// a shorter or altered trace.
+        #[test]
+        fn a_damaged_multi_member_file_never_reads_as_other_records(
+            cuts in prop::collection::vec(0usize..40_000, 0..6),
+            at in any::<prop::sample::Index>(),
+            how in 0u8..3,
+            byte in 1u8..=255,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let recs = many_records()[..1500].to_vec();
+            let plain = dir.path().join("t.csv");
+            trace::write(&plain, &header(), &recs).unwrap();
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let mut bytes = marked_members_cut_at(&std::fs::read(&plain).unwrap(), &cuts);
+            let i = at.index(bytes.len());
+            match how {
+                0 => bytes[i] ^= byte,
+                1 => bytes.truncate(i),
+                _ => bytes.insert(i, byte),
+            }
+            let path = dir.path().join("d.csv.gz");
+            std::fs::write(&path, &bytes).unwrap();
+            match trace::read(&path) {
+                Ok(t) => prop_assert_eq!(t.records, recs),
+                Err(e) => prop_assert!(e.to_string().contains("d.csv.gz"), "{}", e),
+            }
+        }
+    }
+}

@@ -43,6 +43,7 @@ pub mod error;
 pub mod fct_csv;
 pub mod flow_txt;
 pub mod glue_trace_txt;
+pub mod gz_members;
 pub mod hpcc_fct;
 pub mod links_csv;
 pub mod params_txt;

@@ -14,8 +14,10 @@
 //!
 //! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
 //! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
-//! parsed by hand: the generator writes millions of rows per second through a `BufWriter`
-//! into a fast gzip stream, and nothing here holds more than one row in memory.
+//! parsed by hand: the generator writes millions of rows per second, formatted in place
+//! into 1 MiB chunks that become gzip members compressed in parallel
+//! ([`super::gz_members`]; the reader checks their marks), and nothing here holds more
+//! than a few chunks in memory.
 //!
 //! Validation happens while reading ([`TraceReader`]): ids unique, every dep already seen
 //! (so the file order is a topological order and the DAG is acyclic), mode/field
@@ -23,12 +25,10 @@
 //! trace stage checks endpoints against a topology). Errors name `file:line:column` and
 //! the column's name.
 
+use super::gz_members::MemberReader;
 use super::FormatError;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
-use flate2::read::MultiGzDecoder;
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -135,199 +135,126 @@ fn io_err(path: &Path, source: std::io::Error) -> FormatError {
 }
 
 /// Streaming trace writer: rows are formatted straight into 1 MiB chunks that go to
-/// `NAME.tmp` (compressed in parallel for `.gz`), renamed to `NAME` by
-/// [`TraceWriter::finish`]. Dropping it unfinished removes the temp file, so a
-/// half-written trace is never presented under the final name.
+/// `NAME.tmp` (for `.gz`, each chunk compressed in parallel into one gzip member:
+/// [`super::gz_members`]), renamed to `NAME` by [`TraceWriter::finish`]. Dropping it
+/// unfinished removes the temp file, so a half-written trace is never presented under the
+/// final name.
 pub struct TraceWriter {
     sink: Option<Sink>,
     /// Rows not yet handed to the sink.
-    chunk: Vec<u8>,
+    rows: RowBuf,
     tmp: PathBuf,
     path: PathBuf,
     count: u64,
 }
 
-/// Bytes of formatted rows per chunk (and per gzip member).
+/// Bytes of formatted rows per chunk (and per gzip member). A chunk ends after the first
+/// row that reaches this size, so the cut points depend only on the rows.
 const CHUNK: usize = 1 << 20;
 
 enum Sink {
     Plain(File),
-    Gz(GzPool),
+    Gz(super::gz_members::GzMembers),
 }
 
-/// Parallel gzip: chunks of formatted rows are moved (not copied) to worker threads, each
-/// compresses its chunk into a complete gzip member, and a writer thread writes the
-/// members in order; emptied chunk buffers come back for reuse, so steady state allocates
-/// nothing. A concatenation of gzip members is a valid gzip file (RFC 1952; `zcat`,
-/// Python's `gzip`, pandas and flate2's `MultiGzDecoder` read it as one stream). Chunk
-/// boundaries depend only on the row sizes, so the output is byte-identical from run to
-/// run whatever the thread timing. Compression is the bottleneck of trace generation.
-struct GzPool {
-    tx: Option<std::sync::mpsc::SyncSender<(u64, Vec<u8>)>>,
-    spare: std::sync::mpsc::Receiver<Vec<u8>>,
-    workers: Vec<std::thread::JoinHandle<()>>,
-    writer: Option<std::thread::JoinHandle<std::io::Result<File>>>,
-    seq: u64,
+/// Rows formatted in place: `buf` is kept at its full length (zero-filled once), rows are
+/// written at `fill` with plain indexing, so a field costs neither a capacity check nor a
+/// length update nor a `memcpy` call. Before each row the buffer is grown, if need be, to
+/// hold the longest row that record could make ([`row_bound`]).
+struct RowBuf {
+    buf: Vec<u8>,
+    fill: usize,
 }
 
-impl GzPool {
-    fn new(file: File) -> Self {
-        use std::sync::{mpsc, Arc, Mutex};
-        let k = std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .clamp(1, 4);
-        let (tx, rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(2 * k);
-        let rx = Arc::new(Mutex::new(rx));
-        let (out_tx, out_rx) = mpsc::sync_channel::<(u64, std::io::Result<Vec<u8>>)>(2 * k);
-        let (spare_tx, spare) = mpsc::channel::<Vec<u8>>();
-        let workers = (0..k)
-            .map(|_| {
-                let rx = Arc::clone(&rx);
-                let out_tx = out_tx.clone();
-                let spare_tx = spare_tx.clone();
-                std::thread::spawn(move || loop {
-                    let job = match rx.lock() {
-                        Ok(r) => r.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((seq, mut data)) = job else { return };
-                    // Fast level: the generator must sustain millions of rows/s; traces
-                    // compress about 5x even so.
-                    let mut enc =
-                        GzEncoder::new(Vec::with_capacity(data.len() / 4), Compression::fast());
-                    let res = enc.write_all(&data).and_then(|_| enc.finish());
-                    data.clear();
-                    let _ = spare_tx.send(data);
-                    if out_tx.send((seq, res)).is_err() {
-                        return;
-                    }
-                })
-            })
-            .collect();
-        drop(out_tx);
-        let writer = std::thread::spawn(move || {
-            let mut file = file;
-            let mut next = 0u64;
-            let mut pending: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-            for (seq, res) in out_rx {
-                pending.insert(seq, res?);
-                while let Some(buf) = pending.remove(&next) {
-                    file.write_all(&buf)?;
-                    next += 1;
-                }
-            }
-            if !pending.is_empty() {
-                return Err(std::io::Error::other(
-                    "gzip worker stopped early: a chunk is missing",
-                ));
-            }
-            Ok(file)
-        });
-        GzPool {
-            tx: Some(tx),
-            spare,
-            workers,
-            writer: Some(writer),
-            seq: 0,
+impl RowBuf {
+    fn new() -> Self {
+        RowBuf {
+            buf: vec![0; CHUNK + ROW_FIXED_MAX],
+            fill: 0,
         }
     }
-
-    fn broken() -> std::io::Error {
-        std::io::Error::other("gzip threads stopped")
-    }
-
-    /// Hand `chunk` to a worker and return an empty buffer to fill next.
-    fn send(&mut self, chunk: Vec<u8>) -> std::io::Result<Vec<u8>> {
-        let tx = self.tx.as_ref().ok_or_else(Self::broken)?;
-        if tx.send((self.seq, chunk)).is_err() {
-            // Every worker ended early: surface the writer's error.
-            self.stop();
-            return Err(match self.writer.take().map(|h| h.join()) {
-                Some(Ok(Err(e))) => e,
-                _ => Self::broken(),
-            });
-        }
-        self.seq += 1;
-        Ok(self
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(CHUNK + 4096)))
-    }
-
-    fn stop(&mut self) {
-        drop(self.tx.take());
-        for w in self.workers.drain(..) {
-            let _ = w.join();
+    /// Make room for `n` more bytes at `fill`.
+    #[inline]
+    fn room(&mut self, n: usize) {
+        if self.buf.len() < self.fill + n {
+            self.buf.resize(self.fill + n, 0);
         }
     }
-
-    fn finish(mut self) -> std::io::Result<File> {
-        self.stop();
-        match self.writer.take().map(|h| h.join()) {
-            Some(Ok(r)) => r,
-            _ => Err(Self::broken()),
-        }
+    fn push_bytes(&mut self, b: &[u8]) {
+        self.room(b.len());
+        self.buf[self.fill..self.fill + b.len()].copy_from_slice(b);
+        self.fill += b.len();
     }
-}
-
-impl Drop for GzPool {
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(h) = self.writer.take() {
-            let _ = h.join();
+    #[inline]
+    fn push_record(&mut self, r: &FlowRecord) {
+        self.room(row_bound(r));
+        self.fill = format_row(&mut self.buf, self.fill, r);
+    }
+    /// The formatted bytes, handing the buffer over; [`RowBuf::refill`] gives it a new one.
+    fn take(&mut self) -> Vec<u8> {
+        let mut b = std::mem::take(&mut self.buf);
+        b.truncate(self.fill);
+        self.fill = 0;
+        b
+    }
+    /// Continue in `buf` (a chunk buffer coming back with stale rows, or a new one): only
+    /// what it lacks of the full length is zeroed, the rest is overwritten row by row.
+    fn refill(&mut self, mut buf: Vec<u8>) {
+        if buf.len() < CHUNK + ROW_FIXED_MAX {
+            buf.resize(CHUNK + ROW_FIXED_MAX, 0);
         }
+        self.buf = buf;
+        self.fill = 0;
     }
 }
 
 impl TraceWriter {
-    /// Create `path` (via `path.tmp`) and write the metadata and the column header.
+    /// Create `path` (via `path.tmp`) and write the metadata and the column header. A
+    /// `.gz` name is compressed on [`super::gz_members::default_threads`] threads.
     pub fn create(path: impl AsRef<Path>, header: &TraceHeader) -> Result<Self, FormatError> {
+        Self::create_with_threads(path, header, super::gz_members::default_threads())
+    }
+
+    /// [`TraceWriter::create`] with `threads` gzip compression threads (at least 1). The
+    /// file's bytes do not depend on it.
+    pub fn create_with_threads(
+        path: impl AsRef<Path>,
+        header: &TraceHeader,
+        threads: usize,
+    ) -> Result<Self, FormatError> {
         let path = path.as_ref().to_path_buf();
-        for (k, v) in &header.meta {
-            if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
-                return Err(FormatError::file(
-                    &path,
-                    format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
-                ));
-            }
-            if v.contains(['\n', '\r']) {
-                return Err(FormatError::file(
-                    &path,
-                    format!("metadata `{k}`: values must not contain newlines"),
-                ));
-            }
-        }
+        check_metadata(&path, header)?;
         let tmp = super::atomic::temp_path(&path);
         let file = File::create(&tmp).map_err(|e| io_err(&tmp, e))?;
         let sink = if is_gz(&path) {
-            Sink::Gz(GzPool::new(file))
+            Sink::Gz(super::gz_members::GzMembers::new(file, threads))
         } else {
             Sink::Plain(file)
         };
         let mut w = TraceWriter {
             sink: Some(sink),
-            chunk: Vec::with_capacity(CHUNK + 4096),
+            rows: RowBuf::new(),
             tmp,
             path,
             count: 0,
         };
         // Rows are always written in the current layout, whatever schema the header was read with.
-        w.chunk
-            .extend_from_slice(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
+        w.rows
+            .push_bytes(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
         for (k, v) in &header.meta {
-            w.chunk.extend_from_slice(format!("# {k}={v}\n").as_bytes());
+            w.rows.push_bytes(format!("# {k}={v}\n").as_bytes());
         }
-        w.chunk.extend_from_slice(COLUMNS.join(",").as_bytes());
-        w.chunk.push(b'\n');
+        w.rows.push_bytes(COLUMNS.join(",").as_bytes());
+        w.rows.push_bytes(b"\n");
         Ok(w)
     }
 
     /// Append one record.
     #[inline]
     pub fn write(&mut self, r: &FlowRecord) -> Result<(), FormatError> {
-        format_record(&mut self.chunk, r);
+        self.rows.push_record(r);
         self.count += 1;
-        if self.chunk.len() >= CHUNK {
+        if self.rows.fill >= CHUNK {
             self.flush_chunk()?;
         }
         Ok(())
@@ -336,10 +263,14 @@ impl TraceWriter {
     /// Hand the collected rows to the sink.
     fn flush_chunk(&mut self) -> Result<(), FormatError> {
         let res = match self.sink.as_mut() {
-            Some(Sink::Plain(f)) => f.write_all(&self.chunk).map(|_| self.chunk.clear()),
+            Some(Sink::Plain(f)) => {
+                let r = f.write_all(&self.rows.buf[..self.rows.fill]);
+                self.rows.fill = 0;
+                r
+            }
             Some(Sink::Gz(g)) => {
-                let full = std::mem::take(&mut self.chunk);
-                g.send(full).map(|empty| self.chunk = empty)
+                let full = self.rows.take();
+                g.send(full).map(|empty| self.rows.refill(empty))
             }
             None => Err(std::io::Error::other("trace writer used after finish")),
         };
@@ -351,21 +282,45 @@ impl TraceWriter {
         self.count
     }
 
-    /// Flush, finish the gzip stream, and rename the temp file to the final name.
+    /// Flush, finish the gzip stream (its last member, marked last, holds the rows not yet
+    /// sent, possibly none), and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
-        if !self.chunk.is_empty() {
-            self.flush_chunk()?;
-        }
         let file = match self.sink.take() {
-            Some(Sink::Plain(f)) => f,
-            Some(Sink::Gz(g)) => g.finish().map_err(|e| io_err(&self.tmp, e))?,
-            None => return Err(io_err(&self.tmp, std::io::Error::other("finished twice"))),
+            Some(Sink::Plain(mut f)) => f.write_all(&self.rows.buf[..self.rows.fill]).map(|_| f),
+            Some(Sink::Gz(g)) => g.finish(self.rows.take()),
+            None => Err(std::io::Error::other("finished twice")),
         };
-        file.sync_all().map_err(|e| io_err(&self.tmp, e))?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))?;
-        Ok(self.path.clone())
+        let res = file
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io_err(&self.tmp, e));
+        let res = res.and_then(|_| {
+            std::fs::rename(&self.tmp, &self.path).map_err(|e| io_err(&self.path, e))
+        });
+        if res.is_err() {
+            // Nothing half-written stays behind (the sink is gone, so Drop would not do it).
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        res.map(|_| self.path.clone())
     }
+}
+
+/// Metadata keys and values must fit a `# key=value` line.
+fn check_metadata(path: &Path, header: &TraceHeader) -> Result<(), FormatError> {
+    for (k, v) in &header.meta {
+        if k.is_empty() || k.contains(['=', '\n', '\r']) || k.trim() != k {
+            return Err(FormatError::file(
+                path,
+                format!("metadata key `{k}`: keys must be non-empty, without `=`, newlines or surrounding blanks"),
+            ));
+        }
+        if v.contains(['\n', '\r']) {
+            return Err(FormatError::file(
+                path,
+                format!("metadata `{k}`: values must not contain newlines"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for TraceWriter {
@@ -376,79 +331,176 @@ impl Drop for TraceWriter {
     }
 }
 
+/// Bytes a field may take, separator included: 20 digits (`u64::MAX`) or an 8-byte
+/// keyword slot ([`put_word`] stores 8 bytes whatever the word's length), plus the comma.
+const FIELD_MAX: usize = 21;
+
+/// The longest row without its deps: every column at [`FIELD_MAX`] (and the newline).
+const ROW_FIXED_MAX: usize = COLUMNS.len() * FIELD_MAX + 1;
+
+/// The most bytes `r`'s row can take (each dep is at most 20 digits and a `;`).
 #[inline]
-fn push_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
+fn row_bound(r: &FlowRecord) -> usize {
+    ROW_FIXED_MAX + r.deps.len() * FIELD_MAX
+}
+
+/// `00` to `99`: integers are written two digits at a time.
+const PAIRS: &[u8; 200] = b"00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
+
+/// Write `v` in decimal at `b[at..]` (which has [`FIELD_MAX`] bytes of room: up to 20
+/// bytes are stored, the digits and scratch after them); the position after the digits.
+#[inline(always)]
+fn put_u64(b: &mut [u8], at: usize, v: u64) -> usize {
+    const E8: u64 = 100_000_000;
+    // Most fields are small (steps, layers, stages, group sizes, channels).
+    if v < 10 {
+        b[at] = b'0' + v as u8;
+        return at + 1;
+    }
+    if v < 100 {
+        let d = v as usize * 2;
+        b[at] = PAIRS[d];
+        b[at + 1] = PAIRS[d + 1];
+        return at + 2;
+    }
+    if v < E8 {
+        return put_upto8(b, at, v);
+    }
+    if v < E8 * E8 {
+        let p = put_upto8(b, at, v / E8);
+        put8(b, p, v % E8);
+        return p + 8;
+    }
+    let p = put_upto8(b, at, v / (E8 * E8));
+    let rest = v % (E8 * E8);
+    put8(b, p, rest / E8);
+    put8(b, p + 8, rest % E8);
+    p + 16
+}
+
+/// The 8 decimal digits of `v` < 10^8, leading zeros included, as ASCII in a `u64` whose
+/// lowest byte is the first digit. All four pairs of digits are split at once (SWAR): the
+/// two 4-digit halves sit in 32-bit lanes, are divided by 100 with a multiply-shift
+/// (x·10486 >> 20 = x/100 for x < 10^4), then the four 2-digit values in 16-bit lanes by
+/// 10 (x·103 >> 10 = x/10 for x < 100).
+#[inline(always)]
+fn eight_digits(v: u64) -> u64 {
+    let halves = (v / 10_000) | ((v % 10_000) << 32);
+    let hundreds_hi = ((halves * 10_486) >> 20) & ((0x7f << 32) | 0x7f);
+    let hundreds_lo = halves - 100 * hundreds_hi;
+    let pairs = (hundreds_lo << 16) + hundreds_hi;
+    let tens = ((pairs * 103) >> 10) & ((0xf << 48) | (0xf << 32) | (0xf << 16) | 0xf);
+    let digits = tens + ((pairs - 10 * tens) << 8);
+    digits + 0x3030_3030_3030_3030
+}
+
+/// Write the 8 digits of `v` < 10^8 with leading zeros (one 8-byte store).
+#[inline(always)]
+fn put8(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&eight_digits(v).to_le_bytes());
+}
+
+/// Write 1 ≤ `v` < 10^8 without leading zeros (one 8-byte store: the digits, then
+/// scratch); the position after the digits.
+#[inline(always)]
+fn put_upto8(b: &mut [u8], at: usize, v: u64) -> usize {
+    let n = v.checked_ilog10().map_or(1, |l| l as usize + 1);
+    let w = eight_digits(v) >> (8 * (8 - n));
+    b[at..at + 8].copy_from_slice(&w.to_le_bytes());
+    at + n
+}
+
+/// Write a keyword of at most 8 bytes as one fixed 8-byte store (the bytes past it are
+/// overwritten by what follows or cut off with the chunk); longer words byte by byte.
+#[inline(always)]
+fn put_word(b: &mut [u8], at: usize, w: &str) -> usize {
+    let w = w.as_bytes();
+    let n = w.len();
+    if n <= 8 {
+        let mut x = [0u8; 8];
+        for (i, s) in x.iter_mut().enumerate() {
+            if i < n {
+                *s = w[i];
+            }
         }
+        b[at..at + 8].copy_from_slice(&x);
+    } else {
+        b[at..at + n].copy_from_slice(w);
     }
-    out.extend_from_slice(&buf[i..]);
+    at + n
 }
 
-#[inline]
-fn push_opt(out: &mut Vec<u8>, v: Option<u64>) {
-    if let Some(v) = v {
-        push_u64(out, v);
-    }
-    out.push(b',');
+/// `v` (if any) and the comma after it.
+#[inline(always)]
+fn put_opt(b: &mut [u8], at: usize, v: Option<u64>) -> usize {
+    let at = v.map_or(at, |v| put_u64(b, at, v));
+    b[at] = b',';
+    at + 1
 }
 
-/// Format one record as a CSV row (with the trailing newline).
-pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
-    push_u64(out, r.id.0);
-    out.push(b',');
-    push_u64(out, r.src.0 as u64);
-    out.push(b',');
-    push_u64(out, r.dst.0 as u64);
-    out.push(b',');
-    push_u64(out, r.bytes.0);
-    out.push(b',');
+/// Write `r`'s row (with its newline) at `b[at..]`, which must have [`row_bound`] bytes;
+/// the position after it.
+fn format_row(b: &mut [u8], at: usize, r: &FlowRecord) -> usize {
+    fn num(b: &mut [u8], p: &mut usize, v: u64) {
+        *p = put_u64(b, *p, v);
+        b[*p] = b',';
+        *p += 1;
+    }
+    let mut p = at;
+    num(b, &mut p, r.id.0);
+    num(b, &mut p, r.src.0 as u64);
+    num(b, &mut p, r.dst.0 as u64);
+    num(b, &mut p, r.bytes.0);
     for (i, d) in r.deps.iter().enumerate() {
         if i > 0 {
-            out.push(b';');
+            b[p] = b';';
+            p += 1;
         }
-        push_u64(out, d.0);
+        p = put_u64(b, p, d.0);
     }
-    out.push(b',');
-    push_u64(out, r.gap.0);
-    out.push(b',');
-    push_u64(out, r.dur.0);
-    out.push(b',');
-    out.extend_from_slice(r.mode.as_str().as_bytes());
-    out.push(b',');
-    out.extend_from_slice(r.class.as_str().as_bytes());
-    out.push(b',');
-    push_u64(out, r.iteration as u64);
-    out.push(b',');
-    push_opt(out, r.collective);
-    push_opt(out, r.step.map(u64::from));
-    push_opt(out, r.microbatch.map(u64::from));
-    push_opt(out, r.layer.map(u64::from));
-    push_opt(out, r.stage.map(u64::from));
-    push_opt(out, r.group_size.map(u64::from));
+    b[p] = b',';
+    p += 1;
+    num(b, &mut p, r.gap.0);
+    num(b, &mut p, r.dur.0);
+    p = put_word(b, p, r.mode.as_str());
+    b[p] = b',';
+    p = put_word(b, p + 1, r.class.as_str());
+    b[p] = b',';
+    p += 1;
+    num(b, &mut p, r.iteration as u64);
+    p = put_opt(b, p, r.collective);
+    p = put_opt(b, p, r.step.map(u64::from));
+    p = put_opt(b, p, r.microbatch.map(u64::from));
+    p = put_opt(b, p, r.layer.map(u64::from));
+    p = put_opt(b, p, r.stage.map(u64::from));
+    p = put_opt(b, p, r.group_size.map(u64::from));
     match &r.agg {
         Some(a) => {
-            push_u64(out, a.id);
-            out.push(b',');
-            push_u64(out, a.switch.0 as u64);
-            out.push(b',');
-            push_u64(out, a.fanin as u64);
-            out.push(b',');
-            out.extend_from_slice(a.dir.as_str().as_bytes());
+            num(b, &mut p, a.id);
+            num(b, &mut p, a.switch.0 as u64);
+            num(b, &mut p, a.fanin as u64);
+            p = put_word(b, p, a.dir.as_str());
         }
-        None => out.extend_from_slice(b",,,"),
+        None => {
+            b[p..p + 3].copy_from_slice(b",,,");
+            p += 3;
+        }
     }
-    out.push(b',');
+    b[p] = b',';
+    p += 1;
     if r.channel != 0 {
-        push_u64(out, r.channel as u64);
+        p = put_u64(b, p, r.channel as u64);
     }
-    out.push(b'\n');
+    b[p] = b'\n';
+    p + 1
+}
+
+/// Format one record as a CSV row (with the trailing newline), appended to `out`.
+pub fn format_record(out: &mut Vec<u8>, r: &FlowRecord) {
+    let at = out.len();
+    out.resize(at + row_bound(r), 0);
+    let end = format_row(out, at, r);
+    out.truncate(end);
 }
 
 /// Write a whole trace (atomically, gzip by name).
@@ -537,6 +589,8 @@ pub struct TraceReader<'t> {
     seen: IdSet,
     check: Option<&'t dyn RecordCheck>,
     done: bool,
+    /// The input is decompressed gzip (read errors are then damaged or truncated data).
+    gz: bool,
 }
 
 impl<'t> TraceReader<'t> {
@@ -547,17 +601,26 @@ impl<'t> TraceReader<'t> {
         let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
         let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
         let input: Box<dyn BufRead> = if gz {
-            Box::new(BufReader::with_capacity(1 << 18, MultiGzDecoder::new(file)))
+            Box::new(BufReader::with_capacity(1 << 18, MemberReader::new(file)))
         } else {
             Box::new(file)
         };
-        Self::from_reader(input, p.display().to_string())
+        Self::from_reader_gz(input, p.display().to_string(), gz)
     }
 
     /// Read from any buffered stream; `name` is used in error messages.
     pub fn from_reader(
         input: Box<dyn BufRead>,
         name: String,
+    ) -> Result<TraceReader<'static>, FormatError> {
+        Self::from_reader_gz(input, name, false)
+    }
+
+    /// [`TraceReader::from_reader`] of a stream that is (`gz`) or is not decompressed gzip.
+    fn from_reader_gz(
+        input: Box<dyn BufRead>,
+        name: String,
+        gz: bool,
     ) -> Result<TraceReader<'static>, FormatError> {
         let mut rd = TraceReader {
             input,
@@ -568,6 +631,7 @@ impl<'t> TraceReader<'t> {
             seen: IdSet::default(),
             check: None,
             done: false,
+            gz,
         };
         rd.read_header()?;
         Ok(rd)
@@ -584,6 +648,7 @@ impl<'t> TraceReader<'t> {
             seen: self.seen,
             check: Some(check),
             done: self.done,
+            gz: self.gz,
         }
     }
 
@@ -610,10 +675,10 @@ impl<'t> TraceReader<'t> {
 
     fn next_line(&mut self) -> Result<bool, FormatError> {
         self.buf.clear();
-        let n = self
-            .input
-            .read_line(&mut self.buf)
-            .map_err(|e| io_err(Path::new(&self.path), e))?;
+        let n = match self.input.read_line(&mut self.buf) {
+            Ok(n) => n,
+            Err(e) => return Err(self.read_error(e)),
+        };
         if n == 0 {
             return Ok(false);
         }
@@ -622,6 +687,30 @@ impl<'t> TraceReader<'t> {
             self.buf.pop();
         }
         Ok(true)
+    }
+
+    /// A failed read of the next line: damaged or truncated gzip data and text that is not
+    /// UTF-8 name the line reached; other errors are the OS's.
+    fn read_error(&self, e: std::io::Error) -> FormatError {
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        let line = self.line_no + 1;
+        match e.kind() {
+            InvalidData | InvalidInput | UnexpectedEof if self.gz => self.err_line(
+                line,
+                "gzip",
+                format!(
+                    "after line {}: {e} (the compressed data is damaged or truncated)",
+                    self.line_no
+                ),
+            ),
+            InvalidData => self.err_line(line, "text", format!("{e}")),
+            _ => io_err(Path::new(&self.path), e),
+        }
+    }
+
+    /// An error about line `line` as a whole.
+    fn err_line(&self, line: u64, field: &str, msg: String) -> FormatError {
+        FormatError::syntax(Path::new(&self.path), line, field, msg)
     }
 
     fn read_header(&mut self) -> Result<(), FormatError> {
@@ -1060,6 +1149,36 @@ pub fn read_str(text: &str, name: &str) -> Result<Trace, FormatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_are_written_as_std_formats_them() {
+        let mut vals: Vec<u64> = vec![0, u64::MAX, u64::MAX - 1];
+        for k in 0..20 {
+            let p = 10u64.pow(k);
+            vals.extend([
+                p - 1,
+                p,
+                p + 1,
+                p.wrapping_mul(2) - 1,
+                p.wrapping_mul(5) + 3,
+            ]);
+            vals.push(p.wrapping_mul(9));
+        }
+        // a spread over every magnitude (xorshift, fixed seed)
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            vals.push(x >> (i % 64));
+        }
+        let mut b = vec![0xaau8; 64];
+        for v in vals {
+            let end = put_u64(&mut b, 3, v);
+            assert_eq!(std::str::from_utf8(&b[3..end]).unwrap(), v.to_string());
+            assert!(end + 1 - 3 <= FIELD_MAX + 1);
+        }
+    }
 
     #[test]
     fn a_huge_record_id_is_remembered_without_a_huge_bitmap() {
