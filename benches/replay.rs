@@ -800,7 +800,12 @@ fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let t0 = Instant::now();
-    let (_, r) = ina3d::pipeline::replay_job(&spec, false, &mut |_| {})?;
+    let (_, r) = ina3d::pipeline::replay_job(
+        &spec,
+        false,
+        ina3d::replay::RateModel::default(),
+        &mut |_| {},
+    )?;
     let wall = t0.elapsed().as_secs_f64();
     let hwm = vm_hwm_kib().unwrap_or(0) as f64 * 1024.0;
     let gib = hwm / (1u64 << 30) as f64;

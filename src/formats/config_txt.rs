@@ -3,7 +3,7 @@
 //! (`KMAX_MAP`/`KMIN_MAP`/`PMAX_MAP`) for every link rate used. This module is its one
 //! writer; the ns-3 glue reads the DCQCN keys and maps in C++
 //! (`ns3-glue/helper/ina3d-helper.cc`). Which thresholds a rate gets is the ns-3 model's
-//! decision (`ns3::emit::red_params`), passed in as [`Ecn`] rows.
+//! decision (`netmodel::red_params`), passed in as [`Ecn`] rows.
 
 use crate::units::BitsPerSec;
 use std::fmt::Write as _;

@@ -69,6 +69,7 @@
 //! each aggregation is contracted to one node, endpoints exist, every transfer has a route
 //! whose links have non-zero rates): a bad trace is an error, never a hang.
 
+mod dcqcn;
 mod engine;
 mod output;
 mod pools;
@@ -76,6 +77,7 @@ mod prepare;
 mod route;
 mod solver;
 
+pub use dcqcn::{RateModel, Rp};
 pub use engine::simulate;
 pub use output::write_outputs;
 pub use route::PathSource;
@@ -110,6 +112,10 @@ pub struct ReplayOptions {
     pub progress: bool,
     /// Trace name written into the summary.
     pub trace_name: String,
+    /// How transfers sharing links are rated ([`RateModel`]).
+    pub rate_model: RateModel,
+    /// DCQCN's parameters, for [`RateModel::Dcqcn`].
+    pub dcqcn: crate::netmodel::DcqcnParams,
 }
 
 impl Default for ReplayOptions {
@@ -120,6 +126,8 @@ impl Default for ReplayOptions {
             ina: InaSwitchModel::default(),
             progress: false,
             trace_name: String::new(),
+            rate_model: RateModel::default(),
+            dcqcn: crate::netmodel::DcqcnParams::default(),
         }
     }
 }
