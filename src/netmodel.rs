@@ -221,8 +221,9 @@ pub fn mark_probability(queue: f64, rate: BitsPerSec) -> f64 {
     }
 }
 
-/// DCQCN's parameters (the `config.txt` keys of HPCC's and SimAI's ns-3), times in ns and
-/// rates in bytes/ns; [`Default`] is SimAI's configuration, which `ns3 emit` writes.
+/// DCQCN's parameters (the `config.txt` keys of HPCC's and SimAI's ns-3), times in ns;
+/// [`Default`] is SimAI's configuration (`SimAI.conf`): `ns3 emit` writes it into
+/// `config.txt` and the replayer's DCQCN model runs it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DcqcnParams {
     /// `EWMA_GAIN`, g.
@@ -236,11 +237,11 @@ pub struct DcqcnParams {
     /// `FAST_RECOVERY_TIMES`: increase events spent in fast recovery.
     pub fast_recovery_times: u32,
     /// `RATE_AI`: additive increase step.
-    pub rate_ai: f64,
+    pub rate_ai: BitsPerSec,
     /// `RATE_HAI`: hyper increase step.
-    pub rate_hai: f64,
+    pub rate_hai: BitsPerSec,
     /// `MIN_RATE`: the lowest rate a cut reaches.
-    pub min_rate: f64,
+    pub min_rate: BitsPerSec,
     /// `CLAMP_TARGET_RATE`: every cut sets the target to the rate.
     pub clamp_target: bool,
     /// The notification point sends at most one CNP per queue pair per this interval.
@@ -249,7 +250,7 @@ pub struct DcqcnParams {
 
 impl Default for DcqcnParams {
     fn default() -> Self {
-        let mbps = |m: u64| bytes_per_ns(BitsPerSec(m * 1_000_000));
+        let mbps = |m: u64| BitsPerSec(m * 1_000_000);
         DcqcnParams {
             ewma_gain: 1.0 / 256.0,
             alpha_resume_ns: 1_000,

@@ -1513,7 +1513,7 @@ fn two_senders_into_one_port_leave_their_queue_pair_throttled_for_the_next_trans
     let alone = r.rows[2].standalone_fct_ns as f64;
     let fct = r.rows[2].fct_ns as f64;
     assert!(fct > 1.5 * alone, "{fct} vs standalone {alone}");
-    let min_rate = ina3d::netmodel::DcqcnParams::default().min_rate;
+    let min_rate = ina3d::netmodel::bytes_per_ns(ina3d::netmodel::DcqcnParams::default().min_rate);
     assert!(fct < wire(2_000_000) as f64 / min_rate, "{fct}");
     // the ideal model runs it at line rate
     assert_eq!(ideal_r.rows[2].fct_ns, ideal_r.rows[2].standalone_fct_ns);

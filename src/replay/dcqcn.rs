@@ -40,7 +40,7 @@
 //! queue pair with a transfer exists.
 
 use super::engine::{EventKind, Owner, Sim};
-use crate::netmodel::{mark_probability, DcqcnParams};
+use crate::netmodel::{bytes_per_ns, mark_probability, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
 use std::collections::HashMap;
@@ -195,7 +195,7 @@ impl Rp {
         if p.clamp_target || self.stage != 0 {
             self.target = self.rate;
         }
-        self.rate = (self.rate * (1.0 - self.alpha / 2.0)).max(p.min_rate);
+        self.rate = (self.rate * (1.0 - self.alpha / 2.0)).max(bytes_per_ns(p.min_rate));
         self.stage = 0;
         self.decrease_cnp = false;
         self.next_decrease = None;
@@ -205,9 +205,9 @@ impl Rp {
     fn increase(&mut self, p: &DcqcnParams) {
         let f = p.fast_recovery_times;
         if self.stage == f {
-            self.target = (self.target + p.rate_ai).min(self.line);
+            self.target = (self.target + bytes_per_ns(p.rate_ai)).min(self.line);
         } else if self.stage > f {
-            self.target = (self.target + p.rate_hai).min(self.line);
+            self.target = (self.target + bytes_per_ns(p.rate_hai)).min(self.line);
         }
         self.rate = (self.rate + self.target) / 2.0;
         if self.line - self.rate < 1e-9 * self.line {
@@ -227,6 +227,8 @@ pub(super) struct Qp {
     last_cnp: Option<u64>,
     /// Arrival times of CNPs on their way back.
     pending: Vec<u64>,
+    /// In [`State::busy`].
+    busy: bool,
 }
 
 /// The model's state (module docs).
@@ -341,6 +343,15 @@ impl State {
         mark_probability((q0 + q1) / 2.0, self.ch_rate[cu])
     }
 
+    /// Watch queue pair `q`'s timers and CNPs at every tick.
+    fn make_busy(&mut self, q: u32) {
+        let x = &mut self.qps[q as usize];
+        if !x.busy {
+            x.busy = true;
+            self.busy.push(q);
+        }
+    }
+
     /// The queue pair of `pair`, made at line rate `line` if new.
     pub fn qp(&mut self, pair: (u32, u32), line: f64) -> u32 {
         if let Some(&q) = self.index.get(&pair) {
@@ -353,6 +364,7 @@ impl State {
             marks: 0.0,
             last_cnp: None,
             pending: Vec::new(),
+            busy: false,
         });
         self.index.insert(pair, q);
         q
@@ -436,8 +448,8 @@ impl Sim<'_> {
             cc.qps[q as usize].units.push(u);
             cc.unit_qp[ui] = q;
             self.cc_recap(&cc, q);
-            if cc.qp_next(q).is_some() && !cc.busy.contains(&q) {
-                cc.busy.push(q);
+            if cc.qp_next(q).is_some() {
+                cc.make_busy(q);
             }
         }
         self.cc = Some(cc);
@@ -559,11 +571,12 @@ impl Sim<'_> {
         }
         let busy = std::mem::take(&mut cc.busy);
         for q in busy {
+            cc.qps[q as usize].busy = false;
             if cc.advance_qp(q, now) {
                 recap.push(q);
             }
             if cc.qp_next(q).is_some() && !cc.qps[q as usize].units.is_empty() {
-                cc.busy.push(q);
+                cc.make_busy(q);
             }
         }
         recap.sort_unstable();
@@ -619,9 +632,7 @@ impl Sim<'_> {
             let marks = p * bytes / cc.packet;
             let lat = self.units[u as usize].latency;
             if cc.mark(q, marks, self.now + wait + lat, lat) {
-                if !cc.busy.contains(&q) {
-                    cc.busy.push(q);
-                }
+                cc.make_busy(q);
                 recap.push(q);
             }
         }
@@ -733,7 +744,7 @@ mod tests {
             rp.on_cnp(k * 10_000, &p);
             rp.advance(k * 10_000 + 9_000, &p);
         }
-        assert!((rp.rate() - p.min_rate).abs() < 1e-12);
+        assert!((rp.rate() - bytes_per_ns(p.min_rate)).abs() < 1e-12);
     }
 
     #[test]

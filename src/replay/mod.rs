@@ -15,6 +15,12 @@
 //! nanosecond) plus the propagation delay of its path (store-and-forward of the last
 //! packet is not modelled: an approximation of one packet time per hop).
 //!
+//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` is the max-min
+//! model above alone; `dcqcn` (the default) also caps each transfer at its (source,
+//! destination) queue pair's DCQCN rate, with fluid switch queues, ECN marking and CNP
+//! feedback evaluated only on oversubscribed or backlogged ports (`dcqcn.rs`,
+//! `docs/model.md` "DCQCN rate model").
+//!
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up

@@ -128,6 +128,10 @@ impl Sim<'_> {
                 self.ch_bytes[c] += wire;
             }
         }
+        // a unit re-capped earlier in this batch (the DCQCN model) needs no rate any more
+        if !self.fresh.is_empty() {
+            self.fresh.retain(|&x| x != u);
+        }
     }
 
     /// Re-solve max-min rates for the units connected (through tight channels) to what
