@@ -34,6 +34,8 @@
 //! tick's start; marking is the expected count, not random. Aggregation streams (their own
 //! window protocol) and fallback rings load the queues at their solved rate and are not
 //! rate controlled.
+//! A transfer offers at most its path's line rate: a NIC faster than a slower link on its
+//! path does not overrun that link's port in the model (it does in the glue).
 //!
 //! **Cost.** Nothing runs while no switch port is oversubscribed and no queue pair is
 //! below line rate: the ticks are scheduled only while a congested port or a throttled
@@ -240,6 +242,10 @@ pub(super) struct State {
     ch_rate: Vec<BitsPerSec>,
     /// Per channel: backlog, bytes.
     pub queue: Vec<f64>,
+    /// Per channel: the rate its transfers offered over the last advance (B/ns; NaN:
+    /// not measured since it was watched), and its KMIN in bytes.
+    ch_offered: Vec<f64>,
+    kmin: Vec<f64>,
     /// Channels congested or backlogged, checked at every tick.
     pub hot: Vec<u32>,
     hot_mark: Vec<bool>,
@@ -285,11 +291,17 @@ impl State {
                 ch_rate[2 * l + d] = link.rate;
             }
         }
+        let kmin = ch_rate
+            .iter()
+            .map(|&r| crate::netmodel::red_params(r).1 as f64 * 1000.0)
+            .collect();
         State {
             params,
             queued,
             ch_rate,
             queue: vec![0.0; nch],
+            ch_offered: vec![f64::NAN; nch],
+            kmin,
             hot: Vec::new(),
             hot_mark: vec![false; nch],
             index: HashMap::new(),
@@ -316,20 +328,23 @@ impl State {
             if self.hot.is_empty() {
                 self.last_tick = now;
             }
+            self.ch_offered[cu] = f64::NAN;
             self.hot_mark[cu] = true;
             self.hot.push(c);
         }
     }
 
-    /// Stop watching channels with neither backlog nor congestion (`congested(c)`).
-    pub fn cool(&mut self, congested: impl Fn(u32) -> bool) {
-        let (queue, mark) = (&self.queue, &mut self.hot_mark);
+    /// Stop watching the channels `keep` (parallel to `hot`) says are done.
+    pub fn cool(&mut self, keep: &[bool]) {
+        let mut k = 0;
+        let mark = &mut self.hot_mark;
         self.hot.retain(|&c| {
-            let keep = queue[c as usize] > 0.0 || congested(c);
-            if !keep {
+            let stay = keep[k];
+            k += 1;
+            if !stay {
                 mark[c as usize] = false;
             }
-            keep
+            stay
         });
     }
 
@@ -453,7 +468,6 @@ impl Sim<'_> {
             }
         }
         self.cc = Some(cc);
-        self.cc_schedule();
     }
 
     /// Transfer `u` finished: it leaves its queue pair, whose other transfers share the
@@ -476,11 +490,21 @@ impl Sim<'_> {
         self.cc = Some(cc);
     }
 
-    /// Channel `c` is tight (found by the solver): watch its queue.
+    /// Channel `c` is tight (found by the solver): watch its queue if its transfers offer
+    /// more than it carries (caps can exceed a port while the NICs' shares do not).
     pub(super) fn cc_heat(&mut self, c: u32) {
-        let now = self.now;
-        if let Some(cc) = self.cc.as_mut() {
-            cc.heat(c, now);
+        let Some(cc) = self.cc.as_ref() else { return };
+        let cu = c as usize;
+        if !cc.queued[cu] || cc.hot_mark[cu] {
+            return;
+        }
+        let offered: f64 = self.ch_units[cu]
+            .iter()
+            .map(|&(u, _)| self.offered_now(cc, u))
+            .sum();
+        if offered > self.p.ch_cap[cu] * (1.0 + 1e-9) {
+            let now = self.now;
+            self.cc.as_mut().expect("checked").heat(c, now);
         }
     }
 
@@ -554,21 +578,14 @@ impl Sim<'_> {
     /// One tick: advance every watched port's queue, mark, send CNPs, run the queue pairs'
     /// timers, re-cap what changed, and schedule the next tick.
     pub(super) fn cc_tick(&mut self) {
+        match self.cc.as_mut() {
+            Some(cc) if cc.next_tick == Some(self.now) => cc.next_tick = None,
+            _ => return, // superseded, or the model is off
+        }
+        self.cc_advance();
         let Some(mut cc) = self.cc.take() else { return };
-        if cc.next_tick != Some(self.now) {
-            self.cc = Some(cc);
-            return; // superseded
-        }
-        cc.next_tick = None;
-        cc.ticks += 1;
         let now = self.now;
-        let prev = cc.last_tick;
-        cc.last_tick = now;
-        let hot = cc.hot.clone();
         let mut recap: Vec<u32> = Vec::new();
-        for &c in &hot {
-            self.cc_port(&mut cc, c, prev, &mut recap);
-        }
         let busy = std::mem::take(&mut cc.busy);
         for q in busy {
             cc.qps[q as usize].busy = false;
@@ -579,29 +596,60 @@ impl Sim<'_> {
                 cc.make_busy(q);
             }
         }
+        // a backlog appearing or draining changes the caps of every pair crossing it
+        for &c in &cc.hot {
+            for &(u, _) in &self.ch_units[c as usize] {
+                let q = cc.unit_qp.get(u as usize).copied().unwrap_or(NO_QP);
+                if q != NO_QP {
+                    recap.push(q);
+                }
+            }
+        }
         recap.sort_unstable();
         recap.dedup();
         for q in recap {
             self.cc_recap(&cc, q);
         }
-        // a backlog appearing or draining changes the caps of every pair crossing it
-        for &c in &hot {
-            for i in 0..self.ch_units[c as usize].len() {
-                let u = self.ch_units[c as usize][i].0;
-                let q = cc.unit_qp.get(u as usize).copied().unwrap_or(NO_QP);
-                if q != NO_QP {
-                    self.cc_recap(&cc, q);
-                }
-            }
-        }
-        cc.cool(|c| self.tight(c as usize));
+        let offered = &cc.ch_offered;
+        let queue = &cc.queue;
+        let cap = &self.p.ch_cap;
+        let keep: Vec<bool> = cc
+            .hot
+            .iter()
+            .map(|&c| {
+                let cu = c as usize;
+                queue[cu] > 0.0 || offered[cu].is_nan() || offered[cu] > cap[cu]
+            })
+            .collect();
+        cc.cool(&keep);
         self.cc = Some(cc);
         self.cc_schedule();
     }
 
-    /// Advance port `c`'s queue over the tick since `prev` and mark its transfers' queue
-    /// pairs; pairs whose state changed go to `recap`.
-    fn cc_port(&mut self, cc: &mut State, c: u32, prev: u64, recap: &mut Vec<u32>) {
+    /// Bring every watched port's queue and marks up to now, at the rates offered since
+    /// the last advance (constant in between: rates change only at event batches, and
+    /// the event loop advances before each batch).
+    pub(super) fn cc_advance(&mut self) {
+        let Some(mut cc) = self.cc.take() else { return };
+        if cc.hot.is_empty() || self.now <= cc.last_tick {
+            cc.last_tick = cc.last_tick.max(self.now);
+            self.cc = Some(cc);
+            return;
+        }
+        let prev = cc.last_tick;
+        cc.last_tick = self.now;
+        cc.ticks += 1;
+        let hot = std::mem::take(&mut cc.hot);
+        for &c in &hot {
+            self.cc_port(&mut cc, c, prev);
+        }
+        cc.hot = hot;
+        self.cc = Some(cc);
+    }
+
+    /// Advance port `c`'s queue over the interval since `prev` and mark its transfers'
+    /// queue pairs (a pair that sends a CNP is watched for its arrival).
+    fn cc_port(&mut self, cc: &mut State, c: u32, prev: u64) {
         let cu = c as usize;
         let dt = self.now.saturating_sub(prev);
         let mut offered: Vec<(u32, f64)> = Vec::with_capacity(self.ch_units[cu].len());
@@ -611,6 +659,7 @@ impl Sim<'_> {
         }
         let total: f64 = offered.iter().map(|x| x.1).sum();
         let cap = self.p.ch_cap[cu];
+        cc.ch_offered[cu] = if dt > 0 { total / dt as f64 } else { f64::NAN };
         let p = cc.grow(c, total, cap, dt);
         if p <= 0.0 || dt == 0 {
             return;
@@ -633,7 +682,6 @@ impl Sim<'_> {
             let lat = self.units[u as usize].latency;
             if cc.mark(q, marks, self.now + wait + lat, lat) {
                 cc.make_busy(q);
-                recap.push(q);
             }
         }
     }
@@ -651,25 +699,54 @@ impl Sim<'_> {
         }
     }
 
-    /// Schedule the next tick: every `RATE_DECREASE_INTERVAL` while a port is watched,
-    /// else at the earliest timer or CNP of a queue pair with a transfer.
+    /// Schedule the next tick: every `RATE_DECREASE_INTERVAL` while a watched port's
+    /// backlog is above KMIN (it marks); else when a growing backlog will reach KMIN or a
+    /// draining one will empty (at the rates offered now), at the earliest timer or CNP
+    /// of a queue pair with a transfer, and never sooner than one interval.
     pub(super) fn cc_schedule(&mut self) {
         let Some(cc) = self.cc.as_ref() else { return };
-        let next = if !cc.hot.is_empty() {
-            Some(self.now + cc.params.rate_decrease_ns.max(1))
-        } else {
-            cc.busy
+        let step = cc.params.rate_decrease_ns.max(1);
+        let mut next: Option<u64> = cc.busy.iter().filter_map(|&q| cc.qp_next(q)).min();
+        for &c in &cc.hot {
+            let cu = c as usize;
+            let (q, cap) = (cc.queue[cu], self.p.ch_cap[cu]);
+            let offered: f64 = self.ch_units[cu]
                 .iter()
-                .filter_map(|&q| cc.qp_next(q))
-                .min()
-                .map(|t| t.max(self.now + 1))
-        };
-        if let Some(t) = next {
+                .map(|&(u, _)| self.offered_now(cc, u))
+                .sum();
+            let kmin = cc.kmin[cu];
+            let dt = if q > kmin || !offered.is_finite() {
+                Some(step)
+            } else if offered > cap {
+                Some(((kmin - q) / (offered - cap)).ceil() as u64)
+            } else if q > 0.0 {
+                Some((q / (cap - offered).max(1e-9)).ceil() as u64)
+            } else {
+                Some(step) // idle: the next tick stops watching it
+            };
+            if let Some(dt) = dt {
+                let t = self.now + dt.max(step);
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        }
+        if let Some(t) = next.map(|t| t.max(self.now + 1)) {
             if cc.next_tick.is_none_or(|n| t < n) {
                 self.cc.as_mut().expect("checked").next_tick = Some(t);
                 self.push(t, EventKind::CcTick, 0, 0);
             }
         }
+    }
+
+    /// The rate unit `u` offers now: 0 once it has put all its bytes on the network.
+    fn offered_now(&self, cc: &State, u: u32) -> f64 {
+        let ui = u as usize;
+        let x = &self.units[ui];
+        let rec =
+            matches!(x.owner, Owner::Rec(_)) && cc.unit_pair.get(ui).is_some_and(|p| p.is_some());
+        if rec && cc.unit_sent[ui] >= x.wire {
+            return 0.0;
+        }
+        self.offered(cc, u)
     }
 }
 
