@@ -34,11 +34,13 @@ pub struct Args {
     /// with `--from`, the seed the job is generated and routed with (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// How transfers sharing links are rated: dcqcn (max-min fair rates capped by each
+    /// How transfers sharing links are rated: ideal (max-min fair rates reached at once,
+    /// closer to TCP; cheap at any scale) or dcqcn (max-min fair rates capped by each
     /// (source, destination) queue pair's DCQCN rate, with fluid switch queues and ECN
-    /// marking where ports are oversubscribed: what the RoCE glue and SimAI run) or ideal
-    /// (max-min fair rates reached at once: closer to TCP). See docs/model.md.
-    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES), default_value = "dcqcn")]
+    /// marking where ports are oversubscribed: what the RoCE glue and SimAI run; within
+    /// 5 % of the RoCE glue where ideal misses by up to 33 %, but several times slower on
+    /// long-congested fabrics). See docs/model.md#dcqcn-rate-model.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES), default_value = "ideal")]
     pub rate_model: RateModel,
     /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]

@@ -51,11 +51,14 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RateModel {
     /// Max-min fair rates, recomputed at every arrival and completion: a transport that
-    /// reaches its fair share at once (what TCP approaches on long transfers).
+    /// reaches its fair share at once (what TCP approaches on long transfers). The
+    /// default: it costs nothing per congested port, where DCQCN's 4 µs dynamics cost
+    /// 9–72× the replay time on the 1,024-GPU bench (`benches/replay.rs -- models`).
+    #[default]
     Ideal,
     /// Max-min fair rates capped by each queue pair's DCQCN rate, with fluid switch
-    /// queues and ECN marking on oversubscribed ports (this module).
-    #[default]
+    /// queues and ECN marking on oversubscribed ports (this module): what the RoCE glue
+    /// and SimAI run.
     Dcqcn,
 }
 
@@ -626,9 +629,23 @@ impl Sim<'_> {
         self.cc_schedule();
     }
 
+    /// A transfer on `arena[off..off+len]` is about to start, end or change its cap: if
+    /// it crosses a watched port, bring the queues up to now first, at the rates offered
+    /// since the last advance (which held until this change).
+    pub(super) fn cc_touch(&mut self, off: u32, len: u32) {
+        let Some(cc) = self.cc.as_ref() else { return };
+        if cc.hot.is_empty() || cc.last_tick >= self.now {
+            return;
+        }
+        let arena = &self.p.arena[off as usize..(off + len) as usize];
+        if arena.iter().any(|&c| cc.hot_mark[c as usize]) {
+            self.cc_advance();
+        }
+    }
+
     /// Bring every watched port's queue and marks up to now, at the rates offered since
-    /// the last advance (constant in between: rates change only at event batches, and
-    /// the event loop advances before each batch).
+    /// the last advance: exact as long as every change to a watched port's transfers
+    /// advances first ([`Sim::cc_touch`]).
     pub(super) fn cc_advance(&mut self) {
         let Some(mut cc) = self.cc.take() else { return };
         if cc.hot.is_empty() || self.now <= cc.last_tick {

@@ -169,8 +169,6 @@ impl<'a> Sim<'a> {
         let bar = self.opts.progress.then(|| progress_bar(n));
         while let Some(&Reverse((t, ..))) = self.heap.peek() {
             self.now = t;
-            // the DCQCN model's queues run at the rates of the previous batch up to now
-            self.cc_advance();
             // every event of this nanosecond, then one re-solve for the batch
             while let Some(&Reverse((t2, kind, idx, ver))) = self.heap.peek() {
                 if t2 != t {

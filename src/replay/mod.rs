@@ -15,8 +15,8 @@
 //! nanosecond) plus the propagation delay of its path (store-and-forward of the last
 //! packet is not modelled: an approximation of one packet time per hop).
 //!
-//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` is the max-min
-//! model above alone; `dcqcn` (the default) also caps each transfer at its (source,
+//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` (the default) is
+//! the max-min model above alone; `dcqcn` also caps each transfer at its (source,
 //! destination) queue pair's DCQCN rate, with fluid switch queues, ECN marking and CNP
 //! feedback evaluated only on oversubscribed or backlogged ports (`dcqcn.rs`,
 //! `docs/model.md` "DCQCN rate model").

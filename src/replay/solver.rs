@@ -64,6 +64,7 @@ impl Sim<'_> {
             }
         };
         self.slot_of.push(u);
+        self.cc_touch(off, len);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -89,6 +90,7 @@ impl Sim<'_> {
         if (cap - old).abs() <= 1e-12 * cap.max(old) {
             return;
         }
+        self.cc_touch(off, len);
         self.units[u as usize].cap = cap;
         for k in 0..len {
             let c = self.p.arena[(off + k) as usize] as usize;
@@ -108,6 +110,7 @@ impl Sim<'_> {
             let x = &self.units[u as usize];
             (x.off, x.len, x.cap, x.wire)
         };
+        self.cc_touch(off, len);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
