@@ -2,7 +2,8 @@
 //!
 //! `cargo bench --no-default-features --bench replay` (add `-- quick` for the growth
 //! series and the ns-3 comparison only, `-- ns3` for the ns-3 comparison only, `-- scale`
-//! for the cluster-scale cases only; the full run ends with them).
+//! for the cluster-scale cases only; the full run ends with them; `-- models` for the
+//! 1,024-GPU synthetic traces under each rate model, ideal and dcqcn).
 //!
 //! Figure 1 uses the project's own generator (`megatron` preset → `schedule::build` →
 //! `trace::generate_workload`, what `ina3d trace` runs). The growth series and a second
@@ -340,6 +341,11 @@ struct Run {
 }
 
 fn run(s: &Shape, spec: &str) -> Run {
+    run_as(s, spec, replay::RateModel::default())
+}
+
+/// [`run`] under the rate model `model`.
+fn run_as(s: &Shape, spec: &str, model: replay::RateModel) -> Run {
     let topo = Topology::from_spec(spec).expect("topology");
     let routing = Routing::new(&topo, 1).expect("routing");
     let t0 = Instant::now();
@@ -350,7 +356,11 @@ fn run(s: &Shape, spec: &str) -> Run {
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
         .count();
     let t1 = Instant::now();
-    let r = replay::simulate(&recs, &topo, &routing, &opts()).expect("replay");
+    let o = ReplayOptions {
+        rate_model: model,
+        ..opts()
+    };
+    let r = replay::simulate(&recs, &topo, &routing, &o).expect("replay");
     let sim_s = t1.elapsed().as_secs_f64();
     Run {
         records: recs.len(),
@@ -800,7 +810,12 @@ fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
         ..Default::default()
     };
     let t0 = Instant::now();
-    let (_, r) = ina3d::pipeline::replay_job(&spec, false, &mut |_| {})?;
+    let (_, r) = ina3d::pipeline::replay_job(
+        &spec,
+        false,
+        ina3d::replay::RateModel::default(),
+        &mut |_| {},
+    )?;
     let wall = t0.elapsed().as_secs_f64();
     let hwm = vm_hwm_kib().unwrap_or(0) as f64 * 1024.0;
     let gib = hwm / (1u64 << 30) as f64;
@@ -837,6 +852,29 @@ fn gpt3(ina: bool, pp: u32, dp: u32, m: u32) -> Shape {
     }
 }
 
+/// The 1,024-GPU synthetic GPT-3 traces (INA on, and ring) under each rate model: what
+/// the DCQCN model costs over ideal max-min rates (`-- models`).
+fn rate_models() {
+    println!("rate models, GPT-3 175B TP8·PP16·DP8 m=192 [synthetic], fat-tree k=16:");
+    for ina in [true, false] {
+        let mut base = None;
+        for model in [replay::RateModel::Ideal, replay::RateModel::Dcqcn] {
+            let r = run_as(&gpt3(ina, 16, 8, 192), "fat-tree:k=16", model);
+            let b = *base.get_or_insert(r.sim_s);
+            println!(
+                "  INA {:<10} {model:<6}: {} network flows, replay wall {:.2} s ({:.2}× of ideal), {} events, {} re-solves, iteration {:.3} ms",
+                if ina { "on" } else { "off (ring)" },
+                r.flows,
+                r.sim_s,
+                r.sim_s / b,
+                r.events,
+                r.resolves,
+                r.iter_ms
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(k) = args.iter().position(|a| a == "scale-case") {
@@ -855,6 +893,10 @@ fn main() {
     let quick = std::env::args().any(|a| a == "quick");
     if std::env::args().any(|a| a == "ns3") {
         ns3_vs_replayer_ratio();
+        return;
+    }
+    if std::env::args().any(|a| a == "models") {
+        rate_models();
         return;
     }
     println!("== replay benchmark (synthetic Megatron-shaped traces; see benches/replay.rs) ==");

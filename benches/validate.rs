@@ -3,7 +3,7 @@
 //! runs a subset; outputs go to `target/validate`.
 
 use ina3d::ns3::Transport;
-use ina3d::pipeline::validate::{cases, run_suite};
+use ina3d::pipeline::validate::{cases, rate_model_for, run_suite};
 
 fn main() {
     let only: Vec<String> = std::env::var("INA3D_VALIDATE_CASES")
@@ -24,8 +24,12 @@ fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
         .join("target/validate")
         .join(transport.to_string());
     println!("transport {transport}");
-    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
-        run_suite(cases, transport, &dir, &mut |c, r, s| match r {
+    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } = run_suite(
+        cases,
+        transport,
+        rate_model_for(transport),
+        &dir,
+        &mut |c, r, s| match r {
             Ok(row) => println!(
                 "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
                 c.name,
@@ -33,8 +37,9 @@ fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
                 row.speed_ratio
             ),
             Err(e) => println!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
-        })
-        .expect("validate.csv written");
+        },
+    )
+    .expect("validate.csv written");
     println!(
         "{} cases, {} failed; table in {}",
         rows.len(),

@@ -191,6 +191,84 @@ pub fn ina_time(
     fluid_time(wire as f64, tree_cap.min(window)) + rtt
 }
 
+/// KMAX/KMIN (KB of 1,000 B) and PMAX of the ECN marking on a switch port of `rate`:
+/// SimAI's values for the rates its configuration lists (25, 50, 100, 200, 400 and
+/// 1,600 Gb/s), else DCQCN's usual linear rule of its 25–100 Gb/s entries, KMAX = 16 KB
+/// and KMIN = 4 KB per Gb/s, PMAX 0.2. `ns3 emit` writes them into `config.txt` (the
+/// glue marks with them) and the replayer's DCQCN model marks with the same.
+pub fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
+    const G: u64 = 1_000_000_000;
+    match rate.0 {
+        r if r == 200 * G => (1200, 300, 0.8),
+        r if r == 400 * G => (3200, 800, 0.2),
+        r if r == 1600 * G => (2400, 600, 0.2),
+        r => {
+            let g = (r / G).max(1);
+            (16 * g, 4 * g, 0.2)
+        }
+    }
+}
+
+/// Probability that a packet entering a switch queue of `queue` bytes is ECN-marked:
+/// 0 up to KMIN, rising linearly to PMAX at KMAX, 1 above (RED on the instantaneous
+/// queue, as the glue's ports and HPCC's switches mark). Thresholds from [`red_params`].
+pub fn mark_probability(queue: f64, rate: BitsPerSec) -> f64 {
+    let (kmax, kmin, pmax) = red_params(rate);
+    let (kmin, kmax) = (kmin as f64 * 1000.0, kmax as f64 * 1000.0);
+    if queue <= kmin {
+        0.0
+    } else if queue >= kmax {
+        1.0
+    } else {
+        pmax * (queue - kmin) / (kmax - kmin)
+    }
+}
+
+/// DCQCN's parameters (the `config.txt` keys of HPCC's and SimAI's ns-3), times in ns;
+/// [`Default`] is SimAI's configuration (`SimAI.conf`): `ns3 emit` writes it into
+/// `config.txt` and the replayer's DCQCN model runs it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DcqcnParams {
+    /// `EWMA_GAIN`, g.
+    pub ewma_gain: f64,
+    /// `ALPHA_RESUME_INTERVAL`: alpha's update period.
+    pub alpha_resume_ns: u64,
+    /// `RATE_DECREASE_INTERVAL`: the period of the rate-decrease checks.
+    pub rate_decrease_ns: u64,
+    /// `RP_TIMER`: the rate-increase timer.
+    pub rp_timer_ns: u64,
+    /// `FAST_RECOVERY_TIMES`: increase events spent in fast recovery.
+    pub fast_recovery_times: u32,
+    /// `RATE_AI`: additive increase step.
+    pub rate_ai: BitsPerSec,
+    /// `RATE_HAI`: hyper increase step.
+    pub rate_hai: BitsPerSec,
+    /// `MIN_RATE`: the lowest rate a cut reaches.
+    pub min_rate: BitsPerSec,
+    /// `CLAMP_TARGET_RATE`: every cut sets the target to the rate.
+    pub clamp_target: bool,
+    /// The notification point sends at most one CNP per queue pair per this interval.
+    pub cnp_interval_ns: u64,
+}
+
+impl Default for DcqcnParams {
+    fn default() -> Self {
+        let mbps = |m: u64| BitsPerSec(m * 1_000_000);
+        DcqcnParams {
+            ewma_gain: 1.0 / 256.0,
+            alpha_resume_ns: 1_000,
+            rate_decrease_ns: 4_000,
+            rp_timer_ns: 900_000,
+            fast_recovery_times: 1,
+            rate_ai: mbps(50),
+            rate_hai: mbps(100),
+            min_rate: mbps(100),
+            clamp_target: false,
+            cnp_interval_ns: 50_000,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! The replayer against closed forms on small hand-built topologies.
 
 use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
-use ina3d::replay::{simulate, InaPolicy, InaSwitchModel, PathSource, ReplayError, ReplayOptions};
+use ina3d::replay::{
+    simulate, InaPolicy, InaSwitchModel, PathSource, RateModel, ReplayError, ReplayOptions,
+};
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Routing, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
 use std::collections::HashMap;
@@ -79,6 +81,15 @@ fn ina_wire(b: u64, payload: u64) -> u64 {
     Bytes(b).with_headers(Bytes(payload), Bytes(48)).0
 }
 
+/// The max-min solver's options: ideal rates. Most tests here specify the solver; the
+/// DCQCN rate model's own tests (at the end) use `RateModel::Dcqcn`.
+fn ideal() -> ReplayOptions {
+    ReplayOptions {
+        rate_model: RateModel::Ideal,
+        ..ReplayOptions::default()
+    }
+}
+
 /// Options whose INA window never limits these small trees (SwitchML's 1,024 B slots).
 fn wide_window() -> ReplayOptions {
     ReplayOptions {
@@ -87,7 +98,7 @@ fn wide_window() -> ReplayOptions {
             window: 256,
             ..Default::default()
         },
-        ..Default::default()
+        ..ideal()
     }
 }
 
@@ -116,11 +127,7 @@ fn assert_close(got: u64, want: f64, tol_ns: f64, what: &str) {
 #[test]
 fn one_flow_takes_wire_size_over_bandwidth_plus_path_latency() {
     let topo = star(2, G100, Nanos(1000));
-    let r = run(
-        &[net(0, 0, 1, 1_000_000, &[])],
-        &topo,
-        &ReplayOptions::default(),
-    );
+    let r = run(&[net(0, 0, 1, 1_000_000, &[])], &topo, &ideal());
     // 1,000,000 B + 1000 packets × 48 B = 1,048,000 B at 12.5 B/ns = 83,840 ns; + 2 hops × 1 µs
     assert_eq!(wire(1_000_000), 1_048_000);
     assert_eq!(r.rows[0].end_ns, 83_840 + 2_000);
@@ -135,7 +142,7 @@ fn k_flows_on_one_bottleneck_each_get_one_kth() {
         let recs: Vec<_> = (0..k)
             .map(|i| net(i as u64, i + 1, 0, 2_000_000, &[]))
             .collect();
-        let r = run(&recs, &topo, &ReplayOptions::default());
+        let r = run(&recs, &topo, &ideal());
         let want = k as f64 * wire(2_000_000) as f64 / B100 + 1000.0;
         for row in &r.rows {
             assert_close(
@@ -160,7 +167,7 @@ fn k_flows_on_one_bottleneck_each_get_one_kth() {
 fn a_short_flow_leaves_its_share_to_the_long_one() {
     let topo = star(3, G100, Nanos(0));
     let recs = vec![net(0, 1, 0, 1_000_000, &[]), net(1, 2, 0, 3_000_000, &[])];
-    let r = run(&recs, &topo, &ReplayOptions::default());
+    let r = run(&recs, &topo, &ideal());
     let (w1, w2) = (wire(1_000_000) as f64, wire(3_000_000) as f64);
     // both at B/2 until the short one is done (2·w1/B), then the long one alone
     assert_close(r.rows[0].end_ns, 2.0 * w1 / B100, 1.0, "short flow");
@@ -226,7 +233,7 @@ fn max_min_with_two_bottlenecks_gives_the_classic_allocation() {
         net(2, 4, 1, w, &[]),
         net(3, 5, 1, w, &[]),
     ];
-    let r = simulate(&recs, &topo, &paths, &ReplayOptions::default()).unwrap();
+    let r = simulate(&recs, &topo, &paths, &ideal()).unwrap();
     let c = 1.25; // bytes per ns
     let ww = wire(w) as f64;
     assert_close(r.rows[0].end_ns, ww / (2.0 / 3.0 * c), 1.0, "A at 2/3");
@@ -260,7 +267,7 @@ fn ring_allreduce_on_a_nonblocking_network_takes_2_n_minus_1_over_n_s_over_b_plu
         let s = 64_000_000u64;
         let delay = 1000u64;
         let topo = star(n, G100, Nanos(delay));
-        let r = run(&ring_allreduce(n, s), &topo, &ReplayOptions::default());
+        let r = run(&ring_allreduce(n, s), &topo, &ideal());
         let steps = 2 * (n as u64 - 1);
         let chunk = s.div_ceil(n as u64);
         // each step: S/n (with headers) at full NIC rate, then 2 hops of latency
@@ -334,7 +341,7 @@ fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
             classes: vec![Class::Tp, Class::Dp],
             reservations: vec![],
         },
-        ..ReplayOptions::default()
+        ..ideal()
     }
 }
 
@@ -353,7 +360,7 @@ fn ina_on_one_switch_takes_s_over_b_plus_latency_when_the_window_suffices() {
     assert_eq!(r.summary.ina_slot_peak, 256);
     assert_eq!(r.ina_fallbacks, 0);
     // a ring all-reduce of the same S on the same network is slower: INA moves S each way, ring 2S(n-1)/n
-    let ring = run(&ring_allreduce(4, s), &topo, &ReplayOptions::default());
+    let ring = run(&ring_allreduce(4, s), &topo, &ideal());
     assert!(r.summary.iteration_time_ns < ring.summary.iteration_time_ns);
 }
 
@@ -727,7 +734,7 @@ fn random_dag(n_hosts: u32, n: u64, seed: u64) -> Vec<FlowRecord> {
 fn no_record_starts_before_its_deps_end_plus_gap() {
     let topo = star(8, G100, Nanos(700));
     let recs = random_dag(8, 2000, 42);
-    let r = run(&recs, &topo, &ReplayOptions::default());
+    let r = run(&recs, &topo, &ideal());
     let e = ends(&r);
     for rec in &recs {
         let ready = rec.deps.iter().map(|d| e[&d.0].1).max().unwrap_or(0);
@@ -754,7 +761,7 @@ fn no_record_starts_before_its_deps_end_plus_gap() {
 fn bytes_are_conserved_on_every_channel() {
     let topo = star(8, G100, Nanos(700));
     let recs = random_dag(8, 1000, 7);
-    let r = run(&recs, &topo, &ReplayOptions::default());
+    let r = run(&recs, &topo, &ideal());
     // on a star every flow crosses exactly its sender's uplink and its receiver's downlink
     let mut want: HashMap<(u32, u32), u64> = HashMap::new();
     for rec in recs.iter().filter(|r| r.mode == Mode::Net) {
@@ -813,7 +820,7 @@ fn the_same_input_gives_byte_identical_files() {
 fn the_summary_critical_path_adds_up_to_the_iteration_time() {
     let topo = star(8, G100, Nanos(700));
     let recs = random_dag(8, 3000, 11);
-    let s = run(&recs, &topo, &ReplayOptions::default()).summary;
+    let s = run(&recs, &topo, &ideal()).summary;
     assert_eq!(
         s.critical_path_compute_ns
             + s.exposed_tp_ns
@@ -834,13 +841,7 @@ fn a_dependency_cycle_is_an_error_before_simulation() {
         net(2, 0, 1, 10, &[1]),
         net(3, 0, 1, 10, &[]),
     ];
-    let e = simulate(
-        &recs,
-        &topo,
-        &Routing::new(&topo, 0).unwrap(),
-        &ReplayOptions::default(),
-    )
-    .unwrap_err();
+    let e = simulate(&recs, &topo, &Routing::new(&topo, 0).unwrap(), &ideal()).unwrap_err();
     assert!(matches!(e, ReplayError::Cycle(_, 3)), "{e}");
     assert!(e.to_string().contains("cycle"));
 }
@@ -852,13 +853,7 @@ fn a_cycle_through_an_aggregation_is_an_error() {
     let mut recs = ina_allreduce(1, 0, &[0, 1], 2, 100, Class::Dp, &[]);
     recs.push(net(9, 0, 1, 10, &[2]));
     recs[0].deps.push(FlowId(9));
-    let e = simulate(
-        &recs,
-        &topo,
-        &Routing::new(&topo, 0).unwrap(),
-        &ReplayOptions::default(),
-    )
-    .unwrap_err();
+    let e = simulate(&recs, &topo, &Routing::new(&topo, 0).unwrap(), &ideal()).unwrap_err();
     assert!(matches!(e, ReplayError::Cycle(..)), "{e}");
 }
 
@@ -869,7 +864,7 @@ fn a_dangling_dep_names_the_record_and_the_dep() {
         &[net(5, 0, 1, 10, &[77])],
         &topo,
         &Routing::new(&topo, 0).unwrap(),
-        &ReplayOptions::default(),
+        &ideal(),
     )
     .unwrap_err();
     assert_eq!(e.to_string(), "record 5: dep 77 is not in the trace");
@@ -888,7 +883,7 @@ fn a_flow_without_route_is_an_error() {
         &[net(0, 0, 1, 10, &[])],
         &topo,
         &FixedPaths(HashMap::new()),
-        &ReplayOptions::default(),
+        &ideal(),
     )
     .unwrap_err();
     assert!(matches!(e, ReplayError::NoRoute { .. }), "{e}");
@@ -896,7 +891,7 @@ fn a_flow_without_route_is_an_error() {
         &[net(0, 0, 9, 10, &[])],
         &topo,
         &Routing::new(&topo, 0).unwrap(),
-        &ReplayOptions::default(),
+        &ideal(),
     )
     .unwrap_err();
     assert!(matches!(e, ReplayError::UnknownNode { .. }), "{e}");
@@ -922,7 +917,7 @@ fn a_zero_capacity_link_on_a_path_is_an_error() {
         &[net(0, 0, 1, 10, &[])],
         &topo,
         &FixedPaths(HashMap::from([((0, 1), path)])),
-        &ReplayOptions::default(),
+        &ideal(),
     )
     .unwrap_err();
     assert!(
@@ -944,7 +939,7 @@ fn duplicate_ids_are_an_error() {
         &[net(0, 0, 1, 10, &[]), net(0, 1, 0, 10, &[])],
         &topo,
         &Routing::new(&topo, 0).unwrap(),
-        &ReplayOptions::default(),
+        &ideal(),
     )
     .unwrap_err();
     assert!(matches!(e, ReplayError::DuplicateId(FlowId(0))));
@@ -956,7 +951,7 @@ fn compute_and_nvlink_records_are_timers() {
     let mut nv = rec(1, 0, 1, 5_000_000, &[0], 100, Mode::NvLink, Class::Tp);
     nv.dur = Nanos(3_000);
     let recs = vec![compute(0, 0, 1_000, &[]), nv];
-    let r = run(&recs, &topo, &ReplayOptions::default());
+    let r = run(&recs, &topo, &ideal());
     assert_eq!(ends(&r)[&1], (1_100, 4_100));
     assert!(
         r.channels.is_empty(),
@@ -1169,7 +1164,7 @@ proptest::proptest! {
             r.gap = Nanos(*gap);
             r
         }).collect();
-        match simulate(&recs, &topo, &Routing::new(&topo, 0).unwrap(), &ReplayOptions::default()) {
+        match simulate(&recs, &topo, &Routing::new(&topo, 0).unwrap(), &ideal()) {
             Ok(r) => {
                 let e = ends(&r);
                 for rec in &recs {
@@ -1285,7 +1280,7 @@ fn every_net_and_ina_record_is_routed_by_its_src_dst_connection_not_its_record_i
         asked: Default::default(),
     };
     let recs = fat_tree_mix(&topo);
-    simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
+    simulate(&recs, &topo, &rec, &ideal()).unwrap();
     let asked = rec.asked.into_inner();
     // one path per network record, plus the 4 steps of the aggregation's fallback host ring
     assert_eq!(asked.len(), recs.len() + 4);
@@ -1319,7 +1314,7 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
         asked: Default::default(),
     };
     let recs = fat_tree_mix(&topo);
-    simulate(&recs, &topo, &rec, &ReplayOptions::default()).unwrap();
+    simulate(&recs, &topo, &rec, &ideal()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let opts = ina3d::ns3::EmitOptions {
         seed,
@@ -1478,4 +1473,78 @@ fn job_flags_with_a_trace_file_are_refused_with_status_2() {
         let err = String::from_utf8_lossy(&st.stderr);
         assert!(err.contains("--from INPUT"), "{err}");
     }
+}
+
+// ---------------------------------------------------------------- DCQCN rate model
+
+fn dcqcn() -> ReplayOptions {
+    ReplayOptions {
+        rate_model: RateModel::Dcqcn,
+        ..ReplayOptions::default()
+    }
+}
+
+#[test]
+fn under_dcqcn_a_fabric_without_an_oversubscribed_port_replays_exactly_as_ideal() {
+    // a ring on a star: every switch port carries one flow, nothing queues or marks
+    let topo = star(6, G100, Nanos(1000));
+    let recs = ring_allreduce(6, 3_000_000);
+    let a = run(&recs, &topo, &ideal());
+    let b = run(&recs, &topo, &dcqcn());
+    assert_eq!(a.rows, b.rows);
+}
+
+#[test]
+fn two_senders_into_one_port_leave_their_queue_pair_throttled_for_the_next_transfer() {
+    // 0→2 and 1→2 together (2 MB each) overfill port 2: its queue passes KMIN (400 KB at
+    // 100 Gb/s), CNPs cut both pairs, and RP_TIMER (900 µs) is far off when 0→2 sends
+    // its next 2 MB alone, so that transfer runs below line rate, never below MIN_RATE
+    let topo = star(3, G100, Nanos(1000));
+    let recs = vec![
+        net(0, 0, 2, 2_000_000, &[]),
+        net(1, 1, 2, 2_000_000, &[]),
+        net(2, 0, 2, 2_000_000, &[0, 1]),
+    ];
+    let ideal_r = run(&recs, &topo, &ideal());
+    let r = run(&recs, &topo, &dcqcn());
+    // the port stays busy while backlogged: the shared pair cannot beat its fair share
+    for i in 0..2 {
+        assert!(r.rows[i].end_ns >= ideal_r.rows[i].end_ns);
+    }
+    let alone = r.rows[2].standalone_fct_ns as f64;
+    let fct = r.rows[2].fct_ns as f64;
+    assert!(fct > 1.5 * alone, "{fct} vs standalone {alone}");
+    let min_rate = ina3d::netmodel::bytes_per_ns(ina3d::netmodel::DcqcnParams::default().min_rate);
+    assert!(fct < wire(2_000_000) as f64 / min_rate, "{fct}");
+    // the ideal model runs it at line rate
+    assert_eq!(ideal_r.rows[2].fct_ns, ideal_r.rows[2].standalone_fct_ns);
+}
+
+#[test]
+fn the_tiny_job_replays_under_dcqcn_with_every_record_done_and_bytes_conserved() {
+    // two NCCL channels per collective: pairs with concurrent transfers share a queue
+    // pair, and transfers re-capped by a tick finish in the same nanosecond as others
+    // (this trace once made the solver remove a unit twice)
+    use ina3d::pipeline::{generate_trace, replay_records_with, Job, JobSpec};
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "fat-tree:k=4,gpus-per-server=2".into(),
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
+    let run =
+        |m| replay_records_with(&t.records, &t.header, &job.topology, 0, "t", false, m).unwrap();
+    let (a, b) = (run(RateModel::Ideal), run(RateModel::Dcqcn));
+    assert_eq!(b.rows.len(), t.records.len());
+    assert!(b.rows.iter().all(|r| r.end_ns >= r.start_ns));
+    // the same bytes cross the same channels whatever the rates
+    let bytes = |r: &ina3d::replay::ReplayResult| -> Vec<(u32, u32, u64)> {
+        r.channels
+            .iter()
+            .map(|c| (c.link.0, c.from.0, c.bytes))
+            .collect()
+    };
+    assert_eq!(bytes(&a), bytes(&b));
 }

@@ -4,7 +4,7 @@
 
 use ina3d::formats::validate_csv;
 use ina3d::ns3::Transport;
-use ina3d::pipeline::validate::{cases, run_suite, CI_CASES};
+use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, CI_CASES};
 
 #[test]
 fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
@@ -14,8 +14,14 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
         .filter(|c| CI_CASES.contains(&c.name))
         .collect();
     assert_eq!(ci.len(), CI_CASES.len());
-    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } =
-        run_suite(&ci, Transport::Roce, d.path(), &mut |_, _, _| {}).unwrap();
+    let ina3d::pipeline::validate::SuiteOutcome { rows, failed } = run_suite(
+        &ci,
+        Transport::Roce,
+        rate_model_for(Transport::Roce),
+        d.path(),
+        &mut |_, _, _| {},
+    )
+    .unwrap();
     let failed: Vec<String> = failed
         .iter()
         .map(|(n, e)| format!("{n}: {}", ina3d::pipeline::error_chain(e)))

@@ -5,6 +5,7 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::pipeline::{replay_file, replay_job, replay_report};
+use ina3d::replay::RateModel;
 use ina3d::trace::{parse_classes, InaMode};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -33,6 +34,14 @@ pub struct Args {
     /// with `--from`, the seed the job is generated and routed with (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// How transfers sharing links are rated: ideal (max-min fair rates reached at once,
+    /// closer to TCP; cheap at any scale) or dcqcn (max-min fair rates capped by each
+    /// (source, destination) queue pair's DCQCN rate, with fluid switch queues and ECN
+    /// marking where ports are oversubscribed: what the RoCE glue and SimAI run; within
+    /// 5 % of the RoCE glue where ideal misses by up to 33 %, but several times slower on
+    /// long-congested fabrics). See docs/model.md#dcqcn-rate-model.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES), default_value = "ideal")]
+    pub rate_model: RateModel,
     /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]
     pub ina: InaMode,
@@ -71,7 +80,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             {
                 bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
             }
-            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress)?;
+            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress, a.rate_model)?;
             for w in &r.warnings {
                 eprintln!("warning: {w}");
             }
@@ -91,7 +100,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let spec = a
                 .job
                 .spec(input, topology, a.ina, classes, a.seed.unwrap_or(0))?;
-            let (job, result) = replay_job(&spec, progress, &mut |_| {})?;
+            let (job, result) = replay_job(&spec, progress, a.rate_model, &mut |_| {})?;
             for w in &job.warnings {
                 eprintln!("warning: {w}");
             }

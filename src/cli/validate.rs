@@ -2,6 +2,7 @@
 //! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
 
 use ina3d::ns3::Transport;
+use ina3d::replay::RateModel;
 use std::path::PathBuf;
 
 /// Arguments of `ina3d validate`.
@@ -14,6 +15,11 @@ pub struct Args {
     /// reference LLM clusters run) or tcp (NewReno with bounded windows).
     #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
     pub transport: Transport,
+    /// The replayer's rate model (ideal: max-min fair rates; dcqcn: capped by each queue
+    /// pair's DCQCN rate with fluid switch queues and ECN marking). Default: dcqcn against
+    /// roce, ideal against tcp.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
+    pub rate_model: Option<RateModel>,
     /// Run only these cases (comma-separated names; `--list` shows them).
     #[arg(long, value_delimiter = ',')]
     pub cases: Vec<String>,
@@ -55,6 +61,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ina3d::pipeline::validate::SuiteOutcome { rows, failed } = validate::run_suite(
         &cases,
         transport,
+        a.rate_model.unwrap_or(validate::rate_model_for(transport)),
         &a.out,
         &mut |c, r, secs| {
             match r {

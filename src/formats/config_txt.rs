@@ -3,7 +3,7 @@
 //! (`KMAX_MAP`/`KMIN_MAP`/`PMAX_MAP`) for every link rate used. This module is its one
 //! writer; the ns-3 glue reads the DCQCN keys and maps in C++
 //! (`ns3-glue/helper/ina3d-helper.cc`). Which thresholds a rate gets is the ns-3 model's
-//! decision (`ns3::emit::red_params`), passed in as [`Ecn`] rows.
+//! decision (`netmodel::red_params`), passed in as [`Ecn`] rows.
 
 use crate::units::BitsPerSec;
 use std::fmt::Write as _;
@@ -25,6 +25,10 @@ pub struct Ecn {
 /// The file's text, `ecn` in ascending rate order, the simulation stopping at `stop_time_s`.
 pub fn to_string(ecn: &[Ecn], stop_time_s: f64) -> String {
     let mut s = String::new();
+    // DCQCN's keys from the one set of values the replayer's model runs too
+    let d = crate::netmodel::DcqcnParams::default();
+    let us = |ns: u64| format!("{}", ns as f64 / 1000.0);
+    let mbps = |r: BitsPerSec| format!("{}Mb/s", r.0 as f64 / 1e6);
     let kv: &[(&str, String)] = &[
         ("ENABLE_QCN", "1".into()),
         ("USE_DYNAMIC_PFC_THRESHOLD", "1".into()),
@@ -37,15 +41,15 @@ pub fn to_string(ecn: &[Ecn], stop_time_s: f64) -> String {
         ("PFC_OUTPUT_FILE", "pfc.txt".into()),
         ("SIMULATOR_STOP_TIME", format!("{stop_time_s:.2}")),
         ("CC_MODE", "1".into()),
-        ("ALPHA_RESUME_INTERVAL", "1".into()),
-        ("RATE_DECREASE_INTERVAL", "4".into()),
-        ("CLAMP_TARGET_RATE", "0".into()),
-        ("RP_TIMER", "900".into()),
-        ("EWMA_GAIN", "0.00390625".into()),
-        ("FAST_RECOVERY_TIMES", "1".into()),
-        ("RATE_AI", "50Mb/s".into()),
-        ("RATE_HAI", "100Mb/s".into()),
-        ("MIN_RATE", "100Mb/s".into()),
+        ("ALPHA_RESUME_INTERVAL", us(d.alpha_resume_ns)),
+        ("RATE_DECREASE_INTERVAL", us(d.rate_decrease_ns)),
+        ("CLAMP_TARGET_RATE", u8::from(d.clamp_target).to_string()),
+        ("RP_TIMER", us(d.rp_timer_ns)),
+        ("EWMA_GAIN", d.ewma_gain.to_string()),
+        ("FAST_RECOVERY_TIMES", d.fast_recovery_times.to_string()),
+        ("RATE_AI", mbps(d.rate_ai)),
+        ("RATE_HAI", mbps(d.rate_hai)),
+        ("MIN_RATE", mbps(d.min_rate)),
         ("DCTCP_RATE_AI", "1000Mb/s".into()),
         ("ERROR_RATE_PER_LINK", "0.0000".into()),
         ("L2_CHUNK_SIZE", "4000".into()),

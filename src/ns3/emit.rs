@@ -325,21 +325,9 @@ pub fn replay_starts(path: &Path, records: &[FlowRecord]) -> Result<Vec<Nanos>, 
         .collect()
 }
 
-/// KMAX/KMIN (KB of 1,000 B) and PMAX for a rate: SimAI's values for the rates its
-/// configuration lists (25, 50, 100, 200, 400 and 1,600 Gb/s), else DCQCN's usual linear
-/// rule of its 25–100 Gb/s entries, KMAX = 16 KB and KMIN = 4 KB per Gb/s, PMAX 0.2.
-pub fn red_params(rate: BitsPerSec) -> (u64, u64, f64) {
-    const G: u64 = 1_000_000_000;
-    match rate.0 {
-        r if r == 200 * G => (1200, 300, 0.8),
-        r if r == 400 * G => (3200, 800, 0.2),
-        r if r == 1600 * G => (2400, 600, 0.2),
-        r => {
-            let g = (r / G).max(1);
-            (16 * g, 4 * g, 0.2)
-        }
-    }
-}
+/// KMAX/KMIN (KB of 1,000 B) and PMAX for a rate: the one rule, shared with the
+/// replayer's DCQCN model ([`crate::netmodel::red_params`]).
+pub use crate::netmodel::red_params;
 
 /// The topology with one aggregation proxy host per aggregating switch (module docs of
 /// [`crate::ns3`]); returns it and the (switch, proxy) pairs.

@@ -221,7 +221,7 @@ pub fn resolve_seed(
 }
 
 /// Replays `records` (with the header they were generated under) on `topo`, routing ECMP
-/// with `seed`; the summary names the trace `trace_name`.
+/// with `seed`, under the default rate model; the summary names the trace `trace_name`.
 pub fn replay_records(
     records: &[FlowRecord],
     header: &TraceHeader,
@@ -229,6 +229,20 @@ pub fn replay_records(
     seed: u64,
     trace_name: &str,
     progress: bool,
+) -> Result<ReplayResult, PipelineError> {
+    let model = replay::RateModel::default();
+    replay_records_with(records, header, topo, seed, trace_name, progress, model)
+}
+
+/// [`replay_records`] under the rate model `model`.
+pub fn replay_records_with(
+    records: &[FlowRecord],
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
     let routing = Routing::new(topo, seed).map_err(|source| PipelineError::Routing {
         spec: topo.source.clone(),
@@ -240,6 +254,7 @@ pub fn replay_records(
     })?;
     opts.progress = progress;
     opts.trace_name = trace_name.into();
+    opts.rate_model = model;
     replay::simulate(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),
@@ -254,13 +269,23 @@ pub fn replay_records(
 pub fn replay_job(
     spec: &super::JobSpec,
     bars: bool,
+    model: replay::RateModel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Job, ReplayResult), PipelineError> {
     let job = Job::prepare(spec)?;
     let opts = spec.trace_options()?;
     let t = generate_trace(&job, &opts, None, true, progress)?;
     let name = format!("{} (generated)", spec.input);
-    let result = replay_records(&t.records, &t.header, &job.topology, spec.seed, &name, bars)?;
+    let seed = spec.seed;
+    let result = replay_records_with(
+        &t.records,
+        &t.header,
+        &job.topology,
+        seed,
+        &name,
+        bars,
+        model,
+    )?;
     Ok((job, result))
 }
 
@@ -292,12 +317,13 @@ impl FileReplay {
 }
 
 /// Replays the trace file `path`: the topology is `topology` or the header's (they must
-/// agree), the seed `seed` or the header's.
+/// agree), the seed `seed` or the header's, under the rate model `model`.
 pub fn replay_file(
     path: &Path,
     topology: Option<&str>,
     seed: Option<u64>,
     progress: bool,
+    model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
     let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
@@ -311,7 +337,7 @@ pub fn replay_file(
         source: Box::new(source),
     })?;
     let name = path.display().to_string();
-    let result = replay_records(&t.records, &t.header, &topo, seed, &name, progress)?;
+    let result = replay_records_with(&t.records, &t.header, &topo, seed, &name, progress, model)?;
     let bench = super::bench_spec(&t.header, path)?;
     let plan_prediction = t
         .header

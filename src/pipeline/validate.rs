@@ -9,13 +9,24 @@
 //! table, never asserted.
 
 use super::{
-    emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
-    GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
+    emit_ns3, generate_bench_trace, generate_trace, glue, replay_records_with, run_ns3,
+    write_bench, GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
 };
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
 use crate::formats::validate_csv::{self, ValidateRow};
 use crate::ns3::{EmitOptions, Transport};
+use crate::replay::RateModel;
+
+/// The replayer's rate model for a reference transport: DCQCN's dynamics against the
+/// RoCE glue, ideal max-min rates against TCP (whose windows reach their fair share
+/// within a few round trips; `docs/model.md`).
+pub fn rate_model_for(transport: Transport) -> RateModel {
+    match transport {
+        Transport::Roce => RateModel::Dcqcn,
+        Transport::Tcp => RateModel::Ideal,
+    }
+}
 use crate::record::{Class, Mode};
 use crate::schedule::CollKind;
 use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
@@ -249,6 +260,7 @@ pub const CI_CASES: [&str; 3] = ["ls2-ring-16", "bench-ring-ar-16", "ina-hier-12
 pub fn run_case(
     case: &Case,
     transport: Transport,
+    model: RateModel,
     dir: &Path,
 ) -> Result<ValidateRow, PipelineError> {
     let dir = dir.join(case.name);
@@ -261,13 +273,14 @@ pub fn run_case(
         None => generate_trace(&job, &opts, Some(&trace_file), true, &mut |_| {})?,
     };
     let name = trace_file.display().to_string();
-    let replay = replay_records(
+    let replay = replay_records_with(
         &t.records,
         &t.header,
         &job.topology,
         opts.seed,
         &name,
         false,
+        model,
     )?;
     let (rdir, ndir) = (dir.join("replay"), dir.join("ns3"));
     crate::replay::write_outputs(&rdir, &replay)?;
@@ -420,6 +433,7 @@ pub struct SuiteOutcome {
 pub fn run_suite(
     cases: &[Case],
     transport: Transport,
+    model: RateModel,
     dir: &Path,
     progress: &mut dyn FnMut(&Case, &CaseOutcome, f64),
 ) -> Result<SuiteOutcome, PipelineError> {
@@ -427,7 +441,7 @@ pub fn run_suite(
     let mut failed = Vec::new();
     for c in cases {
         let t0 = Instant::now();
-        let r = run_case(c, transport, dir);
+        let r = run_case(c, transport, model, dir);
         progress(c, &r, t0.elapsed().as_secs_f64());
         match r {
             Ok(row) => rows.push(row),

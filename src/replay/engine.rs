@@ -31,6 +31,8 @@ pub(super) enum EventKind {
     Start,
     /// An aggregation is ready and asks for slots (index: aggregation).
     AggStart,
+    /// The DCQCN model's tick (`dcqcn`; only with `RateModel::Dcqcn`).
+    CcTick,
 }
 
 /// (time, kind, index, version), smallest first.
@@ -106,6 +108,8 @@ pub(super) struct Sim<'a> {
     fallbacks: u64,
     events: u64,
     pub resolves: u64,
+    /// The DCQCN rate model's state, when it is on (`dcqcn`).
+    pub cc: Option<Box<super::dcqcn::State>>,
 }
 
 impl<'a> Sim<'a> {
@@ -145,6 +149,7 @@ impl<'a> Sim<'a> {
             fallbacks: 0,
             events: 0,
             resolves: 0,
+            cc: None,
             p,
         }
     }
@@ -198,6 +203,7 @@ impl<'a> Sim<'a> {
             EventKind::AggEnd => self.end_agg(idx, records),
             EventKind::Start => self.start_record(idx, records),
             EventKind::AggStart => self.try_agg(idx),
+            EventKind::CcTick => self.cc_tick(),
         }
     }
 
@@ -212,6 +218,7 @@ impl<'a> Sim<'a> {
         }
         let (owner, lat) = (x.owner, x.latency);
         let t = self.now;
+        self.cc_done(u);
         self.units[u as usize].rate = 0.0;
         self.remove_unit(u, !matches!(owner, Owner::Agg(_)));
         self.free_units.push(u);
@@ -295,7 +302,8 @@ impl<'a> Sim<'a> {
                     self.push(self.now + self.p.rec_delay[iu], EventKind::End, i, 0);
                 } else {
                     let cap = self.bottleneck(off, len);
-                    self.add_unit(off, len, w, cap, self.p.rec_delay[iu], Owner::Rec(i));
+                    let u = self.add_unit(off, len, w, cap, self.p.rec_delay[iu], Owner::Rec(i));
+                    self.cc_start(u, r.src.0, r.dst.0, cap);
                 }
             }
         }
@@ -335,7 +343,7 @@ impl<'a> Sim<'a> {
         };
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
-        self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        let _ = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
     }
 
     fn fallback(&mut self, a: u32) {
@@ -355,7 +363,7 @@ impl<'a> Sim<'a> {
         }
         for (off, len) in usable {
             let cap = self.bottleneck(off, len);
-            self.add_unit(off, len, w, cap, lat, Owner::Ring(a));
+            let _ = self.add_unit(off, len, w, cap, lat, Owner::Ring(a));
         }
     }
 
@@ -505,6 +513,11 @@ pub fn simulate<R: PathSource + ?Sized>(
     let wall = std::time::Instant::now();
     let p = prepare(records, topo, routing, opts)?;
     let mut sim = Sim::new(p, records.len(), opts);
+    if opts.rate_model == super::RateModel::Dcqcn {
+        let mut cc = super::dcqcn::State::new(topo, opts.dcqcn);
+        cc.packet = (opts.payload.0 + opts.header.0) as f64;
+        sim.cc = Some(Box::new(cc));
+    }
     sim.run(records)?;
     let channels = sim.channel_stats(topo);
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();

@@ -15,6 +15,12 @@
 //! nanosecond) plus the propagation delay of its path (store-and-forward of the last
 //! packet is not modelled: an approximation of one packet time per hop).
 //!
+//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` (the default) is
+//! the max-min model above alone; `dcqcn` also caps each transfer at its (source,
+//! destination) queue pair's DCQCN rate, with fluid switch queues, ECN marking and CNP
+//! feedback evaluated only on oversubscribed or backlogged ports (`dcqcn.rs`,
+//! `docs/model.md` "DCQCN rate model").
+//!
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up
@@ -70,6 +76,7 @@
 //! each aggregation is contracted to one node, endpoints exist, every transfer has a route
 //! whose links have non-zero rates): a bad trace is an error, never a hang.
 
+mod dcqcn;
 mod engine;
 mod output;
 mod pools;
@@ -77,6 +84,7 @@ mod prepare;
 mod route;
 mod solver;
 
+pub use dcqcn::{RateModel, Rp};
 pub use engine::simulate;
 pub use output::write_outputs;
 pub use route::PathSource;
@@ -111,6 +119,10 @@ pub struct ReplayOptions {
     pub progress: bool,
     /// Trace name written into the summary.
     pub trace_name: String,
+    /// How transfers sharing links are rated ([`RateModel`]).
+    pub rate_model: RateModel,
+    /// DCQCN's parameters, for [`RateModel::Dcqcn`].
+    pub dcqcn: crate::netmodel::DcqcnParams,
 }
 
 impl Default for ReplayOptions {
@@ -121,6 +133,8 @@ impl Default for ReplayOptions {
             ina: InaSwitchModel::default(),
             progress: false,
             trace_name: String::new(),
+            rate_model: RateModel::default(),
+            dcqcn: crate::netmodel::DcqcnParams::default(),
         }
     }
 }

@@ -24,7 +24,7 @@ impl Sim<'_> {
     }
 
     /// Put a new unit on the channels `arena[off..off+len]`, with its own rate limit `cap`;
-    /// it gets a rate at the next [`Sim::resolve`].
+    /// it gets a rate at the next [`Sim::resolve`]. Returns the unit's slot.
     pub(super) fn add_unit(
         &mut self,
         off: u32,
@@ -33,7 +33,7 @@ impl Sim<'_> {
         cap: f64,
         latency: u64,
         owner: Owner,
-    ) {
+    ) -> u32 {
         let serial = self.slot_of.len() as u32;
         let unit = Unit {
             off,
@@ -64,6 +64,7 @@ impl Sim<'_> {
             }
         };
         self.slot_of.push(u);
+        self.cc_touch(off, len);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -71,6 +72,30 @@ impl Sim<'_> {
             self.pos[a] = self.ch_units[c].len() as u32;
             self.ch_units[c].push((u, k));
             self.ch_demand[c] += cap;
+            if before || self.tight(c) {
+                self.dirty.push(c as u32);
+            }
+        }
+        self.fresh.push(u);
+        u
+    }
+
+    /// Change unit `u`'s own rate limit to `cap` (the DCQCN model's caps); it gets its
+    /// new rate at the next [`Sim::resolve`].
+    pub(super) fn set_cap(&mut self, u: u32, cap: f64) {
+        let (off, len, old) = {
+            let x = &self.units[u as usize];
+            (x.off, x.len, x.cap)
+        };
+        if (cap - old).abs() <= 1e-12 * cap.max(old) {
+            return;
+        }
+        self.cc_touch(off, len);
+        self.units[u as usize].cap = cap;
+        for k in 0..len {
+            let c = self.p.arena[(off + k) as usize] as usize;
+            let before = self.tight(c);
+            self.ch_demand[c] += cap - old;
             if before || self.tight(c) {
                 self.dirty.push(c as u32);
             }
@@ -85,6 +110,7 @@ impl Sim<'_> {
             let x = &self.units[u as usize];
             (x.off, x.len, x.cap, x.wire)
         };
+        self.cc_touch(off, len);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -105,6 +131,10 @@ impl Sim<'_> {
                 self.ch_bytes[c] += wire;
             }
         }
+        // a unit re-capped earlier in this batch (the DCQCN model) needs no rate any more
+        if !self.fresh.is_empty() {
+            self.fresh.retain(|&x| x != u);
+        }
     }
 
     /// Re-solve max-min rates for the units connected (through tight channels) to what
@@ -118,6 +148,12 @@ impl Sim<'_> {
         let (comp_units, comp_ch) = self.component();
         let comp_units = self.progressive_fill(comp_units, &comp_ch);
         self.apply_rates(&comp_units);
+        if self.cc.is_some() {
+            for &c in &comp_ch {
+                self.cc_heat(c);
+            }
+            self.cc_schedule();
+        }
     }
 
     /// The units and tight channels reachable from this batch's dirty channels and new
