@@ -1639,7 +1639,6 @@ fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
 
 // ---------------------------------------------------------------- observed paths
 
-#[cfg(feature = "tables")]
 /// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
 /// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
 fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {
@@ -1843,7 +1842,71 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     assert_eq!(csv.matches(",differs\n").count(), 4, "{csv}");
 }
 
+#[test]
+fn with_two_nccl_channels_ns3_forwards_exactly_the_replayers_bytes_on_every_link() {
+    use ina3d::formats::{links_csv, routes_txt};
+    use ina3d::pipeline::{generate_trace, Job, JobSpec};
+    // the tiny job on a k=4 fat-tree of 2-GPU servers, host collectives over 2 channels
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "fat-tree:k=4,gpus-per-server=2".into(),
+        nccl_channels: Some(2),
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let trace = generate_trace(&job, &opts, None, true, &mut |_| {})
+        .unwrap()
+        .records;
+    assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ina = InaSwitchModel::default();
+    replay_into(&trace, &job.topology, &ina, rep.path());
+    run(&trace, &job.topology, &ina, ns.path());
+    // the check means something only if some channel 1 leaves its pair's channel-0 path
+    let p = ns.path().join("routes.txt");
+    let routes = routes_txt::parse(&p, &std::fs::read_to_string(&p).unwrap())
+        .unwrap()
+        .paths;
+    let apart = routes
+        .iter()
+        .filter(|(&(s, d, c), hops)| c == 1 && routes.get(&(s, d, 0)) != Some(*hops))
+        .count();
+    assert!(apart > 0, "every channel 1 hashed onto its channel-0 path");
+    // RoCE packets carry the replayer's 48 header bytes: equal to the byte, link by link
+    let bytes = |dir: &Path| -> BTreeMap<(u32, u32, u32), u64> {
+        links_csv::read(&dir.join("links.csv"))
+            .unwrap()
+            .into_iter()
+            .map(|c| ((c.link.0, c.from.0, c.to.0), c.bytes))
+            .collect()
+    };
+    let (want, got) = (bytes(rep.path()), bytes(ns.path()));
+    assert!(want.len() > 16, "{} busy channels", want.len());
+    assert_eq!(got, want);
+}
+
 // ---------------------------------------------------------------- RoCE and DCQCN
+
+#[test]
+fn a_nic_serving_seven_queue_pairs_sends_at_its_line_rate_never_faster() {
+    // host 0 sends 1 MiB to each other host of an 8-host star at once: seven queue pairs
+    // share one 100 Gb/s NIC, nothing else is loaded, so the NIC's wire bytes over its
+    // rate bound the makespan from below (a NIC cannot transmit two packets at once) and,
+    // within the links' propagation and one packet's store-and-forward, from above.
+    let mib = 1u64 << 20;
+    let trace: Vec<FlowRecord> = (1..8)
+        .map(|d| rec(d as u64, 0, d, mib, &[], Mode::Net, Class::Dp))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&trace, &star(8), &InaSwitchModel::default(), dir.path());
+    let wire = 7 * Bytes(mib).with_headers(Bytes(1000), Bytes(48)).0;
+    let line = BitsPerSec::gbps(100).transmit_time(Bytes(wire)).0;
+    let t = r.summary.iteration_time_ns;
+    assert!(t >= line, "{t} ns < {line} ns: faster than the NIC's line rate");
+    assert!(t <= line + 5_000, "{t} ns against {line} ns at line rate");
+    assert_eq!(r.stats["finished"], 7);
+}
 
 use ina3d::ns3::Transport;
 

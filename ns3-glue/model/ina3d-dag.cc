@@ -552,6 +552,10 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
             cnps += a ? a->CnpsSent() : 0;
         o << "cnps_sent " << cnps << "\n";
         o << "dropped_packets " << links.Drops() << "\n";
+        // the deepest any one egress queue got, and what one holds before it drops
+        o << "peak_queue_bytes " << links.PeakQueueBytes() << "\n";
+        o << "peak_queue_packets " << links.PeakQueuePackets() << "\n";
+        o << "queue_capacity_packets " << params.queuePackets << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
     std::vector<std::string> files = {"fct.csv",   "fct.txt",           "stats.txt",
