@@ -86,7 +86,9 @@ class Ina3dPairRouting : public Ipv4RoutingProtocol
 
     /**
      * \brief Packets to or from port `port` of node `node` belong to NCCL channel
-     * `channel` (an application opened that channel's connection on that port).
+     * `channel` (an application opened that channel's connection on that port). Ports are
+     * not told apart by protocol: a run carries net records over UDP (roce) or TCP, never
+     * both, and INA's and the listeners' fixed ports are never registered.
      */
     static void RegisterPort(uint32_t node, uint16_t port, uint32_t channel);
 
