@@ -1780,7 +1780,10 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     // ring step 3 → 4 crosses from leaf 8 to leaf 9; send it over the other spine
     let p = ns.path().join("routes.txt");
     let routes = std::fs::read_to_string(&p).unwrap();
-    let old = routes.lines().find(|l| l.starts_with("PATH 3 4 0 ")).unwrap();
+    let old = routes
+        .lines()
+        .find(|l| l.starts_with("PATH 3 4 0 "))
+        .unwrap();
     let new = other_spine(old);
     std::fs::write(&p, routes.replace(old, &new)).unwrap();
     run_glue(glue(), ns.path(), |_, _| {}).unwrap();
@@ -1903,7 +1906,10 @@ fn a_nic_serving_seven_queue_pairs_sends_at_its_line_rate_never_faster() {
     let wire = 7 * Bytes(mib).with_headers(Bytes(1000), Bytes(48)).0;
     let line = BitsPerSec::gbps(100).transmit_time(Bytes(wire)).0;
     let t = r.summary.iteration_time_ns;
-    assert!(t >= line, "{t} ns < {line} ns: faster than the NIC's line rate");
+    assert!(
+        t >= line,
+        "{t} ns < {line} ns: faster than the NIC's line rate"
+    );
     assert!(t <= line + 5_000, "{t} ns against {line} ns at line rate");
     assert_eq!(r.stats["finished"], 7);
 }

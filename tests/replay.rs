@@ -1387,7 +1387,10 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took_on_its_cha
         multipath += usize::from(path.len() >= 4);
         channels_apart += usize::from(c == 1 && glue[&(s, d, 0)] != *hops);
     }
-    assert!(channels_apart > 0, "no channel-1 connection left its pair's channel-0 path");
+    assert!(
+        channels_apart > 0,
+        "no channel-1 connection left its pair's channel-0 path"
+    );
     assert!(multipath >= 16, "the check covers the ring steps that leave their edge switch, which have equal-cost choices ({multipath})");
 }
 

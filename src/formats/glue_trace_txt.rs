@@ -35,16 +35,7 @@ pub fn to_string(records: &[FlowRecord], standalone: &[Nanos]) -> String {
         let _ = write!(
             s,
             "{} {} {} {} {} {} {} {} {} {}",
-            r.id,
-            r.src,
-            r.dst,
-            r.bytes.0,
-            r.gap.0,
-            r.dur.0,
-            r.mode,
-            r.class,
-            r.channel,
-            sa.0
+            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, r.channel, sa.0
         );
         match r.agg {
             Some(a) => {
@@ -231,7 +222,10 @@ mod tests {
             ),
             ("0 1 1 0 0 0 compute compute 0 0 - - - - 2 5", "ndeps"),
             ("0 99999999999 1 0 0 0 compute compute 0 0 - - - - 0", "src"),
-            ("0 1 1 0 0 0 compute compute 0 0 1 2 3 sideways 0", "agg_dir"),
+            (
+                "0 1 1 0 0 0 compute compute 0 0 1 2 3 sideways 0",
+                "agg_dir",
+            ),
             ("0 1 2 9 0 0 net dp 4294967296 0 - - - - 0", "channel"),
             ("0 1 2 9 0 0 net dp x 0 - - - - 0", "channel"),
             // a version 1 line (no channel): the agg fields slide into standalone_ns

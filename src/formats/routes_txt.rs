@@ -145,7 +145,10 @@ mod tests {
         let p = Path::new("routes.txt");
         for (text, want) in [
             ("PATH 0 3 0 2:0 5\n", "routes.txt:1: hop:"),
-            ("PATH 0 3 0 2:0\n", "routes.txt:1: hop: the path does not end"),
+            (
+                "PATH 0 3 0 2:0\n",
+                "routes.txt:1: hop: the path does not end",
+            ),
             ("PATH 0 3 1 3:0\nPATH 0 3 1 3:1\n", "routes.txt:2: PATH:"),
             ("ROUTE 0 3\n", "routes.txt:1: keyword:"),
             ("ADDR x 1\n", "routes.txt:1: node:"),

@@ -225,7 +225,12 @@ mod tests {
     fn every_channel_takes_the_replayers_channel_path_and_its_reverse_is_routed_too() {
         let t = diamond();
         let on = |r: FlowRecord, channel| FlowRecord { channel, ..r };
-        let recs = [net(0, 0, 3), net(1, 1, 3), on(net(2, 0, 3), 1), on(net(3, 0, 3), 5)];
+        let recs = [
+            net(0, 0, 3),
+            net(1, 1, 3),
+            on(net(2, 0, 3), 1),
+            on(net(3, 0, 3), 5),
+        ];
         let pairs = glue_pairs(&recs, &t, InaPolicy::Static);
         assert_eq!(pairs.len(), 8, "four connections and their reverses");
         let r = PairRoutes::new(&t, 5, &pairs).unwrap();
@@ -244,7 +249,13 @@ mod tests {
     #[test]
     fn routes_txt_reads_back_as_the_same_paths_and_unrouted_pairs_are_an_error() {
         let t = diamond();
-        let recs = [net(0, 0, 3), FlowRecord { channel: 1, ..net(1, 0, 3) }];
+        let recs = [
+            net(0, 0, 3),
+            FlowRecord {
+                channel: 1,
+                ..net(1, 0, 3)
+            },
+        ];
         let r = PairRoutes::new(&t, 0, &glue_pairs(&recs, &t, InaPolicy::Static)).unwrap();
         let (text, n) = r.text(&t);
         assert_eq!(n, 4, "two channels of one pair, both ways");

@@ -347,10 +347,12 @@ pub fn switch_bytes(
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
     {
-        let path = routes.get(&(r.src, r.dst, r.channel)).ok_or(Ns3Error::NoRoute {
-            src: r.src,
-            dst: r.dst,
-        })?;
+        let path = routes
+            .get(&(r.src, r.dst, r.channel))
+            .ok_or(Ns3Error::NoRoute {
+                src: r.src,
+                dst: r.dst,
+            })?;
         let chans: Vec<Channel> = path
             .iter()
             .scan(r.src, |from, &(to, link)| {
