@@ -206,7 +206,8 @@ fn fct_row() -> impl Strategy<Value = FctRow> {
         })
 }
 
-/// Glue trace records: a valid DAG (deps on earlier ids), aggregation tags on ina edges.
+/// Glue trace records: a valid DAG (deps on earlier ids), aggregation tags on ina edges,
+/// NCCL channels on net records.
 fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
     proptest::collection::vec(
         (
@@ -216,13 +217,14 @@ fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
             any::<bool>(),
             proptest::collection::vec(0u64..64, 0..4),
             0u64..1 << 20,
+            prop_oneof![Just(0u32), 1u32..8, Just(u32::MAX)],
         ),
         1..20,
     )
     .prop_map(|spec| {
         let mut recs = Vec::new();
         let mut sa = Vec::new();
-        for (i, (s, d, bytes, ina, deps, gap)) in spec.into_iter().enumerate() {
+        for (i, (s, d, bytes, ina, deps, gap, channel)) in spec.into_iter().enumerate() {
             recs.push(FlowRecord {
                 id: FlowId(i as u64),
                 src: s,
@@ -242,6 +244,7 @@ fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
                     fanin: 2,
                     dir: AggDir::Up,
                 }),
+                channel: if ina { 0 } else { channel },
                 ..Default::default()
             });
             sa.push(Nanos(bytes / 12));
@@ -255,13 +258,14 @@ fn routes() -> impl Strategy<Value = routes_txt::Routes> {
         (
             node(),
             node(),
+            prop_oneof![Just(0u32), 1u32..4, Just(u32::MAX)],
             proptest::collection::vec((node(), 0u32..200), 0..5),
         ),
         0..10,
     )
     .prop_map(|spec| {
         let mut r = routes_txt::Routes::default();
-        for (s, d, hops) in spec {
+        for (s, d, channel, hops) in spec {
             if s == d {
                 continue;
             }
@@ -269,7 +273,9 @@ fn routes() -> impl Strategy<Value = routes_txt::Routes> {
                 hops.into_iter().map(|(n, l)| (n, LinkId(l))).collect();
             hops.push((d, LinkId(7)));
             r.addrs.push((s, d));
-            r.paths.insert((s, d), hops);
+            // one pair on two channels: distinct connections, not a repeat
+            r.paths.insert((s, d, channel), hops.clone());
+            r.paths.insert((s, d, channel ^ 1), hops);
         }
         r
     })

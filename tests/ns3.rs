@@ -395,21 +395,26 @@ fn emitted_topology_reads_back_as_the_same_links_with_one_proxy_per_aggregating_
 }
 
 #[test]
-fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_choice() {
+fn glue_routes_give_each_connection_one_path_its_reverse_and_the_replayers_choice() {
     let dir = tempfile::tempdir().unwrap();
-    // a ring on the leaf-spine (14 records per pair) plus one flow from each host to its
-    // opposite: the leaf-crossing pairs have a choice of spine
+    // a ring on the leaf-spine (14 records per pair) plus flows from each host to its
+    // opposite on NCCL channels 0, 1 and 2: the leaf-crossing connections have a choice of
+    // spine, each channel its own
     let mut trace = ring_allreduce(8, 8192, 0);
-    trace.extend((0..8).map(|h| {
-        rec(
-            1000 + h as u64,
-            h,
-            (h + 4) % 8,
-            4096,
-            &[],
-            Mode::Net,
-            Class::Tp,
-        )
+    trace.extend((0..24).map(|k| {
+        let h = k % 8;
+        FlowRecord {
+            channel: k / 8,
+            ..rec(
+                1000 + k as u64,
+                h,
+                (h + 4) % 8,
+                4096,
+                &[],
+                Mode::Net,
+                Class::Tp,
+            )
+        }
     }));
     let r = emit(
         &trace,
@@ -426,9 +431,9 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
     let p = dir.path().join("routes.txt");
     let text = std::fs::read_to_string(&p).unwrap();
     let routes = ina3d::formats::routes_txt::parse(&p, &text).unwrap().paths;
-    let pairs: std::collections::BTreeSet<(NodeId, NodeId)> = trace
+    let pairs: std::collections::BTreeSet<(NodeId, NodeId, u32)> = trace
         .iter()
-        .flat_map(|f| [(f.src, f.dst), (f.dst, f.src)])
+        .flat_map(|f| [(f.src, f.dst, f.channel), (f.dst, f.src, f.channel)])
         .collect();
     assert_eq!(
         routes
@@ -436,21 +441,28 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
             .copied()
             .collect::<std::collections::BTreeSet<_>>(),
         pairs,
-        "trace pairs and their reverses, nothing else"
+        "trace connections and their reverses, nothing else"
     );
     assert_eq!(r.routes, pairs.len());
-    // a crossing pair goes host → leaf → spine → leaf → host, on the spine its hash picks
+    // a crossing connection goes host → leaf → spine → leaf → host, on the spine the hash
+    // of (src, dst, channel) picks
     let routing = ina3d::topology::Routing::new(&leaf_spine(), 3).unwrap();
     let mut spines = std::collections::BTreeSet::new();
-    for (&(s, d), hops) in &routes {
-        let want = routing.path(s, d, ina3d::topology::pair_key(s, d)).unwrap();
+    let mut channels_apart = 0;
+    for (&(s, d, c), hops) in &routes {
+        let want = routing
+            .path(s, d, ina3d::topology::connection_key(s, d, c))
+            .unwrap();
         assert_eq!(
             hops.iter().map(|h| h.1).collect::<Vec<_>>(),
             want.iter().map(|c| c.link()).collect::<Vec<_>>(),
-            "{s}->{d}"
+            "{s}->{d} channel {c}"
         );
         if hops.len() == 4 {
             spines.insert(hops[1].0);
+            if c > 0 && routes[&(s, d, 0)] != *hops {
+                channels_apart += 1;
+            }
         }
     }
     assert_eq!(
@@ -458,9 +470,13 @@ fn glue_routes_give_each_src_dst_pair_one_path_its_reverse_and_the_replayers_cho
         2,
         "crossing connections spread over both spines"
     );
+    assert!(
+        channels_apart > 0,
+        "no channel of a crossing pair left its channel-0 spine"
+    );
     let meta = std::fs::read_to_string(dir.path().join("flow.meta.txt")).unwrap();
     assert!(
-        meta.contains(&format!("{} pairs routed", pairs.len())),
+        meta.contains(&format!("{} connections routed", pairs.len())),
         "{meta}"
     );
 }
@@ -1437,14 +1453,14 @@ fn a_pair_missing_from_routes_txt_makes_the_glue_run_fail_naming_the_pair() {
     let dir = emitted_ring_on_star(65536);
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
-    assert!(t.contains("PATH 1 2 4:1 2:2\n"), "{t}");
-    std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2\n", "")).unwrap();
+    assert!(t.contains("PATH 1 2 0 4:1 2:2\n"), "{t}");
+    std::fs::write(&p, t.replace("PATH 1 2 0 4:1 2:2\n", "")).unwrap();
     let e = run_glue(glue(), dir.path(), |_, _| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("unfinished"), "{e}");
     assert!(
-        e.contains("no route for packets from node 1 to node 2"),
+        e.contains("no route for packets from node 1 to node 2 on channel 0"),
         "{e}"
     );
 }
@@ -1454,8 +1470,8 @@ fn a_routes_txt_hop_over_a_link_that_does_not_join_its_nodes_is_rejected_with_fi
     let dir = emitted_ring_on_star(4096);
     let p = dir.path().join("routes.txt");
     let t = std::fs::read_to_string(&p).unwrap();
-    let line = t.lines().position(|l| l == "PATH 1 2 4:1 2:2").unwrap() + 1;
-    std::fs::write(&p, t.replace("PATH 1 2 4:1 2:2", "PATH 1 2 4:3 2:2")).unwrap();
+    let line = t.lines().position(|l| l == "PATH 1 2 0 4:1 2:2").unwrap() + 1;
+    std::fs::write(&p, t.replace("PATH 1 2 0 4:1 2:2", "PATH 1 2 0 4:3 2:2")).unwrap();
     let e = run_glue(glue(), dir.path(), |_, _| {})
         .unwrap_err()
         .to_string();
@@ -1904,19 +1920,19 @@ fn under_tcp_link_counts_agree_within_the_header_tolerance_the_run_declares() {
 }
 
 #[cfg(feature = "tables")]
-/// The other spine's path for `PATH src dst` of the leaf-spine's routes.txt: hosts under
+/// The other spine's path for `PATH src dst channel` of the leaf-spine's routes.txt: hosts under
 /// leaf 8 and leaf 9 reach each other over spine 10 or spine 11 (rows 8–11).
 fn other_spine(line: &str) -> String {
     let t: Vec<&str> = line.split_whitespace().collect();
-    let (src, dst) = (t[1], t[2]);
+    let (src, dst, channel) = (t[1], t[2], t[3]);
     let leaf_of = |h: u32| 8 + h / 4;
     let (s, d): (u32, u32) = (src.parse().unwrap(), dst.parse().unwrap());
     let (ls, ld) = (leaf_of(s), leaf_of(d));
-    let spine: u32 = t[4].split(':').next().unwrap().parse().unwrap();
+    let spine: u32 = t[5].split(':').next().unwrap().parse().unwrap();
     let other = if spine == 10 { 11 } else { 10 };
     let row = |leaf: u32, spine: u32| 8 + (leaf - 8) * 2 + (spine - 10);
     format!(
-        "PATH {src} {dst} {ls}:{s} {other}:{} {ld}:{} {dst}:{d}",
+        "PATH {src} {dst} {channel} {ls}:{s} {other}:{} {ld}:{} {dst}:{d}",
         row(ls, other),
         row(ld, other)
     )
@@ -1942,7 +1958,10 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     // ring step 3 → 4 crosses from leaf 8 to leaf 9; send it over the other spine
     let p = ns.path().join("routes.txt");
     let routes = std::fs::read_to_string(&p).unwrap();
-    let old = routes.lines().find(|l| l.starts_with("PATH 3 4 ")).unwrap();
+    let old = routes
+        .lines()
+        .find(|l| l.starts_with("PATH 3 4 0 "))
+        .unwrap();
     let new = other_spine(old);
     std::fs::write(&p, routes.replace(old, &new)).unwrap();
     run_glue(glue(), ns.path(), |_, _| {}).unwrap();
@@ -1960,7 +1979,7 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     };
     // the fabric hops of the old and the new path (the host links are common to both)
     let hops = |line: &str| -> Vec<(u32, u32, u32)> {
-        let t: Vec<&str> = line.split_whitespace().skip(3).collect();
+        let t: Vec<&str> = line.split_whitespace().skip(4).collect();
         let mut prev = 3;
         let mut v = Vec::new();
         for h in t {
@@ -2004,7 +2023,74 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     assert_eq!(csv.matches(",differs\n").count(), 4, "{csv}");
 }
 
+#[test]
+fn with_two_nccl_channels_ns3_forwards_exactly_the_replayers_bytes_on_every_link() {
+    use ina3d::formats::{links_csv, routes_txt};
+    use ina3d::pipeline::{generate_trace, Job, JobSpec};
+    // the tiny job on a k=4 fat-tree of 2-GPU servers, host collectives over 2 channels
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "fat-tree:k=4,gpus-per-server=2".into(),
+        nccl_channels: Some(2),
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let trace = generate_trace(&job, &opts, None, true, &mut |_| {})
+        .unwrap()
+        .records;
+    assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ina = InaSwitchModel::default();
+    replay_into(&trace, &job.topology, &ina, rep.path());
+    run(&trace, &job.topology, &ina, ns.path());
+    // the check means something only if some channel 1 leaves its pair's channel-0 path
+    let p = ns.path().join("routes.txt");
+    let routes = routes_txt::parse(&p, &std::fs::read_to_string(&p).unwrap())
+        .unwrap()
+        .paths;
+    let apart = routes
+        .iter()
+        .filter(|(&(s, d, c), hops)| c == 1 && routes.get(&(s, d, 0)) != Some(*hops))
+        .count();
+    assert!(apart > 0, "every channel 1 hashed onto its channel-0 path");
+    // RoCE packets carry the replayer's 48 header bytes: equal to the byte, link by link
+    let bytes = |dir: &Path| -> BTreeMap<(u32, u32, u32), u64> {
+        links_csv::read(&dir.join("links.csv"))
+            .unwrap()
+            .into_iter()
+            .map(|c| ((c.link.0, c.from.0, c.to.0), c.bytes))
+            .collect()
+    };
+    let (want, got) = (bytes(rep.path()), bytes(ns.path()));
+    assert!(want.len() > 16, "{} busy channels", want.len());
+    assert_eq!(got, want);
+}
+
 // ---------------------------------------------------------------- RoCE and DCQCN
+
+#[test]
+fn a_nic_serving_seven_queue_pairs_sends_at_its_line_rate_never_faster() {
+    // host 0 sends 1 MiB to each other host of an 8-host star at once: seven queue pairs
+    // share one 100 Gb/s NIC, nothing else is loaded, so the NIC's wire bytes over its
+    // rate bound the makespan from below (a NIC cannot transmit two packets at once) and,
+    // within the links' propagation and one packet's store-and-forward, from above.
+    let mib = 1u64 << 20;
+    let trace: Vec<FlowRecord> = (1..8)
+        .map(|d| rec(d as u64, 0, d, mib, &[], Mode::Net, Class::Dp))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&trace, &star(8), &InaSwitchModel::default(), dir.path());
+    let wire = 7 * Bytes(mib).with_headers(Bytes(1000), Bytes(48)).0;
+    let line = BitsPerSec::gbps(100).transmit_time(Bytes(wire)).0;
+    let t = r.summary.iteration_time_ns;
+    assert!(
+        t >= line,
+        "{t} ns < {line} ns: faster than the NIC's line rate"
+    );
+    assert!(t <= line + 5_000, "{t} ns against {line} ns at line rate");
+    assert_eq!(r.stats["finished"], 7);
+}
 
 use ina3d::ns3::Transport;
 

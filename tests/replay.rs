@@ -1305,7 +1305,7 @@ fn every_net_and_ina_record_is_routed_by_its_src_dst_connection_not_its_record_i
 }
 
 #[test]
-fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
+fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took_on_its_channel() {
     let topo = Topology::from_spec("fat-tree:k=4").unwrap();
     let seed = 11;
     let routing = ina3d::topology::Routing::new(&topo, seed).unwrap();
@@ -1313,7 +1313,15 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
         inner: &routing,
         asked: Default::default(),
     };
-    let recs = fat_tree_mix(&topo);
+    // the second ring round on NCCL channel 1: the same pairs, other connections
+    let recs: Vec<FlowRecord> = fat_tree_mix(&topo)
+        .into_iter()
+        .map(|r| FlowRecord {
+            channel: u32::from(r.mode == Mode::Net && r.id.0 >= 100),
+            ..r
+        })
+        .collect();
+    assert!(recs.iter().any(|r| r.channel == 1));
     simulate(&recs, &topo, &rec, &ideal()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let opts = ina3d::ns3::EmitOptions {
@@ -1333,19 +1341,20 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
     let glue = ina3d::formats::routes_txt::parse(&p, &std::fs::read_to_string(&p).unwrap())
         .unwrap()
         .paths;
-    let took: HashMap<(NodeId, NodeId), Vec<Channel>> = rec
+    let took: HashMap<(NodeId, NodeId, u64), Vec<Channel>> = rec
         .asked
         .into_inner()
         .into_iter()
-        .map(|(s, d, _, p)| ((s, d), p))
+        .map(|(s, d, key, p)| ((s, d, key), p))
         .collect();
     let mut multipath = 0;
+    let mut channels_apart = 0;
     for r in &recs {
-        let (s, d) = (r.src, r.dst);
-        let path = &took[&(s, d)];
+        let (s, d, c) = (r.src, r.dst, r.channel);
+        let path = &took[&(s, d, ina3d::topology::connection_key(s, d, c))];
         let hops = glue
-            .get(&(s, d))
-            .unwrap_or_else(|| panic!("routes.txt lacks {s}->{d}"));
+            .get(&(s, d, c))
+            .unwrap_or_else(|| panic!("routes.txt lacks {s}->{d} channel {c}"));
         assert_eq!(
             hops.iter().map(|h| h.1).collect::<Vec<_>>(),
             path.iter().map(|c| c.link()).collect::<Vec<_>>(),
@@ -1362,16 +1371,22 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took() {
             u = v;
         }
         assert_eq!(u, d);
-        // the reverse direction (TCP ACKs, INA results) is routed too, on its own connection path
+        // the reverse direction (TCP ACKs, CNPs, INA results) is routed too, on the
+        // channel's own reverse connection path
         let back = glue
-            .get(&(d, s))
-            .unwrap_or_else(|| panic!("routes.txt lacks the reverse {d}->{s}"));
+            .get(&(d, s, c))
+            .unwrap_or_else(|| panic!("routes.txt lacks the reverse {d}->{s} channel {c}"));
         assert_eq!(
             back.iter().map(|h| h.1).collect::<Vec<_>>(),
-            routing_path(&topo, &routing, d, s)
+            routing_path(&topo, &routing, d, s, c)
         );
         multipath += usize::from(path.len() >= 4);
+        channels_apart += usize::from(c == 1 && glue[&(s, d, 0)] != *hops);
     }
+    assert!(
+        channels_apart > 0,
+        "no channel-1 connection left its pair's channel-0 path"
+    );
     assert!(multipath >= 16, "the check covers the ring steps that leave their edge switch, which have equal-cost choices ({multipath})");
 }
 
@@ -1380,10 +1395,11 @@ fn routing_path(
     routing: &ina3d::topology::Routing,
     s: NodeId,
     d: NodeId,
+    channel: u32,
 ) -> Vec<LinkId> {
     let _ = topo;
     routing
-        .connection_path(s, d)
+        .channel_path(s, d, channel)
         .unwrap()
         .iter()
         .map(|c| c.link())

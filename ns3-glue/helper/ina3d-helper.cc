@@ -622,40 +622,47 @@ Ina3dHelper::ReadRoutes(const std::string& path, std::string& err)
             dag.nodeAddress[a] = ip->GetAddress(port->second.ifIndex, 0).GetLocal();
             continue;
         }
-        if (t[0] != "PATH" || t.size() < 4 || !ToU32(t[1], a) || !ToU32(t[2], b) ||
+        if (t[0] != "PATH" || t.size() < 5 || !ToU32(t[1], a) || !ToU32(t[2], b) ||
             a >= NodeCount() || b >= NodeCount() || a == b)
         {
-            err = at + "expected `ADDR node peer` or `PATH src dst node:link...` with distinct node ids below " +
+            err = at + "expected `ADDR node peer` or `PATH src dst channel node:link...` with distinct node ids below " +
                   std::to_string(NodeCount());
             return false;
         }
-        // Walk the hops: at each node, packets of (a, b) leave over the hop's link.
+        uint32_t ch;
+        if (!ToU32(t[3], ch))
+        {
+            err = at + "channel: expected an NCCL channel number, found `" + t[3] +
+                  "` (routes v2 files, without channels, must be emitted again)";
+            return false;
+        }
+        // Walk the hops: at each node, packets of connection (a, b, ch) leave over the hop's link.
         uint32_t u = a;
         uint64_t bottleneck = UINT64_MAX;
         int64_t rttNs = 0;
-        for (size_t k = 3; k < t.size(); k++)
+        for (size_t k = 4; k < t.size(); k++)
         {
             size_t colon = t[k].find(':');
             uint32_t v, l;
             if (colon == std::string::npos || !ToU32(t[k].substr(0, colon), v) ||
                 !ToU32(t[k].substr(colon + 1), l) || l >= m_links.size())
             {
-                err = at + "hop " + std::to_string(k - 2) + ": expected `node:link` with a link row below " +
+                err = at + "hop " + std::to_string(k - 3) + ": expected `node:link` with a link row below " +
                       std::to_string(m_links.size()) + ", found `" + t[k] + "`";
                 return false;
             }
             const LinkSpec& spec = m_links[l];
             if (!((spec.a == u && spec.b == v) || (spec.b == u && spec.a == v)))
             {
-                err = at + "hop " + std::to_string(k - 2) + ": link " + std::to_string(l) +
+                err = at + "hop " + std::to_string(k - 3) + ": link " + std::to_string(l) +
                       " does not join node " + std::to_string(u) + " and node " + std::to_string(v);
                 return false;
             }
             const Port& port = spec.a == u ? m_linkPorts[l].atA : m_linkPorts[l].atB;
-            if (!Routing(u)->AddPairRoute(a, b, port.ifIndex, port.peer))
+            if (!Routing(u)->AddPairRoute(a, b, ch, port.ifIndex, port.peer))
             {
-                err = at + "node " + std::to_string(u) + " already routes the pair " + t[1] + " " + t[2] +
-                      " (a repeated pair or a path through a node twice)";
+                err = at + "node " + std::to_string(u) + " already routes channel " + t[3] + " of the pair " +
+                      t[1] + " " + t[2] + " (a repeated connection or a path through a node twice)";
                 return false;
             }
             // round trip: the hop's propagation both ways, one full data segment's
@@ -666,7 +673,7 @@ Ina3dHelper::ReadRoutes(const std::string& path, std::string& err)
                      rate.CalculateBytesTxTime(1054).GetNanoSeconds();
             u = v;
         }
-        dag.pairBdp[{a, b}] = uint64_t(double(bottleneck) / 8e9 * double(rttNs));
+        dag.pairBdp[{a, b, ch}] = uint64_t(double(bottleneck) / 8e9 * double(rttNs));
         if (u != b)
         {
             err = at + "the path ends at node " + std::to_string(u) + ", not at its destination " + t[2];

@@ -3,6 +3,8 @@
  */
 #include "ina-apps.h"
 
+#include "ina3d-pair-routing.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -121,18 +123,18 @@ InaHostApplication::StartFlow(uint32_t idx)
     const DagRecord& r = dag.records[idx];
     if (dag.params.persistentTcp)
     {
-        // Like NCCL's long-lived peer connections: one connection per (src, dst) pair,
+        // Like NCCL's long-lived peer connections: one connection per (src, dst, channel),
         // records sent back to back in the order they start; the receiver splits the
         // byte stream back into records by their sizes.
-        Conn& c = m_conns[r.dst];
-        dag.pairFifo[{m_node, r.dst}].push_back(idx);
+        Conn& c = m_conns[{r.dst, r.channel}];
+        dag.pairFifo[{m_node, r.dst, r.channel}].push_back(idx);
         c.queued += r.bytes;
         if (!c.sock)
         {
             c.sock = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
-            BoundWindow(c.sock, r.dst);
-            c.sock->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
-            m_connDst[c.sock] = r.dst;
+            BoundWindow(c.sock, r.dst, r.channel);
+            BindChannel(c.sock, r.channel);
+            m_connDst[c.sock] = {r.dst, r.channel};
             c.sock->SetConnectCallback(MakeCallback(&InaHostApplication::ConnectOk, this),
                                        MakeCallback(&InaHostApplication::ConnectFail, this));
             c.sock->SetSendCallback(MakeCallback(&InaHostApplication::HandleSend, this));
@@ -143,12 +145,8 @@ InaHostApplication::StartFlow(uint32_t idx)
         return;
     }
     Ptr<Socket> s = Socket::CreateSocket(GetNode(), TcpSocketFactory::GetTypeId());
-    BoundWindow(s, r.dst);
-    // Bind to the node's identity address so that the receiver's routes back (ACKs) exist.
-    s->Bind(InetSocketAddress(dag.nodeAddress[m_node], 0));
-    Address local;
-    s->GetSockName(local);
-    uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
+    BoundWindow(s, r.dst, r.channel);
+    uint16_t port = BindChannel(s, r.channel);
     dag.tcpFlowByPort[{m_node, port}] = idx;
     m_tx[s] = TxFlow{idx, 0};
     s->SetConnectCallback(MakeCallback(&InaHostApplication::ConnectOk, this),
@@ -157,15 +155,28 @@ InaHostApplication::StartFlow(uint32_t idx)
     s->Connect(InetSocketAddress(dag.nodeAddress[r.dst], FLOW_PORT));
 }
 
+uint16_t
+InaHostApplication::BindChannel(Ptr<Socket> s, uint32_t channel)
+{
+    // The node's identity address, so that the receiver's routes back (ACKs) exist; the
+    // port tells the fabric (Ina3dPairRouting) which channel's path the connection takes.
+    s->Bind(InetSocketAddress(Dag::Get().nodeAddress[m_node], 0));
+    Address local;
+    s->GetSockName(local);
+    uint16_t port = InetSocketAddress::ConvertFrom(local).GetPort();
+    Ina3dPairRouting::RegisterPort(m_node, port, channel);
+    return port;
+}
+
 void
-InaHostApplication::BoundWindow(Ptr<Socket> s, uint32_t dst)
+InaHostApplication::BoundWindow(Ptr<Socket> s, uint32_t dst, uint32_t channel)
 {
     // The send buffer holds every unacknowledged segment, so it bounds the window: a few
     // of the path's bandwidth-delay products keep a lone connection at line rate, and keep
     // short the list of sent segments ns-3's TcpTxBuffer::NextSeg walks on every send.
     Dag& dag = Dag::Get();
     uint32_t seg = dag.params.tcpSegment;
-    auto bdp = dag.pairBdp.find({m_node, dst});
+    auto bdp = dag.pairBdp.find({m_node, dst, channel});
     uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
                                               : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
     uint64_t segs = std::max<uint64_t>(16, (bytes + seg - 1) / seg);
@@ -240,7 +251,8 @@ InaHostApplication::HandleAccept(Ptr<Socket> s, const Address& from)
             dag.protocolErrors++;
             return;
         }
-        m_rxPair[s] = node->second;
+        // the connection's channel: the one its source registered for its port
+        m_rxPair[s] = {node->second, Ina3dPairRouting::PortChannel(node->second, a.GetPort())};
         s->SetRecvCallback(MakeCallback(&InaHostApplication::HandleRead, this));
         return;
     }
@@ -265,7 +277,7 @@ InaHostApplication::HandleRead(Ptr<Socket> s)
     {
         Ptr<Packet> p;
         while ((p = s->Recv()) && p->GetSize() > 0)
-            dag.Deliver(pr->second, m_node, p->GetSize());
+            dag.Deliver(pr->second.first, m_node, pr->second.second, p->GetSize());
         return;
     }
     auto it = m_rx.find(s);
@@ -354,7 +366,7 @@ InaHostApplication::StartRing(uint64_t agg)
     p.perStep = uint32_t((p.chunk + payload - 1) / payload);
     // windowed as the glue's TCP connections are: two bandwidth-delay products of the
     // path to the successor (at least 16 packets)
-    auto bdp = dag.pairBdp.find({m_node, p.succ});
+    auto bdp = dag.pairBdp.find({m_node, p.succ, 0u});
     uint64_t bytes = bdp == dag.pairBdp.end() ? dag.params.tcpBuffer
                                               : uint64_t(dag.params.tcpWindowBdps * double(bdp->second));
     p.window = uint32_t(std::max<uint64_t>(16, (bytes + payload - 1) / payload));

@@ -106,8 +106,10 @@ class InaHostApplication : public Application
     void StartApplication() override;
     void StopApplication() override;
 
-    /** Bounds a new connection to `dst`'s send buffer and initial window (TCP_WINDOW_BDPS). */
-    void BoundWindow(Ptr<Socket> s, uint32_t dst);
+    /** Bounds a new connection to `dst` on `channel`: send buffer and initial window (TCP_WINDOW_BDPS). */
+    void BoundWindow(Ptr<Socket> s, uint32_t dst, uint32_t channel);
+    /** Binds `s` to this node's identity address and registers its port as `channel`'s. */
+    uint16_t BindChannel(Ptr<Socket> s, uint32_t channel);
     void HandleAccept(Ptr<Socket> s, const Address& from);
     void HandleRead(Ptr<Socket> s);
     void HandleSend(Ptr<Socket> s, uint32_t available);
@@ -165,9 +167,11 @@ class InaHostApplication : public Application
         uint64_t queued = 0; //!< bytes of all records handed to this connection
         uint64_t sent = 0;   //!< bytes accepted by the socket
     };
-    std::map<uint32_t, Conn> m_conns;             //!< persistent connections by destination
-    std::map<Ptr<Socket>, uint32_t> m_connDst;    //!< socket -> destination node
-    std::map<Ptr<Socket>, uint32_t> m_rxPair;     //!< accepted persistent socket -> source node
+    /** (node, NCCL channel): a persistent connection's peer. */
+    typedef std::pair<uint32_t, uint32_t> Peer;
+    std::map<Peer, Conn> m_conns;             //!< persistent connections by (destination, channel)
+    std::map<Ptr<Socket>, Peer> m_connDst;    //!< socket -> (destination node, channel)
+    std::map<Ptr<Socket>, Peer> m_rxPair;     //!< accepted persistent socket -> (source node, channel)
     std::map<uint64_t, Worker> m_workers;
     std::map<uint64_t, RingPart> m_rings; //!< fallback rings this worker is in, by aggregation
 };

@@ -80,6 +80,8 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
         lineNo++;
         if (!line.empty() && line.back() == '\r')
             line.pop_back();
+        if (line == "# ina3d-ns3 trace v1")
+            return fail("a version 1 glue trace (no NCCL channel field): emit it again with `ina3d ns3 emit`");
         if (line.empty() || line[0] == '#')
             continue;
         std::istringstream ss(line);
@@ -96,8 +98,8 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             haveHeader = true;
             continue;
         }
-        if (t.size() < 14)
-            return fail("expected at least 14 fields, found " + std::to_string(t.size()));
+        if (t.size() < 15)
+            return fail("expected at least 15 fields, found " + std::to_string(t.size()));
         DagRecord r;
         uint64_t v;
         const char* names[] = {"id", "src", "dst", "bytes", "gap_ns", "dur_ns"};
@@ -137,28 +139,35 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
         else
             return fail("field mode: unknown `" + t[6] + "`");
         r.cls = t[7];
-        if (!ParseU64(t[8], r.standaloneNs))
+        uint64_t channel;
+        if (!ParseU64(t[8], channel) || channel > UINT32_MAX)
+            return fail("field channel: not an NCCL channel number (32 bits): " + t[8]);
+        if (channel != 0 && r.mode != RecMode::Net)
+            return fail("field channel: only net records run on NCCL channels, this " + t[6] +
+                        " record names channel " + t[8]);
+        r.channel = uint32_t(channel);
+        if (!ParseU64(t[9], r.standaloneNs))
             return fail("field standalone_ns: not an unsigned integer");
-        if (t[9] != "-")
+        if (t[10] != "-")
         {
             r.hasAgg = true;
             uint64_t sw, fanin;
-            if (!ParseU64(t[9], r.aggId) || !ParseU64(t[10], sw) || !ParseU64(t[11], fanin))
+            if (!ParseU64(t[10], r.aggId) || !ParseU64(t[11], sw) || !ParseU64(t[12], fanin))
                 return fail("agg fields: expected `agg_id switch fanin up|down`");
             if (sw >= nodeCount)
-                return fail("field agg_switch: node " + t[10] + " is not in the topology (" +
+                return fail("field agg_switch: node " + t[11] + " is not in the topology (" +
                             std::to_string(nodeCount) + " nodes)");
             if (fanin >= nodeCount)
-                return fail("field agg_fanin: " + t[11] + " is more than the topology's " +
+                return fail("field agg_fanin: " + t[12] + " is more than the topology's " +
                             std::to_string(nodeCount) + " nodes");
             // an aggregation's packets are counted in 32 bits
             if (vals[3] / std::max<uint32_t>(1, params.inaPayload) >= UINT32_MAX)
                 return fail("field bytes: " + t[3] + " bytes is more INA packets than 2^32");
             r.aggSwitch = uint32_t(sw);
             r.fanin = uint32_t(fanin);
-            if (t[12] == "up")
+            if (t[13] == "up")
                 r.up = true;
-            else if (t[12] == "down")
+            else if (t[13] == "down")
                 r.up = false;
             else
                 return fail("field agg_dir: expected up or down");
@@ -166,12 +175,12 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
         if (r.mode == RecMode::Ina && !r.hasAgg)
             return fail("ina record without aggregation fields");
         uint64_t nd;
-        if (!ParseU64(t[13], nd) || t.size() != 14 + nd)
+        if (!ParseU64(t[14], nd) || t.size() != 15 + nd)
             return fail("field ndeps: does not match the number of deps on the line");
         std::vector<uint64_t> ds;
         for (uint64_t i = 0; i < nd; i++)
         {
-            if (!ParseU64(t[14 + i], v))
+            if (!ParseU64(t[15 + i], v))
                 return fail("dep: not an unsigned integer");
             ds.push_back(v);
         }
@@ -380,9 +389,9 @@ Dag::Finish(uint32_t idx)
 }
 
 void
-Dag::Deliver(uint32_t src, uint32_t dst, uint64_t bytes)
+Dag::Deliver(uint32_t src, uint32_t dst, uint32_t channel, uint64_t bytes)
 {
-    std::deque<uint32_t>& fifo = pairFifo[{src, dst}];
+    std::deque<uint32_t>& fifo = pairFifo[{src, dst, channel}];
     while (bytes > 0 && !fifo.empty())
     {
         DagRecord& r = records[fifo.front()];
@@ -397,7 +406,7 @@ Dag::Deliver(uint32_t src, uint32_t dst, uint64_t bytes)
         }
     }
     if (bytes > 0)
-        protocolErrors++; // more bytes than the records sent on this pair
+        protocolErrors++; // more bytes than the records sent on this connection
 }
 
 void
@@ -542,6 +551,10 @@ Dag::WriteOutputs(const std::string& dir, double wallSeconds)
             cnps += a ? a->CnpsSent() : 0;
         o << "cnps_sent " << cnps << "\n";
         o << "dropped_packets " << links.Drops() << "\n";
+        // the deepest any one egress queue got, and what one holds before it drops
+        o << "peak_queue_bytes " << links.PeakQueueBytes() << "\n";
+        o << "peak_queue_packets " << links.PeakQueuePackets() << "\n";
+        o << "queue_capacity_packets " << params.queuePackets << "\n";
         o << "wall_time_ns " << (uint64_t)(wallSeconds * 1e9) << "\n";
     }
     std::vector<std::string> files = {"fct.csv",   "fct.txt",           "stats.txt",

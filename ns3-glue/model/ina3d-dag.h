@@ -20,6 +20,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ns3
@@ -56,6 +57,7 @@ struct DagRecord
     uint64_t durNs = 0;
     RecMode mode = RecMode::Net;
     std::string cls;
+    uint32_t channel = 0; //!< NCCL channel: a Net record travels on connection (src, dst, channel)
     uint64_t standaloneNs = 0;
     bool hasAgg = false;
     uint64_t aggId = 0;
@@ -152,10 +154,11 @@ class Dag
     /** Called by apps when a Net/INA record has moved its last byte (or by timers). */
     void Finish(uint32_t idx);
     /**
-     * `bytes` more of the (src, dst) pair's byte stream reached dst: the pair's records,
-     * in the order they were handed to the transport, take them and finish when whole.
+     * `bytes` more of the byte stream of connection (src, dst, channel) reached dst: the
+     * connection's records, in the order they were handed to the transport, take them and
+     * finish when whole.
      */
-    void Deliver(uint32_t src, uint32_t dst, uint64_t bytes);
+    void Deliver(uint32_t src, uint32_t dst, uint32_t channel, uint64_t bytes);
     /** Marks the start of a coupled record when it sends its first packet. */
     void MarkStart(uint32_t idx);
 
@@ -166,10 +169,12 @@ class Dag
     std::vector<Ptr<InaSwitchApplication>> switchApps; //!< by node id (null when not aggregating)
     std::vector<Ptr<Ina3dRoceApplication>> roceApps;   //!< by node id (TRANSPORT roce, hosts)
     std::map<std::pair<uint32_t, uint16_t>, uint32_t> tcpFlowByPort; //!< (src node, port) -> record
-    std::map<std::pair<uint32_t, uint32_t>, std::deque<uint32_t>> pairFifo; //!< (src, dst) -> records in send order
+    /** A connection: (src node, dst node, NCCL channel). */
+    typedef std::tuple<uint32_t, uint32_t, uint32_t> Conn;
+    std::map<Conn, std::deque<uint32_t>> pairFifo; //!< connection -> records in send order
     std::map<uint32_t, uint32_t> nodeOfAddress;                      //!< IPv4 (host order) -> node
-    /** Bandwidth-delay product of each routed (src, dst) pair, bytes (routes.txt and the links). */
-    std::map<std::pair<uint32_t, uint32_t>, uint64_t> pairBdp;
+    /** Bandwidth-delay product of each routed connection, bytes (routes.txt and the links). */
+    std::map<Conn, uint64_t> pairBdp;
     std::vector<Ipv4Address> nodeAddress;                            //!< identity address per node
     uint64_t finished = 0;
     uint64_t sumErrors = 0;

@@ -3,6 +3,8 @@
  */
 #include "ina3d-link-monitor.h"
 
+#include <algorithm>
+
 #include "ina-apps.h"
 #include "ina3d-roce.h"
 
@@ -70,6 +72,27 @@ LinkMonitor::Watch(Ptr<PointToPointNetDevice> dev, uint32_t link, bool reverse, 
             src, MakeBoundCallback(&LinkMonitor::DeviceDrop, this, where + " (device " + src + ")"));
     dev->GetQueue()->TraceConnectWithoutContext(
         "Drop", MakeBoundCallback(&LinkMonitor::DeviceDrop, this, where + " (device queue full)"));
+    WatchOccupancy(dev->GetQueue());
+}
+
+void
+LinkMonitor::WatchOccupancy(Ptr<Object> queue)
+{
+    queue->TraceConnectWithoutContext("BytesInQueue", MakeBoundCallback(&LinkMonitor::QueueBytes, this));
+    queue->TraceConnectWithoutContext("PacketsInQueue",
+                                      MakeBoundCallback(&LinkMonitor::QueuePackets, this));
+}
+
+void
+LinkMonitor::QueueBytes(LinkMonitor* m, uint32_t, uint32_t bytes)
+{
+    m->m_peakBytes = std::max<uint64_t>(m->m_peakBytes, bytes);
+}
+
+void
+LinkMonitor::QueuePackets(LinkMonitor* m, uint32_t, uint32_t packets)
+{
+    m->m_peakPackets = std::max<uint64_t>(m->m_peakPackets, packets);
 }
 
 void
@@ -78,6 +101,7 @@ LinkMonitor::WatchQueueDisc(Ptr<QueueDisc> qd, uint32_t from, uint32_t to)
     std::string where = "node " + std::to_string(from) + " towards node " + std::to_string(to) +
                         " (ECN queue disc)";
     qd->TraceConnectWithoutContext("Drop", MakeBoundCallback(&LinkMonitor::DiscDrop, this, where));
+    WatchOccupancy(qd);
 }
 
 void

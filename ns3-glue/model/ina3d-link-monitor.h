@@ -73,6 +73,18 @@ class LinkMonitor
     {
         return m_firstDrop;
     }
+    /**
+     * The most bytes and the most packets any one watched queue (a device queue or a queue
+     * disc) held at once: how far the run stayed from the drops of a full queue.
+     */
+    uint64_t PeakQueueBytes() const
+    {
+        return m_peakBytes;
+    }
+    uint64_t PeakQueuePackets() const
+    {
+        return m_peakPackets;
+    }
 
     /**
      * Writes `link,from,to,rate_bps,bytes,utilisation` (the replayer's links.csv schema)
@@ -87,10 +99,16 @@ class LinkMonitor
     static void DeviceDrop(LinkMonitor* m, std::string where, Ptr<const Packet> p);
     static void DiscDrop(LinkMonitor* m, std::string where, Ptr<const QueueDiscItem> item);
     void Drop(const std::string& where);
+    static void QueueBytes(LinkMonitor* m, uint32_t oldValue, uint32_t newValue);
+    static void QueuePackets(LinkMonitor* m, uint32_t oldValue, uint32_t newValue);
+    /** Follows the occupancy of a queue or queue disc (its BytesInQueue, PacketsInQueue). */
+    void WatchOccupancy(Ptr<Object> queue);
 
     std::vector<Channel> m_channels;
     uint64_t m_drops = 0;
     std::string m_firstDrop;
+    uint64_t m_peakBytes = 0;
+    uint64_t m_peakPackets = 0;
 };
 
 } // namespace ns3

@@ -1,6 +1,8 @@
 #include "ina3d-pair-routing.h"
 
 #include "ns3/ipv4-route.h"
+#include "ns3/tcp-l4-protocol.h"
+#include "ns3/udp-l4-protocol.h"
 #include "ns3/log.h"
 #include "ns3/node.h"
 #include "ns3/output-stream-wrapper.h"
@@ -15,6 +17,7 @@ NS_LOG_COMPONENT_DEFINE("Ina3dPairRouting");
 NS_OBJECT_ENSURE_REGISTERED(Ina3dPairRouting);
 
 uint64_t Ina3dPairRouting::s_misses = 0;
+std::map<std::pair<uint32_t, uint16_t>, uint32_t> Ina3dPairRouting::s_portChannel;
 
 TypeId
 Ina3dPairRouting::GetTypeId()
@@ -52,16 +55,17 @@ Ina3dPairRouting::SetAddressMap(std::shared_ptr<const AddressMap> map)
 }
 
 bool
-Ina3dPairRouting::AddPairRoute(uint32_t src, uint32_t dst, uint32_t interface, Ipv4Address gateway)
+Ina3dPairRouting::AddPairRoute(uint32_t src, uint32_t dst, uint32_t channel, uint32_t interface,
+                               Ipv4Address gateway)
 {
-    NS_LOG_FUNCTION(this << src << dst << interface << gateway);
-    return m_table.emplace(std::make_pair(src, dst), Hop{interface, gateway}).second;
+    NS_LOG_FUNCTION(this << src << dst << channel << interface << gateway);
+    return m_table.emplace(std::make_tuple(src, dst, channel), Hop{interface, gateway}).second;
 }
 
 bool
-Ina3dPairRouting::LookupPair(uint32_t src, uint32_t dst, uint32_t& interface) const
+Ina3dPairRouting::LookupPair(uint32_t src, uint32_t dst, uint32_t channel, uint32_t& interface) const
 {
-    auto it = m_table.find({src, dst});
+    auto it = m_table.find({src, dst, channel});
     if (it == m_table.end())
         return false;
     interface = it->second.interface;
@@ -78,6 +82,37 @@ uint64_t
 Ina3dPairRouting::GetMisses()
 {
     return s_misses;
+}
+
+void
+Ina3dPairRouting::RegisterPort(uint32_t node, uint16_t port, uint32_t channel)
+{
+    NS_LOG_FUNCTION(node << port << channel);
+    s_portChannel[{node, port}] = channel;
+}
+
+uint32_t
+Ina3dPairRouting::PortChannel(uint32_t node, uint16_t port)
+{
+    auto it = s_portChannel.find({node, port});
+    return it == s_portChannel.end() ? 0 : it->second;
+}
+
+uint32_t
+Ina3dPairRouting::ChannelOf(Ptr<const Packet> p, uint8_t protocol, uint32_t src, uint32_t dst)
+{
+    // UDP and TCP both begin with the source and destination ports, 16 bits each
+    if (!p || p->GetSize() < 4 ||
+        (protocol != UdpL4Protocol::PROT_NUMBER && protocol != TcpL4Protocol::PROT_NUMBER))
+        return 0;
+    uint8_t b[4];
+    p->CopyData(b, 4);
+    uint16_t sport = uint16_t(b[0] << 8 | b[1]);
+    uint16_t dport = uint16_t(b[2] << 8 | b[3]);
+    auto it = s_portChannel.find({src, sport});
+    if (it == s_portChannel.end())
+        it = s_portChannel.find({dst, dport});
+    return it == s_portChannel.end() ? 0 : it->second;
 }
 
 bool
@@ -104,12 +139,13 @@ Ina3dPairRouting::MakeRoute(const Hop& hop, Ipv4Address dst) const
 }
 
 void
-Ina3dPairRouting::Miss(uint32_t src, uint32_t dst, const char* where) const
+Ina3dPairRouting::Miss(uint32_t src, uint32_t dst, uint32_t channel, const char* where) const
 {
     if (s_misses++ == 0)
         std::cerr << "ina3d-ns3: node " << m_ipv4->GetObject<Node>()->GetId()
                   << " has no route for packets from node " << src << " to node " << dst
-                  << " (" << where << "); routes.txt lacks this pair" << std::endl;
+                  << " on channel " << channel << " (" << where
+                  << "); routes.txt lacks this connection" << std::endl;
 }
 
 Ptr<Ipv4Route>
@@ -128,10 +164,14 @@ Ina3dPairRouting::RouteOutput(Ptr<Packet> p,
         sockerr = Socket::ERROR_NOROUTETOHOST;
         return nullptr;
     }
-    auto it = m_table.find({self, dst});
+    // The transport header is on the packet when the source is already one of this node's
+    // addresses (TCP segments, UDP sockets bound to an address); otherwise channel 0.
+    bool framed = p && m_ipv4->GetInterfaceForAddress(header.GetSource()) >= 0;
+    uint32_t channel = framed ? ChannelOf(p, header.GetProtocol(), self, dst) : 0;
+    auto it = m_table.find({self, dst, channel});
     if (it == m_table.end())
     {
-        Miss(self, dst, "RouteOutput");
+        Miss(self, dst, channel, "RouteOutput");
         sockerr = Socket::ERROR_NOROUTETOHOST;
         return nullptr;
     }
@@ -161,10 +201,11 @@ Ina3dPairRouting::RouteInput(Ptr<const Packet> p,
     uint32_t src, dst;
     if (!NodeOf(header.GetSource(), src) || !NodeOf(header.GetDestination(), dst))
         return false; // not a packet of the emitted network (e.g. broadcast): not ours
-    auto it = m_table.find({src, dst});
+    uint32_t channel = ChannelOf(p, header.GetProtocol(), src, dst);
+    auto it = m_table.find({src, dst, channel});
     if (it == m_table.end() || !m_ipv4->IsForwarding(iif))
     {
-        Miss(src, dst, "RouteInput");
+        Miss(src, dst, channel, "RouteInput");
         return false; // Ipv4L3Protocol drops it with DROP_NO_ROUTE
     }
     ucb(MakeRoute(it->second, header.GetDestination()), p, header);
@@ -203,10 +244,11 @@ Ina3dPairRouting::PrintRoutingTable(Ptr<OutputStreamWrapper> stream, Time::Unit 
 {
     std::ostream& os = *stream->GetStream();
     os << "Node: " << m_ipv4->GetObject<Node>()->GetId() << ", Time: " << Simulator::Now().As(unit)
-       << ", Ina3dPairRouting table (" << m_table.size() << " pairs)\n"
-       << "SrcNode\tDstNode\tGateway\t\tIface\n";
-    for (const auto& [pair, hop] : m_table)
-        os << pair.first << "\t" << pair.second << "\t" << hop.gateway << "\t" << hop.interface << "\n";
+       << ", Ina3dPairRouting table (" << m_table.size() << " connections)\n"
+       << "SrcNode\tDstNode\tChannel\tGateway\t\tIface\n";
+    for (const auto& [conn, hop] : m_table)
+        os << std::get<0>(conn) << "\t" << std::get<1>(conn) << "\t" << std::get<2>(conn) << "\t"
+           << hop.gateway << "\t" << hop.interface << "\n";
     os << std::endl;
 }
 

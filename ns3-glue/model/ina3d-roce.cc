@@ -174,7 +174,9 @@ Ina3dRoceApplication::StartApplication()
     m_cc.byteCounter = m_byteCounter;
     m_cc.cnpIntervalNs = m_cnpInterval.GetNanoSeconds();
     m_socket = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
-    m_socket->Bind(InetSocketAddress(Ipv4Address::GetAny(), ROCE_PORT));
+    // Bound to the host's identity address, not the any-address, so that the CNPs it
+    // sends are routed with their UDP header on (Ina3dPairRouting reads their channel).
+    m_socket->Bind(InetSocketAddress(Dag::Get().nodeAddress[m_node], ROCE_PORT));
     m_socket->SetIpRecvTos(true);
     m_socket->SetRecvCallback(MakeCallback(&Ina3dRoceApplication::HandleRead, this));
 }
@@ -184,10 +186,15 @@ Ina3dRoceApplication::StopApplication()
 {
     if (m_socket)
         m_socket->Close();
-    for (auto& [dst, q] : m_qps)
+    for (auto& [c, s] : m_channels)
+        s->Close();
+    for (auto& [key, q] : m_qps)
         Simulator::Cancel(q.ccEvent);
     for (auto& [i, n] : m_nics)
+    {
         Simulator::Cancel(n.wake);
+        Simulator::Cancel(n.dequeued);
+    }
 }
 
 Ina3dRoceApplication::Nic&
@@ -209,25 +216,46 @@ Ina3dRoceApplication::GetNic(uint32_t interface)
     return n;
 }
 
-Ina3dRoceApplication::Qp&
-Ina3dRoceApplication::GetQp(uint32_t dst)
+Ptr<Socket>
+Ina3dRoceApplication::ChannelSocket(uint32_t channel)
 {
-    auto it = m_qps.find(dst);
+    auto it = m_channels.find(channel);
+    if (it != m_channels.end())
+        return it->second;
+    Ptr<Socket> s = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
+    // an ephemeral port of the identity address; the fabric learns its channel before the
+    // first packet leaves
+    s->Bind(InetSocketAddress(Dag::Get().nodeAddress[m_node], 0));
+    Address local;
+    s->GetSockName(local);
+    Ina3dPairRouting::RegisterPort(m_node, InetSocketAddress::ConvertFrom(local).GetPort(), channel);
+    s->SetRecvCallback(MakeCallback(&Ina3dRoceApplication::HandleRead, this));
+    m_channels[channel] = s;
+    return s;
+}
+
+Ina3dRoceApplication::Qp&
+Ina3dRoceApplication::GetQp(uint32_t dst, uint32_t channel)
+{
+    QpKey key{dst, channel};
+    auto it = m_qps.find(key);
     if (it != m_qps.end())
         return it->second;
     Dag& dag = Dag::Get();
-    Qp& q = m_qps[dst];
+    Qp& q = m_qps[key];
     q.dst = dst;
+    q.channel = channel;
     q.addr = dag.nodeAddress[dst];
+    ChannelSocket(channel);
     Ptr<Ina3dPairRouting> routing =
         DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
-    if (!routing || !routing->LookupPair(m_node, dst, q.nic))
+    if (!routing || !routing->LookupPair(m_node, dst, channel, q.nic))
     {
-        // no route: the send below is refused by routing, which reports the pair
+        // no route: the send below is refused by routing, which reports the connection
         q.nic = 1;
     }
     Nic& n = GetNic(q.nic);
-    n.qps.push_back(dst);
+    n.qps.push_back(key);
     q.rp = DcqcnRp(m_cc, n.rate.GetBitRate());
     q.nextAvail = Simulator::Now();
     return q;
@@ -238,9 +266,9 @@ Ina3dRoceApplication::StartFlow(uint32_t idx)
 {
     Dag& dag = Dag::Get();
     const DagRecord& r = dag.records[idx];
-    // the receiver splits the pair's byte stream back into records in this order
-    dag.pairFifo[{m_node, r.dst}].push_back(idx);
-    Qp& q = GetQp(r.dst);
+    // the receiver splits the connection's byte stream back into records in this order
+    dag.pairFifo[{m_node, r.dst, r.channel}].push_back(idx);
+    Qp& q = GetQp(r.dst, r.channel);
     q.queue.emplace_back(idx, r.bytes);
     Pump(q.nic);
 }
@@ -248,7 +276,16 @@ Ina3dRoceApplication::StartFlow(uint32_t idx)
 void
 Ina3dRoceApplication::Dequeued(Ina3dRoceApplication* app, uint32_t interface, Ptr<const Packet>)
 {
-    app->Pump(interface);
+    // Deferred to an event of its own, as ns-3's own flow control defers a queue disc's
+    // wake-up (NetDeviceQueue::Wake schedules it): PointToPointNetDevice::TransmitComplete
+    // dequeues the waiting packet while the device is already READY and starts it only
+    // after the Dequeue trace returns. A packet sent from inside the trace would start
+    // first, and the device would then start the dequeued one as well: two transmissions
+    // at once (the NIC at twice its rate from then on), the later packet of a queue pair
+    // arriving before the earlier one.
+    Nic& n = app->GetNic(interface);
+    if (!n.dequeued.IsRunning())
+        n.dequeued = Simulator::ScheduleNow(&Ina3dRoceApplication::Wake, app, interface);
 }
 
 void
@@ -293,9 +330,9 @@ Ina3dRoceApplication::Pump(uint32_t interface)
     n.pumping = false;
     // the next packet due, if the NIC is waiting for pacing
     Time next = Time::Max();
-    for (uint32_t d : n.qps)
+    for (const QpKey& k : n.qps)
     {
-        const Qp& q = m_qps[d];
+        const Qp& q = m_qps[k];
         if (!q.queue.empty())
             next = std::min(next, q.nextAvail);
     }
@@ -332,7 +369,7 @@ Ina3dRoceApplication::SendData(Qp& q)
     uint64_t old = q.rp.Rate();
     if (q.rp.OnSent(now.GetNanoSeconds(), q.lastWire))
         RateChanged(q, old);
-    m_socket->SendTo(p, 0, RoceAddress(q.addr));
+    m_channels[q.channel]->SendTo(p, 0, RoceAddress(q.addr));
 }
 
 void
@@ -351,18 +388,28 @@ Ina3dRoceApplication::HandleRead(Ptr<Socket> s)
             continue;
         }
         p->RemoveHeader(h);
-        Receive(h, ce);
+        // the connection: data comes from the sender's channel port, a CNP comes back to
+        // this host's channel port
+        uint16_t port = InetSocketAddress::ConvertFrom(from).GetPort();
+        uint32_t channel = Ina3dPairRouting::PortChannel(h.m_src, port);
+        if (h.m_opcode == RoceHeader::CNP)
+        {
+            Address local;
+            s->GetSockName(local);
+            channel = Ina3dPairRouting::PortChannel(m_node, InetSocketAddress::ConvertFrom(local).GetPort());
+        }
+        Receive(h, ce, channel, port);
     }
 }
 
 void
-Ina3dRoceApplication::Receive(const RoceHeader& h, bool ce)
+Ina3dRoceApplication::Receive(const RoceHeader& h, bool ce, uint32_t channel, uint16_t fromPort)
 {
     Dag& dag = Dag::Get();
     Time now = Simulator::Now();
     if (h.m_opcode == RoceHeader::CNP)
     {
-        auto it = m_qps.find(h.m_src);
+        auto it = m_qps.find({h.m_src, channel});
         if (it == m_qps.end())
         {
             dag.protocolErrors++;
@@ -374,12 +421,12 @@ Ina3dRoceApplication::Receive(const RoceHeader& h, bool ce)
         ScheduleCc(q);
         return;
     }
-    Rx& rx = m_rx[h.m_src];
+    Rx& rx = m_rx[{h.m_src, channel}];
     if (h.m_psn != rx.expected)
     {
         if (dag.protocolErrors++ == 0)
             std::cerr << "RoCE: node " << m_node << " got packet " << h.m_psn << " from node "
-                      << h.m_src << ", expected " << rx.expected
+                      << h.m_src << " on channel " << channel << ", expected " << rx.expected
                       << ": a packet was lost or reordered (the glue assumes a lossless network)"
                       << std::endl;
         return;
@@ -395,11 +442,14 @@ Ina3dRoceApplication::Receive(const RoceHeader& h, bool ce)
         c.m_dst = h.m_src;
         Ptr<Packet> p = Create<Packet>(0);
         p->AddHeader(c);
-        m_socket->SendTo(p, 0, RoceAddress(dag.nodeAddress[h.m_src]));
+        // back to the sending queue pair's port: the CNP travels on the channel's reverse path
+        InetSocketAddress to(dag.nodeAddress[h.m_src], fromPort);
+        to.SetTos(0x02);
+        m_socket->SendTo(p, 0, to);
         m_cnpsSent++;
         m_cnpSentTrace(h.m_src);
     }
-    dag.Deliver(h.m_src, m_node, h.m_len);
+    dag.Deliver(h.m_src, m_node, channel, h.m_len);
 }
 
 void
@@ -411,13 +461,13 @@ Ina3dRoceApplication::ScheduleCc(Qp& q)
         return;
     int64_t now = Simulator::Now().GetNanoSeconds();
     q.ccEvent = Simulator::Schedule(NanoSeconds(std::max<int64_t>(0, t - now)),
-                                    &Ina3dRoceApplication::CcTimer, this, q.dst);
+                                    &Ina3dRoceApplication::CcTimer, this, QpKey{q.dst, q.channel});
 }
 
 void
-Ina3dRoceApplication::CcTimer(uint32_t dst)
+Ina3dRoceApplication::CcTimer(QpKey key)
 {
-    Qp& q = m_qps[dst];
+    Qp& q = m_qps[key];
     uint64_t old = q.rp.Rate();
     if (q.rp.Advance(Simulator::Now().GetNanoSeconds()))
         RateChanged(q, old);

@@ -3,10 +3,13 @@
  *
  * Ina3dRoceApplication (one per host, with TRANSPORT roce) carries the trace's net records
  * as RoCEv2 does: UDP packets to port 4791 carrying an 18-byte transport header, one queue
- * pair per (source, destination) host pair, records of a pair sent back to back in start
- * order, every packet holding bytes of one record only (at most 1,000 payload bytes, the
- * replayer's network packet payload, so a packet is payload + 48 bytes on the wire as
- * the replayer counts it).
+ * pair per connection (source host, destination host, NCCL channel), records of a
+ * connection sent back to back in start order, every packet holding bytes of one record
+ * only (at most 1,000 payload bytes, the replayer's network packet payload, so a packet is
+ * payload + 48 bytes on the wire as the replayer counts it). The queue pairs of channel c
+ * send from their host's channel-c UDP port (registered with Ina3dPairRouting, so the
+ * fabric routes them on channel c's path, as a RoCE NIC's per-QP source port spreads QPs
+ * over ECMP paths); CNPs travel back to that port.
  *
  *  - Reaction point (sender): each queue pair starts at its NIC's line rate and is paced
  *    at its current DCQCN rate (DcqcnRp, model/dcqcn.h); the NIC serves the queue pairs
@@ -108,10 +111,13 @@ class Ina3dRoceApplication : public Application
     void StartApplication() override;
     void StopApplication() override;
 
-    /** One queue pair towards `dst`. */
+    /** A queue pair's key: (destination node, NCCL channel). */
+    typedef std::pair<uint32_t, uint32_t> QpKey;
+    /** One queue pair towards `dst` on channel `channel`. */
     struct Qp
     {
         uint32_t dst = 0;
+        uint32_t channel = 0;
         Ipv4Address addr;
         uint32_t nic = 0;                                 //!< output interface
         std::deque<std::pair<uint32_t, uint64_t>> queue; //!< (record, bytes left to send)
@@ -127,20 +133,23 @@ class Ina3dRoceApplication : public Application
         Ptr<PointToPointNetDevice> dev;
         Ptr<Queue<Packet>> queue;
         DataRate rate;
-        std::vector<uint32_t> qps; //!< destinations, in creation order
+        std::vector<QpKey> qps; //!< queue pairs, in creation order
         size_t next = 0;           //!< round-robin position
         EventId wake;
+        EventId dequeued; //!< a Pump after the device's Dequeue, deferred (see Dequeued)
         bool pumping = false;
         bool again = false;
     };
-    /** Receive side of the queue pair from one source. */
+    /** Receive side of the queue pair from one source on one channel. */
     struct Rx
     {
         uint32_t expected = 0; //!< next packet sequence number
         Time lastCnp = Seconds(-1);
     };
 
-    Qp& GetQp(uint32_t dst);
+    Qp& GetQp(uint32_t dst, uint32_t channel);
+    /** The UDP socket channel `channel`'s queue pairs send from (its port registered). */
+    Ptr<Socket> ChannelSocket(uint32_t channel);
     Nic& GetNic(uint32_t interface);
     /** Sends what the NIC may send now, then arms a wake-up for the next packet due. */
     void Pump(uint32_t interface);
@@ -148,9 +157,10 @@ class Ina3dRoceApplication : public Application
     void Wake(uint32_t interface);
     void SendData(Qp& q);
     void HandleRead(Ptr<Socket> s);
-    void Receive(const RoceHeader& h, bool ce);
+    /** A packet of `h.m_src`'s channel-`channel` connection arrived from UDP port `fromPort`. */
+    void Receive(const RoceHeader& h, bool ce, uint32_t channel, uint16_t fromPort);
     void ScheduleCc(Qp& q);
-    void CcTimer(uint32_t dst);
+    void CcTimer(QpKey key);
     /** The rate of `q` changed from `old`: shift its pacing and tell the NIC. */
     void RateChanged(Qp& q, uint64_t old);
 
@@ -169,10 +179,11 @@ class Ina3dRoceApplication : public Application
     uint32_t m_payload = 1000;
     DcqcnConfig m_cc;
     uint32_t m_node = 0;
-    Ptr<Socket> m_socket;
-    std::map<uint32_t, Qp> m_qps;  //!< by destination node
-    std::map<uint32_t, Nic> m_nics; //!< by interface
-    std::map<uint32_t, Rx> m_rx;    //!< by source node
+    Ptr<Socket> m_socket;                      //!< port 4791: data in, CNPs out
+    std::map<uint32_t, Ptr<Socket>> m_channels; //!< channel -> its sending socket
+    std::map<QpKey, Qp> m_qps;                  //!< by (destination node, channel)
+    std::map<uint32_t, Nic> m_nics;             //!< by interface
+    std::map<std::pair<uint32_t, uint32_t>, Rx> m_rx; //!< by (source node, channel)
     uint64_t m_cnpsSent = 0;
     uint64_t m_cnpsReceived = 0;
     TracedCallback<uint32_t, uint64_t, uint64_t, double, const char*> m_rateTrace;

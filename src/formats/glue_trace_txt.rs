@@ -2,12 +2,15 @@
 //! the C++ reader (`ns3-glue/model/ina3d-dag.cc`) takes, each with its standalone time.
 //!
 //! ```text
-//! # ina3d-ns3 trace v1
+//! # ina3d-ns3 trace v2
 //! RECORDS <n>
-//! id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...
+//! id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...
 //! ```
-//! The four `agg_*` fields are `-` for records outside an aggregation. Tags the glue does
-//! not need (iteration, layer, …) are not written and read back as `None`.
+//! `channel` is the record's NCCL channel (0 outside host collectives): the glue carries
+//! each (src, dst, channel) on its own connection and routes it on that channel's path in
+//! `routes.txt`. The four `agg_*` fields are `-` for records outside an aggregation. Tags
+//! the glue does not need (iteration, layer, …) are not written and read back as `None`.
+//! A version 1 file (no `channel` field) is refused naming its header comment.
 
 use super::error::numbered_lines;
 use super::FormatError;
@@ -17,19 +20,22 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Fields before the dep list.
-const FIXED: usize = 14;
+const FIXED: usize = 15;
+
+/// The comment line version 1 files began with (they have no `channel` field).
+const V1_HEADER: &str = "# ina3d-ns3 trace v1";
 
 /// The text of `trace.txt` for `records`, each with its standalone time (same order).
 pub fn to_string(records: &[FlowRecord], standalone: &[Nanos]) -> String {
     let mut s = String::from(
-        "# ina3d-ns3 trace v1\n# id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
+        "# ina3d-ns3 trace v2\n# id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
     );
     let _ = writeln!(s, "RECORDS {}", records.len());
     for (r, sa) in records.iter().zip(standalone) {
         let _ = write!(
             s,
-            "{} {} {} {} {} {} {} {} {}",
-            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, sa.0
+            "{} {} {} {} {} {} {} {} {} {}",
+            r.id, r.src, r.dst, r.bytes.0, r.gap.0, r.dur.0, r.mode, r.class, r.channel, sa.0
         );
         match r.agg {
             Some(a) => {
@@ -54,6 +60,14 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
     let mut expected: Option<(u64, u64)> = None;
     for (no, raw) in numbered_lines(text) {
         let l = raw.trim();
+        if l == V1_HEADER {
+            return Err(FormatError::syntax(
+                path,
+                no,
+                "header",
+                "a version 1 glue trace (no NCCL channel field): emit it again with `ina3d ns3 emit`",
+            ));
+        }
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
@@ -113,18 +127,20 @@ fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), Forma
     };
     let mode: Mode = t[6].parse().map_err(|e: String| err("mode", e))?;
     let class: Class = t[7].parse().map_err(|e: String| err("class", e))?;
-    let agg = if t[9] == "-" {
+    let channel = u32::try_from(num(8, "channel")?)
+        .map_err(|_| err("channel", format!("`{}` does not fit 32 bits", t[8])))?;
+    let agg = if t[10] == "-" {
         None
     } else {
         Some(AggTag {
-            id: num(9, "agg_id")?,
-            switch: node(10, "agg_switch")?,
-            fanin: u32::try_from(num(11, "agg_fanin")?)
-                .map_err(|_| err("agg_fanin", format!("`{}` does not fit 32 bits", t[11])))?,
-            dir: t[12].parse::<AggDir>().map_err(|e| err("agg_dir", e))?,
+            id: num(10, "agg_id")?,
+            switch: node(11, "agg_switch")?,
+            fanin: u32::try_from(num(12, "agg_fanin")?)
+                .map_err(|_| err("agg_fanin", format!("`{}` does not fit 32 bits", t[12])))?,
+            dir: t[13].parse::<AggDir>().map_err(|e| err("agg_dir", e))?,
         })
     };
-    let nd = num(13, "ndeps")?;
+    let nd = num(14, "ndeps")?;
     let listed = (t.len() - FIXED) as u64;
     if nd != listed {
         return Err(err("ndeps", format!("says {nd} deps, line has {listed}")));
@@ -143,9 +159,10 @@ fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), Forma
         mode,
         class,
         agg,
+        channel,
         ..Default::default()
     };
-    Ok((r, Nanos(num(8, "standalone_ns")?)))
+    Ok((r, Nanos(num(9, "standalone_ns")?)))
 }
 
 #[cfg(test)]
@@ -153,7 +170,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_round_trip_with_their_standalone_times() {
+    fn records_round_trip_with_their_channels_and_standalone_times() {
         let recs = vec![
             FlowRecord {
                 id: FlowId(0),
@@ -179,8 +196,18 @@ mod tests {
                 }),
                 ..Default::default()
             },
+            FlowRecord {
+                id: FlowId(2),
+                src: NodeId(1),
+                dst: NodeId(4),
+                bytes: Bytes(65536),
+                mode: Mode::Net,
+                class: Class::Dp,
+                channel: 3,
+                ..Default::default()
+            },
         ];
-        let sa = vec![Nanos(0), Nanos(123)];
+        let sa = vec![Nanos(0), Nanos(123), Nanos(456)];
         let (back, bsa) = parse(Path::new("t"), &to_string(&recs, &sa)).unwrap();
         assert_eq!((back, bsa), (recs, sa));
     }
@@ -190,12 +217,19 @@ mod tests {
         let head = "RECORDS 1\n";
         for (line, want) in [
             (
-                "0 1 1 0 0 0 compute compute 0 - - - - 18446744073709551615",
+                "0 1 1 0 0 0 compute compute 0 0 - - - - 18446744073709551615",
                 "ndeps",
             ),
-            ("0 1 1 0 0 0 compute compute 0 - - - - 2 5", "ndeps"),
-            ("0 99999999999 1 0 0 0 compute compute 0 - - - - 0", "src"),
-            ("0 1 1 0 0 0 compute compute 0 1 2 3 sideways 0", "agg_dir"),
+            ("0 1 1 0 0 0 compute compute 0 0 - - - - 2 5", "ndeps"),
+            ("0 99999999999 1 0 0 0 compute compute 0 0 - - - - 0", "src"),
+            (
+                "0 1 1 0 0 0 compute compute 0 0 1 2 3 sideways 0",
+                "agg_dir",
+            ),
+            ("0 1 2 9 0 0 net dp 4294967296 0 - - - - 0", "channel"),
+            ("0 1 2 9 0 0 net dp x 0 - - - - 0", "channel"),
+            // a version 1 line (no channel): the agg fields slide into standalone_ns
+            ("0 1 2 9 0 0 net dp 0 - - - - 0", "record"),
         ] {
             let e = parse(Path::new("t.txt"), &format!("{head}{line}\n")).unwrap_err();
             assert!(
@@ -203,5 +237,12 @@ mod tests {
                 "{line}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn a_version_1_file_is_refused_naming_its_header() {
+        let v1 = "# ina3d-ns3 trace v1\nRECORDS 1\n0 1 2 9 0 0 net dp 0 - - - - 0\n";
+        let e = parse(Path::new("t.txt"), v1).unwrap_err().to_string();
+        assert!(e.starts_with("t.txt:1: header: a version 1"), "{e}");
     }
 }

@@ -10,12 +10,13 @@
 //! | `config.txt` | HPCC / SimAI | every key the family reads, RED maps for every rate |
 //! | `trace_nodes.txt` | HPCC | HPCC's `TRACE_FILE` (nodes to trace: none) |
 //! | `trace.txt` | glue | the DAG, one record per line (format below) |
-//! | `routes.txt` | glue | identity addresses and the path of every (src, dst) pair ([`super::routes`]) |
+//! | `routes.txt` | glue | identity addresses and the path of every (src, dst, channel) connection ([`super::routes`]) |
 //! | `params.txt` | glue | INA slots, payload, window, policy; transport sizes |
 //!
-//! `trace.txt` (glue format v1): `#` comments, then `RECORDS <n>`, then one line per record:
-//! `id src dst bytes gap_ns dur_ns mode class standalone_ns agg_id agg_switch agg_fanin
-//! agg_dir ndeps dep…` with `-` in the four agg fields of records without aggregation.
+//! `trace.txt` (glue format v2, [`crate::formats::glue_trace_txt`]): `#` comments, then
+//! `RECORDS <n>`, then one line per record: `id src dst bytes gap_ns dur_ns mode class
+//! channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps dep…` with `-` in the
+//! four agg fields of records without aggregation.
 //! (HPCC's own `TRACE_FILE` key means something else — a list of nodes to trace — so
 //! config.txt points it at `trace_nodes.txt`.)
 
@@ -116,7 +117,8 @@ pub struct EmitReport {
     pub start_source: String,
     /// Makespan of the contention-free schedule (a lower bound on the iteration).
     pub schedule_makespan: Nanos,
-    /// PATH lines in routes.txt: the (src, dst) pairs routed, reverse directions included.
+    /// PATH lines in routes.txt: the (src, dst, channel) connections routed, reverse
+    /// directions included.
     pub routes: usize,
     /// What a user of these files must know (e.g. link speeds a simulator's stock
     /// configuration has no ECN thresholds for).
@@ -166,7 +168,9 @@ pub fn check_rate(l: &Link) -> Result<(), Ns3Error> {
     Ok(())
 }
 
-/// Validate records against the topology: endpoints exist, INA edges carry agg tags.
+/// Validate records against the topology: endpoints exist, INA edges carry agg tags, only
+/// net records name an NCCL channel other than 0 (the glue's INA streams are one
+/// connection each).
 pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error> {
     let n = topo.node_count();
     let mut ids = BTreeSet::new();
@@ -184,6 +188,12 @@ pub fn validate(records: &[FlowRecord], topo: &Topology) -> Result<(), Ns3Error>
             return Err(Ns3Error::BadTrace(format!(
                 "record id {} appears twice",
                 r.id
+            )));
+        }
+        if r.channel != 0 && r.mode != Mode::Net {
+            return Err(Ns3Error::BadTrace(format!(
+                "record {}: a {} record on NCCL channel {} (only net records run on channels)",
+                r.id, r.mode, r.channel
             )));
         }
         match r.mode {
@@ -270,7 +280,7 @@ pub fn standalone_times(
         .iter()
         .map(|r| match r.mode {
             Mode::Compute | Mode::NvLink => Ok(r.dur),
-            Mode::Net | Mode::Ina => routes.standalone(topo, r.src, r.dst, r.bytes),
+            Mode::Net | Mode::Ina => routes.standalone(topo, (r.src, r.dst, r.channel), r.bytes),
         })
         .collect()
 }
@@ -405,7 +415,7 @@ pub const QUEUE_PACKETS: u64 = 10_000;
 pub const TCP_BUFFER_BDPS: u64 = 4;
 
 /// The glue's TCP send and receive buffer, bytes: [`TCP_BUFFER_BDPS`] × the largest
-/// bandwidth-delay product over the routed pairs (bottleneck rate × round trip, the round
+/// bandwidth-delay product over the routed connections (bottleneck rate × round trip, the round
 /// trip being twice the path's propagation delay plus one 1,054-byte segment's
 /// serialization per hop), in whole 1,000-byte segments, at least 64 segments. A window
 /// of a few BDPs keeps a lone flow at line rate while bounding the segments TCP keeps
@@ -413,7 +423,7 @@ pub const TCP_BUFFER_BDPS: u64 = 4;
 pub fn tcp_buffer(topo: &Topology, routes: &PairRoutes) -> u64 {
     let seg = crate::record::NET_PACKET_PAYLOAD.0;
     let mut bdp = 0u64;
-    for (_, _, path) in routes.iter() {
+    for (_, path) in routes.iter() {
         let links = || path.iter().map(|(_, l)| &topo.links[l.idx()]);
         let Some(rate) = links().map(|l| l.rate).min() else {
             continue;
@@ -677,7 +687,7 @@ fn meta_text(
     }
     let _ = writeln!(
         meta,
-        "glue_routes per (src, dst) connection, the replayer's router: {nroutes} pairs routed"
+        "glue_routes per (src, dst, channel) connection, the replayer's router: {nroutes} connections routed"
     );
     meta.push_str("# flow_index record_id piece pieces\n");
     for (k, row) in rows.iter().enumerate() {
@@ -699,7 +709,7 @@ fn write_files(dir: &Path, files: Vec<(&str, String)>) -> Result<Vec<PathBuf>, N
 }
 
 /// What a user of the emitted files must know: link speeds SimAI's stock configuration
-/// lacks (SimAI flavour), channels the glue cannot route apart.
+/// lacks (SimAI flavour), NCCL channels the HPCC family cannot route apart.
 fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> Vec<String> {
     let mut w = if opts.flavor == Flavor::Simai {
         simai_rate_warnings(ext)
@@ -710,16 +720,16 @@ fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> 
     w
 }
 
-/// Records on NCCL channels > 0 are routed by the replayer on their channel's own ECMP
-/// path (`connection_key(src, dst, channel)`), but `routes.txt` holds one path per
-/// (src, dst) pair, so the glue and the HPCC-family simulators carry every channel of a
-/// pair on the channel-0 path (docs/model.md#known-gaps). Say so instead of diverging
-/// silently; `ina3d trace --nccl-channels 1` gives traces both back-ends route alike.
+/// Records on NCCL channels > 0 travel on their channel's own ECMP path
+/// (`connection_key(src, dst, channel)`) in the replayer and in the glue (routes.txt has a
+/// path per channel), but `flow.txt` has no channel column: an HPCC-family simulator hashes
+/// its own 5-tuples and may put the channels of a pair on other paths. Say so instead of
+/// diverging silently.
 fn channel_warning(records: &[FlowRecord]) -> Option<String> {
     let n = records.iter().filter(|r| r.channel > 0).count();
     (n > 0).then(|| {
         format!(
-            "{n} records travel on NCCL channels > 0: the replayer routes each channel on its own ECMP path, routes.txt (and so the glue) carries every channel of a pair on the pair's channel-0 path; trace with --nccl-channels 1 for identical routing"
+            "{n} records travel on NCCL channels > 0: the replayer and the glue route each channel on its own ECMP path (routes.txt), flow.txt cannot say which path an HPCC-family simulator should take; trace with --nccl-channels 1 for identical routing there"
         )
     })
 }

@@ -1,10 +1,12 @@
-//! The glue's routes: the replayer's path of every (source, destination) connection.
+//! The glue's routes: the replayer's path of every connection, a (source, destination,
+//! NCCL channel) triple.
 //!
-//! ECMP is per connection in both back-ends ([`crate::topology::pair_key`]): the replayer
-//! routes each net record and INA edge with [`Routing::connection_path`], and
-//! [`PairRoutes`] asks the very same function (on the same topology and seed) for every
-//! pair the glue carries, which `routes.txt` hands to the glue's `Ina3dPairRouting`
-//! (forwarding by source and destination). So every record takes the same path in both.
+//! ECMP is per connection in both back-ends ([`crate::topology::connection_key`]): the
+//! replayer routes channel `c` of a net record with [`Routing::channel_path`] (an INA edge
+//! is channel 0, [`Routing::connection_path`]), and [`PairRoutes`] asks the very same
+//! function (on the same topology and seed) for every connection the glue carries, which
+//! `routes.txt` hands to the glue's `Ina3dPairRouting` (forwarding by source, destination
+//! and the channel of the packet's connection). So every record takes the same path in both.
 //!
 //! `routes.txt` is written by [`crate::formats::routes_txt`].
 //!
@@ -12,30 +14,32 @@
 //! traffic is an NVLink record with an analytical duration), and hosts never forward.
 
 use super::{InaPolicy, Ns3Error};
-use crate::formats::routes_txt::{self, Hop};
+use crate::formats::routes_txt::{self, Connection, Hop};
 use crate::record::{AggDir, FlowRecord, Mode};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology};
 use crate::units::{BitsPerSec, Bytes, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The (src, dst) pairs whose packets the glue sends for `records`: every net record and
-/// INA edge (switch ends included) and its reverse direction (TCP ACKs; INA results), and,
-/// under the best-effort policy, the pairs of each aggregation's fallback host ring in
-/// both directions (data and acknowledgements): its workers in the order of their up
-/// edges, each to the next, as the replayer's ring and the glue's run it.
+/// The connections (src, dst, channel) whose packets the glue sends for `records`: every
+/// net record on its NCCL channel and every INA edge (switch ends included; channel 0, as
+/// [`super::emit::validate`] checks), each with its reverse direction on the same channel
+/// (TCP ACKs and RoCE CNPs; INA results), and, under the best-effort policy, the pairs of
+/// each aggregation's fallback host ring in both directions (data and acknowledgements)
+/// on channel 0: its workers in the order of their up edges, each to the next, as the
+/// replayer's ring and the glue's run it.
 pub fn glue_pairs(
     records: &[FlowRecord],
     topo: &Topology,
     policy: InaPolicy,
-) -> BTreeSet<(NodeId, NodeId)> {
+) -> BTreeSet<Connection> {
     let mut pairs = BTreeSet::new();
     let mut rings: BTreeMap<u64, Vec<NodeId>> = BTreeMap::new();
     for r in records
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
     {
-        pairs.insert((r.src, r.dst));
-        pairs.insert((r.dst, r.src));
+        pairs.insert((r.src, r.dst, r.channel));
+        pairs.insert((r.dst, r.src, r.channel));
         if let (Mode::Ina, Some(a)) = (r.mode, r.agg) {
             let ring = rings.entry(a.id).or_default();
             if a.dir == AggDir::Up
@@ -50,36 +54,32 @@ pub fn glue_pairs(
         for ring in rings.values().filter(|r| r.len() > 1) {
             for (k, &a) in ring.iter().enumerate() {
                 let b = ring[(k + 1) % ring.len()];
-                pairs.insert((a, b));
-                pairs.insert((b, a));
+                pairs.insert((a, b, 0));
+                pairs.insert((b, a, 0));
             }
         }
     }
     pairs
 }
 
-/// The path of every routed pair, from the replayer's own route function.
+/// The path of every routed connection, from the replayer's own route function.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PairRoutes {
-    paths: BTreeMap<(NodeId, NodeId), Vec<Hop>>,
+    paths: BTreeMap<Connection, Vec<Hop>>,
 }
 
 impl PairRoutes {
-    /// The path of every pair in `pairs` ([`Routing::connection_path`] on `topo` with ECMP
-    /// seed `seed`, as the replayer routes).
-    pub fn new(
-        topo: &Topology,
-        seed: u64,
-        pairs: &BTreeSet<(NodeId, NodeId)>,
-    ) -> Result<Self, Ns3Error> {
+    /// The path of every connection in `pairs` ([`Routing::channel_path`] on `topo` with
+    /// ECMP seed `seed`, as the replayer routes; channel 0 is the connection path).
+    pub fn new(topo: &Topology, seed: u64, pairs: &BTreeSet<Connection>) -> Result<Self, Ns3Error> {
         let routing = Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
         let mut paths = BTreeMap::new();
-        for &(src, dst) in pairs {
+        for &(src, dst, channel) in pairs {
             if src == dst {
                 continue;
             }
             let chans = routing
-                .connection_path(src, dst)
+                .channel_path(src, dst, channel)
                 .map_err(|_| Ns3Error::NoRoute { src, dst })?;
             let hops = chans
                 .iter()
@@ -88,52 +88,52 @@ impl PairRoutes {
                     (to, c.link())
                 })
                 .collect();
-            paths.insert((src, dst), hops);
+            paths.insert((src, dst, channel), hops);
         }
         Ok(PairRoutes { paths })
     }
 
-    /// The hops from `src` to `dst` (empty when `src == dst`), or [`Ns3Error::NoRoute`]
-    /// for a pair that is not routed.
-    pub fn path(&self, src: NodeId, dst: NodeId) -> Result<&[Hop], Ns3Error> {
+    /// The hops of channel `channel` from `src` to `dst` (empty when `src == dst`), or
+    /// [`Ns3Error::NoRoute`] for a connection that is not routed.
+    pub fn path(&self, src: NodeId, dst: NodeId, channel: u32) -> Result<&[Hop], Ns3Error> {
         if src == dst {
             return Ok(&[]);
         }
         self.paths
-            .get(&(src, dst))
+            .get(&(src, dst, channel))
             .map(Vec::as_slice)
             .ok_or(Ns3Error::NoRoute { src, dst })
     }
 
-    /// Every routed pair and its hops, in (src, dst) order.
-    pub fn iter(&self) -> impl Iterator<Item = (NodeId, NodeId, &[Hop])> + '_ {
-        self.paths.iter().map(|(&(s, d), h)| (s, d, h.as_slice()))
+    /// Every routed connection and its hops, in (src, dst, channel) order.
+    pub fn iter(&self) -> impl Iterator<Item = (Connection, &[Hop])> + '_ {
+        self.paths.iter().map(|(&c, h)| (c, h.as_slice()))
     }
 
-    /// Number of routed pairs.
+    /// Number of routed connections.
     pub fn len(&self) -> usize {
         self.paths.len()
     }
 
-    /// True when no pair is routed.
+    /// True when no connection is routed.
     pub fn is_empty(&self) -> bool {
         self.paths.is_empty()
     }
 
-    /// Completion time alone on an idle network: serialisation at the bottleneck rate plus
-    /// the path's propagation delay (store-and-forward of one packet is not added, as in
-    /// the HPCC family's `standalone_fct`).
+    /// Completion time alone on an idle network of `bytes` on channel `channel` from `src`
+    /// to `dst`: serialisation at the bottleneck rate plus the path's propagation delay
+    /// (store-and-forward of one packet is not added, as in the HPCC family's
+    /// `standalone_fct`).
     pub fn standalone(
         &self,
         topo: &Topology,
-        src: NodeId,
-        dst: NodeId,
+        (src, dst, channel): Connection,
         bytes: Bytes,
     ) -> Result<Nanos, Ns3Error> {
         if src == dst {
             return Ok(Nanos::ZERO);
         }
-        let path = self.path(src, dst)?;
+        let path = self.path(src, dst, channel)?;
         let rate = path
             .iter()
             .map(|(_, l)| topo.links[l.idx()].rate)
@@ -143,8 +143,8 @@ impl PairRoutes {
         Ok(rate.transmit_time(bytes) + delay)
     }
 
-    /// `routes.txt` text ([`routes_txt`]) and the number of `PATH` lines: every pair's
-    /// path, and each host's address facing its first network link.
+    /// `routes.txt` text ([`routes_txt`]) and the number of `PATH` lines: every
+    /// connection's path, and each host's address facing its first network link.
     pub fn text(&self, topo: &Topology) -> (String, usize) {
         let mut r = routes_txt::Routes::default();
         for (i, k) in topo.kinds.iter().enumerate() {
@@ -169,7 +169,7 @@ impl PairRoutes {
 mod tests {
     use super::*;
     use crate::record::Class;
-    use crate::topology::{pair_key, Link};
+    use crate::topology::{connection_key, Link};
     use crate::units::FlowId;
 
     /// hosts 0, 1 on switch 2; host 3 on switch 4; switches 2 and 4 joined by two paths via 5 and 6.
@@ -223,15 +223,22 @@ mod tests {
     }
 
     #[test]
-    fn every_pair_takes_the_replayers_connection_path_and_its_reverse_is_routed_too() {
+    fn every_channel_takes_the_replayers_channel_path_and_its_reverse_is_routed_too() {
         let t = diamond();
-        let pairs = glue_pairs(&[net(0, 0, 3), net(1, 1, 3)], &t, InaPolicy::Static);
-        assert_eq!(pairs.len(), 4, "two pairs and their reverses");
+        let on = |r: FlowRecord, channel| FlowRecord { channel, ..r };
+        let recs = [
+            net(0, 0, 3),
+            net(1, 1, 3),
+            on(net(2, 0, 3), 1),
+            on(net(3, 0, 3), 5),
+        ];
+        let pairs = glue_pairs(&recs, &t, InaPolicy::Static);
+        assert_eq!(pairs.len(), 8, "four connections and their reverses");
         let r = PairRoutes::new(&t, 5, &pairs).unwrap();
         let routing = Routing::new(&t, 5).unwrap();
-        for (s, d) in pairs {
-            let want = routing.path(s, d, pair_key(s, d)).unwrap();
-            let got = r.path(s, d).unwrap();
+        for (s, d, c) in pairs {
+            let want = routing.path(s, d, connection_key(s, d, c)).unwrap();
+            let got = r.path(s, d, c).unwrap();
             assert_eq!(
                 got.iter().map(|h| h.1).collect::<Vec<_>>(),
                 want.iter().map(|c| c.link()).collect::<Vec<_>>()
@@ -243,20 +250,30 @@ mod tests {
     #[test]
     fn routes_txt_reads_back_as_the_same_paths_and_unrouted_pairs_are_an_error() {
         let t = diamond();
-        let r =
-            PairRoutes::new(&t, 0, &glue_pairs(&[net(0, 0, 3)], &t, InaPolicy::Static)).unwrap();
+        let recs = [
+            net(0, 0, 3),
+            FlowRecord {
+                channel: 1,
+                ..net(1, 0, 3)
+            },
+        ];
+        let r = PairRoutes::new(&t, 0, &glue_pairs(&recs, &t, InaPolicy::Static)).unwrap();
         let (text, n) = r.text(&t);
-        assert_eq!(n, 2);
+        assert_eq!(n, 4, "two channels of one pair, both ways");
         assert!(text.contains("ADDR 0 2\n"), "{text}");
         let back = routes_txt::parse(std::path::Path::new("routes.txt"), &text)
             .unwrap()
             .paths;
-        assert_eq!(back.len(), 2);
-        for (s, d, hops) in r.iter() {
-            assert_eq!(back[&(s, d)], hops);
+        assert_eq!(back.len(), 4);
+        for (c, hops) in r.iter() {
+            assert_eq!(back[&c], hops);
         }
         assert!(matches!(
-            r.path(NodeId(1), NodeId(3)),
+            r.path(NodeId(1), NodeId(3), 0),
+            Err(Ns3Error::NoRoute { .. })
+        ));
+        assert!(matches!(
+            r.path(NodeId(0), NodeId(3), 2),
             Err(Ns3Error::NoRoute { .. })
         ));
     }
@@ -264,10 +281,10 @@ mod tests {
     #[test]
     fn standalone_time_is_bottleneck_serialisation_plus_path_delay() {
         let t = diamond();
-        let r = PairRoutes::new(&t, 0, &[(NodeId(0), NodeId(3))].into()).unwrap();
+        let r = PairRoutes::new(&t, 0, &[(NodeId(0), NodeId(3), 0)].into()).unwrap();
         // 1 MB at 100 Gbps = 80 µs, 4 hops of 1 µs
         assert_eq!(
-            r.standalone(&t, NodeId(0), NodeId(3), Bytes(1_000_000))
+            r.standalone(&t, (NodeId(0), NodeId(3), 0), Bytes(1_000_000))
                 .unwrap(),
             Nanos(84_000)
         );
@@ -297,7 +314,7 @@ mod tests {
         let fallback = glue_pairs(&recs, &diamond(), InaPolicy::BestEffort);
         let plain = glue_pairs(&recs, &diamond(), InaPolicy::Static);
         let extra: Vec<_> = fallback.difference(&plain).copied().collect();
-        let n = |a, b| (NodeId(a), NodeId(b));
+        let n = |a, b| (NodeId(a), NodeId(b), 0);
         // the ring 3 -> 1 -> 0 -> 3 and its reverse; no switch pair is added
         assert_eq!(
             extra,

@@ -333,8 +333,8 @@ pub fn check_complete(
     Ok(())
 }
 
-/// Payload bytes × [`fct::switch_hops`], summed over network records, on the paths of the
-/// glue's `routes.txt` (the `switch_bytes` of [`Summary`]).
+/// Payload bytes × [`fct::switch_hops`], summed over network records, each on its
+/// channel's path in the glue's `routes.txt` (the `switch_bytes` of [`Summary`]).
 pub fn switch_bytes(
     records: &[FlowRecord],
     topo: &Topology,
@@ -347,10 +347,12 @@ pub fn switch_bytes(
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina) && r.src != r.dst)
     {
-        let path = routes.get(&(r.src, r.dst)).ok_or(Ns3Error::NoRoute {
-            src: r.src,
-            dst: r.dst,
-        })?;
+        let path = routes
+            .get(&(r.src, r.dst, r.channel))
+            .ok_or(Ns3Error::NoRoute {
+                src: r.src,
+                dst: r.dst,
+            })?;
         let chans: Vec<Channel> = path
             .iter()
             .scan(r.src, |from, &(to, link)| {

@@ -456,7 +456,7 @@ pub fn emit_ns3(
 pub fn emit_report(r: &EmitReport, out: &Path, seed: u64) -> String {
     format!(
         "wrote {} files into {}: {} flows ({} records split), {} INA proxies, starts from {}, contention-free makespan {} ns\n\
-         glue routes: the replayer's router, per (src, dst) connection ({} pairs routed, seed {})",
+         glue routes: the replayer's router, per (src, dst, NCCL channel) connection ({} connections routed, seed {})",
         r.files.len(),
         out.display(),
         r.flows,

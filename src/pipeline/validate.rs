@@ -70,10 +70,8 @@ fn model(topology: &str, tp: u32, pp: u32, dp: u32, layers: u32, micro: u32) -> 
             kv("micro-batch-size", "1".into()),
             kv("global-batch-size", (dp * micro).to_string()),
         ],
-        // One NCCL channel: the glue routes every channel of a GPU pair on the pair's
-        // channel-0 path (docs/model.md#known-gaps), so with more the back-ends would
-        // not take the same paths and the table would measure routing, not the models.
-        nccl_channels: Some(1),
+        // NCCL's default channel count: both back-ends carry each channel of a GPU pair
+        // on its own connection and ECMP path (docs/model.md#nccl-channels).
         ..JobSpec::default()
     }
 }
