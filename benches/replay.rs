@@ -490,8 +490,7 @@ fn ns3_case(
     let mut fct_err_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut fct_signed_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for r in replayed
-        .rows
-        .iter()
+        .row_iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
     {
         let n = ns3_rows

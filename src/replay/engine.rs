@@ -7,8 +7,9 @@
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::route::PathSource;
+use super::table::RecordTable;
 use super::{ReplayError, ReplayOptions, ReplayResult};
-use crate::fct::{self, FctRow, SummaryContext};
+use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
@@ -75,9 +76,14 @@ pub(super) struct Sim<'a> {
     pub opts: &'a ReplayOptions,
     pub now: u64,
     heap: BinaryHeap<Event>,
-    ready_at: Vec<u64>,
+    /// When each record became ready (its last dep ended) until it starts, then its
+    /// start (one column for both: a record's ready time is not needed once it started).
     start: Vec<u64>,
     end: Vec<u64>,
+    /// Free arena regions for host transfers, by length: a transfer's path is copied into
+    /// a region of its own while it runs (the solver keeps each unit's position on its
+    /// channels per arena slot, and records share interned paths).
+    regions: Vec<Vec<u32>>,
     done: usize,
     pub units: Vec<Unit>,
     /// Slots of finished units, reused by the next units (a large trace has millions of
@@ -118,9 +124,9 @@ impl<'a> Sim<'a> {
             opts,
             now: 0,
             heap: BinaryHeap::new(),
-            ready_at: vec![0; n],
             start: vec![0; n],
             end: vec![u64::MAX; n],
+            regions: Vec::new(),
             done: 0,
             units: Vec::new(),
             free_units: Vec::new(),
@@ -154,7 +160,7 @@ impl<'a> Sim<'a> {
     }
 
     /// Run every event to the last; then every record has ended (or it is an error).
-    fn run(&mut self, records: &[FlowRecord]) -> Result<(), ReplayError> {
+    fn run(&mut self, records: &RecordTable) -> Result<(), ReplayError> {
         let n = records.len();
         for i in 0..n as u32 {
             if self.p.pending[i as usize] == 0 {
@@ -186,12 +192,12 @@ impl<'a> Sim<'a> {
         }
         if self.done < n {
             let first = (0..n).find(|&i| self.end[i] == u64::MAX).unwrap_or(0);
-            return Err(ReplayError::Stalled(n - self.done, records[first].id));
+            return Err(ReplayError::Stalled(n - self.done, records.id(first)));
         }
         Ok(())
     }
 
-    fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &[FlowRecord]) {
+    fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &RecordTable) {
         match kind {
             EventKind::TxDone => self.tx_done(idx, ver, records),
             EventKind::End => self.finish(idx, records),
@@ -204,19 +210,22 @@ impl<'a> Sim<'a> {
     /// The last byte of unit `serial` left (unless the event is stale: a newer rate, or
     /// the unit already gone): take it off the network, free its slot and end its owner
     /// after the path latency.
-    fn tx_done(&mut self, serial: u32, ver: u32, records: &[FlowRecord]) {
+    fn tx_done(&mut self, serial: u32, ver: u32, records: &RecordTable) {
         let u = self.slot_of[serial as usize];
         let x = &self.units[u as usize];
         if x.serial != serial || x.ver != ver || x.rate == 0.0 {
             return;
         }
-        let (owner, lat) = (x.owner, x.latency);
+        let (owner, lat, off, len) = (x.owner, x.latency, x.off, x.len);
         let t = self.now;
         self.units[u as usize].rate = 0.0;
         self.remove_unit(u, !matches!(owner, Owner::Agg(_)));
         self.free_units.push(u);
         match owner {
-            Owner::Rec(i) => self.push(t + lat, EventKind::End, i, 0),
+            Owner::Rec(i) => {
+                self.regions[len as usize].push(off);
+                self.push(t + lat, EventKind::End, i, 0)
+            }
             Owner::Agg(a) => {
                 self.account_edges(a, records);
                 self.push(t + lat, EventKind::AggEnd, a, 0);
@@ -233,24 +242,43 @@ impl<'a> Sim<'a> {
 
     /// Each edge of a finished aggregation adds its own bytes to its own path
     /// (reduce-scatter shards differ from the stream size).
-    fn account_edges(&mut self, a: u32, records: &[FlowRecord]) {
+    fn account_edges(&mut self, a: u32, records: &RecordTable) {
         for &m in &self.p.aggs[a as usize].members {
-            let w = ina_wire(records[m as usize].bytes, self.opts).0 as f64;
-            let (o, l) = (
-                self.p.rec_off[m as usize] as usize,
-                self.p.rec_len[m as usize] as usize,
-            );
-            for &c in &self.p.arena[o..o + l] {
+            let w = ina_wire(records.bytes(m as usize), self.opts).0 as f64;
+            let path = self.p.rec_path[m as usize];
+            if path == NONE {
+                continue;
+            }
+            for &c in self.p.paths.of(path) {
                 self.ch_bytes[c as usize] += w;
             }
         }
     }
 
+    /// An arena region of `len` slots holding `channels` for one running transfer.
+    fn region(&mut self, len: u32, path: u32) -> u32 {
+        if self.regions.len() <= len as usize {
+            self.regions.resize(len as usize + 1, Vec::new());
+        }
+        let off = match self.regions[len as usize].pop() {
+            Some(off) => off,
+            None => {
+                let off = self.p.arena.len() as u32;
+                self.p.arena.resize(off as usize + len as usize, 0);
+                self.pos.resize(off as usize + len as usize, 0);
+                off
+            }
+        };
+        let o = off as usize;
+        self.p.arena[o..o + len as usize].copy_from_slice(self.p.paths.of(path));
+        off
+    }
+
     /// Record `i`'s last dep ended: start it after its gap, or count it towards its
     /// aggregation, which starts when its last edge is ready.
-    fn ready(&mut self, i: u32, records: &[FlowRecord]) {
-        let t = self.ready_at[i as usize] + records[i as usize].gap.0;
-        let a = self.p.rec_agg[i as usize];
+    fn ready(&mut self, i: u32, records: &RecordTable) {
+        let t = self.start[i as usize] + records.gap(i as usize);
+        let a = self.p.agg_of(i as usize);
         if a == NONE {
             self.push(t, EventKind::Start, i, 0);
         } else {
@@ -264,7 +292,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn finish(&mut self, i: u32, records: &[FlowRecord]) {
+    fn finish(&mut self, i: u32, records: &RecordTable) {
         self.end[i as usize] = self.now;
         self.done += 1;
         let (a, b) = (
@@ -274,7 +302,7 @@ impl<'a> Sim<'a> {
         for k in a..b {
             let d = self.p.dependants[k];
             let du = d as usize;
-            self.ready_at[du] = self.ready_at[du].max(self.now);
+            self.start[du] = self.start[du].max(self.now);
             self.p.pending[du] -= 1;
             if self.p.pending[du] == 0 {
                 self.ready(d, records);
@@ -282,20 +310,26 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn start_record(&mut self, i: u32, records: &[FlowRecord]) {
-        let r = &records[i as usize];
+    fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
         self.start[iu] = self.now;
-        match r.mode {
-            Mode::Compute | Mode::NvLink => self.push(self.now + r.dur.0, EventKind::End, i, 0),
+        match records.mode(iu) {
+            Mode::Compute | Mode::NvLink => {
+                self.push(self.now + records.dur(iu), EventKind::End, i, 0)
+            }
             _ => {
-                let (off, len) = (self.p.rec_off[iu], self.p.rec_len[iu]);
-                let w = wire(r.bytes, self.opts).0 as f64;
+                let path = self.p.rec_path[iu];
+                let (len, delay) = match path {
+                    NONE => (0, 0),
+                    p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
+                };
+                let w = wire(records.bytes(iu), self.opts).0 as f64;
                 if len == 0 || w == 0.0 {
-                    self.push(self.now + self.p.rec_delay[iu], EventKind::End, i, 0);
+                    self.push(self.now + delay, EventKind::End, i, 0);
                 } else {
-                    let cap = self.bottleneck(off, len);
-                    self.add_unit(off, len, w, cap, self.p.rec_delay[iu], Owner::Rec(i));
+                    let cap = self.p.paths.bottleneck[path as usize];
+                    let off = self.region(len, path);
+                    self.add_unit(off, len, w, cap, delay, Owner::Rec(i));
                 }
             }
         }
@@ -397,7 +431,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn end_agg(&mut self, a: u32, records: &[FlowRecord]) {
+    fn end_agg(&mut self, a: u32, records: &RecordTable) {
         let now = self.now;
         let slots = self.p.aggs[a as usize].slots;
         if slots > 0 {
@@ -418,34 +452,29 @@ impl<'a> Sim<'a> {
     }
 
     /// Completion time of record `i` alone on an idle network.
-    fn standalone(&self, i: usize, r: &FlowRecord) -> u64 {
-        match r.mode {
-            Mode::Compute | Mode::NvLink => r.dur.0,
-            Mode::Ina => self.p.aggs[self.p.rec_agg[i] as usize].standalone,
-            Mode::Net => {
-                let (off, len) = (self.p.rec_off[i] as usize, self.p.rec_len[i] as usize);
-                let min_rate = self.p.arena[off..off + len]
-                    .iter()
-                    .map(|&c| self.p.ch_rate[c as usize])
-                    .min();
-                match min_rate {
-                    Some(rate) => {
-                        BitsPerSec(rate).transmit_time(wire(r.bytes, self.opts)).0
-                            + self.p.rec_delay[i]
-                    }
-                    None => self.p.rec_delay[i],
+    fn standalone(&self, i: usize, records: &RecordTable) -> u64 {
+        match records.mode(i) {
+            Mode::Compute | Mode::NvLink => records.dur(i),
+            Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
+            Mode::Net => match self.p.rec_path[i] {
+                NONE => 0,
+                p if self.p.paths.len[p as usize] == 0 => self.p.paths.delay[p as usize],
+                p => {
+                    let rate = self.p.paths.min_rate[p as usize];
+                    BitsPerSec(rate)
+                        .transmit_time(wire(records.bytes(i), self.opts))
+                        .0
+                        + self.p.paths.delay[p as usize]
                 }
-            }
+            },
         }
     }
 
     /// Each record's standalone FCT, trace order (what the rows need of the prepared
     /// tables, so those can be freed before the rows are built).
-    fn standalones(&self, records: &[FlowRecord]) -> Vec<u64> {
-        records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| self.standalone(i, r))
+    fn standalones(&self, records: &RecordTable) -> Vec<u64> {
+        (0..records.len())
+            .map(|i| self.standalone(i, records))
             .collect()
     }
 
@@ -489,32 +518,41 @@ fn progress_bar(n: usize) -> indicatif::ProgressBar {
     b
 }
 
-/// Replay `records` on `topo`, routing every transfer with `routing`.
-///
-/// Validates the trace first (see the module docs), then runs the event loop to the
-/// last record and returns one [`FctRow`] per record (trace order), the summary
-/// (`fct::summarize`), per-channel and per-switch statistics.
+/// Replay `records` on `topo`, routing every transfer with `routing`: [`simulate_table`]
+/// of their [`RecordTable`].
 pub fn simulate<R: PathSource + ?Sized>(
     records: &[FlowRecord],
     topo: &Topology,
     routing: &R,
     opts: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
+    simulate_table(RecordTable::from_records(records)?, topo, routing, opts)
+}
+
+/// Replay the records of `records` on `topo`, routing every transfer with `routing`.
+///
+/// Validates the trace first (see the module docs), then runs the event loop to the
+/// last record and returns each record's times (its `fct.csv` rows on demand, trace
+/// order), the summary (`fct::summarize_times`), per-channel and per-switch statistics.
+pub fn simulate_table<R: PathSource + ?Sized>(
+    records: RecordTable,
+    topo: &Topology,
+    routing: &R,
+    opts: &ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
     let wall = std::time::Instant::now();
-    let p = prepare(records, topo, routing, opts)?;
+    let p = prepare(&records, topo, routing, opts)?;
     let mut sim = Sim::new(p, records.len(), opts);
-    sim.run(records)?;
+    sim.run(&records)?;
     let channels = sim.channel_stats(topo);
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
-    let standalone = sim.standalones(records);
+    let standalone = sim.standalones(&records);
     let (start, end) = (std::mem::take(&mut sim.start), std::mem::take(&mut sim.end));
     let (switch_bytes, ina_fallbacks, events, resolves) =
         (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
     // the prepared tables and the solver's state are done with: free them before the
-    // rows are built (the peak of a large replay)
+    // summary
     drop(sim);
-    let rows = rows(records, &start, &end, &standalone);
-    drop((start, end, standalone));
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
@@ -522,23 +560,19 @@ pub fn simulate<R: PathSource + ?Sized>(
         ina_slot_peak: fct::slot_peak(&slots),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
-    let summary = fct::summarize(records, &rows, &ctx)?;
+    let summary = fct::summarize_times(&records, &start, &end, &ctx);
     Ok(ReplayResult {
-        rows,
         summary,
         channels,
         slots,
         ina_fallbacks,
         events,
         resolves,
+        times: super::RecordTimes {
+            records,
+            start,
+            end,
+            standalone,
+        },
     })
-}
-
-/// One row per record, trace order.
-fn rows(records: &[FlowRecord], start: &[u64], end: &[u64], standalone: &[u64]) -> Vec<FctRow> {
-    records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| FctRow::of_record(r, start[i], end[i], standalone[i]))
-        .collect()
 }

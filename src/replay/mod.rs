@@ -75,10 +75,12 @@ mod pools;
 mod prepare;
 mod route;
 mod solver;
+mod table;
 
-pub use engine::simulate;
+pub use engine::{simulate, simulate_table};
 pub use output::write_outputs;
 pub use route::PathSource;
+pub use table::RecordTable;
 
 use crate::fct::{FctRow, Summary};
 use crate::formats::links_csv::ChannelStat;
@@ -127,9 +129,10 @@ impl Default for ReplayOptions {
 /// Everything one replay produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayResult {
-    /// One row per record, in trace order.
-    pub rows: Vec<FctRow>,
-    /// The iteration summary (`fct::summarize`).
+    /// Each record's times, from which its `fct.csv` row is made on demand
+    /// ([`ReplayResult::rows`], [`ReplayResult::row_iter`]).
+    times: RecordTimes,
+    /// The iteration summary (`fct::summarize_times`).
     pub summary: Summary,
     /// Per-channel statistics, channels that carried bytes, in channel order.
     pub channels: Vec<ChannelStat>,
@@ -141,6 +144,30 @@ pub struct ReplayResult {
     pub events: u64,
     /// Max-min re-solves (batches with a rate change).
     pub resolves: u64,
+}
+
+/// The records replayed with each one's start, end and standalone FCT (by position): the
+/// rows of `fct.csv` without their repeated fields.
+#[derive(Clone, Debug, PartialEq)]
+struct RecordTimes {
+    records: RecordTable,
+    start: Vec<u64>,
+    end: Vec<u64>,
+    standalone: Vec<u64>,
+}
+
+impl ReplayResult {
+    /// One row per record, in trace order, made as they are read (what `fct.csv` is
+    /// written from without holding every row).
+    pub fn row_iter(&self) -> impl ExactSizeIterator<Item = FctRow> + '_ {
+        let t = &self.times;
+        (0..t.records.len()).map(|i| t.records.row(i, t.start[i], t.end[i], t.standalone[i]))
+    }
+
+    /// One row per record, in trace order.
+    pub fn rows(&self) -> Vec<FctRow> {
+        self.row_iter().collect()
+    }
 }
 
 /// Why a replay could not run. Every variant names the record, node or link at fault.
@@ -206,9 +233,9 @@ pub enum ReplayError {
     /// trace; reported rather than hidden).
     #[error("simulation stopped with {0} records unfinished (first: {1})")]
     Stalled(usize, FlowId),
-    /// Summary computation failed.
-    #[error(transparent)]
-    Summary(#[from] crate::fct::FctError),
+    /// More records (or deps) than the replayer's `u32` positions hold.
+    #[error("the trace is too large to replay: {0} records (at most 4,294,967,293 records and as many deps)")]
+    TooLarge(usize),
     /// A trace header value the replayer needs is malformed.
     #[error("trace header `{key}`: {msg}")]
     Header {
