@@ -4,6 +4,7 @@
 //! Data layout: records, units (active transfers) and channels live in flat vectors
 //! indexed by `u32`; every path is a slice of one channel arena (see `prepare`).
 
+use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::route::PathSource;
@@ -124,8 +125,8 @@ impl<'a> Sim<'a> {
             opts,
             now: 0,
             heap: BinaryHeap::new(),
-            start: vec![0; n],
-            end: vec![u64::MAX; n],
+            start: huge::filled(n, 0),
+            end: huge::filled(n, u64::MAX),
             regions: Vec::new(),
             done: 0,
             units: Vec::new(),

@@ -70,6 +70,7 @@
 //! whose links have non-zero rates): a bad trace is an error, never a hang.
 
 mod engine;
+mod huge;
 mod output;
 mod pools;
 mod prepare;

@@ -5,6 +5,7 @@
 //! Every phase either succeeds or names the record, node, link or aggregation at fault
 //! ([`ReplayError`]); a trace that passes all of them cannot hang the event loop.
 
+use super::huge;
 use super::route::PathSource;
 use super::table::{RecordTable, UNRESOLVED};
 use super::{InaPolicy, ReplayError, ReplayOptions};
@@ -184,7 +185,7 @@ fn group_aggregations(
     let mut agg_of: HashMap<u64, u32> = HashMap::new();
     let any_ina = records.has_tags() || (0..records.len()).any(|i| records.mode(i) == Mode::Ina);
     let mut rec_agg = if any_ina {
-        vec![NONE; records.len()]
+        huge::filled(records.len(), NONE)
     } else {
         Vec::new()
     };
@@ -250,9 +251,9 @@ impl Dependants {
         agg_of: &impl Fn(usize) -> u32,
     ) -> Result<Dependants, ReplayError> {
         let n = records.len();
-        let mut pending = vec![0u32; n];
+        let mut pending = huge::filled(n, 0u32);
         // off[d + 1] counts d's dependants, then becomes the CSR offsets
-        let mut off = vec![0u32; n + 1];
+        let mut off = huge::filled(n + 1, 0u32);
         let counted = |i: usize, d: u32| {
             let a = agg_of(i);
             !(a != NONE && a == agg_of(d as usize))
@@ -279,7 +280,7 @@ impl Dependants {
             off[i + 1] += off[i];
         }
         let mut fill = off.clone();
-        let mut list = vec![0u32; off[n] as usize];
+        let mut list = huge::filled(off[n] as usize, 0u32);
         for i in 0..n {
             for &d in records.deps_of(i) {
                 if counted(i, d) {
@@ -312,7 +313,7 @@ fn check_acyclic(
             i
         }
     };
-    let mut indeg = vec![0u32; n + members.len()];
+    let mut indeg = huge::filled(n + members.len(), 0u32);
     for i in 0..n {
         indeg[node(i)] += deps.pending[i];
     }
@@ -493,7 +494,7 @@ impl RecordPaths {
     ) -> Result<RecordPaths, ReplayError> {
         let n = records.len();
         let mut p = RecordPaths {
-            of: vec![NONE; n],
+            of: huge::filled(n, NONE),
             paths: Paths::default(),
             switch_bytes: 0,
         };

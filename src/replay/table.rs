@@ -7,6 +7,7 @@
 //! The fields the replayer never reads (iteration, collective, step, micro-batch, layer,
 //! stage, group size) are not kept.
 
+use super::huge;
 use super::ReplayError;
 use crate::fct::{FctRow, TraceView};
 use crate::record::{AggTag, Class, FlowRecord, Mode};
@@ -151,9 +152,13 @@ impl RecordTable {
             self.tag_of.resize(self.len(), NO_TAG);
         }
         self.map = HashMap::new();
-        for v in [&mut self.deps, &mut self.dep_off, &mut self.tag_of] {
-            v.shrink_to_fit();
-        }
+        // the columns the event loop reads at random: huge pages (see `huge`)
+        huge::advise(&self.deps, true);
+        huge::advise(&self.dep_off, true);
+        huge::advise(&self.gap, true);
+        huge::advise(&self.dur, true);
+        huge::advise(&self.bytes, true);
+        huge::advise(&self.mode, true);
     }
 
     /// Number of records.
