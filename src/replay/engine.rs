@@ -38,6 +38,51 @@ pub(super) enum EventKind {
 /// (time, kind, index, version), smallest first.
 type Event = Reverse<(u64, EventKind, u32, u32)>;
 
+/// What the event loop reads and writes of one record, side by side so that an event
+/// touches one cache line of it, not one per column (the records are visited in time
+/// order, which is far from trace order at scale).
+#[derive(Clone, Copy)]
+pub(super) struct RecState {
+    /// When the record became ready (its last dep ended) until it starts; then its start.
+    pub start: u64,
+    /// When it ended (`u64::MAX` until then).
+    pub end: u64,
+    /// Deps not ended yet.
+    pub pending: u32,
+    /// Its path ([`TIMER`] for compute and NVLink records, [`NONE`] for a transfer that
+    /// crosses no channel).
+    pub path: u32,
+}
+
+/// The `path` of a record that is a timer of `dur` (compute, NVLink).
+const TIMER: u32 = u32::MAX - 1;
+
+impl RecState {
+    /// The state of every record before the first event, taking the dep counts and
+    /// paths out of the prepared tables.
+    fn table(p: &mut Prepared, records: &RecordTable) -> Vec<RecState> {
+        let pending = std::mem::take(&mut p.pending);
+        let paths = std::mem::take(&mut p.rec_path);
+        let mut v = huge::filled(
+            records.len(),
+            RecState {
+                start: 0,
+                end: u64::MAX,
+                pending: 0,
+                path: NONE,
+            },
+        );
+        for (i, r) in v.iter_mut().enumerate() {
+            r.pending = pending[i];
+            r.path = match records.mode(i) {
+                Mode::Compute | Mode::NvLink => TIMER,
+                _ => paths[i],
+            };
+        }
+        v
+    }
+}
+
 /// Who a unit moves bytes for.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Owner {
@@ -77,10 +122,8 @@ pub(super) struct Sim<'a> {
     pub opts: &'a ReplayOptions,
     pub now: u64,
     heap: BinaryHeap<Event>,
-    /// When each record became ready (its last dep ended) until it starts, then its
-    /// start (one column for both: a record's ready time is not needed once it started).
-    start: Vec<u64>,
-    end: Vec<u64>,
+    /// The run-time state of each record, in one place (see [`RecState`]).
+    rec: Vec<RecState>,
     /// Free arena regions for host transfers, by length: a transfer's path is copied into
     /// a region of its own while it runs (the solver keeps each unit's position on its
     /// channels per arena slot, and records share interned paths).
@@ -116,7 +159,8 @@ pub(super) struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(p: Prepared, n: usize, opts: &'a ReplayOptions) -> Sim<'a> {
+    fn new(mut p: Prepared, records: &RecordTable, opts: &'a ReplayOptions) -> Sim<'a> {
+        let rec = RecState::table(&mut p, records);
         let nch = p.ch_cap.len();
         let arena_len = p.arena.len();
         let pools = Pools::new(&opts.ina, p.switch_nodes.len());
@@ -125,25 +169,24 @@ impl<'a> Sim<'a> {
             opts,
             now: 0,
             heap: BinaryHeap::new(),
-            start: huge::filled(n, 0),
-            end: huge::filled(n, u64::MAX),
+            rec,
             regions: Vec::new(),
             done: 0,
             units: Vec::new(),
             free_units: Vec::new(),
             slot_of: Vec::new(),
             pos: vec![0; arena_len],
-            ch_units: vec![Vec::new(); nch],
-            ch_demand: vec![0.0; nch],
-            ch_bytes: vec![0.0; nch],
+            ch_units: huge::filled(nch, Vec::new()),
+            ch_demand: huge::filled(nch, 0.0),
+            ch_bytes: huge::filled(nch, 0.0),
             dirty: Vec::new(),
             fresh: Vec::new(),
             stamp: 0,
-            ch_mark: vec![0; nch],
-            ch_comp: vec![0; nch],
-            ch_ver: vec![0; nch],
-            rem: vec![0.0; nch],
-            cnt: vec![0; nch],
+            ch_mark: huge::filled(nch, 0),
+            ch_comp: huge::filled(nch, 0),
+            ch_ver: huge::filled(nch, 0),
+            rem: huge::filled(nch, 0.0),
+            cnt: huge::filled(nch, 0),
             unit_mark: Vec::new(),
             unit_frozen: Vec::new(),
             new_rate: Vec::new(),
@@ -164,7 +207,7 @@ impl<'a> Sim<'a> {
     fn run(&mut self, records: &RecordTable) -> Result<(), ReplayError> {
         let n = records.len();
         for i in 0..n as u32 {
-            if self.p.pending[i as usize] == 0 {
+            if self.rec[i as usize].pending == 0 {
                 self.ready(i, records);
             }
         }
@@ -192,7 +235,7 @@ impl<'a> Sim<'a> {
             b.finish_and_clear();
         }
         if self.done < n {
-            let first = (0..n).find(|&i| self.end[i] == u64::MAX).unwrap_or(0);
+            let first = (0..n).find(|&i| self.rec[i].end == u64::MAX).unwrap_or(0);
             return Err(ReplayError::Stalled(n - self.done, records.id(first)));
         }
         Ok(())
@@ -246,7 +289,7 @@ impl<'a> Sim<'a> {
     fn account_edges(&mut self, a: u32, records: &RecordTable) {
         for &m in &self.p.aggs[a as usize].members {
             let w = ina_wire(records.bytes(m as usize), self.opts).0 as f64;
-            let path = self.p.rec_path[m as usize];
+            let path = self.rec[m as usize].path;
             if path == NONE {
                 continue;
             }
@@ -278,7 +321,7 @@ impl<'a> Sim<'a> {
     /// Record `i`'s last dep ended: start it after its gap, or count it towards its
     /// aggregation, which starts when its last edge is ready.
     fn ready(&mut self, i: u32, records: &RecordTable) {
-        let t = self.start[i as usize] + records.gap(i as usize);
+        let t = self.rec[i as usize].start + records.gap(i as usize);
         let a = self.p.agg_of(i as usize);
         if a == NONE {
             self.push(t, EventKind::Start, i, 0);
@@ -294,7 +337,7 @@ impl<'a> Sim<'a> {
     }
 
     fn finish(&mut self, i: u32, records: &RecordTable) {
-        self.end[i as usize] = self.now;
+        self.rec[i as usize].end = self.now;
         self.done += 1;
         let (a, b) = (
             self.p.dep_off[i as usize] as usize,
@@ -303,9 +346,10 @@ impl<'a> Sim<'a> {
         for k in a..b {
             let d = self.p.dependants[k];
             let du = d as usize;
-            self.start[du] = self.start[du].max(self.now);
-            self.p.pending[du] -= 1;
-            if self.p.pending[du] == 0 {
+            let r = &mut self.rec[du];
+            r.start = r.start.max(self.now);
+            r.pending -= 1;
+            if r.pending == 0 {
                 self.ready(d, records);
             }
         }
@@ -313,13 +357,10 @@ impl<'a> Sim<'a> {
 
     fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
-        self.start[iu] = self.now;
-        match records.mode(iu) {
-            Mode::Compute | Mode::NvLink => {
-                self.push(self.now + records.dur(iu), EventKind::End, i, 0)
-            }
-            _ => {
-                let path = self.p.rec_path[iu];
+        self.rec[iu].start = self.now;
+        match self.rec[iu].path {
+            TIMER => self.push(self.now + records.dur(iu), EventKind::End, i, 0),
+            path => {
                 let (len, delay) = match path {
                     NONE => (0, 0),
                     p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
@@ -443,7 +484,7 @@ impl<'a> Sim<'a> {
         let started = self.p.aggs[a as usize].started;
         let members = std::mem::take(&mut self.p.aggs[a as usize].members);
         for &m in &members {
-            self.start[m as usize] = started;
+            self.rec[m as usize].start = started;
         }
         for &m in &members {
             self.finish(m, records);
@@ -457,7 +498,7 @@ impl<'a> Sim<'a> {
         match records.mode(i) {
             Mode::Compute | Mode::NvLink => records.dur(i),
             Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
-            Mode::Net => match self.p.rec_path[i] {
+            Mode::Net => match self.rec[i].path {
                 NONE => 0,
                 p if self.p.paths.len[p as usize] == 0 => self.p.paths.delay[p as usize],
                 p => {
@@ -481,7 +522,7 @@ impl<'a> Sim<'a> {
 
     /// Statistics of every channel that carried bytes, channel order.
     fn channel_stats(&self, topo: &Topology) -> Vec<ChannelStat> {
-        let makespan = self.end.iter().copied().max().unwrap_or(0);
+        let makespan = self.rec.iter().map(|r| r.end).max().unwrap_or(0);
         let mut channels = Vec::new();
         for (c, bytes) in self.ch_bytes.iter().enumerate() {
             let b = bytes.round() as u64;
@@ -543,17 +584,20 @@ pub fn simulate_table<R: PathSource + ?Sized>(
 ) -> Result<ReplayResult, ReplayError> {
     let wall = std::time::Instant::now();
     let p = prepare(&records, topo, routing, opts)?;
-    let mut sim = Sim::new(p, records.len(), opts);
+    let mut sim = Sim::new(p, &records, opts);
     sim.run(&records)?;
     let channels = sim.channel_stats(topo);
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
     let standalone = sim.standalones(&records);
-    let (start, end) = (std::mem::take(&mut sim.start), std::mem::take(&mut sim.end));
+    let rec = std::mem::take(&mut sim.rec);
     let (switch_bytes, ina_fallbacks, events, resolves) =
         (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
     // the prepared tables and the solver's state are done with: free them before the
-    // summary
+    // times are taken apart and the summary made
     drop(sim);
+    let start: Vec<u64> = rec.iter().map(|r| r.start).collect();
+    let end: Vec<u64> = rec.iter().map(|r| r.end).collect();
+    drop(rec);
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),

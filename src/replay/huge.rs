@@ -1,13 +1,13 @@
-//! Transparent huge pages for the replayer's per-record arrays.
+//! Transparent huge pages for the replayer's per-record and per-channel arrays.
 //!
-//! The event loop reads and writes these arrays (tens to hundreds of MB each at cluster
-//! scale) at effectively random positions, so with 4 KiB pages nearly every access also
+//! The event loop reads and writes these arrays (megabytes per channel array, hundreds
+//! of MB per record array at cluster scale) at effectively random positions, so with 4 KiB pages nearly every access also
 //! misses the TLB. Backing them with 2 MiB pages (`madvise(MADV_HUGEPAGE)`, honoured where
 //! the system's THP mode is `madvise` or `always`) removes most of those misses. This is
 //! advice only: it never changes contents, and where the kernel declines, nothing changes.
 
-/// Arrays smaller than this are left alone (a few huge pages at most).
-const MIN_BYTES: usize = 4 << 20;
+/// Arrays smaller than this are left alone (half a huge page).
+const MIN_BYTES: usize = 1 << 20;
 
 /// Linux's `MADV_COLLAPSE` (6.1+): back an already-written range with huge pages now.
 #[cfg(target_os = "linux")]

@@ -86,13 +86,15 @@ pub(super) struct Channels {
 pub(super) struct Prepared {
     /// Aggregation of each record ([`NONE`]: none); empty when no record aggregates.
     pub rec_agg: Vec<u32>,
+    /// Deps of each record (taken into the event loop's record state).
     pub pending: Vec<u32>,
     pub dep_off: Vec<u32>,
     pub dependants: Vec<u32>,
     /// Channel lists of the aggregation trees and fallback rings (fixed here), then of
     /// the active host transfers (one region per unit, reused: see the event loop).
     pub arena: Vec<u32>,
-    /// The path of each record ([`NONE`]: it crosses no channel), into `paths`.
+    /// The path of each record ([`NONE`]: it crosses no channel), into `paths` (taken
+    /// into the event loop's record state).
     pub rec_path: Vec<u32>,
     /// The distinct routed paths.
     pub paths: Paths,
@@ -356,7 +358,7 @@ impl Channels {
     fn new(topo: &Topology) -> Channels {
         let nch = topo.links.len() * 2;
         let mut ch = Channels {
-            cap: vec![0.0; nch],
+            cap: huge::filled(nch, 0.0),
             rate: vec![0; nch],
             delay: vec![0; nch],
         };
