@@ -216,7 +216,9 @@ fn group_aggregations(
                 if ai == next {
                     members.push(Vec::new());
                 }
-                rec_agg[i] = ai;
+                if let Some(slot) = rec_agg.get_mut(i) {
+                    *slot = ai;
+                }
                 members[ai as usize].push(i as u32);
             }
             (Mode::Ina, None) => {
@@ -260,7 +262,7 @@ impl Dependants {
             let a = agg_of(i);
             !(a != NONE && a == agg_of(d as usize))
         };
-        for i in 0..n {
+        for (i, pend) in pending.iter_mut().enumerate() {
             for (k, &d) in records.deps_of(i).iter().enumerate() {
                 if d == UNRESOLVED {
                     return Err(ReplayError::DanglingDep {
@@ -274,7 +276,7 @@ impl Dependants {
                 if d as usize == i {
                     return Err(ReplayError::Cycle(records.id(i), 1));
                 }
-                pending[i] += 1;
+                *pend += 1;
                 off[d as usize + 1] += 1;
             }
         }
