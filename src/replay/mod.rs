@@ -68,6 +68,18 @@
 //! Before anything runs the input is validated (unique ids, deps exist, no cycle once
 //! each aggregation is contracted to one node, endpoints exist, every transfer has a route
 //! whose links have non-zero rates): a bad trace is an error, never a hang.
+//!
+//! **Storage (cluster scale).** The records live in a [`RecordTable`] (one column per
+//! field the replayer reads, deps as `u32` positions; ≈ 42 B plus 4 B per dep, against
+//! ≈ 200 B for a `FlowRecord`), filled one record at a time from the generator or the
+//! trace reader, so no `Vec<FlowRecord>` of the whole trace exists on those paths
+//! (`ina3d replay --from` and `ina3d replay FILE`). Paths are interned per connection
+//! (sender, receiver, NCCL channel): one routing and one channel list per connection, a
+//! `u32` per record. The event loop keeps each record's run-time state in one 40 B struct
+//! (an event touches one cache line of it) and advises huge pages for the per-record and
+//! per-channel arrays (`huge`). `fct.csv` and `fct.txt` rows are made as they are written
+//! ([`ReplayResult::row_iter`]). GPT-3 175B on 32,768 GPUs with ring all-reduce
+//! (17.7 M records) replays in ≈ 1.9 GiB, ≈ 110 B per record, all included.
 
 mod engine;
 mod huge;
