@@ -47,13 +47,8 @@ pub(super) struct RecState {
     pub start: u64,
     /// When it ended (`u64::MAX` until then).
     pub end: u64,
-    /// Its gap, ns (also in the record table: kept here, beside the rest, for `ready`).
-    pub gap: u64,
     /// Deps not ended yet.
     pub pending: u32,
-    /// Its dependants: `dependants[dep_off..dep_off + dep_len]`.
-    pub dep_off: u32,
-    pub dep_len: u32,
     /// Its path ([`TIMER`] for compute and NVLink records, [`NONE`] for a transfer that
     /// crosses no channel).
     pub path: u32,
@@ -68,24 +63,17 @@ impl RecState {
     fn table(p: &mut Prepared, records: &RecordTable) -> Vec<RecState> {
         let pending = std::mem::take(&mut p.pending);
         let paths = std::mem::take(&mut p.rec_path);
-        let dep_off = std::mem::take(&mut p.dep_off);
         let mut v = huge::filled(
             records.len(),
             RecState {
                 start: 0,
                 end: u64::MAX,
-                gap: 0,
                 pending: 0,
-                dep_off: 0,
-                dep_len: 0,
                 path: NONE,
             },
         );
         for (i, r) in v.iter_mut().enumerate() {
             r.pending = pending[i];
-            r.gap = records.gap(i);
-            r.dep_off = dep_off[i];
-            r.dep_len = dep_off[i + 1] - dep_off[i];
             r.path = match records.mode(i) {
                 Mode::Compute | Mode::NvLink => TIMER,
                 _ => paths[i],
@@ -220,7 +208,7 @@ impl<'a> Sim<'a> {
         let n = records.len();
         for i in 0..n as u32 {
             if self.rec[i as usize].pending == 0 {
-                self.ready(i);
+                self.ready(i, records);
             }
         }
         let bar = self.opts.progress.then(|| progress_bar(n));
@@ -256,8 +244,8 @@ impl<'a> Sim<'a> {
     fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &RecordTable) {
         match kind {
             EventKind::TxDone => self.tx_done(idx, ver, records),
-            EventKind::End => self.finish(idx),
-            EventKind::AggEnd => self.end_agg(idx),
+            EventKind::End => self.finish(idx, records),
+            EventKind::AggEnd => self.end_agg(idx, records),
             EventKind::Start => self.start_record(idx, records),
             EventKind::AggStart => self.try_agg(idx),
         }
@@ -332,9 +320,8 @@ impl<'a> Sim<'a> {
 
     /// Record `i`'s last dep ended: start it after its gap, or count it towards its
     /// aggregation, which starts when its last edge is ready.
-    fn ready(&mut self, i: u32) {
-        let r = &self.rec[i as usize];
-        let t = r.start + r.gap;
+    fn ready(&mut self, i: u32, records: &RecordTable) {
+        let t = self.rec[i as usize].start + records.gap(i as usize);
         let a = self.p.agg_of(i as usize);
         if a == NONE {
             self.push(t, EventKind::Start, i, 0);
@@ -349,11 +336,13 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn finish(&mut self, i: u32) {
-        let r = &mut self.rec[i as usize];
-        r.end = self.now;
+    fn finish(&mut self, i: u32, records: &RecordTable) {
+        self.rec[i as usize].end = self.now;
         self.done += 1;
-        let (a, b) = (r.dep_off as usize, (r.dep_off + r.dep_len) as usize);
+        let (a, b) = (
+            self.p.dep_off[i as usize] as usize,
+            self.p.dep_off[i as usize + 1] as usize,
+        );
         for k in a..b {
             let d = self.p.dependants[k];
             let du = d as usize;
@@ -361,7 +350,7 @@ impl<'a> Sim<'a> {
             r.start = r.start.max(self.now);
             r.pending -= 1;
             if r.pending == 0 {
-                self.ready(d);
+                self.ready(d, records);
             }
         }
     }
@@ -484,7 +473,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn end_agg(&mut self, a: u32) {
+    fn end_agg(&mut self, a: u32, records: &RecordTable) {
         let now = self.now;
         let slots = self.p.aggs[a as usize].slots;
         if slots > 0 {
@@ -498,7 +487,7 @@ impl<'a> Sim<'a> {
             self.rec[m as usize].start = started;
         }
         for &m in &members {
-            self.finish(m);
+            self.finish(m, records);
         }
         self.p.aggs[a as usize].members = members;
         self.serve_waiting();

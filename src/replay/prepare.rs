@@ -88,7 +88,6 @@ pub(super) struct Prepared {
     pub rec_agg: Vec<u32>,
     /// Deps of each record (taken into the event loop's record state).
     pub pending: Vec<u32>,
-    /// CSR offsets of `dependants` (taken into the event loop's record state).
     pub dep_off: Vec<u32>,
     pub dependants: Vec<u32>,
     /// Channel lists of the aggregation trees and fallback rings (fixed here), then of
