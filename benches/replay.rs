@@ -751,8 +751,8 @@ fn scale() {
         (256, "off", "file", 17_686_016),
         (512, "off", "generator", 67_960_320),
     ] {
-        // at the ≈ 110 B/record measured at 32,768 GPUs (30 Nov 2026, was ≈ 300 B before
-        // the record table), a case that does not fit the memory available now would push
+        // at the ≈ 108 B/record measured at 32,768 GPUs (101 B at 65,536; 30 Nov 2026, was
+        // ≈ 300 B before the record table), a case that does not fit the memory available now would push
         // the shared machine into the OOM killer: say so instead of starting it
         let need = records * SCALE_BYTES_PER_RECORD;
         let avail = mem_available_bytes().unwrap_or(0);

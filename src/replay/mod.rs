@@ -79,8 +79,9 @@
 //! (an event touches one cache line of it) and advises huge pages for the per-record and
 //! per-channel arrays (`huge`). `fct.csv` and `fct.txt` rows are made as they are written
 //! ([`ReplayResult::row_iter`]). GPT-3 175B on 32,768 GPUs with ring all-reduce
-//! (17.7 M records) replays in ≈ 1.75 GiB peak, ≈ 106 B per record, all included; 65,536 GPUs
-//! (68.0 M records) in ≈ 6.2 GiB, ≈ 99 B per record.
+//! (17.7 M records) replays from the generator in 1.79 GiB peak RSS, ≈ 108 B per record,
+//! everything included (was 4.9 GiB); 65,536 GPUs (68.0 M records) in 6.4 GiB, ≈ 101 B
+//! per record (README, Benchmarks).
 
 mod engine;
 mod huge;
