@@ -500,8 +500,7 @@ fn ns3_case(
     let mut fct_err_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     let mut fct_signed_by: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
     for r in replayed
-        .rows
-        .iter()
+        .row_iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
     {
         let n = ns3_rows
@@ -740,60 +739,75 @@ fn generated(ina: bool) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Cluster scale (issue 13): GPT-3 175B TP8·PP16 on fat-tree k=64 at DP 256 (32,768 GPUs,
 /// ring and hierarchical INA) and DP 512 (65,536 GPUs, ring), one NCCL channel (the
-/// ≈ 17.7 M-record trace the 60 s / 4 GiB target was set on), generated in memory and
-/// replayed as `ina3d replay --from` does. Each case runs in a child process of this bench
-/// so that its peak RSS (VmHWM) is its own.
+/// ≈ 17.7 M-record trace the 60 s / 4 GiB target was set on): generated in memory and
+/// replayed as `ina3d replay --from` does, and the 32,768-GPU ring also from a trace file
+/// (`ina3d trace` then `ina3d replay FILE`; writing the file is not timed). Each case runs
+/// in a child process of this bench so that its peak RSS (VmHWM) and CPU time are its own;
+/// the load average is printed beside them (the machine is shared: wall time alone says
+/// little when other work holds the cores).
 fn scale() {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => return println!("cluster scale: cannot re-run this bench: {e}"),
     };
     println!(
-        "cluster scale (GPT-3 175B TP8·PP16, fat-tree k=64, replay --from; one process per case):"
+        "cluster scale (GPT-3 175B TP8·PP16, fat-tree k=64, one NCCL channel; one process per case):"
     );
-    // (DP, INA, records): the record counts of these traces, for the memory check below
-    for (dp, ina, records) in [
-        (256, "off", 17_686_016u64),
-        (256, "hierarchical", 1_073_152),
-        (512, "off", 67_960_320),
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-scale");
+    // (DP, INA, source, records): the record counts of these traces, for the memory check
+    for (dp, ina, source, records) in [
+        (256, "off", "generator", 17_686_016u64),
+        (256, "hierarchical", "generator", 1_073_152),
+        (256, "off", "file", 17_686_016),
+        (512, "off", "generator", 67_960_320),
     ] {
-        // at the ≈ 300 B/record measured at 32,768 GPUs (30 Nov 2026), a case that does
-        // not fit the memory available now would push the shared machine into the OOM
-        // killer: say so and what it needs instead of starting it
-        let need = records * 300;
+        // at the ≈ 108 B/record measured at 32,768 GPUs (101 B at 65,536; 30 Nov 2026, was
+        // ≈ 300 B before the record table), a case that does not fit the memory available now would push
+        // the shared machine into the OOM killer: say so instead of starting it
+        let need = records * SCALE_BYTES_PER_RECORD;
         let avail = mem_available_bytes().unwrap_or(0);
         if need > avail {
             println!(
-                "  {} GPUs DP{dp} INA {ina}: NOT RUN: needs ≈ {:.1} GiB ({records} records × 300 B), {:.1} GiB available",
+                "  {} GPUs DP{dp} INA {ina} [{source}]: NOT RUN: needs ≈ {:.1} GiB ({records} records × {SCALE_BYTES_PER_RECORD} B), {:.1} GiB available",
                 8 * 16 * dp,
                 need as f64 / (1u64 << 30) as f64,
                 avail as f64 / (1u64 << 30) as f64
             );
             continue;
         }
-        let out = std::process::Command::new(&exe)
-            .args(["scale-case", &dp.to_string(), ina])
-            .output();
+        let mut args = vec!["scale-case".to_string(), dp.to_string(), ina.to_string()];
+        if source == "file" {
+            let trace = dir.join(format!("gpt3-dp{dp}-{ina}.csv.gz"));
+            if let Err(e) = scale_trace_file(dp, ina, &trace) {
+                println!("  DP{dp} INA {ina} [file]: could not write the trace: {e}");
+                continue;
+            }
+            args.push(trace.display().to_string());
+        }
+        let out = std::process::Command::new(&exe).args(&args).output();
         match out {
             Ok(o) => {
                 print!("{}", String::from_utf8_lossy(&o.stdout));
                 if !o.status.success() {
                     println!(
-                        "  DP{dp} INA {ina}: failed: {}",
+                        "  DP{dp} INA {ina} [{source}]: failed: {}",
                         String::from_utf8_lossy(&o.stderr)
                     );
                 }
             }
-            Err(e) => println!("  DP{dp} INA {ina}: could not start: {e}"),
+            Err(e) => println!("  DP{dp} INA {ina} [{source}]: could not start: {e}"),
         }
     }
 }
 
-/// One cluster-scale case, in this process: prints wall, peak RSS and bytes per record
-/// beside the targets (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
-fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
+/// Peak bytes per record of the cluster-scale replays (measured, rounded up): what the
+/// memory check before each case assumes.
+const SCALE_BYTES_PER_RECORD: u64 = 120;
+
+/// The job of a cluster-scale case.
+fn scale_spec(dp: u32, ina: &str) -> Result<ina3d::pipeline::JobSpec, Box<dyn std::error::Error>> {
     use ina3d::pipeline::ParallelSizes;
-    let spec = ina3d::pipeline::JobSpec {
+    Ok(ina3d::pipeline::JobSpec {
         input: "gpt3-175b".into(),
         topology: "fat-tree:k=64".into(),
         sizes: ParallelSizes {
@@ -808,30 +822,101 @@ fn scale_case(dp: u32, ina: &str) -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         },
         ..Default::default()
-    };
+    })
+}
+
+/// Write the trace of a cluster-scale case to `path` (as `ina3d trace` does), unless a
+/// previous run left it there.
+fn scale_trace_file(
+    dp: u32,
+    ina: &str,
+    path: &std::path::Path,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if path.exists() {
+        return Ok(());
+    }
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let spec = scale_spec(dp, ina)?;
+    let job = ina3d::pipeline::Job::prepare(&spec)?;
+    let opts = spec.trace_options()?;
+    ina3d::pipeline::generate_trace(&job, &opts, Some(path), false, &mut |_| {})?;
+    Ok(())
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// The 1-minute load average.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(String::from))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// One cluster-scale case, in this process: replays from the generator or, given one,
+/// from a trace file; prints wall, CPU, peak RSS and bytes per record beside the targets
+/// (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
+fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = scale_spec(dp, ina)?;
+    let (load0, cpu0) = (load_average(), cpu_seconds());
     let t0 = Instant::now();
-    let (_, r) = ina3d::pipeline::replay_job(
-        &spec,
-        false,
-        ina3d::replay::RateModel::default(),
-        &mut |_| {},
-    )?;
+    let r = match file {
+        None => {
+            ina3d::pipeline::replay_job(
+                &spec,
+                false,
+                ina3d::replay::RateModel::default(),
+                &mut |_| {},
+            )?
+            .1
+        }
+        Some(f) => {
+            ina3d::pipeline::replay_file(
+                std::path::Path::new(f),
+                None,
+                None,
+                false,
+                ina3d::replay::RateModel::default(),
+            )?
+            .result
+        }
+    };
+    // the outputs are part of a replay: write them as `ina3d replay -o` does
+    let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("target/bench-scale/out-dp{dp}-{ina}"));
+    ina3d::replay::write_outputs(&out, &r)?;
     let wall = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
     let hwm = vm_hwm_kib().unwrap_or(0) as f64 * 1024.0;
     let gib = hwm / (1u64 << 30) as f64;
     let records = r.summary.records.max(1);
     let targets = if dp == 256 {
         format!(
-            " (target ≤ 60 s: {:.2}×; ≤ 4 GiB: {:.2}×)",
+            " (target ≤ 60 s: {:.2}× wall, {:.2}× CPU; ≤ 4 GiB: {:.2}×)",
             wall / 60.0,
+            cpu / 60.0,
             gib / 4.0
         )
     } else {
         " (target: runs)".into()
     };
     println!(
-        "  {} GPUs DP{dp} INA {ina}: {records} records, generate + replay wall {wall:.1} s, peak RSS {gib:.2} GiB, {:.0} B/record{targets}; iteration {:.1} ms",
+        "  {} GPUs DP{dp} INA {ina} [{}]: {records} records, {} + replay + outputs: wall {wall:.1} s, CPU {cpu:.1} s (load average {load0} → {}), peak RSS {gib:.2} GiB, {:.0} B/record{targets}; iteration {:.1} ms",
         8 * 16 * dp,
+        if file.is_some() { "file" } else { "generator" },
+        if file.is_some() { "read" } else { "generate" },
+        load_average(),
         hwm / records as f64,
         r.summary.iteration_time_ns as f64 / 1e6
     );
@@ -880,7 +965,8 @@ fn main() {
     if let Some(k) = args.iter().position(|a| a == "scale-case") {
         let dp = args.get(k + 1).and_then(|d| d.parse().ok()).unwrap_or(256);
         let ina = args.get(k + 2).map_or("off", String::as_str);
-        if let Err(e) = scale_case(dp, ina) {
+        let file = args.get(k + 3).map(String::as_str);
+        if let Err(e) = scale_case(dp, ina, file) {
             eprintln!("{e}");
             std::process::exit(1);
         }

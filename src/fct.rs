@@ -17,7 +17,7 @@ pub mod bench;
 pub mod stats;
 
 use crate::formats::switches_csv::SlotSample;
-use crate::record::{AggDir, Class, FlowRecord, Mode};
+use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
 use crate::units::NodeId;
 use serde::{Deserialize, Serialize};
@@ -264,6 +264,83 @@ pub enum FctError {
     },
 }
 
+/// What [`summarize`] reads of a trace: the fields of record `i` (positions `0..len`, in
+/// trace order) that the summary depends on. Implemented by `[FlowRecord]` (with an id
+/// index) and by the replayer's compact record table, so both back-ends' summaries come
+/// from the one computation below whatever holds the records.
+pub trait TraceView {
+    /// Number of records.
+    fn len(&self) -> usize;
+    /// True when there are no records.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Record id.
+    fn id(&self, i: usize) -> u64;
+    /// Sender.
+    fn src(&self, i: usize) -> NodeId;
+    /// Mode.
+    fn mode(&self, i: usize) -> Mode;
+    /// Class.
+    fn class(&self, i: usize) -> Class;
+    /// Gap before the start, ns.
+    fn gap(&self, i: usize) -> u64;
+    /// Fixed duration, ns.
+    fn dur(&self, i: usize) -> u64;
+    /// Payload bytes.
+    fn bytes(&self, i: usize) -> u64;
+    /// INA membership.
+    fn agg(&self, i: usize) -> Option<AggTag>;
+    /// Replace `out` with the positions of record `i`'s deps, in its dep order (every dep
+    /// is a record of the trace: checked before a summary is made).
+    fn deps(&self, i: usize, out: &mut Vec<usize>);
+}
+
+/// A slice of records with its id index, as a [`TraceView`].
+struct Records<'a> {
+    records: &'a [FlowRecord],
+    index: &'a RecordIndex,
+}
+
+impl TraceView for Records<'_> {
+    fn len(&self) -> usize {
+        self.records.len()
+    }
+    fn id(&self, i: usize) -> u64 {
+        self.records[i].id.0
+    }
+    fn src(&self, i: usize) -> NodeId {
+        self.records[i].src
+    }
+    fn mode(&self, i: usize) -> Mode {
+        self.records[i].mode
+    }
+    fn class(&self, i: usize) -> Class {
+        self.records[i].class
+    }
+    fn gap(&self, i: usize) -> u64 {
+        self.records[i].gap.0
+    }
+    fn dur(&self, i: usize) -> u64 {
+        self.records[i].dur.0
+    }
+    fn bytes(&self, i: usize) -> u64 {
+        self.records[i].bytes.0
+    }
+    fn agg(&self, i: usize) -> Option<AggTag> {
+        self.records[i].agg
+    }
+    fn deps(&self, i: usize, out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(
+            self.records[i]
+                .deps
+                .iter()
+                .filter_map(|d| self.index.get(d.0)),
+        );
+    }
+}
+
 /// The iteration summary of one run, from the trace and each record's start/end.
 ///
 /// - iteration time: the makespan (latest end; the iteration starts at 0);
@@ -287,18 +364,34 @@ pub fn summarize(
 ) -> Result<Summary, FctError> {
     let index = RecordIndex::new(records);
     let (start, end) = record_times(records, rows, &index)?;
+    let view = Records {
+        records,
+        index: &index,
+    };
+    Ok(summarize_times(&view, &start, &end, ctx))
+}
+
+/// [`summarize`] of a trace whose records' start and end times (by position) are already
+/// known and consistent (`start[i] ≤ end[i]`, every dep in the trace): what a back-end
+/// that timed the records itself (the replayer) calls, without building rows first.
+pub fn summarize_times<V: TraceView + ?Sized>(
+    v: &V,
+    start: &[u64],
+    end: &[u64],
+    ctx: &SummaryContext,
+) -> Summary {
     let mut s = Summary {
         backend: ctx.backend.clone(),
         trace: ctx.trace.clone(),
-        records: records.len() as u64,
+        records: v.len() as u64,
         switch_bytes: ctx.switch_bytes,
         ina_slot_peak: ctx.ina_slot_peak,
         wall_time_ns: ctx.wall_time_ns,
         iteration_time_ns: end.iter().copied().max().unwrap_or(0),
         ..Summary::default()
     };
-    busy_compute_and_bytes(records, &mut s);
-    let buckets = critical_path(records, &index, &start, &end);
+    busy_compute_and_bytes(v, &mut s);
+    let buckets = critical_path(v, start, end);
     s.exposed_tp_ns = buckets[0];
     s.exposed_pp_ns = buckets[1];
     s.exposed_dp_ns = buckets[2];
@@ -307,7 +400,7 @@ pub fn summarize(
     s.exposed_cp_ns = buckets[5];
     s.exposed_ep_ns = buckets[6];
     s.bubble_ns = s.critical_path_compute_ns.saturating_sub(s.compute_ns);
-    Ok(s)
+    s
 }
 
 /// Record ids to positions. Traces usually number their records 0..n in file order: then
@@ -383,19 +476,21 @@ fn record_times(
 /// The busiest GPU's compute (its `Compute` durations plus the gaps of what it sends;
 /// INA down edges are sent by a switch, so their gaps are not compute) and the payload
 /// bytes per class that crossed the network.
-fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
-    let max_node = records.iter().map(|r| r.src.0).max().unwrap_or(0) as usize;
+fn busy_compute_and_bytes<V: TraceView + ?Sized>(v: &V, s: &mut Summary) {
+    let n = v.len();
+    let max_node = (0..n).map(|i| v.src(i).0).max().unwrap_or(0) as usize;
     let mut busy = vec![0u64; max_node + 1];
-    for r in records {
+    for i in 0..n {
+        let mode = v.mode(i);
         let is_switch_sender =
-            r.mode == Mode::Ina && r.agg.map(|a| a.dir == AggDir::Down).unwrap_or(false);
-        let mut b = if is_switch_sender { 0 } else { r.gap.0 };
-        if r.mode == Mode::Compute {
-            b += r.dur.0;
+            mode == Mode::Ina && v.agg(i).map(|a| a.dir == AggDir::Down).unwrap_or(false);
+        let mut b = if is_switch_sender { 0 } else { v.gap(i) };
+        if mode == Mode::Compute {
+            b += v.dur(i);
         }
-        busy[r.src.idx()] += b;
-        if matches!(r.mode, Mode::Net | Mode::Ina) {
-            let slot = match r.class {
+        busy[v.src(i).idx()] += b;
+        if matches!(mode, Mode::Net | Mode::Ina) {
+            let slot = match v.class(i) {
                 Class::Tp => &mut s.tp_bytes,
                 Class::Pp => &mut s.pp_bytes,
                 Class::Dp => &mut s.dp_bytes,
@@ -404,38 +499,33 @@ fn busy_compute_and_bytes(records: &[FlowRecord], s: &mut Summary) {
                 Class::Ep => &mut s.ep_bytes,
                 Class::Compute => continue,
             };
-            *slot += r.bytes.0;
+            *slot += v.bytes(i);
         }
     }
     s.compute_ns = busy.iter().copied().max().unwrap_or(0);
 }
 
 /// Critical-path time per bucket `[tp, pp, dp, emb, compute, cp, ep]` (see [`summarize`]).
-fn critical_path(
-    records: &[FlowRecord],
-    index: &RecordIndex,
-    start: &[u64],
-    end: &[u64],
-) -> [u64; 7] {
-    let n = records.len();
+fn critical_path<V: TraceView + ?Sized>(v: &V, start: &[u64], end: &[u64]) -> [u64; 7] {
+    let n = v.len();
     let mut buckets = [0u64; 7];
     // Aggregation members, for jumping across a coupled INA unit.
     let mut agg_members: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, r) in records.iter().enumerate() {
-        if let Some(a) = &r.agg {
+    for i in 0..n {
+        if let Some(a) = v.agg(i) {
             agg_members.entry(a.id).or_default().push(i);
         }
     }
     let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
         return buckets;
     };
+    let mut scratch = Vec::new();
     // Each step moves to a strictly earlier end; the guard only bounds inconsistent rows.
     for _ in 0..=n {
-        let r = &records[cur];
-        let best = binding_dep(records, index, &agg_members, end, cur);
+        let best = binding_dep(v, &agg_members, end, cur, &mut scratch);
         let (prev_end, gap) = match best {
-            Some((d, owner)) => (end[d], records[owner].gap.0),
-            None => (0, r.gap.0),
+            Some((d, owner)) => (end[d], v.gap(owner)),
+            None => (0, v.gap(cur)),
         };
         // prev_end + gap + wait + dur = end[cur]; clamp for back-ends whose rows are not
         // exactly consistent (the walk still terminates and sums to the makespan).
@@ -444,10 +534,10 @@ fn critical_path(
         let gap = gap.min(span - dur);
         let wait = span - dur - gap;
         buckets[4] += gap;
-        let cls = if r.mode == Mode::Compute {
+        let cls = if v.mode(cur) == Mode::Compute {
             Class::Compute
         } else {
-            r.class
+            v.class(cur)
         };
         buckets[bucket(cls)] += dur + wait;
         match best {
@@ -474,33 +564,33 @@ fn bucket(c: Class) -> usize {
 /// The dep that bound `cur`'s start — the latest-ending one (ties: smallest id) — with the
 /// record whose dep it is. For an INA edge the deps of every edge of its aggregation are
 /// candidates (the aggregation moves as one unit) and deps inside the aggregation are not.
-fn binding_dep(
-    records: &[FlowRecord],
-    index: &RecordIndex,
+fn binding_dep<V: TraceView + ?Sized>(
+    v: &V,
     agg_members: &HashMap<u64, Vec<usize>>,
     end: &[u64],
     cur: usize,
+    scratch: &mut Vec<usize>,
 ) -> Option<(usize, usize)> {
     let mut best: Option<(usize, usize)> = None; // (dep, owner edge)
     let mut consider = |owner: usize| {
-        for d in records[owner].deps.iter().filter_map(|d| index.get(d.0)) {
-            if let (Some(a), Some(ra)) = (records[d].agg, records[owner].agg) {
+        v.deps(owner, scratch);
+        let owner_agg = v.agg(owner);
+        for &d in scratch.iter() {
+            if let (Some(a), Some(ra)) = (v.agg(d), owner_agg) {
                 if a.id == ra.id {
                     continue;
                 }
             }
             let better = match best {
                 None => true,
-                Some((b, _)) => {
-                    end[d] > end[b] || (end[d] == end[b] && records[d].id.0 < records[b].id.0)
-                }
+                Some((b, _)) => end[d] > end[b] || (end[d] == end[b] && v.id(d) < v.id(b)),
             };
             if better {
                 best = Some((d, owner));
             }
         }
     };
-    match records[cur].agg.and_then(|a| agg_members.get(&a.id)) {
+    match v.agg(cur).and_then(|a| agg_members.get(&a.id)) {
         Some(members) => members.iter().for_each(|&m| consider(m)),
         None => consider(cur),
     }

@@ -45,7 +45,7 @@ fn a_ring_all_reduce_on_an_uncontended_fabric_reaches_the_link_rate_less_wire_he
     let spec = ina3d::trace::BenchSpec::from_header(&t.header)
         .unwrap()
         .unwrap();
-    let rows = write_bench(d.path(), &spec, &t.records, &r.rows).unwrap();
+    let rows = write_bench(d.path(), &spec, &t.records, &r.rows()).unwrap();
     assert!(d.path().join("bench.csv").exists());
     // Hand formula (docs/model.md#wire-bytes): a ring all-reduce of S over n ranks is
     // 2(n−1) steps; in each, every NIC sends S/n payload plus 48 B of headers per 1,000 B

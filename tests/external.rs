@@ -22,7 +22,7 @@ fn a_replay_s_fct_txt_maps_back_to_every_network_record_and_gaps_are_named() {
     let r = replay_records(&t.records, &t.header, &job.topology, 0, "t", false).unwrap();
     let d = tempfile::tempdir().unwrap();
     let fct_csv = d.path().join("fct.csv");
-    ina3d::formats::fct_csv::write(&fct_csv, &r.rows).unwrap();
+    ina3d::formats::fct_csv::write(&fct_csv, r.row_iter()).unwrap();
     let emit = d.path().join("emit");
     let eo = EmitOptions {
         start: StartSource::Replay(fct_csv),
@@ -31,10 +31,11 @@ fn a_replay_s_fct_txt_maps_back_to_every_network_record_and_gaps_are_named() {
     let ina = ina3d::ns3::ina_model(&t.header).unwrap();
     emit_ns3(&t.records, &ina, &job.topology, &eo, &emit, "t").unwrap();
     let fct_txt = emit.join("fct.txt");
-    hpcc_fct::write(&fct_txt, &r.rows, hpcc_fct::Flavor::Hpcc).unwrap();
+    hpcc_fct::write(&fct_txt, r.row_iter(), hpcc_fct::Flavor::Hpcc).unwrap();
 
     let ext = match_hpcc_fct(&emit, &fct_txt).unwrap();
-    let net: Vec<_> = r.rows.iter().filter(|x| x.mode == Mode::Net).collect();
+    let rows = r.rows();
+    let net: Vec<_> = rows.iter().filter(|x| x.mode == Mode::Net).collect();
     assert_eq!(ext.network_records, net.len());
     assert_eq!(ext.rows.len(), net.len());
     assert!(ext.unmatched_lines.is_empty() && ext.incomplete_records.is_empty());

@@ -477,9 +477,9 @@ fn the_default_channel_count_is_two_per_nic_port() {
 fn replay_conserves_bytes(recs: &[FlowRecord], topo: &Topology) {
     let routing = Routing::new(topo, 0).unwrap();
     let res = simulate(recs, topo, &routing, &ReplayOptions::default()).unwrap();
-    assert_eq!(res.rows.len(), recs.len());
+    assert_eq!(res.rows().len(), recs.len());
     let mut by_class: BTreeMap<Class, (u64, u64)> = BTreeMap::new();
-    for (r, row) in recs.iter().zip(&res.rows) {
+    for (r, row) in recs.iter().zip(&res.rows()) {
         assert_eq!(row.flow_id, r.id.0);
         assert!(row.end_ns >= row.start_ns);
         let e = by_class.entry(r.class).or_default();

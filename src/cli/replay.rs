@@ -112,7 +112,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     ina3d::replay::write_outputs(&a.out, &result)?;
     println!("{}", replay_report(&result, &a.out));
     if let Some((spec, records)) = &bench {
-        let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &result.rows)?;
+        let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &result.rows())?;
         print!("{}", ina3d::fct::bench::bench_table(&rows));
     }
     if let Some(line) = plan {

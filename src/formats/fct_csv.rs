@@ -7,6 +7,7 @@
 use super::csv_rows::{read_rows, write_rows};
 use super::{write_atomic, FormatError};
 use crate::fct::FctRow;
+use std::borrow::Borrow;
 use std::path::Path;
 
 /// The columns, in file order.
@@ -23,9 +24,22 @@ pub const COLUMNS: [&str; 10] = [
     "standalone_fct_ns",
 ];
 
-/// Write `fct.csv` (header + one row per record, in the given order), atomically.
-pub fn write(path: &Path, rows: &[FctRow]) -> Result<(), FormatError> {
-    write_atomic(path, |w| write_rows(w, rows))
+/// Write `fct.csv` (header + one row per record, in the given order), atomically. The rows
+/// may be made one at a time as they are written (a large replay never holds them all).
+pub fn write<T: Borrow<FctRow>>(
+    path: &Path,
+    rows: impl IntoIterator<Item = T>,
+) -> Result<(), FormatError> {
+    write_atomic(path, |w| write_rows(w, rows.into_iter().map(Row)))
+}
+
+/// A row as it serializes, whether owned or borrowed.
+struct Row<T>(T);
+
+impl<T: Borrow<FctRow>> serde::Serialize for Row<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.borrow().serialize(s)
+    }
 }
 
 /// Read `fct.csv`. Errors name `path:line` and the field: a missing column, a value that

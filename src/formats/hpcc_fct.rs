@@ -80,12 +80,17 @@ pub fn parse_hex_ip(s: &str) -> Option<u32> {
 /// Write the network records (`net`, `ina`) of `rows` as `fct.txt`, atomically. `sport`
 /// is `10000 + id mod 50000` (distinct for concurrent flows of one pair, as HPCC's
 /// incrementing port), `dport` 100.
-pub fn write(path: &Path, rows: &[FctRow], flavor: Flavor) -> Result<(), FormatError> {
+pub fn write<T: std::borrow::Borrow<FctRow>>(
+    path: &Path,
+    rows: impl IntoIterator<Item = T>,
+    flavor: Flavor,
+) -> Result<(), FormatError> {
     write_atomic(path, |w| {
-        for r in rows
-            .iter()
-            .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
-        {
+        for r in rows.into_iter() {
+            let r = r.borrow();
+            if !matches!(r.mode, Mode::Net | Mode::Ina) {
+                continue;
+            }
             if flavor == Flavor::Parsimon {
                 write!(w, "{} ", r.flow_id)?;
             }

@@ -6,9 +6,9 @@ use super::{Job, PipelineError};
 use crate::formats::write_atomic;
 use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
 use crate::record::FlowRecord;
-use crate::replay::{self, ReplayOptions, ReplayResult};
+use crate::replay::{self, RecordTable, ReplayOptions, ReplayResult};
 use crate::topology::{Routing, Topology};
-use crate::trace::{self, TraceHeader, TraceOptions, TraceStats, TraceWriter};
+use crate::trace::{self, TraceHeader, TraceOptions, TraceReader, TraceStats, TraceWriter};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -54,9 +54,32 @@ pub fn generate_trace(
     keep: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<GeneratedTrace, PipelineError> {
+    let mut records = Vec::new();
+    let (header, stats, path) = generate_into(job, opts, file, progress, &mut |r| {
+        if keep {
+            records.push(r);
+        }
+        Ok(())
+    })?;
+    Ok(GeneratedTrace {
+        header,
+        stats,
+        records,
+        path,
+    })
+}
+
+/// [`generate_trace`] handing each record to `sink` (after writing it to `file`, if any)
+/// instead of keeping it: the header, the counts and the file written.
+fn generate_into(
+    job: &Job,
+    opts: &TraceOptions,
+    file: Option<&Path>,
+    progress: &mut dyn FnMut(u64),
+    sink: &mut dyn FnMut(FlowRecord) -> Result<(), trace::TraceError>,
+) -> Result<(TraceHeader, TraceStats, Option<PathBuf>), PipelineError> {
     let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
     let mut writer = file.map(|p| TraceWriter::create(p, &header)).transpose()?;
-    let mut records = Vec::new();
     let mut n = 0u64;
     let stats = trace::generate_workload(&job.workload, &job.topology, opts, &mut |r| {
         n += 1;
@@ -66,22 +89,14 @@ pub fn generate_trace(
         if let Some(w) = writer.as_mut() {
             w.write(&r)?;
         }
-        if keep {
-            records.push(r);
-        }
-        Ok(())
+        sink(r)
     })
     .map_err(|source| PipelineError::Generate {
         what: file.map_or("the trace".into(), |p| format!("`{}`", p.display())),
         source: Box::new(source),
     })?;
     let path = writer.map(TraceWriter::finish).transpose()?;
-    Ok(GeneratedTrace {
-        header,
-        stats,
-        records,
-        path,
-    })
+    Ok((header, stats, path))
 }
 
 /// What `ina3d trace` prints about a generated trace: file and record count, the layout,
@@ -244,6 +259,24 @@ pub fn replay_records_with(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
+    let table = RecordTable::from_records(records).map_err(|source| PipelineError::Replay {
+        trace: trace_name.into(),
+        source: Box::new(source),
+    })?;
+    replay_table(table, header, topo, seed, trace_name, progress, model)
+}
+
+/// [`replay_records`] of records already in the replayer's compact table, under the
+/// rate model `model`.
+pub fn replay_table(
+    records: RecordTable,
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+) -> Result<ReplayResult, PipelineError> {
     let routing = Routing::new(topo, seed).map_err(|source| PipelineError::Routing {
         spec: topo.source.clone(),
         source: Box::new(source),
@@ -255,7 +288,7 @@ pub fn replay_records_with(
     opts.progress = progress;
     opts.trace_name = trace_name.into();
     opts.rate_model = model;
-    replay::simulate(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
+    replay::simulate_table(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),
     })
@@ -264,6 +297,7 @@ pub fn replay_records_with(
 /// Generates the trace of `spec`'s job in memory, without writing a file, and replays it
 /// on the job's topology with the spec's seed (the routes the generator built INA trees
 /// on): what `ina3d trace` then `ina3d replay` of the file give, minus the file. The
+/// records go from the generator straight into the replayer's compact table. The
 /// summary names the trace `<input> (generated)`. `progress` is called with the number of
 /// records generated so far, every 65,536 records.
 pub fn replay_job(
@@ -274,18 +308,15 @@ pub fn replay_job(
 ) -> Result<(Job, ReplayResult), PipelineError> {
     let job = Job::prepare(spec)?;
     let opts = spec.trace_options()?;
-    let t = generate_trace(&job, &opts, None, true, progress)?;
+    let mut table = RecordTable::new();
+    let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
+        table
+            .push(&r)
+            .map_err(|e| trace::TraceError::Generate(e.to_string()))
+    })?;
+    table.finish();
     let name = format!("{} (generated)", spec.input);
-    let seed = spec.seed;
-    let result = replay_records_with(
-        &t.records,
-        &t.header,
-        &job.topology,
-        seed,
-        &name,
-        bars,
-        model,
-    )?;
+    let result = replay_table(table, &header, &job.topology, spec.seed, &name, bars, model)?;
     Ok((job, result))
 }
 
@@ -317,7 +348,9 @@ impl FileReplay {
 }
 
 /// Replays the trace file `path`: the topology is `topology` or the header's (they must
-/// agree), the seed `seed` or the header's, under the rate model `model`.
+/// agree), the seed `seed` or the header's, under the rate model `model`. The records
+/// are read one at a time into the replayer's compact table (a collective-bench trace's
+/// are also kept whole, for its bench table).
 pub fn replay_file(
     path: &Path,
     topology: Option<&str>,
@@ -325,31 +358,53 @@ pub fn replay_file(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
-    let t = trace::read(path).map_err(|source| PipelineError::ReadTrace {
-        path: path.to_path_buf(),
-        source: Box::new(source),
-    })?;
-    let spec = resolve_topology(topology, header_topology(&t.header), path)?;
+    let (header, table, kept) = read_table(path)?;
+    let spec = resolve_topology(topology, header_topology(&header), path)?;
     let mut warnings = Vec::new();
-    let seed = resolve_seed(seed, header_seed(&t.header, path)?, "routes", &mut warnings);
+    let seed = resolve_seed(seed, header_seed(&header, path)?, "routes", &mut warnings);
     let topo = Topology::from_spec(&spec).map_err(|source| PipelineError::Topology {
         spec,
         source: Box::new(source),
     })?;
     let name = path.display().to_string();
-    let result = replay_records_with(&t.records, &t.header, &topo, seed, &name, progress, model)?;
-    let bench = super::bench_spec(&t.header, path)?;
-    let plan_prediction = t
-        .header
+    let result = replay_table(table, &header, &topo, seed, &name, progress, model)?;
+    let bench = super::bench_spec(&header, path)?;
+    let plan_prediction = header
         .get("plan_predicted_iteration_ns")
         .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|p| (t.header.get("plan_solver").unwrap_or("?").to_string(), p));
+        .map(|p| (header.get("plan_solver").unwrap_or("?").to_string(), p));
     Ok(FileReplay {
         result,
         warnings,
         plan_prediction,
-        bench: bench.map(|b| (b, t.records)),
+        bench: bench.map(|b| (b, kept)),
     })
+}
+
+/// Read the trace file `path` (validating it as [`trace::read`] does) into a record table:
+/// its header, the table, and — for a collective-bench trace only — the records.
+fn read_table(path: &Path) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>), PipelineError> {
+    let read_err = |source| PipelineError::ReadTrace {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    };
+    let mut rd = TraceReader::open(path).map_err(read_err)?;
+    let header = rd.header().clone();
+    let keep = matches!(trace::BenchSpec::from_header(&header), Ok(Some(_)));
+    let mut table = RecordTable::new();
+    let mut kept = Vec::new();
+    for r in rd.by_ref() {
+        let r = r.map_err(read_err)?;
+        table.push(&r).map_err(|source| PipelineError::Replay {
+            trace: path.display().to_string(),
+            source: Box::new(source),
+        })?;
+        if keep {
+            kept.push(r);
+        }
+    }
+    table.finish();
+    Ok((header, table, kept))
 }
 
 /// The one line `ina3d replay` prints about a replay written to `out`.

@@ -297,14 +297,15 @@ pub fn run_case(
         &ns3.summary,
         replay.channels.len(),
     )?;
-    let classes = class_errors(&replay.rows, &ns3.rows);
+    let replay_rows = replay.rows();
+    let classes = class_errors(&replay_rows, &ns3.rows);
     let bench_err =
         match BenchSpec::from_header(&t.header).map_err(|source| PipelineError::Generate {
             what: name.clone(),
             source: Box::new(source),
         })? {
             Some(spec) => {
-                let r = write_bench(&rdir, &spec, &t.records, &replay.rows)?;
+                let r = write_bench(&rdir, &spec, &t.records, &replay_rows)?;
                 let n = write_bench(&ndir, &spec, &t.records, &ns3.rows)?;
                 let (r, n) = (r.last().map(|x| x.busbw_gbs), n.last().map(|x| x.busbw_gbs));
                 r.zip(n).map(|(r, n)| (r - n) / n)

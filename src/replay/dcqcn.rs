@@ -2,7 +2,8 @@
 //! dynamics"): what RoCE's congestion control does to flows that share a switch port,
 //! as fluid state evaluated only where ports are congested.
 //!
-//! - **Reaction point** ([`Rp`]), one per (source, destination) queue pair, kept across
+//! - **Reaction point** ([`Rp`]), one per queue pair (source, destination, NCCL channel:
+//!   each channel its own connection, as in the glue), kept across
 //!   the pair's records as the glue keeps its queue pairs: starts at line rate; a CNP sets
 //!   alpha to 1 (the first) or raises it by g at the next alpha update; a rate-decrease
 //!   check every `RATE_DECREASE_INTERVAL` after a CNP cuts `rate ×= 1 − alpha/2` (target
@@ -252,14 +253,15 @@ pub(super) struct State {
     /// Channels congested or backlogged, checked at every tick.
     pub hot: Vec<u32>,
     hot_mark: Vec<bool>,
-    /// Queue pairs by (source, destination).
-    pub index: HashMap<(u32, u32), u32>,
+    /// Queue pairs by connection (source, destination, NCCL channel): each channel is
+    /// its own queue pair, as in the glue.
+    pub index: HashMap<QpKey, u32>,
     pub qps: Vec<Qp>,
     /// Per unit slot: its queue pair (`u32::MAX`: none), and its path's line rate.
     pub unit_qp: Vec<u32>,
     pub unit_line: Vec<f64>,
     /// Per unit slot: the (source, destination) of a record transfer (rate controlled).
-    pub unit_pair: Vec<Option<(u32, u32)>>,
+    pub unit_pair: Vec<Option<QpKey>>,
     /// Per unit slot: wire bytes the sender has put on the network (a transfer never
     /// offers more than it has), when it started, and its bytes offered in the tick
     /// `unit_stamp` (counted once however many watched ports it crosses).
@@ -278,6 +280,9 @@ pub(super) struct State {
     /// Ticks run (for the replay's statistics).
     pub ticks: u64,
 }
+
+/// A queue pair's connection: source, destination, NCCL channel.
+pub type QpKey = (u32, u32, u32);
 
 /// No queue pair.
 pub(super) const NO_QP: u32 = u32::MAX;
@@ -371,7 +376,7 @@ impl State {
     }
 
     /// The queue pair of `pair`, made at line rate `line` if new.
-    pub fn qp(&mut self, pair: (u32, u32), line: f64) -> u32 {
+    pub fn qp(&mut self, pair: QpKey, line: f64) -> u32 {
         if let Some(&q) = self.index.get(&pair) {
             return q;
         }
@@ -443,7 +448,7 @@ impl Sim<'_> {
     /// Record transfer `u` (from `src` to `dst`, its path's line rate `line`) started:
     /// it joins its pair's queue pair if the pair has one (a pair gets one when first
     /// marked) and is capped at its DCQCN share.
-    pub(super) fn cc_start(&mut self, u: u32, src: u32, dst: u32, line: f64) {
+    pub(super) fn cc_start(&mut self, u: u32, conn: QpKey, line: f64) {
         let Some(mut cc) = self.cc.take() else { return };
         let ui = u as usize;
         if cc.unit_qp.len() <= ui {
@@ -459,9 +464,9 @@ impl Sim<'_> {
         cc.unit_since[ui] = self.now;
         cc.unit_stamp[ui] = u64::MAX;
         cc.unit_line[ui] = line;
-        cc.unit_pair[ui] = Some((src, dst));
+        cc.unit_pair[ui] = Some(conn);
         cc.unit_qp[ui] = NO_QP;
-        if let Some(&q) = cc.index.get(&(src, dst)) {
+        if let Some(&q) = cc.index.get(&conn) {
             cc.advance_qp(q, self.now);
             cc.qps[q as usize].units.push(u);
             cc.unit_qp[ui] = q;
@@ -704,7 +709,7 @@ impl Sim<'_> {
     }
 
     /// A new queue pair `q` for `pair`: the pair's transfers in flight join it.
-    fn cc_adopt(&mut self, cc: &mut State, q: u32, pair: (u32, u32)) {
+    fn cc_adopt(&mut self, cc: &mut State, q: u32, pair: QpKey) {
         for (u, p) in cc.unit_pair.iter().enumerate() {
             if *p == Some(pair) && cc.unit_qp[u] == NO_QP {
                 let x = &self.units[u];
@@ -875,7 +880,7 @@ mod tests {
         )
         .expect("topology");
         let mut s = State::new(&topo, DcqcnParams::default());
-        let q = s.qp((0, 1), gbps(100));
+        let q = s.qp((0, 1, 0), gbps(100));
         // marked packets reaching the receiver at 0, 10, … ns; the CNP takes 100 ns back
         assert!(!s.mark(q, 1.0, 0, 100)); // 1/1.5 expected marks: none yet
         assert!(s.mark(q, 1.0, 10, 100));

@@ -4,11 +4,13 @@
 //! Data layout: records, units (active transfers) and channels live in flat vectors
 //! indexed by `u32`; every path is a slice of one channel arena (see `prepare`).
 
+use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::route::PathSource;
+use super::table::RecordTable;
 use super::{ReplayError, ReplayOptions, ReplayResult};
-use crate::fct::{self, FctRow, SummaryContext};
+use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
@@ -37,6 +39,51 @@ pub(super) enum EventKind {
 
 /// (time, kind, index, version), smallest first.
 type Event = Reverse<(u64, EventKind, u32, u32)>;
+
+/// What the event loop reads and writes of one record, side by side so that an event
+/// touches one cache line of it, not one per column (the records are visited in time
+/// order, which is far from trace order at scale).
+#[derive(Clone, Copy)]
+pub(super) struct RecState {
+    /// When the record became ready (its last dep ended) until it starts; then its start.
+    pub start: u64,
+    /// When it ended (`u64::MAX` until then).
+    pub end: u64,
+    /// Deps not ended yet.
+    pub pending: u32,
+    /// Its path ([`TIMER`] for compute and NVLink records, [`NONE`] for a transfer that
+    /// crosses no channel).
+    pub path: u32,
+}
+
+/// The `path` of a record that is a timer of `dur` (compute, NVLink).
+const TIMER: u32 = u32::MAX - 1;
+
+impl RecState {
+    /// The state of every record before the first event, taking the dep counts and
+    /// paths out of the prepared tables.
+    fn table(p: &mut Prepared, records: &RecordTable) -> Vec<RecState> {
+        let pending = std::mem::take(&mut p.pending);
+        let paths = std::mem::take(&mut p.rec_path);
+        let mut v = huge::filled(
+            records.len(),
+            RecState {
+                start: 0,
+                end: u64::MAX,
+                pending: 0,
+                path: NONE,
+            },
+        );
+        for (i, r) in v.iter_mut().enumerate() {
+            r.pending = pending[i];
+            r.path = match records.mode(i) {
+                Mode::Compute | Mode::NvLink => TIMER,
+                _ => paths[i],
+            };
+        }
+        v
+    }
+}
 
 /// Who a unit moves bytes for.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -77,9 +124,12 @@ pub(super) struct Sim<'a> {
     pub opts: &'a ReplayOptions,
     pub now: u64,
     heap: BinaryHeap<Event>,
-    ready_at: Vec<u64>,
-    start: Vec<u64>,
-    end: Vec<u64>,
+    /// The run-time state of each record, in one place (see [`RecState`]).
+    rec: Vec<RecState>,
+    /// Free arena regions for host transfers, by length: a transfer's path is copied into
+    /// a region of its own while it runs (the solver keeps each unit's position on its
+    /// channels per arena slot, and records share interned paths).
+    regions: Vec<Vec<u32>>,
     done: usize,
     pub units: Vec<Unit>,
     /// Slots of finished units, reused by the next units (a large trace has millions of
@@ -113,7 +163,8 @@ pub(super) struct Sim<'a> {
 }
 
 impl<'a> Sim<'a> {
-    fn new(p: Prepared, n: usize, opts: &'a ReplayOptions) -> Sim<'a> {
+    fn new(mut p: Prepared, records: &RecordTable, opts: &'a ReplayOptions) -> Sim<'a> {
+        let rec = RecState::table(&mut p, records);
         let nch = p.ch_cap.len();
         let arena_len = p.arena.len();
         let pools = Pools::new(&opts.ina, p.switch_nodes.len());
@@ -122,25 +173,24 @@ impl<'a> Sim<'a> {
             opts,
             now: 0,
             heap: BinaryHeap::new(),
-            ready_at: vec![0; n],
-            start: vec![0; n],
-            end: vec![u64::MAX; n],
+            rec,
+            regions: Vec::new(),
             done: 0,
             units: Vec::new(),
             free_units: Vec::new(),
             slot_of: Vec::new(),
             pos: vec![0; arena_len],
-            ch_units: vec![Vec::new(); nch],
-            ch_demand: vec![0.0; nch],
-            ch_bytes: vec![0.0; nch],
+            ch_units: huge::filled(nch, Vec::new()),
+            ch_demand: huge::filled(nch, 0.0),
+            ch_bytes: huge::filled(nch, 0.0),
             dirty: Vec::new(),
             fresh: Vec::new(),
             stamp: 0,
-            ch_mark: vec![0; nch],
-            ch_comp: vec![0; nch],
-            ch_ver: vec![0; nch],
-            rem: vec![0.0; nch],
-            cnt: vec![0; nch],
+            ch_mark: huge::filled(nch, 0),
+            ch_comp: huge::filled(nch, 0),
+            ch_ver: huge::filled(nch, 0),
+            rem: huge::filled(nch, 0.0),
+            cnt: huge::filled(nch, 0),
             unit_mark: Vec::new(),
             unit_frozen: Vec::new(),
             new_rate: Vec::new(),
@@ -159,10 +209,10 @@ impl<'a> Sim<'a> {
     }
 
     /// Run every event to the last; then every record has ended (or it is an error).
-    fn run(&mut self, records: &[FlowRecord]) -> Result<(), ReplayError> {
+    fn run(&mut self, records: &RecordTable) -> Result<(), ReplayError> {
         let n = records.len();
         for i in 0..n as u32 {
-            if self.p.pending[i as usize] == 0 {
+            if self.rec[i as usize].pending == 0 {
                 self.ready(i, records);
             }
         }
@@ -190,13 +240,13 @@ impl<'a> Sim<'a> {
             b.finish_and_clear();
         }
         if self.done < n {
-            let first = (0..n).find(|&i| self.end[i] == u64::MAX).unwrap_or(0);
-            return Err(ReplayError::Stalled(n - self.done, records[first].id));
+            let first = (0..n).find(|&i| self.rec[i].end == u64::MAX).unwrap_or(0);
+            return Err(ReplayError::Stalled(n - self.done, records.id(first)));
         }
         Ok(())
     }
 
-    fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &[FlowRecord]) {
+    fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &RecordTable) {
         match kind {
             EventKind::TxDone => self.tx_done(idx, ver, records),
             EventKind::End => self.finish(idx, records),
@@ -210,20 +260,23 @@ impl<'a> Sim<'a> {
     /// The last byte of unit `serial` left (unless the event is stale: a newer rate, or
     /// the unit already gone): take it off the network, free its slot and end its owner
     /// after the path latency.
-    fn tx_done(&mut self, serial: u32, ver: u32, records: &[FlowRecord]) {
+    fn tx_done(&mut self, serial: u32, ver: u32, records: &RecordTable) {
         let u = self.slot_of[serial as usize];
         let x = &self.units[u as usize];
         if x.serial != serial || x.ver != ver || x.rate == 0.0 {
             return;
         }
-        let (owner, lat) = (x.owner, x.latency);
+        let (owner, lat, off, len) = (x.owner, x.latency, x.off, x.len);
         let t = self.now;
         self.cc_done(u);
         self.units[u as usize].rate = 0.0;
         self.remove_unit(u, !matches!(owner, Owner::Agg(_)));
         self.free_units.push(u);
         match owner {
-            Owner::Rec(i) => self.push(t + lat, EventKind::End, i, 0),
+            Owner::Rec(i) => {
+                self.regions[len as usize].push(off);
+                self.push(t + lat, EventKind::End, i, 0)
+            }
             Owner::Agg(a) => {
                 self.account_edges(a, records);
                 self.push(t + lat, EventKind::AggEnd, a, 0);
@@ -240,24 +293,43 @@ impl<'a> Sim<'a> {
 
     /// Each edge of a finished aggregation adds its own bytes to its own path
     /// (reduce-scatter shards differ from the stream size).
-    fn account_edges(&mut self, a: u32, records: &[FlowRecord]) {
+    fn account_edges(&mut self, a: u32, records: &RecordTable) {
         for &m in &self.p.aggs[a as usize].members {
-            let w = ina_wire(records[m as usize].bytes, self.opts).0 as f64;
-            let (o, l) = (
-                self.p.rec_off[m as usize] as usize,
-                self.p.rec_len[m as usize] as usize,
-            );
-            for &c in &self.p.arena[o..o + l] {
+            let w = ina_wire(records.bytes(m as usize), self.opts).0 as f64;
+            let path = self.rec[m as usize].path;
+            if path == NONE {
+                continue;
+            }
+            for &c in self.p.paths.of(path) {
                 self.ch_bytes[c as usize] += w;
             }
         }
     }
 
+    /// An arena region of `len` slots holding `channels` for one running transfer.
+    fn region(&mut self, len: u32, path: u32) -> u32 {
+        if self.regions.len() <= len as usize {
+            self.regions.resize(len as usize + 1, Vec::new());
+        }
+        let off = match self.regions[len as usize].pop() {
+            Some(off) => off,
+            None => {
+                let off = self.p.arena.len() as u32;
+                self.p.arena.resize(off as usize + len as usize, 0);
+                self.pos.resize(off as usize + len as usize, 0);
+                off
+            }
+        };
+        let o = off as usize;
+        self.p.arena[o..o + len as usize].copy_from_slice(self.p.paths.of(path));
+        off
+    }
+
     /// Record `i`'s last dep ended: start it after its gap, or count it towards its
     /// aggregation, which starts when its last edge is ready.
-    fn ready(&mut self, i: u32, records: &[FlowRecord]) {
-        let t = self.ready_at[i as usize] + records[i as usize].gap.0;
-        let a = self.p.rec_agg[i as usize];
+    fn ready(&mut self, i: u32, records: &RecordTable) {
+        let t = self.rec[i as usize].start + records.gap(i as usize);
+        let a = self.p.agg_of(i as usize);
         if a == NONE {
             self.push(t, EventKind::Start, i, 0);
         } else {
@@ -271,8 +343,8 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn finish(&mut self, i: u32, records: &[FlowRecord]) {
-        self.end[i as usize] = self.now;
+    fn finish(&mut self, i: u32, records: &RecordTable) {
+        self.rec[i as usize].end = self.now;
         self.done += 1;
         let (a, b) = (
             self.p.dep_off[i as usize] as usize,
@@ -281,29 +353,34 @@ impl<'a> Sim<'a> {
         for k in a..b {
             let d = self.p.dependants[k];
             let du = d as usize;
-            self.ready_at[du] = self.ready_at[du].max(self.now);
-            self.p.pending[du] -= 1;
-            if self.p.pending[du] == 0 {
+            let r = &mut self.rec[du];
+            r.start = r.start.max(self.now);
+            r.pending -= 1;
+            if r.pending == 0 {
                 self.ready(d, records);
             }
         }
     }
 
-    fn start_record(&mut self, i: u32, records: &[FlowRecord]) {
-        let r = &records[i as usize];
+    fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
-        self.start[iu] = self.now;
-        match r.mode {
-            Mode::Compute | Mode::NvLink => self.push(self.now + r.dur.0, EventKind::End, i, 0),
-            _ => {
-                let (off, len) = (self.p.rec_off[iu], self.p.rec_len[iu]);
-                let w = wire(r.bytes, self.opts).0 as f64;
+        self.rec[iu].start = self.now;
+        match self.rec[iu].path {
+            TIMER => self.push(self.now + records.dur(iu), EventKind::End, i, 0),
+            path => {
+                let (len, delay) = match path {
+                    NONE => (0, 0),
+                    p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
+                };
+                let w = wire(records.bytes(iu), self.opts).0 as f64;
                 if len == 0 || w == 0.0 {
-                    self.push(self.now + self.p.rec_delay[iu], EventKind::End, i, 0);
+                    self.push(self.now + delay, EventKind::End, i, 0);
                 } else {
-                    let cap = self.bottleneck(off, len);
-                    let u = self.add_unit(off, len, w, cap, self.p.rec_delay[iu], Owner::Rec(i));
-                    self.cc_start(u, r.src.0, r.dst.0, cap);
+                    let cap = self.p.paths.bottleneck[path as usize];
+                    let off = self.region(len, path);
+                    let u = self.add_unit(off, len, w, cap, delay, Owner::Rec(i));
+                    let conn = (records.src(iu).0, records.dst(iu).0, records.channel(iu));
+                    self.cc_start(u, conn, cap);
                 }
             }
         }
@@ -407,7 +484,7 @@ impl<'a> Sim<'a> {
         }
     }
 
-    fn end_agg(&mut self, a: u32, records: &[FlowRecord]) {
+    fn end_agg(&mut self, a: u32, records: &RecordTable) {
         let now = self.now;
         let slots = self.p.aggs[a as usize].slots;
         if slots > 0 {
@@ -418,7 +495,7 @@ impl<'a> Sim<'a> {
         let started = self.p.aggs[a as usize].started;
         let members = std::mem::take(&mut self.p.aggs[a as usize].members);
         for &m in &members {
-            self.start[m as usize] = started;
+            self.rec[m as usize].start = started;
         }
         for &m in &members {
             self.finish(m, records);
@@ -428,40 +505,35 @@ impl<'a> Sim<'a> {
     }
 
     /// Completion time of record `i` alone on an idle network.
-    fn standalone(&self, i: usize, r: &FlowRecord) -> u64 {
-        match r.mode {
-            Mode::Compute | Mode::NvLink => r.dur.0,
-            Mode::Ina => self.p.aggs[self.p.rec_agg[i] as usize].standalone,
-            Mode::Net => {
-                let (off, len) = (self.p.rec_off[i] as usize, self.p.rec_len[i] as usize);
-                let min_rate = self.p.arena[off..off + len]
-                    .iter()
-                    .map(|&c| self.p.ch_rate[c as usize])
-                    .min();
-                match min_rate {
-                    Some(rate) => {
-                        BitsPerSec(rate).transmit_time(wire(r.bytes, self.opts)).0
-                            + self.p.rec_delay[i]
-                    }
-                    None => self.p.rec_delay[i],
+    fn standalone(&self, i: usize, records: &RecordTable) -> u64 {
+        match records.mode(i) {
+            Mode::Compute | Mode::NvLink => records.dur(i),
+            Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
+            Mode::Net => match self.rec[i].path {
+                NONE => 0,
+                p if self.p.paths.len[p as usize] == 0 => self.p.paths.delay[p as usize],
+                p => {
+                    let rate = self.p.paths.min_rate[p as usize];
+                    BitsPerSec(rate)
+                        .transmit_time(wire(records.bytes(i), self.opts))
+                        .0
+                        + self.p.paths.delay[p as usize]
                 }
-            }
+            },
         }
     }
 
     /// Each record's standalone FCT, trace order (what the rows need of the prepared
     /// tables, so those can be freed before the rows are built).
-    fn standalones(&self, records: &[FlowRecord]) -> Vec<u64> {
-        records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| self.standalone(i, r))
+    fn standalones(&self, records: &RecordTable) -> Vec<u64> {
+        (0..records.len())
+            .map(|i| self.standalone(i, records))
             .collect()
     }
 
     /// Statistics of every channel that carried bytes, channel order.
     fn channel_stats(&self, topo: &Topology) -> Vec<ChannelStat> {
-        let makespan = self.end.iter().copied().max().unwrap_or(0);
+        let makespan = self.rec.iter().map(|r| r.end).max().unwrap_or(0);
         let mut channels = Vec::new();
         for (c, bytes) in self.ch_bytes.iter().enumerate() {
             let b = bytes.round() as u64;
@@ -499,37 +571,49 @@ fn progress_bar(n: usize) -> indicatif::ProgressBar {
     b
 }
 
-/// Replay `records` on `topo`, routing every transfer with `routing`.
-///
-/// Validates the trace first (see the module docs), then runs the event loop to the
-/// last record and returns one [`FctRow`] per record (trace order), the summary
-/// (`fct::summarize`), per-channel and per-switch statistics.
+/// Replay `records` on `topo`, routing every transfer with `routing`: [`simulate_table`]
+/// of their [`RecordTable`].
 pub fn simulate<R: PathSource + ?Sized>(
     records: &[FlowRecord],
     topo: &Topology,
     routing: &R,
     opts: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
+    simulate_table(RecordTable::from_records(records)?, topo, routing, opts)
+}
+
+/// Replay the records of `records` on `topo`, routing every transfer with `routing`.
+///
+/// Validates the trace first (see the module docs), then runs the event loop to the
+/// last record and returns each record's times (its `fct.csv` rows on demand, trace
+/// order), the summary (`fct::summarize_times`), per-channel and per-switch statistics.
+pub fn simulate_table<R: PathSource + ?Sized>(
+    records: RecordTable,
+    topo: &Topology,
+    routing: &R,
+    opts: &ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
     let wall = std::time::Instant::now();
-    let p = prepare(records, topo, routing, opts)?;
-    let mut sim = Sim::new(p, records.len(), opts);
+    let p = prepare(&records, topo, routing, opts)?;
+    let mut sim = Sim::new(p, &records, opts);
     if opts.rate_model == super::RateModel::Dcqcn {
         let mut cc = super::dcqcn::State::new(topo, opts.dcqcn);
         cc.packet = (opts.payload.0 + opts.header.0) as f64;
         sim.cc = Some(Box::new(cc));
     }
-    sim.run(records)?;
+    sim.run(&records)?;
     let channels = sim.channel_stats(topo);
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
-    let standalone = sim.standalones(records);
-    let (start, end) = (std::mem::take(&mut sim.start), std::mem::take(&mut sim.end));
+    let standalone = sim.standalones(&records);
+    let rec = std::mem::take(&mut sim.rec);
     let (switch_bytes, ina_fallbacks, events, resolves) =
         (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
     // the prepared tables and the solver's state are done with: free them before the
-    // rows are built (the peak of a large replay)
+    // times are taken apart and the summary made
     drop(sim);
-    let rows = rows(records, &start, &end, &standalone);
-    drop((start, end, standalone));
+    let start: Vec<u64> = rec.iter().map(|r| r.start).collect();
+    let end: Vec<u64> = rec.iter().map(|r| r.end).collect();
+    drop(rec);
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
@@ -537,23 +621,19 @@ pub fn simulate<R: PathSource + ?Sized>(
         ina_slot_peak: fct::slot_peak(&slots),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
-    let summary = fct::summarize(records, &rows, &ctx)?;
+    let summary = fct::summarize_times(&records, &start, &end, &ctx);
     Ok(ReplayResult {
-        rows,
         summary,
         channels,
         slots,
         ina_fallbacks,
         events,
         resolves,
+        times: super::RecordTimes {
+            records,
+            start,
+            end,
+            standalone,
+        },
     })
-}
-
-/// One row per record, trace order.
-fn rows(records: &[FlowRecord], start: &[u64], end: &[u64], standalone: &[u64]) -> Vec<FctRow> {
-    records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| FctRow::of_record(r, start[i], end[i], standalone[i]))
-        .collect()
 }

@@ -5,14 +5,17 @@
 //! Every phase either succeeds or names the record, node, link or aggregation at fault
 //! ([`ReplayError`]); a trace that passes all of them cannot hang the event loop.
 
+use super::huge;
 use super::route::PathSource;
+use super::table::{RecordTable, UNRESOLVED};
 use super::{InaPolicy, ReplayError, ReplayOptions};
 use crate::fct;
 use crate::netmodel::{self, EdgeDir};
-use crate::record::{AggDir, Class, FlowRecord, Mode};
+use crate::record::{AggDir, Class, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
 use crate::units::{Bytes, FlowId, NodeId};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// "No index": a record outside any aggregation, an unassigned switch.
 pub(super) const NONE: u32 = u32::MAX;
@@ -81,16 +84,21 @@ pub(super) struct Channels {
 
 /// Everything fixed before the first event.
 pub(super) struct Prepared {
+    /// Aggregation of each record ([`NONE`]: none); empty when no record aggregates.
     pub rec_agg: Vec<u32>,
+    /// Deps of each record (taken into the event loop's record state).
     pub pending: Vec<u32>,
     pub dep_off: Vec<u32>,
     pub dependants: Vec<u32>,
+    /// Channel lists of the aggregation trees and fallback rings (fixed here), then of
+    /// the active host transfers (one region per unit, reused: see the event loop).
     pub arena: Vec<u32>,
-    pub rec_off: Vec<u32>,
-    pub rec_len: Vec<u32>,
-    pub rec_delay: Vec<u64>,
+    /// The path of each record ([`NONE`]: it crosses no channel), into `paths` (taken
+    /// into the event loop's record state).
+    pub rec_path: Vec<u32>,
+    /// The distinct routed paths.
+    pub paths: Paths,
     pub ch_cap: Vec<f64>,
-    pub ch_rate: Vec<u64>,
     pub aggs: Vec<Agg>,
     pub switch_nodes: Vec<NodeId>,
     pub switch_bytes: u64,
@@ -117,20 +125,30 @@ pub(super) fn slots_wanted(s: Bytes, opts: &ReplayOptions) -> u32 {
     packets.min(opts.ina.window as u64) as u32
 }
 
+impl Prepared {
+    /// The aggregation of record `i`, or [`NONE`].
+    pub fn agg_of(&self, i: usize) -> u32 {
+        self.rec_agg.get(i).copied().unwrap_or(NONE)
+    }
+}
+
 /// Validate `records` against `topo` and `routing` and build the tables the event loop runs on.
 pub(super) fn prepare<R: PathSource + ?Sized>(
-    records: &[FlowRecord],
+    records: &RecordTable,
     topo: &Topology,
     routing: &R,
     opts: &ReplayOptions,
 ) -> Result<Prepared, ReplayError> {
-    let index = IdIndex::new(records)?;
+    if let Some(id) = records.duplicate() {
+        return Err(ReplayError::DuplicateId(id));
+    }
     let (rec_agg, members) = group_aggregations(records, topo.node_count())?;
-    let deps = Dependants::build(records, &index, &rec_agg)?;
-    check_acyclic(records, &rec_agg, &members, &deps)?;
+    let agg_of = |i: usize| rec_agg.get(i).copied().unwrap_or(NONE);
+    let deps = Dependants::build(records, &agg_of)?;
+    check_acyclic(records, &agg_of, &members, &deps)?;
     let channels = Channels::new(topo);
     let mut arena = Vec::new();
-    let paths = RecordPaths::route(records, topo, routing, &channels, &mut arena)?;
+    let paths = RecordPaths::route(records, topo, routing, &channels)?;
     let mut switches = SwitchIndex::new(topo.node_count());
     let mut aggs = Vec::with_capacity(members.len());
     for mem in members {
@@ -150,76 +168,47 @@ pub(super) fn prepare<R: PathSource + ?Sized>(
         dep_off: deps.off,
         dependants: deps.list,
         arena,
-        rec_off: paths.off,
-        rec_len: paths.len,
-        rec_delay: paths.delay,
+        rec_path: paths.of,
+        paths: paths.paths,
         ch_cap: channels.cap,
-        ch_rate: channels.rate,
         aggs,
         switch_nodes: switches.nodes,
         switch_bytes: paths.switch_bytes,
     })
 }
 
-/// Record id → index. Ids 0..n in file order (the usual case) index themselves: no map to build.
-struct IdIndex {
-    n: usize,
-    dense: bool,
-    map: HashMap<u64, u32>,
-}
-
-impl IdIndex {
-    /// Errors on a duplicate id.
-    fn new(records: &[FlowRecord]) -> Result<IdIndex, ReplayError> {
-        let n = records.len();
-        let dense = records.iter().enumerate().all(|(i, r)| r.id.0 == i as u64);
-        let mut map: HashMap<u64, u32> = HashMap::new();
-        if !dense {
-            map.reserve(n);
-            for (i, r) in records.iter().enumerate() {
-                if map.insert(r.id.0, i as u32).is_some() {
-                    return Err(ReplayError::DuplicateId(r.id));
-                }
-            }
-        }
-        Ok(IdIndex { n, dense, map })
-    }
-
-    fn get(&self, id: u64) -> Option<u32> {
-        if self.dense {
-            (id < self.n as u64).then_some(id as u32)
-        } else {
-            self.map.get(&id).copied()
-        }
-    }
-}
-
 /// Check every record's endpoints and aggregation tag, and group the `Ina` records by
 /// aggregation id in order of first appearance: (aggregation of each record or [`NONE`],
 /// members of each aggregation).
 fn group_aggregations(
-    records: &[FlowRecord],
+    records: &RecordTable,
     nodes: usize,
 ) -> Result<(Vec<u32>, Vec<Vec<u32>>), ReplayError> {
     let mut agg_of: HashMap<u64, u32> = HashMap::new();
-    let mut rec_agg = vec![NONE; records.len()];
+    let any_ina = records.has_tags() || (0..records.len()).any(|i| records.mode(i) == Mode::Ina);
+    let mut rec_agg = if any_ina {
+        huge::filled(records.len(), NONE)
+    } else {
+        Vec::new()
+    };
     let mut members: Vec<Vec<u32>> = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        for node in [r.src, r.dst] {
+    for i in 0..records.len() {
+        let id = records.id(i);
+        for node in [records.src(i), records.dst(i)] {
             if node.idx() >= nodes {
-                return Err(ReplayError::UnknownNode {
-                    id: r.id,
-                    node,
-                    nodes,
-                });
+                return Err(ReplayError::UnknownNode { id, node, nodes });
             }
         }
-        match (r.mode, &r.agg) {
+        if !any_ina {
+            continue;
+        }
+        let mode = records.mode(i);
+        match (mode, records.agg(i)) {
             (Mode::Ina, Some(a)) => {
-                if r.class == Class::Compute {
+                if records.class(i) == Class::Compute {
                     return Err(ReplayError::BadAggregation {
                         agg: a.id,
-                        msg: format!("record {} has class compute", r.id),
+                        msg: format!("record {id} has class compute"),
                     });
                 }
                 let next = members.len() as u32;
@@ -227,22 +216,21 @@ fn group_aggregations(
                 if ai == next {
                     members.push(Vec::new());
                 }
-                rec_agg[i] = ai;
+                if let Some(slot) = rec_agg.get_mut(i) {
+                    *slot = ai;
+                }
                 members[ai as usize].push(i as u32);
             }
             (Mode::Ina, None) => {
                 return Err(ReplayError::BadAggregation {
                     agg: u64::MAX,
-                    msg: format!("record {} has mode ina but no aggregation tag", r.id),
+                    msg: format!("record {id} has mode ina but no aggregation tag"),
                 })
             }
             (_, Some(a)) => {
                 return Err(ReplayError::BadAggregation {
                     agg: a.id,
-                    msg: format!(
-                        "record {} carries an aggregation tag but its mode is {}",
-                        r.id, r.mode
-                    ),
+                    msg: format!("record {id} carries an aggregation tag but its mode is {mode}"),
                 })
             }
             _ => {}
@@ -261,40 +249,49 @@ struct Dependants {
 }
 
 impl Dependants {
+    /// Two passes over the deps (count, then fill), so no list of pairs is built.
     fn build(
-        records: &[FlowRecord],
-        index: &IdIndex,
-        rec_agg: &[u32],
+        records: &RecordTable,
+        agg_of: &impl Fn(usize) -> u32,
     ) -> Result<Dependants, ReplayError> {
         let n = records.len();
-        let mut pending = vec![0u32; n];
-        let mut count = vec![0u32; n + 1];
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            for d in &r.deps {
-                let Some(di) = index.get(d.0) else {
-                    return Err(ReplayError::DanglingDep { id: r.id, dep: *d });
-                };
-                if rec_agg[i] != NONE && rec_agg[i] == rec_agg[di as usize] {
+        let mut pending = huge::filled(n, 0u32);
+        // off[d + 1] counts d's dependants, then becomes the CSR offsets
+        let mut off = huge::filled(n + 1, 0u32);
+        let counted = |i: usize, d: u32| {
+            let a = agg_of(i);
+            !(a != NONE && a == agg_of(d as usize))
+        };
+        for (i, pend) in pending.iter_mut().enumerate() {
+            for (k, &d) in records.deps_of(i).iter().enumerate() {
+                if d == UNRESOLVED {
+                    return Err(ReplayError::DanglingDep {
+                        id: records.id(i),
+                        dep: records.dangling_id(i, k),
+                    });
+                }
+                if !counted(i, d) {
                     continue;
                 }
-                if di as usize == i {
-                    return Err(ReplayError::Cycle(r.id, 1));
+                if d as usize == i {
+                    return Err(ReplayError::Cycle(records.id(i), 1));
                 }
-                pending[i] += 1;
-                count[di as usize] += 1;
-                pairs.push((di, i as u32));
+                *pend += 1;
+                off[d as usize + 1] += 1;
             }
         }
-        let mut off = vec![0u32; n + 1];
         for i in 0..n {
-            off[i + 1] = off[i] + count[i];
+            off[i + 1] += off[i];
         }
         let mut fill = off.clone();
-        let mut list = vec![0u32; pairs.len()];
-        for (d, i) in pairs {
-            list[fill[d as usize] as usize] = i;
-            fill[d as usize] += 1;
+        let mut list = huge::filled(off[n] as usize, 0u32);
+        for i in 0..n {
+            for &d in records.deps_of(i) {
+                if counted(i, d) {
+                    list[fill[d as usize] as usize] = i as u32;
+                    fill[d as usize] += 1;
+                }
+            }
         }
         Ok(Dependants { pending, off, list })
     }
@@ -307,25 +304,25 @@ impl Dependants {
 /// Kahn's algorithm over records with each aggregation contracted to one node: an error
 /// naming a record that can never start, and how many cannot, when there is a cycle.
 fn check_acyclic(
-    records: &[FlowRecord],
-    rec_agg: &[u32],
+    records: &RecordTable,
+    agg_of: &impl Fn(usize) -> u32,
     members: &[Vec<u32>],
     deps: &Dependants,
 ) -> Result<(), ReplayError> {
     let n = records.len();
     let node = |i: usize| {
-        if rec_agg[i] != NONE {
-            n + rec_agg[i] as usize
+        if agg_of(i) != NONE {
+            n + agg_of(i) as usize
         } else {
             i
         }
     };
-    let mut indeg = vec![0u32; n + members.len()];
+    let mut indeg = huge::filled(n + members.len(), 0u32);
     for i in 0..n {
         indeg[node(i)] += deps.pending[i];
     }
     // a member record is not a node of its own: its aggregation is
-    let is_node = |v: usize| v >= n || rec_agg[v] == NONE;
+    let is_node = |v: usize| v >= n || agg_of(v) == NONE;
     let mut stack: Vec<usize> = (0..n + members.len())
         .filter(|&v| is_node(v) && indeg[v] == 0)
         .collect();
@@ -354,7 +351,7 @@ fn check_acyclic(
         let stuck = (0..n).find(|&i| indeg[node(i)] > 0).unwrap_or(0);
         // count records (not contracted nodes) that can never start
         let left = (0..n).filter(|&i| indeg[node(i)] > 0).count();
-        return Err(ReplayError::Cycle(records[stuck].id, left));
+        return Err(ReplayError::Cycle(records.id(stuck), left));
     }
     Ok(())
 }
@@ -363,7 +360,7 @@ impl Channels {
     fn new(topo: &Topology) -> Channels {
         let nch = topo.links.len() * 2;
         let mut ch = Channels {
-            cap: vec![0.0; nch],
+            cap: huge::filled(nch, 0.0),
             rate: vec![0; nch],
             delay: vec![0; nch],
         };
@@ -437,40 +434,121 @@ impl Channels {
     }
 }
 
-/// The routed path of every `Net` and `Ina` record between distinct nodes (a slice of the
-/// channel arena and its propagation delay), and the trace's switch bytes.
+/// The distinct routed paths of a trace: path `p` is `channels[off[p]..off[p] + len[p]]`.
+/// Records share a path when they share (sender, receiver, NCCL channel): the router's
+/// answer depends on nothing else, so one routing and one copy serve them all.
+#[derive(Default)]
+pub(super) struct Paths {
+    pub off: Vec<u32>,
+    pub len: Vec<u32>,
+    /// Propagation delay, ns.
+    pub delay: Vec<u64>,
+    /// The smallest channel rate, bits per second.
+    pub min_rate: Vec<u64>,
+    /// The smallest channel capacity, bytes per ns (a lone transfer's own rate limit).
+    pub bottleneck: Vec<f64>,
+    pub channels: Vec<u32>,
+}
+
+impl Paths {
+    /// The channels of path `p`.
+    pub fn of(&self, p: u32) -> &[u32] {
+        let o = self.off[p as usize] as usize;
+        &self.channels[o..o + self.len[p as usize] as usize]
+    }
+}
+
+/// A multiplicative hash for the path keys (small integers): the default SipHash costs more
+/// than the rest of a lookup, and the keys are not attacker-chosen hash-flooding material
+/// beyond what the trace's length already bounds.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// The routed path of every `Net` and `Ina` record between distinct nodes (an index into
+/// the interned [`Paths`]), and the trace's switch bytes.
 struct RecordPaths {
-    off: Vec<u32>,
-    len: Vec<u32>,
-    delay: Vec<u64>,
+    of: Vec<u32>,
+    paths: Paths,
     switch_bytes: u64,
 }
 
 impl RecordPaths {
     fn route<R: PathSource + ?Sized>(
-        records: &[FlowRecord],
+        records: &RecordTable,
         topo: &Topology,
         routing: &R,
         channels: &Channels,
-        arena: &mut Vec<u32>,
     ) -> Result<RecordPaths, ReplayError> {
         let n = records.len();
         let mut p = RecordPaths {
-            off: vec![0; n],
-            len: vec![0; n],
-            delay: vec![0; n],
+            of: huge::filled(n, NONE),
+            paths: Paths::default(),
             switch_bytes: 0,
         };
-        for (i, r) in records.iter().enumerate() {
-            if !matches!(r.mode, Mode::Net | Mode::Ina) || r.src == r.dst {
+        let mut interned: HashMap<(NodeId, NodeId, u32), u32, BuildHasherDefault<KeyHasher>> =
+            HashMap::default();
+        // switch hops of each path (`fct::switch_hops` of its sender and channels)
+        let mut hops: Vec<u64> = Vec::new();
+        for i in 0..n {
+            let (src, dst) = (records.src(i), records.dst(i));
+            if !matches!(records.mode(i), Mode::Net | Mode::Ina) || src == dst {
                 continue;
             }
-            let (off, len, delay, path) =
-                channels.route(topo, routing, r.id, r.src, r.dst, r.channel, arena)?;
-            p.off[i] = off;
-            p.len[i] = len;
-            p.delay[i] = delay;
-            p.switch_bytes += r.bytes.0 * fct::switch_hops(topo, r.src, &path);
+            let key = (src, dst, records.channel(i));
+            let path = match interned.get(&key) {
+                Some(&k) => k,
+                None => {
+                    let k = p.paths.off.len() as u32;
+                    let (off, len, delay, route) = channels.route(
+                        topo,
+                        routing,
+                        records.id(i),
+                        src,
+                        dst,
+                        key.2,
+                        &mut p.paths.channels,
+                    )?;
+                    let ps = &mut p.paths;
+                    ps.off.push(off);
+                    ps.len.push(len);
+                    ps.delay.push(delay);
+                    ps.min_rate.push(
+                        route
+                            .iter()
+                            .map(|c| channels.rate[c.idx()])
+                            .min()
+                            .unwrap_or(0),
+                    );
+                    ps.bottleneck.push(
+                        route
+                            .iter()
+                            .map(|c| channels.cap[c.idx()])
+                            .fold(f64::INFINITY, f64::min),
+                    );
+                    hops.push(fct::switch_hops(topo, src, &route));
+                    interned.insert(key, k);
+                    k
+                }
+            };
+            p.of[i] = path;
+            p.switch_bytes += records.bytes(i).0 * hops[path as usize];
         }
         Ok(p)
     }
@@ -500,12 +578,30 @@ impl SwitchIndex {
 
 /// What building one aggregation unit reads.
 struct AggContext<'a, R: PathSource + ?Sized> {
-    records: &'a [FlowRecord],
+    records: &'a RecordTable,
     topo: &'a Topology,
     routing: &'a R,
     opts: &'a ReplayOptions,
     channels: &'a Channels,
     paths: &'a RecordPaths,
+}
+
+impl<R: PathSource + ?Sized> AggContext<'_, R> {
+    /// The channels of member record `m` (none when it crosses no channel).
+    fn path_of(&self, m: u32) -> &[u32] {
+        match self.paths.of[m as usize] {
+            NONE => &[],
+            p => self.paths.paths.of(p),
+        }
+    }
+
+    /// The propagation delay of member record `m`'s path.
+    fn delay_of(&self, m: u32) -> u64 {
+        match self.paths.of[m as usize] {
+            NONE => 0,
+            p => self.paths.paths.delay[p as usize],
+        }
+    }
 }
 
 /// An aggregation's tree latency and slot holding times.
@@ -534,7 +630,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
         arena: &mut Vec<u32>,
         switches: &mut SwitchIndex,
     ) -> Result<Agg, ReplayError> {
-        let tree = self.tree(&mem, arena, switches)?;
+        let tree = self.tree(&mem, switches)?;
         // the unit's own limit: capacity over multiplicity on its tightest channel
         let tree_cap = netmodel::multiset_cap(&tree.channels, |c| self.channels.cap[c as usize]);
         let nodes: Vec<(u32, NodeId)> = tree
@@ -560,7 +656,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             self.opts,
             &tree.switches,
             &switches.nodes,
-            self.records[mem[0] as usize].agg.map_or(0, |a| a.id),
+            self.records.agg(mem[0] as usize).map_or(0, |a| a.id),
             tree.class,
         )?;
         let tree_off = arena.len() as u32;
@@ -596,47 +692,43 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
 
     /// Check the members' classes and switches; collect the stream size, the aggregating
     /// switches and the channel multiset.
-    fn tree(
-        &self,
-        mem: &[u32],
-        arena: &[u32],
-        switches: &mut SwitchIndex,
-    ) -> Result<Tree, ReplayError> {
-        let first = &self.records[mem[0] as usize];
-        let id = first.agg.map(|a| a.id).unwrap_or(0);
-        let class = first.class;
+    fn tree(&self, mem: &[u32], switches: &mut SwitchIndex) -> Result<Tree, ReplayError> {
+        let t = self.records;
+        let first = mem[0] as usize;
+        let id = t.agg(first).map(|a| a.id).unwrap_or(0);
+        let class = t.class(first);
         let mut s = Bytes(0);
         let mut s_up = Bytes(0);
         let mut has_up = false;
         let mut channels: Vec<u32> = Vec::new();
         let mut sw_list = Vec::new();
         for &m in mem {
-            let r = &self.records[m as usize];
-            if r.class != class {
+            let i = m as usize;
+            if t.class(i) != class {
                 return Err(ReplayError::BadAggregation {
                     agg: id,
                     msg: format!(
                         "record {} is class {} but record {} is class {}",
-                        r.id, r.class, first.id, class
+                        t.id(i),
+                        t.class(i),
+                        t.id(first),
+                        class
                     ),
                 });
             }
-            let up = r.agg.map(|a| a.dir) == Some(AggDir::Up);
+            let tag = t.agg(i);
+            let up = tag.map(|a| a.dir) == Some(AggDir::Up);
             if up {
-                s_up = s_up.max(r.bytes);
+                s_up = s_up.max(t.bytes(i));
             }
-            s = s.max(r.bytes);
-            let (o, l) = (
-                self.paths.off[m as usize] as usize,
-                self.paths.len[m as usize] as usize,
-            );
-            channels.extend_from_slice(&arena[o..o + l]);
-            let sw = r.agg.map(|a| a.switch).unwrap_or(r.dst);
+            s = s.max(t.bytes(i));
+            channels.extend_from_slice(self.path_of(m));
+            let sw = tag.map(|a| a.switch).unwrap_or(t.dst(i));
             has_up |= up;
             if self.topo.kinds.get(sw.idx()) != Some(&NodeKind::Switch) {
                 return Err(ReplayError::BadAggregation {
                     agg: id,
-                    msg: format!("record {}: node {sw} is not a switch", r.id),
+                    msg: format!("record {}: node {sw} is not a switch", t.id(i)),
                 });
             }
             sw_list.push(switches.of(sw));
@@ -670,12 +762,13 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
         let edges: Vec<(u32, u32, u64, EdgeDir)> = mem
             .iter()
             .filter_map(|&m| {
-                let r = &self.records[m as usize];
-                let dir = match r.agg?.dir {
+                let i = m as usize;
+                let dir = match self.records.agg(i)?.dir {
                     AggDir::Up => EdgeDir::Up,
                     AggDir::Down => EdgeDir::Down,
                 };
-                Some((r.src.0, r.dst.0, self.paths.delay[m as usize], dir))
+                let (src, dst) = (self.records.src(i), self.records.dst(i));
+                Some((src.0, dst.0, self.delay_of(m), dir))
             })
             .collect();
         let chains = netmodel::TreeChains::new(&edges);
@@ -708,12 +801,13 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
     ) -> Result<(Vec<(u32, u32)>, f64, u64), ReplayError> {
         let mut hosts: Vec<(NodeId, FlowId)> = Vec::new();
         for &m in mem {
-            let r = &self.records[m as usize];
-            if r.agg.map(|a| a.dir) == Some(AggDir::Up)
-                && self.topo.kinds[r.src.idx()] == NodeKind::Host
-                && !hosts.iter().any(|h| h.0 == r.src)
+            let (i, t) = (m as usize, self.records);
+            let src = t.src(i);
+            if t.agg(i).map(|a| a.dir) == Some(AggDir::Up)
+                && self.topo.kinds[src.idx()] == NodeKind::Host
+                && !hosts.iter().any(|h| h.0 == src)
             {
-                hosts.push((r.src, r.id));
+                hosts.push((src, t.id(i)));
             }
         }
         let hn = hosts.len();
@@ -748,7 +842,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
 /// or one larger than the pool.
 #[allow(clippy::too_many_arguments)]
 fn planned_reservation(
-    records: &[FlowRecord],
+    records: &RecordTable,
     mem: &[u32],
     topo: &Topology,
     opts: &ReplayOptions,
@@ -762,11 +856,12 @@ fn planned_reservation(
     }
     let first = mem
         .iter()
-        .map(|&m| &records[m as usize])
-        .filter(|r| {
-            r.agg.map(|a| a.dir) == Some(AggDir::Up) && topo.kinds[r.src.idx()] == NodeKind::Host
+        .map(|&m| m as usize)
+        .filter(|&i| {
+            records.agg(i).map(|a| a.dir) == Some(AggDir::Up)
+                && topo.kinds[records.src(i).idx()] == NodeKind::Host
         })
-        .map(|r| r.src)
+        .map(|i| records.src(i))
         .min();
     let mut k = u32::MAX;
     for &sw in switches {

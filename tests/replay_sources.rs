@@ -1,0 +1,92 @@
+//! The replayer's three feeds — a list of records, the generator straight into the record
+//! table (`ina3d replay --from`), and a trace file read one record at a time (`ina3d
+//! replay FILE`) — replay one job identically: same rows, summary, links and slots.
+
+use ina3d::pipeline::{
+    generate_trace, replay_file, replay_job, replay_records, InaSpec, Job, JobSpec,
+};
+use ina3d::replay::ReplayResult;
+
+fn tiny(ina: &str) -> JobSpec {
+    JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "fat-tree:k=4,gpus-per-server=2".into(),
+        ina: InaSpec {
+            mode: ina.parse().unwrap(),
+            ..Default::default()
+        },
+        ..JobSpec::default()
+    }
+}
+
+/// Everything but the trace's name and the wall time.
+fn same(a: &ReplayResult, b: &ReplayResult, what: &str) {
+    assert_eq!(a.rows(), b.rows(), "{what}: rows");
+    let (mut x, mut y) = (a.summary.clone(), b.summary.clone());
+    (x.trace, y.trace, x.wall_time_ns, y.wall_time_ns) = (String::new(), String::new(), 0, 0);
+    assert_eq!(x, y, "{what}: summary");
+    assert_eq!(a.channels, b.channels, "{what}: links");
+    assert_eq!(a.slots, b.slots, "{what}: switch slots");
+    assert_eq!(
+        (a.events, a.resolves, a.ina_fallbacks),
+        (b.events, b.resolves, b.ina_fallbacks),
+        "{what}: event counts"
+    );
+}
+
+#[test]
+fn records_the_generator_feed_and_a_trace_file_replay_identically() {
+    for ina in ["off", "hierarchical"] {
+        let spec = tiny(ina);
+        let job = Job::prepare(&spec).unwrap();
+        let opts = spec.trace_options().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("trace.csv.gz");
+        let t = generate_trace(&job, &opts, Some(&file), true, &mut |_| {}).unwrap();
+        assert!(t.records.len() > 100, "a trace with something to replay");
+        let from_records =
+            replay_records(&t.records, &t.header, &job.topology, spec.seed, "t", false).unwrap();
+        let (_, from_generator) = replay_job(
+            &spec,
+            false,
+            ina3d::replay::RateModel::default(),
+            &mut |_| {},
+        )
+        .unwrap();
+        let from_file = replay_file(
+            &file,
+            None,
+            None,
+            false,
+            ina3d::replay::RateModel::default(),
+        )
+        .unwrap()
+        .result;
+        same(&from_records, &from_generator, &format!("{ina}: generator"));
+        same(&from_records, &from_file, &format!("{ina}: file"));
+        assert_eq!(from_records.rows().len(), t.records.len());
+        if ina != "off" {
+            assert!(!from_records.slots.is_empty(), "INA took slots");
+        }
+    }
+}
+
+#[test]
+fn a_trace_file_with_a_dangling_dep_is_refused_naming_the_record_and_the_dep() {
+    let spec = tiny("off");
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let mut t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
+    let last = t.records.len() - 1;
+    let id = t.records[last].id;
+    t.records[last].deps.push(ina3d::units::FlowId(1 << 40));
+    let e = replay_records(&t.records, &t.header, &job.topology, 0, "t", false).unwrap_err();
+    let msg = ina3d::pipeline::error_chain(&e);
+    assert!(
+        msg.contains(&format!(
+            "record {id}: dep {} is not in the trace",
+            1u64 << 40
+        )),
+        "{msg}"
+    );
+}
