@@ -747,11 +747,12 @@ impl Sim<'_> {
                 Some(step) // idle: the next tick stops watching it
             };
             if let Some(dt) = dt {
-                let t = self.now + dt.max(step);
+                // a backlog draining at a nearly zero net rate gives a huge (saturated) dt
+                let t = self.now.saturating_add(dt.max(step));
                 next = Some(next.map_or(t, |n| n.min(t)));
             }
         }
-        if let Some(t) = next.map(|t| t.max(self.now + 1)) {
+        if let Some(t) = next.map(|t| t.max(self.now + 1)).filter(|&t| t < u64::MAX) {
             if cc.next_tick.is_none_or(|n| t < n) {
                 self.cc.as_mut().expect("checked").next_tick = Some(t);
                 self.push(t, EventKind::CcTick, 0, 0);
