@@ -11,7 +11,7 @@ use super::huge;
 use super::ReplayError;
 use crate::fct::{FctRow, TraceView};
 use crate::record::{AggTag, Class, FlowRecord, Mode};
-use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use crate::units::{Bytes, FlowId, NodeId};
 use std::collections::HashMap;
 
 /// A dep whose id no record has (yet): resolved by [`RecordTable::finish`] or reported as
@@ -238,19 +238,16 @@ impl RecordTable {
         FlowId(self.unresolved.get(at).map_or(u64::MAX, |u| u.1))
     }
 
-    /// The `fct.csv` row of record `i` ([`FctRow::of_record`] of its fields).
+    /// The `fct.csv` row of record `i` ([`FctRow::of_record`] of the fields a row holds;
+    /// the rest — timing, channel, INA tag — are not looked up for each of the rows).
     pub fn row(&self, i: usize, start_ns: u64, end_ns: u64, standalone_ns: u64) -> FctRow {
         let r = FlowRecord {
             id: self.id(i),
             src: self.src[i],
             dst: self.dst[i],
             bytes: Bytes(self.bytes[i]),
-            gap: Nanos(self.gap[i]),
-            dur: Nanos(self.dur[i]),
             mode: self.mode[i],
             class: self.class[i],
-            channel: self.channel[i],
-            agg: self.agg(i),
             ..FlowRecord::default()
         };
         FctRow::of_record(&r, start_ns, end_ns, standalone_ns)
