@@ -22,6 +22,11 @@ macro_rules! keyword_enum {
         impl std::str::FromStr for $t {
             type Err = String;
             fn from_str(s: &str) -> Result<Self, String> {
+                // the name as written (every row of a trace): no allocation
+                match s {
+                    $($s => return Ok($v),)+
+                    _ => {}
+                }
                 match s.trim().to_ascii_lowercase().as_str() {
                     $($s => Ok($v),)+
                     other => Err(format!(

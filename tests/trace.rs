@@ -1030,6 +1030,167 @@ mod multi_member {
         }
     }
 
+    /// The text of `recs` as the writer writes it, and the line number of record `i`
+    /// (the header takes the lines before the first record).
+    fn text_and_first_row(recs: &[FlowRecord]) -> (String, usize) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        trace::write(&p, &header(), recs).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let header_lines = text.lines().take_while(|l| !l.starts_with("0,")).count();
+        (text, header_lines + 1)
+    }
+
+    /// Write `text` gzip-compressed (members as the writer frames them) and read it back
+    /// from the file (blocks parsed on worker threads) and from memory (on this thread).
+    fn read_both(text: &str) -> [Result<trace::Trace, String>; 2] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.csv.gz");
+        let cuts: Vec<usize> = (1..)
+            .map(|k| k * (1 << 20))
+            .take_while(|&c| c < text.len())
+            .collect();
+        std::fs::write(&path, marked_members_cut_at(text.as_bytes(), &cuts)).unwrap();
+        let show = |r: Result<trace::Trace, FormatError>| {
+            r.map_err(|e| {
+                e.to_string()
+                    .replace(&path.display().to_string(), "t.csv.gz")
+            })
+        };
+        [
+            show(trace::read(&path)),
+            show(trace::read_str(text, "t.csv.gz")),
+        ]
+    }
+
+    /// The body is read in blocks of about 1 MiB parsed on several threads; the records
+    /// and errors must be those of reading line by line, with the file's own line numbers
+    /// and columns, wherever in the file the line is.
+    #[test]
+    fn errors_deep_in_a_file_name_their_own_line_and_column_whichever_thread_parsed_them() {
+        let recs = many_records();
+        let (text, first_row) = text_and_first_row(&recs);
+        assert!(text.len() > 4 << 20, "the file spans several blocks");
+        for r in read_both(&text) {
+            assert_eq!(r.expect("the clean file reads").records, recs);
+        }
+        // record 100,000 (deep in the fourth block): deps `99999;50000`
+        let i = 100_000;
+        let line_no = first_row + i;
+        let edit = |f: &dyn Fn(&str) -> String| -> String {
+            text.lines()
+                .enumerate()
+                .map(|(k, l)| if k + 1 == line_no { f(l) } else { l.to_string() } + "\n")
+                .collect()
+        };
+        let line_of = |t: &str| t.lines().nth(line_no - 1).unwrap().to_string();
+        let bad_bytes = |l: &str| {
+            let mut f: Vec<&str> = l.split(',').collect();
+            f[3] = "12x";
+            f.join(",")
+        };
+        let cases: [(&str, String, &str, &str); 3] = [
+            // a dep on a later record: found only when the row is admitted in order
+            (
+                "later dep",
+                edit(&|l| l.replacen(";50000,", ";100001,", 1)),
+                ";100001",
+                "dep 100001 of record 100000 does not appear on an earlier line",
+            ),
+            // an id already seen
+            (
+                "duplicate",
+                edit(&|l| l.replacen("100000,", "7,", 1)),
+                "7,",
+                "duplicate record id 7",
+            ),
+            // a bad number
+            (
+                "bad bytes",
+                edit(&bad_bytes),
+                ",12x",
+                "`bytes` must be an unsigned integer, found `12x`",
+            ),
+        ];
+        for (what, bad, mark, says) in cases {
+            // the column: where `mark` (less a leading separator) starts on the line
+            let l = line_of(&bad);
+            let column = l.find(mark).unwrap() + 1 + usize::from(mark.starts_with([',', ';']));
+            let errs: Vec<String> = read_both(&bad)
+                .into_iter()
+                .map(|r| {
+                    r.map(|t| format!("read {} records", t.records.len()))
+                        .expect_err(what)
+                })
+                .collect();
+            assert_eq!(errs[0], errs[1], "{what}: file and memory readers disagree");
+            let at = format!("t.csv.gz:{line_no}:{column}:");
+            assert!(
+                errs[0].starts_with(&at),
+                "{what}: expected {at}…, got {}",
+                errs[0]
+            );
+            assert!(errs[0].contains(says), "{what}: {}", errs[0]);
+        }
+    }
+
+    /// Bytes that are not UTF-8 deep in a file: in a plain file a `text` error, in a
+    /// gzip file damage to the compressed data; either way at their own line and column.
+    #[test]
+    fn bytes_that_are_not_text_deep_in_a_file_are_an_error_at_their_line() {
+        let recs = many_records();
+        let (text, first_row) = text_and_first_row(&recs);
+        let line_no = first_row + 90_000;
+        let start: usize = text.lines().take(line_no - 1).map(|l| l.len() + 1).sum();
+        let mut bytes = text.into_bytes();
+        bytes[start + 4] = 0x80; // a lone continuation byte at column 5
+        let dir = tempfile::tempdir().unwrap();
+        for (name, file) in [
+            ("t.csv", bytes.clone()),
+            (
+                "t.csv.gz",
+                marked_members_cut_at(&bytes, &[1 << 20, 3 << 20]),
+            ),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, file).unwrap();
+            let e = trace::read(&path).expect_err(name).to_string();
+            let at = format!("{}:{line_no}:5:", path.display());
+            assert!(e.starts_with(&at), "{name}: expected {at}…, got {e}");
+            let field = if name.ends_with(".gz") {
+                "gzip"
+            } else {
+                "text"
+            };
+            assert!(
+                e.contains(&format!(" {field}: ")) && e.contains("not UTF-8"),
+                "{name}: {e}"
+            );
+        }
+    }
+
+    /// A file without line breaks is refused once its first line passes 64 MiB, without
+    /// holding more of it.
+    #[test]
+    fn a_body_without_line_breaks_is_an_error_not_a_line_the_size_of_the_file() {
+        let (text, first_row) = text_and_first_row(&many_records()[..3]);
+        let head: String = text
+            .lines()
+            .take(first_row - 1)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let mut body = head.into_bytes();
+        body.resize(body.len() + (65 << 20), b'7');
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("long.csv.gz");
+        std::fs::write(&path, marked_members_cut_at(&body, &[])).unwrap();
+        let e = trace::read(&path).expect_err("a 65 MiB line").to_string();
+        assert!(
+            e.contains(&format!("long.csv.gz:{first_row}:")) && e.contains("longer than 64 MiB"),
+            "{e}"
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 

@@ -277,7 +277,12 @@ pub fn replay_table(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
-    let routing = Routing::new(topo, seed).map_err(|source| PipelineError::Routing {
+    // the table moves into huge pages on another core while the routes are computed
+    let routing = std::thread::scope(|s| {
+        s.spawn(|| records.use_huge_pages());
+        Routing::new(topo, seed)
+    })
+    .map_err(|source| PipelineError::Routing {
         spec: topo.source.clone(),
         source: Box::new(source),
     })?;

@@ -579,7 +579,9 @@ pub fn simulate<R: PathSource + ?Sized>(
     routing: &R,
     opts: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
-    simulate_table(RecordTable::from_records(records)?, topo, routing, opts)
+    let table = RecordTable::from_records(records)?;
+    table.use_huge_pages();
+    simulate_table(table, topo, routing, opts)
 }
 
 /// Replay the records of `records` on `topo`, routing every transfer with `routing`.

@@ -152,7 +152,13 @@ impl RecordTable {
             self.tag_of.resize(self.len(), NO_TAG);
         }
         self.map = HashMap::new();
-        // the columns the event loop reads at random: huge pages (see `huge`)
+    }
+
+    /// Back the columns the event loop reads at random with huge pages now (see `huge`):
+    /// the kernel copies them into 2 MiB pages, ≈ 2 s for a 32,768-GPU trace, so callers
+    /// at that scale run it beside other work ([`crate::pipeline`] does, while routes
+    /// are computed). Contents never change.
+    pub fn use_huge_pages(&self) {
         huge::advise(&self.deps, true);
         huge::advise(&self.dep_off, true);
         huge::advise(&self.gap, true);

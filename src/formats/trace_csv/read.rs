@@ -1,0 +1,689 @@
+//! The trace reader. The header is read line by line; the body in blocks of whole lines
+//! ([`super::blocks`]), each parsed by [`RowParser`] — on worker threads when reading a
+//! file — and then admitted in file order by [`TraceReader`], where the checks that need
+//! the lines before run: ids unique, every dep on an earlier line, the caller's
+//! [`RecordCheck`]. Whatever thread parsed a block, the records and the first error are
+//! those of reading the file line by line.
+
+use super::blocks::{Body, Parsed, ParsedEnd, ParsedRow, RowError, LINE_MAX};
+use super::{check_consistency, OLDEST_SCHEMA, SCHEMA_VERSION};
+use super::{columns_of, io_err, is_gz, RecordCheck, TraceHeader, COLUMNS, MAGIC};
+use crate::formats::gz_members::MemberReader;
+use crate::formats::FormatError;
+use crate::record::{AggDir, AggTag, FlowRecord};
+use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+/// What every parser of one file's rows shares: where errors point and the layout.
+#[derive(Debug)]
+pub(super) struct LineCtx {
+    /// The file (or the name given for a stream), for error messages.
+    pub path: PathBuf,
+    /// The header's schema: which columns a row has.
+    pub schema: u32,
+    /// The input is decompressed gzip (read errors are then damaged or truncated data).
+    pub gz: bool,
+}
+
+impl LineCtx {
+    /// The error a failed read after line `after` (the last whole line) becomes: damaged
+    /// or truncated gzip data and text that is not UTF-8 name the line reached; other
+    /// errors are the OS's.
+    pub(super) fn read_error(&self, after: u64, e: std::io::Error) -> FormatError {
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        let line = after + 1;
+        match e.kind() {
+            InvalidData | InvalidInput | UnexpectedEof if self.gz => FormatError::syntax(
+                &self.path,
+                line,
+                "gzip",
+                format!("after line {after}: {e} (the compressed data is damaged or truncated)"),
+            ),
+            InvalidData => FormatError::syntax(&self.path, line, "text", format!("{e}")),
+            _ => io_err(&self.path, e),
+        }
+    }
+}
+
+/// Set of seen ids: a bitmap for the dense ids generators produce, a hash set for the
+/// rest. The bitmap only grows to cover ids up to twice the number of records seen (plus a
+/// small floor), so its size follows the input's length: one crafted line with a huge id
+/// lands in the hash set instead of allocating gigabytes.
+#[derive(Default)]
+struct IdSet {
+    bits: Vec<u64>,
+    sparse: HashSet<u64>,
+    len: u64,
+}
+
+impl IdSet {
+    /// Ids below this always fit the bitmap (8 KiB).
+    const FLOOR: u64 = 1 << 16;
+    fn dense_bound(&self) -> u64 {
+        Self::FLOOR.max(2 * self.len)
+    }
+    fn bit(&self, id: u64) -> bool {
+        let w = (id / 64) as usize;
+        w < self.bits.len() && self.bits[w] & (1 << (id % 64)) != 0
+    }
+    fn contains(&self, id: u64) -> bool {
+        self.bit(id) || self.sparse.contains(&id)
+    }
+    /// Insert; false when already present.
+    fn insert(&mut self, id: u64) -> bool {
+        if self.contains(id) {
+            return false;
+        }
+        if id < self.dense_bound() {
+            let w = (id / 64) as usize;
+            if w >= self.bits.len() {
+                let want = (w + 1).max(self.bits.len() * 2);
+                let cap = (self.dense_bound() / 64 + 1) as usize;
+                self.bits.resize(want.min(cap).max(w + 1), 0);
+            }
+            self.bits[w] |= 1 << (id % 64);
+        } else {
+            self.sparse.insert(id);
+        }
+        self.len += 1;
+        true
+    }
+}
+
+/// Streaming, validating reader. Iterate it for records (each an `Err` at the first bad line,
+/// after which iteration stops).
+pub struct TraceReader<'t> {
+    header: TraceHeader,
+    ctx: std::sync::Arc<LineCtx>,
+    /// Where the body's blocks come from (this thread, or reader and parser threads).
+    body: Body,
+    /// The block being admitted: its text (for error columns), its rows not yet
+    /// returned, and how it ends.
+    text: Vec<u8>,
+    rows: std::vec::IntoIter<ParsedRow>,
+    end: Option<ParsedEnd>,
+    /// The line number of the block's first line, and the lines it holds.
+    base: u64,
+    lines: u64,
+    seen: IdSet,
+    check: Option<&'t dyn RecordCheck>,
+    done: bool,
+}
+
+impl<'t> TraceReader<'t> {
+    /// Open a trace (gzip detected from the `.gz` name or the gzip magic bytes) and read
+    /// its header. The body is decompressed on one thread and parsed on others (as many
+    /// as the machine has cores, up to 4); the records come back in file order.
+    pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, FormatError> {
+        let p = path.as_ref();
+        let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
+        let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
+        let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
+        let input: Box<dyn BufRead + Send> = if gz {
+            Box::new(BufReader::with_capacity(1 << 18, MemberReader::new(file)))
+        } else {
+            Box::new(file)
+        };
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        Self::start(input, p.to_path_buf(), gz, Some(workers))
+    }
+
+    /// Read from any buffered stream, on this thread; `name` is used in error messages.
+    pub fn from_reader(
+        input: Box<dyn BufRead + Send>,
+        name: String,
+    ) -> Result<TraceReader<'static>, FormatError> {
+        Self::start(input, PathBuf::from(name), false, None)
+    }
+
+    /// Read the header of `input` (decompressed gzip when `gz`), then the body on this
+    /// thread or, with `workers`, on a reader thread and that many parser threads.
+    fn start(
+        mut input: Box<dyn BufRead + Send>,
+        path: PathBuf,
+        gz: bool,
+        workers: Option<usize>,
+    ) -> Result<TraceReader<'static>, FormatError> {
+        let mut ctx = LineCtx {
+            path,
+            schema: SCHEMA_VERSION,
+            gz,
+        };
+        let (header, header_lines) = read_header(&mut *input, &mut ctx)?;
+        let ctx = std::sync::Arc::new(ctx);
+        let first_line = header_lines + 1;
+        let body = match workers {
+            Some(n) => Body::threads(input, ctx.clone(), n),
+            None => Body::inline(input, ctx.clone()),
+        };
+        Ok(TraceReader {
+            header,
+            ctx,
+            body,
+            text: Vec::new(),
+            rows: Vec::new().into_iter(),
+            end: None,
+            base: first_line,
+            lines: 0,
+            seen: IdSet::default(),
+            check: None,
+            done: false,
+        })
+    }
+
+    /// Also run `check` on every record (after the format's own checks).
+    pub fn with_check<'u>(self, check: &'u dyn RecordCheck) -> TraceReader<'u> {
+        TraceReader {
+            header: self.header,
+            ctx: self.ctx,
+            body: self.body,
+            text: self.text,
+            rows: self.rows,
+            end: self.end,
+            base: self.base,
+            lines: self.lines,
+            seen: self.seen,
+            check: Some(check),
+            done: self.done,
+        }
+    }
+
+    /// The metadata read from the file.
+    pub fn header(&self) -> &TraceHeader {
+        &self.header
+    }
+
+    /// The checks that need the lines before `row`: each dep seen, the caller's check,
+    /// the id new.
+    fn admit(&mut self, row: ParsedRow) -> Result<FlowRecord, FormatError> {
+        let r = row.rec;
+        let id = r.id.0;
+        if let Some(k) = r.deps.iter().position(|d| !self.seen.contains(d.0)) {
+            let line = row_text(&self.text, row.at);
+            return Err(self.row_error(
+                row.line,
+                4,
+                dep_column(line, k),
+                format!("dep {} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)", r.deps[k].0),
+            ));
+        }
+        if let Some(check) = self.check {
+            if let Err((i, msg)) = check.check(&r) {
+                let column = field_column(row_text(&self.text, row.at), i);
+                return Err(self.row_error(row.line, i, column, msg));
+            }
+        }
+        if !self.seen.insert(id) {
+            return Err(self.row_error(row.line, 0, 1, format!("duplicate record id {id}")));
+        }
+        Ok(r)
+    }
+
+    /// An error in field `i` of [`COLUMNS`] at `column` of the block's line `line`.
+    fn row_error(&self, line: u32, i: usize, column: usize, msg: String) -> FormatError {
+        let field = COLUMNS.get(i).copied().unwrap_or("row");
+        FormatError::at(
+            &self.ctx.path,
+            self.base + line as u64,
+            column as u64,
+            field,
+            msg,
+        )
+    }
+
+    /// The error a block ends with, numbered from the block's first line.
+    fn end_error(&self, end: ParsedEnd) -> Option<FormatError> {
+        let path = &self.ctx.path;
+        match end {
+            ParsedEnd::More | ParsedEnd::Eof => None,
+            ParsedEnd::Row(e) => Some(row_error(path, self.base, e)),
+            ParsedEnd::Read(e) => Some(self.ctx.read_error(self.base + self.lines - 1, e)),
+            ParsedEnd::LineTooLong => Some(FormatError::syntax(
+                path,
+                self.base + self.lines,
+                "row",
+                format!("line longer than {} MiB: not a trace row", LINE_MAX >> 20),
+            )),
+            ParsedEnd::Stopped(msg) => Some(FormatError::syntax(
+                path,
+                self.base + self.lines,
+                "row",
+                format!("internal error: {msg}"),
+            )),
+        }
+    }
+
+    /// Move on to the next block (`None` at the end of the file, `Some(Err)` at an error).
+    fn next_block(&mut self) -> Option<Result<(), FormatError>> {
+        match self.end.take() {
+            None => {}
+            Some(ParsedEnd::More) => {
+                self.base += self.lines;
+                self.body.recycle(std::mem::take(&mut self.text));
+            }
+            Some(end) => return self.end_error(end).map(Err),
+        }
+        let Parsed {
+            text,
+            rows,
+            lines,
+            end,
+            ..
+        } = self.body.next_block();
+        self.text = text;
+        self.rows = rows.into_iter();
+        self.lines = lines;
+        self.end = Some(end);
+        Some(Ok(()))
+    }
+}
+
+/// A parse error of a block (numbered within it) as the file's error.
+fn row_error(path: &Path, base: u64, e: RowError) -> FormatError {
+    let line = base + e.line as u64;
+    match e.column {
+        Some(c) => FormatError::at(path, line, c as u64, e.field, e.msg),
+        None => FormatError::syntax(path, line, e.field, e.msg),
+    }
+}
+
+impl Iterator for TraceReader<'_> {
+    type Item = Result<FlowRecord, FormatError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            if let Some(row) = self.rows.next() {
+                let r = self.admit(row);
+                self.done = r.is_err();
+                return Some(r);
+            }
+            match self.next_block() {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                None => self.done = true,
+            }
+        }
+        None
+    }
+}
+
+/// The line of `text` starting at byte `at`, without its line ending (parsed, so UTF-8).
+fn row_text(text: &[u8], at: u32) -> &str {
+    let rest = text.get(at as usize..).unwrap_or_default();
+    let end = rest.iter().position(|&c| c == b'\n').unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end])
+        .unwrap_or_default()
+        .trim_end_matches('\r')
+}
+
+/// The 1-based column field `i` of `line` starts at.
+fn field_column(line: &str, i: usize) -> usize {
+    1 + line.split(',').take(i).map(|f| f.len() + 1).sum::<usize>()
+}
+
+/// The 1-based column the `k`-th dep of `line` starts at.
+fn dep_column(line: &str, k: usize) -> usize {
+    let deps = line.split(',').nth(4).unwrap_or_default();
+    field_column(line, 4) + deps.split(';').take(k).map(|d| d.len() + 1).sum::<usize>()
+}
+
+/// Read the header lines (magic, metadata, column row): the header and the number of
+/// lines it took. Sets `ctx.schema`.
+fn read_header(
+    input: &mut dyn BufRead,
+    ctx: &mut LineCtx,
+) -> Result<(TraceHeader, u64), FormatError> {
+    let mut header = TraceHeader::new();
+    let mut buf = String::new();
+    let mut line_no = 0u64;
+    let err = |line: u64, field: &str, column: usize, msg: String| {
+        FormatError::at(&ctx.path, line, column as u64, field, msg)
+    };
+    let mut next_line = |buf: &mut String, line_no: &mut u64| -> Result<bool, FormatError> {
+        buf.clear();
+        let n = input
+            .read_line(buf)
+            .map_err(|e| ctx.read_error(*line_no, e))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        *line_no += 1;
+        while buf.ends_with(['\n', '\r']) {
+            buf.pop();
+        }
+        Ok(true)
+    };
+    if !next_line(&mut buf, &mut line_no)? {
+        return Err(err(
+            1,
+            "header",
+            1,
+            format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`"),
+        ));
+    }
+    let first = buf.trim();
+    let Some(rest) = first.strip_prefix(MAGIC) else {
+        return Err(err(
+            1,
+            "header",
+            1,
+            format!(
+                "not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`",
+                first.chars().take(60).collect::<String>()
+            ),
+        ));
+    };
+    let v = rest
+        .trim()
+        .strip_prefix("schema=")
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    header.schema = match v {
+        Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => v,
+        Some(v) => {
+            return Err(err(
+                1,
+                "header",
+                MAGIC.len() + 2,
+                format!(
+                    "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
+                ),
+            ))
+        }
+        None => {
+            return Err(err(
+                1,
+                "header",
+                MAGIC.len() + 2,
+                "expected `schema=<number>` after the magic".into(),
+            ))
+        }
+    };
+    loop {
+        if !next_line(&mut buf, &mut line_no)? {
+            return Err(err(
+                line_no,
+                "header",
+                1,
+                "missing column header row".into(),
+            ));
+        }
+        if let Some(kv) = buf.strip_prefix('#') {
+            let kv = kv.trim_start();
+            if kv.is_empty() {
+                continue;
+            }
+            let Some((k, v)) = kv.split_once('=') else {
+                return Err(err(
+                    line_no,
+                    "metadata",
+                    3,
+                    "metadata lines must be `# key=value`".into(),
+                ));
+            };
+            header.meta.insert(k.trim().to_string(), v.to_string());
+            continue;
+        }
+        let cols: Vec<&str> = buf.split(',').map(str::trim).collect();
+        let want = columns_of(header.schema);
+        if cols != want {
+            return Err(err(
+                line_no,
+                "header",
+                1,
+                format!(
+                    "column header of schema {} must be `{}`",
+                    header.schema,
+                    want.join(",")
+                ),
+            ));
+        }
+        ctx.schema = header.schema;
+        return Ok((header, line_no));
+    }
+}
+
+/// The fields of one data line with the 1-based column each starts at.
+type Row<'l> = [(&'l str, usize); 21];
+
+/// Parses the data lines of one block: every check that needs only the line itself.
+pub(super) struct RowParser<'a> {
+    pub ctx: &'a LineCtx,
+    /// The line's index in its block (errors are numbered from the block's first line).
+    pub line: u32,
+}
+
+impl RowParser<'_> {
+    /// An error at `column` in the field named `field`.
+    fn err_in(&self, field: &'static str, column: usize, msg: impl Into<String>) -> RowError {
+        RowError {
+            line: self.line,
+            column: Some(column),
+            field,
+            msg: msg.into(),
+        }
+    }
+
+    /// An error in field `i` of [`COLUMNS`], starting at `column`.
+    fn err(&self, i: usize, column: usize, msg: impl Into<String>) -> RowError {
+        self.err_in(COLUMNS.get(i).copied().unwrap_or("row"), column, msg)
+    }
+
+    /// One data line: the fields, each parsed and typed, then the record-level checks.
+    pub(super) fn parse(&self, line: &str) -> Result<FlowRecord, RowError> {
+        let f = self.split_row(line)?;
+        let id = self.num(&f, 0)?;
+        let rec = FlowRecord {
+            id: FlowId(id),
+            src: NodeId(self.num32(&f, 1)?),
+            dst: NodeId(self.num32(&f, 2)?),
+            bytes: Bytes(self.num(&f, 3)?),
+            deps: self.deps(&f, id)?,
+            gap: Nanos(self.num(&f, 5)?),
+            dur: Nanos(self.num(&f, 6)?),
+            mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
+            class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
+            iteration: self.num32(&f, 9)?,
+            collective: self.opt(&f, 10)?,
+            step: self.opt32(&f, 11)?,
+            microbatch: self.opt32(&f, 12)?,
+            layer: self.opt32(&f, 13)?,
+            stage: self.opt32(&f, 14)?,
+            group_size: self.opt32(&f, 15)?,
+            agg: self.agg(&f)?,
+            channel: self.opt32(&f, 20)?.unwrap_or(0),
+        };
+        if let Err((i, msg)) = check_consistency(&rec) {
+            return Err(self.err(i, f[i].1, msg));
+        }
+        Ok(rec)
+    }
+
+    /// The line's fields with the column each starts at: exactly the schema's columns
+    /// (a schema-1 row leaves `channel` empty).
+    fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, RowError> {
+        let want = columns_of(self.ctx.schema);
+        let mut fields: Row<'l> = [("", 0); 21];
+        let mut n = 0;
+        let mut start = 0;
+        // a byte loop: fields are a few bytes, too short for `str::split`'s searcher
+        for (i, c) in line.bytes().chain([b',']).enumerate() {
+            if c != b',' {
+                continue;
+            }
+            if n == want.len() {
+                return Err(self.err_in(
+                    "row",
+                    start + 1,
+                    format!("more than {} fields", want.len()),
+                ));
+            }
+            fields[n] = (&line[start..i], start + 1);
+            n += 1;
+            start = i + 1;
+        }
+        let col = start + 1;
+        if n != want.len() {
+            return Err(self.err_in(
+                "row",
+                col,
+                format!("{n} fields, expected {} ({})", want.len(), want.join(",")),
+            ));
+        }
+        Ok(fields)
+    }
+
+    /// Field `i` as an unsigned integer.
+    #[inline]
+    fn num(&self, f: &Row<'_>, i: usize) -> Result<u64, RowError> {
+        let (v, c) = f[i];
+        parse_u64(v).ok_or_else(|| {
+            self.err(
+                i,
+                c,
+                format!("`{}` must be an unsigned integer, found `{v}`", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i` as an unsigned 32-bit integer.
+    #[inline]
+    fn num32(&self, f: &Row<'_>, i: usize) -> Result<u32, RowError> {
+        let v = self.num(f, i)?;
+        u32::try_from(v).map_err(|_| {
+            self.err(
+                i,
+                f[i].1,
+                format!("`{}` = {v} does not fit 32 bits", COLUMNS[i]),
+            )
+        })
+    }
+
+    /// Field `i`, empty for absent.
+    #[inline]
+    fn opt(&self, f: &Row<'_>, i: usize) -> Result<Option<u64>, RowError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num(f, i).map(Some)
+        }
+    }
+
+    /// Field `i` as a 32-bit integer, empty for absent.
+    #[inline]
+    fn opt32(&self, f: &Row<'_>, i: usize) -> Result<Option<u32>, RowError> {
+        if f[i].0.is_empty() {
+            Ok(None)
+        } else {
+            self.num32(f, i).map(Some)
+        }
+    }
+
+    /// The `;`-separated deps of record `id`, none itself (that each precedes it is
+    /// checked when the row is admitted, in file order).
+    fn deps(&self, f: &Row<'_>, id: u64) -> Result<Vec<FlowId>, RowError> {
+        let (text, mut c) = f[4];
+        let mut deps = Vec::new();
+        if text.is_empty() {
+            return Ok(deps);
+        }
+        for d in text.split(';') {
+            let v = parse_u64(d).ok_or_else(|| {
+                self.err(
+                    4,
+                    c,
+                    format!("deps must be `;`-separated record ids, found `{d}`"),
+                )
+            })?;
+            if v == id {
+                return Err(self.err(4, c, format!("record {id} depends on itself")));
+            }
+            deps.push(FlowId(v));
+            c += d.len() + 1;
+        }
+        Ok(deps)
+    }
+
+    /// The four aggregation fields: all empty (no aggregation) or all given.
+    fn agg(&self, f: &Row<'_>) -> Result<Option<AggTag>, RowError> {
+        if (16..20).all(|i| f[i].0.is_empty()) {
+            return Ok(None);
+        }
+        let (id, switch, fanin) = (self.num(f, 16)?, self.num32(f, 17)?, self.num32(f, 18)?);
+        let dir = match f[19].0 {
+            "up" => AggDir::Up,
+            "down" => AggDir::Down,
+            other => {
+                return Err(self.err(
+                    19,
+                    f[19].1,
+                    format!("agg_dir must be `up` or `down`, found `{other}`"),
+                ))
+            }
+        };
+        Ok(Some(AggTag {
+            id,
+            switch: NodeId(switch),
+            fanin,
+            dir,
+        }))
+    }
+}
+
+#[inline]
+fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_of_fields_and_deps_count_from_one() {
+        let line = "7,1,2,30,3;45;6,0,0,net,dp";
+        assert_eq!(field_column(line, 0), 1);
+        assert_eq!(field_column(line, 1), 3);
+        assert_eq!(field_column(line, 4), 10);
+        assert_eq!(dep_column(line, 0), 10);
+        assert_eq!(dep_column(line, 1), 12);
+        assert_eq!(dep_column(line, 2), 15);
+    }
+
+    #[test]
+    fn a_huge_record_id_is_remembered_without_a_huge_bitmap() {
+        let mut s = IdSet::default();
+        assert!(s.insert(1 << 33));
+        assert!(s.bits.len() * 8 <= 16 << 10, "{} words", s.bits.len());
+        assert!(!s.insert(1 << 33), "a duplicate is still caught");
+        for id in 0..100_000 {
+            assert!(s.insert(id));
+        }
+        assert!(s.contains(1 << 33) && s.contains(99_999) && !s.contains(100_000));
+        assert!(s.bits.len() * 64 <= 4 * 100_000 + (1 << 16));
+    }
+
+    #[test]
+    fn ids_first_seen_sparse_stay_found_once_the_bitmap_grows_over_them() {
+        let mut s = IdSet::default();
+        assert!(s.insert(200_000));
+        for id in 0..150_000 {
+            s.insert(id);
+        }
+        assert!(!s.insert(200_000));
+    }
+}
