@@ -13,6 +13,7 @@ use super::PipelineError;
 use crate::keyword::keyword_enum;
 use crate::megatron::{Loc, Source, TrainingConfig};
 use crate::ns3::{TcpConnections, Transport};
+use crate::replay::RateModel;
 use crate::trace::InaMode;
 use std::str::FromStr;
 
@@ -46,6 +47,9 @@ pub struct RunSpec {
     pub transport: Transport,
     /// TCP connections of the ns-3 glue (under `tcp`).
     pub tcp_connections: TcpConnections,
+    /// The replayer's rate model (`dcqcn` is what the `roce` glue runs; `ideal`, the
+    /// default, costs far less at scale).
+    pub rate_model: RateModel,
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
     /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,
@@ -70,6 +74,7 @@ impl Default for RunSpec {
             ns3: Ns3Choice::Auto,
             transport: Transport::default(),
             tcp_connections: TcpConnections::default(),
+            rate_model: RateModel::default(),
             traces: true,
             plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
         }
@@ -400,6 +405,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
             Ok(())
         },
         get: |s| s.transport.to_string(),
+    },
+    RunOption {
+        name: "rate-model",
+        help: "the replayer's rate model: ideal (max-min fair), dcqcn (what the roce glue runs)",
+        set: |s, v| {
+            s.rate_model = keyword(v)?;
+            Ok(())
+        },
+        get: |s| s.rate_model.to_string(),
     },
     RunOption {
         name: "tcp-connections",
