@@ -214,11 +214,41 @@ pub fn multiset_share(channels: &[u32], c: u32, cap: f64) -> f64 {
     cap / k.max(1) as f64
 }
 
+/// Round trips a windowed stream of `wire` bytes in packets of `packet` wire bytes takes
+/// with `slots` packets in flight: `ceil(packets / slots)`, `packets = ceil(wire /
+/// packet)` (every packet carries the same headers, the last a shorter payload).
+pub fn window_rounds(wire: f64, packet: u64, slots: u32) -> u64 {
+    if packet == 0 || slots == 0 {
+        return 0;
+    }
+    let packets = (wire / packet as f64 - 1e-9).ceil().max(0.0) as u64;
+    packets.div_ceil(slots as u64)
+}
+
+/// What an INA stream's end adds after its fluid's last byte left at `rate`: the tree's
+/// propagation `latency` when the network bounds it (the last packet's trip), but when
+/// its window bounds it (`rate` at its window rate `window`, [`window_rate`]) the rest of
+/// its last round trip: a window leaves in one burst at the start of each round and its
+/// results are back one `rtt` later (`ns3-glue/model/ina-apps.cc`, `PumpIna`), so `rounds`
+/// ([`window_rounds`]) of them end at `rounds × rtt`, where the fluid at the window rate
+/// has its last byte out at `wire / window` ([`fluid_time`]; one latency more would count the last
+/// round's trip twice: +2.3 % on a 26-round stream).
+/// Approximation: the regime is the one at the end and is chosen whole (a stream whose
+/// network share is barely above its window rate ends up to one latency earlier than
+/// one barely below it).
+pub fn ina_tail(wire: f64, rate: f64, window: f64, rounds: u64, rtt: u64, latency: u64) -> u64 {
+    if window.is_finite() && rate >= window * (1.0 - 1e-9) {
+        (rounds * rtt).saturating_sub(fluid_time(wire, window))
+    } else {
+        latency
+    }
+}
+
 /// Time of one INA aggregation alone on the network: its `wire` bytes at the smaller of
 /// its tree's own limit (`tree_cap`, [`multiset_cap`]) and its window (`slots` packets of
-/// `packet` wire bytes per round trip `rtt`, [`window_round_trip`]), plus the tree's
-/// propagation `latency` (up plus down chain). `windowed = false` (a multicast with
-/// nothing to sum) has no window limit.
+/// `packet` wire bytes per round trip `rtt`, [`window_round_trip`]), then its
+/// [`ina_tail`] (the tree's propagation `latency`, up plus down chain, unless the window
+/// bounds it). `windowed = false` (a multicast with nothing to sum) has no window limit.
 pub fn ina_time(
     wire: u64,
     tree_cap: f64,
@@ -233,7 +263,9 @@ pub fn ina_time(
     } else {
         f64::INFINITY
     };
-    fluid_time(wire as f64, tree_cap.min(window)) + latency
+    let rate = tree_cap.min(window);
+    let rounds = window_rounds(wire as f64, packet, slots);
+    fluid_time(wire as f64, rate) + ina_tail(wire as f64, rate, window, rounds, rtt, latency)
 }
 
 /// KMAX/KMIN (KB of 1,000 B) and PMAX of the ECN marking on a switch port of `rate`:
@@ -379,10 +411,39 @@ mod tests {
         assert_eq!(ser[0], 25);
         assert_eq!(window_round_trip(&e, &ser), 4 * 1025);
         assert_eq!(window_round_trip(&e, &[0; 8]), 4000);
-        // 8 slots of 304 bytes per 4.1 µs: 1,024 packets take 128 round trips
+        // 8 slots of 304 bytes per 4.1 µs: 1,024 packets take 128 round trips, the
+        // last result back at the end of the 128th
         let rtt = window_round_trip(&e, &ser);
         let t = ina_time(1024 * 304, 12.5, 8, 304, 4000, rtt, true);
-        assert_eq!(t, 128 * 4100 + 4000);
+        assert_eq!(t, 128 * 4100);
+    }
+
+    #[test]
+    fn a_window_bound_stream_ends_with_its_last_round_a_network_bound_one_a_latency_after_its_last_byte(
+    ) {
+        // 128 packets of 304 bytes (the last full), 5 slots: 26 rounds of 6,146 ns, the
+        // 26th holding 3 packets
+        assert_eq!(window_rounds(128.0 * 304.0, 304, 5), 26);
+        assert_eq!(window_rounds(127.0 * 304.0 + 49.0, 304, 5), 26);
+        assert_eq!(window_rounds(0.0, 304, 5), 0);
+        let wire = 128.0 * 304.0;
+        let window = window_rate(5, 304, 6146);
+        // its fluid's last byte leaves at 128/5 rounds (157,337.6 ns, 157,338 rounded
+        // up): 0.4 round remains
+        assert_eq!(ina_tail(wire, window, window, 26, 6146, 6000), 2458);
+        assert_eq!(
+            ina_time(wire as u64, 12.5, 5, 304, 6000, 6146, true),
+            26 * 6146
+        );
+        // the network bound (a third of the window rate): a latency after the last byte
+        let slow = window / 3.0;
+        assert_eq!(ina_tail(wire, slow, window, 26, 6146, 6000), 6000);
+        assert_eq!(
+            ina_time(wire as u64, slow, 5, 304, 6000, 6146, true),
+            fluid_time(wire, slow) + 6000
+        );
+        // no window (a multicast): always the latency
+        assert_eq!(ina_tail(wire, 1.0, f64::INFINITY, 0, 6146, 6000), 6000);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub(super) struct Agg {
     pub started: u64,
     pub slots: u32,
     pub outstanding: u32,
+    /// The granted stream's window rate (infinite: no window) and its rounds
+    /// ([`netmodel::window_rounds`]), set when it starts: its end's tail reads them.
+    pub window: f64,
+    pub rounds: u64,
 }
 
 /// When one aggregating switch physically holds an aggregation's slots: from the arrival
@@ -694,6 +698,8 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             started: 0,
             slots: 0,
             outstanding: 0,
+            window: f64::INFINITY,
+            rounds: 0,
         })
     }
 
