@@ -39,8 +39,10 @@ pub(super) struct Agg {
     pub want: u32,
     /// When each aggregating switch holds the `w` slots (same order as `switches`).
     pub holds: Vec<SlotHold>,
-    /// Up + down tree latency.
+    /// Up + down tree latency (propagation).
     pub latency: u64,
+    /// The window's round trip: the same chains with one packet's store-and-forward per
+    /// hop ([`netmodel::window_round_trip`]).
     pub rtt: u64,
     pub standalone: u64,
     /// Fallback ring flows as (arena offset, length).
