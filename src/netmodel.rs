@@ -229,10 +229,10 @@ pub fn window_rounds(wire: f64, packet: u64, slots: u32) -> u64 {
 /// propagation `latency` when the network bounds it (the last packet's trip), but when
 /// its window bounds it (`rate` at its window rate `window`, [`window_rate`]) the rest of
 /// its last round trip: a window leaves in one burst at the start of each round and its
-/// results are back one `rtt` later (`ns3-glue/model/ina-apps.cc`, `PumpIna`), so `rounds`
-/// ([`window_rounds`]) of them end at `rounds × rtt`, where the fluid at the window rate
-/// has its last byte out at `wire / window` ([`fluid_time`]; one latency more would count the last
-/// round's trip twice: +2.3 % on a 26-round stream).
+/// results are back one `rtt` later (`ns3-glue/model/ina-apps.cc`, `PumpIna`), so
+/// `rounds` ([`window_rounds`]) of them end at `rounds × rtt`, where the fluid at the
+/// window rate has its last byte out at `wire / window` ([`fluid_time`]; one latency
+/// more would count the last round's trip twice: +2.3 % on a 26-round stream).
 /// Approximation: the regime is the one at the end and is chosen whole (a stream whose
 /// network share is barely above its window rate ends up to one latency earlier than
 /// one barely below it).
