@@ -171,15 +171,90 @@ pub fn multiset_cap(channels: &[u32], cap: impl Fn(u32) -> f64) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
+/// Nanoseconds one packet of `packet` wire bytes spends being serialized along a path,
+/// `shares` being the capacity (B/ns) each hop gives the packet's stream: a hop's
+/// capacity, or its capacity over `k` when `k` edges of one tree cross it (their `k`
+/// copies of a sequence number go out one after the other, as [`multiset_cap`] shares
+/// it). Store-and-forward: the glue's point-to-point links deliver a packet only once
+/// its last bit is through (`ns3-glue/helper/ina3d-helper.cc` builds every link with
+/// ns-3's `PointToPointHelper`) and a switch sends it on only then, so every hop adds
+/// `packet / share`. Rounded up to the ns once, over the whole path.
+pub fn store_and_forward(packet: u64, shares: impl IntoIterator<Item = f64>) -> u64 {
+    let t: f64 = shares.into_iter().map(|c| packet as f64 / c).sum();
+    (t - 1e-6).ceil().max(0.0) as u64
+}
+
+/// The round trip that paces a windowed INA stream: a slot is used again once its
+/// sequence number's result is back at the worker (`ns3-glue/model/ina-apps.cc`,
+/// `PumpIna`), so the window cycles once per longest up chain plus longest down chain,
+/// each edge timed as its path's propagation (`edges`: from, to, propagation ns,
+/// direction) plus `serialization[i]`, edge `i`'s [`store_and_forward`] of one packet.
+/// No processing time at the switches (the glue's applications have none).
+/// Approximation: the queueing delay other traffic adds on the tree's channels is not in
+/// it (`docs/model.md#known-gaps`).
+pub fn window_round_trip<N: Copy + Eq + std::hash::Hash>(
+    edges: &[(N, N, u64, EdgeDir)],
+    serialization: &[u64],
+) -> u64 {
+    debug_assert_eq!(edges.len(), serialization.len());
+    let timed: Vec<(N, N, u64, EdgeDir)> = edges
+        .iter()
+        .zip(serialization)
+        .map(|(&(a, b, d, dir), &s)| (a, b, d + s, dir))
+        .collect();
+    let (up, down) = tree_latency(&timed);
+    up + down
+}
+
+/// What one stream gets of channel `c` (capacity `cap`, B/ns) when `c` is listed `k`
+/// times in the sorted multiset `channels`: `cap / k` (the whole `cap` when it is not
+/// listed), the share [`multiset_cap`] takes its minimum over.
+pub fn multiset_share(channels: &[u32], c: u32, cap: f64) -> f64 {
+    let k = channels.partition_point(|&x| x <= c) - channels.partition_point(|&x| x < c);
+    cap / k.max(1) as f64
+}
+
+/// Round trips a windowed stream of `wire` bytes in packets of `packet` wire bytes takes
+/// with `slots` packets in flight: `ceil(packets / slots)`, `packets = ceil(wire /
+/// packet)` (every packet carries the same headers, the last a shorter payload).
+pub fn window_rounds(wire: f64, packet: u64, slots: u32) -> u64 {
+    if packet == 0 || slots == 0 {
+        return 0;
+    }
+    let packets = (wire / packet as f64 - 1e-9).ceil().max(0.0) as u64;
+    packets.div_ceil(slots as u64)
+}
+
+/// What an INA stream's end adds after its fluid's last byte left at `rate`: the tree's
+/// propagation `latency` when the network bounds it (the last packet's trip), but when
+/// its window bounds it (`rate` at its window rate `window`, [`window_rate`]) the rest of
+/// its last round trip: a window leaves in one burst at the start of each round and its
+/// results are back one `rtt` later (`ns3-glue/model/ina-apps.cc`, `PumpIna`), so
+/// `rounds` ([`window_rounds`]) of them end at `rounds × rtt`, where the fluid at the
+/// window rate has its last byte out at `wire / window` ([`fluid_time`]; one latency
+/// more would count the last round's trip twice: +2.3 % on a 26-round stream).
+/// Approximation: the regime is the one at the end and is chosen whole (a stream whose
+/// network share is barely above its window rate ends up to one latency earlier than
+/// one barely below it).
+pub fn ina_tail(wire: f64, rate: f64, window: f64, rounds: u64, rtt: u64, latency: u64) -> u64 {
+    if window.is_finite() && rate >= window * (1.0 - 1e-9) {
+        (rounds * rtt).saturating_sub(fluid_time(wire, window))
+    } else {
+        latency
+    }
+}
+
 /// Time of one INA aggregation alone on the network: its `wire` bytes at the smaller of
 /// its tree's own limit (`tree_cap`, [`multiset_cap`]) and its window (`slots` packets of
-/// `packet` wire bytes over the round trip `rtt`), plus the round trip's propagation. `windowed =
-/// false` (a multicast with nothing to sum) has no window limit.
+/// `packet` wire bytes per round trip `rtt`, [`window_round_trip`]), then its
+/// [`ina_tail`] (the tree's propagation `latency`, up plus down chain, unless the window
+/// bounds it). `windowed = false` (a multicast with nothing to sum) has no window limit.
 pub fn ina_time(
     wire: u64,
     tree_cap: f64,
     slots: u32,
     packet: u64,
+    latency: u64,
     rtt: u64,
     windowed: bool,
 ) -> u64 {
@@ -188,7 +263,9 @@ pub fn ina_time(
     } else {
         f64::INFINITY
     };
-    fluid_time(wire as f64, tree_cap.min(window)) + rtt
+    let rate = tree_cap.min(window);
+    let rounds = window_rounds(wire as f64, packet, slots);
+    fluid_time(wire as f64, rate) + ina_tail(wire as f64, rate, window, rounds, rtt, latency)
 }
 
 /// KMAX/KMIN (KB of 1,000 B) and PMAX of the ECN marking on a switch port of `rate`:
@@ -310,6 +387,66 @@ mod tests {
     }
 
     #[test]
+    fn a_window_cycles_once_per_propagation_plus_one_serialization_per_hop() {
+        // 304-byte packets (256 payload + 48 headers) at 100 Gb/s (12.5 B/ns): 24.32 ns
+        // per hop; two hops up and two down: 97.28 ns, rounded up to 98
+        assert_eq!(store_and_forward(304, [12.5; 4]), 98);
+        // a hop two edges cross serializes both copies: 48.64 ns there
+        assert_eq!(store_and_forward(304, [12.5, 6.25]), 73);
+        assert_eq!(store_and_forward(304, []), 0);
+        // host 1 → leaf 10 → spine 20 ← leaf 11 ← host 2, 1 µs per link, results back
+        // down the same way; every edge one 100 Gb/s hop (24.32 ns, 25 rounded up)
+        use EdgeDir::*;
+        let e = [
+            (1, 10, 1000, Up),
+            (2, 11, 1000, Up),
+            (10, 20, 1000, Up),
+            (11, 20, 1000, Up),
+            (20, 10, 1000, Down),
+            (20, 11, 1000, Down),
+            (10, 1, 1000, Down),
+            (11, 2, 1000, Down),
+        ];
+        let ser = [store_and_forward(304, [12.5]); 8];
+        assert_eq!(ser[0], 25);
+        assert_eq!(window_round_trip(&e, &ser), 4 * 1025);
+        assert_eq!(window_round_trip(&e, &[0; 8]), 4000);
+        // 8 slots of 304 bytes per 4.1 µs: 1,024 packets take 128 round trips, the
+        // last result back at the end of the 128th
+        let rtt = window_round_trip(&e, &ser);
+        let t = ina_time(1024 * 304, 12.5, 8, 304, 4000, rtt, true);
+        assert_eq!(t, 128 * 4100);
+    }
+
+    #[test]
+    fn a_window_bound_stream_ends_with_its_last_round_a_network_bound_one_a_latency_after_its_last_byte(
+    ) {
+        // 128 packets of 304 bytes (the last full), 5 slots: 26 rounds of 6,146 ns, the
+        // 26th holding 3 packets
+        assert_eq!(window_rounds(128.0 * 304.0, 304, 5), 26);
+        assert_eq!(window_rounds(127.0 * 304.0 + 49.0, 304, 5), 26);
+        assert_eq!(window_rounds(0.0, 304, 5), 0);
+        let wire = 128.0 * 304.0;
+        let window = window_rate(5, 304, 6146);
+        // its fluid's last byte leaves at 128/5 rounds (157,337.6 ns, 157,338 rounded
+        // up): 0.4 round remains
+        assert_eq!(ina_tail(wire, window, window, 26, 6146, 6000), 2458);
+        assert_eq!(
+            ina_time(wire as u64, 12.5, 5, 304, 6000, 6146, true),
+            26 * 6146
+        );
+        // the network bound (a third of the window rate): a latency after the last byte
+        let slow = window / 3.0;
+        assert_eq!(ina_tail(wire, slow, window, 26, 6146, 6000), 6000);
+        assert_eq!(
+            ina_time(wire as u64, slow, 5, 304, 6000, 6146, true),
+            fluid_time(wire, slow) + 6000
+        );
+        // no window (a multicast): always the latency
+        assert_eq!(ina_tail(wire, 1.0, f64::INFINITY, 0, 6146, 6000), 6000);
+    }
+
+    #[test]
     fn a_channel_crossed_twice_halves_the_units_cap() {
         assert_eq!(
             multiset_cap(&[1, 1, 2], |c| if c == 1 { 10.0 } else { 4.0 }),
@@ -317,5 +454,8 @@ mod tests {
         );
         assert_eq!(multiset_cap(&[1, 1, 1, 2], |_| 12.0), 4.0);
         assert!(multiset_cap(&[], |_| 1.0).is_infinite());
+        assert_eq!(multiset_share(&[1, 1, 2], 1, 10.0), 5.0);
+        assert_eq!(multiset_share(&[1, 1, 2], 2, 10.0), 10.0);
+        assert_eq!(multiset_share(&[1, 1, 2], 3, 10.0), 10.0);
     }
 }

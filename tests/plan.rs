@@ -189,6 +189,38 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
 }
 
 #[test]
+fn a_window_bound_tree_takes_whole_rounds_of_propagation_plus_one_store_and_forward_per_hop() {
+    let (j, spine) = two_groups_one_spine();
+    // a reservation of 1/64 of the 256-slot window: 4 slots
+    let m = model(&j, &settings(8192, None, &[1.0 / 64.0], &[Class::Dp]));
+    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let coll = m.groups[g].colls()[0];
+    let o = m.opts[g]
+        .iter()
+        .find(|o| matches!(&o.kind, OptKind::Tree { form: Form::Hierarchical, root, .. } if *root == spine))
+        .expect("a hierarchical tree at the spine");
+    // GPU → leaf → spine and back; a 304-byte packet (256 payload + 48) is received whole
+    // at every hop before it goes on: each edge adds its propagation and 304 B over its
+    // link's rate (rounded up to the ns per edge)
+    let link = |f: &dyn Fn(&ina3d::topology::Link) -> bool| {
+        let l = j.topo.links.iter().find(|l| f(l)).unwrap();
+        (l.delay.0 as f64, l.rate.0 as f64 / 8e9)
+    };
+    let host = |n: NodeId| j.topo.kinds[n.idx()] == NodeKind::Host;
+    let (d_host, r_host) = link(&|l| host(l.a) || host(l.b));
+    let (d_up, r_up) = link(&|l| l.a == spine || l.b == spine);
+    let rtt = 2.0 * (d_host + (304.0 / r_host).ceil()) + 2.0 * (d_up + (304.0 / r_up).ceil());
+    assert!(
+        4.0 * 304.0 / rtt < r_host.min(r_up),
+        "the window must bind in this instance"
+    );
+    // 4 packets a round trip; the last result is back at the end of the last round
+    let packets = (coll.bytes.0 as f64 / 256.0).ceil();
+    let hand = (packets / 4.0).ceil() * rtt;
+    assert_eq!(o.times[0], hand);
+}
+
+#[test]
 fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exact_solver_finds_the_brute_force_optimum(
 ) {
     let (j, spine) = two_groups_one_spine();

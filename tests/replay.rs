@@ -370,9 +370,12 @@ fn ina_with_a_small_window_is_limited_to_window_times_its_packets_wire_bytes_ove
     let s = 1_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
     let r = run(&recs, &topo, &ina_opts(8192, 4, InaPolicy::BestEffort));
-    // 4 packets of 1000 + 48 wire bytes per 2000 ns round trip = 2.096 B/ns on the wire,
-    // the 2 B/ns of payload SwitchML's window·payload/RTT gives
-    let want = wire(s) as f64 / 2.096 + 2000.0;
+    // 4 packets of 1000 + 48 wire bytes in flight (SwitchML's window·payload/RTT, counted
+    // on the wire); a round trip is 2 × 1000 ns of propagation plus the packet's
+    // store-and-forward at each of its 2 hops, 2 × 1048 B / 12.5 B/ns = 167.68 ns (168 up
+    // to the ns): 2168 ns. 1000 packets, 4 a round: the last result is back after 250
+    // round trips.
+    let want = 250.0 * 2168.0;
     assert_close(r.summary.iteration_time_ns, want, 1.0, "window 4");
     assert_eq!(r.summary.ina_slot_peak, 4);
 }
@@ -380,8 +383,10 @@ fn ina_with_a_small_window_is_limited_to_window_times_its_packets_wire_bytes_ove
 #[test]
 fn a_pool_smaller_than_one_window_grants_the_pool_and_limits_the_packets_in_flight() {
     // w = min(window 256, 1000 packets, pool 4) = 4, as in the glue: the stream holds the
-    // whole pool and keeps 4 packets in flight, 4 × 1048 wire B / 2000 ns = 2.096 B/ns;
-    // under `static` the pool is split between TP and DP, so DP's share is 2 slots
+    // whole pool and keeps 4 packets in flight per round trip of 2000 ns propagation plus
+    // 2 hops × 1048 B / 12.5 B/ns of store-and-forward (168 ns rounded up), 1000 / 4
+    // rounds; under `static` the pool is split between TP and DP, so DP's share is 2
+    // slots
     let topo = star(4, G100, Nanos(1000));
     let s = 1_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1, 2, 3], 4, s, Class::Dp, &[]);
@@ -393,8 +398,7 @@ fn a_pool_smaller_than_one_window_grants_the_pool_and_limits_the_packets_in_flig
         let r = run(&recs, &topo, &ina_opts(4, 256, policy));
         assert_eq!(r.ina_fallbacks, 0, "{policy:?}");
         assert_eq!(r.summary.ina_slot_peak, w as u64, "{policy:?}");
-        let rate = w as f64 * 1048.0 / 2000.0;
-        let want = wire(s) as f64 / rate + 2000.0;
+        let want = (1000 / w) as f64 * 2168.0;
         assert_close(
             r.summary.iteration_time_ns,
             want,

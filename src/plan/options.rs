@@ -4,9 +4,11 @@
 //! ([`crate::netmodel`]).
 //!
 //! Times of one collective of S bytes, alone on the network:
-//! - **INA tree**: `ina_time(wire(S), tree cap, k slots, payload, RTT)` exactly as the
-//!   replayer advances an aggregation (every edge routed as the replayer routes it,
-//!   [`Routing::connection_path`]; RTT = longest up chain + longest down chain).
+//! - **INA tree**: `ina_time(wire(S), tree cap, k slots, packet, latency, RTT)` exactly as
+//!   the replayer advances an aggregation (every edge routed as the replayer routes it,
+//!   [`Routing::connection_path`]; latency = longest up chain + longest down chain of
+//!   propagation, RTT = the same with each hop's store-and-forward of one packet,
+//!   [`netmodel::window_round_trip`]).
 //! - **Host ring** (the trace's ring: 2(n−1) steps of S/n for all-reduce, n−1 for
 //!   reduce-scatter / all-gather, every step synchronised): per step, the slowest flow's
 //!   fluid time when the step's flows share each channel equally (`count × wire(S/n) /
@@ -207,12 +209,15 @@ impl Net<'_> {
         }
         let wire = |b: Bytes| b.with_headers(self.payload, PACKET_HEADER).0 as f64;
         let mut lat = Vec::new();
+        // each edge's channels, for its store-and-forward time once the multiset is known
+        let mut edge_chans: Vec<Vec<Channel>> = Vec::new();
         let mut chans: Vec<u32> = Vec::new();
         let mut s = Bytes(0);
         for &(ch, p) in edges {
             if up {
                 let pu = self.path(ch, p)?;
                 lat.push((ch, p, pu.delay, EdgeDir::Up));
+                edge_chans.push(pu.chans.clone());
                 for x in &pu.chans {
                     chans.push(x.0);
                     loads.push((x.0, wire(c.bytes) / self.cap(*x) * c.count as f64));
@@ -222,6 +227,7 @@ impl Net<'_> {
             if down {
                 let pd = self.path(p, ch)?;
                 lat.push((p, ch, pd.delay, EdgeDir::Down));
+                edge_chans.push(pd.chans.clone());
                 let b = match c.kind {
                     CollKind::ReduceScatter => {
                         Bytes(c.bytes.0 * below.get(&ch).copied().unwrap_or(1) / n)
@@ -240,12 +246,22 @@ impl Net<'_> {
         chans.sort_unstable();
         let cap = netmodel::multiset_cap(&chans, |x| self.cap(Channel(x)));
         let (u, d) = netmodel::tree_latency(&lat);
+        let packet = self.payload.0 + PACKET_HEADER.0;
+        let serialization: Vec<u64> = edge_chans
+            .iter()
+            .map(|path| {
+                let share = |x: &Channel| netmodel::multiset_share(&chans, x.0, self.cap(*x));
+                netmodel::store_and_forward(packet, path.iter().map(share))
+            })
+            .collect();
+        let rtt = netmodel::window_round_trip(&lat, &serialization);
         Ok(netmodel::ina_time(
             s.with_headers(self.payload, PACKET_HEADER).0,
             cap,
             k,
-            self.payload.0 + PACKET_HEADER.0,
+            packet,
             u + d,
+            rtt,
             up,
         ) as f64)
     }

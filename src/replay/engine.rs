@@ -266,7 +266,7 @@ impl<'a> Sim<'a> {
         if x.serial != serial || x.ver != ver || x.rate == 0.0 {
             return;
         }
-        let (owner, lat, off, len) = (x.owner, x.latency, x.off, x.len);
+        let (owner, lat, off, len, rate) = (x.owner, x.latency, x.off, x.len, x.rate);
         let t = self.now;
         self.cc_done(u);
         self.units[u as usize].rate = 0.0;
@@ -279,7 +279,11 @@ impl<'a> Sim<'a> {
             }
             Owner::Agg(a) => {
                 self.account_edges(a, records);
-                self.push(t + lat, EventKind::AggEnd, a, 0);
+                // a stream its window bounds ends with its last round, not a latency
+                // after its fluid's last byte (netmodel::ina_tail)
+                let g = &self.p.aggs[a as usize];
+                let tail = crate::netmodel::ina_tail(g.wire, rate, g.window, g.rounds, g.rtt, lat);
+                self.push(t + tail, EventKind::AggEnd, a, 0);
             }
             Owner::Ring(a) => {
                 let agg = &mut self.p.aggs[a as usize];
@@ -412,12 +416,14 @@ impl<'a> Sim<'a> {
         } else {
             self.opts.ina.window
         };
+        let packet = self.opts.ina.payload.0 + self.opts.header.0;
         let window = if agg.switches.is_empty() {
             f64::INFINITY
         } else {
-            let packet = self.opts.ina.payload.0 + self.opts.header.0;
             crate::netmodel::window_rate(in_flight, packet, agg.rtt)
         };
+        agg.window = window;
+        agg.rounds = crate::netmodel::window_rounds(agg.wire, packet, in_flight);
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
         let _ = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));

@@ -26,8 +26,11 @@
 //! `S` bytes (the largest edge) as one flow occupying every channel of its tree once (up
 //! and down); its rate is its max-min share, capped by its window, `window × (payload +
 //! 48) / RTT` wire bytes per ns (the window's packets on the wire) with RTT = the tree's
-//! up plus down propagation latency. It ends at
-//! `S_wire/rate + up latency + down latency`; all its edges share its start and end.
+//! up plus down chain of propagation and each hop's store-and-forward of one packet
+//! ([`crate::netmodel::window_round_trip`]). It ends at
+//! `S_wire/rate + up latency + down latency` (propagation), or, when its window bounds
+//! it, with its last round ([`crate::netmodel::ina_tail`]); all its edges share its start
+//! and end.
 //! `S` is the largest up edge (down edges of a reduce-scatter carry smaller shards within
 //! the same time; each edge's own bytes are what `links.csv` counts). A channel crossed by
 //! `k` edges of one tree (children behind a switch that does not aggregate) weighs `k` for

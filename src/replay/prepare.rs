@@ -39,8 +39,10 @@ pub(super) struct Agg {
     pub want: u32,
     /// When each aggregating switch holds the `w` slots (same order as `switches`).
     pub holds: Vec<SlotHold>,
-    /// Up + down tree latency.
+    /// Up + down tree latency (propagation).
     pub latency: u64,
+    /// The window's round trip: the same chains with one packet's store-and-forward per
+    /// hop ([`netmodel::window_round_trip`]).
     pub rtt: u64,
     pub standalone: u64,
     /// Fallback ring flows as (arena offset, length).
@@ -53,6 +55,10 @@ pub(super) struct Agg {
     pub started: u64,
     pub slots: u32,
     pub outstanding: u32,
+    /// The granted stream's window rate (infinite: no window) and its rounds
+    /// ([`netmodel::window_rounds`]), set when it starts: its end's tail reads them.
+    pub window: f64,
+    pub rounds: u64,
 }
 
 /// When one aggregating switch physically holds an aggregation's slots: from the arrival
@@ -604,9 +610,10 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
     }
 }
 
-/// An aggregation's tree latency and slot holding times.
+/// An aggregation's tree latency, window round trip and slot holding times.
 struct TreeTiming {
     latency: u64,
+    rtt: u64,
     holds: Vec<SlotHold>,
 }
 
@@ -638,14 +645,20 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             .iter()
             .map(|&i| (i, switches.nodes[i as usize]))
             .collect();
-        let TreeTiming { latency, holds } = self.tree_timing(&mem, &nodes);
+        let packet = self.opts.ina.payload.0 + self.opts.header.0;
+        let TreeTiming {
+            latency,
+            rtt,
+            holds,
+        } = self.tree_timing(&mem, &nodes, &tree.channels, packet);
         let wire_s = ina_wire(tree.s, self.opts);
         let standalone = netmodel::ina_time(
             wire_s.0,
             tree_cap,
             self.opts.ina.window,
-            self.opts.ina.payload.0 + self.opts.header.0,
+            packet,
             latency,
+            rtt,
             !tree.switches.is_empty(),
         );
         let (ring, ring_wire, ring_latency) = self.fallback_ring(&mem, tree.s, arena)?;
@@ -678,7 +691,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             switches: tree.switches,
             reserved,
             latency,
-            rtt: latency,
+            rtt,
             standalone,
             ring,
             ring_wire,
@@ -687,6 +700,8 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             started: 0,
             slots: 0,
             outstanding: 0,
+            window: f64::INFINITY,
+            rounds: 0,
         })
     }
 
@@ -755,10 +770,19 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
         })
     }
 
-    /// The tree's latency (longest up chain plus longest down chain) and, for each
-    /// aggregating switch, when it holds slots relative to the stream (see [`SlotHold`]
-    /// and [`netmodel::TreeChains`]).
-    fn tree_timing(&self, mem: &[u32], switches: &[(u32, NodeId)]) -> TreeTiming {
+    /// The tree's latency (longest up chain plus longest down chain of propagation), its
+    /// window round trip (the same chains with one `packet` of wire bytes
+    /// store-and-forwarded per hop, at each channel's share of the tree multiset
+    /// `channels`: [`netmodel::window_round_trip`]) and, for each aggregating switch, when
+    /// it holds slots relative to the stream (see [`SlotHold`] and
+    /// [`netmodel::TreeChains`]).
+    fn tree_timing(
+        &self,
+        mem: &[u32],
+        switches: &[(u32, NodeId)],
+        channels: &[u32],
+        packet: u64,
+    ) -> TreeTiming {
         let edges: Vec<(u32, u32, u64, EdgeDir)> = mem
             .iter()
             .filter_map(|&m| {
@@ -771,6 +795,16 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
                 Some((src.0, dst.0, self.delay_of(m), dir))
             })
             .collect();
+        let serialization: Vec<u64> = mem
+            .iter()
+            .filter(|&&m| self.records.agg(m as usize).is_some())
+            .map(|&m| {
+                let share =
+                    |&c: &u32| netmodel::multiset_share(channels, c, self.channels.cap[c as usize]);
+                netmodel::store_and_forward(packet, self.path_of(m).iter().map(share))
+            })
+            .collect();
+        let rtt = netmodel::window_round_trip(&edges, &serialization);
         let chains = netmodel::TreeChains::new(&edges);
         let holds = switches
             .iter()
@@ -785,6 +819,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             .collect();
         TreeTiming {
             latency: chains.up_latency() + chains.down_latency(),
+            rtt,
             holds,
         }
     }
