@@ -1190,6 +1190,67 @@ fn too_few_slots_are_granted_for_the_whole_tree_so_streams_crossing_at_two_leave
 }
 
 #[test]
+fn both_back_ends_break_a_tie_between_asks_by_aggregation_id() {
+    // A pool of one stream's window on the leaf-spine tree (64 slots, 64-packet streams).
+    // Aggregation 9 is written before aggregation 7 and both ask at 2 µs. With the tree
+    // free, 7 is granted at once and 9 when 7 ends; with aggregation 5 holding the tree,
+    // both wait with the same arrival and 5's end grants 7 first. The glue answers an
+    // instant's asks and orders equal arrivals by id (InaSlotAdmission); the replayer must
+    // do the same whatever order the trace lists them in (docs/model.md#slot-policies).
+    let topo = leaf_spine();
+    let ina = InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 64,
+        policy: InaPolicy::Static,
+        classes: vec![Class::Dp],
+        reservations: vec![],
+    };
+    let s = 64 * 1024;
+    for blocked in [false, true] {
+        let mut trace = if blocked {
+            hier_ina(0, 5, s, 0)
+        } else {
+            Vec::new()
+        };
+        trace.extend(hier_ina(100, 9, s, 2000));
+        trace.extend(hier_ina(200, 7, s, 2000));
+        let d = tempfile::tempdir().unwrap();
+        let glue_rows = run(&trace, &topo, &ina, d.path()).rows;
+        let routing = ina3d::topology::Routing::new(&topo, 0).unwrap();
+        let opts = ina3d::replay::ReplayOptions {
+            ina: ina.clone(),
+            ..Default::default()
+        };
+        let replayed = ina3d::replay::simulate(&trace, &topo, &routing, &opts).unwrap();
+        for (side, rows) in [("glue", glue_rows), ("replayer", replayed.rows())] {
+            // the grant: the up edges start when their aggregation is granted
+            let grant = |first: u64| {
+                rows.iter()
+                    .filter(|x| (first..first + 8).contains(&x.flow_id))
+                    .map(|x| x.start_ns)
+                    .min()
+                    .unwrap()
+            };
+            let end = |first: u64| {
+                rows.iter()
+                    .filter(|x| (first..first + 20).contains(&x.flow_id))
+                    .map(|x| x.end_ns)
+                    .max()
+                    .unwrap()
+            };
+            let first_grant = if blocked { end(0) } else { 2000 };
+            assert_eq!(
+                grant(200),
+                first_grant,
+                "{side}, blocked {blocked}: 7 first"
+            );
+            assert_eq!(grant(100), end(200), "{side}, blocked {blocked}: 9 after 7");
+        }
+    }
+}
+
+#[test]
 fn an_aggregation_refused_under_best_effort_runs_the_same_host_ring_in_both_back_ends() {
     // Aggregation 1 (1 MiB) holds the whole pool of every switch of the tree when
     // aggregation 2 (64 KiB, its workers 2 µs later) asks: refused, aggregation 2 runs the
