@@ -2503,3 +2503,53 @@ fn a_packet_drop_fails_the_run_as_a_broken_lossless_assumption() {
     );
     assert!(!dir.path().join("done").exists());
 }
+
+#[test]
+fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arrive_at() {
+    // Hosts 0, 1 under switch 4, host 2 under switch 5, switches 4 and 5 and host 3 on
+    // switch 6; 100 Gb/s, 1 µs links. Flows 0→3, 1→3, 2→3 of 16 KiB start together: 0 and 1
+    // share 4→6 and reach 6's port to host 3 at 50 Gb/s each, 2 reaches it at 100 Gb/s. A
+    // FIFO port serves packets in arrival order, so 2 gets half of 6→3 and ends first;
+    // 0 and 1 end when all three flows' bytes have crossed it. (A max-min fluid, the
+    // replayer's model, gives the three equal shares and ends them together:
+    // docs/model.md#known-gaps, "Fair sharing"; this is what moves the DP buckets' ready
+    // times on the validation suite's ina-hier-few-128.)
+    let mut kinds = vec![NodeKind::Host; 4];
+    kinds.extend([NodeKind::Switch; 3]);
+    let topo = Topology {
+        kinds,
+        links: vec![
+            link(0, 4, 100, LinkKind::Nic),
+            link(1, 4, 100, LinkKind::Nic),
+            link(2, 5, 100, LinkKind::Nic),
+            link(3, 6, 100, LinkKind::Nic),
+            link(4, 6, 100, LinkKind::Fabric),
+            link(5, 6, 100, LinkKind::Fabric),
+        ],
+        gpus: (0..4).map(NodeId).collect(),
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "test:fifo".into(),
+    };
+    let s = 16384u64;
+    let trace: Vec<FlowRecord> = (0..3u32)
+        .map(|h| rec(u64::from(h), h, 3, s, &[], Mode::Net, Class::Pp))
+        .collect();
+    let d = tempfile::tempdir().unwrap();
+    let rows = run(&trace, &topo, &InaSwitchModel::default(), d.path()).rows;
+    let fct = |id: u64| rows.iter().find(|r| r.flow_id == id).unwrap().fct_ns as f64;
+    // by hand: 1,000-byte payloads with 48 header bytes; at 100 Gb/s, 0.08 ns per byte
+    let wire = (s + s.div_ceil(1000) * 48) as f64;
+    let ns_per_byte = 8.0 / 100.0;
+    // three hops of 1 µs, and the last packet stored and forwarded at the two switches
+    let latency = 3000.0 + 2.0 * 1048.0 * ns_per_byte;
+    let half_rate = wire * 2.0 * ns_per_byte + latency;
+    let all_three = 3.0 * wire * ns_per_byte + latency;
+    for (id, want) in [(0, all_three), (1, all_three), (2, half_rate)] {
+        let got = fct(id);
+        assert!(
+            (got - want).abs() <= 100.0,
+            "flow {id}: {got} ns, by hand {want:.0} ns"
+        );
+    }
+}
