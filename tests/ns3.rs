@@ -1190,6 +1190,67 @@ fn too_few_slots_are_granted_for_the_whole_tree_so_streams_crossing_at_two_leave
 }
 
 #[test]
+fn both_back_ends_break_a_tie_between_asks_by_aggregation_id() {
+    // A pool of one stream's window on the leaf-spine tree (64 slots, 64-packet streams).
+    // Aggregation 9 is written before aggregation 7 and both ask at 2 µs. With the tree
+    // free, 7 is granted at once and 9 when 7 ends; with aggregation 5 holding the tree,
+    // both wait with the same arrival and 5's end grants 7 first. The glue answers an
+    // instant's asks and orders equal arrivals by id (InaSlotAdmission); the replayer must
+    // do the same whatever order the trace lists them in (docs/model.md#slot-policies).
+    let topo = leaf_spine();
+    let ina = InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 64,
+        policy: InaPolicy::Static,
+        classes: vec![Class::Dp],
+        reservations: vec![],
+    };
+    let s = 64 * 1024;
+    for blocked in [false, true] {
+        let mut trace = if blocked {
+            hier_ina(0, 5, s, 0)
+        } else {
+            Vec::new()
+        };
+        trace.extend(hier_ina(100, 9, s, 2000));
+        trace.extend(hier_ina(200, 7, s, 2000));
+        let d = tempfile::tempdir().unwrap();
+        let glue_rows = run(&trace, &topo, &ina, d.path()).rows;
+        let routing = ina3d::topology::Routing::new(&topo, 0).unwrap();
+        let opts = ina3d::replay::ReplayOptions {
+            ina: ina.clone(),
+            ..Default::default()
+        };
+        let replayed = ina3d::replay::simulate(&trace, &topo, &routing, &opts).unwrap();
+        for (side, rows) in [("glue", glue_rows), ("replayer", replayed.rows())] {
+            // the grant: the up edges start when their aggregation is granted
+            let grant = |first: u64| {
+                rows.iter()
+                    .filter(|x| (first..first + 8).contains(&x.flow_id))
+                    .map(|x| x.start_ns)
+                    .min()
+                    .unwrap()
+            };
+            let end = |first: u64| {
+                rows.iter()
+                    .filter(|x| (first..first + 20).contains(&x.flow_id))
+                    .map(|x| x.end_ns)
+                    .max()
+                    .unwrap()
+            };
+            let first_grant = if blocked { end(0) } else { 2000 };
+            assert_eq!(
+                grant(200),
+                first_grant,
+                "{side}, blocked {blocked}: 7 first"
+            );
+            assert_eq!(grant(100), end(200), "{side}, blocked {blocked}: 9 after 7");
+        }
+    }
+}
+
+#[test]
 fn an_aggregation_refused_under_best_effort_runs_the_same_host_ring_in_both_back_ends() {
     // Aggregation 1 (1 MiB) holds the whole pool of every switch of the tree when
     // aggregation 2 (64 KiB, its workers 2 µs later) asks: refused, aggregation 2 runs the
@@ -2441,4 +2502,54 @@ fn a_packet_drop_fails_the_run_as_a_broken_lossless_assumption() {
         "{e}"
     );
     assert!(!dir.path().join("done").exists());
+}
+
+#[test]
+fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arrive_at() {
+    // Hosts 0, 1 under switch 4, host 2 under switch 5, switches 4 and 5 and host 3 on
+    // switch 6; 100 Gb/s, 1 µs links. Flows 0→3, 1→3, 2→3 of 16 KiB start together: 0 and 1
+    // share 4→6 and reach 6's port to host 3 at 50 Gb/s each, 2 reaches it at 100 Gb/s. A
+    // FIFO port serves packets in arrival order, so 2 gets half of 6→3 and ends first;
+    // 0 and 1 end when all three flows' bytes have crossed it. (A max-min fluid, the
+    // replayer's model, gives the three equal shares and ends them together:
+    // docs/model.md#known-gaps, "Fair sharing"; this is what moves the DP buckets' ready
+    // times on the validation suite's ina-hier-few-128.)
+    let mut kinds = vec![NodeKind::Host; 4];
+    kinds.extend([NodeKind::Switch; 3]);
+    let topo = Topology {
+        kinds,
+        links: vec![
+            link(0, 4, 100, LinkKind::Nic),
+            link(1, 4, 100, LinkKind::Nic),
+            link(2, 5, 100, LinkKind::Nic),
+            link(3, 6, 100, LinkKind::Nic),
+            link(4, 6, 100, LinkKind::Fabric),
+            link(5, 6, 100, LinkKind::Fabric),
+        ],
+        gpus: (0..4).map(NodeId).collect(),
+        gpus_per_server: 1,
+        nvlink_rate: None,
+        source: "test:fifo".into(),
+    };
+    let s = 16384u64;
+    let trace: Vec<FlowRecord> = (0..3u32)
+        .map(|h| rec(u64::from(h), h, 3, s, &[], Mode::Net, Class::Pp))
+        .collect();
+    let d = tempfile::tempdir().unwrap();
+    let rows = run(&trace, &topo, &InaSwitchModel::default(), d.path()).rows;
+    let fct = |id: u64| rows.iter().find(|r| r.flow_id == id).unwrap().fct_ns as f64;
+    // by hand: 1,000-byte payloads with 48 header bytes; at 100 Gb/s, 0.08 ns per byte
+    let wire = (s + s.div_ceil(1000) * 48) as f64;
+    let ns_per_byte = 8.0 / 100.0;
+    // three hops of 1 µs, and the last packet stored and forwarded at the two switches
+    let latency = 3000.0 + 2.0 * 1048.0 * ns_per_byte;
+    let half_rate = wire * 2.0 * ns_per_byte + latency;
+    let all_three = 3.0 * wire * ns_per_byte + latency;
+    for (id, want) in [(0, all_three), (1, all_three), (2, half_rate)] {
+        let got = fct(id);
+        assert!(
+            (got - want).abs() <= 100.0,
+            "flow {id}: {got} ns, by hand {want:.0} ns"
+        );
+    }
 }

@@ -614,6 +614,40 @@ fn a_waiting_aggregation_starts_when_the_reservation_ends() {
     assert_eq!(r.ina_fallbacks, 0);
 }
 
+#[test]
+fn ties_between_asks_go_to_the_lower_aggregation_id_not_the_one_written_first() {
+    // A pool of one window (100 slots, 100-packet windows): one aggregation at a time on
+    // the star's switch. Aggregation 9 is written before aggregation 7; they ask at the
+    // same nanosecond, so the tie goes by id (docs/model.md#slot-policies; the glue's
+    // InaSlotAdmission answers an instant's asks and orders equal arrivals by id).
+    let topo = star(6, G100, Nanos(1000));
+    let s = 1_000_000;
+    // the whole unit: T on the wire plus 1 µs up and 1 µs down
+    let unit = ina_tx(s) + 2000;
+    let first = |e: &HashMap<u64, (u64, u64)>, ids: std::ops::Range<u64>| {
+        ids.map(|i| e[&i].0).min().unwrap()
+    };
+    // both ready at 0 with the switch free: 7 is granted at once, 9 waits for it
+    let mut recs = ina_allreduce(9, 100, &[0, 1], 6, s, Class::Dp, &[]);
+    recs.extend(ina_allreduce(7, 200, &[2, 3], 6, s, Class::Dp, &[]));
+    let e = ends(&run(&recs, &topo, &ina_opts(100, 100, InaPolicy::Priority)));
+    assert_eq!(first(&e, 200..204), 0, "aggregation 7 first");
+    assert_eq!(
+        first(&e, 100..104),
+        unit,
+        "aggregation 9 after 7's reservation"
+    );
+    // both ask at 5 µs while aggregation 5 holds the pool: same arrival, so when 5 ends
+    // the queue serves 7, then 9
+    let mut recs = ina_allreduce(5, 0, &[4, 5], 6, s, Class::Dp, &[]);
+    recs.push(compute(50, 0, 5_000, &[]));
+    recs.extend(ina_allreduce(9, 100, &[0, 1], 6, s, Class::Dp, &[50]));
+    recs.extend(ina_allreduce(7, 200, &[2, 3], 6, s, Class::Dp, &[50]));
+    let e = ends(&run(&recs, &topo, &ina_opts(100, 100, InaPolicy::Priority)));
+    assert_eq!(first(&e, 200..204), unit, "aggregation 7 when 5 ends");
+    assert_eq!(first(&e, 100..104), 2 * unit, "aggregation 9 when 7 ends");
+}
+
 /// Hosts 0, 1 under leaf 4 and hosts 2, 3 under leaf 5 (1 µs host links), both leaves
 /// under spine 6 (0.5 µs links), 100 Gb/s everywhere.
 fn two_level() -> Topology {

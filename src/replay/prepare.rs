@@ -242,7 +242,44 @@ fn group_aggregations(
             _ => {}
         }
     }
+    let (rec_agg, members) = in_id_order(rec_agg, members, &agg_of);
     Ok((rec_agg, members))
+}
+
+/// Renumber the aggregations (first-appearance order) in aggregation-id order. The
+/// dense index breaks the slot policy's ties — asks of one nanosecond are answered in
+/// index order and waiting aggregations queue by (arrival, index) (`engine.rs`,
+/// `pools.rs`) — and the glue breaks them by aggregation id
+/// (`ns3-glue/model/ina-apps.cc`, `InaSlotAdmission::AnswerAsks`, `m_waiting`), the rule
+/// `docs/model.md#slot-policies` states. The generator numbers aggregations in the order
+/// it writes them, so its traces are already in id order and left untouched.
+fn in_id_order(
+    mut rec_agg: Vec<u32>,
+    members: Vec<Vec<u32>>,
+    agg_of: &HashMap<u64, u32>,
+) -> (Vec<u32>, Vec<Vec<u32>>) {
+    let mut by_id: Vec<(u64, u32)> = agg_of.iter().map(|(&id, &ix)| (id, ix)).collect();
+    by_id.sort_unstable();
+    if by_id
+        .iter()
+        .enumerate()
+        .all(|(k, &(_, ix))| ix as usize == k)
+    {
+        return (rec_agg, members);
+    }
+    let mut new_of = vec![0u32; members.len()];
+    for (k, &(_, ix)) in by_id.iter().enumerate() {
+        new_of[ix as usize] = k as u32;
+    }
+    for a in rec_agg.iter_mut().filter(|a| **a != NONE) {
+        *a = new_of[*a as usize];
+    }
+    let mut slots: Vec<Option<Vec<u32>>> = members.into_iter().map(Some).collect();
+    let members = by_id
+        .iter()
+        .map(|&(_, ix)| slots[ix as usize].take().unwrap_or_default())
+        .collect();
+    (rec_agg, members)
 }
 
 /// Who waits for whom, as CSR: the dependants of record `d` are
