@@ -213,3 +213,50 @@ fn a_non_positive_plan_time_limit_is_refused() {
         "{e}"
     );
 }
+
+/// `rate-model` reaches the replay of every policy: `run` under `dcqcn` gives the
+/// iteration a standalone replay of the policy's own trace file gives under `dcqcn`, and
+/// on the tiny job (queue pairs sharing ports, DCQCN cutting rates) not the `ideal` one.
+#[test]
+fn the_rate_model_option_is_the_one_each_policy_s_replay_runs_under() {
+    use ina3d::formats::summary_csv;
+    use ina3d::pipeline::replay_file;
+    use ina3d::replay::RateModel;
+    let iteration = |model: &str| {
+        let mut spec = RunSpec::default();
+        spec.job.input = root()
+            .join("traces/example/tiny.toml")
+            .display()
+            .to_string();
+        for (k, v) in [
+            ("policies", "ring"),
+            ("ns3", "off"),
+            ("nccl-channels", "1"),
+            ("rate-model", model),
+        ] {
+            spec.set(k, &OptionValue::One(v.into())).unwrap();
+        }
+        let d = tempfile::tempdir().unwrap();
+        run(&spec, d.path(), d.path(), &mut Quiet).unwrap();
+        let s = summary_csv::read(&d.path().join("ring/replay/summary.csv")).unwrap();
+        let file = replay_file(
+            &d.path().join("ring/trace.csv.gz"),
+            None,
+            None,
+            false,
+            RateModel::Dcqcn,
+        )
+        .unwrap();
+        (s.iteration_time_ns, file.result.summary.iteration_time_ns)
+    };
+    let (dcqcn, file_dcqcn) = iteration("dcqcn");
+    let (ideal, _) = iteration("ideal");
+    assert_eq!(
+        dcqcn, file_dcqcn,
+        "run --rate-model dcqcn vs replay --rate-model dcqcn"
+    );
+    assert!(
+        dcqcn > ideal,
+        "DCQCN cuts rates on the tiny job: {dcqcn} vs {ideal} ns"
+    );
+}
