@@ -263,6 +263,18 @@ fn ina_params(policy: InaPolicy) -> InaSwitchModel {
     }
 }
 
+/// A DP-only pool of exactly one stream's window: 64 slots, 64-packet windows of 1 KiB.
+fn pool_of_one_window(policy: InaPolicy) -> InaSwitchModel {
+    InaSwitchModel {
+        slots: 64,
+        payload: Bytes(1024),
+        window: 64,
+        policy,
+        classes: vec![Class::Dp],
+        reservations: vec![],
+    }
+}
+
 /// Compares one emitted file with its reviewed snapshot,
 /// `tests/snapshots/ns3__emit_<flavor>_<file>.snap` (insta). A difference fails the test;
 /// outside CI insta also leaves the new output beside it as `.snap.new`, to be accepted
@@ -1053,14 +1065,7 @@ fn ns3_ina_slot_exhaustion_waits_under_static_and_falls_back_under_best_effort()
     // A pool of one stream's window: while aggregation 1 (1 MiB) holds a switch's 64 slots,
     // aggregation 2 (64 KiB = 64 packets, its workers 2 µs later) cannot have them there.
     let topo = leaf_spine();
-    let pool = |policy| InaSwitchModel {
-        slots: 64,
-        payload: Bytes(1024),
-        window: 64,
-        policy,
-        classes: vec![Class::Dp],
-        reservations: vec![],
-    };
+    let pool = pool_of_one_window;
     let mut trace = hier_ina(0, 1, 1 << 20, 0);
     trace.extend(hier_ina(100, 2, 64 * 1024, 2000));
     let mut end = BTreeMap::new();
@@ -1110,14 +1115,7 @@ fn too_few_slots_are_granted_for_the_whole_tree_so_streams_crossing_at_two_leave
     // started, aggregation 1 runs (same instant: lower id first) and aggregation 2 waits
     // for all of its tree.
     let topo = leaf_spine();
-    let ina = InaSwitchModel {
-        slots: 64,
-        payload: Bytes(1024),
-        window: 64,
-        policy: InaPolicy::Static,
-        classes: vec![Class::Dp],
-        reservations: vec![],
-    };
+    let ina = pool_of_one_window(InaPolicy::Static);
     let mut trace = hier_ina_lagged(0, 1, 64 * 1024, [0, 20_000]);
     trace.extend(hier_ina_lagged(100, 2, 64 * 1024, [20_000, 0]));
     let d = tempfile::tempdir().unwrap();
@@ -1198,14 +1196,7 @@ fn both_back_ends_break_a_tie_between_asks_by_aggregation_id() {
     // instant's asks and orders equal arrivals by id (InaSlotAdmission); the replayer must
     // do the same whatever order the trace lists them in (docs/model.md#slot-policies).
     let topo = leaf_spine();
-    let ina = InaSwitchModel {
-        slots: 64,
-        payload: Bytes(1024),
-        window: 64,
-        policy: InaPolicy::Static,
-        classes: vec![Class::Dp],
-        reservations: vec![],
-    };
+    let ina = pool_of_one_window(InaPolicy::Static);
     let s = 64 * 1024;
     for blocked in [false, true] {
         let mut trace = if blocked {
@@ -1256,14 +1247,7 @@ fn an_aggregation_refused_under_best_effort_runs_the_same_host_ring_in_both_back
     // aggregation 2 (64 KiB, its workers 2 µs later) asks: refused, aggregation 2 runs the
     // replayer's fallback, a ring all-reduce over its 8 workers, in both back-ends.
     let topo = leaf_spine();
-    let ina = InaSwitchModel {
-        slots: 64,
-        payload: Bytes(1024),
-        window: 64,
-        policy: InaPolicy::BestEffort,
-        classes: vec![Class::Dp],
-        reservations: vec![],
-    };
+    let ina = pool_of_one_window(InaPolicy::BestEffort);
     let mut trace = hier_ina(0, 1, 1 << 20, 0);
     trace.extend(hier_ina(100, 2, 64 * 1024, 2000));
     let (ns, rep) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

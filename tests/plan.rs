@@ -142,6 +142,16 @@ fn layer(topo: &Topology, l: u16) -> Vec<NodeId> {
         .collect()
 }
 
+/// The DP group of `m` and its hierarchical tree option rooted at `spine`.
+fn dp_tree_at(m: &Model, spine: NodeId) -> (usize, &ina3d::plan::options::Opt) {
+    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let o = m.opts[g]
+        .iter()
+        .find(|o| matches!(&o.kind, OptKind::Tree { form: Form::Hierarchical, root, .. } if *root == spine))
+        .expect("a hierarchical tree at the spine");
+    (g, o)
+}
+
 /// Two DP groups of four GPUs over two leaves (TP pairs on the network, no NVLink), INA
 /// on both leaves and on ONE spine: their only root candidate is that spine, and with a
 /// tree quota of 1 (or slots for one window) only one of them can aggregate.
@@ -161,12 +171,8 @@ fn two_groups_one_spine() -> (Job, NodeId) {
 fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
     let (j, spine) = two_groups_one_spine();
     let m = model(&j, &settings(8192, None, &[1.0], &[Class::Dp]));
-    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let (g, o) = dp_tree_at(&m, spine);
     let coll = m.groups[g].colls()[0];
-    let o = m.opts[g]
-        .iter()
-        .find(|o| matches!(&o.kind, OptKind::Tree { form: Form::Hierarchical, root, .. } if *root == spine))
-        .expect("a hierarchical tree at the spine");
     // GPU → leaf → spine and back: 4 link delays; the NIC (100 Gb/s = 12.5 B/ns) is the
     // bottleneck and a 256-slot window of 256 B over that round trip is faster than it.
     let delay = j.topo.links[0].delay.0 as f64;
@@ -193,12 +199,8 @@ fn a_window_bound_tree_takes_whole_rounds_of_propagation_plus_one_store_and_forw
     let (j, spine) = two_groups_one_spine();
     // a reservation of 1/64 of the 256-slot window: 4 slots
     let m = model(&j, &settings(8192, None, &[1.0 / 64.0], &[Class::Dp]));
-    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let (g, o) = dp_tree_at(&m, spine);
     let coll = m.groups[g].colls()[0];
-    let o = m.opts[g]
-        .iter()
-        .find(|o| matches!(&o.kind, OptKind::Tree { form: Form::Hierarchical, root, .. } if *root == spine))
-        .expect("a hierarchical tree at the spine");
     // GPU → leaf → spine and back; a 304-byte packet (256 payload + 48) is received whole
     // at every hop before it goes on: each edge adds its propagation and 304 B over its
     // link's rate (rounded up to the ns per edge)
