@@ -1134,6 +1134,23 @@ mod multi_member {
         }
     }
 
+    /// A reader dropped after a few records stops its reader and parser threads (they
+    /// would otherwise wait forever for buffers or for a consumer): dropping returns, and
+    /// a second reader of the same file reads it whole.
+    #[test]
+    fn a_reader_dropped_early_stops_its_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let recs = many_records();
+        write_with_threads(dir.path(), "t.csv.gz", &recs, 2);
+        let path = dir.path().join("t.csv.gz");
+        for n in [0, 3, 50_000] {
+            let rd = trace::TraceReader::open(&path).unwrap();
+            let got: Vec<FlowRecord> = rd.take(n).map(Result::unwrap).collect();
+            assert_eq!(got, recs[..n], "first {n}");
+        }
+        assert_eq!(trace::read(&path).unwrap().records, recs);
+    }
+
     /// Bytes that are not UTF-8 deep in a file: in a plain file a `text` error, in a
     /// gzip file damage to the compressed data; either way at their own line and column.
     #[test]
