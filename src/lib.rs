@@ -24,6 +24,7 @@ pub mod netmodel;
 pub mod ns3;
 pub mod pipeline;
 pub mod plan;
+pub mod progress;
 pub mod record;
 pub mod replay;
 #[cfg(feature = "tables")]

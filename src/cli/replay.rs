@@ -5,6 +5,7 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::pipeline::{replay_file, replay_job, replay_report};
+use ina3d::progress::spinner;
 use ina3d::replay::RateModel;
 use ina3d::trace::{parse_classes, InaMode};
 use std::io::IsTerminal;
@@ -100,7 +101,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let spec = a
                 .job
                 .spec(input, topology, a.ina, classes, a.seed.unwrap_or(0))?;
-            let (job, result) = replay_job(&spec, progress, a.rate_model, &mut |_| {})?;
+            let bar = progress.then(|| spinner("generating the trace"));
+            let (job, result) = replay_job(&spec, progress, a.rate_model, &mut |n| {
+                if let Some(b) = &bar {
+                    b.set_message(format!("generating the trace: {n} records"));
+                    b.tick();
+                }
+            })?;
             for w in &job.warnings {
                 eprintln!("warning: {w}");
             }
@@ -109,7 +116,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         _ => bail!("give a trace file or `--from INPUT`, not both"),
     };
     let (result, plan, bench) = result;
+    let bar = progress.then(|| spinner("writing fct.csv, fct.txt, links.csv, switches.csv"));
     ina3d::replay::write_outputs(&a.out, &result)?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     println!("{}", replay_report(&result, &a.out));
     if let Some((spec, records)) = &bench {
         let rows = ina3d::pipeline::write_bench(&a.out, spec, records, &result.rows())?;

@@ -98,15 +98,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             .with_context(|| format!("--plan {}", p.display()))?;
         opts.plan = Some(plan);
     }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-            .expect("static template"),
-    );
-    bar.set_message("generating trace");
+    let bar = ina3d::progress::spinner("generating trace");
     let t = generate_trace(&job, &opts, Some(&a.output), false, &mut |n| {
         bar.set_message(format!("{n} records"));
-        bar.tick();
     });
     bar.finish_and_clear();
     print!("{}", trace_report(&job, &opts, &t?));

@@ -278,11 +278,15 @@ pub fn replay_table(
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
     // the table moves into huge pages on another core while the routes are computed
+    let bar = progress.then(|| crate::progress::spinner("computing routes"));
     let routing = std::thread::scope(|s| {
         s.spawn(|| records.use_huge_pages());
         Routing::new(topo, seed)
-    })
-    .map_err(|source| PipelineError::Routing {
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let routing = routing.map_err(|source| PipelineError::Routing {
         spec: topo.source.clone(),
         source: Box::new(source),
     })?;
@@ -363,7 +367,7 @@ pub fn replay_file(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
-    let (header, table, kept) = read_table(path)?;
+    let (header, table, kept) = read_table(path, progress)?;
     let spec = resolve_topology(topology, header_topology(&header), path)?;
     let mut warnings = Vec::new();
     let seed = resolve_seed(seed, header_seed(&header, path)?, "routes", &mut warnings);
@@ -387,8 +391,12 @@ pub fn replay_file(
 }
 
 /// Read the trace file `path` (validating it as [`trace::read`] does) into a record table:
-/// its header, the table, and — for a collective-bench trace only — the records.
-fn read_table(path: &Path) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>), PipelineError> {
+/// its header, the table, and — for a collective-bench trace only — the records. With
+/// `progress`, a bar follows the bytes of the file read.
+fn read_table(
+    path: &Path,
+    progress: bool,
+) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>), PipelineError> {
     let read_err = |source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
         source: Box::new(source),
@@ -398,8 +406,13 @@ fn read_table(path: &Path) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>)
     let keep = matches!(trace::BenchSpec::from_header(&header), Ok(Some(_)));
     let mut table = RecordTable::new();
     let mut kept = Vec::new();
-    for r in rd.by_ref() {
+    let bar = progress.then(|| read_bar(rd.file_progress().map_or(0, |(_, size)| size)));
+    while let Some(r) = rd.next() {
         let r = r.map_err(read_err)?;
+        if let Some(b) = bar.as_ref().filter(|_| table.len().is_multiple_of(65_536)) {
+            b.set_position(rd.file_progress().map_or(0, |(n, _)| n));
+            b.set_message(format!("{} records", table.len()));
+        }
         table.push(&r).map_err(|source| PipelineError::Replay {
             trace: path.display().to_string(),
             source: Box::new(source),
@@ -409,7 +422,22 @@ fn read_table(path: &Path) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>)
         }
     }
     table.finish();
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     Ok((header, table, kept))
+}
+
+/// The bar of reading a trace file of `size` bytes.
+fn read_bar(size: u64) -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::new(size);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} of the trace read  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b
 }
 
 /// The one line `ina3d replay` prints about a replay written to `out`.

@@ -602,8 +602,14 @@ pub fn simulate_table<R: PathSource + ?Sized>(
     opts: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
     let wall = std::time::Instant::now();
+    let bar = opts
+        .progress
+        .then(|| crate::progress::spinner("checking the trace, interning paths"));
     let p = prepare(&records, topo, routing, opts)?;
     let mut sim = Sim::new(p, &records, opts);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     if opts.rate_model == super::RateModel::Dcqcn {
         let mut cc = super::dcqcn::State::new(topo, opts.dcqcn);
         cc.packet = (opts.payload.0 + opts.header.0) as f64;

@@ -14,8 +14,10 @@ use crate::record::{AggDir, AggTag, FlowRecord};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// What every parser of one file's rows shares: where errors point and the layout.
 #[derive(Debug)]
@@ -97,7 +99,7 @@ impl IdSet {
 /// after which iteration stops).
 pub struct TraceReader<'t> {
     header: TraceHeader,
-    ctx: std::sync::Arc<LineCtx>,
+    ctx: Arc<LineCtx>,
     /// Where the body's blocks come from (this thread, or reader and parser threads).
     body: Body,
     /// The block being admitted: its text (for error columns), its rows not yet
@@ -111,6 +113,22 @@ pub struct TraceReader<'t> {
     seen: IdSet,
     check: Option<&'t dyn RecordCheck>,
     done: bool,
+    /// Bytes of the file read so far, and its size (a reader of a file).
+    file_read: Option<(Arc<AtomicU64>, u64)>,
+}
+
+/// A file that counts the bytes read from it (for progress).
+struct Counted {
+    inner: File,
+    n: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let k = self.inner.read(buf)?;
+        self.n.fetch_add(k as u64, Ordering::Relaxed);
+        Ok(k)
+    }
 }
 
 impl<'t> TraceReader<'t> {
@@ -119,7 +137,14 @@ impl<'t> TraceReader<'t> {
     /// as the machine has cores, up to 4); the records come back in file order.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, FormatError> {
         let p = path.as_ref();
-        let mut file = BufReader::with_capacity(1 << 16, File::open(p).map_err(|e| io_err(p, e))?);
+        let file = File::open(p).map_err(|e| io_err(p, e))?;
+        let size = file.metadata().map_err(|e| io_err(p, e))?.len();
+        let counter = Arc::new(AtomicU64::new(0));
+        let counted = Counted {
+            inner: file,
+            n: counter.clone(),
+        };
+        let mut file = BufReader::with_capacity(1 << 16, counted);
         let magic = file.fill_buf().map_err(|e| io_err(p, e))?;
         let gz = is_gz(p) || magic.starts_with(&[0x1f, 0x8b]);
         let input: Box<dyn BufRead + Send> = if gz {
@@ -128,7 +153,16 @@ impl<'t> TraceReader<'t> {
             Box::new(file)
         };
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-        Self::start(input, p.to_path_buf(), gz, Some(workers))
+        let mut rd = Self::start(input, p.to_path_buf(), gz, Some(workers))?;
+        rd.file_read = Some((counter, size));
+        Ok(rd)
+    }
+
+    /// For a reader of a file: the bytes of the file read so far (compressed, for a
+    /// `.gz`; read ahead of the records returned by up to a few blocks) and its size.
+    pub fn file_progress(&self) -> Option<(u64, u64)> {
+        let (n, size) = self.file_read.as_ref()?;
+        Some((n.load(Ordering::Relaxed), *size))
     }
 
     /// Read from any buffered stream, on this thread; `name` is used in error messages.
@@ -153,7 +187,7 @@ impl<'t> TraceReader<'t> {
             gz,
         };
         let (header, header_lines) = read_header(&mut *input, &mut ctx)?;
-        let ctx = std::sync::Arc::new(ctx);
+        let ctx = Arc::new(ctx);
         let first_line = header_lines + 1;
         let body = match workers {
             Some(n) => Body::threads(input, ctx.clone(), n),
@@ -171,6 +205,7 @@ impl<'t> TraceReader<'t> {
             seen: IdSet::default(),
             check: None,
             done: false,
+            file_read: None,
         })
     }
 
@@ -188,6 +223,7 @@ impl<'t> TraceReader<'t> {
             seen: self.seen,
             check: Some(check),
             done: self.done,
+            file_read: self.file_read,
         }
     }
 
