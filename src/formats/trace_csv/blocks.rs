@@ -237,16 +237,13 @@ impl Body {
         input: Box<dyn BufRead + Send>,
         ctx: Arc<LineCtx>,
         workers: usize,
-    ) -> Body {
-        Body::Threads(Pipeline::start(
-            LineSource {
-                input,
-                carry: Vec::new(),
-                seq: 0,
-            },
-            ctx,
-            workers.max(1),
-        ))
+    ) -> std::io::Result<Body> {
+        let source = LineSource {
+            input,
+            carry: Vec::new(),
+            seq: 0,
+        };
+        Pipeline::start(source, ctx, workers.max(1)).map(Body::Threads)
     }
 
     /// The next block in file order. Not called again after one that does not end in
@@ -281,7 +278,13 @@ pub(super) struct Pipeline {
 }
 
 impl Pipeline {
-    fn start(mut source: LineSource, ctx: Arc<LineCtx>, workers: usize) -> Pipeline {
+    /// Start the reader thread and `workers` parser threads. An error when the system
+    /// refuses a thread (those started are stopped again).
+    fn start(
+        mut source: LineSource,
+        ctx: Arc<LineCtx>,
+        workers: usize,
+    ) -> std::io::Result<Pipeline> {
         let depth = DEPTH * workers + 1;
         let (free_tx, free_rx) = mpsc::channel::<Vec<u8>>();
         for _ in 0..depth {
@@ -289,24 +292,24 @@ impl Pipeline {
         }
         let (work_tx, work_rx) = mpsc::sync_channel::<Chunk>(depth);
         let (done_tx, done_rx) = mpsc::sync_channel::<Parsed>(depth);
-        let mut threads = Vec::with_capacity(workers + 1);
-        threads.push(std::thread::spawn(move || {
-            read_blocks(&mut source, &free_rx, &work_tx)
-        }));
-        let work_rx = Arc::new(Mutex::new(work_rx));
-        for _ in 0..workers {
-            let (work_rx, done_tx, ctx) = (work_rx.clone(), done_tx.clone(), ctx.clone());
-            threads.push(std::thread::spawn(move || {
-                parse_blocks(&work_rx, &done_tx, &ctx)
-            }));
-        }
-        Pipeline {
+        // built first, so that a failed spawn drops it and its Drop stops what started
+        let mut p = Pipeline {
             parsed: Some(done_rx),
             free: Some(free_tx),
             pending: BTreeMap::new(),
             next: 0,
-            threads,
+            threads: Vec::with_capacity(workers + 1),
+        };
+        let named = |what: &str| std::thread::Builder::new().name(format!("trace-{what}"));
+        p.threads
+            .push(named("read").spawn(move || read_blocks(&mut source, &free_rx, &work_tx))?);
+        let work_rx = Arc::new(Mutex::new(work_rx));
+        for _ in 0..workers {
+            let (work_rx, done_tx, ctx) = (work_rx.clone(), done_tx.clone(), ctx.clone());
+            p.threads
+                .push(named("parse").spawn(move || parse_blocks(&work_rx, &done_tx, &ctx))?);
         }
+        Ok(p)
     }
 
     fn next_block(&mut self) -> Parsed {

@@ -190,7 +190,12 @@ impl<'t> TraceReader<'t> {
         let ctx = Arc::new(ctx);
         let first_line = header_lines + 1;
         let body = match workers {
-            Some(n) => Body::threads(input, ctx.clone(), n),
+            Some(n) => Body::threads(input, ctx.clone(), n).map_err(|e| {
+                io_err(
+                    &ctx.path,
+                    std::io::Error::new(e.kind(), format!("could not start a reader thread: {e}")),
+                )
+            })?,
             None => Body::inline(input, ctx.clone()),
         };
         Ok(TraceReader {
