@@ -40,7 +40,16 @@ fn a_ring_all_reduce_on_an_uncontended_fabric_reaches_the_link_rate_less_wire_he
         group: BenchGroup::All,
     };
     let t = generate_bench_trace(&job, &opts, &bench, None, true).unwrap();
-    let r = replay_records(&t.records, &t.header, &job.topology, 0, "bench", false).unwrap();
+    let r = replay_records(
+        &t.records,
+        &t.header,
+        &job.topology,
+        0,
+        "bench",
+        false,
+        Default::default(),
+    )
+    .unwrap();
     let d = tempfile::tempdir().unwrap();
     let spec = ina3d::trace::BenchSpec::from_header(&t.header)
         .unwrap()

@@ -19,7 +19,16 @@ fn a_replay_s_fct_txt_maps_back_to_every_network_record_and_gaps_are_named() {
     let job = Job::prepare(&spec).unwrap();
     let opts = spec.trace_options().unwrap();
     let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
-    let r = replay_records(&t.records, &t.header, &job.topology, 0, "t", false).unwrap();
+    let r = replay_records(
+        &t.records,
+        &t.header,
+        &job.topology,
+        0,
+        "t",
+        false,
+        Default::default(),
+    )
+    .unwrap();
     let d = tempfile::tempdir().unwrap();
     let fct_csv = d.path().join("fct.csv");
     ina3d::formats::fct_csv::write(&fct_csv, r.row_iter()).unwrap();

@@ -1586,7 +1586,7 @@ fn the_tiny_job_replays_under_dcqcn_with_every_record_done_and_bytes_conserved()
     // two NCCL channels per collective: pairs with concurrent transfers share a queue
     // pair, and transfers re-capped by a tick finish in the same nanosecond as others
     // (this trace once made the solver remove a unit twice)
-    use ina3d::pipeline::{generate_trace, replay_records_with, Job, JobSpec};
+    use ina3d::pipeline::{generate_trace, replay_records, Job, JobSpec};
     let spec = JobSpec {
         input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
         topology: "fat-tree:k=4,gpus-per-server=2".into(),
@@ -1595,8 +1595,7 @@ fn the_tiny_job_replays_under_dcqcn_with_every_record_done_and_bytes_conserved()
     let job = Job::prepare(&spec).unwrap();
     let opts = spec.trace_options().unwrap();
     let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
-    let run =
-        |m| replay_records_with(&t.records, &t.header, &job.topology, 0, "t", false, m).unwrap();
+    let run = |m| replay_records(&t.records, &t.header, &job.topology, 0, "t", false, m).unwrap();
     let (a, b) = (run(RateModel::Ideal), run(RateModel::Dcqcn));
     assert_eq!(b.rows().len(), t.records.len());
     assert!(b.rows().iter().all(|r| r.end_ns >= r.start_ns));

@@ -44,8 +44,16 @@ fn records_the_generator_feed_and_a_trace_file_replay_identically() {
         let file = dir.path().join("trace.csv.gz");
         let t = generate_trace(&job, &opts, Some(&file), true, &mut |_| {}).unwrap();
         assert!(t.records.len() > 100, "a trace with something to replay");
-        let from_records =
-            replay_records(&t.records, &t.header, &job.topology, spec.seed, "t", false).unwrap();
+        let from_records = replay_records(
+            &t.records,
+            &t.header,
+            &job.topology,
+            spec.seed,
+            "t",
+            false,
+            Default::default(),
+        )
+        .unwrap();
         let (_, from_generator) = replay_job(
             &spec,
             false,
@@ -80,7 +88,16 @@ fn a_trace_file_with_a_dangling_dep_is_refused_naming_the_record_and_the_dep() {
     let last = t.records.len() - 1;
     let id = t.records[last].id;
     t.records[last].deps.push(ina3d::units::FlowId(1 << 40));
-    let e = replay_records(&t.records, &t.header, &job.topology, 0, "t", false).unwrap_err();
+    let e = replay_records(
+        &t.records,
+        &t.header,
+        &job.topology,
+        0,
+        "t",
+        false,
+        Default::default(),
+    )
+    .unwrap_err();
     let msg = ina3d::pipeline::error_chain(&e);
     assert!(
         msg.contains(&format!(

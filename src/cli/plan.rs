@@ -176,7 +176,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 fn verify(job: &Job, opts: &TraceOptions, p: &PlanFile) -> anyhow::Result<Verification> {
     let replayed = |o: &TraceOptions, name: &str| -> anyhow::Result<f64> {
         let t = generate_trace(job, o, None, true, &mut |_| {})?;
-        let r = replay_records(&t.records, &t.header, &job.topology, o.seed, name, false)?;
+        let r = replay_records(
+            &t.records,
+            &t.header,
+            &job.topology,
+            o.seed,
+            name,
+            false,
+            Default::default(),
+        )?;
         Ok(r.summary.iteration_time_ns as f64)
     };
     let mut planned = opts.clone();

@@ -17,7 +17,7 @@
 //! the iteration time and the speed-up, with the seeds listed ([`crate::report::seeds_table`]).
 
 use super::stages::{
-    emit_ns3, generate_trace, glue, replay_records_with, replay_report, run_ns3, trace_report,
+    emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report,
 };
 use super::{
     Job, Ns3Choice, PipelineError, Policy, PolicyContext, Reporter, RunSpec, AUTO_NS3_MAX_NET_BYTES,
@@ -180,7 +180,7 @@ impl Runner<'_> {
         let t = generate_trace(self.job, &opts, file.as_deref(), true, &mut |_| {})?;
         rep.line(&prefixed(tag, &trace_report(self.job, &opts, &t)));
         let replay_dir = dir.join("replay");
-        let r = replay_records_with(
+        let r = replay_records(
             &t.records,
             &t.header,
             &self.job.topology,

@@ -236,21 +236,8 @@ pub fn resolve_seed(
 }
 
 /// Replays `records` (with the header they were generated under) on `topo`, routing ECMP
-/// with `seed`, under the default rate model; the summary names the trace `trace_name`.
+/// with `seed`, under the rate model `model`; the summary names the trace `trace_name`.
 pub fn replay_records(
-    records: &[FlowRecord],
-    header: &TraceHeader,
-    topo: &Topology,
-    seed: u64,
-    trace_name: &str,
-    progress: bool,
-) -> Result<ReplayResult, PipelineError> {
-    let model = replay::RateModel::default();
-    replay_records_with(records, header, topo, seed, trace_name, progress, model)
-}
-
-/// [`replay_records`] under the rate model `model`.
-pub fn replay_records_with(
     records: &[FlowRecord],
     header: &TraceHeader,
     topo: &Topology,

@@ -9,8 +9,8 @@
 //! table, never asserted.
 
 use super::{
-    emit_ns3, generate_bench_trace, generate_trace, glue, replay_records_with, run_ns3,
-    write_bench, GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
+    emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
+    GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
 };
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
@@ -271,7 +271,7 @@ pub fn run_case(
         None => generate_trace(&job, &opts, Some(&trace_file), true, &mut |_| {})?,
     };
     let name = trace_file.display().to_string();
-    let replay = replay_records_with(
+    let replay = replay_records(
         &t.records,
         &t.header,
         &job.topology,
