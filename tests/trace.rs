@@ -1186,7 +1186,7 @@ mod multi_member {
         }
     }
 
-    /// A file without line breaks is refused once its first line passes 64 MiB, without
+    /// A file without line breaks is refused once its first line passes 16 MiB, without
     /// holding more of it.
     #[test]
     fn a_body_without_line_breaks_is_an_error_not_a_line_the_size_of_the_file() {
@@ -1197,15 +1197,81 @@ mod multi_member {
             .map(|l| format!("{l}\n"))
             .collect();
         let mut body = head.into_bytes();
-        body.resize(body.len() + (65 << 20), b'7');
+        body.resize(body.len() + (17 << 20), b'7');
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("long.csv.gz");
         std::fs::write(&path, marked_members_cut_at(&body, &[])).unwrap();
-        let e = trace::read(&path).expect_err("a 65 MiB line").to_string();
+        let e = trace::read(&path).expect_err("a 17 MiB line").to_string();
         assert!(
-            e.contains(&format!("long.csv.gz:{first_row}:")) && e.contains("longer than 64 MiB"),
+            e.contains(&format!("long.csv.gz:{first_row}:")) && e.contains("longer than 16 MiB"),
             "{e}"
         );
+    }
+
+    /// The 16 MiB line limit is exact and the same whatever the input's buffering: a
+    /// line one byte over it (a comment, which the body may hold) is refused when the
+    /// file is read on worker threads and when a string is read on this thread.
+    #[test]
+    fn a_line_one_byte_over_16_mib_is_refused_by_both_readers() {
+        let (text, first_row) = text_and_first_row(&many_records()[..3]);
+        let mut lines: Vec<String> = text.lines().map(|l| format!("{l}\n")).collect();
+        lines.insert(first_row, format!("#{}\n", "c".repeat(16 << 20)));
+        let errs = read_both(&lines.concat()).map(|r| r.expect_err("a line over 16 MiB"));
+        assert_eq!(errs[0], errs[1], "file and memory readers disagree");
+        let at = format!("t.csv.gz:{}:", first_row + 1);
+        assert!(
+            errs[0].starts_with(&at) && errs[0].contains("longer than 16 MiB"),
+            "{}",
+            errs[0]
+        );
+    }
+
+    /// The header is read line by line, before the blocks: a metadata line without a
+    /// break (a few KiB of gzip inflate to 17 MiB) is refused once the header passes 16 MiB
+    /// instead of being held whole.
+    #[test]
+    fn a_header_without_line_breaks_is_an_error_not_a_string_the_size_of_the_file() {
+        let mut body = b"# ina3d-trace schema=2\n# k=".to_vec();
+        body.resize(body.len() + (17 << 20), b'v');
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("head.csv.gz");
+        std::fs::write(&path, marked_members_cut_at(&body, &[])).unwrap();
+        let e = trace::read(&path).expect_err("a 17 MiB header").to_string();
+        assert!(
+            e.contains("head.csv.gz:2:") && e.contains("header longer than 16 MiB"),
+            "{e}"
+        );
+    }
+
+    /// Read line by line, each dep is checked to be on an earlier line as it is read: on
+    /// a line with several faults that is the error reported, whichever thread parsed it.
+    #[test]
+    fn an_unseen_dep_is_a_line_s_first_error_as_read_line_by_line() {
+        let recs = many_records()[..2000].to_vec();
+        let (text, first_row) = text_and_first_row(&recs);
+        let line_no = first_row + 1500;
+        let bad: String = text
+            .lines()
+            .enumerate()
+            .map(|(k, l)| {
+                let l = if k + 1 == line_no {
+                    // deps `1499;750` become `9999;1499;750;1500` (1500 is the record
+                    // itself) and gap_ns is not a number: dep 9999 comes first
+                    l.replacen(",1499;750,0,", ",9999;1499;750;1500,x,", 1)
+                } else {
+                    l.to_string()
+                };
+                l + "\n"
+            })
+            .collect();
+        let line = bad.lines().nth(line_no - 1).unwrap();
+        assert!(line.contains(",9999;"), "edited: {line}");
+        let column = line.find(",9999;").unwrap() + 2;
+        for r in read_both(&bad) {
+            let e = r.expect_err("a line with three faults");
+            let at = format!("t.csv.gz:{line_no}:{column}: deps: dep 9999 of record 1500");
+            assert!(e.starts_with(&at), "expected {at}…, got {e}");
+        }
     }
 
     proptest! {

@@ -8,8 +8,9 @@
 //! their rows. Line numbers count from each block's first line and are made absolute
 //! there, so a worker never needs to know what came before its block.
 //!
-//! At most [`DEPTH`] blocks per worker are in flight (their buffers circulate), so memory
-//! stays a few tens of MB whatever the file's size. Dropping the reader early stops the
+//! At most [`DEPTH`] blocks per worker are in flight (their buffers circulate), each of
+//! ≈ 1 MiB of lines, or one line of at most [`LINE_MAX`]: memory stays a few tens of MB
+//! whatever the file's size. Dropping the reader early stops the
 //! threads: every channel they wait on hangs up.
 
 use super::read::{LineCtx, RowParser};
@@ -23,9 +24,15 @@ use std::thread::JoinHandle;
 /// Bytes of text a block holds at least (≈ 12,000 rows), except the last.
 const BLOCK: usize = 1 << 20;
 
-/// The longest line read: far beyond any row (21 short fields and a dep list), short
-/// enough that a file without line breaks cannot exhaust memory.
-pub(super) const LINE_MAX: usize = 64 << 20;
+/// The longest line read (and the longest header). The longest row a generator writes
+/// is a collective bench's barrier, one dep per rank and NCCL channel (≈ 11 B each:
+/// ≈ 3 MB at 65,536 GPUs on 4 channels), so this holds ≈ 1.5 M deps; short enough that
+/// the blocks in flight of a crafted file (lines just under it) hold at most ≈ 120 MB
+/// with 2 workers, 220 MB with 4.
+pub(super) const LINE_MAX: usize = 16 << 20;
+
+/// The most bytes taken from the input at a time.
+const FILL: usize = 1 << 18;
 
 /// Blocks in flight per worker.
 const DEPTH: usize = 3;
@@ -37,6 +44,11 @@ pub(super) struct RowError {
     pub column: Option<usize>,
     pub field: &'static str,
     pub msg: String,
+    /// The byte the line starts at in the block.
+    pub at: u32,
+    /// For an error after the deps field or in it: the record's id and the deps read
+    /// before the error (an unseen one among them is the line's first error).
+    pub before: Option<Box<(u64, Vec<crate::units::FlowId>)>>,
 }
 
 /// One parsed data row: the record, its line (from the block's first, 0) and the byte
@@ -117,6 +129,9 @@ impl LineSource {
             match self.input.fill_buf() {
                 Ok([]) => break ParsedEnd::Eof,
                 Ok(b) => {
+                    // at most FILL bytes at a time, whatever the stream buffers (a
+                    // `Cursor` hands over all it holds): blocks stay ≈ BLOCK long
+                    let b = &b[..b.len().min(FILL)];
                     let n = b.len();
                     if let Some(p) = b.iter().rposition(|&c| c == b'\n') {
                         cut = Some(text.len() + p + 1);
@@ -162,6 +177,19 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
             break;
         }
         let stop = stop.unwrap_or(valid.len());
+        if stop - start > LINE_MAX {
+            // the reader cuts blocks only when a line passes LINE_MAX by a read's
+            // length: the limit is exact here, the same whatever the input's buffering
+            end = ParsedEnd::Row(RowError {
+                line,
+                column: None,
+                field: "row",
+                msg: format!("line longer than {} MiB: not a trace row", LINE_MAX >> 20),
+                at: start as u32,
+                before: None,
+            });
+            break;
+        }
         let s = valid[start..stop].trim_end_matches('\r');
         let at = start as u32;
         start = stop + 1;
@@ -170,7 +198,8 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
         }
         match (RowParser { ctx, line }).parse(s) {
             Ok(rec) => rows.push(ParsedRow { rec, line, at }),
-            Err(e) => {
+            Err(mut e) => {
+                e.at = at;
                 end = ParsedEnd::Row(e);
                 break;
             }
@@ -189,7 +218,7 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
 /// inflating a damaged member gives before its checksum fails) more likely than a text
 /// file that is not one.
 fn not_text(line: u32, column: usize, gz: bool) -> RowError {
-    let what = format!("the line is not UTF-8 text (column {column})");
+    let what = "the line is not UTF-8 text".to_string();
     let (field, msg) = if gz {
         (
             "gzip",
@@ -203,6 +232,8 @@ fn not_text(line: u32, column: usize, gz: bool) -> RowError {
         column: Some(column),
         field,
         msg,
+        at: 0,
+        before: None,
     }
 }
 

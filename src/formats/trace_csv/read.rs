@@ -242,14 +242,8 @@ impl<'t> TraceReader<'t> {
     fn admit(&mut self, row: ParsedRow) -> Result<FlowRecord, FormatError> {
         let r = row.rec;
         let id = r.id.0;
-        if let Some(k) = r.deps.iter().position(|d| !self.seen.contains(d.0)) {
-            let line = row_text(&self.text, row.at);
-            return Err(self.row_error(
-                row.line,
-                4,
-                dep_column(line, k),
-                format!("dep {} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)", r.deps[k].0),
-            ));
+        if let Some(e) = self.unseen_dep(id, &r.deps, row.line, row.at) {
+            return Err(e);
         }
         if let Some(check) = self.check {
             if let Err((i, msg)) = check.check(&r) {
@@ -261,6 +255,18 @@ impl<'t> TraceReader<'t> {
             return Err(self.row_error(row.line, 0, 1, format!("duplicate record id {id}")));
         }
         Ok(r)
+    }
+
+    /// The error of the first of `deps` (of record `id`, on the block's line `line`
+    /// starting at byte `at`) not seen on an earlier line, if any.
+    fn unseen_dep(&self, id: u64, deps: &[FlowId], line: u32, at: u32) -> Option<FormatError> {
+        let k = deps.iter().position(|d| !self.seen.contains(d.0))?;
+        Some(self.row_error(
+            line,
+            4,
+            dep_column(row_text(&self.text, at), k),
+            format!("dep {} of record {id} does not appear on an earlier line (deps must exist and precede their dependant)", deps[k].0),
+        ))
     }
 
     /// An error in field `i` of [`COLUMNS`] at `column` of the block's line `line`.
@@ -280,7 +286,13 @@ impl<'t> TraceReader<'t> {
         let path = &self.ctx.path;
         match end {
             ParsedEnd::More | ParsedEnd::Eof => None,
-            ParsedEnd::Row(e) => Some(row_error(path, self.base, e)),
+            ParsedEnd::Row(e) => {
+                let unseen = e
+                    .before
+                    .as_ref()
+                    .and_then(|b| self.unseen_dep(b.0, &b.1, e.line, e.at));
+                Some(unseen.unwrap_or_else(|| row_error(path, self.base, e)))
+            }
             ParsedEnd::Read(e) => Some(self.ctx.read_error(self.base + self.lines - 1, e)),
             ParsedEnd::LineTooLong => Some(FormatError::syntax(
                 path,
@@ -385,13 +397,26 @@ fn read_header(
     let err = |line: u64, field: &str, column: usize, msg: String| {
         FormatError::at(&ctx.path, line, column as u64, field, msg)
     };
+    // The header is read line by line: bounded as a whole (the body's blocks are bounded
+    // by LINE_MAX), so a line without a break cannot grow a string to the file's size.
+    let mut used = 0usize;
     let mut next_line = |buf: &mut String, line_no: &mut u64| -> Result<bool, FormatError> {
         buf.clear();
-        let n = input
+        let limit = (LINE_MAX - used) as u64 + 1;
+        let n = Read::take(&mut *input, limit)
             .read_line(buf)
             .map_err(|e| ctx.read_error(*line_no, e))?;
         if n == 0 {
             return Ok(false);
+        }
+        used += n;
+        if used > LINE_MAX {
+            return Err(FormatError::syntax(
+                &ctx.path,
+                *line_no + 1,
+                "header",
+                format!("header longer than {} MiB: not a trace", LINE_MAX >> 20),
+            ));
         }
         *line_no += 1;
         while buf.ends_with(['\n', '\r']) {
@@ -506,6 +531,8 @@ impl RowParser<'_> {
             column: Some(column),
             field,
             msg: msg.into(),
+            at: 0,
+            before: None,
         }
     }
 
@@ -515,28 +542,55 @@ impl RowParser<'_> {
     }
 
     /// One data line: the fields, each parsed and typed, then the record-level checks.
+    /// An error after the deps field (or within it) carries the record's id and the deps
+    /// read before it: read line by line, each dep is checked to be seen as it is read, so
+    /// an unseen one is the line's first error ([`TraceReader`] checks them on admission).
     pub(super) fn parse(&self, line: &str) -> Result<FlowRecord, RowError> {
         let f = self.split_row(line)?;
         let id = self.num(&f, 0)?;
+        let (src, dst, bytes) = (self.num32(&f, 1)?, self.num32(&f, 2)?, self.num(&f, 3)?);
+        let mut deps = Vec::new();
+        let rec = self
+            .deps(&f, id, &mut deps)
+            .and_then(|()| self.rest(&f, id, (src, dst, bytes)));
+        match rec {
+            Ok(mut rec) => {
+                rec.deps = deps;
+                Ok(rec)
+            }
+            Err(mut e) => {
+                e.before = Some(Box::new((id, deps)));
+                Err(e)
+            }
+        }
+    }
+
+    /// The fields after the deps (deps left empty), then the record-level checks.
+    fn rest(
+        &self,
+        f: &Row<'_>,
+        id: u64,
+        (src, dst, bytes): (u32, u32, u64),
+    ) -> Result<FlowRecord, RowError> {
         let rec = FlowRecord {
             id: FlowId(id),
-            src: NodeId(self.num32(&f, 1)?),
-            dst: NodeId(self.num32(&f, 2)?),
-            bytes: Bytes(self.num(&f, 3)?),
-            deps: self.deps(&f, id)?,
-            gap: Nanos(self.num(&f, 5)?),
-            dur: Nanos(self.num(&f, 6)?),
+            src: NodeId(src),
+            dst: NodeId(dst),
+            bytes: Bytes(bytes),
+            deps: Vec::new(),
+            gap: Nanos(self.num(f, 5)?),
+            dur: Nanos(self.num(f, 6)?),
             mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
             class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
-            iteration: self.num32(&f, 9)?,
-            collective: self.opt(&f, 10)?,
-            step: self.opt32(&f, 11)?,
-            microbatch: self.opt32(&f, 12)?,
-            layer: self.opt32(&f, 13)?,
-            stage: self.opt32(&f, 14)?,
-            group_size: self.opt32(&f, 15)?,
-            agg: self.agg(&f)?,
-            channel: self.opt32(&f, 20)?.unwrap_or(0),
+            iteration: self.num32(f, 9)?,
+            collective: self.opt(f, 10)?,
+            step: self.opt32(f, 11)?,
+            microbatch: self.opt32(f, 12)?,
+            layer: self.opt32(f, 13)?,
+            stage: self.opt32(f, 14)?,
+            group_size: self.opt32(f, 15)?,
+            agg: self.agg(f)?,
+            channel: self.opt32(f, 20)?.unwrap_or(0),
         };
         if let Err((i, msg)) = check_consistency(&rec) {
             return Err(self.err(i, f[i].1, msg));
@@ -626,11 +680,10 @@ impl RowParser<'_> {
 
     /// The `;`-separated deps of record `id`, none itself (that each precedes it is
     /// checked when the row is admitted, in file order).
-    fn deps(&self, f: &Row<'_>, id: u64) -> Result<Vec<FlowId>, RowError> {
+    fn deps(&self, f: &Row<'_>, id: u64, deps: &mut Vec<FlowId>) -> Result<(), RowError> {
         let (text, mut c) = f[4];
-        let mut deps = Vec::new();
         if text.is_empty() {
-            return Ok(deps);
+            return Ok(());
         }
         for d in text.split(';') {
             let v = parse_u64(d).ok_or_else(|| {
@@ -646,7 +699,7 @@ impl RowParser<'_> {
             deps.push(FlowId(v));
             c += d.len() + 1;
         }
-        Ok(deps)
+        Ok(())
     }
 
     /// The four aggregation fields: all empty (no aggregation) or all given.
