@@ -150,13 +150,7 @@ pub fn run(c: Command) -> Result<()> {
                     pipeline::glue()?
                 }
             };
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "ns-3 {bar:40} {pos}/{len} records ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
+            let bar = pipeline::ns3_bar();
             let r = pipeline::run_ns3(&bin, &a.dir, |done, total| {
                 bar.set_length(total);
                 bar.set_position(done);

@@ -150,13 +150,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         time_limit: Duration::from_secs_f64(a.time_limit),
         ..PlanOptions::default()
     };
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
-            .expect("static template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar.set_message(format!(
+    let bar = ina3d::progress::spinner(&format!(
         "planning ({}, time limit {} s)",
         a.solver, a.time_limit
     ));

@@ -172,12 +172,9 @@ fn one_cell(out: &Path, grid: &Path, cell: &Cell) -> anyhow::Result<()> {
 }
 
 fn run_local(out: &Path, grid: &Path, cells: &[Cell], jobs: usize) -> anyhow::Result<()> {
-    let bar = indicatif::ProgressBar::new(cells.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "sweep {bar:40} {pos}/{len} cells ({elapsed}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    let bar = ina3d::progress::bar(
+        cells.len() as u64,
+        "sweep {bar:40} {pos}/{len} cells ({elapsed}, eta {eta})",
     );
     let width = cells.len().to_string().len();
     let on = |e: Event<'_>| {

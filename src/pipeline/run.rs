@@ -243,16 +243,7 @@ impl Runner<'_> {
             Some(b) => b.clone(),
             None => self.glue.insert(glue()?).clone(),
         };
-        let bar = rep.bars().then(|| {
-            let b = indicatif::ProgressBar::new(0);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "ns-3 {bar:40} {pos}/{len} records ({elapsed})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            b
-        });
+        let bar = rep.bars().then(super::ns3_bar);
         let run = run_ns3(&bin, &ns3_dir, |done, total| {
             if let Some(b) = &bar {
                 b.set_length(total);

@@ -417,14 +417,15 @@ fn read_table(
 
 /// The bar of reading a trace file of `size` bytes.
 fn read_bar(size: u64) -> indicatif::ProgressBar {
-    let b = indicatif::ProgressBar::new(size);
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} of the trace read  {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    b
+    crate::progress::bar(
+        size,
+        "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} of the trace read  {msg}",
+    )
+}
+
+/// The bar of an ns-3 run (its length is set from the glue's progress lines).
+pub fn ns3_bar() -> indicatif::ProgressBar {
+    crate::progress::bar(0, "ns-3 {bar:40} {pos}/{len} records ({elapsed})")
 }
 
 /// The one line `ina3d replay` prints about a replay written to `out`.

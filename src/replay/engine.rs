@@ -567,14 +567,10 @@ impl<'a> Sim<'a> {
 }
 
 fn progress_bar(n: usize) -> indicatif::ProgressBar {
-    let b = indicatif::ProgressBar::new(n as u64);
-    b.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} records  sim {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    b
+    crate::progress::bar(
+        n as u64,
+        "{elapsed_precise} [{bar:30}] {pos}/{len} records  sim {msg}",
+    )
 }
 
 /// Replay `records` on `topo`, routing every transfer with `routing`: [`simulate_table`]
