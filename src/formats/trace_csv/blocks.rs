@@ -90,6 +90,19 @@ pub(super) struct Parsed {
     pub end: ParsedEnd,
 }
 
+impl Parsed {
+    /// Block `seq` as a thread that stopped (a bug) leaves it: no rows, the error `msg`.
+    fn stopped(seq: u64, msg: String) -> Parsed {
+        Parsed {
+            seq,
+            text: Vec::new(),
+            rows: Vec::new(),
+            lines: 0,
+            end: ParsedEnd::Stopped(msg),
+        }
+    }
+}
+
 /// A block as read, not yet parsed.
 struct Chunk {
     seq: u64,
@@ -107,6 +120,15 @@ pub(super) struct LineSource {
 }
 
 impl LineSource {
+    /// The blocks of `input`, from where it stands (after the header).
+    fn new(input: Box<dyn BufRead + Send>) -> LineSource {
+        LineSource {
+            input,
+            carry: Vec::new(),
+            seq: 0,
+        }
+    }
+
     /// The next block, in `text`'s buffer: whole lines, [`BLOCK`] bytes or more unless
     /// the file ends.
     fn next_chunk(&mut self, mut text: Vec<u8>) -> Chunk {
@@ -253,11 +275,7 @@ impl Body {
     /// Blocks read and parsed when asked, on this thread.
     pub(super) fn inline(input: Box<dyn BufRead + Send>, ctx: Arc<LineCtx>) -> Body {
         Body::Inline {
-            source: LineSource {
-                input,
-                carry: Vec::new(),
-                seq: 0,
-            },
+            source: LineSource::new(input),
             ctx,
             spare: Vec::new(),
         }
@@ -269,12 +287,7 @@ impl Body {
         ctx: Arc<LineCtx>,
         workers: usize,
     ) -> std::io::Result<Body> {
-        let source = LineSource {
-            input,
-            carry: Vec::new(),
-            seq: 0,
-        };
-        Pipeline::start(source, ctx, workers.max(1)).map(Body::Threads)
+        Pipeline::start(LineSource::new(input), ctx, workers.max(1)).map(Body::Threads)
     }
 
     /// The next block in file order. Not called again after one that does not end in
@@ -355,15 +368,8 @@ impl Pipeline {
                     self.pending.insert(p.seq, p);
                 }
                 _ => {
-                    return Parsed {
-                        seq,
-                        text: Vec::new(),
-                        rows: Vec::new(),
-                        lines: 0,
-                        end: ParsedEnd::Stopped(format!(
-                            "the trace reader's threads stopped before block {seq}"
-                        )),
-                    }
+                    let msg = format!("the trace reader's threads stopped before block {seq}");
+                    return Parsed::stopped(seq, msg);
                 }
             }
         }
@@ -411,13 +417,7 @@ fn parse_blocks(work: &Mutex<Receiver<Chunk>>, done: &SyncSender<Parsed>, ctx: &
         let seq = chunk.seq;
         let parsed =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parse_block(chunk, ctx)))
-                .unwrap_or_else(|_| Parsed {
-                    seq,
-                    text: Vec::new(),
-                    rows: Vec::new(),
-                    lines: 0,
-                    end: ParsedEnd::Stopped(format!("parsing block {seq} failed")),
-                });
+                .unwrap_or_else(|_| Parsed::stopped(seq, format!("parsing block {seq} failed")));
         if done.send(parsed).is_err() {
             return;
         }

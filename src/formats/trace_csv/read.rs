@@ -271,14 +271,15 @@ impl<'t> TraceReader<'t> {
 
     /// An error in field `i` of [`COLUMNS`] at `column` of the block's line `line`.
     fn row_error(&self, line: u32, i: usize, column: usize, msg: String) -> FormatError {
-        let field = COLUMNS.get(i).copied().unwrap_or("row");
-        FormatError::at(
-            &self.ctx.path,
-            self.base + line as u64,
-            column as u64,
-            field,
+        let e = RowError {
+            line,
+            column: Some(column),
+            field: COLUMNS.get(i).copied().unwrap_or("row"),
             msg,
-        )
+            at: 0,
+            before: None,
+        };
+        in_file(&self.ctx.path, self.base, e)
     }
 
     /// The error a block ends with, numbered from the block's first line.
@@ -291,7 +292,7 @@ impl<'t> TraceReader<'t> {
                     .before
                     .as_ref()
                     .and_then(|b| self.unseen_dep(b.0, &b.1, e.line, e.at));
-                Some(unseen.unwrap_or_else(|| row_error(path, self.base, e)))
+                Some(unseen.unwrap_or_else(|| in_file(path, self.base, e)))
             }
             ParsedEnd::Read(e) => Some(self.ctx.read_error(self.base + self.lines - 1, e)),
             ParsedEnd::LineTooLong => Some(FormatError::syntax(
@@ -334,8 +335,9 @@ impl<'t> TraceReader<'t> {
     }
 }
 
-/// A parse error of a block (numbered within it) as the file's error.
-fn row_error(path: &Path, base: u64, e: RowError) -> FormatError {
+/// An error of a block's line (numbered within it) as the file's error, the block's first
+/// line being line `base`.
+fn in_file(path: &Path, base: u64, e: RowError) -> FormatError {
     let line = base + e.line as u64;
     match e.column {
         Some(c) => FormatError::at(path, line, c as u64, e.field, e.msg),
