@@ -3,7 +3,7 @@
 //! runs a subset; outputs go to `target/validate`.
 
 use ina3d::ns3::Transport;
-use ina3d::pipeline::validate::{cases, rate_model_for, run_suite};
+use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, Ensemble};
 
 fn main() {
     let only: Vec<String> = std::env::var("INA3D_VALIDATE_CASES")
@@ -28,12 +28,16 @@ fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
         cases,
         transport,
         rate_model_for(transport),
+        Ensemble::default(),
         &dir,
         &mut |c, r, s| match r {
             Ok(row) => println!(
-                "{:<20} iteration error {:+7.2} %  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
+                "{:<20} iteration error {:+7.2} %, mean of {} runs {:+7.2} % (ns-3 spread {:.2} %)  ns-3/replay wall {:>7.1}x  ({s:.1} s)",
                 c.name,
                 100.0 * row.iteration_error,
+                row.runs,
+                100.0 * row.iteration_error_mean,
+                100.0 * row.ns3_spread,
                 row.speed_ratio
             ),
             Err(e) => println!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),

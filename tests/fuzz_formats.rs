@@ -635,7 +635,8 @@ proptest! {
             fct_p95_error_pp: None, fct_median_error_dp: Some(0.5), fct_p95_error_dp: Some(1.5),
             slot_peak_replay: n / 2, slot_peak_ns3: n / 3, switch_bytes_diff: d,
             bench_busbw_error: e.map(|x| -(x as f64) / 32.0), replay_wall_s: 0.25, ns3_wall_s: 2.5,
-            speed_ratio: 10.0,
+            speed_ratio: 10.0, runs: g % 9 + 1, jitter_ns: n % 1000, iteration_error_mean: d as f64 / 2048.0,
+            ns3_spread: 0.0625, replay_spread: e.map_or(0.0, |x| x as f64 / 64.0),
         }).collect();
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("validate.csv");

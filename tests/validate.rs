@@ -4,7 +4,7 @@
 
 use ina3d::formats::validate_csv;
 use ina3d::ns3::Transport;
-use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, CI_CASES};
+use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, Ensemble, CI_CASES};
 
 #[test]
 fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
@@ -18,6 +18,10 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
         &ci,
         Transport::Roce,
         rate_model_for(Transport::Roce),
+        Ensemble {
+            runs: 2,
+            jitter: None,
+        },
         d.path(),
         &mut |_, _, _| {},
     )
@@ -30,7 +34,16 @@ fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
     assert_eq!(rows.len(), CI_CASES.len());
     for r in &rows {
         assert!(r.records > 0 && r.iteration_error.is_finite(), "{r:?}");
+        // the jittered run ran on both sides: a mean error and spreads, one packet's
+        // jitter at the suite's 100 Gb/s NICs (1,048 B in 84 ns)
+        assert_eq!((r.runs, r.jitter_ns), (2, 84), "{r:?}");
+        assert!(
+            r.iteration_error_mean.is_finite() && r.ns3_spread >= 0.0 && r.replay_spread >= 0.0,
+            "{r:?}"
+        );
     }
+    assert!(d.path().join("ls2-ring-16/jitter-1/ns3/fct.csv").exists());
+    assert!(d.path().join("ls2-ring-16/jitter-1/trace.csv").exists());
     // the bench case measured a busbw on both sides
     let b = rows.iter().find(|r| r.case == "bench-ring-ar-16").unwrap();
     assert!(b.bench_busbw_error.is_some_and(f64::is_finite), "{b:?}");

@@ -2,7 +2,9 @@
 //! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
 
 use ina3d::ns3::Transport;
+use ina3d::pipeline::validate::Ensemble;
 use ina3d::replay::RateModel;
+use ina3d::units::Nanos;
 use std::path::PathBuf;
 
 /// Arguments of `ina3d validate`.
@@ -26,6 +28,17 @@ pub struct Args {
     /// Run the CI subset only.
     #[arg(long, conflicts_with = "cases")]
     pub ci: bool,
+    /// Runs per case: run 0 on the trace as generated, the others on copies with every
+    /// record's start moved by up to `--jitter` ns. One packet-level run of a contended
+    /// fabric is one sample (sub-packet timing moves it by several %), so the table's
+    /// `iteration_error_mean` compares the means and gives each back-end's spread
+    /// (docs/model.md#validation-ensemble). 1: run 0 only.
+    #[arg(long, default_value_t = Ensemble::default().runs, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: u32,
+    /// Largest start move of the jittered runs, ns. Default: one network packet's time on
+    /// the case's fastest NIC (84 ns at 100 Gb/s).
+    #[arg(long, value_name = "NS")]
+    pub jitter: Option<u64>,
     /// List the cases and exit.
     #[arg(long)]
     pub list: bool,
@@ -62,15 +75,23 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         &cases,
         transport,
         a.rate_model.unwrap_or(validate::rate_model_for(transport)),
+        Ensemble {
+            runs: a.runs,
+            jitter: a.jitter.map(Nanos),
+        },
         &a.out,
         &mut |c, r, secs| {
             match r {
             Ok(row) => eprintln!(
-                "{:<20} {:>4} GPUs  iteration error {:+6.2} %  replay {:.2} s, ns-3 {:.2} s ({secs:.1} s)",
+                "{:<20} {:>4} GPUs  iteration error {:+6.2} %, mean of {} runs {:+6.2} % (spread ns-3 {:.2} %, replay {:.2} %)  run 0: replay {:.1} ms, ns-3 {:.2} s ({secs:.1} s for all runs)",
                 c.name,
                 row.gpus,
                 100.0 * row.iteration_error,
-                row.replay_wall_s,
+                row.runs,
+                100.0 * row.iteration_error_mean,
+                100.0 * row.ns3_spread,
+                100.0 * row.replay_spread,
+                1e3 * row.replay_wall_s,
                 row.ns3_wall_s
             ),
             Err(e) => eprintln!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),

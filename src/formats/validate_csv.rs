@@ -2,7 +2,8 @@
 //! against ns-3 on the same trace. Errors are relative, `(replay − ns3) / ns3`; FCT
 //! errors are the median and nearest-rank p95 of |error| over the class's network
 //! records (empty when the class has none); `bench_busbw_error` is the busbw error of a
-//! bench's largest size.
+//! bench's largest size. Every figure is run 0's (the trace as generated) but the last
+//! five, the case's ensemble over runs with jittered record starts.
 
 use super::csv_rows::{read_rows, write_rows};
 use super::{write_atomic, FormatError};
@@ -48,10 +49,21 @@ pub struct ValidateRow {
     pub ns3_wall_s: f64,
     /// ns-3 wall / replay wall.
     pub speed_ratio: f64,
+    /// Runs of the case's ensemble (run 0 on the trace as generated, the others on
+    /// jittered copies); the figures above are run 0's.
+    pub runs: u32,
+    /// The largest start move of the jittered runs, ns.
+    pub jitter_ns: u64,
+    /// `(mean replay − mean ns-3) / mean ns-3` iteration time over the runs.
+    pub iteration_error_mean: f64,
+    /// ns-3's iteration `(max − min) / mean` over the runs.
+    pub ns3_spread: f64,
+    /// The replayer's iteration `(max − min) / mean` over the runs.
+    pub replay_spread: f64,
 }
 
 /// The columns, in file order.
-pub const COLUMNS: [&str; 18] = [
+pub const COLUMNS: [&str; 23] = [
     "case",
     "gpus",
     "transport",
@@ -70,6 +82,11 @@ pub const COLUMNS: [&str; 18] = [
     "replay_wall_s",
     "ns3_wall_s",
     "speed_ratio",
+    "runs",
+    "jitter_ns",
+    "iteration_error_mean",
+    "ns3_spread",
+    "replay_spread",
 ];
 
 /// Write `validate.csv` atomically (the header alone when no case ran).
@@ -115,6 +132,11 @@ mod tests {
             replay_wall_s: 0.5,
             ns3_wall_s: 2.0,
             speed_ratio: 4.0,
+            runs: 3,
+            jitter_ns: 84,
+            iteration_error_mean: 0.03125,
+            ns3_spread: 0.046875,
+            replay_spread: 0.0,
         }];
         write(&p, &rows).unwrap();
         let text = std::fs::read_to_string(&p).unwrap();

@@ -18,6 +18,15 @@ use crate::formats::validate_csv::{self, ValidateRow};
 use crate::ns3::{EmitOptions, Transport};
 use crate::replay::RateModel;
 
+use crate::record::{Class, FlowRecord, Mode};
+use crate::schedule::CollKind;
+use crate::topology::{LinkKind, Topology};
+use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
+use crate::units::{Bytes, Nanos};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
 /// The replayer's rate model for a reference transport: DCQCN's dynamics against the
 /// RoCE glue, ideal max-min rates against TCP (whose windows reach their fair share
 /// within a few round trips; `docs/model.md`).
@@ -27,13 +36,6 @@ pub fn rate_model_for(transport: Transport) -> RateModel {
         Transport::Tcp => RateModel::Ideal,
     }
 }
-use crate::record::{Class, Mode};
-use crate::schedule::CollKind;
-use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
-use crate::units::Bytes;
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::Instant;
 
 /// One case of the suite: a job (or a collective bench) on a topology.
 #[derive(Clone, Debug)]
@@ -253,73 +255,249 @@ pub fn cases() -> Vec<Case> {
 /// The cases CI runs (small, a few seconds each on both back-ends).
 pub const CI_CASES: [&str; 3] = ["ls2-ring-16", "bench-ring-ar-16", "ina-hier-128"];
 
-/// Runs `case` on both back-ends in `dir/<case>/` and returns its table row. Errors: a
-/// stage failed, or a consistency check did not hold (named).
+/// How many times each case runs, and how far apart (docs/model.md#validation-ensemble).
+///
+/// On a contended fabric one packet-level run is one sample: moving every record's start
+/// by less than a packet's time on the wire — differences no flow-level model resolves —
+/// moves ns-3's iteration by up to 4.9 % on the suite. So each case also runs on copies of
+/// its trace with every record's start moved by a few nanoseconds, and the table gives
+/// the error of the means beside the spread of each back-end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ensemble {
+    /// Runs per case (at least 1): run 0 on the trace as generated (the row's per-run
+    /// figures), runs `1..` on jittered copies ([`jittered`]).
+    pub runs: u32,
+    /// The largest start move; `None`: one network packet on the case's fastest NIC
+    /// ([`packet_time`]).
+    pub jitter: Option<Nanos>,
+}
+
+impl Default for Ensemble {
+    /// Eight runs, jitter of one packet time.
+    fn default() -> Self {
+        Ensemble {
+            runs: 8,
+            jitter: None,
+        }
+    }
+}
+
+/// One network packet's time on the fastest NIC of `topo` (payload plus headers,
+/// [`crate::record::NET_PACKET_PAYLOAD`] + [`crate::record::PACKET_HEADER`]: the
+/// granule below which a flow-level model does not order events); 1 ns without NICs.
+pub fn packet_time(topo: &Topology) -> Nanos {
+    let packet = Bytes(crate::record::NET_PACKET_PAYLOAD.0 + crate::record::PACKET_HEADER.0);
+    topo.links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Nic && l.rate.0 > 0)
+        .map(|l| l.rate.transmit_time(packet))
+        .min()
+        .unwrap_or(Nanos(1))
+}
+
+/// `records` with every record's gap (the time between its last dependency ending and
+/// its start) lengthened by a whole number of nanoseconds in `0..=max`, drawn per record
+/// from the seeded hash of its position ([`crate::topology::ecmp_hash`], multiply-shift
+/// to the range): the same `seed` gives the same copy. Dependencies, sizes and ids are
+/// unchanged, so both back-ends must still do every record.
+pub fn jittered(records: &[FlowRecord], seed: u64, max: Nanos) -> Vec<FlowRecord> {
+    let span = u128::from(max.0) + 1;
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let h = crate::topology::ecmp_hash(seed, i as u64);
+            let add = ((u128::from(h) * span) >> 64) as u64;
+            let mut r = r.clone();
+            r.gap = Nanos(r.gap.0.saturating_add(add));
+            r
+        })
+        .collect()
+}
+
+/// One run of a case's records on both back-ends, outputs in `dir/replay` and `dir/ns3`.
+struct RunPair {
+    replay: crate::replay::ReplayResult,
+    ns3: crate::ns3::run::RunReport,
+}
+
+/// What every run of a case shares.
+struct CaseSetup<'a> {
+    case: &'a Case,
+    job: Job,
+    seed: u64,
+    transport: Transport,
+    model: RateModel,
+    trace: GeneratedTrace,
+    name: String,
+}
+
+impl CaseSetup<'_> {
+    /// Runs `records` (the trace's own or a jittered copy) on both back-ends under `dir`
+    /// and checks the run's consistency.
+    fn run(&self, records: &[FlowRecord], dir: &Path) -> Result<RunPair, PipelineError> {
+        let t = &self.trace;
+        let replay = replay_records(
+            records,
+            &t.header,
+            &self.job.topology,
+            self.seed,
+            &self.name,
+            false,
+            self.model,
+        )?;
+        crate::replay::write_outputs(&dir.join("replay"), &replay)?;
+        let ina = crate::ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
+        let emit = EmitOptions {
+            seed: self.seed,
+            transport: self.transport,
+            ..EmitOptions::default()
+        };
+        let ndir = dir.join("ns3");
+        emit_ns3(records, &ina, &self.job.topology, &emit, &ndir, &self.name)?;
+        let ns3 = run_ns3(&glue()?, &ndir, |_, _| {})?;
+        check_consistency(
+            self.case,
+            t,
+            &replay.summary,
+            &ns3.summary,
+            replay.channels.len(),
+        )?;
+        Ok(RunPair { replay, ns3 })
+    }
+}
+
+/// Runs `case` on both back-ends in `dir/<case>/` (run 0) and, for an ensemble of more
+/// than one run, on jittered copies in `dir/<case>/jitter-<k>/` (each with the copy's
+/// `trace.csv`), and returns its table row. Errors: a stage failed, or a consistency check
+/// did not hold (named).
 pub fn run_case(
     case: &Case,
     transport: Transport,
     model: RateModel,
+    ensemble: Ensemble,
     dir: &Path,
 ) -> Result<ValidateRow, PipelineError> {
     let dir = dir.join(case.name);
-    let job = Job::prepare(&case.spec)?;
-    let opts = case.spec.trace_options()?;
-    let trace_file = dir.join("trace.csv");
-    std::fs::create_dir_all(&dir).map_err(PipelineError::io(&dir))?;
-    let t = match &case.bench {
-        Some(b) => generate_bench_trace(&job, &opts, b, Some(&trace_file), true)?,
-        None => generate_trace(&job, &opts, Some(&trace_file), true, &mut |_| {})?,
-    };
-    let name = trace_file.display().to_string();
-    let replay = replay_records(
-        &t.records,
-        &t.header,
-        &job.topology,
-        opts.seed,
-        &name,
-        false,
-        model,
-    )?;
-    let (rdir, ndir) = (dir.join("replay"), dir.join("ns3"));
-    crate::replay::write_outputs(&rdir, &replay)?;
-    let ina = crate::ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
-    let emit = EmitOptions {
-        seed: opts.seed,
-        transport,
-        ..EmitOptions::default()
-    };
-    emit_ns3(&t.records, &ina, &job.topology, &emit, &ndir, &name)?;
-    let ns3 = run_ns3(&glue()?, &ndir, |_, _| {})?;
-    check_consistency(
-        case,
-        &t,
-        &replay.summary,
-        &ns3.summary,
-        replay.channels.len(),
-    )?;
-    let replay_rows = replay.rows();
-    let classes = class_errors(&replay_rows, &ns3.rows);
-    let bench_err =
-        match BenchSpec::from_header(&t.header).map_err(|source| PipelineError::Generate {
-            what: name.clone(),
-            source: Box::new(source),
-        })? {
-            Some(spec) => {
-                let r = write_bench(&rdir, &spec, &t.records, &replay_rows)?;
-                let n = write_bench(&ndir, &spec, &t.records, &ns3.rows)?;
-                let (r, n) = (r.last().map(|x| x.busbw_gbs), n.last().map(|x| x.busbw_gbs));
-                r.zip(n).map(|(r, n)| (r - n) / n)
-            }
-            None => None,
-        };
+    let setup = prepare_case(case, transport, model, &dir)?;
+    let first = setup.run(&setup.trace.records, &dir)?;
+    let jitter = ensemble
+        .jitter
+        .unwrap_or_else(|| packet_time(&setup.job.topology));
+    let mut times = vec![iteration_pair(&first)];
+    for k in 1..ensemble.runs.max(1) {
+        let records = jittered(&setup.trace.records, setup.seed ^ u64::from(k), jitter);
+        let sub = dir.join(format!("jitter-{k}"));
+        std::fs::create_dir_all(&sub).map_err(PipelineError::io(&sub))?;
+        crate::formats::trace_csv::write(sub.join("trace.csv"), &setup.trace.header, &records)?;
+        times.push(iteration_pair(&setup.run(&records, &sub)?));
+    }
+    let replay_rows = first.replay.rows();
+    let classes = class_errors(&replay_rows, &first.ns3.rows);
+    let bench_err = bench_error(&setup, &dir, &replay_rows, &first.ns3.rows)?;
     Ok(row(
         case,
         transport,
-        &job,
-        (&replay.summary, &ns3.summary),
+        &setup.job,
+        (&first.replay.summary, &first.ns3.summary),
         &classes,
         bench_err,
+        &EnsembleStats::of(&times, jitter),
     ))
+}
+
+/// Traces `case` into `dir/trace.csv`, keeping the records.
+fn prepare_case<'a>(
+    case: &'a Case,
+    transport: Transport,
+    model: RateModel,
+    dir: &Path,
+) -> Result<CaseSetup<'a>, PipelineError> {
+    let job = Job::prepare(&case.spec)?;
+    let opts = case.spec.trace_options()?;
+    let trace_file = dir.join("trace.csv");
+    std::fs::create_dir_all(dir).map_err(PipelineError::io(dir))?;
+    let trace = match &case.bench {
+        Some(b) => generate_bench_trace(&job, &opts, b, Some(&trace_file), true)?,
+        None => generate_trace(&job, &opts, Some(&trace_file), true, &mut |_| {})?,
+    };
+    Ok(CaseSetup {
+        case,
+        job,
+        seed: opts.seed,
+        transport,
+        model,
+        trace,
+        name: trace_file.display().to_string(),
+    })
+}
+
+/// A bench case's busbw error at its largest size (run 0), writing both `bench.csv`.
+fn bench_error(
+    setup: &CaseSetup,
+    dir: &Path,
+    replay_rows: &[crate::fct::FctRow],
+    ns3_rows: &[crate::fct::FctRow],
+) -> Result<Option<f64>, PipelineError> {
+    let t = &setup.trace;
+    let spec = BenchSpec::from_header(&t.header).map_err(|source| PipelineError::Generate {
+        what: setup.name.clone(),
+        source: Box::new(source),
+    })?;
+    let Some(spec) = spec else { return Ok(None) };
+    let r = write_bench(&dir.join("replay"), &spec, &t.records, replay_rows)?;
+    let n = write_bench(&dir.join("ns3"), &spec, &t.records, ns3_rows)?;
+    let (r, n) = (r.last().map(|x| x.busbw_gbs), n.last().map(|x| x.busbw_gbs));
+    Ok(r.zip(n).map(|(r, n)| (r - n) / n))
+}
+
+/// (replay, ns-3) iteration times of one run, ns.
+fn iteration_pair(p: &RunPair) -> (u64, u64) {
+    (
+        p.replay.summary.iteration_time_ns,
+        p.ns3.summary.iteration_time_ns,
+    )
+}
+
+/// A case's ensemble in the table's terms.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EnsembleStats {
+    /// Runs made.
+    pub runs: u32,
+    /// The jitter used, ns.
+    pub jitter_ns: u64,
+    /// `(mean replay − mean ns-3) / mean ns-3` over the runs.
+    pub mean_error: f64,
+    /// ns-3's `(max − min) / mean` over the runs.
+    pub ns3_spread: f64,
+    /// The replayer's `(max − min) / mean` over the runs.
+    pub replay_spread: f64,
+}
+
+impl EnsembleStats {
+    /// The statistics of `(replay, ns-3)` iteration times, one pair per run (at least one).
+    pub fn of(times: &[(u64, u64)], jitter: Nanos) -> EnsembleStats {
+        let side = |f: fn(&(u64, u64)) -> u64| {
+            let v: Vec<f64> = times.iter().map(|t| f(t) as f64).collect();
+            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                    (a.min(x), b.max(x))
+                });
+            let spread = if mean > 0.0 { (hi - lo) / mean } else { 0.0 };
+            (mean, spread)
+        };
+        let (r, r_spread) = side(|t| t.0);
+        let (n, n_spread) = side(|t| t.1);
+        EnsembleStats {
+            runs: times.len() as u32,
+            jitter_ns: jitter.0,
+            mean_error: if n > 0.0 { (r - n) / n } else { 0.0 },
+            ns3_spread: n_spread,
+            replay_spread: r_spread,
+        }
+    }
 }
 
 /// The suite's consistency checks on one case.
@@ -386,6 +564,7 @@ fn row(
     (r, n): (&Summary, &Summary),
     classes: &BTreeMap<Class, ErrorStats>,
     bench_busbw_error: Option<f64>,
+    ensemble: &EnsembleStats,
 ) -> ValidateRow {
     let class = |c: Class, p95: bool| {
         classes
@@ -411,6 +590,11 @@ fn row(
         replay_wall_s: r.wall_time_ns as f64 / 1e9,
         ns3_wall_s: n.wall_time_ns as f64 / 1e9,
         speed_ratio: n.wall_time_ns as f64 / r.wall_time_ns.max(1) as f64,
+        runs: ensemble.runs,
+        jitter_ns: ensemble.jitter_ns,
+        iteration_error_mean: ensemble.mean_error,
+        ns3_spread: ensemble.ns3_spread,
+        replay_spread: ensemble.replay_spread,
     }
 }
 
@@ -433,6 +617,7 @@ pub fn run_suite(
     cases: &[Case],
     transport: Transport,
     model: RateModel,
+    ensemble: Ensemble,
     dir: &Path,
     progress: &mut dyn FnMut(&Case, &CaseOutcome, f64),
 ) -> Result<SuiteOutcome, PipelineError> {
@@ -440,7 +625,7 @@ pub fn run_suite(
     let mut failed = Vec::new();
     for c in cases {
         let t0 = Instant::now();
-        let r = run_case(c, transport, model, dir);
+        let r = run_case(c, transport, model, ensemble, dir);
         progress(c, &r, t0.elapsed().as_secs_f64());
         match r {
             Ok(row) => rows.push(row),
@@ -449,4 +634,62 @@ pub fn run_suite(
     }
     validate_csv::write(&dir.join("validate.csv"), &rows)?;
     Ok(SuiteOutcome { rows, failed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::FlowRecord;
+
+    fn records(n: u64) -> Vec<FlowRecord> {
+        (0..n)
+            .map(|i| FlowRecord {
+                id: crate::units::FlowId(i),
+                gap: Nanos(10 * i),
+                ..FlowRecord::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_jittered_copy_only_lengthens_gaps_within_the_bound_and_is_reproducible() {
+        let base = records(2000);
+        let a = jittered(&base, 7, Nanos(84));
+        assert_eq!(a, jittered(&base, 7, Nanos(84)), "same seed, same copy");
+        assert_ne!(
+            a,
+            jittered(&base, 8, Nanos(84)),
+            "another seed, another copy"
+        );
+        let mut seen = [false; 85];
+        for (x, y) in base.iter().zip(&a) {
+            let add = y.gap.0 - x.gap.0;
+            assert!(add <= 84, "{add}");
+            seen[add as usize] = true;
+            assert_eq!((x.id, &x.deps, x.bytes), (y.id, &y.deps, y.bytes));
+        }
+        // 2,000 draws cover both ends and nearly every value of 0..=84
+        assert!(seen[0] && seen[84], "{seen:?}");
+        assert!(seen.iter().filter(|s| **s).count() > 80);
+        assert_eq!(jittered(&base, 7, Nanos(0)), base, "no jitter, no change");
+    }
+
+    #[test]
+    fn the_ensemble_compares_means_and_measures_each_sides_spread() {
+        let s = EnsembleStats::of(&[(110, 100), (100, 96), (120, 104)], Nanos(84));
+        assert_eq!((s.runs, s.jitter_ns), (3, 84));
+        assert!((s.mean_error - 0.1).abs() < 1e-12, "{s:?}");
+        assert!((s.ns3_spread - 0.08).abs() < 1e-12, "{s:?}");
+        assert!((s.replay_spread - 20.0 / 110.0).abs() < 1e-12, "{s:?}");
+        let one = EnsembleStats::of(&[(90, 100)], Nanos(1));
+        assert!((one.mean_error + 0.1).abs() < 1e-12 && one.ns3_spread == 0.0);
+    }
+
+    #[test]
+    fn the_default_jitter_is_one_packet_on_the_fastest_nic() {
+        let spec = "leaf-spine:leaves=2,spines=1,hosts-per-leaf=2,gpus-per-server=1";
+        let topo = Topology::from_spec(spec).unwrap();
+        // 1,000 B payload + 48 B headers at 100 Gb/s
+        assert_eq!(packet_time(&topo), Nanos(84));
+    }
 }
