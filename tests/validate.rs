@@ -4,7 +4,10 @@
 
 use ina3d::formats::validate_csv;
 use ina3d::ns3::Transport;
-use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, Ensemble, CI_CASES};
+use ina3d::pipeline::validate::{
+    cases, rate_model_for, run_suite, run_trace_file, Ensemble, CI_CASES,
+};
+use ina3d::pipeline::{generate_trace, Job, JobSpec};
 
 #[test]
 fn the_ci_cases_run_on_both_back_ends_and_their_table_reads_back() {
@@ -65,4 +68,88 @@ fn the_suite_has_ten_cases_or_more_from_16_to_128_gpus() {
         .collect();
     assert!(gpus.contains(&16), "{gpus:?}");
     assert!(gpus.contains(&128), "{gpus:?}");
+}
+
+/// A trace of the tiny example on a fabric the suite does not have (3 leaves, 2:1), as a
+/// user's `ina3d trace` would write it.
+fn user_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "leaf-spine:leaves=3,spines=2,hosts-per-leaf=4,gpus-per-server=2,oversub=2"
+            .into(),
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let path = dir.join("my-job.csv.gz");
+    generate_trace(&job, &opts, Some(&path), false, &mut |_| {}).unwrap();
+    path
+}
+
+#[test]
+fn a_trace_file_is_validated_as_a_case_of_its_own() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = user_trace(d.path());
+    let out = d.path().join("out");
+    let ensemble = Ensemble {
+        runs: 2,
+        jitter: None,
+    };
+    let row = run_trace_file(
+        &trace,
+        None,
+        Transport::Roce,
+        rate_model_for(Transport::Roce),
+        ensemble,
+        &out,
+    )
+    .unwrap();
+    // named by the file's stem, the job's world size from the header, both runs made
+    assert_eq!((row.case.as_str(), row.gpus, row.runs), ("my-job", 8, 2));
+    assert!(
+        row.records > 0 && row.iteration_error_mean.is_finite(),
+        "{row:?}"
+    );
+    for f in [
+        "my-job/ns3/fct.csv",
+        "my-job/replay/fct.csv",
+        "my-job/jitter-1/ns3/fct.csv",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    assert_eq!(
+        validate_csv::read(&out.join("validate.csv")).unwrap(),
+        vec![row]
+    );
+}
+
+#[test]
+fn a_trace_file_on_another_topology_than_its_header_s_is_refused_by_name() {
+    let d = tempfile::tempdir().unwrap();
+    let trace = user_trace(d.path());
+    let e = run_trace_file(
+        &trace,
+        Some("fat-tree:k=4"),
+        Transport::Roce,
+        rate_model_for(Transport::Roce),
+        Ensemble::default(),
+        &d.path().join("out"),
+    )
+    .unwrap_err();
+    let msg = ina3d::pipeline::error_chain(&e);
+    assert!(
+        msg.contains("my-job.csv.gz") && msg.contains("fat-tree:k=4"),
+        "{msg}"
+    );
+    assert!(!d.path().join("out/validate.csv").exists());
+    let missing = run_trace_file(
+        &d.path().join("nope.csv"),
+        None,
+        Transport::Roce,
+        rate_model_for(Transport::Roce),
+        Ensemble::default(),
+        &d.path().join("out"),
+    )
+    .unwrap_err();
+    assert!(ina3d::pipeline::error_chain(&missing).contains("nope.csv"));
 }

@@ -28,6 +28,15 @@ pub struct Args {
     /// Run the CI subset only.
     #[arg(long, conflicts_with = "cases")]
     pub ci: bool,
+    /// Instead of the suite: validate this trace (`ina3d trace` output, `.csv` or
+    /// `.csv.gz`; e.g. your own job on your own fabric) the same way, as one case named by
+    /// the file's stem, into `OUT/<stem>/` and `OUT/validate.csv`.
+    #[arg(long, value_name = "TRACE", conflicts_with_all = ["cases", "ci", "list"])]
+    pub trace: Option<PathBuf>,
+    /// With `--trace`: the topology (a builder spec or an HPCC `topology.txt`). Defaults
+    /// to the one named in the trace header; an error when both are given and differ.
+    #[arg(long, requires = "trace")]
+    pub topology: Option<String>,
     /// Runs per case: run 0 on the trace as generated, the others on copies with every
     /// record's start moved by up to `--jitter` ns. One packet-level run of a contended
     /// fabric is one sample (sub-packet timing moves it by several %), so the table's
@@ -56,6 +65,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let transport = a.transport;
+    let model = a.rate_model.unwrap_or(validate::rate_model_for(transport));
+    let ensemble = Ensemble {
+        runs: a.runs,
+        jitter: a.jitter.map(Nanos),
+    };
+    if let Some(trace) = &a.trace {
+        let t0 = std::time::Instant::now();
+        let row = validate::run_trace_file(
+            trace,
+            a.topology.as_deref(),
+            transport,
+            model,
+            ensemble,
+            &a.out,
+        )?;
+        print_row(&row, t0.elapsed().as_secs_f64());
+        println!("wrote {}", a.out.join("validate.csv").display());
+        return Ok(());
+    }
     let wanted: Vec<String> = if a.ci {
         CI_CASES.iter().map(|s| s.to_string()).collect()
     } else {
@@ -74,28 +102,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let ina3d::pipeline::validate::SuiteOutcome { rows, failed } = validate::run_suite(
         &cases,
         transport,
-        a.rate_model.unwrap_or(validate::rate_model_for(transport)),
-        Ensemble {
-            runs: a.runs,
-            jitter: a.jitter.map(Nanos),
-        },
+        model,
+        ensemble,
         &a.out,
-        &mut |c, r, secs| {
-            match r {
-            Ok(row) => eprintln!(
-                "{:<20} {:>4} GPUs  iteration error {:+6.2} %, mean of {} runs {:+6.2} % (spread ns-3 {:.2} %, replay {:.2} %)  run 0: replay {:.1} ms, ns-3 {:.2} s ({secs:.1} s for all runs)",
-                c.name,
-                row.gpus,
-                100.0 * row.iteration_error,
-                row.runs,
-                100.0 * row.iteration_error_mean,
-                100.0 * row.ns3_spread,
-                100.0 * row.replay_spread,
-                1e3 * row.replay_wall_s,
-                row.ns3_wall_s
-            ),
+        &mut |c, r, secs| match r {
+            Ok(row) => print_row(row, secs),
             Err(e) => eprintln!("{:<20} FAILED: {}", c.name, ina3d::pipeline::error_chain(e)),
-        }
         },
     )?;
     println!(
@@ -115,4 +127,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One case's line on stderr: run 0's error, the ensemble's, and the walls.
+fn print_row(row: &ina3d::formats::validate_csv::ValidateRow, secs: f64) {
+    eprintln!(
+        "{:<20} {:>4} GPUs  iteration error {:+6.2} %, mean of {} runs {:+6.2} % (spread ns-3 {:.2} %, replay {:.2} %)  run 0: replay {:.1} ms, ns-3 {:.2} s ({secs:.1} s for all runs)",
+        row.case,
+        row.gpus,
+        100.0 * row.iteration_error,
+        row.runs,
+        100.0 * row.iteration_error_mean,
+        100.0 * row.ns3_spread,
+        100.0 * row.replay_spread,
+        1e3 * row.replay_wall_s,
+        row.ns3_wall_s
+    );
 }

@@ -11,6 +11,17 @@ pub fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(tmp)
 }
 
+/// Create `path`'s temporary ([`temp_path`]), and `path`'s directory first when it is
+/// missing (an output named in a new directory is made there, as `-o DIR` outputs are).
+pub fn create_temp(path: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = temp_path(path);
+    let f = std::fs::File::create(&tmp)?;
+    Ok((tmp, f))
+}
+
 /// Write `path` atomically: `body` writes into `path.tmp`, which is renamed over `path`
 /// only once it is complete and flushed, so a crash or an error never leaves a
 /// half-written file under the final name (the temporary is removed on error).
@@ -20,7 +31,7 @@ pub fn write_atomic(
 ) -> Result<(), FormatError> {
     let tmp = temp_path(path);
     let result = (|| {
-        let f = std::fs::File::create(&tmp)?;
+        let (_, f) = create_temp(path)?;
         let mut w = BufWriter::new(f);
         body(&mut w)?;
         w.flush()?;
@@ -44,6 +55,15 @@ pub fn write_atomic_bytes(path: &Path, bytes: &[u8]) -> Result<(), FormatError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_output_in_a_missing_directory_is_written_there() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("new/sub/out.csv");
+        write_atomic_bytes(&p, b"x\n").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x\n");
+        assert!(!temp_path(&p).exists());
+    }
 
     #[test]
     fn a_failed_write_leaves_neither_the_file_nor_its_temporary() {

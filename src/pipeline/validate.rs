@@ -10,7 +10,7 @@
 
 use super::{
     emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
-    GeneratedTrace, InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
+    InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
 };
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
@@ -21,7 +21,9 @@ use crate::replay::RateModel;
 use crate::record::{Class, FlowRecord, Mode};
 use crate::schedule::CollKind;
 use crate::topology::{LinkKind, Topology};
-use crate::trace::{Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy};
+use crate::trace::{
+    Algorithm, BenchGroup, BenchSpec, CollectiveBench, InaMode, InaPolicy, TraceHeader,
+};
 use crate::units::{Bytes, Nanos};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -321,49 +323,81 @@ struct RunPair {
     ns3: crate::ns3::run::RunReport,
 }
 
-/// What every run of a case shares.
-struct CaseSetup<'a> {
-    case: &'a Case,
-    job: Job,
+/// What every run of a case shares: its records and where they run.
+struct CaseSetup {
+    /// The row's `case`.
+    case: String,
+    /// The row's `gpus`.
+    gpus: u32,
+    topology: Topology,
     seed: u64,
     transport: Transport,
     model: RateModel,
-    trace: GeneratedTrace,
+    header: TraceHeader,
+    records: Vec<FlowRecord>,
+    /// The trace's path, as the outputs name it.
     name: String,
 }
 
-impl CaseSetup<'_> {
+impl CaseSetup {
     /// Runs `records` (the trace's own or a jittered copy) on both back-ends under `dir`
     /// and checks the run's consistency.
     fn run(&self, records: &[FlowRecord], dir: &Path) -> Result<RunPair, PipelineError> {
-        let t = &self.trace;
         let replay = replay_records(
             records,
-            &t.header,
-            &self.job.topology,
+            &self.header,
+            &self.topology,
             self.seed,
             &self.name,
             false,
             self.model,
         )?;
         crate::replay::write_outputs(&dir.join("replay"), &replay)?;
-        let ina = crate::ns3::ina_model(&t.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
+        let ina =
+            crate::ns3::ina_model(&self.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
         let emit = EmitOptions {
             seed: self.seed,
             transport: self.transport,
             ..EmitOptions::default()
         };
         let ndir = dir.join("ns3");
-        emit_ns3(records, &ina, &self.job.topology, &emit, &ndir, &self.name)?;
+        emit_ns3(records, &ina, &self.topology, &emit, &ndir, &self.name)?;
         let ns3 = run_ns3(&glue()?, &ndir, |_, _| {})?;
         check_consistency(
-            self.case,
-            t,
+            &self.case,
+            records,
             &replay.summary,
             &ns3.summary,
             replay.channels.len(),
         )?;
         Ok(RunPair { replay, ns3 })
+    }
+
+    /// Runs the ensemble in `dir` (run 0 there, run `k` in `dir/jitter-<k>/` with its
+    /// copy's `trace.csv`) and returns the row.
+    fn ensemble(&self, ensemble: Ensemble, dir: &Path) -> Result<ValidateRow, PipelineError> {
+        let first = self.run(&self.records, dir)?;
+        let jitter = ensemble
+            .jitter
+            .unwrap_or_else(|| packet_time(&self.topology));
+        let mut times = vec![iteration_pair(&first)];
+        for k in 1..ensemble.runs.max(1) {
+            let records = jittered(&self.records, self.seed ^ u64::from(k), jitter);
+            let sub = dir.join(format!("jitter-{k}"));
+            std::fs::create_dir_all(&sub).map_err(PipelineError::io(&sub))?;
+            crate::formats::trace_csv::write(sub.join("trace.csv"), &self.header, &records)?;
+            times.push(iteration_pair(&self.run(&records, &sub)?));
+        }
+        let replay_rows = first.replay.rows();
+        let classes = class_errors(&replay_rows, &first.ns3.rows);
+        let bench_err = bench_error(self, dir, &replay_rows, &first.ns3.rows)?;
+        Ok(row(
+            self,
+            (&first.replay.summary, &first.ns3.summary),
+            &classes,
+            bench_err,
+            &EnsembleStats::of(&times, jitter),
+        ))
     }
 }
 
@@ -379,40 +413,90 @@ pub fn run_case(
     dir: &Path,
 ) -> Result<ValidateRow, PipelineError> {
     let dir = dir.join(case.name);
-    let setup = prepare_case(case, transport, model, &dir)?;
-    let first = setup.run(&setup.trace.records, &dir)?;
-    let jitter = ensemble
-        .jitter
-        .unwrap_or_else(|| packet_time(&setup.job.topology));
-    let mut times = vec![iteration_pair(&first)];
-    for k in 1..ensemble.runs.max(1) {
-        let records = jittered(&setup.trace.records, setup.seed ^ u64::from(k), jitter);
-        let sub = dir.join(format!("jitter-{k}"));
-        std::fs::create_dir_all(&sub).map_err(PipelineError::io(&sub))?;
-        crate::formats::trace_csv::write(sub.join("trace.csv"), &setup.trace.header, &records)?;
-        times.push(iteration_pair(&setup.run(&records, &sub)?));
-    }
-    let replay_rows = first.replay.rows();
-    let classes = class_errors(&replay_rows, &first.ns3.rows);
-    let bench_err = bench_error(&setup, &dir, &replay_rows, &first.ns3.rows)?;
-    Ok(row(
-        case,
+    prepare_case(case, transport, model, &dir)?.ensemble(ensemble, &dir)
+}
+
+/// Runs the trace file `trace` as a case of its own, named by the file's stem, in
+/// `dir/<stem>/`: what [`run_case`] does for the suite's cases, for a job the suite does
+/// not have (`ina3d validate --trace`). The topology is `topology` or the trace header's
+/// (an error when both are given and differ), the ECMP seed the header's; the row is
+/// also written to `dir/validate.csv`.
+pub fn run_trace_file(
+    trace: &Path,
+    topology: Option<&str>,
+    transport: Transport,
+    model: RateModel,
+    ensemble: Ensemble,
+    dir: &Path,
+) -> Result<ValidateRow, PipelineError> {
+    let t = crate::trace::read(trace).map_err(|source| PipelineError::ReadTrace {
+        path: trace.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let spec = super::resolve_topology(topology, super::header_topology(&t.header), trace)?;
+    let topo = Topology::from_spec(&spec).map_err(|source| PipelineError::Topology {
+        spec,
+        source: Box::new(source),
+    })?;
+    let seed = super::header_seed(&t.header, trace)?.unwrap_or(0);
+    let case = case_name(trace);
+    let setup = CaseSetup {
+        gpus: world_of(&t.header, &t.records),
+        case: case.clone(),
+        topology: topo,
+        seed,
         transport,
-        &setup.job,
-        (&first.replay.summary, &first.ns3.summary),
-        &classes,
-        bench_err,
-        &EnsembleStats::of(&times, jitter),
-    ))
+        model,
+        header: t.header,
+        records: t.records,
+        name: trace.display().to_string(),
+    };
+    let out = dir.join(&case);
+    std::fs::create_dir_all(&out).map_err(PipelineError::io(&out))?;
+    let row = setup.ensemble(ensemble, &out)?;
+    validate_csv::write(&dir.join("validate.csv"), std::slice::from_ref(&row))?;
+    Ok(row)
+}
+
+/// A trace file's case name: its file name without `.csv` / `.csv.gz`.
+fn case_name(trace: &Path) -> String {
+    let f = trace
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "trace".into());
+    let stem = f
+        .strip_suffix(".csv.gz")
+        .or_else(|| f.strip_suffix(".csv"))
+        .unwrap_or(&f);
+    if stem.is_empty() {
+        "trace".into()
+    } else {
+        stem.to_string()
+    }
+}
+
+/// The job's GPUs: `tp·cp·pp·dp` from the trace header, or the distinct record endpoints
+/// when the header does not give all four.
+fn world_of(header: &TraceHeader, records: &[FlowRecord]) -> u32 {
+    let size = |k: &str| header.get(k).and_then(|v| v.trim().parse::<u32>().ok());
+    let product = ["tp", "cp", "pp", "dp"]
+        .iter()
+        .try_fold(1u32, |acc, k| size(k).and_then(|v| acc.checked_mul(v)));
+    product.unwrap_or_else(|| {
+        let mut ends: Vec<u32> = records.iter().flat_map(|r| [r.src.0, r.dst.0]).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        ends.len() as u32
+    })
 }
 
 /// Traces `case` into `dir/trace.csv`, keeping the records.
-fn prepare_case<'a>(
-    case: &'a Case,
+fn prepare_case(
+    case: &Case,
     transport: Transport,
     model: RateModel,
     dir: &Path,
-) -> Result<CaseSetup<'a>, PipelineError> {
+) -> Result<CaseSetup, PipelineError> {
     let job = Job::prepare(&case.spec)?;
     let opts = case.spec.trace_options()?;
     let trace_file = dir.join("trace.csv");
@@ -422,12 +506,14 @@ fn prepare_case<'a>(
         None => generate_trace(&job, &opts, Some(&trace_file), true, &mut |_| {})?,
     };
     Ok(CaseSetup {
-        case,
-        job,
+        case: case.name.to_string(),
+        gpus: job.workload.world(),
+        topology: job.topology,
         seed: opts.seed,
         transport,
         model,
-        trace,
+        header: trace.header,
+        records: trace.records,
         name: trace_file.display().to_string(),
     })
 }
@@ -439,14 +525,13 @@ fn bench_error(
     replay_rows: &[crate::fct::FctRow],
     ns3_rows: &[crate::fct::FctRow],
 ) -> Result<Option<f64>, PipelineError> {
-    let t = &setup.trace;
-    let spec = BenchSpec::from_header(&t.header).map_err(|source| PipelineError::Generate {
+    let spec = BenchSpec::from_header(&setup.header).map_err(|source| PipelineError::Generate {
         what: setup.name.clone(),
         source: Box::new(source),
     })?;
     let Some(spec) = spec else { return Ok(None) };
-    let r = write_bench(&dir.join("replay"), &spec, &t.records, replay_rows)?;
-    let n = write_bench(&dir.join("ns3"), &spec, &t.records, ns3_rows)?;
+    let r = write_bench(&dir.join("replay"), &spec, &setup.records, replay_rows)?;
+    let n = write_bench(&dir.join("ns3"), &spec, &setup.records, ns3_rows)?;
     let (r, n) = (r.last().map(|x| x.busbw_gbs), n.last().map(|x| x.busbw_gbs));
     Ok(r.zip(n).map(|(r, n)| (r - n) / n))
 }
@@ -502,17 +587,17 @@ impl EnsembleStats {
 
 /// The suite's consistency checks on one case.
 fn check_consistency(
-    case: &Case,
-    t: &GeneratedTrace,
+    case: &str,
+    records: &[FlowRecord],
     replay: &Summary,
     ns3: &Summary,
     replay_channels: usize,
 ) -> Result<(), PipelineError> {
     let fail = |msg: String| PipelineError::Option {
-        option: format!("validation case `{}`", case.name),
+        option: format!("validation case `{case}`"),
         msg,
     };
-    let n = t.records.len() as u64;
+    let n = records.len() as u64;
     if replay.records != n || ns3.records != n {
         return Err(fail(format!(
             "{n} records traced, {} done by the replayer, {} by ns-3",
@@ -520,8 +605,7 @@ fn check_consistency(
         )));
     }
     let mut traced = [0u64; 6];
-    for r in t
-        .records
+    for r in records
         .iter()
         .filter(|r| matches!(r.mode, Mode::Net | Mode::Ina))
     {
@@ -558,9 +642,7 @@ fn check_consistency(
 
 /// The table row of a case run on both back-ends.
 fn row(
-    case: &Case,
-    transport: Transport,
-    job: &Job,
+    setup: &CaseSetup,
     (r, n): (&Summary, &Summary),
     classes: &BTreeMap<Class, ErrorStats>,
     bench_busbw_error: Option<f64>,
@@ -572,9 +654,9 @@ fn row(
             .map(|s| if p95 { s.p95_abs } else { s.median_abs })
     };
     ValidateRow {
-        case: case.name.into(),
-        gpus: job.workload.world(),
-        transport: transport.to_string(),
+        case: setup.case.clone(),
+        gpus: setup.gpus,
+        transport: setup.transport.to_string(),
         records: r.records,
         iteration_error: rel_error(r.iteration_time_ns, n.iteration_time_ns),
         fct_median_error_tp: class(Class::Tp, false),
