@@ -261,7 +261,7 @@ pub const CI_CASES: [&str; 3] = ["ls2-ring-16", "bench-ring-ar-16", "ina-hier-12
 ///
 /// On a contended fabric one packet-level run is one sample: moving every record's start
 /// by less than a packet's time on the wire — differences no flow-level model resolves —
-/// moves ns-3's iteration by up to 4.9 % on the suite. So each case also runs on copies of
+/// moves ns-3's iteration by up to 8.5 % on the suite. So each case also runs on copies of
 /// its trace with every record's start moved by a few nanoseconds, and the table gives
 /// the error of the means beside the spread of each back-end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -340,15 +340,20 @@ struct CaseSetup {
 }
 
 impl CaseSetup {
-    /// Runs `records` (the trace's own or a jittered copy) on both back-ends under `dir`
-    /// and checks the run's consistency.
-    fn run(&self, records: &[FlowRecord], dir: &Path) -> Result<RunPair, PipelineError> {
+    /// Runs `records` (the trace's own or a jittered copy, from the file `name`) on both
+    /// back-ends under `dir` and checks the run's consistency.
+    fn run(
+        &self,
+        records: &[FlowRecord],
+        name: &str,
+        dir: &Path,
+    ) -> Result<RunPair, PipelineError> {
         let replay = replay_records(
             records,
             &self.header,
             &self.topology,
             self.seed,
-            &self.name,
+            name,
             false,
             self.model,
         )?;
@@ -361,7 +366,7 @@ impl CaseSetup {
             ..EmitOptions::default()
         };
         let ndir = dir.join("ns3");
-        emit_ns3(records, &ina, &self.topology, &emit, &ndir, &self.name)?;
+        emit_ns3(records, &ina, &self.topology, &emit, &ndir, name)?;
         let ns3 = run_ns3(&glue()?, &ndir, |_, _| {})?;
         check_consistency(
             &self.case,
@@ -376,7 +381,7 @@ impl CaseSetup {
     /// Runs the ensemble in `dir` (run 0 there, run `k` in `dir/jitter-<k>/` with its
     /// copy's `trace.csv`) and returns the row.
     fn ensemble(&self, ensemble: Ensemble, dir: &Path) -> Result<ValidateRow, PipelineError> {
-        let first = self.run(&self.records, dir)?;
+        let first = self.run(&self.records, &self.name, dir)?;
         let jitter = ensemble
             .jitter
             .unwrap_or_else(|| packet_time(&self.topology));
@@ -385,8 +390,10 @@ impl CaseSetup {
             let records = jittered(&self.records, self.seed ^ u64::from(k), jitter);
             let sub = dir.join(format!("jitter-{k}"));
             std::fs::create_dir_all(&sub).map_err(PipelineError::io(&sub))?;
-            crate::formats::trace_csv::write(sub.join("trace.csv"), &self.header, &records)?;
-            times.push(iteration_pair(&self.run(&records, &sub)?));
+            let file = sub.join("trace.csv");
+            crate::formats::trace_csv::write(&file, &self.header, &records)?;
+            let name = file.display().to_string();
+            times.push(iteration_pair(&self.run(&records, &name, &sub)?));
         }
         let replay_rows = first.replay.rows();
         let classes = class_errors(&replay_rows, &first.ns3.rows);
