@@ -48,3 +48,35 @@ fn output_into_a_closed_pipe_ends_quietly_instead_of_panicking() {
         "the pipe closed long before the output ended"
     );
 }
+
+/// Runs `ina3d ARGS`: (exit code, stderr).
+fn ina3d(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_missing_file_is_named_with_what_the_os_said_once_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.csv");
+    let (code, err) = ina3d(&["replay", missing.to_str().unwrap(), "-o", "x"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nope.csv"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+#[test]
+fn validate_refuses_a_jitter_that_would_change_the_schedule_rather_than_its_timing() {
+    let (code, err) = ina3d(&["validate", "--jitter", "5000000", "--list"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--jitter") && err.contains("1000000"), "{err}");
+    let (code, err) = ina3d(&["validate", "--runs", "0", "--list"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--runs"), "{err}");
+}

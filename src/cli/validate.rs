@@ -44,9 +44,10 @@ pub struct Args {
     /// (docs/model.md#validation-ensemble). 1: run 0 only.
     #[arg(long, default_value_t = Ensemble::default().runs, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
-    /// Largest start move of the jittered runs, ns. Default: one network packet's time on
+    /// Largest start move of the jittered runs, ns (at most 1,000,000: the point is timing
+    /// below a packet, not a different schedule). Default: one network packet's time on
     /// the case's fastest NIC (84 ns at 100 Gb/s).
-    #[arg(long, value_name = "NS")]
+    #[arg(long, value_name = "NS", value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub jitter: Option<u64>,
     /// List the cases and exit.
     #[arg(long)]
