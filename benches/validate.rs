@@ -1,6 +1,7 @@
 //! The validation suite as a benchmark: every case on the replayer and on ns-3, printing
 //! the errors and the speed ratio (ns-3 wall / replay wall). `INA3D_VALIDATE_CASES=a,b`
-//! runs a subset; outputs go to `target/validate`.
+//! runs a subset and `INA3D_VALIDATE_RUNS=N` sets the runs per case (default 8, as
+//! `ina3d validate`); outputs go to `target/validate`.
 
 use ina3d::ns3::Transport;
 use ina3d::pipeline::validate::{cases, rate_model_for, run_suite, Ensemble};
@@ -13,13 +14,29 @@ fn main() {
         .into_iter()
         .filter(|c| only.is_empty() || only.iter().any(|o| o == c.name))
         .collect();
+    let runs = match std::env::var("INA3D_VALIDATE_RUNS") {
+        Ok(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n >= 1)
+            .unwrap_or_else(|| {
+                eprintln!("error: INA3D_VALIDATE_RUNS={v}: expected a whole number ≥ 1");
+                std::process::exit(2)
+            }),
+        Err(_) => Ensemble::default().runs,
+    };
+    let ensemble = Ensemble {
+        runs,
+        ..Ensemble::default()
+    };
     for transport in [Transport::Roce, Transport::Tcp] {
-        suite(&cases, transport);
+        suite(&cases, transport, ensemble);
     }
 }
 
 /// One run of the suite under `transport`, into `target/validate/<transport>`.
-fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
+fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport, ensemble: Ensemble) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("target/validate")
         .join(transport.to_string());
@@ -28,7 +45,7 @@ fn suite(cases: &[ina3d::pipeline::validate::Case], transport: Transport) {
         cases,
         transport,
         rate_model_for(transport),
-        Ensemble::default(),
+        ensemble,
         &dir,
         &mut |c, r, s| match r {
             Ok(row) => println!(

@@ -134,6 +134,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(why) = out.ns3_note {
         eprintln!("ns-3 not run ({why}): pass --ns3 to run it");
     }
+    if out.ns3_ran && !a.no_traces {
+        // one packet-level run is one sample of a contended fabric: point at the ensemble
+        eprintln!(
+            "replay vs ns-3 above is one packet-level run per policy; the error over runs with \
+             sub-packet jitter: `ina3d validate --trace` on a policy's trace.csv.gz under {} \
+             (docs/model.md#validation-ensemble)",
+            a.out.display()
+        );
+    }
     Ok(())
 }
 

@@ -40,6 +40,8 @@ pub struct RunOutcome {
     pub results: PathBuf,
     /// Why ns-3 did not run on its own, when it did not run at all and was not turned off.
     pub ns3_note: Option<String>,
+    /// Whether ns-3 ran (for at least one policy).
+    pub ns3_ran: bool,
 }
 
 /// Runs `spec` into `out`. Output files name themselves (trace names in summaries) under
@@ -127,6 +129,7 @@ pub fn run(
         table,
         results,
         ns3_note,
+        ns3_ran: ctx.ns3_ran,
     })
 }
 
