@@ -130,7 +130,7 @@ struct GlueParams
     double tcpWindowBdps = 2;     //!< a connection's send buffer in its path's BDPs (TCP_WINDOW_BDPS)
     uint32_t tcpInitialCwnd = 1024; //!< segments; see TCP_INITIAL_CWND in params.txt
     uint32_t mtu = 1500;
-    uint32_t queuePackets = 10000;
+    uint32_t queuePackets = 100000;
     std::string flavor = "hpcc";
     bool persistentTcp = true; //!< one TCP connection per (src, dst) pair, flows in FIFO order
     double stopTimeS = 1000.0;
