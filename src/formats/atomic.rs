@@ -11,15 +11,13 @@ pub fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(tmp)
 }
 
-/// Create `path`'s temporary ([`temp_path`]), and `path`'s directory first when it is
+/// Create the file `tmp` (an output's [`temp_path`]), and its directory first when it is
 /// missing (an output named in a new directory is made there, as `-o DIR` outputs are).
-pub fn create_temp(path: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+pub fn create_temp(tmp: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = tmp.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let tmp = temp_path(path);
-    let f = std::fs::File::create(&tmp)?;
-    Ok((tmp, f))
+    std::fs::File::create(tmp)
 }
 
 /// Write `path` atomically: `body` writes into `path.tmp`, which is renamed over `path`
@@ -31,7 +29,7 @@ pub fn write_atomic(
 ) -> Result<(), FormatError> {
     let tmp = temp_path(path);
     let result = (|| {
-        let (_, f) = create_temp(path)?;
+        let f = create_temp(&tmp)?;
         let mut w = BufWriter::new(f);
         body(&mut w)?;
         w.flush()?;

@@ -226,7 +226,8 @@ impl TraceWriter {
     ) -> Result<Self, FormatError> {
         let path = path.as_ref().to_path_buf();
         check_metadata(&path, header)?;
-        let (tmp, file) = super::atomic::create_temp(&path).map_err(|e| io_err(&path, e))?;
+        let tmp = super::atomic::temp_path(&path);
+        let file = super::atomic::create_temp(&tmp).map_err(|e| io_err(&path, e))?;
         let sink = if is_gz(&path) {
             Sink::Gz(super::gz_members::GzMembers::new(file, threads))
         } else {

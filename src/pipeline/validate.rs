@@ -284,11 +284,12 @@ impl Default for Ensemble {
     }
 }
 
-/// One network packet's time on the fastest NIC of `topo` (payload plus headers,
-/// [`crate::record::NET_PACKET_PAYLOAD`] + [`crate::record::PACKET_HEADER`]: the
+/// One network packet's time on the fastest NIC of `topo` (a full packet's wire bytes,
+/// payload and headers as both back-ends count them, docs/model.md#wire-bytes: the
 /// granule below which a flow-level model does not order events); 1 ns without NICs.
 pub fn packet_time(topo: &Topology) -> Nanos {
-    let packet = Bytes(crate::record::NET_PACKET_PAYLOAD.0 + crate::record::PACKET_HEADER.0);
+    use crate::record::{NET_PACKET_PAYLOAD, PACKET_HEADER};
+    let packet = NET_PACKET_PAYLOAD.with_headers(NET_PACKET_PAYLOAD, PACKET_HEADER);
     topo.links
         .iter()
         .filter(|l| l.kind == LinkKind::Nic && l.rate.0 > 0)
@@ -482,19 +483,18 @@ fn case_name(trace: &Path) -> String {
     }
 }
 
-/// The job's GPUs: `tp·cp·pp·dp` from the trace header, or the distinct record endpoints
-/// when the header does not give all four.
+/// The job's GPUs: the trace header's `world` (what `ina3d trace` writes), or the distinct
+/// record endpoints when a header does not give it.
 fn world_of(header: &TraceHeader, records: &[FlowRecord]) -> u32 {
-    let size = |k: &str| header.get(k).and_then(|v| v.trim().parse::<u32>().ok());
-    let product = ["tp", "cp", "pp", "dp"]
-        .iter()
-        .try_fold(1u32, |acc, k| size(k).and_then(|v| acc.checked_mul(v)));
-    product.unwrap_or_else(|| {
-        let mut ends: Vec<u32> = records.iter().flat_map(|r| [r.src.0, r.dst.0]).collect();
-        ends.sort_unstable();
-        ends.dedup();
-        ends.len() as u32
-    })
+    header
+        .get("world")
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or_else(|| {
+            let mut ends: Vec<u32> = records.iter().flat_map(|r| [r.src.0, r.dst.0]).collect();
+            ends.sort_unstable();
+            ends.dedup();
+            ends.len() as u32
+        })
 }
 
 /// Traces `case` into `dir/trace.csv`, keeping the records.
