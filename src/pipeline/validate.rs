@@ -427,8 +427,8 @@ pub fn run_case(
 /// Runs the trace file `trace` as a case of its own, named by the file's stem, in
 /// `dir/<stem>/`: what [`run_case`] does for the suite's cases, for a job the suite does
 /// not have (`ina3d validate --trace`). The topology is `topology` or the trace header's
-/// (an error when both are given and differ), the ECMP seed the header's; the row is
-/// also written to `dir/validate.csv`.
+/// (an error when both are given and differ), the ECMP seed the header's (0 when it has
+/// none, as `ina3d replay` takes it); the row is also written to `dir/validate.csv`.
 pub fn run_trace_file(
     trace: &Path,
     topology: Option<&str>,
