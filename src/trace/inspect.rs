@@ -172,7 +172,7 @@ struct Tally {
     by_class_mode: BTreeMap<String, Counter>,
     by_class: BTreeMap<String, Counter>,
     /// Per node: [sent, received] bytes per traffic class ([`Class::TRAFFIC`] order).
-    per_node: BTreeMap<u32, [[u64; 4]; 2]>,
+    per_node: BTreeMap<u32, [[u64; Class::TRAFFIC.len()]; 2]>,
     compute_in_records: u64,
     compute_in_gaps: u64,
     aggs: BTreeSet<u64>,
@@ -197,13 +197,13 @@ impl Tally {
         if let Some(ag) = r.agg {
             self.aggs.insert(ag.id);
         }
+        // Network records always carry a traffic class (the reader refuses `compute` on
+        // them), so every class of `Class::TRAFFIC` has its column.
         if matches!(r.mode, Mode::Net | Mode::Ina) {
-            let ci = Class::TRAFFIC
-                .iter()
-                .position(|c| *c == r.class)
-                .unwrap_or(0);
-            self.per_node.entry(r.src.0).or_default()[0][ci] += r.bytes.0;
-            self.per_node.entry(r.dst.0).or_default()[1][ci] += r.bytes.0;
+            if let Some(ci) = Class::TRAFFIC.iter().position(|c| *c == r.class) {
+                self.per_node.entry(r.src.0).or_default()[0][ci] += r.bytes.0;
+                self.per_node.entry(r.dst.0).or_default()[1][ci] += r.bytes.0;
+            }
         }
     }
 }
@@ -211,7 +211,7 @@ impl Tally {
 /// Per-node bytes labelled by rank where the node is a GPU of the job; ranks in rank
 /// order first, then other nodes by id.
 fn per_node_bytes(
-    per: &BTreeMap<u32, [[u64; 4]; 2]>,
+    per: &BTreeMap<u32, [[u64; Class::TRAFFIC.len()]; 2]>,
     rank_of: &BTreeMap<u32, u32>,
 ) -> Vec<RankBytes> {
     let mut out: Vec<RankBytes> = per
