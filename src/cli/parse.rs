@@ -169,6 +169,7 @@ impl Summary<'_> {
             "vocab (padded)",
             format!("{} ({})", opt(c.vocab_size), c.padded_vocab()),
             &[
+                "tokenizer_type",
                 "vocab_size",
                 "make_vocab_size_divisible_by",
                 "padded_vocab_size",

@@ -8,6 +8,7 @@ use super::config::{Dtype, MoeLayerFreq, Source, TrainingConfig};
 use super::error::{source_place, Loc, MegatronError, Warning};
 use super::fields::{canonical_key, GPT2_VOCAB, REQUIRED};
 use super::pattern::MAX_PATTERN_LAYERS;
+use super::tokenizer::{tokenizer_vocab, TokenizerVocab};
 
 /// Smallest multiple of `m` that is ≥ `v`; `None` on overflow (`m = 0` leaves `v`).
 pub fn round_up(v: u64, m: u64) -> Option<u64> {
@@ -314,22 +315,132 @@ impl TrainingConfig {
         Ok(())
     }
 
+    /// The vocabulary (docs/model.md#vocabulary): the tokenizer's own size when the
+    /// tokenizer is a published one, `--vocab-size` for `NullTokenizer`/`TikTokenizer` or
+    /// a tokenizer the reader does not know, GPT-2's 50257 when nothing names one (with a
+    /// warning); then padded as Megatron pads it: to `--pad-vocab-size-to` when given
+    /// (Megatron-DeepSpeed), else up to a multiple of `make_vocab_size_divisible_by·TP`.
     fn derive_vocab(&mut self) -> Result<(), MegatronError> {
         if self.is_explicit("padded_vocab_size") {
             return Ok(());
         }
-        let (v, how) = match self.vocab_size {
-            Some(v) => (v, "vocab_size rounded up to make_vocab_size_divisible_by·TP".to_string()),
-            None => (GPT2_VOCAB, format!("no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed, rounded up to make_vocab_size_divisible_by·TP")),
-        };
+        let (v, how) = self.vocabulary()?;
+        self.derive("vocab_size", how.clone(), |c| c.vocab_size = Some(v));
+        let v = self.vocab_size.unwrap_or(v);
+        if let Some(to) = self.extra_u64("pad_vocab_size_to") {
+            let at = self.place("pad_vocab_size_to");
+            let div = self.make_vocab_size_divisible_by.max(1);
+            if to < v {
+                return Err(MegatronError::Inconsistent {
+                    at,
+                    field: "pad_vocab_size_to".into(),
+                    expected: format!(
+                        "a size ≥ the vocabulary {v} (Megatron-DeepSpeed pads only up), found {to}"
+                    ),
+                });
+            }
+            if !to.is_multiple_of(div) {
+                return Err(MegatronError::Inconsistent {
+                    at,
+                    field: "pad_vocab_size_to".into(),
+                    expected: format!("a multiple of make_vocab_size_divisible_by {div} (Megatron-DeepSpeed refuses others), found {to}"),
+                });
+            }
+            let how = format!("--pad-vocab-size-to {to} ({at}); vocabulary {v}: {how}");
+            self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(to));
+            return Ok(());
+        }
         let p = self
             .vocab_multiple()
             .and_then(|m| round_up(v, m))
             .ok_or_else(|| {
                 self.overflow("make_vocab_size_divisible_by", "the padded vocabulary")
             })?;
+        let how = format!("{v} rounded up to make_vocab_size_divisible_by·TP; vocabulary: {how}");
         self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(p));
         Ok(())
+    }
+
+    /// The unpadded vocabulary and how it was found; warns when it is assumed.
+    fn vocabulary(&mut self) -> Result<(u64, String), MegatronError> {
+        let ttype = self.extra.get("tokenizer_type").cloned();
+        let model_key = ["tokenizer_model", "tokenizer_name_or_path", "vocab_file"]
+            .into_iter()
+            .find(|k| self.extra.get(*k).is_some_and(|v| !v.trim().is_empty()));
+        let model = model_key.and_then(|k| self.extra.get(k).cloned());
+        let given = if self.is_explicit("vocab_size") {
+            self.vocab_size
+        } else {
+            None
+        };
+        let given_at = self.place("vocab_size");
+        let tok_at = self.place(if ttype.is_some() {
+            "tokenizer_type"
+        } else {
+            model_key.unwrap_or("tokenizer_type")
+        });
+        Ok(match tokenizer_vocab(ttype.as_deref(), model.as_deref()) {
+            TokenizerVocab::Known(n, how) => {
+                if let Some(g) = given.filter(|g| *g != n) {
+                    self.warn(Warning {
+                        at: given_at.clone(),
+                        field: "vocab_size".into(),
+                        message: format!("{g} differs from the tokenizer's {n} ({how}, {tok_at}); Megatron sizes the embedding from the tokenizer, so {n} is used"),
+                    });
+                }
+                (n, format!("{how} ({tok_at})"))
+            }
+            TokenizerVocab::FromVocabSize(default, how) => match (given, default) {
+                (Some(g), _) => (g, format!("--vocab-size ({given_at}); {how} ({tok_at})")),
+                (None, Some(d)) => (d, format!("{how} ({tok_at})")),
+                (None, None) => {
+                    return Err(MegatronError::Missing {
+                        at: tok_at,
+                        field: "vocab_size".into(),
+                        hint: format!("{how}: give --vocab-size"),
+                    })
+                }
+            },
+            TokenizerVocab::Unknown(what) => match given {
+                Some(g) => {
+                    self.warn(Warning {
+                        at: tok_at.clone(),
+                        field: "tokenizer_type".into(),
+                        message: format!("{what}: --vocab-size {g} ({given_at}) is used as its size; Megatron reads the size from the tokenizer itself, check it"),
+                    });
+                    (g, format!("--vocab-size ({given_at}), the size of {what}"))
+                }
+                None => {
+                    self.warn(Warning {
+                        at: tok_at.clone(),
+                        field: "tokenizer_type".into(),
+                        message: format!("{what}: GPT-2's {GPT2_VOCAB} assumed, which sizes the embedding, LM head and logits; give --vocab-size (or --set padded_vocab_size=N)"),
+                    });
+                    (
+                        GPT2_VOCAB,
+                        format!("assumed GPT-2's {GPT2_VOCAB}: {what} ({tok_at})"),
+                    )
+                }
+            },
+            TokenizerVocab::None => match given {
+                Some(g) => (g, format!("vocab_size ({given_at})")),
+                None => {
+                    self.warn(Warning {
+                        at: "inputs".into(),
+                        field: "vocab_size".into(),
+                        message: format!("no tokenizer and no vocab_size in any input: GPT-2's {GPT2_VOCAB} assumed, which sizes the embedding, LM head and logits"),
+                    });
+                    (GPT2_VOCAB, format!("no tokenizer and no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed"))
+                }
+            },
+        })
+    }
+
+    /// Records a warning once (finalize runs again after every override).
+    fn warn(&mut self, w: Warning) {
+        if !self.warnings.contains(&w) {
+            self.warnings.push(w);
+        }
     }
 
     /// Megatron-DeepSpeed: ZeRO applies only under `--deepspeed`; stages 1 and 2 shard
@@ -424,9 +535,13 @@ impl TrainingConfig {
                 }
             }
             "data_parallel_size" => rederive(self, "world_size"),
-            "make_vocab_size_divisible_by" | "vocab_size" if self.vocab_size.is_some() => {
-                rederive(self, "padded_vocab_size")
-            }
+            "make_vocab_size_divisible_by"
+            | "vocab_size"
+            | "pad_vocab_size_to"
+            | "tokenizer_type"
+            | "tokenizer_model"
+            | "tokenizer_name_or_path"
+            | "vocab_file" => rederive(self, "padded_vocab_size"),
             "num_query_groups" if self.num_query_groups.is_some() => {
                 self.group_query_attention = true;
                 self.sources

@@ -88,6 +88,21 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "topk",
     "moe_expert_parallel_size",
     "expert_interval",
+    "pad_vocab_size_to",
+    "tokenizer_type",
+    "tokenizer_model",
+    "tokenizer_name_or_path",
+    "vocab_file",
+];
+
+/// Arguments that name the tokenizer: a launch script's value for one of these that does
+/// not resolve is a warning, not an error, when the vocabulary is given otherwise
+/// (docs/model.md#vocabulary).
+pub(crate) const TOKENIZER_ARGS: &[&str] = &[
+    "tokenizer_type",
+    "tokenizer_model",
+    "tokenizer_name_or_path",
+    "vocab_file",
 ];
 
 /// Arguments with no Megatron default that a job cannot be described without.
@@ -798,7 +813,9 @@ impl TrainingConfig {
                     parse_u32(v, k, loc, 1)?
                 )
             }
-            "num_layers_per_virtual_pipeline_stage" | "expert_interval" if !none => {
+            "num_layers_per_virtual_pipeline_stage" | "expert_interval" | "pad_vocab_size_to"
+                if !none =>
+            {
                 parse_uint(v, k, loc, 1)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
@@ -806,7 +823,11 @@ impl TrainingConfig {
                 parse_bool(v, k, loc)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
-            "deepspeed_config" => {
+            "deepspeed_config"
+            | "tokenizer_type"
+            | "tokenizer_model"
+            | "tokenizer_name_or_path"
+            | "vocab_file" => {
                 self.sources.insert(k.to_string(), src.clone());
             }
             _ => return Ok(false),

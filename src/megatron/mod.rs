@@ -19,6 +19,7 @@ pub mod pattern;
 pub mod presets;
 pub mod scan;
 pub mod script;
+pub mod tokenizer;
 pub mod validate;
 
 pub use config::{
@@ -325,7 +326,7 @@ pub fn load_with_overrides(
     for (k, v) in overrides {
         c.override_arg(k, v)?;
     }
-    check_unresolved(&c, &mut reads)?;
+    check_unresolved(&mut c, &mut reads)?;
     c.finalize().map_err(|e| match e {
         MegatronError::Missing { field, hint, .. } => MegatronError::Missing {
             at: inputs.join(", "),
@@ -341,7 +342,7 @@ pub fn load_with_overrides(
 /// A launch-script flag that matters but had no value the script alone gives is an
 /// error — unless another input (a log's arguments block, a config file) or an override
 /// sets that argument.
-fn check_unresolved(c: &TrainingConfig, reads: &mut [Read]) -> Result<(), MegatronError> {
+fn check_unresolved(c: &mut TrainingConfig, reads: &mut [Read]) -> Result<(), MegatronError> {
     for r in reads {
         let Parsed::Script(s) = &mut r.parsed else {
             continue;
@@ -352,9 +353,22 @@ fn check_unresolved(c: &TrainingConfig, reads: &mut [Read]) -> Result<(), Megatr
                 Some(Source::File { path, .. }) => *path != r.label,
                 _ => false,
             };
-            if !elsewhere {
-                return Err(err);
+            if elsewhere {
+                continue;
             }
+            if fields::TOKENIZER_ARGS.contains(&key.as_str()) {
+                if c.warnings.iter().any(|w| w.field == key && w.at == r.label) {
+                    continue;
+                }
+                // The vocabulary derivation warns again if it then has no size to use.
+                c.warnings.push(Warning {
+                    at: r.label.clone(),
+                    field: key.clone(),
+                    message: format!("not decided by the script ({err}); the vocabulary comes from --vocab-size or the other tokenizer arguments"),
+                });
+                continue;
+            }
+            return Err(err);
         }
     }
     Ok(())

@@ -58,6 +58,8 @@ pub(crate) struct Elem {
     pub col: usize,
     /// Present in one branch of an undecided condition only (the reason, naming it).
     pub cond: Option<Rc<str>>,
+    /// With `cond`: the branch it is present in (true: the one where the condition held).
+    pub side: bool,
     /// The word as written, for a word that could not be expanded (or only in part).
     pub raw: Option<Rc<str>>,
     /// The expansion with its unknown pieces shown as the script wrote them (or as the
@@ -162,6 +164,7 @@ impl Shell {
             line: w.line,
             col: w.col,
             cond: None,
+            side: false,
             raw: None,
             shown: None,
         }
@@ -320,6 +323,7 @@ impl Shell {
                             line: 0,
                             col: 0,
                             cond: None,
+                            side: false,
                             raw: None,
                             shown: None,
                         })
@@ -406,6 +410,7 @@ impl Fields {
             line,
             col,
             cond: None,
+            side: false,
             raw: None,
             shown: None,
         });
@@ -442,6 +447,7 @@ impl Fields {
                 cur.line = first.line;
                 cur.col = first.col;
                 cur.cond = first.cond;
+                cur.side = first.side;
             }
             (Ok(t), Ok(f)) => t.push_str(&f),
             (_, Err(b)) => {
@@ -449,6 +455,7 @@ impl Fields {
                 cur.line = first.line;
                 cur.col = first.col;
                 cur.cond = first.cond;
+                cur.side = first.side;
             }
             (Err(_), _) => {}
         }

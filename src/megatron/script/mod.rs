@@ -145,6 +145,7 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         dropped: Vec::new(),
         unknown: Vec::new(),
         unresolved: Vec::new(),
+        pending: Vec::new(),
     };
     let launcher = marked_as_unknown(&sh, &launch.launcher);
     let args = marked_as_unknown(&sh, &launch.args);
@@ -242,6 +243,20 @@ struct FlagReader<'a> {
     unknown: Vec<(String, Loc, String)>,
     /// Flags that matter without a value: (argument, the error).
     unresolved: Vec<(String, MegatronError)>,
+    /// Flags that matter present on one side of an undecided condition, decided once the
+    /// whole command line is read ([`FlagReader::decide_branches`]).
+    pending: Vec<Pending>,
+}
+
+/// A flag that matters, present on one side of an undecided condition.
+struct Pending {
+    /// The argument (`foo` for `--no-foo`).
+    arg: String,
+    /// The flag as written.
+    key: String,
+    value: Elem,
+    why: Rc<str>,
+    side: bool,
 }
 
 impl FlagReader<'_> {
@@ -288,7 +303,51 @@ impl FlagReader<'_> {
                     },
                 )
             };
-            self.flag(&key, value, a.cond.clone())?;
+            self.flag(&key, value, a.cond.clone().map(|c| (c, a.side)))?;
+        }
+        self.decide_branches()
+    }
+
+    /// A flag that matters given in both branches of an undecided condition with the
+    /// same value is decided: whichever way the condition goes, it has that value. Any
+    /// other is unresolved (an error unless another input sets the argument).
+    fn decide_branches(&mut self) -> Result<(), MegatronError> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut groups: BTreeMap<(String, Rc<str>), Vec<&Pending>> = BTreeMap::new();
+        for p in &pending {
+            groups
+                .entry((p.arg.clone(), p.why.clone()))
+                .or_default()
+                .push(p);
+        }
+        for ((arg, why), ps) in groups {
+            let texts: Vec<Option<&String>> =
+                ps.iter().map(|p| p.value.text.as_ref().ok()).collect();
+            let both_sides = ps.iter().any(|p| p.side) && ps.iter().any(|p| !p.side);
+            let one_value = texts.iter().all(|t| t.is_some() && *t == texts[0]);
+            // One occurrence per side: a flag given twice on one side is not the same job.
+            let once_each = ps.iter().filter(|p| p.side).count() == 1
+                && ps.iter().filter(|p| !p.side).count() == 1;
+            let first = ps[0];
+            if both_sides && one_value && once_each {
+                let value = Elem {
+                    cond: None,
+                    ..first.value.clone()
+                };
+                self.flag(&first.key, value, None)?;
+            } else {
+                let vloc = Loc::new(self.path, first.value.line, first.value.col);
+                let e = MegatronError::Undecidable {
+                    at: vloc.to_string(),
+                    field: format!("--{}", first.key),
+                    why: if both_sides {
+                        format!("{why}, and its branches give it different values")
+                    } else {
+                        why.to_string()
+                    },
+                };
+                self.unresolved.push((arg, e));
+            }
         }
         Ok(())
     }
@@ -304,7 +363,12 @@ impl FlagReader<'_> {
                 } else {
                     flag
                 };
-            let (name, value) = flag.split_once('=').unwrap_or((flag, "True"));
+            // `"--data-path $X"`: the name ends at `=` or at the first blank.
+            let flag = flag.trim_end_matches(['"', '\'']);
+            let (name, value) = match flag.split_once(char::is_whitespace) {
+                Some((n, v)) if !n.contains('=') => (n, v.trim()),
+                _ => flag.split_once('=').unwrap_or((flag, "True")),
+            };
             let ck = canonical_key(name);
             if (self.needed)(&ck) {
                 self.unresolved
@@ -343,7 +407,12 @@ impl FlagReader<'_> {
         Ok(())
     }
 
-    fn flag(&mut self, key: &str, value: Elem, cond: Option<Rc<str>>) -> Result<(), MegatronError> {
+    fn flag(
+        &mut self,
+        key: &str,
+        value: Elem,
+        cond: Option<(Rc<str>, bool)>,
+    ) -> Result<(), MegatronError> {
         let ck = canonical_key(key);
         let vloc = Loc::new(self.path, value.line, value.col);
         let needed = (self.needed)(&ck) || ck.strip_prefix("no_").is_some_and(|b| (self.needed)(b));
@@ -352,14 +421,15 @@ impl FlagReader<'_> {
             .filter(|b| (self.needed)(b))
             .unwrap_or(&ck)
             .to_string();
-        if let Some(why) = cond.or_else(|| value.cond.clone()) {
+        if let Some((why, side)) = cond.or_else(|| value.cond.clone().map(|c| (c, value.side))) {
             if needed {
-                let e = MegatronError::Undecidable {
-                    at: vloc.to_string(),
-                    field: format!("--{key}"),
-                    why: why.to_string(),
-                };
-                self.unresolved.push((arg, e));
+                self.pending.push(Pending {
+                    arg,
+                    key: key.to_string(),
+                    value,
+                    why,
+                    side,
+                });
             } else {
                 let d = (format!("--{key}"), why);
                 if !self.dropped.contains(&d) {
