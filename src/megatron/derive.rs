@@ -301,6 +301,14 @@ impl TrainingConfig {
     }
 
     fn derive_batch(&mut self) -> Result<(), MegatronError> {
+        if self.extra_value("rampup_batch_size").is_some() {
+            let at = self.place("rampup_batch_size");
+            self.warn(Warning {
+                at,
+                field: "rampup_batch_size".into(),
+                message: "the batch ramp-up of the first iterations is not modelled: the iteration modelled has the final global batch".into(),
+            });
+        }
         let gb = self
             .micro_batch_size
             .checked_mul(u64::from(self.data_parallel_size))
@@ -324,10 +332,20 @@ impl TrainingConfig {
         if self.is_explicit("padded_vocab_size") {
             return Ok(());
         }
-        let (v, how) = self.vocabulary()?;
+        let pad_to = self.extra_u64("pad_vocab_size_to");
+        let Some((v, how)) = self.vocabulary(pad_to.is_some())? else {
+            // The tokenizer's size is unknown, but --pad-vocab-size-to fixes the rows.
+            let to = pad_to.unwrap_or(0);
+            let how = format!(
+                "--pad-vocab-size-to {to} ({}); the tokenizer's own size is not known to the reader (Megatron-DeepSpeed requires it to be at most {to})",
+                self.place("pad_vocab_size_to")
+            );
+            self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(to));
+            return Ok(());
+        };
         self.derive("vocab_size", how.clone(), |c| c.vocab_size = Some(v));
         let v = self.vocab_size.unwrap_or(v);
-        if let Some(to) = self.extra_u64("pad_vocab_size_to") {
+        if let Some(to) = pad_to {
             let at = self.place("pad_vocab_size_to");
             let div = self.make_vocab_size_divisible_by.max(1);
             if to < v {
@@ -361,13 +379,14 @@ impl TrainingConfig {
         Ok(())
     }
 
-    /// The unpadded vocabulary and how it was found; warns when it is assumed.
-    fn vocabulary(&mut self) -> Result<(u64, String), MegatronError> {
-        let ttype = self.extra.get("tokenizer_type").cloned();
+    /// The unpadded vocabulary and how it was found; warns when it is assumed. `None`
+    /// when it is unknown and `padded_given` (the padded size does not depend on it).
+    fn vocabulary(&mut self, padded_given: bool) -> Result<Option<(u64, String)>, MegatronError> {
+        let ttype = self.extra_value("tokenizer_type").map(str::to_string);
         let model_key = ["tokenizer_model", "tokenizer_name_or_path", "vocab_file"]
             .into_iter()
-            .find(|k| self.extra.get(*k).is_some_and(|v| !v.trim().is_empty()));
-        let model = model_key.and_then(|k| self.extra.get(k).cloned());
+            .find(|k| self.extra_value(k).is_some());
+        let model = model_key.and_then(|k| self.extra_value(k).map(str::to_string));
         let given = if self.is_explicit("vocab_size") {
             self.vocab_size
         } else {
@@ -379,7 +398,14 @@ impl TrainingConfig {
         } else {
             model_key.unwrap_or("tokenizer_type")
         });
-        Ok(match tokenizer_vocab(ttype.as_deref(), model.as_deref()) {
+        let tv = tokenizer_vocab(ttype.as_deref(), model.as_deref());
+        if padded_given
+            && given.is_none()
+            && matches!(tv, TokenizerVocab::Unknown(_) | TokenizerVocab::None)
+        {
+            return Ok(None);
+        }
+        Ok(Some(match tv {
             TokenizerVocab::Known(n, how) => {
                 if let Some(g) = given.filter(|g| *g != n) {
                     self.warn(Warning {
@@ -433,7 +459,7 @@ impl TrainingConfig {
                     (GPT2_VOCAB, format!("no tokenizer and no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed"))
                 }
             },
-        })
+        }))
     }
 
     /// Records a warning once (finalize runs again after every override).

@@ -89,6 +89,16 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "moe_expert_parallel_size",
     "expert_interval",
     "pad_vocab_size_to",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+    "pp_partition_method",
+    "pipeline_model_parallel_layout",
+    "embed_layernorm",
+    "rampup_batch_size",
+    "quick_geglu",
+    "fp8_param_gather",
     "tokenizer_type",
     "tokenizer_model",
     "tokenizer_name_or_path",
@@ -280,12 +290,13 @@ fn parse_pos_emb(v: &str, key: &str, loc: &Loc) -> Result<PositionEmbedding, Meg
         "yarn" => Ok(PositionEmbedding::Yarn),
         "mrope" => Ok(PositionEmbedding::Mrope),
         "relative" => Ok(PositionEmbedding::Relative),
+        "alibi" => Ok(PositionEmbedding::Alibi),
         "none" => Ok(PositionEmbedding::None),
         other => Err(MegatronError::at(
             loc,
             key,
             format!(
-                "expected learned_absolute, rope, yarn, mrope, relative or none, found `{other}`"
+                "expected learned_absolute, rope, yarn, mrope, relative, alibi or none, found `{other}`"
             ),
         )),
     }
@@ -813,17 +824,29 @@ impl TrainingConfig {
                     parse_u32(v, k, loc, 1)?
                 )
             }
-            "num_layers_per_virtual_pipeline_stage" | "expert_interval" | "pad_vocab_size_to"
+            "num_layers_per_virtual_pipeline_stage"
+            | "expert_interval"
+            | "pad_vocab_size_to"
+            | "decoder_first_pipeline_num_layers"
+            | "decoder_last_pipeline_num_layers"
                 if !none =>
             {
                 parse_uint(v, k, loc, 1)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
-            "deepspeed" => {
+            "deepspeed"
+            | "embed_layernorm"
+            | "quick_geglu"
+            | "fp8_param_gather"
+            | "account_for_embedding_in_pipeline_split"
+            | "account_for_loss_in_pipeline_split" => {
                 parse_bool(v, k, loc)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
             "deepspeed_config"
+            | "rampup_batch_size"
+            | "pp_partition_method"
+            | "pipeline_model_parallel_layout"
             | "tokenizer_type"
             | "tokenizer_model"
             | "tokenizer_name_or_path"

@@ -196,6 +196,21 @@ impl Shell {
     /// Expands a word into fields; `split`: unquoted expansions are split on blanks (a
     /// command's arguments), else joined (an assignment's value).
     pub fn expand(&mut self, w: &Word, split: bool) -> Exp {
+        // Brace expansion comes first, on a command's words only.
+        if split {
+            let words = super::brace::expand_braces(w).map_err(Blocker::why)?;
+            if words.len() > 1 {
+                let mut all = Vec::new();
+                for x in &words {
+                    all.extend(self.expand_word(x, true)?);
+                }
+                return Ok(all);
+            }
+        }
+        self.expand_word(w, split)
+    }
+
+    fn expand_word(&mut self, w: &Word, split: bool) -> Exp {
         if self.depth > 16 {
             return Err(Blocker::why("`${…}` nested too deeply"));
         }

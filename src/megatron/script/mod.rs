@@ -20,10 +20,12 @@
 
 mod arith;
 mod ast;
+mod brace;
 mod cond;
 mod exec;
 mod expand;
 mod lex;
+mod slurm;
 
 use super::error::{Loc, MegatronError, Warning};
 use super::fields::{canonical_key, is_modelled};
@@ -95,6 +97,17 @@ fn blocker_error(loc: &Loc, field: &str, b: &Blocker) -> MegatronError {
 /// Reads the Megatron flags (and the launcher's GPU count) of the first `pretrain_*.py`
 /// command a bash script runs.
 pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> {
+    scan_script_with_env(path, text, &[])
+}
+
+/// [`scan_script`] with variables set before the script runs, as the environment (or the
+/// command line, for the positional parameters `1`, `2`, …) would set them: the script's
+/// own assignments still win, `${NAME:-default}` takes the value given.
+pub fn scan_script_with_env(
+    path: &str,
+    text: &str,
+    env: &[(String, String)],
+) -> Result<ScriptScan, MegatronError> {
     // A marker byte in the input would forge an unknown value: it is replaced first.
     let text = text.replace(MARK, "\u{FFFD}");
     let nodes = ast::parse(lex::tokens(&text)).map_err(|(l, c, m)| MegatronError::Syntax {
@@ -118,6 +131,12 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         depth: 0,
         calls: 0,
     };
+    // Slurm's environment from the #SBATCH lines first, so --env wins over it.
+    let sb = slurm::sbatch(&text);
+    for (k, v) in sb.env() {
+        sh.set_var(k, expand::Val::Scalar(v), 0);
+    }
+    set_env(&mut sh, env)?;
     sh.run(&nodes)?;
     let Some(launch) = sh.launch.take() else {
         return Err(MegatronError::at(
@@ -160,9 +179,21 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
             ),
         });
     }
-    let launcher = std::mem::take(&mut reader.out);
+    let lflags = std::mem::take(&mut reader.out);
     if !gpus_unknown {
-        out.args.extend(world_size(&launcher)?);
+        match world_size(&lflags)? {
+            Some(w) => out.args.push(w),
+            // `srun python pretrain_gpt.py …`: one rank per Slurm task.
+            None => out
+                .args
+                .extend(
+                    slurm::srun_world(&launcher, &sb, path).map(|(w, loc)| Assignment {
+                        key: "world_size".into(),
+                        value: w.to_string(),
+                        loc,
+                    }),
+                ),
+        }
     }
     reader.needed = &needed;
     reader.read(&args)?;
@@ -170,6 +201,45 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
     reader.warnings(&launch, &mut out.warnings);
     out.unresolved = reader.unresolved;
     Ok(out)
+}
+
+/// Variables given before the script runs; names of digits are positional parameters
+/// (`3=MOCK` makes `$3` MOCK and `$1`, `$2` empty).
+fn set_env(sh: &mut Shell, env: &[(String, String)]) -> Result<(), MegatronError> {
+    let mut positional: Vec<String> = Vec::new();
+    for (name, value) in env {
+        let bad = |what: &str| {
+            MegatronError::at(
+                &Loc::new("--env", 0, 0),
+                name,
+                format!("expected NAME=VALUE with {what}, found `{name}`"),
+            )
+        };
+        if !name.is_empty() && name.bytes().all(|c| c.is_ascii_digit()) {
+            let i: usize = name.parse().map_err(|_| bad("a small positional index"))?;
+            if i == 0 || i > 64 {
+                return Err(bad("a positional index from 1 to 64"));
+            }
+            if positional.len() < i {
+                positional.resize(i, String::new());
+            }
+            positional[i - 1] = value.clone();
+        } else if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            sh.set_var(
+                name,
+                expand::Val::Scalar(value.replace(MARK, "\u{FFFD}")),
+                0,
+            );
+        } else {
+            return Err(bad("a shell variable name"));
+        }
+    }
+    if !positional.is_empty() {
+        sh.positional = Some(positional);
+    }
+    Ok(())
 }
 
 /// Launch arguments with a marked (partly unknown) text become unknown elements, shown
