@@ -421,3 +421,26 @@ fn argonne_key_value_iteration_lines_behind_a_logging_prefix_are_read() {
     assert_eq!(ms, [9123.4, 2345.6, 2300.0]);
     assert_eq!(c.iterations[1].iteration, 2);
 }
+
+#[test]
+fn newer_virtual_stage_spelling_and_unmodelled_options_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // --num-virtual-stages-per-pipeline-rank 2 is v = 2 directly.
+    let c = load(
+        &[toml(&dir, "pipeline_model_parallel_size = 2\nworld_size = 2\nnum_virtual_stages_per_pipeline_rank = 2\nglobal_batch_size = 2\n")],
+        &[("num_layers", "4")],
+    )
+    .unwrap();
+    assert_eq!(c.virtual_pipeline_model_parallel_size, Some(2));
+    // An option that changes the traffic without being modelled is a warning naming it.
+    let c = load(&[fixture("bigscience_tr11-176B-ml.slurm")], &[]).unwrap();
+    let w = c
+        .warnings
+        .iter()
+        .find(|w| w.field == "sync_tp_duplicated_parameters")
+        .expect("a warning");
+    assert!(
+        w.at.ends_with("tr11-176B-ml.slurm:219:1") && w.message.contains("not modelled"),
+        "{w}"
+    );
+}

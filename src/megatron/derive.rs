@@ -65,6 +65,7 @@ impl TrainingConfig {
         self.derive_batch()?;
         self.derive_vocab()?;
         self.derive_zero();
+        self.warn_not_modelled();
         Ok(())
     }
 
@@ -219,6 +220,19 @@ impl TrainingConfig {
     }
 
     fn derive_virtual_pipeline(&mut self) {
+        // Megatron-core's newer spelling gives the chunks per stage directly.
+        if let Some(v) = self
+            .extra_u64("num_virtual_stages_per_pipeline_rank")
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|v| *v > 1)
+        {
+            self.derive(
+                "virtual_pipeline_model_parallel_size",
+                "num_virtual_stages_per_pipeline_rank",
+                |c| c.virtual_pipeline_model_parallel_size = Some(v),
+            );
+            return;
+        }
         let Some(n) = self
             .extra_u64("num_layers_per_virtual_pipeline_stage")
             .and_then(|n| u32::try_from(n).ok())
@@ -460,6 +474,28 @@ impl TrainingConfig {
                 }
             },
         }))
+    }
+
+    /// A warning for each argument of [`super::fields::NOT_MODELLED`] the job sets.
+    fn warn_not_modelled(&mut self) {
+        for (k, what) in super::fields::NOT_MODELLED {
+            let typed = (*k == "overlap_param_gather"
+                && self.overlap_param_gather
+                && self.use_distributed_optimizer)
+                .then_some("True");
+            let Some(v) = typed.or_else(|| self.extra_value(k)) else {
+                continue;
+            };
+            if matches!(v, "False" | "false" | "0") {
+                continue;
+            }
+            let at = self.place(k);
+            self.warn(Warning {
+                at,
+                field: (*k).to_string(),
+                message: format!("set (`{v}`) but not modelled: {what}"),
+            });
+        }
     }
 
     /// Records a warning once (finalize runs again after every override).

@@ -5,7 +5,9 @@
 //! reading the process environment (so the result depends on the file alone):
 //! assignments (`VAR=value`, `export`/`local`/`declare`, arrays `X=( … )`, `+=`),
 //! expansions (`$VAR`, `${VAR}`, `${VAR:-default}` and the other defaulting operators,
-//! `"${X[@]}"`, `$(( … ))` with checked integer arithmetic, quoting, field splitting),
+//! `"${X[@]}"`, `$(( … ))` with checked integer arithmetic, quoting, field splitting,
+//! brace expansion), variables set before the script runs (`--env`, and the Slurm
+//! environment its `#SBATCH` lines give),
 //! `if`/`elif`/`else` on `[ ]`, `[[ ]]`, `test`, `(( ))` and command lists, `&&`/`||`,
 //! `case`, `for` over known words, `while`/`until`, functions, subshells, pipelines,
 //! here-documents written to files (`cat <<EOF > ds_config.json`, read back for the
@@ -14,8 +16,9 @@
 //! What the file alone cannot decide — a condition on a variable the script never sets,
 //! a file test, command output `$( … )`, a loop over the script's arguments — is explored
 //! both ways: values that differ become unknown and flags present on one side only are
-//! marked. A flag that matters to the configuration with such a value is an error naming
-//! its file:line and the condition's; one that does not matter is listed in a warning;
+//! marked; a flag given on both sides with the same value is decided. A flag that matters
+//! to the configuration with an undecided value is an error naming its file:line and the
+//! condition's; one that does not matter is listed in a warning;
 //! a launch reached only on one side is a warning. Never a silent guess.
 
 mod arith;
