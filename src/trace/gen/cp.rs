@@ -18,9 +18,55 @@ use crate::schedule::{ring_step_bytes, Pass};
 use crate::units::{Bytes, FlowId, Nanos, Rank};
 
 impl Gen<'_> {
-    /// Ring attention of one layer's `pass` over `members` (in CP-rank order) with
-    /// attention-core compute `core` per member.
+    /// Hierarchical CP's all-to-all: an even all-to-all of `total` inside each of the CP
+    /// group's all-to-all groups ([`crate::schedule::CpPlan::a2a_groups`]).
+    pub(super) fn cp_inner_a2a(
+        &mut self,
+        members: &[Rank],
+        total: Bytes,
+        tag: Tag,
+    ) -> Result<(), TraceError> {
+        let Some(plan) = self.wl.cp.as_ref() else {
+            return Ok(());
+        };
+        for g in plan.a2a_groups(members) {
+            let n = g.len() as u32;
+            if n > 1 {
+                self.all_to_all(
+                    &g,
+                    &|_, j| super::channels::slice(total, n, j as u32),
+                    Stream::Main,
+                    tag,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ring attention of one layer's `pass` over the CP group `members` (in CP-rank
+    /// order): one ring, or with `a2a+p2p` one ring over each set of members the
+    /// all-to-all size apart ([`crate::schedule::CpPlan::rings`]).
     pub(super) fn cp_ring(
+        &mut self,
+        members: &[Rank],
+        pass: Pass,
+        core: Nanos,
+        kv: Bytes,
+        tag: Tag,
+    ) -> Result<(), TraceError> {
+        let rings = match self.wl.cp.as_ref() {
+            Some(p) => p.rings(members),
+            None => vec![members.to_vec()],
+        };
+        for ring in rings {
+            self.one_ring(&ring, pass, core, kv, tag)?;
+        }
+        Ok(())
+    }
+
+    /// One ring of ring attention over `members` with attention-core compute `core` per
+    /// member.
+    fn one_ring(
         &mut self,
         members: &[Rank],
         pass: Pass,

@@ -447,6 +447,7 @@ impl Gen<'_> {
             ),
             A2aSizes::Dispatch => self.all_to_all(g, &|_, j| at(j), Stream::Main, tag),
             A2aSizes::Combine => self.all_to_all(g, &|i, _| at(i), Stream::Main, tag),
+            A2aSizes::CpInner(total) => self.cp_inner_a2a(g, total, tag),
         }
     }
 
