@@ -20,7 +20,8 @@ pub fn round_up(v: u64, m: u64) -> Option<u64> {
 }
 
 impl TrainingConfig {
-    fn place(&self, field: &str) -> String {
+    /// Where `field`'s value came from, for an error or a warning.
+    pub(crate) fn place(&self, field: &str) -> String {
         self.sources
             .get(field)
             .map(source_place)

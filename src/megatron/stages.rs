@@ -14,7 +14,6 @@
 //!   (`partition_balanced`, DeepSpeed ≥ 0.12.5).
 
 use super::config::{PositionEmbedding, TrainingConfig};
-use super::error::source_place;
 use super::error::MegatronError;
 
 /// Layer entries DeepSpeed partitions at most: its balancing is quadratic in them.
@@ -61,11 +60,7 @@ impl TrainingConfig {
 
     fn stage_error(&self, field: &str, expected: String) -> MegatronError {
         MegatronError::Inconsistent {
-            at: self
-                .sources
-                .get(field)
-                .map(source_place)
-                .unwrap_or_else(|| "inputs".into()),
+            at: self.place(field),
             field: field.into(),
             expected,
         }

@@ -389,16 +389,9 @@ impl Ctx<'_> {
 
     fn receive(&self, p: &mut Program, op: PipeOp) -> Result<(), ChakraError> {
         let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let s = self.stage;
-        // Where the input comes from (the sender's stage), as the trace's `send` targets it.
-        let from = match op.pass {
-            Pass::Fwd if s > 0 => Some(s - 1),
-            Pass::Fwd if op.chunk > 0 => Some(pp - 1),
-            Pass::Bwd if s < pp - 1 => Some(s + 1),
-            Pass::Bwd if op.chunk < v - 1 => Some(0),
-            _ => None,
+        let Some(fs) = op.source(self.stage, pp, v) else {
+            return Ok(());
         };
-        let Some(fs) = from else { return Ok(()) };
         let tag = pp_tag(op, op.chunk, v);
         let attr = p.p2p_attr(self.peer(fs), false, self.wl.pp_bytes, tag)?;
         p.main(
@@ -411,15 +404,7 @@ impl Ctx<'_> {
 
     fn send(&self, p: &mut Program, op: PipeOp) -> Result<(), ChakraError> {
         let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let s = self.stage;
-        let target = match op.pass {
-            Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
-            Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
-            Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
-            Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
-            _ => None,
-        };
-        let Some((ts, tc)) = target else {
+        let Some((ts, tc)) = op.target(self.stage, pp, v) else {
             return Ok(());
         };
         let tag = pp_tag(op, tc, v);
@@ -630,6 +615,17 @@ impl Ctx<'_> {
         let layers = self.wl.num_layers;
         let start = std::mem::take(&mut p.tail);
         let mut compute_tail = start.clone();
+        // Part `i` of the core, after the part before and the block received before it.
+        let core_part = |p: &mut Program, i: usize, tail: &mut Vec<u64>, recv: Option<u64>| {
+            let t = part(i);
+            if t.0 > 0 {
+                let mut deps = tail.clone();
+                deps.extend(recv);
+                let c = p.push(format!("{name}.core{i}"), NodeType::CompNode, deps, vec![]);
+                p.nodes[c as usize].duration_micros = micros(t);
+                *tail = vec![c];
+            }
+        };
         let mut prev_recv: Option<u64> = None;
         let mut last_send: Option<u64> = None;
         for i in 0..n {
@@ -656,24 +652,10 @@ impl Ctx<'_> {
                     start.clone(),
                     attr,
                 );
-                let t = part(i);
-                if t.0 > 0 {
-                    let mut deps = compute_tail.clone();
-                    deps.extend(prev_recv);
-                    let c = p.push(format!("{name}.core{i}"), NodeType::CompNode, deps, vec![]);
-                    p.nodes[c as usize].duration_micros = micros(t);
-                    compute_tail = vec![c];
-                }
+                core_part(p, i, &mut compute_tail, prev_recv);
                 prev_recv = Some(recv);
             } else {
-                let t = part(i);
-                if t.0 > 0 {
-                    let mut deps = compute_tail.clone();
-                    deps.extend(prev_recv);
-                    let c = p.push(format!("{name}.core{i}"), NodeType::CompNode, deps, vec![]);
-                    p.nodes[c as usize].duration_micros = micros(t);
-                    compute_tail = vec![c];
-                }
+                core_part(p, i, &mut compute_tail, prev_recv);
             }
         }
         let mut tail = compute_tail;

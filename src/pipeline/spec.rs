@@ -205,6 +205,23 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         get: |s| s.job.set.join(","),
     },
     RunOption {
+        name: "env",
+        help: "launch-script variables set before the script runs, NAME=VALUE (a list)",
+        set: |s, v| {
+            let l = list(v);
+            s.job.env = super::job::env_pairs(&l).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        get: |s| {
+            s.job
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+    },
+    RunOption {
         name: "gpu",
         help: "GPU preset for compute time (a100, h100, h800, h20 or NAME:TFLOPS)",
         set: |s, v| {
