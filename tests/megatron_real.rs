@@ -472,3 +472,41 @@ fn hierarchical_context_parallel_sizes_take_several_values_in_a_script() {
         "{e}"
     );
 }
+
+#[test]
+fn parse_v_says_where_the_vocabulary_came_from_and_env_reaches_the_script() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["parse", "-v"])
+        .arg(fixture("nvidia_train_llama3_8b_h100_fp8.sh"))
+        .args([
+            "--env",
+            "3=meta-llama/Meta-Llama-3-8B",
+            "--env",
+            "4=/data/x",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.contains("vocab (padded)")).unwrap();
+    // With $3 given, the real-data branch runs: HuggingFaceTokenizer on Llama 3's name.
+    assert!(row.contains("128256 (128256)"), "{row}");
+    assert!(
+        row.contains("HuggingFaceTokenizer") && row.contains("Meta-Llama-3-8B"),
+        "{row}"
+    );
+    assert!(
+        row.contains("nvidia_train_llama3_8b_h100_fp8.sh:151"),
+        "{row}"
+    );
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["parse", "gpt3-13b", "--env", "NOEQUALS"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--env `NOEQUALS`"));
+}

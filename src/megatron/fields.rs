@@ -94,6 +94,7 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "account_for_embedding_in_pipeline_split",
     "account_for_loss_in_pipeline_split",
     "pp_partition_method",
+    "partition_method",
     "pipeline_model_parallel_layout",
     "embed_layernorm",
     "rampup_batch_size",
@@ -887,6 +888,7 @@ impl TrainingConfig {
             "deepspeed_config"
             | "rampup_batch_size"
             | "pp_partition_method"
+            | "partition_method"
             | "pipeline_model_parallel_layout"
             | "tokenizer_type"
             | "tokenizer_model"

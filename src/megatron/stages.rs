@@ -7,6 +7,7 @@
 //!   count the embedding / the loss as one layer of the first / last stage.
 //! - Megatron-DeepSpeed's pipeline engine (`--deepspeed`, PP > 1): DeepSpeed's
 //!   `PipelineModule` partitions the model's layer list by `--pp-partition-method`
+//!   (`--partition-method` in other forks)
 //!   (default `type:transformer`): `uniform` (every entry of the list counts one),
 //!   `type:NAMES` (entries whose class name contains one of the `|`-separated names count
 //!   one, the others zero), `parameters` (each entry counts its parameters); the balanced
@@ -189,8 +190,14 @@ impl TrainingConfig {
                 "DeepSpeed's pipeline engine has no interleaved schedule".into(),
             ));
         }
+        // bigscience's `--pp-partition-method`, other forks' `--partition-method`.
+        let field = if self.extra_value("pp_partition_method").is_some() {
+            "pp_partition_method"
+        } else {
+            "partition_method"
+        };
         let method = self
-            .extra_value("pp_partition_method")
+            .extra_value(field)
             .map(|m| m.trim().trim_matches(['\'', '"']).to_string())
             .unwrap_or_else(|| "type:transformer".into());
         // (class name, parameters, is a transformer layer), in GPTModelPipe's order:
@@ -236,7 +243,7 @@ impl TrainingConfig {
                     n.is_empty() || n.contains(|c: char| !c.is_ascii_alphanumeric() && c != '_')
                 }) {
                     return Err(self.stage_error(
-                        "pp_partition_method",
+                        field,
                         format!("`{method}`: only `type:` with |-separated class names is modelled, not other regular expressions"),
                     ));
                 }
@@ -246,7 +253,7 @@ impl TrainingConfig {
                     .collect();
                 if w.iter().all(|x| *x == 0) {
                     return Err(self.stage_error(
-                        "pp_partition_method",
+                        field,
                         format!("`{method}` matches no layer (DeepSpeed raises)"),
                     ));
                 }
@@ -254,7 +261,7 @@ impl TrainingConfig {
             }
             _ => {
                 return Err(self.stage_error(
-                    "pp_partition_method",
+                    field,
                     format!(
                     "`{method}`: expected uniform, parameters or type:NAMES (DeepSpeed's methods)"
                 ),
@@ -272,7 +279,7 @@ impl TrainingConfig {
             .collect();
         if v.contains(&0) {
             return Err(self.stage_error(
-                "pp_partition_method",
+                field,
                 format!("`{method}` leaves a pipeline stage without transformer layers ({v:?}), which DeepSpeed's engine does not run"),
             ));
         }
