@@ -358,8 +358,13 @@ impl TrainingConfig {
             self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(to));
             return Ok(());
         };
-        self.derive("vocab_size", how.clone(), |c| c.vocab_size = Some(v));
-        let v = self.vocab_size.unwrap_or(v);
+        if self.vocab_size != Some(v) {
+            // Megatron sizes the embedding from the tokenizer whatever --vocab-size says
+            // (the warning names both).
+            self.vocab_size = Some(v);
+            self.sources
+                .insert("vocab_size".into(), Source::Derived { how: how.clone() });
+        }
         if let Some(to) = pad_to {
             let at = self.place("pad_vocab_size_to");
             let div = self.make_vocab_size_divisible_by.max(1);

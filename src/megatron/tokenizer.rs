@@ -91,10 +91,15 @@ pub fn tokenizer_vocab(tokenizer_type: Option<&str>, model: Option<&str>) -> Tok
             50_257,
             "GPT2BPETokenizer: GPT-2's BPE vocabulary (gpt2-vocab.json)".into(),
         ),
-        "Llama2Tokenizer" => TokenizerVocab::Known(
-            32_000,
-            "Llama2Tokenizer: Llama 2's SentencePiece model".into(),
-        ),
+        // The size of the SentencePiece model it loads: a recognised model's, else
+        // `--vocab-size` when given, else Llama 2's (the model it was written for).
+        "Llama2Tokenizer" => match by_model(model) {
+            Some((n, how)) => TokenizerVocab::Known(n, format!("{t}: {how}")),
+            None => TokenizerVocab::FromVocabSize(
+                Some(32_000),
+                "Llama2Tokenizer: its SentencePiece model's size, Llama 2's 32,000 unless --vocab-size gives another".into(),
+            ),
+        },
         "BertWordPieceLowerCase" => TokenizerVocab::Known(
             30_524,
             "BertWordPieceLowerCase: bert-large-uncased's 30,522 WordPiece entries + the [BOS] and [EOS] Megatron adds".into(),
@@ -131,7 +136,17 @@ mod tests {
             TokenizerVocab::Known(n, _) => Some(n),
             _ => None,
         };
-        assert_eq!(k(Some("Llama2Tokenizer"), None), Some(32_000));
+        assert!(matches!(
+            tokenizer_vocab(Some("Llama2Tokenizer"), None),
+            TokenizerVocab::FromVocabSize(Some(32_000), _)
+        ));
+        assert_eq!(
+            k(
+                Some("Llama2Tokenizer"),
+                Some("/m/Llama-2-7b/tokenizer.model")
+            ),
+            Some(32_000)
+        );
         assert_eq!(
             k(Some("GPT2BPETokenizer"), Some("gpt2-vocab.json")),
             Some(50_257)

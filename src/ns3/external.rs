@@ -15,7 +15,9 @@
 //! SimAI's `EndToEnd.csv` is the opposite: SimAI runs the workload closed-loop (the one
 //! `ina3d export aicb` wrote) and reports only the iteration's breakdown, so it is
 //! compared per iteration and per collective class ([`compare_end_to_end`]), each row
-//! saying whether SimAI simulated the figure or computed it from a formula.
+//! saying how SimAI got the figure (its ns-3 simulation, its analytical bus-bandwidth
+//! model, the workload's compute times, a formula, a sum), after checking the file is of
+//! the replay's job.
 
 use super::Ns3Error;
 use crate::fct::{FctRow, Summary};
