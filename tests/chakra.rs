@@ -257,3 +257,57 @@ fn interleaved_pipelines_moe_and_ring_attention_export_what_their_traces_send() 
     ];
     check(&job, 8, true);
 }
+
+#[test]
+fn the_export_is_byte_identical_run_to_run_and_refuses_a_prefix_with_a_slash() {
+    let d = tempfile::tempdir().unwrap();
+    let job = [
+        "gpt3-13b",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--dp",
+        "2",
+        "--num-layers",
+        "4",
+        "--hidden-size",
+        "1024",
+        "--num-attention-heads",
+        "16",
+        "--seq-length",
+        "512",
+        "--global-batch-size",
+        "8",
+    ];
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    for dir in [&a, &b] {
+        run(ina3d()
+            .args(["export", "chakra"])
+            .args(job)
+            .arg("-o")
+            .arg(dir));
+    }
+    let mut names: Vec<_> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 8 + 1, "{names:?}");
+    for n in names {
+        assert_eq!(
+            std::fs::read(a.join(&n)).unwrap(),
+            std::fs::read(b.join(&n)).unwrap(),
+            "{n:?}"
+        );
+    }
+    let o = ina3d()
+        .args(["export", "chakra"])
+        .args(job)
+        .args(["--prefix", "x/y", "-o"])
+        .arg(d.path().join("c"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--prefix `x/y`"));
+}
