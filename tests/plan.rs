@@ -185,11 +185,14 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
     let wire = s + (s / 256.0).ceil() * 48.0;
     let hand = (wire / 12.5).ceil() + rtt;
     assert_eq!(o.times[0], hand);
-    // the host ring of 4: 6 steps of S/4 (1,000 B packets), one flow per channel per step
+    // the host ring of 4 over the topology's 2 NCCL channels (one NIC port): each
+    // channel's ring takes 6 steps of its half's quarter, S/8 (1,000 B packets), the two
+    // channels' flows sharing each NIC (6.25 B/ns each)
     let h = &m.opts[g][0];
     assert!(matches!(h.kind, OptKind::Host));
-    let chunk = (s / 4.0).ceil();
-    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 12.5).ceil();
+    assert_eq!(trace::default_channels(&j.topo), 2);
+    let chunk = ((s / 2.0).ceil() / 4.0).ceil();
+    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 6.25).ceil();
     // a step crosses GPU → leaf (→ spine → leaf) → GPU: the longest path has 4 links
     assert_eq!(h.times[0], 6.0 * (step + 4.0 * delay));
 }

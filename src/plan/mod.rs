@@ -14,6 +14,7 @@ mod heuristic;
 mod ilp;
 pub mod model;
 pub mod options;
+pub mod price;
 pub mod timeline;
 
 use crate::formats::plan_json::{
@@ -138,6 +139,9 @@ pub fn build_model(
     refuse_unmodelled(wl)?;
     let routing = Routing::new(topo, trace.seed)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
+    let channels = trace
+        .nccl_channels
+        .unwrap_or_else(|| crate::lower::default_channels(topo));
     let net = Net {
         topo,
         routing: &routing,
@@ -145,7 +149,12 @@ pub fn build_model(
         tor,
         payload: trace.ina.payload,
         window: trace.ina.window,
-        nvlink_alpha: crate::trace::nvlink_step_latency(topo, trace),
+        lw: crate::lower::Lowering::new(
+            topo,
+            crate::trace::nvlink_step_latency(topo, trace),
+            channels,
+        ),
+        host: trace.collective,
     };
     if settings.slots == 0 {
         return Err(PlanError::Model("--ina-slots must be at least 1".into()));

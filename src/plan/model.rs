@@ -538,7 +538,9 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
             g.class
         ));
     }
-    if options::roots(net, g).is_empty() && (!st.rina || options::rina_racks(net, g).is_empty()) {
+    if options::roots(net, g).is_empty()
+        && (!st.rina || options::rina_racks(net, g).racks.is_empty())
+    {
         return PlanError::Infeasible(format!(
             "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
             g.name(),
@@ -672,26 +674,7 @@ fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
             if t >= pp || t == s || out.contains_key(&(s, t)) {
                 continue;
             }
-            let (a, b) = (rank(s), rank(t));
-            let time = if net.topo.same_nvlink_domain(a, b) {
-                // the trace's 2-rank nvlink record: S / rate + α
-                net.topo.nvlink_rate.map_or(0.0, |r| {
-                    (r.transmit_time(wl.pp_bytes) + net.nvlink_alpha).0 as f64
-                })
-            } else {
-                let (na, nb) = (net.topo.gpu(a), net.topo.gpu(b));
-                match net.routing.connection_path(na, nb) {
-                    Ok(p) => {
-                        let rate = net.routing.bottleneck(&p);
-                        let wire = wl.pp_bytes.with_headers(
-                            crate::record::NET_PACKET_PAYLOAD,
-                            crate::record::PACKET_HEADER,
-                        );
-                        rate.transmit_time(wire).0 as f64 + net.routing.path_delay(&p).0 as f64
-                    }
-                    Err(_) => 0.0,
-                }
-            };
+            let time = net.p2p_time(rank(s), rank(t), wl.pp_bytes).unwrap_or(0.0);
             out.insert((s, t), time);
         }
     }
