@@ -94,6 +94,7 @@ fn options(st: Settings, solver: SolverKind) -> PlanOptions {
         solver,
         time_limit: Duration::from_secs(20),
         auto_max_variables: 2000,
+        replay_rounds: 0,
     }
 }
 
@@ -103,7 +104,15 @@ fn model(j: &Job, st: &Settings) -> Model {
 
 fn make_plan(j: &Job, po: &PlanOptions) -> PlanFile {
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
-    plan::plan(&j.wl, &j.topo, &j.opts, po, trace::planned::plan_job(&h)).unwrap()
+    plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        po,
+        trace::planned::plan_job(&h),
+        None,
+    )
+    .unwrap()
 }
 
 /// Every assignment of the groups that have a choice, evaluated by the model: the best
@@ -390,6 +399,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
             &j.opts,
             &options(st, SolverKind::Auto),
             trace::planned::plan_job(&h),
+            None,
         )
     };
     let e = run(st.clone()).unwrap_err().to_string();
@@ -425,6 +435,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         &tor.opts,
         &options(st, SolverKind::Auto),
         trace::planned::plan_job(&h),
+        None,
     )
     .unwrap_err()
     .to_string();

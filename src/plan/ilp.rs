@@ -110,7 +110,8 @@ pub(super) fn solve(
     }
     let mut scratch = vec![0.0; m.channels];
     let warm_eval = m.evaluate(warm, &mut scratch);
-    initial.push((t, warm_eval.t * MS));
+    // the program's T leaves out the calibration offset
+    initial.push((t, (warm_eval.t - m.offset) * MS));
     let wde = m.shifts(warm);
     let wd = m.dp_end(warm, &wde, &mut scratch);
     initial.push((aux.0, wd * MS));

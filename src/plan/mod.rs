@@ -18,7 +18,8 @@ pub mod price;
 pub mod timeline;
 
 use crate::formats::plan_json::{
-    Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, PLAN_SCHEMA,
+    Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, Verification,
+    PLAN_SCHEMA,
 };
 use crate::keyword::keyword_enum;
 use crate::schedule::Workload;
@@ -67,6 +68,9 @@ pub struct PlanOptions {
     /// `auto` tries the exact solver only up to this many binary variables (beyond, the
     /// `microlp` branch and bound does not close in seconds: see `benches/plan.rs`).
     pub auto_max_variables: u64,
+    /// With a replayer: plans solved and replayed at most ([`plan`]'s repair loop; 0:
+    /// the model alone).
+    pub replay_rounds: u32,
 }
 
 impl Default for PlanOptions {
@@ -89,6 +93,7 @@ impl Default for PlanOptions {
             solver: SolverKind::Auto,
             time_limit: Duration::from_secs(10),
             auto_max_variables: 2000,
+            replay_rounds: 3,
         }
     }
 }
@@ -163,18 +168,182 @@ pub fn build_model(
 }
 
 /// The plan of `wl` on `topo` (ECMP seed, INA switches, payload and window from `trace`);
-/// `job` is what the plan is made for (recorded, and checked when it is lowered).
+/// `job` is what the plan is made for (recorded, and checked when it is lowered). With a
+/// `replayer`, the plan is verified and repaired by replaying it ([`repair`]).
 pub fn plan(
     wl: &Workload,
     topo: &Topology,
     trace: &TraceOptions,
     po: &PlanOptions,
     job: BTreeMap<String, String>,
+    replayer: Option<&dyn Replayer>,
 ) -> Result<PlanFile, PlanError> {
     let started = Instant::now();
-    let m = build_model(wl, topo, trace, &po.settings)?;
-    let solved = solve(&m, po, started)?;
-    Ok(file(&m, po, job, solved, started.elapsed()))
+    let mut m = build_model(wl, topo, trace, &po.settings)?;
+    match replayer {
+        Some(r) if po.replay_rounds > 0 => repair(&mut m, wl, po, job, r, started),
+        _ => {
+            let solved = solve(&m, po, started)?;
+            Ok(file(&m, po, job, solved, started.elapsed()))
+        }
+    }
+}
+
+/// Replays a plan of the planner's job (the trace `ina3d trace --plan` lowers, replayed as
+/// `ina3d replay` replays it): what [`plan`] verifies and repairs its plans with. The
+/// pipeline implements it; the planner does not depend on the replayer.
+pub trait Replayer {
+    /// Replay `plan`.
+    fn replay(&self, plan: &PlanFile) -> Result<Replayed, String>;
+}
+
+/// What a replay of a plan measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replayed {
+    /// Iteration time (ns).
+    pub iteration_ns: f64,
+    /// Per stage, when the pipeline's last op (or its send) ended (ns).
+    pub stage_end: Vec<f64>,
+}
+
+/// A plan the repair loop replayed: its prediction (made before its replay, by the model
+/// calibrated on the replays before it) and its replayed time.
+struct Tried {
+    assign: Vec<usize>,
+    solved: Option<Solved>,
+    predicted: f64,
+    replayed: Replayed,
+}
+
+/// Solve, replay, calibrate, repeat: the all-host plan is replayed first and the model
+/// calibrated on it ([`Model::calibrate`]); then up to `replay_rounds` times the model is
+/// solved, its plan replayed, and the model calibrated on that replay, until a plan comes
+/// back a second time, its prediction is within 2 % of its replay, or time runs out. The
+/// plan returned is the fastest *replayed* (the all-host plan when nothing beat it), with
+/// the prediction the model made for it before it was replayed and its replay recorded as
+/// the plan's verification.
+fn repair(
+    m: &mut Model,
+    wl: &Workload,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    rp: &dyn Replayer,
+    started: Instant,
+) -> Result<PlanFile, PlanError> {
+    let deadline = started + po.time_limit;
+    let host: Vec<usize> = (0..m.groups.len())
+        .map(|g| model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
+    let mut scratch = vec![0.0; m.channels];
+    let replay = |m: &Model, a: &[usize], po: &PlanOptions| -> Result<Replayed, PlanError> {
+        let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
+        rp.replay(&f)
+            .map_err(|e| PlanError::Model(format!("replaying a candidate plan: {e}")))
+    };
+    let host_predicted = m.evaluate(&host, &mut scratch).t;
+    let t0 = Instant::now();
+    let r0 = replay(m, &host, po)?;
+    let replay_cost = t0.elapsed();
+    let mut tried = vec![Tried {
+        assign: host.clone(),
+        solved: None,
+        predicted: host_predicted,
+        replayed: r0.clone(),
+    }];
+    let measured = |a: &[usize], r: &Replayed| model::Measured {
+        at: a.to_vec(),
+        stage_end: r.stage_end.clone(),
+        iteration: r.iteration_ns,
+    };
+    m.calibrate(wl, &measured(&host, &r0));
+    let mut rounds = 0;
+    let mut note = None;
+    while rounds < po.replay_rounds {
+        // what a solve may take: what is left but two replays (the plan's, and slack)
+        let left = deadline.saturating_duration_since(Instant::now());
+        let budget = left.saturating_sub(replay_cost * 2);
+        if budget < left / 10 || budget.is_zero() {
+            note = Some(format!(
+                "time limit: {rounds} plan(s) replayed (a replay takes {:.2} s)",
+                replay_cost.as_secs_f64()
+            ));
+            break;
+        }
+        rounds += 1;
+        let round_po = PlanOptions {
+            time_limit: budget / (po.replay_rounds - rounds + 1),
+            ..po.clone()
+        };
+        let solved = solve(m, &round_po, Instant::now())?;
+        if tried.iter().any(|t| t.assign == solved.assign) {
+            break;
+        }
+        let predicted = solved.eval.t;
+        let r = replay(m, &solved.assign, po)?;
+        let close = (predicted - r.iteration_ns).abs() <= 0.02 * r.iteration_ns;
+        m.calibrate(wl, &measured(&solved.assign, &r));
+        tried.push(Tried {
+            assign: solved.assign.clone(),
+            solved: Some(solved),
+            predicted,
+            replayed: r,
+        });
+        if close {
+            break;
+        }
+    }
+    // the host plan's prediction: by the model calibrated on the last plan replayed, when
+    // one was (not on its own replay)
+    if tried.len() > 1 {
+        let last = tried.last().expect("tried").assign.clone();
+        let r = tried.last().expect("tried").replayed.clone();
+        m.calibrate(wl, &measured(&last, &r));
+        tried[0].predicted = m.evaluate(&host, &mut scratch).t;
+    }
+    let best = (0..tried.len())
+        .min_by(|&a, &b| {
+            let (x, y) = (&tried[a].replayed, &tried[b].replayed);
+            x.iteration_ns.total_cmp(&y.iteration_ns).then(a.cmp(&b))
+        })
+        .expect("the host plan was replayed");
+    let host_replayed = tried[0].replayed.iteration_ns;
+    let t = tried.swap_remove(best);
+    let mut solved = t.solved.unwrap_or_else(|| fixed(m, &t.assign));
+    if best == 0 && tried.len() > 1 {
+        solved.note = Some(format!(
+            "no plan replayed faster than the all-host plan ({} tried)",
+            tried.len()
+        ));
+    } else if let Some(n) = note {
+        solved.note = Some(n);
+    }
+    let mut f = file(m, po, job, solved, started.elapsed());
+    f.prediction.iteration_ns = t.predicted;
+    f.prediction.host_iteration_ns = tried
+        .first()
+        .filter(|_| best != 0)
+        .map_or(t.predicted, |h| h.predicted);
+    f.verification = Some(Verification {
+        replayed_ns: t.replayed.iteration_ns,
+        error: (t.predicted - t.replayed.iteration_ns) / t.replayed.iteration_ns,
+        host_replayed_ns: host_replayed,
+    });
+    Ok(f)
+}
+
+/// A fixed assignment as a solve's outcome (nothing proven).
+fn fixed(m: &Model, a: &[usize]) -> Solved {
+    let mut scratch = vec![0.0; m.channels];
+    let eval = m.evaluate(a, &mut scratch);
+    Solved {
+        assign: a.to_vec(),
+        bound: m.lower_bound().min(eval.t),
+        eval,
+        used: SolverKind::Heuristic,
+        status: "heuristic",
+        size: (0, 0),
+        note: None,
+    }
 }
 
 /// A solve's outcome.
@@ -267,10 +436,12 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
                 out.note =
                     Some("the exact solver's plan was not better than the heuristic's".into());
             }
+            // the program's T leaves out the model's calibration offset
+            let off = if exposed { 0.0 } else { m.offset };
             let b = if r.optimal {
                 key(&out.eval)
             } else {
-                r.bound.unwrap_or(relax)
+                r.bound.map_or(relax, |b| b + off)
             };
             out.bound = b.max(relax).min(key(&out.eval));
         }

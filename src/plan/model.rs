@@ -133,8 +133,15 @@ pub struct Model {
     pub quota: Option<u32>,
     /// Channels of the topology.
     pub channels: usize,
-    /// Base timeline (host TP).
+    /// The timeline the rows use: the base one, calibrated ([`Model::calibrate`]).
     pub timeline: Timeline,
+    /// The contention-free timeline (host TP) of the workload.
+    pub base: Timeline,
+    /// The stage whose end is the pipeline's (for exposed TP time).
+    pub pend_stage: usize,
+    /// Added to every predicted iteration time: what a calibration left between the
+    /// model and the replay (0 uncalibrated).
+    pub offset: f64,
 }
 
 /// The model's verdict on one assignment (one option index per group).
@@ -300,6 +307,7 @@ impl Model {
         } else {
             0.0
         };
+        let t = t + self.offset;
         let exposed = a
             .iter()
             .enumerate()
@@ -399,7 +407,7 @@ impl Model {
             d = d.max(r + de[*s] + least(gs, false));
         }
         let links = (d + least(&self.tail, true)).max(least(&self.pipe, false));
-        rows.max(links)
+        rows.max(links) + self.offset
     }
 }
 
@@ -616,36 +624,91 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             b
         }
     });
-    let vals = values(wl, &groups, &opts, &tl, &cf, &cb, pend_stage);
     let replicas = replica_table(wl, &opts, &tp_of);
-    let rows = chain_rows(wl, &groups, &opts, &vals, &tl);
-    let phases = phases(&groups, &vals, &tl);
-    let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
-    let mut phases_of = vec![Vec::new(); groups.len()];
-    for (p, ph) in phases.iter().enumerate() {
-        for &g in &ph.groups {
-            phases_of[g].push(p);
-        }
-    }
-    Ok(Model {
-        phases_of,
-        releases,
-        dp,
-        tail,
-        pipe,
+    let mut m = Model {
+        phases_of: Vec::new(),
+        releases: Vec::new(),
+        dp: Vec::new(),
+        tail: Vec::new(),
+        pipe: Vec::new(),
         groups,
         opts,
-        vals,
-        rows,
+        vals: Vec::new(),
+        rows: Vec::new(),
         cf,
         cb,
         replicas,
-        phases,
+        phases: Vec::new(),
         slots: st.slots,
         quota: st.quota,
         channels: net.topo.links.len() * 2,
-        timeline: tl,
-    })
+        timeline: tl.clone(),
+        base: tl,
+        pend_stage,
+        offset: 0.0,
+    };
+    m.assemble(wl, &vec![0.0; pp]);
+    Ok(m)
+}
+
+/// What a replay of one assignment measured: what [`Model::calibrate`] fits the model to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// The assignment replayed (an option per group).
+    pub at: Vec<usize>,
+    /// Per stage, when the pipeline's last op (and its send) ended.
+    pub stage_end: Vec<f64>,
+    /// The iteration time.
+    pub iteration: f64,
+}
+
+impl Model {
+    /// The timeline-derived parts (values, chain rows, phases, link sets) from the base
+    /// timeline with each stage's end and bucket triggers shifted by `off[s]`.
+    fn assemble(&mut self, wl: &Workload, off: &[f64]) {
+        let mut tl = self.base.clone();
+        for (s, o) in off.iter().enumerate() {
+            tl.stage_end[s] += o;
+            for t in &mut tl.triggers[s] {
+                *t += o;
+            }
+        }
+        let (groups, opts) = (&self.groups, &self.opts);
+        self.vals = values(wl, groups, opts, &tl, &self.cf, &self.cb, self.pend_stage);
+        self.rows = chain_rows(wl, groups, opts, &self.vals, &tl);
+        self.phases = phases(groups, &self.vals, &tl);
+        (self.releases, self.dp, self.tail, self.pipe) = link_sets(groups, opts, &tl);
+        self.phases_of = vec![Vec::new(); groups.len()];
+        for (p, ph) in self.phases.iter().enumerate() {
+            for &g in &ph.groups {
+                self.phases_of[g].push(p);
+            }
+        }
+        self.timeline = tl;
+    }
+
+    /// Fit the model to a replay: each stage's pipeline end (and its buckets' triggers)
+    /// moves to where the replay measured it under the replayed assignment's TP options
+    /// (other TP options shift it by the model's sensitivities), and what remains between
+    /// the model and the replayed iteration becomes a constant [`Model::offset`]. The
+    /// model then predicts the replayed assignment exactly and its neighbours by the
+    /// model's differences: contention the model leaves out (between replicas, with
+    /// pipeline and gradient traffic) is measured once instead of estimated.
+    pub fn calibrate(&mut self, wl: &Workload, m: &Measured) {
+        let de = self.shifts(&m.at);
+        let off: Vec<f64> = (0..self.base.stage_end.len())
+            .map(|s| {
+                m.stage_end
+                    .get(s)
+                    .map_or(0.0, |e| e - (self.base.stage_end[s] + de[s]))
+            })
+            .collect();
+        self.assemble(wl, &off);
+        self.offset = 0.0;
+        let mut scratch = vec![0.0; self.channels];
+        let t = self.evaluate(&m.at, &mut scratch).t;
+        self.offset = m.iteration - t;
+    }
 }
 
 /// Index of the host (or NVLink) option, or the first option when the host is excluded.
