@@ -401,8 +401,10 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
         "{e}"
     );
-    // two groups that must aggregate at the one spine, room for one
+    // two groups that must aggregate at the one spine (trees only: Rina would fit one of
+    // them on the leaves), room for one
     st.slots = 256;
+    st.rina = false;
     let e = run(st.clone()).unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
     // ToR-only INA and groups spanning two leaves: no switch above them
