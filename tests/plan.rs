@@ -532,7 +532,8 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        e.contains("topology_hash: plan `")
+            && e.contains("made on `fat-tree:k=4,gpus-per-server=2`"),
         "{e}"
     );
     // the same job lowers, and a tampered tree is refused naming the group
@@ -552,7 +553,9 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        e.contains("plan groups[")
+            && e.contains("dp group of ranks")
+            && e.contains("sends to no switch"),
         "{e}"
     );
 }

@@ -4,7 +4,8 @@
 //! groups that never reach the network, roots not above their members, another channel
 //! count, another topology — naming the group, the switch and the constraint.
 
-use ina3d::formats::plan_json::{Decision, PlanFile};
+use ina3d::formats::plan_json::{self, Decision, PlanFile};
+use ina3d::formats::topology_txt::Flavor;
 use ina3d::megatron::{self, TrainingConfig};
 use ina3d::plan::model::Settings;
 use ina3d::plan::options::Form;
@@ -13,7 +14,7 @@ use ina3d::record::Class;
 use ina3d::schedule::{self, Workload};
 use ina3d::topology::{NodeKind, Routing, Topology};
 use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
-use ina3d::units::NodeId;
+use ina3d::units::{BitsPerSec, NodeId, Rank};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -149,6 +150,40 @@ fn total_reserved(p: &PlanFile) -> BTreeMap<NodeId, u64> {
         }
     }
     per
+}
+
+fn group_mut(p: &mut PlanFile, class: Class, first: u32) -> &mut plan_json::PlannedGroup {
+    p.groups
+        .iter_mut()
+        .find(|g| g.class == class && g.members[0] == Rank(first))
+        .unwrap_or_else(|| panic!("the plan has a {class} group of first rank {first}"))
+}
+
+/// A tree decision with `slots` on each of its switches.
+fn tree(root: NodeId, edges: Vec<(NodeId, NodeId)>, slots: u32) -> (Decision, Vec<(NodeId, u32)>) {
+    let mut sw: Vec<NodeId> = edges.iter().map(|e| e.1).collect();
+    sw.sort_unstable();
+    sw.dedup();
+    (
+        Decision::Tree {
+            form: "hierarchical".into(),
+            root,
+            edges,
+        },
+        sw.into_iter().map(|s| (s, slots)).collect(),
+    )
+}
+
+fn set_tree(
+    g: &mut plan_json::PlannedGroup,
+    root: NodeId,
+    edges: Vec<(NodeId, NodeId)>,
+    slots: u32,
+) {
+    let (d, r) = tree(root, edges, slots);
+    g.decision = d;
+    g.reservations = r;
+    g.slots = slots;
 }
 
 // ------------------------------------------------------------- infeasible only when proved
@@ -303,5 +338,496 @@ fn four_required_groups_over_three_spines_of_one_and_a_half_windows_are_proved_i
     }
     for s in spines {
         assert!(e.contains(&s.to_string()), "spine {s} missing from: {e}");
+    }
+}
+
+// ---------------------------------------------------------- trace --plan refuses lies
+
+#[test]
+fn a_plan_giving_two_groups_a_whole_pool_each_on_one_switch_is_refused_naming_switch_groups_and_slots(
+) {
+    let (j, spine) = two_groups_one_spine(256);
+    let mut p = j
+        .plan(
+            settings(256, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Exposed,
+        )
+        .unwrap();
+    j.lower(&p).unwrap();
+    // both DP groups straight to the spine with a whole 256-slot window: 512 in a 256 pool
+    for first in [0u32, 1] {
+        let members: Vec<NodeId> = group_mut(&mut p, Class::Dp, first)
+            .members
+            .iter()
+            .map(|r| j.topo.gpu(*r))
+            .collect();
+        let edges = members.iter().map(|&m| (m, spine)).collect();
+        set_tree(group_mut(&mut p, Class::Dp, first), spine, edges, 256);
+    }
+    let e = j.lower(&p).unwrap_err();
+    for want in [
+        format!("switch {spine}"),
+        "dp group of ranks 0,2,4,6".into(),
+        "dp group of ranks 1,3,5,7".into(),
+        "512".into(),
+        "256".into(),
+    ] {
+        assert!(e.contains(&want), "`{want}` missing from: {e}");
+    }
+}
+
+#[test]
+fn a_tree_for_a_tp_group_inside_one_nvlink_server_is_refused_not_ignored() {
+    // the bundled example: TP pairs inside 2-GPU servers never reach the network
+    let j = Job::new(
+        bundled("megatron.log"),
+        Topology::from_spec("fat-tree:k=4,gpus-per-server=2").unwrap(),
+        InaSwitches::All,
+        8192,
+    );
+    let mut p = j
+        .plan(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Iteration,
+        )
+        .unwrap();
+    let (g0, g1) = (j.topo.gpu(Rank(0)), j.topo.gpu(Rank(1)));
+    let tor = j
+        .topo
+        .neighbors(g0)
+        .into_iter()
+        .map(|x| x.1)
+        .find(|&v| j.topo.kinds[v.idx()] == NodeKind::Switch)
+        .unwrap();
+    set_tree(
+        group_mut(&mut p, Class::Tp, 0),
+        tor,
+        vec![(g0, tor), (g1, tor)],
+        64,
+    );
+    let e = j.lower(&p).unwrap_err();
+    assert!(
+        e.contains("tp group of ranks 0,1") && e.contains("NVLink"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tree_whose_root_is_not_above_every_member_is_refused_naming_the_root_and_a_member() {
+    let (j, _) = two_groups_one_spine(8192);
+    let mut p = j
+        .plan(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Iteration,
+        )
+        .unwrap();
+    // the DP group 0,2,4,6 has GPUs under both leaves; root it at the first leaf
+    let leaf = layer(&j.topo, 1)[0];
+    let hosts: Vec<NodeId> = [0u32, 2, 4, 6]
+        .iter()
+        .map(|&r| j.topo.gpu(Rank(r)))
+        .collect();
+    set_tree(
+        group_mut(&mut p, Class::Dp, 0),
+        leaf,
+        hosts.iter().map(|&h| (h, leaf)).collect(),
+        256,
+    );
+    let e = j.lower(&p).unwrap_err();
+    assert!(
+        e.contains("dp group of ranks 0,2,4,6")
+            && e.contains(&format!("{leaf}"))
+            && e.contains("above"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_plan_made_for_another_channel_count_is_refused() {
+    let (j, _) = two_groups_one_spine(8192);
+    let p = j
+        .plan(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Iteration,
+        )
+        .unwrap();
+    let mut four = j.opts.clone();
+    four.nccl_channels = Some(4);
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &four);
+    let e = trace::planned::check_plan_job(&p, &h)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nccl_channels"), "{e}");
+}
+
+#[test]
+fn a_plan_made_on_a_topology_file_whose_link_rates_changed_since_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("topology.txt");
+    let built =
+        Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off").unwrap();
+    std::fs::write(&file, built.to_text(Flavor::Hpcc)).unwrap();
+    let spec = file.to_str().unwrap();
+    let j = Job::new(
+        small(2, 1, 4, 16),
+        Topology::from_spec(spec).unwrap(),
+        InaSwitches::All,
+        8192,
+    );
+    let p = j
+        .plan(
+            settings(8192, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Iteration,
+        )
+        .unwrap();
+    // the same file, read again, lowers; the file with one link at half its rate does not
+    let again = Topology::from_spec(spec).unwrap();
+    let h = trace::header(&j.cfg, &j.wl, &again, &j.opts);
+    trace::planned::check_plan_job(&p, &h).unwrap();
+    let mut slower = built.clone();
+    slower.links[0].rate = BitsPerSec(slower.links[0].rate.0 / 2);
+    std::fs::write(&file, slower.to_text(Flavor::Hpcc)).unwrap();
+    let changed = Topology::from_spec(spec).unwrap();
+    assert_eq!(changed.source, again.source, "same file, same spec string");
+    let h = trace::header(&j.cfg, &j.wl, &changed, &j.opts);
+    let e = trace::planned::check_plan_job(&p, &h)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("topology"), "{e}");
+}
+
+#[test]
+fn trace_refuses_a_crafted_plan_file_with_exit_2_naming_file_group_switch_and_constraint() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("crafted.json");
+    let topo = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off";
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[
+        "plan",
+        tiny,
+        "--topology",
+        topo,
+        "--ina-slots",
+        "256",
+        "--ina-classes",
+        "tp",
+        "-o",
+        plan.to_str().unwrap(),
+        "--solver",
+        "heuristic",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    // every TP pair on its leaf with a whole window: two groups of 256 on each leaf
+    let mut p = plan_json::read(&plan).unwrap();
+    let t = Topology::from_spec(topo).unwrap();
+    let leaves = layer(&t, 1);
+    for g in p.groups.iter_mut().filter(|g| g.class == Class::Tp) {
+        let hosts: Vec<NodeId> = g.members.iter().map(|r| t.gpu(*r)).collect();
+        let leaf = leaves[(g.members[0].0 / 4) as usize];
+        set_tree(g, leaf, hosts.iter().map(|&h| (h, leaf)).collect(), 256);
+    }
+    plan_json::write(&plan, &p).unwrap();
+    let out = dir.path().join("t.csv.gz");
+    let (code, err) = run(&[
+        "trace",
+        tiny,
+        "--topology",
+        topo,
+        "--ina-slots",
+        "256",
+        "--ina-classes",
+        "tp",
+        "--plan",
+        plan.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    for want in [
+        "crafted.json",
+        "groups[",
+        "tp group of ranks 0,1",
+        "tp group of ranks 2,3",
+        &format!("switch {}", leaves[0]),
+        "--ina-slots",
+    ] {
+        assert!(err.contains(want), "`{want}` missing from: {err}");
+    }
+    assert!(!out.exists(), "nothing written on refusal");
+}
+
+// ------------------------------------------- every placement, and crafted plans, lowered
+
+/// Slots per switch at every instant where a group becomes active (a maximal set of
+/// closed windows always contains some window's start): the largest sum over groups whose
+/// windows hold that instant. Independent of the planner's phases and of the check's sweep.
+fn peak_reserved(p: &PlanFile) -> BTreeMap<NodeId, u64> {
+    let win: Vec<(f64, f64)> = p.groups.iter().map(|g| g.active.interval()).collect();
+    let mut peak: BTreeMap<NodeId, u64> = BTreeMap::new();
+    for &(t, _) in &win {
+        let mut now: BTreeMap<NodeId, u64> = BTreeMap::new();
+        for (g, &(a, b)) in p.groups.iter().zip(&win) {
+            if a <= t && t <= b {
+                for &(s, k) in &g.reservations {
+                    *now.entry(s).or_insert(0) += k as u64;
+                }
+            }
+        }
+        for (s, k) in now {
+            let e = peak.entry(s).or_insert(0);
+            *e = (*e).max(k);
+        }
+    }
+    peak
+}
+
+#[test]
+fn of_every_placement_of_two_groups_trace_accepts_exactly_those_whose_reservations_fit_the_pool() {
+    // Two DP groups, each: host, a hierarchical or root-only tree at the spine, or Rina on
+    // the two leaves, at 256 or 128 slots, in a 256-slot pool. Every placement is written
+    // as the planner writes a plan and lowered.
+    let (j, _) = two_groups_one_spine(256);
+    let st = settings(256, None, &[1.0, 0.5], &[Class::Dp]);
+    let m = plan::build_model(&j.wl, &j.topo, &j.opts, &st).unwrap();
+    let po = PlanOptions {
+        settings: st,
+        objective: Objective::Iteration,
+        solver: SolverKind::Heuristic,
+        time_limit: Duration::from_secs(1),
+        auto_max_variables: 0,
+    };
+    let free: Vec<usize> = (0..m.groups.len())
+        .filter(|&g| m.opts[g].len() > 1)
+        .collect();
+    assert_eq!(free.len(), 2);
+    let total: usize = free.iter().map(|&g| m.opts[g].len()).product();
+    let mut scratch = vec![0.0; m.channels];
+    let (mut accepted, mut over) = (0, 0);
+    for k in 0..total {
+        let mut a = vec![0usize; m.groups.len()];
+        let mut r = k;
+        for &g in &free {
+            a[g] = r % m.opts[g].len();
+            r /= m.opts[g].len();
+        }
+        let solved = plan::Solved {
+            eval: m.evaluate(&a, &mut scratch),
+            assign: a.clone(),
+            used: SolverKind::Heuristic,
+            status: "heuristic",
+            bound: 0.0,
+            size: (0, 0),
+            note: None,
+        };
+        let p = plan::file(&m, &po, j.identity(&j.opts), solved, Duration::ZERO);
+        let fits = peak_reserved(&p).values().all(|&k| k <= 256);
+        assert_eq!(
+            fits,
+            m.feasible(&a),
+            "placement {a:?}: the planner's own view"
+        );
+        match j.lower(&p) {
+            Ok(()) => {
+                assert!(fits, "placement {a:?} over the pool was accepted");
+                accepted += 1;
+            }
+            Err(e) => {
+                assert!(!fits, "placement {a:?} fits but was refused: {e}");
+                assert!(
+                    e.contains("plan reservations: switch") && e.contains("--ina-slots 256"),
+                    "{e}"
+                );
+                over += 1;
+            }
+        }
+    }
+    assert!(
+        accepted > 0 && over > 0,
+        "{accepted} accepted, {over} over the pool"
+    );
+    eprintln!("{total} placements: {accepted} lowered, {over} refused (over the pool)");
+}
+
+/// What a crafted plan does to a valid one.
+#[derive(Clone, Debug)]
+enum Craft {
+    Root(usize, u32),
+    EdgeParent(usize, usize, u32),
+    EdgeChild(usize, usize, u32),
+    Slots(usize, u32),
+    Reservation(usize, u32, u32),
+    Member(usize, u32),
+    Window(usize, f64, Option<f64>),
+    Class(usize, u8),
+    Stage(usize, Option<u32>),
+    Rina(usize, Vec<u32>),
+    HostWithSlots(usize, u32),
+    Drop(usize),
+    Quota(Option<u32>),
+}
+
+fn craft() -> impl proptest::strategy::Strategy<Value = Craft> {
+    use proptest::prelude::*;
+    let node = prop_oneof![0u32..24, any::<u32>()];
+    let slots = prop_oneof![Just(0u32), Just(u32::MAX), 1u32..1024, any::<u32>()];
+    let time = prop_oneof![Just(0.0f64), Just(-1.0), Just(f64::MAX), 0.0f64..1e7];
+    prop_oneof![
+        (0usize..16, node.clone()).prop_map(|(g, n)| Craft::Root(g, n)),
+        (0usize..16, 0usize..8, node.clone()).prop_map(|(g, e, n)| Craft::EdgeParent(g, e, n)),
+        (0usize..16, 0usize..8, node.clone()).prop_map(|(g, e, n)| Craft::EdgeChild(g, e, n)),
+        (0usize..16, slots.clone()).prop_map(|(g, k)| Craft::Slots(g, k)),
+        (0usize..16, node.clone(), slots.clone()).prop_map(|(g, n, k)| Craft::Reservation(g, n, k)),
+        (0usize..16, prop_oneof![0u32..16, any::<u32>()]).prop_map(|(g, r)| Craft::Member(g, r)),
+        (0usize..16, time.clone(), proptest::option::of(time))
+            .prop_map(|(g, a, b)| Craft::Window(g, a, b)),
+        (0usize..16, 0u8..3).prop_map(|(g, c)| Craft::Class(g, c)),
+        (0usize..16, proptest::option::of(0u32..4)).prop_map(|(g, s)| Craft::Stage(g, s)),
+        (0usize..16, proptest::collection::vec(node, 0..3)).prop_map(|(g, t)| Craft::Rina(g, t)),
+        (0usize..16, slots).prop_map(|(g, k)| Craft::HostWithSlots(g, k)),
+        (0usize..16).prop_map(Craft::Drop),
+        proptest::option::of(0u32..3).prop_map(Craft::Quota),
+    ]
+}
+
+fn apply(p: &mut PlanFile, c: &Craft) {
+    let n = p.groups.len();
+    let g = |i: usize| i % n;
+    match c {
+        Craft::Root(i, v) => {
+            if let Decision::Tree { root, .. } = &mut p.groups[g(*i)].decision {
+                *root = NodeId(*v);
+            }
+        }
+        Craft::EdgeParent(i, e, v) | Craft::EdgeChild(i, e, v) => {
+            if let Decision::Tree { edges, .. } = &mut p.groups[g(*i)].decision {
+                let k = *e % edges.len().max(1);
+                if let Some(x) = edges.get_mut(k) {
+                    if matches!(c, Craft::EdgeParent(..)) {
+                        x.1 = NodeId(*v);
+                    } else {
+                        x.0 = NodeId(*v);
+                    }
+                }
+            }
+        }
+        Craft::Slots(i, k) => {
+            let grp = &mut p.groups[g(*i)];
+            grp.slots = *k;
+            for r in &mut grp.reservations {
+                r.1 = *k;
+            }
+        }
+        Craft::Reservation(i, v, k) => p.groups[g(*i)].reservations.push((NodeId(*v), *k)),
+        Craft::Member(i, r) => {
+            let m = &mut p.groups[g(*i)].members;
+            m.push(Rank(*r));
+            m.sort_unstable();
+            m.dedup();
+        }
+        Craft::Window(i, a, b) => {
+            p.groups[g(*i)].active = plan_json::Activity {
+                from_ns: *a,
+                until_ns: *b,
+            }
+        }
+        Craft::Class(i, c) => {
+            p.groups[g(*i)].class = [Class::Tp, Class::Dp, Class::Emb][*c as usize]
+        }
+        Craft::Stage(i, s) => p.groups[g(*i)].stage = *s,
+        Craft::Rina(i, t) => {
+            let grp = &mut p.groups[g(*i)];
+            let tors: Vec<NodeId> = t.iter().map(|&v| NodeId(v)).collect();
+            grp.reservations = tors.iter().map(|&t| (t, grp.slots.max(1))).collect();
+            grp.slots = grp.slots.max(1);
+            grp.decision = Decision::Rina { tors };
+        }
+        Craft::HostWithSlots(i, k) => {
+            let grp = &mut p.groups[g(*i)];
+            grp.decision = Decision::Host;
+            grp.slots = *k;
+        }
+        Craft::Drop(i) => {
+            p.groups.remove(g(*i));
+        }
+        Craft::Quota(q) => p.settings.tree_quota = *q,
+    }
+}
+
+fn base_plan() -> &'static (Job, PlanFile) {
+    static BASE: std::sync::OnceLock<(Job, PlanFile)> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        // TP pairs and DP groups on the network of a 2-leaf leaf-spine, 256 slots
+        let topo = Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off")
+            .unwrap();
+        let j = Job::new(bundled("tiny.toml"), topo, InaSwitches::All, 256);
+        let p = j
+            .plan(
+                settings(
+                    256,
+                    Some(2),
+                    &[1.0, 0.5],
+                    &[Class::Tp, Class::Dp, Class::Emb],
+                ),
+                SolverKind::Heuristic,
+                Objective::Exposed,
+            )
+            .unwrap();
+        assert!(p
+            .groups
+            .iter()
+            .any(|g| matches!(g.decision, Decision::Tree { .. })));
+        (j, p)
+    })
+}
+
+proptest::proptest! {
+    /// A crafted plan — node ids beyond the topology, 0 or 2³²−1 slots, windows reversed
+    /// or negative, foreign members, classes and stages, Rina on any node, groups dropped —
+    /// written, read and lowered: the reader and the lowering never panic; a refusal names
+    /// the file's place (`groups[i]`, `job.*` or `plan reservations`); what is lowered
+    /// keeps every switch within its pool at every instant.
+    #[test]
+    fn crafted_plans_are_read_and_lowered_or_refused_by_name_never_panicking(
+        crafts in proptest::collection::vec(craft(), 1..4)
+    ) {
+        let (j, base) = base_plan();
+        let mut p = base.clone();
+        for c in &crafts {
+            apply(&mut p, c);
+        }
+        let text = serde_json::to_string_pretty(&p).unwrap();
+        let path = std::path::Path::new("crafted/plan.json");
+        match plan_json::parse(path, &text) {
+            Err(e) => {
+                let e = e.to_string();
+                proptest::prop_assert!(e.contains("crafted/plan.json"), "{e}");
+            }
+            Ok(read) => match j.lower(&read) {
+                Ok(()) => {
+                    for (s, k) in peak_reserved(&read) {
+                        proptest::prop_assert!(k <= 256, "switch {s}: {k} slots lowered ({crafts:?})");
+                    }
+                }
+                Err(e) => proptest::prop_assert!(
+                    e.contains("groups[") || e.contains("job.") || e.contains("plan reservations") || e.contains("plan groups"),
+                    "{e}"
+                ),
+            },
+        }
     }
 }

@@ -95,6 +95,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let plan = ina3d::formats::plan_json::read(p)?;
         let header = ina3d::trace::header(&job.cfg, &job.workload, &job.topology, &opts);
         ina3d::trace::planned::check_plan_job(&plan, &header)
+            .and_then(|()| {
+                ina3d::trace::planned::check_plan(&plan, &job.workload, &job.topology, &opts)
+            })
             .with_context(|| format!("--plan {}", p.display()))?;
         opts.plan = Some(plan);
     }

@@ -18,7 +18,7 @@ pub mod options;
 pub mod timeline;
 
 use crate::formats::plan_json::{
-    Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, PLAN_SCHEMA,
+    Activity, Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, PLAN_SCHEMA,
 };
 use crate::keyword::keyword_enum;
 use crate::schedule::Workload;
@@ -345,6 +345,13 @@ pub fn file(
                 collective_ns: largest(o),
                 host_collective_ns: largest(h),
                 exposed_ns: m.vals[g][s.assign[g]].exposed,
+                active: {
+                    let (from, until) = m.windows[g];
+                    Activity {
+                        from_ns: from,
+                        until_ns: until.is_finite().then_some(until),
+                    }
+                },
             }
         })
         .collect();

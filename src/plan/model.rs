@@ -118,6 +118,9 @@ pub struct Model {
     pub phases: Vec<Phase>,
     /// Per group, the phases it belongs to.
     pub phases_of: Vec<Vec<usize>>,
+    /// Per group, its activity window (ns; TP groups to +∞): what the phases derive from,
+    /// recorded in the plan as each group's `active`.
+    pub windows: Vec<(f64, f64)>,
     /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
     /// at or after it).
     pub releases: Vec<(f64, usize, Vec<usize>)>,
@@ -617,7 +620,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let vals = values(wl, &groups, &opts, &tl, &cf, &cb, pend_stage);
     let replicas = replica_table(wl, &opts, &tp_of);
     let rows = chain_rows(wl, &groups, &opts, &vals, &tl);
-    let phases = phases(&groups, &vals, &tl);
+    let (phases, windows) = phases(&groups, &vals, &tl);
     let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
     let mut phases_of = vec![Vec::new(); groups.len()];
     for (p, ph) in phases.iter().enumerate() {
@@ -626,6 +629,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
         }
     }
     Ok(Model {
+        windows,
         phases_of,
         releases,
         dp,
@@ -905,8 +909,10 @@ fn link_sets(
     (releases, dp, tail, pipe)
 }
 
-/// Activity windows → maximal sets of groups that may be active together.
-fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
+/// Activity windows (closed intervals, TP groups the whole iteration) and the maximal sets
+/// of groups that may be active together by the reuse rule of
+/// [`crate::formats::plan_json::Activity`].
+fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> (Vec<Phase>, Vec<(f64, f64)>) {
     let inf = f64::INFINITY;
     let mut win: Vec<(f64, f64)> = vec![(0.0, inf); groups.len()];
     let max_end = |g: usize| vals[g].iter().map(|v| v.end).fold(0.0, f64::max);
@@ -951,41 +957,13 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
             win[i] = (start, end + ln_max + max_end(i));
         }
     }
-    let mut ev: Vec<f64> = win
-        .iter()
-        .flat_map(|w| [w.0, w.1])
-        .filter(|x| x.is_finite())
-        .collect();
-    ev.sort_by(f64::total_cmp);
-    ev.dedup();
-    let mut sets: Vec<Vec<usize>> = Vec::new();
-    // probe just after every event point (and before the first)
-    let mut probes: Vec<f64> = ev.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
-    probes.extend(ev.first().map(|x| x - 1.0));
-    probes.extend(ev.last().map(|x| x + 1.0));
-    for t in probes {
-        let set: Vec<usize> = (0..groups.len())
-            .filter(|&g| win[g].0 <= t && t < win[g].1)
-            .collect();
-        if !set.is_empty() {
-            sets.push(set);
-        }
-    }
-    sets.sort();
-    sets.dedup();
-    let keep: Vec<Vec<usize>> = sets
-        .iter()
-        .filter(|s| {
-            !sets
-                .iter()
-                .any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok()))
-        })
-        .cloned()
-        .collect();
-    keep.into_iter()
+    // the one reuse rule, which `ina3d trace --plan` checks plans against
+    let phases = crate::trace::planned::concurrent_sets(&win)
+        .into_iter()
         .map(|groups| Phase {
             start: groups.iter().map(|&g| win[g].0).fold(inf, f64::min),
             groups,
         })
-        .collect()
+        .collect();
+    (phases, win)
 }
