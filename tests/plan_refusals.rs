@@ -68,6 +68,24 @@ impl Job {
         )
     }
 
+    /// A heuristic plan for the DP groups at whole windows.
+    fn dp_plan(&self, slots: u32) -> PlanFile {
+        self.plan(
+            settings(slots, None, &[1.0], &[Class::Dp]),
+            SolverKind::Heuristic,
+            Objective::Iteration,
+        )
+        .unwrap()
+    }
+
+    /// Why the identity check refuses `p` for a trace of `topo` with `opts`.
+    fn identity_refusal(&self, p: &PlanFile, topo: &Topology, opts: &TraceOptions) -> String {
+        let h = trace::header(&self.cfg, &self.wl, topo, opts);
+        trace::planned::check_plan_job(p, &h)
+            .expect_err("a plan for another trace")
+            .to_string()
+    }
+
     /// Lower `p` as `ina3d trace --plan` does (identity, then the generator's checks).
     fn lower(&self, p: &PlanFile) -> Result<(), String> {
         let h = trace::header(&self.cfg, &self.wl, &self.topo, &self.opts);
@@ -270,75 +288,80 @@ fn two_required_groups_with_one_possible_root_are_refused_naming_both_groups_the
     }
 }
 
-#[test]
-fn four_required_groups_over_two_aggregating_spines_with_one_tree_each_are_refused_by_counting() {
-    // TP4·DP3 on three leaves of four GPUs: each of the four DP groups has a GPU under
-    // every leaf, and only the two spines aggregate: every option of every group puts a
-    // tree on one of them, four trees for two slots of the quota.
-    let topo =
-        Topology::from_spec("leaf-spine:leaves=3,spines=2,hosts-per-leaf=4,nvlink=off").unwrap();
-    let spines = layer(&topo, 2);
+/// The four DP groups of TP4·DP3 on three leaves of four GPUs (each group has a GPU under
+/// every leaf), required to aggregate, only the `spines` spines aggregating, `slots` per
+/// switch: the infeasibility message, and the spines.
+fn four_required_groups_over_spines(
+    spines: u32,
+    slots: u32,
+    quota: Option<u32>,
+    levels: &[f64],
+) -> (String, Vec<NodeId>) {
+    let spec = format!("leaf-spine:leaves=3,spines={spines},hosts-per-leaf=4,nvlink=off");
+    let topo = Topology::from_spec(&spec).unwrap();
+    let ids = layer(&topo, 2);
     let j = Job::new(
         small(4, 1, 3, 12),
         topo,
-        InaSwitches::Ids(spines.clone()),
-        8192,
+        InaSwitches::Ids(ids.clone()),
+        slots,
     );
-    let mut st = settings(8192, Some(1), &[1.0, 0.5], &[Class::Dp]);
-    st.required = vec![Class::Dp];
-    let e = j
-        .plan(st, SolverKind::Auto, Objective::Iteration)
-        .unwrap_err();
-    assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
-    let e = e.to_string();
-    for want in [
-        "dp group of ranks 0,4,8",
-        "dp group of ranks 3,7,11",
-        "--tree-quota 1",
-    ] {
-        assert!(e.contains(want), "`{want}` missing from: {e}");
-    }
-    for s in spines {
-        assert!(e.contains(&s.to_string()), "spine {s} missing from: {e}");
-    }
-}
-
-#[test]
-fn four_required_groups_over_three_spines_of_one_and_a_half_windows_are_proved_infeasible_by_the_exact_program(
-) {
-    // The same four DP groups, now three aggregating spines of 384 slots: a whole window
-    // (256, the only level) fits once per spine. Counting cannot see it (4 × 256 = 1,024
-    // slots ≤ 3 × 384), integrality can: four trees, three spines.
-    let topo =
-        Topology::from_spec("leaf-spine:leaves=3,spines=3,hosts-per-leaf=4,nvlink=off").unwrap();
-    let spines = layer(&topo, 2);
-    let j = Job::new(
-        small(4, 1, 3, 12),
-        topo,
-        InaSwitches::Ids(spines.clone()),
-        384,
-    );
-    let mut st = settings(384, None, &[1.0], &[Class::Dp]);
+    let mut st = settings(slots, quota, levels, &[Class::Dp]);
     st.required = vec![Class::Dp];
     let e = j
         .plan(st, SolverKind::Heuristic, Objective::Iteration)
         .unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
-    let e = e.to_string();
-    for want in [
-        "exact program",
-        "dp group of ranks 0,4,8",
-        "dp group of ranks 1,5,9",
-        "dp group of ranks 2,6,10",
-        "dp group of ranks 3,7,11",
-        "--ina-slots 384",
-        "without any one of them the others fit",
-    ] {
+    (e.to_string(), ids)
+}
+
+/// `e` names every group of `wants`, every switch of `switches`.
+fn assert_names(e: &str, wants: &[&str], switches: &[NodeId]) {
+    for want in wants {
         assert!(e.contains(want), "`{want}` missing from: {e}");
     }
-    for s in spines {
-        assert!(e.contains(&s.to_string()), "spine {s} missing from: {e}");
+    for s in switches {
+        assert!(e.contains(&s.to_string()), "switch {s} missing from: {e}");
     }
+}
+
+#[test]
+fn four_required_groups_over_two_aggregating_spines_with_one_tree_each_are_refused_by_counting() {
+    // every option of every group puts a tree on one of the two spines: four trees for
+    // two places in the quota
+    let (e, spines) = four_required_groups_over_spines(2, 8192, Some(1), &[1.0, 0.5]);
+    assert_names(
+        &e,
+        &[
+            "counting",
+            "dp group of ranks 0,4,8",
+            "dp group of ranks 3,7,11",
+            "--tree-quota 1",
+        ],
+        &spines,
+    );
+}
+
+#[test]
+fn four_required_groups_over_three_spines_of_one_and_a_half_windows_are_proved_infeasible_by_the_exact_program(
+) {
+    // Three spines of 384 slots: a whole window (256, the only level) fits once per
+    // spine. Counting cannot see it (4 × 256 = 1,024 slots ≤ 3 × 384), integrality can:
+    // four trees, three spines.
+    let (e, spines) = four_required_groups_over_spines(3, 384, None, &[1.0]);
+    assert_names(
+        &e,
+        &[
+            "exact program",
+            "dp group of ranks 0,4,8",
+            "dp group of ranks 1,5,9",
+            "dp group of ranks 2,6,10",
+            "dp group of ranks 3,7,11",
+            "--ina-slots 384",
+            "without any one of them the others fit",
+        ],
+        &spines,
+    );
 }
 
 // ---------------------------------------------------------- trace --plan refuses lies
@@ -386,13 +409,7 @@ fn a_tree_for_a_tp_group_inside_one_nvlink_server_is_refused_not_ignored() {
         InaSwitches::All,
         8192,
     );
-    let mut p = j
-        .plan(
-            settings(8192, None, &[1.0], &[Class::Dp]),
-            SolverKind::Heuristic,
-            Objective::Iteration,
-        )
-        .unwrap();
+    let mut p = j.dp_plan(8192);
     let (g0, g1) = (j.topo.gpu(Rank(0)), j.topo.gpu(Rank(1)));
     let tor = j
         .topo
@@ -417,13 +434,7 @@ fn a_tree_for_a_tp_group_inside_one_nvlink_server_is_refused_not_ignored() {
 #[test]
 fn a_tree_whose_root_is_not_above_every_member_is_refused_naming_the_root_and_a_member() {
     let (j, _) = two_groups_one_spine(8192);
-    let mut p = j
-        .plan(
-            settings(8192, None, &[1.0], &[Class::Dp]),
-            SolverKind::Heuristic,
-            Objective::Iteration,
-        )
-        .unwrap();
+    let mut p = j.dp_plan(8192);
     // the DP group 0,2,4,6 has GPUs under both leaves; root it at the first leaf
     let leaf = layer(&j.topo, 1)[0];
     let hosts: Vec<NodeId> = [0u32, 2, 4, 6]
@@ -448,19 +459,10 @@ fn a_tree_whose_root_is_not_above_every_member_is_refused_naming_the_root_and_a_
 #[test]
 fn a_plan_made_for_another_channel_count_is_refused() {
     let (j, _) = two_groups_one_spine(8192);
-    let p = j
-        .plan(
-            settings(8192, None, &[1.0], &[Class::Dp]),
-            SolverKind::Heuristic,
-            Objective::Iteration,
-        )
-        .unwrap();
+    let p = j.dp_plan(8192);
     let mut four = j.opts.clone();
     four.nccl_channels = Some(4);
-    let h = trace::header(&j.cfg, &j.wl, &j.topo, &four);
-    let e = trace::planned::check_plan_job(&p, &h)
-        .unwrap_err()
-        .to_string();
+    let e = j.identity_refusal(&p, &j.topo, &four);
     assert!(e.contains("nccl_channels"), "{e}");
 }
 
@@ -478,13 +480,7 @@ fn a_plan_made_on_a_topology_file_whose_link_rates_changed_since_is_refused() {
         InaSwitches::All,
         8192,
     );
-    let p = j
-        .plan(
-            settings(8192, None, &[1.0], &[Class::Dp]),
-            SolverKind::Heuristic,
-            Objective::Iteration,
-        )
-        .unwrap();
+    let p = j.dp_plan(8192);
     // the same file, read again, lowers; the file with one link at half its rate does not
     let again = Topology::from_spec(spec).unwrap();
     let h = trace::header(&j.cfg, &j.wl, &again, &j.opts);
@@ -494,10 +490,7 @@ fn a_plan_made_on_a_topology_file_whose_link_rates_changed_since_is_refused() {
     std::fs::write(&file, slower.to_text(Flavor::Hpcc)).unwrap();
     let changed = Topology::from_spec(spec).unwrap();
     assert_eq!(changed.source, again.source, "same file, same spec string");
-    let h = trace::header(&j.cfg, &j.wl, &changed, &j.opts);
-    let e = trace::planned::check_plan_job(&p, &h)
-        .unwrap_err()
-        .to_string();
+    let e = j.identity_refusal(&p, &changed, &j.opts);
     assert!(e.contains("topology"), "{e}");
 }
 

@@ -383,6 +383,11 @@ mod tests {
         let s = serde_json::to_string(&bad).unwrap();
         let e = parse(Path::new("p"), &s).unwrap_err().to_string();
         assert!(e.contains("groups[0]") && e.contains("root 20"), "{e}");
+        let mut late = sample();
+        late.groups[0].active.until_ns = Some(1.0);
+        let s = serde_json::to_string(&late).unwrap();
+        let e = parse(Path::new("p"), &s).unwrap_err().to_string();
+        assert!(e.contains("groups[0]") && e.contains("active"), "{e}");
         let mut twice = sample();
         twice.groups[1].class = Class::Dp;
         let s = serde_json::to_string(&twice).unwrap();
