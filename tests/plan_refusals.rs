@@ -8,7 +8,7 @@ use ina3d::formats::plan_json::{self, Decision, PlanFile};
 use ina3d::formats::topology_txt::Flavor;
 use ina3d::megatron::{self, TrainingConfig};
 use ina3d::plan::model::Settings;
-use ina3d::plan::options::Form;
+use ina3d::plan::options::{Form, OptKind};
 use ina3d::plan::{self, Objective, PlanError, PlanOptions, SolverKind};
 use ina3d::record::Class;
 use ina3d::schedule::{self, Workload};
@@ -452,6 +452,39 @@ fn a_tree_whose_root_is_not_above_every_member_is_refused_naming_the_root_and_a_
         e.contains("dp group of ranks 0,2,4,6")
             && e.contains(&format!("{leaf}"))
             && e.contains("above"),
+        "{e}"
+    );
+}
+
+#[test]
+fn rina_for_a_group_without_an_all_reduce_is_neither_offered_nor_lowered() {
+    // with the distributed optimizer a DP group reduce-scatters its gradients: Rina, which
+    // reduces all-reduces only, would leave them on the host ring and hold slots for nothing
+    let mut cfg = small(2, 1, 4, 16);
+    cfg.set("use_distributed_optimizer", "true").unwrap();
+    let topo =
+        Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off").unwrap();
+    let j = Job::new(cfg, topo, InaSwitches::All, 8192);
+    let st = settings(8192, None, &[1.0], &[Class::Dp]);
+    let m = plan::build_model(&j.wl, &j.topo, &j.opts, &st).unwrap();
+    let dp = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    assert!(m.opts[dp]
+        .iter()
+        .any(|o| matches!(o.kind, OptKind::Tree { .. })));
+    assert!(!m.opts[dp]
+        .iter()
+        .any(|o| matches!(o.kind, OptKind::Rina { .. })));
+    let mut p = j.dp_plan(8192);
+    let leaves = layer(&j.topo, 1);
+    let g = group_mut(&mut p, Class::Dp, 0);
+    g.decision = Decision::Rina {
+        tors: leaves.clone(),
+    };
+    g.slots = 256;
+    g.reservations = leaves.iter().map(|&t| (t, 256)).collect();
+    let e = j.lower(&p).unwrap_err();
+    assert!(
+        e.contains("dp group of ranks 0,2,4,6") && e.contains("Rina reduces all-reduces only"),
         "{e}"
     );
 }

@@ -32,7 +32,7 @@ use super::options::{self, Form, Net, Opt, OptKind};
 use super::timeline::{self, LayerTimes, Timeline};
 use super::PlanError;
 use crate::record::Class;
-use crate::schedule::{LayerStep, Workload};
+use crate::schedule::{CollKind, LayerStep, Workload};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -509,7 +509,10 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
                     }
                 }
             }
-            if st.rina {
+            // Rina reduces all-reduces only (the lowering leaves reduce-scatters on the
+            // host ring): for a group without one it would reserve slots for nothing
+            let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+            if st.rina && all_reduce {
                 for &k in &fits {
                     if let Some(o) = options::rina(net, g, k).map_err(err)? {
                         opts.push(o);

@@ -20,7 +20,7 @@ use super::{TraceError, TraceHeader, TraceOptions};
 use crate::formats::plan_json::{Decision, PlanFile, PlannedGroup};
 use crate::formats::topology_txt::Flavor;
 use crate::record::Class;
-use crate::schedule::Workload;
+use crate::schedule::{CollKind, Workload};
 use crate::topology::{NodeKind, Routing, Topology};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -279,6 +279,15 @@ pub fn check_plan(
                     kind(&g.decision),
                     g.class
                 ),
+            ));
+        }
+        if matches!(g.decision, Decision::Rina { .. })
+            && !jg.colls().iter().any(|c| c.kind == CollKind::AllReduce)
+        {
+            return Err(refuse(
+                here,
+                "decision",
+                "Rina reduces all-reduces only, and this group has none (its reduce-scatters stay on the host ring): its reservations would hold slots for nothing".into(),
             ));
         }
         check_decision(g, &jg.hosts, &net).map_err(|(f, m)| refuse(here, f, m))?;
