@@ -490,6 +490,31 @@ fn rina_for_a_group_without_an_all_reduce_is_neither_offered_nor_lowered() {
 }
 
 #[test]
+fn windows_that_contradict_the_job_are_refused_so_slots_cannot_be_reused_by_fiat() {
+    // Two DP groups of one stage that the plan says never meet could share the spine's
+    // whole pool; one backward pass releases both, so the plan may not say so. Nor may a
+    // TP group claim to be idle for part of the iteration.
+    let (j, _) = two_groups_one_spine(256);
+    let base = j.dp_plan(256);
+    let mut p = base.clone();
+    let g = group_mut(&mut p, Class::Dp, 1);
+    g.active.from_ns = g.active.until_ns.unwrap() + 1.0;
+    g.active.until_ns = Some(g.active.from_ns + 1.0);
+    let e = j.lower(&p).unwrap_err();
+    assert!(
+        e.contains("dp group of ranks 1,3,5,7") && e.contains("active.from_ns"),
+        "{e}"
+    );
+    let mut p = base;
+    group_mut(&mut p, Class::Tp, 0).active.until_ns = Some(1000.0);
+    let e = j.lower(&p).unwrap_err();
+    assert!(
+        e.contains("tp group of ranks 0,1") && e.contains("active"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_plan_made_for_another_channel_count_is_refused() {
     let (j, _) = two_groups_one_spine(8192);
     let p = j.dp_plan(8192);

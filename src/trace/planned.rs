@@ -451,10 +451,30 @@ fn check_tree_above(
     Ok(())
 }
 
-/// Every TP group is active over the whole iteration (its collectives run in every
-/// layer's forward and backward); the reader checked that windows are windows.
+/// What the job's structure fixes about the windows (the reader checked that they are
+/// windows): every TP group is active over the whole iteration (its collectives run in
+/// every layer's forward and backward), and the DP groups of one stage start together
+/// (one backward pass releases their first buckets). The rest of a window is the
+/// planner's prediction, which only its cost model could re-derive.
 fn check_windows(plan: &PlanFile) -> Result<(), TraceError> {
+    let mut dp_start: BTreeMap<Option<u32>, usize> = BTreeMap::new();
     for (i, g) in plan.groups.iter().enumerate() {
+        if g.class == Class::Dp {
+            let first = *dp_start.entry(g.stage).or_insert(i);
+            let f = &plan.groups[first];
+            if f.active.from_ns != g.active.from_ns {
+                return Err(refuse(
+                    (i, g),
+                    "active.from_ns",
+                    format!(
+                        "{}, but {} of the same stage starts at {}: one backward pass releases the first buckets of every DP group of a stage",
+                        g.active.from_ns,
+                        at(first, f),
+                        f.active.from_ns
+                    ),
+                ));
+            }
+        }
         if g.class == Class::Tp && g.active.interval() != (0.0, f64::INFINITY) {
             return Err(refuse(
                 (i, g),
