@@ -279,13 +279,14 @@ fn exact_proof(m: &Model, req: &[bool], deadline: Instant) -> String {
                 slots: None,
                 ..Limits::of(m)
             };
-            match (
-                matches!(fits(&core, lift_quota), Ok(Some(_))),
-                matches!(fits(&core, lift_slots), Ok(Some(_))),
-            ) {
-                (true, false) => q.clone(),
-                (false, true) => slots,
-                _ => format!("{slots} and {q} together"),
+            match (fits(&core, lift_quota), fits(&core, lift_slots)) {
+                (Ok(Some(_)), Ok(None)) => q.clone(),
+                (Ok(None), Ok(Some(_))) => slots,
+                (Ok(Some(_)), Ok(Some(_))) => {
+                    format!("{slots} and {q} together (either lifted, they fit)")
+                }
+                (Ok(None), Ok(None)) => format!("{slots}, nor within {q}"),
+                _ => format!("{slots} and {q} (the time limit ended before telling which binds)"),
             }
         }
     };

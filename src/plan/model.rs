@@ -544,10 +544,13 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
             g.class
         ));
     }
-    if options::roots(net, g).is_empty() && (!st.rina || options::rina_racks(net, g).is_empty()) {
+    let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+    let rina = st.rina && all_reduce && !options::rina_racks(net, g).is_empty();
+    if options::roots(net, g).is_empty() && !rina {
         return PlanError::Infeasible(format!(
-            "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
+            "no aggregating switch sits above every member of the {} (--ina-switches), and Rina, which reduces all-reduces only, has no rack of two members to reduce{}, so it cannot aggregate as --require {} demands",
             g.name(),
+            if all_reduce { "" } else { " nor an all-reduce" },
             g.class
         ));
     }
