@@ -364,6 +364,61 @@ fn four_required_groups_over_three_spines_of_one_and_a_half_windows_are_proved_i
     );
 }
 
+#[test]
+fn plan_on_the_command_line_plans_what_fits_and_refuses_what_is_proved_not_to_with_exit_2() {
+    // the instance: TP pairs two to a leaf, every TP group required, 256 slots
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("plan.json");
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "plan",
+            tiny,
+            "--topology",
+            "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+            "--require",
+            "tp",
+            "--ina-classes",
+            "tp",
+            "--ina-slots",
+            "256",
+            "--solver",
+            "ilp",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args(&args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&[]);
+    assert_eq!(code, Some(0), "half a window a group fits: {err}");
+    // whole windows only: two groups of 256 on each leaf's 256 slots
+    let (code, err) = run(&["--slot-levels", "1"]);
+    assert_eq!(code, Some(2), "{err}");
+    let leaf = layer(
+        &Topology::from_spec("leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off").unwrap(),
+        1,
+    )[0];
+    assert_names(
+        &err,
+        &[
+            "infeasible: counting",
+            "tp group of ranks 0,1",
+            "tp group of ranks 2,3",
+            "512 > --ina-slots 256",
+            "--require tp",
+        ],
+        &[leaf],
+    );
+}
+
 // ---------------------------------------------------------- trace --plan refuses lies
 
 #[test]
