@@ -136,6 +136,18 @@ fn settings(slots: u32, quota: Option<u32>, levels: &[f64], classes: &[Class]) -
     }
 }
 
+/// Runs `ina3d ARGS`: (exit code, stderr).
+fn ina3d(args: &[&str]) -> (Option<i32>, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// Switches of layer `l` (1 = leaf) of a topology, ascending.
 fn layer(topo: &Topology, l: u16) -> Vec<NodeId> {
     let r = Routing::new(topo, 0).unwrap();
@@ -388,14 +400,7 @@ fn plan_on_the_command_line_plans_what_fits_and_refuses_what_is_proved_not_to_wi
             out.to_str().unwrap(),
         ];
         args.extend_from_slice(extra);
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-            .args(&args)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
+        ina3d(&args)
     };
     let (code, err) = run(&[]);
     assert_eq!(code, Some(0), "half a window a group fits: {err}");
@@ -613,16 +618,7 @@ fn trace_refuses_a_crafted_plan_file_with_exit_2_naming_file_group_switch_and_co
     let plan = dir.path().join("crafted.json");
     let topo = "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off";
     let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
-    let run = |args: &[&str]| {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
-            .args(args)
-            .output()
-            .unwrap();
-        (
-            o.status.code(),
-            String::from_utf8_lossy(&o.stderr).into_owned(),
-        )
-    };
+    let run = ina3d;
     let (code, err) = run(&[
         "plan",
         tiny,
