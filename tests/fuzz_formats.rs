@@ -669,6 +669,41 @@ proptest! {
     }
 
     #[test]
+    fn chakra_et(nodes in proptest::collection::vec((0u64..1 << 40, 0u64..1 << 20, any::<bool>(), proptest::collection::vec(0u64..64, 0..4)), 0..8), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), byte in any::<u8>(), how in 0u8..3) {
+        // A binary format: the valid file is what the one writer writes; mutations truncate
+        // it, overwrite one byte, or append garbage.
+        use ina3d::formats::chakra::{self, attribute_proto::Value, AttributeProto, Node, NodeType};
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (size, dur, coll, deps))| Node {
+                id: i as u64,
+                name: format!("n{i}"),
+                r#type: if *coll { NodeType::CommCollNode } else { NodeType::CompNode } as i32,
+                data_deps: deps.clone(),
+                duration_micros: *dur,
+                attr: vec![AttributeProto::new("comm_size", Value::Int64Val(*size as i64))],
+                ..Node::default()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.0.et");
+        let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+        chakra::write(&p, &meta, &nodes).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let (m, n) = chakra::read(&p).unwrap();
+        prop_assert_eq!((m, n), (meta, nodes));
+        match how {
+            0 => bytes.truncate(cut.index(bytes.len() + 1)),
+            1 if !bytes.is_empty() => { let i = flip.index(bytes.len()); bytes[i] = byte; }
+            _ => bytes.extend([byte, 0xff, 0xff, 0xff, 0x0f]),
+        }
+        if let Err(e) = chakra::parse(&p, &bytes) {
+            prop_assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
+        }
+    }
+
+    #[test]
     fn simai_end_to_end_csv(cols in proptest::collection::vec(0u32..1 << 24, 9), layers in proptest::collection::vec((0u32..1 << 20, proptest::option::of(0u32..1000)), 0..6), m in mutation()) {
         // SimAI's layout, mixed `, ` and `,` separators, `nan` and `NONE` (ina3d writes no
         // EndToEnd.csv, so the valid file is built here as SimAI prints it)

@@ -79,10 +79,11 @@ fn attention(s: &Shape, t: &Times, pass: Pass) -> Vec<LayerStep> {
             a2a(s.a2a_out),
             C(t.proj.0),
         ],
-        // Backward re-sends the output with its gradient, then returns dQ, dK, dV.
+        // Backward sends the output gradient alone (Transformer Engine ≥ 2.9 saves the
+        // head-split output in forward), then returns dQ, dK, dV.
         (Some(CpCommType::A2a), Pass::Bwd) => vec![
             C(t.proj.1),
-            a2a(Bytes(2 * s.a2a_out.0)),
+            a2a(s.a2a_out),
             C(t.core.1),
             a2a(s.a2a_qkv),
             C(t.qkv.1),
@@ -90,8 +91,10 @@ fn attention(s: &Shape, t: &Times, pass: Pass) -> Vec<LayerStep> {
         (Some(CpCommType::AllGather), Pass::Fwd) => {
             vec![C(t.qkv.0), cp_all(Ag), C(t.core.0), C(t.proj.0)]
         }
+        // Backward gathers K and V again (forward keeps only the local chunk), then
+        // reduce-scatters dK, dV.
         (Some(CpCommType::AllGather), Pass::Bwd) => {
-            vec![C(t.proj.1), C(t.core.1), cp_all(Rs), C(t.qkv.1)]
+            vec![C(t.proj.1), cp_all(Ag), C(t.core.1), cp_all(Rs), C(t.qkv.1)]
         }
         // p2p (and the a2a+p2p hybrid, refused earlier): ring attention.
         (Some(_), Pass::Fwd) => vec![
