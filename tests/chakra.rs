@@ -236,4 +236,24 @@ fn interleaved_pipelines_moe_and_ring_attention_export_what_their_traces_send() 
         "--sequence-parallel",
     ];
     check(&job, 8, true);
+    // Hierarchical CP (a2a+p2p): all-to-alls inside pairs, rings across, CP 4 · TP 2.
+    let job = [
+        "llama2-7b",
+        "--tp",
+        "2",
+        "--cp",
+        "4",
+        "--dp",
+        "1",
+        "--num-layers",
+        "2",
+        "--global-batch-size",
+        "1",
+        "--sequence-parallel",
+        "--set",
+        "cp_comm_type=a2a+p2p",
+        "--set",
+        "hierarchical_context_parallel_sizes=[2, 2]",
+    ];
+    check(&job, 8, true);
 }

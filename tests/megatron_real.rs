@@ -444,3 +444,31 @@ fn newer_virtual_stage_spelling_and_unmodelled_options_are_read() {
         "{w}"
     );
 }
+
+#[test]
+fn hierarchical_context_parallel_sizes_take_several_values_in_a_script() {
+    let dir = tempfile::tempdir().unwrap();
+    // argparse nargs='+': `--hierarchical-context-parallel-sizes 2 4` is the list [2, 4].
+    let s = script(
+        &dir,
+        &format!("#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_gpt.py {MODEL} --context-parallel-size 8 --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4 --global-batch-size 1\n"),
+    );
+    let c = load(&[s], &[]).unwrap();
+    assert_eq!(c.hierarchical_cp_sizes(), Some(vec![2, 4]));
+    // Sizes whose product is not CP are refused naming the argument.
+    let e = ina3d::schedule::build(
+        &{
+            let mut c = c.clone();
+            c.set("hierarchical_context_parallel_sizes", "[2, 2]")
+                .unwrap();
+            c
+        },
+        &ina3d::schedule::ScheduleOptions::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("hierarchical_context_parallel_sizes") && e.contains("8"),
+        "{e}"
+    );
+}

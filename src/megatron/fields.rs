@@ -100,6 +100,7 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "quick_geglu",
     "fp8_param_gather",
     "num_virtual_stages_per_pipeline_rank",
+    "hierarchical_context_parallel_sizes",
     "tokenizer_type",
     "tokenizer_model",
     "tokenizer_name_or_path",
@@ -294,6 +295,25 @@ fn parse_norm(v: &str, key: &str, loc: &Loc) -> Result<Normalization, MegatronEr
             format!("expected LayerNorm or RMSNorm, found `{}`", v.trim()),
         )),
     }
+}
+
+/// A list of sizes as Python prints it (`[2, 4]`), as a TOML array is rendered, or as a
+/// launch script gives `nargs='+'` values (`2 4`, `2,4`).
+pub(crate) fn parse_size_list(v: &str, key: &str, loc: &Loc) -> Result<Vec<u32>, MegatronError> {
+    let inner = v.trim().trim_start_matches('[').trim_end_matches(']');
+    let sizes: Vec<u32> = inner
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| parse_u32(s, key, loc, 1))
+        .collect::<Result<_, _>>()?;
+    if sizes.is_empty() || sizes.len() > 8 {
+        return Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected a list of 1 to 8 sizes such as `[2, 4]`, found `{v}`"),
+        ));
+    }
+    Ok(sizes)
 }
 
 fn parse_pos_emb(v: &str, key: &str, loc: &Loc) -> Result<PositionEmbedding, MegatronError> {
@@ -849,6 +869,10 @@ impl TrainingConfig {
                 if !none =>
             {
                 parse_uint(v, k, loc, 1)?;
+                self.sources.insert(k.to_string(), src.clone());
+            }
+            "hierarchical_context_parallel_sizes" if !none => {
+                parse_size_list(v, k, loc)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
             "deepspeed"

@@ -27,6 +27,13 @@ impl TrainingConfig {
         self.swiglu || self.extra_flag("quick_geglu")
     }
 
+    /// `--hierarchical-context-parallel-sizes` of `--cp-comm-type a2a+p2p`: the all-to-all
+    /// (inner) and ring (outer) CP sizes, when given and well formed.
+    pub fn hierarchical_cp_sizes(&self) -> Option<Vec<u32>> {
+        let v = self.extra_value("hierarchical_context_parallel_sizes")?;
+        super::fields::parse_size_list(v, "", &super::error::Loc::new("", 0, 0)).ok()
+    }
+
     /// `--fp8-param-gather`: the distributed optimizer all-gathers the FP8 copies of the
     /// linear layers' weights (1 byte per element) instead of their bf16 values.
     pub fn fp8_param_gather(&self) -> bool {

@@ -251,7 +251,7 @@ fn busiest_experts(wl: &Workload, pass: Pass) -> u64 {
 /// The per-rank buffer of an all-to-all: what one rank sends to all members.
 fn a2a_buffer(wl: &Workload, sizes: A2aSizes) -> u64 {
     match sizes {
-        A2aSizes::Even(b) => b.0,
+        A2aSizes::Even(b) | A2aSizes::CpInner(b) => b.0,
         A2aSizes::Dispatch | A2aSizes::Combine => wl
             .moe
             .as_ref()

@@ -87,6 +87,10 @@ enum Kind {
     Step(GroupKind),
     Grad(GradGroup),
     Emb,
+    /// The all-to-all groups of hierarchical CP.
+    CpInner,
+    /// The rings of ring attention (the CP group, or its strided subgroups).
+    CpRing,
 }
 
 impl Groups {
@@ -107,6 +111,16 @@ impl Groups {
             ids: BTreeMap::new(),
             of: HashMap::new(),
         };
+        let (inner, rings): (Vec<Vec<Rank>>, Vec<Vec<Rank>>) = match &wl.cp {
+            Some(p) => (
+                g.cp_groups.iter().flat_map(|m| p.a2a_groups(m)).collect(),
+                g.cp_groups.iter().flat_map(|m| p.rings(m)).collect(),
+            ),
+            None => (vec![], vec![]),
+        };
+        let mut lists = lists;
+        lists.push((Kind::CpInner, &inner));
+        lists.push((Kind::CpRing, &rings));
         for (kind, list) in lists {
             let expert = matches!(
                 kind,
@@ -514,6 +528,15 @@ impl Ctx<'_> {
                         p.coll(name, kind, self.step_bytes(bytes), pg)?;
                     }
                 }
+                LayerStep::AllToAll {
+                    sizes: A2aSizes::CpInner(b),
+                    ..
+                } => {
+                    let pg = self.groups.id(Kind::CpInner, r);
+                    if self.groups.size(pg) > 1 {
+                        p.coll(name, CollKind::AllToAll, b, pg)?;
+                    }
+                }
                 LayerStep::AllToAll { group, sizes } => {
                     let pg = self.groups.id(Kind::Step(group), r);
                     let n = self.groups.size(pg);
@@ -560,7 +583,7 @@ impl Ctx<'_> {
             .map(|m| m.dispatch_bytes.as_slice())
             .unwrap_or(&[]);
         match sizes {
-            A2aSizes::Even(b) => b,
+            A2aSizes::Even(b) | A2aSizes::CpInner(b) => b,
             A2aSizes::Dispatch => Bytes(d.iter().map(|b| b.0).sum()),
             A2aSizes::Combine => {
                 let i = self.wl.groups.expert_coords(Rank(self.r)).ep as usize;
@@ -582,7 +605,7 @@ impl Ctx<'_> {
         mb: u32,
         layer: u32,
     ) -> Result<(), ChakraError> {
-        let pg = self.groups.id(Kind::Step(GroupKind::Cp), self.r);
+        let pg = self.groups.id(Kind::CpRing, self.r);
         let members: Vec<u32> = self
             .groups
             .ids

@@ -81,6 +81,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         cp: shp.cp.map(|comm| CpPlan {
             comm,
             kv_bytes: shp.kv_bytes,
+            a2a_size: shp.cp_a2a,
         }),
         moe,
         calibration,
@@ -228,6 +229,10 @@ fn step_shape(cfg: &TrainingConfig, el: u64) -> Shape {
         recompute: cfg.recompute_granularity == Recompute::Full,
         cp: (cp > 1).then_some(cfg.cp_comm_type),
         cp_size: cp,
+        cp_a2a: match cfg.cp_comm_type {
+            CpCommType::A2aP2p => cfg.hierarchical_cp_sizes().map_or(1, |s| s[0]),
+            _ => 1,
+        },
         kv_bytes: Bytes(2 * tokens * kvw * el),
         a2a_qkv: Bytes(tokens * (hw + 2 * kvw) * el),
         a2a_out: Bytes(tokens * hw * el),
@@ -545,15 +550,38 @@ fn check_context_parallel(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
     if cp <= 1 {
         return Ok(());
     }
+    let heads = cfg.num_attention_heads / tp.max(1);
+    let groups = cfg.num_query_groups.unwrap_or(cfg.num_attention_heads) / tp.max(1);
     match cfg.cp_comm_type {
-        CpCommType::A2aP2p => Err(unsupported(
-            cfg,
-            "cp_comm_type",
-            "`a2a+p2p` (all-to-all inside, ring across, sized by --hierarchical-context-parallel-sizes) is not modelled: use p2p, a2a or allgather".into(),
-        )),
+        CpCommType::A2aP2p => {
+            // Megatron asserts the sizes are given and multiply to CP; Transformer Engine
+            // takes two levels, the all-to-all inside and the ring across.
+            let Some(sizes) = cfg.hierarchical_cp_sizes() else {
+                return Err(unsupported(
+                    cfg,
+                    "cp_comm_type",
+                    "`a2a+p2p` needs --hierarchical-context-parallel-sizes (all-to-all size, ring size), as Megatron requires".into(),
+                ));
+            };
+            let product: u64 = sizes.iter().map(|s| u64::from(*s)).product();
+            if sizes.len() != 2 || product != u64::from(cp) {
+                return Err(unsupported(
+                    cfg,
+                    "hierarchical_context_parallel_sizes",
+                    format!("expected two sizes (all-to-all, ring) whose product is the context_parallel_size {cp}, found {sizes:?}"),
+                ));
+            }
+            let a = sizes[0];
+            if !heads.is_multiple_of(a) || !groups.is_multiple_of(a) {
+                return Err(unsupported(
+                    cfg,
+                    "hierarchical_context_parallel_sizes",
+                    format!("the all-to-all size {a} must divide each TP rank's {heads} attention heads and {groups} K/V heads"),
+                ));
+            }
+            Ok(())
+        }
         CpCommType::A2a => {
-            let heads = cfg.num_attention_heads / tp;
-            let groups = cfg.num_query_groups.unwrap_or(cfg.num_attention_heads) / tp.max(1);
             if !heads.is_multiple_of(cp) || !groups.is_multiple_of(cp) {
                 return Err(unsupported(
                     cfg,

@@ -74,6 +74,9 @@ pub(crate) struct Launch {
     pub cond: Option<Rc<str>>,
 }
 
+/// Megatron flags that take several values (argparse `nargs='+'`) the model reads.
+const NARGS_PLUS: &[&str] = &["hierarchical_context_parallel_sizes"];
+
 /// Evaluation steps allowed: far beyond any real launch script, a bound for crafted ones.
 const BUDGET: u64 = 300_000;
 
@@ -366,7 +369,18 @@ impl FlagReader<'_> {
                 )
             } else if i < args.len() && !Self::is_flag(&args[i]) {
                 i += 1;
-                (flag.to_string(), args[i - 1].clone())
+                let mut value = args[i - 1].clone();
+                // argparse `nargs='+'`: every word up to the next flag.
+                if NARGS_PLUS.contains(&canonical_key(flag).as_str()) {
+                    while i < args.len() && !Self::is_flag(&args[i]) {
+                        if let (Ok(t), Ok(more)) = (&mut value.text, &args[i].text) {
+                            t.push(' ');
+                            t.push_str(more);
+                        }
+                        i += 1;
+                    }
+                }
+                (flag.to_string(), value)
             } else {
                 (
                     flag.to_string(),
