@@ -183,6 +183,23 @@ fn ranks(m: &[Rank]) -> String {
         .join(",")
 }
 
+fn stage(s: Option<u32>) -> String {
+    s.map_or("no stage (null)".into(), |s| format!("stage {s}"))
+}
+
+/// Reservations as `switch:slots` entries.
+fn listed(r: &[(NodeId, u32)]) -> String {
+    r.iter()
+        .map(|(s, k)| format!("{s}:{k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn switches(s: &[NodeId]) -> String {
+    let v: Vec<String> = s.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}
+
 /// `groups[i] (dp group of ranks 0,2,4,6, stage 0)`: where a refusal points in the file.
 fn at(i: usize, g: &PlannedGroup) -> String {
     let stage = g.stage.map_or(String::new(), |s| format!(", stage {s}"));
@@ -243,7 +260,11 @@ pub fn check_plan(
             return Err(refuse(
                 here,
                 "stage",
-                format!("{:?}, the job's group is at {:?}", g.stage, jg.stage),
+                format!(
+                    "{}, the job's group is at {}",
+                    stage(g.stage),
+                    stage(jg.stage)
+                ),
             ));
         }
         if matches!(g.decision, Decision::Host) {
@@ -252,8 +273,9 @@ pub fn check_plan(
                     here,
                     "reservations",
                     format!(
-                        "a host decision reserves nothing (slots 0, no reservations), not {} slots on {:?}",
-                        g.slots, g.reservations
+                        "a host decision reserves nothing (slots 0, no reservations), not {} slots on [{}]",
+                        g.slots,
+                        listed(&g.reservations)
                     ),
                 ));
             }
@@ -361,8 +383,10 @@ fn check_decision(
                 return Err((
                     "reservations",
                     format!(
-                        "{:?} must be the tree's aggregating switches {parents:?} at {} slots each",
-                        g.reservations, g.slots
+                        "[{}] must be the tree's aggregating switches {} at {} slots each",
+                        listed(&g.reservations),
+                        switches(&parents),
+                        g.slots
                     ),
                 ));
             }
@@ -392,8 +416,10 @@ fn check_decision(
                 return Err((
                     "reservations",
                     format!(
-                        "{:?} must be the Rina ToRs {ts:?} at {} slots each",
-                        g.reservations, g.slots
+                        "[{}] must be the Rina ToRs {} at {} slots each",
+                        listed(&g.reservations),
+                        switches(ts),
+                        g.slots
                     ),
                 ));
             }
