@@ -237,9 +237,7 @@ fn repair(
     started: Instant,
 ) -> Result<PlanFile, PlanError> {
     let deadline = started + po.time_limit;
-    let host: Vec<usize> = (0..m.groups.len())
-        .map(|g| model::host_index(&m.opts[g], &m.groups[g]))
-        .collect();
+    let host = baseline(m, po)?;
     let mut scratch = vec![0.0; m.channels];
     let replay = |m: &Model, a: &[usize], po: &PlanOptions| -> Result<Replayed, PlanError> {
         let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
@@ -335,6 +333,35 @@ fn repair(
         host_replayed_ns: host_replayed,
     });
     Ok(f)
+}
+
+/// The plan the repair loop replays first and every other is measured against: every group
+/// on its host algorithm — but for the groups that must aggregate (`--require`, no host
+/// option), which keep what a first solve gave them, so the baseline fits the pools.
+fn baseline(m: &Model, po: &PlanOptions) -> Result<Vec<usize>, PlanError> {
+    let has_host = |g: usize| {
+        m.opts[g]
+            .iter()
+            .any(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+    };
+    let host = |g: usize| model::host_index(&m.opts[g], &m.groups[g]);
+    if (0..m.groups.len()).all(has_host) {
+        return Ok((0..m.groups.len()).map(host).collect());
+    }
+    let first = PlanOptions {
+        time_limit: po.time_limit / (po.replay_rounds + 2),
+        ..po.clone()
+    };
+    let solved = solve(m, &first, Instant::now())?;
+    Ok((0..m.groups.len())
+        .map(|g| {
+            if has_host(g) {
+                host(g)
+            } else {
+                solved.assign[g]
+            }
+        })
+        .collect())
 }
 
 /// A fixed assignment as a solve's outcome (nothing proven).

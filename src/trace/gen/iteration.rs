@@ -439,17 +439,22 @@ impl Gen<'_> {
         let at = |j: usize| dispatch.get(j).copied().unwrap_or(Bytes(0));
         let mut lw = self.lw;
         match sizes {
-            A2aSizes::Even(total) => lw.all_to_all(
-                &mut self.at(Stream::Main, tag),
-                g,
-                &move |_, j| crate::lower::slice(total, n as u32, j as u32),
-            ),
+            A2aSizes::Even(total) => {
+                lw.all_to_all(&mut self.at(Stream::Main, tag), g, &move |_, j| {
+                    crate::lower::slice(total, n as u32, j as u32)
+                })
+            }
             A2aSizes::Dispatch => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|_, j| at(j)),
             A2aSizes::Combine => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|i, _| at(i)),
             A2aSizes::CpInner(total) => {
                 // Hierarchical CP's all-to-all: an even all-to-all of `total` inside each of
                 // the CP group's all-to-all groups (crate::schedule::CpPlan::a2a_groups).
-                let inner = self.wl.cp.as_ref().map(|p| p.a2a_groups(g)).unwrap_or_default();
+                let inner = self
+                    .wl
+                    .cp
+                    .as_ref()
+                    .map(|p| p.a2a_groups(g))
+                    .unwrap_or_default();
                 for ig in inner.iter().filter(|ig| ig.len() > 1) {
                     let k = ig.len() as u32;
                     lw.all_to_all(&mut self.at(Stream::Main, tag), ig, &move |_, j| {
