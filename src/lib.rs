@@ -19,6 +19,7 @@ mod keyword;
 
 pub mod fct;
 pub mod formats;
+pub mod lower;
 pub mod megatron;
 pub mod netmodel;
 pub mod ns3;

@@ -329,6 +329,10 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         collective_ns: t,
                         host_collective_ns: t / 2.0,
                         exposed_ns: t / 3.0,
+                        active: plan_json::Activity {
+                            from_ns: t / 4.0,
+                            until_ns: (c != 0).then_some(t),
+                        },
                     })
                 })
                 .collect();
@@ -386,6 +390,65 @@ fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
         }
         recs
     })
+}
+
+/// JSON a crafted plan puts where a value belongs: beyond u32/u64, negative, out of f64's
+/// range, fractional, the wrong type, huge lists of huge ids.
+const CRAFTED_JSON: [&str; 16] = [
+    "18446744073709551616",
+    "4294967296",
+    "-1",
+    "1e309",
+    "-1e309",
+    "1.5",
+    "-0.0",
+    "null",
+    "\"\"",
+    "\"🦀\"",
+    "[]",
+    "{}",
+    "true",
+    "[[4294967295, 4294967295]]",
+    "[4294967295]",
+    "{\"kind\": \"tree\"}",
+];
+
+/// JSON pointers of every value inside `v` (objects' members and arrays' elements).
+fn json_pointers(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}/{k}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let p = format!("{at}/{i}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `plan` as JSON with the value at its `k`-th pointer replaced by the raw text `raw`.
+fn craft_plan_json(plan: &PlanFile, k: usize, raw: &str) -> String {
+    let mut v = serde_json::to_value(plan).unwrap();
+    let mut ptrs = Vec::new();
+    json_pointers(&v, String::new(), &mut ptrs);
+    let marker = "@@crafted@@";
+    if let Some(slot) = ptrs
+        .get(k % ptrs.len().max(1))
+        .and_then(|p| v.pointer_mut(p))
+    {
+        *slot = serde_json::Value::String(marker.into());
+    }
+    serde_json::to_string_pretty(&v)
+        .unwrap()
+        .replace(&format!("\"{marker}\""), raw)
 }
 
 // ------------------------------------------------------------------ properties
@@ -536,6 +599,28 @@ proptest! {
         match plan_json::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, p) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    /// Structure-aware crafting: any value of a valid plan replaced by a crafted JSON value.
+    /// The reader never panics; what it accepts keeps the shape it promises (members
+    /// ascending and distinct, windows that are windows, trees ending at their root).
+    #[test]
+    fn plan_json_crafted_values(p in plan_file(), k in 0usize..512, raw in proptest::sample::select(&CRAFTED_JSON[..])) {
+        let text = craft_plan_json(&p, k, raw);
+        let f = Path::new("fuzz/plan.json");
+        match plan_json::parse(f, &text) {
+            Ok(back) => {
+                for g in &back.groups {
+                    prop_assert!(g.members.windows(2).all(|w| w[0] < w[1]), "{text}");
+                    let (a, b) = g.active.interval();
+                    prop_assert!(0.0 <= a && a <= b, "{text}");
+                    if let Decision::Tree { root, edges, .. } = &g.decision {
+                        prop_assert_eq!(edges.last().map(|e| e.1), Some(*root));
+                    }
+                }
+            }
+            Err(e) => check_error(&e, f, &text)?,
         }
     }
 

@@ -94,6 +94,7 @@ fn options(st: Settings, solver: SolverKind) -> PlanOptions {
         solver,
         time_limit: Duration::from_secs(20),
         auto_max_variables: 2000,
+        replay_rounds: 0,
     }
 }
 
@@ -103,7 +104,15 @@ fn model(j: &Job, st: &Settings) -> Model {
 
 fn make_plan(j: &Job, po: &PlanOptions) -> PlanFile {
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
-    plan::plan(&j.wl, &j.topo, &j.opts, po, trace::planned::plan_job(&h)).unwrap()
+    plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        po,
+        trace::planned::plan_job(&h),
+        None,
+    )
+    .unwrap()
 }
 
 /// Every assignment of the groups that have a choice, evaluated by the model: the best
@@ -185,11 +194,14 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
     let wire = s + (s / 256.0).ceil() * 48.0;
     let hand = (wire / 12.5).ceil() + rtt;
     assert_eq!(o.times[0], hand);
-    // the host ring of 4: 6 steps of S/4 (1,000 B packets), one flow per channel per step
+    // the host ring of 4 over the topology's 2 NCCL channels (one NIC port): each
+    // channel's ring takes 6 steps of its half's quarter, S/8 (1,000 B packets), the two
+    // channels' flows sharing each NIC (6.25 B/ns each)
     let h = &m.opts[g][0];
     assert!(matches!(h.kind, OptKind::Host));
-    let chunk = (s / 4.0).ceil();
-    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 12.5).ceil();
+    assert_eq!(trace::default_channels(&j.topo), 2);
+    let chunk = ((s / 2.0).ceil() / 4.0).ceil();
+    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 6.25).ceil();
     // a step crosses GPU → leaf (→ spine → leaf) → GPU: the longest path has 4 links
     assert_eq!(h.times[0], 6.0 * (step + 4.0 * delay));
 }
@@ -387,6 +399,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
             &j.opts,
             &options(st, SolverKind::Auto),
             trace::planned::plan_job(&h),
+            None,
         )
     };
     let e = run(st.clone()).unwrap_err().to_string();
@@ -401,8 +414,10 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
         "{e}"
     );
-    // two groups that must aggregate at the one spine, room for one
+    // two groups that must aggregate at the one spine (trees only: Rina would fit one of
+    // them on the leaves), room for one
     st.slots = 256;
+    st.rina = false;
     let e = run(st.clone()).unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
     // ToR-only INA and groups spanning two leaves: no switch above them
@@ -422,6 +437,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         &tor.opts,
         &options(st, SolverKind::Auto),
         trace::planned::plan_job(&h),
+        None,
     )
     .unwrap_err()
     .to_string();
@@ -530,7 +546,8 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        e.contains("topology_hash: plan `")
+            && e.contains("made on `fat-tree:k=4,gpus-per-server=2`"),
         "{e}"
     );
     // the same job lowers, and a tampered tree is refused naming the group
@@ -550,7 +567,9 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        e.contains("plan groups[")
+            && e.contains("dp group of ranks")
+            && e.contains("sends to no switch"),
         "{e}"
     );
 }

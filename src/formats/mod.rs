@@ -61,4 +61,16 @@ pub mod trace_csv;
 pub mod validate_csv;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
+
+/// 64-bit FNV-1a (stable across platforms and Rust versions, unlike `std`'s hasher): the
+/// content hash that names what a file or canonical text holds (a sweep cell's options, a
+/// topology a plan was made on).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
 pub use error::{numbered_lines, read_text, FormatError, Warning};

@@ -206,10 +206,9 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     },
     RunOption {
         name: "env",
-        help: "launch-script variables set before the script runs, NAME=VALUE (a list)",
+        help: "launch-script variables as NAME=VALUE, set before the script runs (a list)",
         set: |s, v| {
-            let l = list(v);
-            s.job.env = super::job::env_pairs(&l).map_err(|e| e.to_string())?;
+            s.job.env = super::env_pairs(&list(v)).map_err(|e| e.to_string())?;
             Ok(())
         },
         get: |s| {

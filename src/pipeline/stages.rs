@@ -34,14 +34,60 @@ pub fn make_plan(
     po: &crate::plan::PlanOptions,
 ) -> Result<crate::formats::plan_json::PlanFile, PipelineError> {
     let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
+    let replayer = PlanReplayer { job, opts };
     crate::plan::plan(
         &job.workload,
         &job.topology,
         opts,
         po,
         trace::planned::plan_job(&header),
+        Some(&replayer),
     )
     .map_err(|e| PipelineError::Plan(Box::new(e)))
+}
+
+/// Replays a candidate plan of `job` as `ina3d trace --plan` and `ina3d replay` would (in
+/// memory, ideal rate model): the planner's verification and repair ([`crate::plan::plan`]).
+pub struct PlanReplayer<'a> {
+    /// The job.
+    pub job: &'a Job,
+    /// Its trace options (the plan's seed, INA switches, payload, window).
+    pub opts: &'a TraceOptions,
+}
+
+impl crate::plan::Replayer for PlanReplayer<'_> {
+    fn replay(
+        &self,
+        plan: &crate::formats::plan_json::PlanFile,
+    ) -> Result<crate::plan::Replayed, String> {
+        let mut o = self.opts.clone();
+        o.plan = Some(plan.clone());
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
+            .map_err(|e| super::error_chain(&e))?;
+        let r = replay_records(
+            &t.records,
+            &t.header,
+            &self.job.topology,
+            o.seed,
+            "a candidate plan",
+            false,
+            Default::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];
+        for (rec, row) in t.records.iter().zip(r.row_iter()) {
+            let pipeline = rec.microbatch.is_some() || rec.mode == crate::record::Mode::Compute;
+            if let (Some(s), true) = (rec.stage, pipeline) {
+                if let Some(e) = stage_end.get_mut(s as usize) {
+                    *e = e.max(row.end_ns as f64);
+                }
+            }
+        }
+        Ok(crate::plan::Replayed {
+            iteration_ns: r.summary.iteration_time_ns as f64,
+            stage_end,
+        })
+    }
 }
 
 /// Generates the trace of `job` with `opts` into `file` (atomically; gzip when the name

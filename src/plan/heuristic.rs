@@ -50,18 +50,25 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
         };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
-        loop {
-            h.local_search(&mut a);
-            if !h.pairs(&mut a, 4) || h.out_of_time() {
-                break;
-            }
-        }
+        h.search(&mut a);
         let e = h.eval(&a);
         if e.feasible && best.as_ref().is_none_or(|b| better(&e, &b.1)) {
             best = Some((a, e));
         }
     }
     best.map(|b| b.0)
+}
+
+/// Local search and pair moves from `a`, a start that fits (the feasibility program's,
+/// when neither construction found one: [`super::feasibility`]).
+pub(super) fn improve(
+    m: &Model,
+    exposed_first: bool,
+    deadline: Instant,
+    mut a: Vec<usize>,
+) -> Vec<usize> {
+    Searcher::new(m, exposed_first, deadline).search(&mut a);
+    a
 }
 
 /// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
@@ -332,6 +339,16 @@ impl<'a> Searcher<'a> {
             k.sort_by_key(|&o| std::cmp::Reverse(opts[o].slots));
         }
         out
+    }
+
+    /// Local search and pair moves, alternating until neither improves or time runs out.
+    fn search(&mut self, a: &mut [usize]) {
+        loop {
+            self.local_search(a);
+            if !self.pairs(a, 4) || self.out_of_time() {
+                break;
+            }
+        }
     }
 
     /// Relocate and swap moves until nothing improves or time runs out.

@@ -533,6 +533,35 @@ impl Workload {
             .as_ref()
             .is_some_and(|m| m.layer_freq.is_moe_layer(l))
     }
+    /// Chunk `chunk` of stage `s` holds the model's first layers (and the embedding).
+    pub fn is_first_chunk(&self, s: u32, chunk: u32) -> bool {
+        s == 0 && chunk == 0
+    }
+    /// Chunk `chunk` of stage `s` holds the model's last layers (and the LM head).
+    pub fn is_last_chunk(&self, s: u32, chunk: u32) -> bool {
+        s == self.pp() - 1 && chunk == self.vpp - 1
+    }
+    /// Whether `op` on stage `s` waits for another stage's output: every forward but the
+    /// first chunk's, every backward but the last chunk's.
+    pub fn receives(&self, s: u32, op: PipeOp) -> bool {
+        match op.pass {
+            Pass::Fwd => !self.is_first_chunk(s, op.chunk),
+            Pass::Bwd => !self.is_last_chunk(s, op.chunk),
+        }
+    }
+    /// The (stage, chunk) that `op`'s output on stage `s` goes to: forward to the next stage
+    /// (from the last stage, to stage 0's next chunk: interleaved 1F1B), backward to the
+    /// previous one (from stage 0, to the last stage's previous chunk); `None` at the ends.
+    pub fn next_hop(&self, s: u32, op: PipeOp) -> Option<(u32, u32)> {
+        let (pp, v) = (self.pp(), self.vpp);
+        match op.pass {
+            Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
+            Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
+            Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
+            Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
+            _ => None,
+        }
+    }
     /// The steps layer `l` runs in `pass`.
     pub fn layer_steps(&self, l: u32, pass: Pass) -> &[LayerStep] {
         match (&self.moe, pass) {

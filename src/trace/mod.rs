@@ -47,6 +47,9 @@ pub enum TraceError {
     /// The training configuration cannot be scheduled.
     #[error(transparent)]
     Schedule(#[from] crate::schedule::ScheduleError),
+    /// A collective could not be lowered.
+    #[error(transparent)]
+    Lower(#[from] crate::lower::LowerError),
     /// The job does not fit the topology, or routing failed.
     #[error(transparent)]
     Topology(#[from] crate::topology::TopologyError),

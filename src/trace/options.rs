@@ -7,19 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Host-based algorithm for collectives that cross the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// Ring: n−1 reduce-scatter + n−1 all-gather steps of S/n.
-    Ring,
-    /// Double binary tree (all-reduce only; RS/AG use the ring).
-    Dbt,
-    /// Recursive halving-doubling, log₂ n steps per phase (power-of-two groups; others use the ring).
-    Hd,
-    /// NVLink reduce-scatter in each server → one network ring per local GPU index → NVLink all-gather.
-    Hierarchical,
-}
+pub use crate::lower::Algorithm;
 
 /// Where in-network aggregation happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -343,7 +331,6 @@ impl Default for TraceOptions {
 
 use crate::keyword::keyword_enum;
 
-keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
 keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina", InaMode::Planned => "planned");
 keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority", InaPolicy::Planned => "planned");
 

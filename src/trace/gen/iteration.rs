@@ -203,12 +203,7 @@ impl Gen<'_> {
         groups: &CohortGroups,
         inbox: &mut Inbox,
     ) -> Result<bool, TraceError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let needs = match op.pass {
-            Pass::Fwd => !(s == 0 && op.chunk == 0),
-            Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
-        };
-        if !needs {
+        if !self.wl.receives(s, op) {
             return Ok(true);
         }
         let key = |rep: usize| (rep, s, op.pass, op.chunk, op.microbatch);
@@ -238,15 +233,7 @@ impl Gen<'_> {
         groups: &CohortGroups,
         inbox: &mut Inbox,
     ) -> Result<(), TraceError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let target = match op.pass {
-            Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
-            Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
-            Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
-            Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
-            _ => None,
-        };
-        let Some((ts, tc)) = target else {
+        let Some((ts, tc)) = self.wl.next_hop(s, op) else {
             return Ok(());
         };
         let tag = Self::pp_tag(s, op);
@@ -254,8 +241,11 @@ impl Gen<'_> {
         for (rep, ranks) in from.iter().enumerate() {
             let mut flows = Vec::with_capacity(ranks.len());
             for (i, &r) in ranks.iter().enumerate() {
-                let (deps, gap) = self.start(Stream::Main, r, &[], tag)?;
-                let id = self.p2p(r, to[rep][i], self.wl.pp_bytes, deps, gap, tag, None, None)?;
+                let (deps, gap) = self.start(Stream::Main, r);
+                let lw = self.lw;
+                let bytes = self.wl.pp_bytes;
+                let at = &mut self.at(Stream::Main, tag);
+                let id = lw.p2p(at, r, to[rep][i], bytes, deps, gap, None, None)?;
                 self.set_tail(Stream::Main, r, &[id]);
                 flows.push(id);
             }
@@ -277,8 +267,8 @@ impl Gen<'_> {
     ) -> Result<(), TraceError> {
         let wl = self.wl;
         let layers = plan.chunks[op.chunk as usize].clone();
-        let last_chunk_here = s == wl.pp() - 1 && op.chunk == wl.vpp - 1;
-        let first_chunk_here = s == 0 && op.chunk == 0;
+        let last_chunk_here = wl.is_last_chunk(s, op.chunk);
+        let first_chunk_here = wl.is_first_chunk(s, op.chunk);
         let base = Tag {
             class: Class::Tp,
             microbatch: Some(op.microbatch),
@@ -409,7 +399,16 @@ impl Gen<'_> {
                         ..tag
                     };
                     for g in groups.of(GroupKind::Cp, s) {
-                        self.cp_ring(g, pass, core, kv, tag)?;
+                        // one ring, or with `a2a+p2p` one ring over each set of members
+                        // the all-to-all size apart (crate::schedule::CpPlan::rings)
+                        let rings = match self.wl.cp.as_ref() {
+                            Some(p) => p.rings(g),
+                            None => vec![g.to_vec()],
+                        };
+                        let lw = self.lw;
+                        for ring in &rings {
+                            lw.cp_ring(&mut self.at(Stream::Main, tag), ring, pass, core, kv)?;
+                        }
                     }
                 }
                 LayerStep::Experts(pass) => self.expert_compute(pass, s, groups),
@@ -438,16 +437,32 @@ impl Gen<'_> {
             .map(|m| m.dispatch_bytes.clone())
             .unwrap_or_default();
         let at = |j: usize| dispatch.get(j).copied().unwrap_or(Bytes(0));
+        let mut lw = self.lw;
         match sizes {
-            A2aSizes::Even(total) => self.all_to_all(
-                g,
-                &|_, j| super::channels::slice(total, n as u32, j as u32),
-                Stream::Main,
-                tag,
-            ),
-            A2aSizes::Dispatch => self.all_to_all(g, &|_, j| at(j), Stream::Main, tag),
-            A2aSizes::Combine => self.all_to_all(g, &|i, _| at(i), Stream::Main, tag),
-            A2aSizes::CpInner(total) => self.cp_inner_a2a(g, total, tag),
+            A2aSizes::Even(total) => {
+                lw.all_to_all(&mut self.at(Stream::Main, tag), g, &move |_, j| {
+                    crate::lower::slice(total, n as u32, j as u32)
+                })
+            }
+            A2aSizes::Dispatch => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|_, j| at(j)),
+            A2aSizes::Combine => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|i, _| at(i)),
+            A2aSizes::CpInner(total) => {
+                // Hierarchical CP's all-to-all: an even all-to-all of `total` inside each of
+                // the CP group's all-to-all groups (crate::schedule::CpPlan::a2a_groups).
+                let inner = self
+                    .wl
+                    .cp
+                    .as_ref()
+                    .map(|p| p.a2a_groups(g))
+                    .unwrap_or_default();
+                for ig in inner.iter().filter(|ig| ig.len() > 1) {
+                    let k = ig.len() as u32;
+                    lw.all_to_all(&mut self.at(Stream::Main, tag), ig, &move |_, j| {
+                        crate::lower::slice(total, k, j as u32)
+                    })?;
+                }
+                Ok(())
+            }
         }
     }
 
