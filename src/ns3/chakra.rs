@@ -388,8 +388,8 @@ impl Ctx<'_> {
     }
 
     fn receive(&self, p: &mut Program, op: PipeOp) -> Result<(), ChakraError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let Some(fs) = op.source(self.stage, pp, v) else {
+        let v = self.wl.vpp;
+        let Some(fs) = self.wl.prev_hop(self.stage, op) else {
             return Ok(());
         };
         let tag = pp_tag(op, op.chunk, v);
@@ -403,8 +403,8 @@ impl Ctx<'_> {
     }
 
     fn send(&self, p: &mut Program, op: PipeOp) -> Result<(), ChakraError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let Some((ts, tc)) = op.target(self.stage, pp, v) else {
+        let v = self.wl.vpp;
+        let Some((ts, tc)) = self.wl.next_hop(self.stage, op) else {
             return Ok(());
         };
         let tag = pp_tag(op, tc, v);

@@ -562,6 +562,18 @@ impl Workload {
             _ => None,
         }
     }
+    /// The stage `op`'s input on stage `s` comes from (the one whose [`Workload::next_hop`]
+    /// is `(s, op.chunk)`); `None` when `op` receives nothing.
+    pub fn prev_hop(&self, s: u32, op: PipeOp) -> Option<u32> {
+        let (pp, v) = (self.pp(), self.vpp);
+        match op.pass {
+            Pass::Fwd if s > 0 => Some(s - 1),
+            Pass::Fwd if op.chunk > 0 => Some(pp - 1),
+            Pass::Bwd if s < pp - 1 => Some(s + 1),
+            Pass::Bwd if op.chunk < v - 1 => Some(0),
+            _ => None,
+        }
+    }
     /// The steps layer `l` runs in `pass`.
     pub fn layer_steps(&self, l: u32, pass: Pass) -> &[LayerStep] {
         match (&self.moe, pass) {

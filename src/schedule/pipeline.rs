@@ -24,34 +24,6 @@ pub struct PipeOp {
     pub chunk: u32,
 }
 
-impl PipeOp {
-    /// Where this op's result goes on stage `s` of `pp` with `v` chunks per stage: the
-    /// next stage's same chunk forward (the first stage's next chunk from the last stage),
-    /// the previous stage's backward (the last stage's previous chunk from the first);
-    /// `(stage, chunk)`, or `None` at the ends of the model.
-    pub fn target(self, s: u32, pp: u32, v: u32) -> Option<(u32, u32)> {
-        match self.pass {
-            Pass::Fwd if s < pp - 1 => Some((s + 1, self.chunk)),
-            Pass::Fwd if self.chunk < v - 1 => Some((0, self.chunk + 1)),
-            Pass::Bwd if s > 0 => Some((s - 1, self.chunk)),
-            Pass::Bwd if self.chunk > 0 => Some((pp - 1, self.chunk - 1)),
-            _ => None,
-        }
-    }
-
-    /// The stage this op's input comes from on stage `s` (the inverse of
-    /// [`PipeOp::target`]), or `None` for the first forward and the last backward chunk.
-    pub fn source(self, s: u32, pp: u32, v: u32) -> Option<u32> {
-        match self.pass {
-            Pass::Fwd if s > 0 => Some(s - 1),
-            Pass::Fwd if self.chunk > 0 => Some(pp - 1),
-            Pass::Bwd if s < pp - 1 => Some(s + 1),
-            Pass::Bwd if self.chunk < v - 1 => Some(0),
-            _ => None,
-        }
-    }
-}
-
 /// Which Megatron release's interleaved warm-up rule to follow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
