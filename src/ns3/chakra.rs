@@ -77,6 +77,8 @@ impl ChakraExport {
 /// Communicator groups: every group of the job, numbered from 1 in a fixed order.
 struct Groups {
     ids: BTreeMap<Vec<u32>, u32>,
+    /// Members of each id (index `id − 1`).
+    members: Vec<Vec<u32>>,
     /// (kind, rank) → group id.
     of: HashMap<(Kind, u32), u32>,
 }
@@ -109,6 +111,7 @@ impl Groups {
         ];
         let mut s = Groups {
             ids: BTreeMap::new(),
+            members: Vec::new(),
             of: HashMap::new(),
         };
         let (inner, rings): (Vec<Vec<Rank>>, Vec<Vec<Rank>>) = match &wl.cp {
@@ -134,7 +137,10 @@ impl Groups {
             for members in list.iter().filter(|m| m.len() > 1) {
                 let key: Vec<u32> = members.iter().map(|r| r.0).collect();
                 let next = s.ids.len() as u32 + 1;
-                let id = *s.ids.entry(key).or_insert(next);
+                let id = *s.ids.entry(key.clone()).or_insert(next);
+                if id == next {
+                    s.members.push(key);
+                }
                 for r in members {
                     s.of.insert((kind, r.0), id);
                 }
@@ -147,11 +153,15 @@ impl Groups {
         self.of.get(&(kind, r)).copied().unwrap_or(0)
     }
 
+    /// The members of group `id` (none for 0, no group).
+    fn members(&self, id: u32) -> &[u32] {
+        id.checked_sub(1)
+            .and_then(|i| self.members.get(i as usize))
+            .map_or(&[], Vec::as_slice)
+    }
+
     fn size(&self, id: u32) -> usize {
-        self.ids
-            .iter()
-            .find(|(_, v)| **v == id)
-            .map_or(1, |(k, _)| k.len())
+        self.members(id).len().max(1)
     }
 }
 
@@ -591,13 +601,7 @@ impl Ctx<'_> {
         layer: u32,
     ) -> Result<(), ChakraError> {
         let pg = self.groups.id(Kind::CpRing, self.r);
-        let members: Vec<u32> = self
-            .groups
-            .ids
-            .iter()
-            .find(|(_, id)| **id == pg)
-            .map(|(m, _)| m.clone())
-            .unwrap_or_default();
+        let members = self.groups.members(pg).to_vec();
         let n = members.len();
         if n <= 1 {
             p.compute(name, core);
