@@ -331,6 +331,17 @@ fn repair(
     Ok(f)
 }
 
+/// The plan file of a given assignment (an option index per group of `m`): what a
+/// brute force over placements lowers and replays.
+pub fn assignment_file(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    a: &[usize],
+) -> PlanFile {
+    file(m, po, job, fixed(m, a), Duration::ZERO)
+}
+
 /// A fixed assignment as a solve's outcome (nothing proven).
 fn fixed(m: &Model, a: &[usize]) -> Solved {
     let mut scratch = vec![0.0; m.channels];
