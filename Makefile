@@ -14,8 +14,9 @@ EXAMPLE_OUT ?= out/example
 run: build
 	$(CARGO) run --quiet -- run -o $(EXAMPLE_OUT)
 
-## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks)
-test: ns3-deps glue build
+## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks); the
+## venv first: tests/chakra.rs reads `export chakra`'s files with MLCommons' mlc-chakra
+test: ns3-deps glue venv build
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    $(CARGO) nextest run --no-fail-fast; \
 	else \
@@ -77,7 +78,8 @@ clean:
 	$(CARGO) clean
 	rm -rf out
 
-## venv: the Python environment the notebooks run in (.venv, pinned in notebooks/requirements.txt)
+## venv: the Python environment the notebooks and tests/chakra.rs run in (.venv, pinned in
+## notebooks/requirements.txt)
 VENV := .venv
 PY := $(VENV)/bin/python
 venv: $(VENV)/.installed

@@ -329,6 +329,10 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         collective_ns: t,
                         host_collective_ns: t / 2.0,
                         exposed_ns: t / 3.0,
+                        active: plan_json::Activity {
+                            from_ns: t / 4.0,
+                            until_ns: (c != 0).then_some(t),
+                        },
                     })
                 })
                 .collect();
@@ -386,6 +390,65 @@ fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
         }
         recs
     })
+}
+
+/// JSON a crafted plan puts where a value belongs: beyond u32/u64, negative, out of f64's
+/// range, fractional, the wrong type, huge lists of huge ids.
+const CRAFTED_JSON: [&str; 16] = [
+    "18446744073709551616",
+    "4294967296",
+    "-1",
+    "1e309",
+    "-1e309",
+    "1.5",
+    "-0.0",
+    "null",
+    "\"\"",
+    "\"🦀\"",
+    "[]",
+    "{}",
+    "true",
+    "[[4294967295, 4294967295]]",
+    "[4294967295]",
+    "{\"kind\": \"tree\"}",
+];
+
+/// JSON pointers of every value inside `v` (objects' members and arrays' elements).
+fn json_pointers(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}/{k}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let p = format!("{at}/{i}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `plan` as JSON with the value at its `k`-th pointer replaced by the raw text `raw`.
+fn craft_plan_json(plan: &PlanFile, k: usize, raw: &str) -> String {
+    let mut v = serde_json::to_value(plan).unwrap();
+    let mut ptrs = Vec::new();
+    json_pointers(&v, String::new(), &mut ptrs);
+    let marker = "@@crafted@@";
+    if let Some(slot) = ptrs
+        .get(k % ptrs.len().max(1))
+        .and_then(|p| v.pointer_mut(p))
+    {
+        *slot = serde_json::Value::String(marker.into());
+    }
+    serde_json::to_string_pretty(&v)
+        .unwrap()
+        .replace(&format!("\"{marker}\""), raw)
 }
 
 // ------------------------------------------------------------------ properties
@@ -539,6 +602,28 @@ proptest! {
         }
     }
 
+    /// Structure-aware crafting: any value of a valid plan replaced by a crafted JSON value.
+    /// The reader never panics; what it accepts keeps the shape it promises (members
+    /// ascending and distinct, windows that are windows, trees ending at their root).
+    #[test]
+    fn plan_json_crafted_values(p in plan_file(), k in 0usize..512, raw in proptest::sample::select(&CRAFTED_JSON[..])) {
+        let text = craft_plan_json(&p, k, raw);
+        let f = Path::new("fuzz/plan.json");
+        match plan_json::parse(f, &text) {
+            Ok(back) => {
+                for g in &back.groups {
+                    prop_assert!(g.members.windows(2).all(|w| w[0] < w[1]), "{text}");
+                    let (a, b) = g.active.interval();
+                    prop_assert!(0.0 <= a && a <= b, "{text}");
+                    if let Decision::Tree { root, edges, .. } = &g.decision {
+                        prop_assert_eq!(edges.last().map(|e| e.1), Some(*root));
+                    }
+                }
+            }
+            Err(e) => check_error(&e, f, &text)?,
+        }
+    }
+
     #[test]
     fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..9000, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
         let p = params_txt::Params {
@@ -580,6 +665,41 @@ proptest! {
         match reservations_txt::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn chakra_et(nodes in proptest::collection::vec((0u64..1 << 40, 0u64..1 << 20, any::<bool>(), proptest::collection::vec(0u64..64, 0..4)), 0..8), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), byte in any::<u8>(), how in 0u8..3) {
+        // A binary format: the valid file is what the one writer writes; mutations truncate
+        // it, overwrite one byte, or append garbage.
+        use ina3d::formats::chakra::{self, attribute_proto::Value, AttributeProto, Node, NodeType};
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (size, dur, coll, deps))| Node {
+                id: i as u64,
+                name: format!("n{i}"),
+                r#type: if *coll { NodeType::CommCollNode } else { NodeType::CompNode } as i32,
+                data_deps: deps.clone(),
+                duration_micros: *dur,
+                attr: vec![AttributeProto::new("comm_size", Value::Int64Val(*size as i64))],
+                ..Node::default()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.0.et");
+        let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+        chakra::write(&p, &meta, &nodes).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let (m, n) = chakra::read(&p).unwrap();
+        prop_assert_eq!((m, n), (meta, nodes));
+        match how {
+            0 => bytes.truncate(cut.index(bytes.len() + 1)),
+            1 if !bytes.is_empty() => { let i = flip.index(bytes.len()); bytes[i] = byte; }
+            _ => bytes.extend([byte, 0xff, 0xff, 0xff, 0x0f]),
+        }
+        if let Err(e) = chakra::parse(&p, &bytes) {
+            prop_assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
         }
     }
 

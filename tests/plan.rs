@@ -430,8 +430,10 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
         "{e}"
     );
-    // two groups that must aggregate at the one spine, room for one
+    // two groups that must aggregate at the one spine (trees only: Rina would fit one of
+    // them on the leaves), room for one
     st.slots = 256;
+    st.rina = false;
     let e = run(st.clone()).unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
     // ToR-only INA and groups spanning two leaves: no switch above them
@@ -560,7 +562,8 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        e.contains("topology_hash: plan `")
+            && e.contains("made on `fat-tree:k=4,gpus-per-server=2`"),
         "{e}"
     );
     // the same job lowers, and a tampered tree is refused naming the group
@@ -580,7 +583,9 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        e.contains("plan groups[")
+            && e.contains("dp group of ranks")
+            && e.contains("sends to no switch"),
         "{e}"
     );
 }

@@ -76,8 +76,10 @@ pub struct Args {
 const PLAN_HELP: &str = "\
 The plan is made for one job on one topology with one ECMP seed and INA switch model;
 `ina3d trace --plan plan.json` with the same options lowers it (and names any option
-that differs). Infeasible settings (e.g. --require dp with --tree-quota 0, or fewer
---ina-slots than the smallest reservation) are errors naming the constraint and group.
+that differs). A job is called infeasible only with a proof — a counting argument or the
+exact program over the groups that must aggregate (--require) — naming the groups, the
+switches and the constraint (--ina-slots, --tree-quota); when the time limit ends the search
+before a plan or a proof, the error says so (raise --time-limit).
 
 Topology specs: see `ina3d trace --help`.";
 

@@ -14,24 +14,8 @@
 //! Ring transfers are point-to-point: one connection each (no channel split).
 
 use super::{Lowering, Sink};
-use crate::schedule::Pass;
+use crate::schedule::{ring_step_bytes, Pass};
 use crate::units::{Bytes, Nanos, Rank};
-
-/// The bytes of each step of a pass, for CP size `n` and one K/V block `kv`.
-pub fn ring_step_bytes(pass: Pass, n: usize, kv: Bytes) -> Vec<Bytes> {
-    match pass {
-        Pass::Fwd => vec![kv; n.saturating_sub(1)],
-        Pass::Bwd => (0..n)
-            .map(|i| {
-                if i == 0 || i + 1 == n {
-                    kv
-                } else {
-                    Bytes(2 * kv.0)
-                }
-            })
-            .collect(),
-    }
-}
 
 impl Lowering<'_> {
     /// Ring attention of one layer's `pass` over `members` (in CP-rank order) with

@@ -31,7 +31,6 @@ mod ina;
 mod nvlink;
 
 pub use channels::{default_channels, slice};
-pub use cp::ring_step_bytes;
 pub use host::ring_steps;
 pub use ina::{rina_racks, RinaRacks};
 pub use nvlink::{nvlink_collective_time, NCCL_NVLINK_RING_STEP};

@@ -31,6 +31,7 @@
 //! leaves the switch-to-proxy link's queueing to the simulator — an approximation.
 
 pub mod aicb;
+pub mod chakra;
 pub mod emit;
 pub mod external;
 pub mod ingest;

@@ -205,6 +205,22 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         get: |s| s.job.set.join(","),
     },
     RunOption {
+        name: "env",
+        help: "launch-script variables as NAME=VALUE, set before the script runs (a list)",
+        set: |s, v| {
+            s.job.env = super::env_pairs(&list(v)).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        get: |s| {
+            s.job
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+    },
+    RunOption {
         name: "gpu",
         help: "GPU preset for compute time (a100, h100, h800, h20 or NAME:TFLOPS)",
         set: |s, v| {

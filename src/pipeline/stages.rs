@@ -62,7 +62,8 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
     ) -> Result<crate::plan::Replayed, String> {
         let mut o = self.opts.clone();
         o.plan = Some(plan.clone());
-        let t = generate_trace(self.job, &o, None, true, &mut |_| {}).map_err(|e| e.to_string())?;
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
+            .map_err(|e| super::error_chain(&e))?;
         let r = replay_records(
             &t.records,
             &t.header,

@@ -50,13 +50,7 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
         };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
-        loop {
-            h.local_search(&mut a);
-            let paired = h.pairs(&mut a, 4);
-            if !(h.class_moves(&mut a) || paired) || h.out_of_time() {
-                break;
-            }
-        }
+        h.search(&mut a);
         let e = h.eval(&a);
         if e.feasible && best.as_ref().is_none_or(|b| better(&e, &b.1)) {
             best = Some((a, e));
@@ -82,6 +76,18 @@ impl Mix {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as usize
     }
+}
+
+/// Local search and pair moves from `a`, a start that fits (the feasibility program's,
+/// when neither construction found one: [`super::feasibility`]).
+pub(super) fn improve(
+    m: &Model,
+    exposed_first: bool,
+    deadline: Instant,
+    mut a: Vec<usize>,
+) -> Vec<usize> {
+    Searcher::new(m, exposed_first, deadline).search(&mut a);
+    a
 }
 
 /// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
@@ -403,12 +409,7 @@ impl<'a> Searcher<'a> {
                     b[g] = o;
                 }
             }
-            loop {
-                self.local_search(&mut b);
-                if !self.pairs(&mut b, 4) || self.out_of_time() {
-                    break;
-                }
-            }
+            self.search(&mut b);
             let e = self.eval(&b);
             if e.feasible && better(&e, best) {
                 *a = b;
@@ -490,6 +491,17 @@ impl<'a> Searcher<'a> {
             k.sort_by_key(|&o| std::cmp::Reverse(opts[o].slots));
         }
         out
+    }
+
+    /// Local search and pair moves, alternating until neither improves or time runs out.
+    fn search(&mut self, a: &mut [usize]) {
+        loop {
+            self.local_search(a);
+            let paired = self.pairs(a, 4);
+            if !(self.class_moves(a) || paired) || self.out_of_time() {
+                break;
+            }
+        }
     }
 
     /// Relocate and swap moves until nothing improves or time runs out.

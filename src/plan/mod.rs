@@ -9,6 +9,7 @@
 //! ([`crate::trace::generate_workload`] with `TraceOptions::plan`); `docs/plan.md`
 //! explains the model and its measured error for users.
 
+mod feasibility;
 pub mod groups;
 mod heuristic;
 mod ilp;
@@ -18,8 +19,8 @@ pub mod price;
 pub mod timeline;
 
 use crate::formats::plan_json::{
-    Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, Verification,
-    PLAN_SCHEMA,
+    Activity, Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport,
+    Verification, PLAN_SCHEMA,
 };
 use crate::keyword::keyword_enum;
 use crate::schedule::Workload;
@@ -101,9 +102,14 @@ impl Default for PlanOptions {
 /// Why no plan could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// The settings admit no plan: the message names the constraint and the group.
+    /// The settings admit no plan, proved (a counting argument or the exact program): the
+    /// message names the groups, the switches and the constraint.
     #[error("infeasible: {0}")]
     Infeasible(String),
+    /// No plan was found for the groups that must aggregate, and none was proved
+    /// impossible either (the solver stopped at the time limit).
+    #[error("no plan found: {0}")]
+    Unproved(String),
     /// The job or topology cannot be modelled.
     #[error("{0}")]
     Model(String),
@@ -231,9 +237,7 @@ fn repair(
     started: Instant,
 ) -> Result<PlanFile, PlanError> {
     let deadline = started + po.time_limit;
-    let host: Vec<usize> = (0..m.groups.len())
-        .map(|g| model::host_index(&m.opts[g], &m.groups[g]))
-        .collect();
+    let host = baseline(m, po)?;
     let mut scratch = vec![0.0; m.channels];
     let replay = |m: &Model, a: &[usize], po: &PlanOptions| -> Result<Replayed, PlanError> {
         let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
@@ -342,6 +346,35 @@ pub fn assignment_file(
     file(m, po, job, fixed(m, a), Duration::ZERO)
 }
 
+/// The plan the repair loop replays first and every other is measured against: every group
+/// on its host algorithm — but for the groups that must aggregate (`--require`, no host
+/// option), which keep what a first solve gave them, so the baseline fits the pools.
+fn baseline(m: &Model, po: &PlanOptions) -> Result<Vec<usize>, PlanError> {
+    let has_host = |g: usize| {
+        m.opts[g]
+            .iter()
+            .any(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+    };
+    let host = |g: usize| model::host_index(&m.opts[g], &m.groups[g]);
+    if (0..m.groups.len()).all(has_host) {
+        return Ok((0..m.groups.len()).map(host).collect());
+    }
+    let first = PlanOptions {
+        time_limit: po.time_limit / (po.replay_rounds + 2),
+        ..po.clone()
+    };
+    let solved = solve(m, &first, Instant::now())?;
+    Ok((0..m.groups.len())
+        .map(|g| {
+            if has_host(g) {
+                host(g)
+            } else {
+                solved.assign[g]
+            }
+        })
+        .collect())
+}
+
 /// A fixed assignment as a solve's outcome (nothing proven).
 fn fixed(m: &Model, a: &[usize]) -> Solved {
     let mut scratch = vec![0.0; m.channels];
@@ -398,12 +431,18 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     } else {
         started + po.time_limit.mul_f64(0.98)
     };
-    let a = heuristic::run(m, exposed, h_deadline).ok_or_else(|| {
-        PlanError::Infeasible(
-            "the groups that must aggregate (--require) do not fit the slot pools and tree quota together"
-                .into(),
-        )
-    })?;
+    // the heuristic's constructions place required groups first-fit; when they find no
+    // fit, the exact feasibility program gives a start or proves that none exists
+    let (a, start_note) = match heuristic::run(m, exposed, h_deadline) {
+        Some(a) => (a, None),
+        None => {
+            let start = feasibility::start_or_proof(m, deadline)?;
+            (
+                heuristic::improve(m, exposed, h_deadline, start),
+                Some("the heuristic's constructions found no fit for the required groups; the search started from the exact feasibility program's"),
+            )
+        }
+    };
     let mut scratch = vec![0.0; m.channels];
     let heur = m.evaluate(&a, &mut scratch);
     let relax = if exposed {
@@ -428,6 +467,12 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
             )
         }),
     };
+    if let Some(n) = start_note {
+        out.note = Some(match out.note.take() {
+            Some(o) => format!("{n}; {o}"),
+            None => n.into(),
+        });
+    }
     if !exact {
         return Ok(out);
     }
@@ -518,6 +563,13 @@ pub fn file(
                 collective_ns: largest(o),
                 host_collective_ns: largest(h),
                 exposed_ns: m.vals[g][s.assign[g]].exposed,
+                active: {
+                    let (from, until) = m.windows[g];
+                    Activity {
+                        from_ns: from,
+                        until_ns: until.is_finite().then_some(until),
+                    }
+                },
             }
         })
         .collect();

@@ -32,7 +32,7 @@ use super::options::{self, Form, Net, Opt, OptKind};
 use super::timeline::{self, LayerTimes, Timeline};
 use super::PlanError;
 use crate::record::Class;
-use crate::schedule::{LayerStep, Workload};
+use crate::schedule::{CollKind, LayerStep, Workload};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -118,6 +118,9 @@ pub struct Model {
     pub phases: Vec<Phase>,
     /// Per group, the phases it belongs to.
     pub phases_of: Vec<Vec<usize>>,
+    /// Per group, its activity window (ns; TP groups to +∞): what the phases derive from,
+    /// recorded in the plan as each group's `active`.
+    pub windows: Vec<(f64, f64)>,
     /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
     /// at or after it).
     pub releases: Vec<(f64, usize, Vec<usize>)>,
@@ -514,7 +517,10 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
                     }
                 }
             }
-            if st.rina {
+            // Rina reduces all-reduces only (the lowering leaves reduce-scatters on the
+            // host ring): for a group without one it would reserve slots for nothing
+            let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+            if st.rina && all_reduce {
                 for &k in &fits {
                     if let Some(o) = options::rina(net, g, k).map_err(err)? {
                         opts.push(o);
@@ -546,12 +552,13 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
             g.class
         ));
     }
-    if options::roots(net, g).is_empty()
-        && (!st.rina || options::rina_racks(net, g).racks.is_empty())
-    {
+    let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+    let rina = st.rina && all_reduce && !options::rina_racks(net, g).racks.is_empty();
+    if options::roots(net, g).is_empty() && !rina {
         return PlanError::Infeasible(format!(
-            "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
+            "no aggregating switch sits above every member of the {} (--ina-switches), and Rina, which reduces all-reduces only, has no rack of two members to reduce{}, so it cannot aggregate as --require {} demands",
             g.name(),
+            if all_reduce { "" } else { " nor an all-reduce" },
             g.class
         ));
     }
@@ -626,6 +633,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     });
     let replicas = replica_table(wl, &opts, &tp_of);
     let mut m = Model {
+        windows: Vec::new(),
         phases_of: Vec::new(),
         releases: Vec::new(),
         dp: Vec::new(),
@@ -676,7 +684,7 @@ impl Model {
         let (groups, opts) = (&self.groups, &self.opts);
         self.vals = values(wl, groups, opts, &tl, &self.cf, &self.cb, self.pend_stage);
         self.rows = chain_rows(wl, groups, opts, &self.vals, &tl);
-        self.phases = phases(groups, &self.vals, &tl);
+        (self.phases, self.windows) = phases(groups, &self.vals, &tl);
         (self.releases, self.dp, self.tail, self.pipe) = link_sets(groups, opts, &tl);
         self.phases_of = vec![Vec::new(); groups.len()];
         for (p, ph) in self.phases.iter().enumerate() {
@@ -951,8 +959,10 @@ fn link_sets(
     (releases, dp, tail, pipe)
 }
 
-/// Activity windows → maximal sets of groups that may be active together.
-fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
+/// Activity windows (closed intervals, TP groups the whole iteration) and the maximal sets
+/// of groups that may be active together by the reuse rule of
+/// [`crate::formats::plan_json::Activity`].
+fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> (Vec<Phase>, Vec<(f64, f64)>) {
     let inf = f64::INFINITY;
     let mut win: Vec<(f64, f64)> = vec![(0.0, inf); groups.len()];
     let max_end = |g: usize| vals[g].iter().map(|v| v.end).fold(0.0, f64::max);
@@ -997,41 +1007,13 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
             win[i] = (start, end + ln_max + max_end(i));
         }
     }
-    let mut ev: Vec<f64> = win
-        .iter()
-        .flat_map(|w| [w.0, w.1])
-        .filter(|x| x.is_finite())
-        .collect();
-    ev.sort_by(f64::total_cmp);
-    ev.dedup();
-    let mut sets: Vec<Vec<usize>> = Vec::new();
-    // probe just after every event point (and before the first)
-    let mut probes: Vec<f64> = ev.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
-    probes.extend(ev.first().map(|x| x - 1.0));
-    probes.extend(ev.last().map(|x| x + 1.0));
-    for t in probes {
-        let set: Vec<usize> = (0..groups.len())
-            .filter(|&g| win[g].0 <= t && t < win[g].1)
-            .collect();
-        if !set.is_empty() {
-            sets.push(set);
-        }
-    }
-    sets.sort();
-    sets.dedup();
-    let keep: Vec<Vec<usize>> = sets
-        .iter()
-        .filter(|s| {
-            !sets
-                .iter()
-                .any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok()))
-        })
-        .cloned()
-        .collect();
-    keep.into_iter()
+    // the one reuse rule, which `ina3d trace --plan` checks plans against
+    let phases = crate::trace::planned::concurrent_sets(&win)
+        .into_iter()
         .map(|groups| Phase {
             start: groups.iter().map(|&g| win[g].0).fold(inf, f64::min),
             groups,
         })
-        .collect()
+        .collect();
+    (phases, win)
 }

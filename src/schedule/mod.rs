@@ -281,6 +281,10 @@ pub enum A2aSizes {
     Dispatch,
     /// MoE combine (the transpose): member `i` sends `dispatch_bytes[i]` to every member.
     Combine,
+    /// Hierarchical CP (`a2a+p2p`): an even all-to-all of buffer S inside each group of
+    /// [`CpPlan::a2a_size`] consecutive CP ranks of the CP group (Megatron's level-0
+    /// hierarchical groups).
+    CpInner(Bytes),
 }
 
 /// One step of a layer's forward or backward on every rank of the stage.
@@ -387,6 +391,49 @@ pub struct CpPlan {
     /// K and V of one rank's sequence chunk: `2·b·(s/CP)·(g·d/TP)` elements, params dtype —
     /// one ring step.
     pub kv_bytes: Bytes,
+    /// `a2a+p2p`: the CP ranks of each all-to-all group (`--hierarchical-context-parallel-sizes`'
+    /// first size); the ring runs over the CP ranks `a2a_size` apart. 1 otherwise.
+    pub a2a_size: u32,
+}
+
+impl CpPlan {
+    /// The CP groups' members split into the rings attention runs over: the whole group,
+    /// or with `a2a+p2p` the members `a2a_size` apart (Megatron's level-1 hierarchical
+    /// groups), in CP-rank order.
+    pub fn rings<T: Copy>(&self, members: &[T]) -> Vec<Vec<T>> {
+        let a = (self.a2a_size.max(1) as usize).min(members.len().max(1));
+        (0..a)
+            .map(|u| members.iter().skip(u).step_by(a).copied().collect())
+            .collect()
+    }
+
+    /// The CP group's members split into the all-to-all groups of `a2a+p2p`:
+    /// `a2a_size` consecutive members each (Megatron's level-0 hierarchical groups).
+    pub fn a2a_groups<T: Copy>(&self, members: &[T]) -> Vec<Vec<T>> {
+        members
+            .chunks(self.a2a_size.max(1) as usize)
+            .map(<[T]>::to_vec)
+            .collect()
+    }
+}
+
+/// The bytes each member sends in each step of ring attention's `pass` over a CP group of
+/// `n` with K/V blocks of `kv` (Transformer Engine's `AttnFuncWithCPAndKVP2P`): forward
+/// CP−1 steps of one block; backward CP steps, K/V in step 0, K/V and dK/dV in steps 1 …
+/// CP−2, dK/dV alone in step CP−1.
+pub fn ring_step_bytes(pass: Pass, n: usize, kv: Bytes) -> Vec<Bytes> {
+    match pass {
+        Pass::Fwd => vec![kv; n.saturating_sub(1)],
+        Pass::Bwd => (0..n)
+            .map(|i| {
+                if i == 0 || i + 1 == n {
+                    kv
+                } else {
+                    Bytes(2 * kv.0)
+                }
+            })
+            .collect(),
+    }
 }
 
 /// Mixture-of-experts layers.

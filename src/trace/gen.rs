@@ -211,7 +211,7 @@ impl<'a> Gen<'a> {
             None
         };
         let plan = match (opts.ina.mode, &opts.plan) {
-            (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+            (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, wl, topo, opts)?),
             (InaMode::Planned, None) => {
                 return Err(TraceError::Generate(
                     "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
@@ -555,6 +555,7 @@ pub fn header(
     let mut h = super::TraceHeader::new();
     let ina: &InaConfig = &opts.ina;
     h.set("topology", &topo.source)
+        .set("topology_hash", super::planned::topology_hash(topo))
         .set("seed", opts.seed)
         .set("iterations", opts.iterations)
         .set("collective", opts.collective)

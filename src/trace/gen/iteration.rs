@@ -399,8 +399,16 @@ impl Gen<'_> {
                         ..tag
                     };
                     for g in groups.of(GroupKind::Cp, s) {
+                        // one ring, or with `a2a+p2p` one ring over each set of members
+                        // the all-to-all size apart (crate::schedule::CpPlan::rings)
+                        let rings = match self.wl.cp.as_ref() {
+                            Some(p) => p.rings(g),
+                            None => vec![g.to_vec()],
+                        };
                         let lw = self.lw;
-                        lw.cp_ring(&mut self.at(Stream::Main, tag), g, pass, core, kv)?;
+                        for ring in &rings {
+                            lw.cp_ring(&mut self.at(Stream::Main, tag), ring, pass, core, kv)?;
+                        }
                     }
                 }
                 LayerStep::Experts(pass) => self.expert_compute(pass, s, groups),
@@ -429,13 +437,33 @@ impl Gen<'_> {
             .map(|m| m.dispatch_bytes.clone())
             .unwrap_or_default();
         let at = |j: usize| dispatch.get(j).copied().unwrap_or(Bytes(0));
-        let size: &dyn Fn(usize, usize) -> Bytes = match sizes {
-            A2aSizes::Even(total) => &move |_, j| crate::lower::slice(total, n as u32, j as u32),
-            A2aSizes::Dispatch => &|_, j| at(j),
-            A2aSizes::Combine => &|i, _| at(i),
-        };
         let mut lw = self.lw;
-        lw.all_to_all(&mut self.at(Stream::Main, tag), g, size)
+        match sizes {
+            A2aSizes::Even(total) => {
+                lw.all_to_all(&mut self.at(Stream::Main, tag), g, &move |_, j| {
+                    crate::lower::slice(total, n as u32, j as u32)
+                })
+            }
+            A2aSizes::Dispatch => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|_, j| at(j)),
+            A2aSizes::Combine => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|i, _| at(i)),
+            A2aSizes::CpInner(total) => {
+                // Hierarchical CP's all-to-all: an even all-to-all of `total` inside each of
+                // the CP group's all-to-all groups (crate::schedule::CpPlan::a2a_groups).
+                let inner = self
+                    .wl
+                    .cp
+                    .as_ref()
+                    .map(|p| p.a2a_groups(g))
+                    .unwrap_or_default();
+                for ig in inner.iter().filter(|ig| ig.len() > 1) {
+                    let k = ig.len() as u32;
+                    lw.all_to_all(&mut self.at(Stream::Main, tag), ig, &move |_, j| {
+                        crate::lower::slice(total, k, j as u32)
+                    })?;
+                }
+                Ok(())
+            }
+        }
     }
 
     /// The experts' compute on every rank of the stage, by its EP index.
