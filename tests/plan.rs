@@ -306,7 +306,8 @@ fn the_exact_solver_matches_brute_force_on_the_tiny_job_without_nvlink() {
 }
 
 #[test]
-fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances() {
+fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances_and_replays_within_two(
+) {
     let (two, _) = two_groups_one_spine();
     let cases: Vec<(&str, Job, Settings)> = vec![
         (
@@ -354,6 +355,21 @@ fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances(
         ),
     ];
     for (name, j, st) in cases {
+        // repaired by replay (as `ina3d plan` runs them): the heuristic's plan replays
+        // within 2 % of the exact solver's
+        let exact = PlanOptions {
+            time_limit: Duration::from_secs(600),
+            ..options(st.clone(), SolverKind::Ilp)
+        };
+        let hr = repaired_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let xr = repaired_plan(&j, &exact);
+        let (hv, xv) = (hr.verification.unwrap(), xr.verification.unwrap());
+        assert!(
+            hv.replayed_ns <= 1.02 * xv.replayed_ns,
+            "{name}: the heuristic's plan replays {} against the exact plan's {}",
+            hv.replayed_ns,
+            xv.replayed_ns
+        );
         let h = make_plan(&j, &options(st.clone(), SolverKind::Heuristic));
         // The exact solver gets a generous limit: these instances close in well under a
         // second on an idle machine, and a busy shared one must not turn that into a
@@ -586,4 +602,153 @@ fn planning_is_deterministic() {
         p
     };
     assert_eq!(strip(make_plan(&j, &po)), strip(make_plan(&j, &po)));
+}
+
+/// The planner with its repair loop: the plan replayed as `ina3d plan` replays it.
+fn repaired_plan(j: &Job, po: &PlanOptions) -> PlanFile {
+    let pj = ina3d::pipeline::Job {
+        cfg: j.cfg.clone(),
+        topology: j.topo.clone(),
+        workload: j.wl.clone(),
+        warnings: vec![],
+    };
+    let rp = ina3d::pipeline::PlanReplayer {
+        job: &pj,
+        opts: &j.opts,
+    };
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let po = PlanOptions {
+        replay_rounds: 3,
+        ..po.clone()
+    };
+    plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        &po,
+        trace::planned::plan_job(&h),
+        Some(&rp),
+    )
+    .unwrap()
+}
+
+/// Every feasible placement of the groups that have a choice, lowered and replayed: the
+/// replayed iteration time of each (brute force, independent of the model and solvers).
+fn replay_every_placement(j: &Job, po: &PlanOptions) -> Vec<(Vec<usize>, f64)> {
+    let m = model(j, &po.settings);
+    let free: Vec<usize> = (0..m.groups.len())
+        .filter(|&g| m.opts[g].len() > 1)
+        .collect();
+    let total: usize = free.iter().map(|&g| m.opts[g].len()).product();
+    assert!(
+        total <= 256,
+        "instance too large to replay every placement ({total})"
+    );
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let mut out = Vec::new();
+    let mut a = vec![0usize; m.groups.len()];
+    for mut k in 0..total {
+        for &g in &free {
+            a[g] = k % m.opts[g].len();
+            k /= m.opts[g].len();
+        }
+        if !m.feasible(&a) {
+            continue;
+        }
+        let f = plan::assignment_file(&m, po, trace::planned::plan_job(&h), &a);
+        let mut o = j.opts.clone();
+        o.plan = Some(f);
+        out.push((a.clone(), replayed(j, &o)));
+    }
+    out
+}
+
+#[test]
+fn on_small_instances_the_exact_plan_is_the_best_replayed_placement_and_the_heuristic_within_two_percent(
+) {
+    // two DP groups over two leaves and one aggregating spine (PP 1); a pipeline of two
+    // stages with TP on the network, its DP groups (then its TP groups) to place
+    let (one_spine, _) = two_groups_one_spine();
+    let pipe = || {
+        job(
+            small(2, 2, 2, 8),
+            "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+            InaSwitches::All,
+            8192,
+        )
+    };
+    for (name, j, classes) in [
+        ("DP, one spine", one_spine, vec![Class::Dp]),
+        ("DP, PP2 + TP on the network", pipe(), vec![Class::Dp]),
+        ("TP on the network, PP2", pipe(), vec![Class::Tp]),
+    ] {
+        let st = settings(8192, None, &[1.0], &classes);
+        let brute = replay_every_placement(&j, &options(st.clone(), SolverKind::Ilp));
+        let best = brute.iter().map(|b| b.1).fold(f64::INFINITY, f64::min);
+        let exact = repaired_plan(&j, &options(st.clone(), SolverKind::Ilp));
+        let heur = repaired_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let (ve, vh) = (
+            exact.verification.clone().unwrap(),
+            heur.verification.clone().unwrap(),
+        );
+        assert!(
+            ve.replayed_ns <= best * (1.0 + 1e-9),
+            "{name}: the exact plan replays {} but the best of {} placements {best}",
+            ve.replayed_ns,
+            brute.len()
+        );
+        assert!(
+            vh.replayed_ns <= ve.replayed_ns * 1.02,
+            "{name}: heuristic {} vs exact {}",
+            vh.replayed_ns,
+            ve.replayed_ns
+        );
+        for (solver, v) in [("exact", &ve), ("heuristic", &vh)] {
+            assert!(
+                v.error.abs() <= 0.05,
+                "{name}: {solver} plan predicted {:+.2} % off its replay",
+                100.0 * v.error
+            );
+        }
+    }
+}
+
+#[test]
+fn predictions_of_pipelined_jobs_and_tp_on_the_network_are_within_five_percent_of_the_replay() {
+    // (oversubscribed fabrics with TP on the network are not in this list: there the
+    // model's prediction is still 8-9 % off, docs/plan.md#measured)
+    for j in [
+        tiny("fat-tree:k=4,nvlink=off", 8192),
+        job(
+            small(2, 2, 2, 8),
+            "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+            InaSwitches::All,
+            8192,
+        ),
+        job(
+            small(2, 4, 2, 16),
+            "fat-tree:k=4,gpus-per-server=2",
+            InaSwitches::All,
+            8192,
+        ),
+    ] {
+        let st = settings(
+            8192,
+            None,
+            &[1.0, 0.5, 0.25],
+            &[Class::Tp, Class::Dp, Class::Emb],
+        );
+        let p = repaired_plan(&j, &options(st, SolverKind::Auto));
+        let v = p.verification.unwrap();
+        assert!(
+            v.error.abs() <= 0.05,
+            "{}: predicted {} replayed {} ({:+.2} %)",
+            j.topo.source,
+            p.prediction.iteration_ns,
+            v.replayed_ns,
+            100.0 * v.error
+        );
+        // and never slower than the all-host plan it was repaired against
+        assert!(v.replayed_ns <= v.host_replayed_ns, "{}", j.topo.source);
+    }
 }

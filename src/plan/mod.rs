@@ -335,6 +335,17 @@ fn repair(
     Ok(f)
 }
 
+/// The plan file of a given assignment (an option index per group of `m`): what a
+/// brute force over placements lowers and replays.
+pub fn assignment_file(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    a: &[usize],
+) -> PlanFile {
+    file(m, po, job, fixed(m, a), Duration::ZERO)
+}
+
 /// The plan the repair loop replays first and every other is measured against: every group
 /// on its host algorithm — but for the groups that must aggregate (`--require`, no host
 /// option), which keep what a first solve gave them, so the baseline fits the pools.
