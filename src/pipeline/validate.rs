@@ -29,14 +29,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// The replayer's rate model for a reference transport: DCQCN's dynamics against the
-/// RoCE glue, ideal max-min rates against TCP (whose windows reach their fair share
-/// within a few round trips; `docs/model.md`).
+/// The replayer's rate model for a reference transport: the replayer's default for it
+/// ([`RateModel::for_transport`]: DCQCN's dynamics against the RoCE glue, ideal max-min
+/// rates against TCP).
 pub fn rate_model_for(transport: Transport) -> RateModel {
-    match transport {
-        Transport::Roce => RateModel::Dcqcn,
-        Transport::Tcp => RateModel::Ideal,
-    }
+    RateModel::for_transport(transport)
 }
 
 /// One case of the suite: a job (or a collective bench) on a topology.

@@ -15,11 +15,12 @@
 //! nanosecond) plus the propagation delay of its path (store-and-forward of the last
 //! packet is not modelled: an approximation of one packet time per hop).
 //!
-//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` (the default) is
-//! the max-min model above alone; `dcqcn` also caps each transfer at its (source,
-//! destination) queue pair's DCQCN rate, with fluid switch queues, ECN marking and CNP
-//! feedback evaluated only on oversubscribed or backlogged ports (`dcqcn.rs`,
-//! `docs/model.md` "DCQCN rate model").
+//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`; the default follows the
+//! fabric's transport, [`RateModel::for_transport`]): `dcqcn` (RoCE, the default) caps
+//! each transfer at its queue pair's DCQCN rate, with fluid switch queues, ECN marking
+//! and CNP feedback evaluated only on oversubscribed or backlogged ports, and lets
+//! aggregation streams take their rate before host transfers (`dcqcn.rs`, `solver.rs`,
+//! `docs/model.md` "DCQCN rate model"); `ideal` (TCP) is the max-min model above alone.
 //!
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
