@@ -54,7 +54,7 @@ enum Command {
     Run(Box<cli::run::Args>),
     /// A grid of runs (models, layouts, topologies, slots, seeds, …), locally or on Slurm.
     Sweep(cli::sweep::Args),
-    /// The validation suite: replayer against ns-3 on 16–128-GPU contended fabrics.
+    /// The validation suite: replayer against ns-3 on 8–128-GPU contended fabrics.
     Validate(cli::validate::Args),
 }
 
