@@ -14,7 +14,8 @@ The cluster file (TOML):
   # optional: ina-switches (all|tor|ids), ina (hierarchical|switchml, the trees of split),
   # seed (ECMP), objective (slowest|sum-slowdown, of plan), fair-slowdown (1.2, plan-fair's
   # bound), plan-time-limit (s, each solve), plan-solver (heuristic|ilp|auto),
-  # ns3 (true: also run each merged trace on ns-3), traces (false: keep them in memory)
+  # ns3 (true: also run each merged trace, and each job alone, on ns-3), traces (false:
+  # keep them in memory), rate-model (ideal|dcqcn: the replayer's, see `ina3d replay --help`)
   [[job]]
   name = \"a\"
   input = \"traces/example/tiny.toml\"    # anything `ina3d trace` reads

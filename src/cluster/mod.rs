@@ -206,6 +206,8 @@ pub struct JobResult {
     pub predicted_slowdown: Option<f64>,
     /// Its iteration in the ns-3 run of the merged trace, when ns-3 ran.
     pub ns3_iteration_ns: Option<u64>,
+    /// Its iteration in an ns-3 run of its trace alone, when ns-3 ran.
+    pub ns3_alone_iteration_ns: Option<u64>,
 }
 
 impl JobResult {
@@ -314,8 +316,8 @@ fn alone_family(p: ClusterPolicy) -> ClusterPolicy {
 struct Runner<'a> {
     c: &'a Cluster,
     out: &'a Path,
-    /// (job, policy family) → its alone summary and slot peak.
-    alone: BTreeMap<(usize, ClusterPolicy), (Summary, u64)>,
+    /// (job, policy family) → its alone summary, slot peak and ns-3 iteration.
+    alone: BTreeMap<(usize, ClusterPolicy), (Summary, u64, Option<u64>)>,
     /// The joint planner's candidates per job, made once for `plan` and `plan-fair`.
     candidates: Option<Vec<Vec<joint::Candidate>>>,
     glue: Option<std::path::PathBuf>,
@@ -532,7 +534,7 @@ impl Runner<'_> {
             s.seed,
             &name,
             rep.bars(),
-            Default::default(),
+            s.rate_model,
         )
         .map_err(|e| ClusterError::Policy {
             policy: p,
@@ -548,7 +550,7 @@ impl Runner<'_> {
         };
         let mut rows = Vec::new();
         for (j, pj) in self.c.jobs.iter().enumerate() {
-            let (alone, alone_slots) = self.alone[&(j, alone_family(p))].clone();
+            let (alone, alone_slots, ns3_alone) = self.alone[&(j, alone_family(p))].clone();
             rows.push(JobResult {
                 job: pj.name.clone(),
                 policy: p,
@@ -562,6 +564,7 @@ impl Runner<'_> {
                 plan_pool: info[j].0,
                 predicted_slowdown: info[j].1,
                 ns3_iteration_ns: ns3.as_ref().map(|n| n[j]),
+                ns3_alone_iteration_ns: ns3_alone,
             });
         }
         let pr = PolicyResult {
@@ -608,26 +611,34 @@ impl Runner<'_> {
                 self.c.spec.seed,
                 &name,
                 false,
-                Default::default(),
+                self.c.spec.rate_model,
             )
         };
-        let r = if p.plans() {
+        let own = if p.plans() {
             let full = &self.candidates.as_ref().expect("planned first")[j][0];
             let o = joint::lowering(&self.base(j, p)?, full);
             let t = generate_trace(&pj.job, &o, None, true, &mut |_| {})
                 .map_err(|e| self.job_err(j, p, e))?;
-            replay(&t.records, &t.header)
+            Some((t.records, t.header))
         } else {
-            replay(records, header)
-        }
-        .map_err(|e| self.job_err(j, p, e))?;
+            None
+        };
+        let (records, header) = own.as_ref().map_or((records, header), |(r, h)| (&r[..], h));
+        let r = replay(records, header).map_err(|e| self.job_err(j, p, e))?;
+        let ns3 = if self.c.spec.ns3 {
+            let dir = self.out.join(p.as_str()).join(format!("{}-alone", pj.name));
+            let (rows, _) = self.ns3_rows(p, records, header, &dir, &name, rep)?;
+            Some(rows.iter().map(|r| r.end_ns).max().unwrap_or(0))
+        } else {
+            None
+        };
         rep.line(&format!(
             "[{p}] job `{}` alone: iteration {:.3} ms",
             pj.name,
             r.summary.iteration_time_ns as f64 / 1e6
         ));
         self.alone
-            .insert(key, (r.summary.clone(), r.summary.ina_slot_peak));
+            .insert(key, (r.summary.clone(), r.summary.ina_slot_peak, ns3));
         Ok(())
     }
 
@@ -641,41 +652,7 @@ impl Runner<'_> {
         name: &str,
         rep: &mut dyn Reporter,
     ) -> Result<Vec<u64>, ClusterError> {
-        let err = |e: PipelineError| ClusterError::Policy {
-            policy: p,
-            source: Box::new(e),
-        };
-        let model = crate::ns3::ina_model(h).map_err(|e| err(PipelineError::Ns3(Box::new(e))))?;
-        let ns3_dir = dir.join("ns3");
-        let emit = crate::ns3::EmitOptions {
-            seed: self.c.spec.seed,
-            gpu_type: "A100".into(),
-            ..crate::ns3::EmitOptions::default()
-        };
-        crate::pipeline::emit_ns3(
-            &merged.records,
-            &model,
-            &self.c.fabric,
-            &emit,
-            &ns3_dir,
-            name,
-        )
-        .map_err(err)?;
-        let bin = match &self.glue {
-            Some(b) => b.clone(),
-            None => self
-                .glue
-                .insert(crate::pipeline::glue().map_err(err)?)
-                .clone(),
-        };
-        let run = crate::pipeline::run_ns3(&bin, &ns3_dir, |_, _| {}).map_err(err)?;
-        rep.line(&format!(
-            "[{p}] {}",
-            crate::pipeline::ns3_report(&run, &ns3_dir)
-        ));
-        let rows = crate::formats::fct_csv::read(&ns3_dir.join("fct.csv"))
-            .map_err(|e| err(PipelineError::from(e)))?;
-        let n = merged.records.len();
+        let (rows, n) = self.ns3_rows(p, &merged.records, h, &dir.join("ns3"), name, rep)?;
         let (mut start, mut end) = (vec![0u64; n], vec![0u64; n]);
         for row in rows {
             if let Some(i) = usize::try_from(row.flow_id).ok().filter(|&i| i < n) {
@@ -686,6 +663,46 @@ impl Runner<'_> {
         Ok((0..self.c.jobs.len())
             .map(|j| merged.job_summary(j, &start, &end).iteration_time_ns)
             .collect())
+    }
+
+    /// `records` (under header `h`) emitted into `dir` and run on the ns-3 glue: the
+    /// glue's `fct.csv` rows, and how many records there were.
+    fn ns3_rows(
+        &mut self,
+        p: ClusterPolicy,
+        records: &[crate::record::FlowRecord],
+        h: &TraceHeader,
+        dir: &Path,
+        name: &str,
+        rep: &mut dyn Reporter,
+    ) -> Result<(Vec<crate::fct::FctRow>, usize), ClusterError> {
+        let err = |e: PipelineError| ClusterError::Policy {
+            policy: p,
+            source: Box::new(e),
+        };
+        let model = crate::ns3::ina_model(h).map_err(|e| err(PipelineError::Ns3(Box::new(e))))?;
+        let emit = crate::ns3::EmitOptions {
+            seed: self.c.spec.seed,
+            gpu_type: "A100".into(),
+            ..crate::ns3::EmitOptions::default()
+        };
+        crate::pipeline::emit_ns3(records, &model, &self.c.fabric, &emit, dir, name)
+            .map_err(err)?;
+        let bin = match &self.glue {
+            Some(b) => b.clone(),
+            None => self
+                .glue
+                .insert(crate::pipeline::glue().map_err(err)?)
+                .clone(),
+        };
+        let run = crate::pipeline::run_ns3(&bin, dir, |_, _| {}).map_err(err)?;
+        rep.line(&format!(
+            "[{p}] {name}: {}",
+            crate::pipeline::ns3_report(&run, dir)
+        ));
+        let rows = crate::formats::fct_csv::read(&dir.join("fct.csv"))
+            .map_err(|e| err(PipelineError::from(e)))?;
+        Ok((rows, records.len()))
     }
 }
 

@@ -85,6 +85,8 @@ pub struct ClusterSpec {
     pub ns3: bool,
     /// Write each policy's merged trace (`DIR/<policy>/trace.csv.gz`).
     pub traces: bool,
+    /// The replayer's rate model (`ideal` or `dcqcn`, as `ina3d replay --rate-model`).
+    pub rate_model: crate::replay::RateModel,
     /// The jobs, in file order.
     pub jobs: Vec<ClusterJob>,
 }
@@ -119,6 +121,7 @@ struct RawCluster {
     plan_solver: Option<Spanned<String>>,
     ns3: Option<Spanned<bool>>,
     traces: Option<Spanned<bool>>,
+    rate_model: Option<Spanned<String>>,
     #[serde(default)]
     job: Vec<Spanned<RawJob>>,
 }
@@ -169,6 +172,7 @@ impl ClusterSpec {
             plan_solver: SolverKind::Heuristic,
             ns3: false,
             traces: true,
+            rate_model: crate::replay::RateModel::default(),
             jobs: Vec::new(),
         };
         if let Some(t) = &raw.topology {
@@ -278,6 +282,12 @@ impl ClusterSpec {
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(x.span().start, "plan-solver", e))?;
+        }
+        if let Some(x) = &raw.rate_model {
+            s.rate_model = x
+                .get_ref()
+                .parse()
+                .map_err(|e: String| at(x.span().start, "rate-model", e))?;
         }
         s.ns3 = raw.ns3.as_ref().is_some_and(|b| *b.get_ref());
         s.traces = raw.traces.as_ref().is_none_or(|b| *b.get_ref());

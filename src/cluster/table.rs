@@ -39,6 +39,7 @@ pub fn job_row(r: &JobResult) -> JobRow {
         plan_pool: r.plan_pool,
         predicted_slowdown: r.predicted_slowdown,
         ns3_iteration_time_ns: r.ns3_iteration_ns,
+        ns3_alone_iteration_time_ns: r.ns3_alone_iteration_ns,
     }
 }
 

@@ -55,6 +55,8 @@ pub struct JobRow {
     pub predicted_slowdown: Option<f64>,
     /// Its iteration in ns-3's run of the merged trace, when ns-3 ran.
     pub ns3_iteration_time_ns: Option<u64>,
+    /// Its iteration in ns-3's run of its trace alone, when ns-3 ran.
+    pub ns3_alone_iteration_time_ns: Option<u64>,
 }
 
 /// One policy over the cluster (`cluster.csv`).
