@@ -341,3 +341,52 @@ fn bad_clusters_exit_2_naming_the_job_and_the_field_before_writing_anything() {
         assert!(!wrote);
     }
 }
+
+#[test]
+fn a_sweep_runs_every_point_once_and_tables_them_with_their_axes() {
+    let d = tempfile::tempdir().unwrap();
+    let text = format!(
+        "topology = \"fat-tree:k=4,nvlink=off\"\npolicies = [\"ring\", \"atp\"]\n\
+         [sweep]\nina-slots = [256, 8192]\nplacement = [\"contiguous\", \"interleaved\"]\n{}{}",
+        dp_only("a", 8, "\"contiguous\""),
+        dp_only("b", 8, "\"contiguous\"")
+    );
+    let path = d.path().join("sweep.toml");
+    std::fs::write(&path, &text).unwrap();
+    let spec = ClusterSpec::read(&path).unwrap();
+    let out = d.path().join("out");
+    let o = cluster::run_sweep(&spec, &out, &mut Quiet).unwrap();
+    assert_eq!(o.points.len(), 4);
+    let jobs = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+    let mut lines = jobs.lines();
+    assert!(lines
+        .next()
+        .unwrap()
+        .starts_with("sweep_ina_slots,sweep_placement,job,policy,"));
+    // 4 points × 2 policies × 2 jobs, in product order (slots slowest)
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 16);
+    assert!(rows[0].starts_with("256,contiguous,a,ring,"), "{}", rows[0]);
+    assert!(
+        rows[15].starts_with("8192,interleaved,b,atp,"),
+        "{}",
+        rows[15]
+    );
+    // contiguous halves share nothing (see the first test); interleaved ones share links
+    for (p, _, c) in &o.points {
+        let worst = c.iter().map(|r| r.max_slowdown).fold(0.0, f64::max);
+        if p.label.contains("contiguous") {
+            assert_eq!(worst, 1.0, "{}", p.label);
+        }
+    }
+    // a second run finds every point done and writes the same tables
+    let before = std::fs::read(out.join("cluster.csv")).unwrap();
+    let again = cluster::run_sweep(&spec, &out, &mut Quiet).unwrap();
+    assert_eq!(again.points.len(), 4);
+    assert_eq!(std::fs::read(out.join("cluster.csv")).unwrap(), before);
+    assert!(!out.join("points").read_dir().unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".tmp")));
+}

@@ -23,6 +23,12 @@ The cluster file (TOML):
   placement = \"interleaved\"             # contiguous (default) | interleaved |
                                         # random (+ placement-seed = N) | [fabric GPU indices]
   start-ns = 0                          # when it starts after the common start
+  [sweep]                               # optional: run the cluster at every point of
+  ina-slots = [256, 1024, 8192]         # the product of these axes (first slowest)
+  placement = [\"contiguous\", \"interleaved\", \"random:1\"]   # every job's placement
+  mix = [[\"a\", \"b\"], [\"a\"]]            # which jobs run together
+  # -> DIR/points/<point>/ (a cluster run each) and DIR/jobs.csv, DIR/cluster.csv with
+  #    the axis columns first; a re-run skips the points already done
 
 Policies: ring (no INA); split (fixed INA for every job, each switch's pool split evenly
 among the jobs, then among a job's classes); atp (best effort across jobs on the whole
@@ -59,8 +65,19 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut spec = ClusterSpec::read(&a.cluster)?;
     spec.ns3 |= a.ns3;
-    let c = Cluster::prepare(spec)?;
     let mut rep = super::run::Stderr;
+    if spec.sweep.is_some() {
+        let o = cluster::run_sweep(&spec, &a.out, &mut rep)?;
+        eprintln!(
+            "{} sweep points under {}; wrote {} and {}",
+            o.points.len(),
+            a.out.join("points").display(),
+            a.out.join(cluster::table::JOBS_CSV).display(),
+            a.out.join(cluster::table::CLUSTER_CSV).display()
+        );
+        return Ok(());
+    }
+    let c = Cluster::prepare(spec)?;
     let o = cluster::run(&c, &a.out, &mut rep)?;
     print!("{}", cluster::table::format_table(&o));
     eprintln!(

@@ -28,9 +28,10 @@ pub mod place;
 pub mod spec;
 pub mod table;
 
-pub use spec::{ClusterJob, ClusterSpec, Objective};
+pub use spec::{ClusterJob, ClusterSpec, Objective, Sweep, SweepPoint};
 
 use crate::fct::Summary;
+use crate::formats::cluster_csv::{ClusterRow, JobRow};
 use crate::formats::FormatError;
 use crate::keyword::keyword_enum;
 use crate::pipeline::{error_chain, generate_trace, replay_records, Job, PipelineError, Reporter};
@@ -726,4 +727,75 @@ fn utilisation(r: &ReplayResult, fabric: &Topology, s: &ClusterSpec) -> f64 {
     } else {
         0.0
     }
+}
+
+/// What a cluster sweep produced: each point with its rows, as written to its tables.
+#[derive(Debug)]
+pub struct SweepOutcome {
+    /// Per point (product order): the point, its `jobs.csv` rows, its `cluster.csv` rows.
+    pub points: Vec<(SweepPoint, Vec<JobRow>, Vec<ClusterRow>)>,
+}
+
+/// Runs every point of `spec`'s `[sweep]` into `out/points/<label>/` (each written into
+/// `<label>.tmp/` and renamed when complete, so a killed sweep leaves no half point and a
+/// re-run skips the points already done), then `out/jobs.csv` and `out/cluster.csv`: every
+/// point's rows, read back from its tables, with the axis columns first. Every point is
+/// prepared (its jobs read and placed) before any runs.
+pub fn run_sweep(
+    spec: &ClusterSpec,
+    out: &Path,
+    rep: &mut dyn Reporter,
+) -> Result<SweepOutcome, ClusterError> {
+    let points = spec.points();
+    let mut ready = Vec::new();
+    for p in &points {
+        let c = Cluster::prepare(p.spec.clone()).map_err(|e| match e {
+            ClusterError::File(f) => ClusterError::File(FormatError::file(
+                &spec.path,
+                format!("sweep point {}: {f}", p.label),
+            )),
+            other => other,
+        })?;
+        ready.push(c);
+    }
+    let dir = out.join("points");
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e| ClusterError::File(FormatError::Io { path, source: e })
+    };
+    let mut done = Vec::new();
+    for (p, c) in points.into_iter().zip(&ready) {
+        let fin = dir.join(&p.label);
+        let tmp = dir.join(format!("{}.tmp", p.label));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+        }
+        if fin.join(table::CLUSTER_CSV).is_file() {
+            rep.line(&format!("sweep point {}: done before", p.label));
+        } else {
+            rep.line(&format!("sweep point {}", p.label));
+            run(c, &tmp, rep)?;
+            if fin.exists() {
+                std::fs::remove_dir_all(&fin).map_err(io(&fin))?;
+            }
+            std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
+        }
+        let jobs = crate::formats::cluster_csv::read_jobs(&fin.join(table::JOBS_CSV))?;
+        let cl = crate::formats::cluster_csv::read_cluster(&fin.join(table::CLUSTER_CSV))?;
+        done.push((p, jobs, cl));
+    }
+    let axes: Vec<&str> = done
+        .first()
+        .map(|(p, _, _)| p.axes.iter().map(|a| a.0).collect())
+        .unwrap_or_default();
+    let mut jobs = Vec::new();
+    let mut clusters = Vec::new();
+    for (p, j, c) in &done {
+        let vals: Vec<String> = p.axes.iter().map(|a| a.1.clone()).collect();
+        jobs.extend(j.iter().map(|r| (vals.clone(), r)));
+        clusters.extend(c.iter().map(|r| (vals.clone(), r)));
+    }
+    crate::formats::cluster_csv::write_with_axes(&out.join(table::JOBS_CSV), &axes, &jobs)?;
+    crate::formats::cluster_csv::write_with_axes(&out.join(table::CLUSTER_CSV), &axes, &clusters)?;
+    Ok(SweepOutcome { points: done })
 }

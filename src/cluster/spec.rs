@@ -89,6 +89,8 @@ pub struct ClusterSpec {
     pub rate_model: crate::replay::RateModel,
     /// The jobs, in file order.
     pub jobs: Vec<ClusterJob>,
+    /// The `[sweep]` table, if any.
+    pub sweep: Option<Sweep>,
 }
 
 /// One `[[job]]`.
@@ -122,8 +124,44 @@ struct RawCluster {
     ns3: Option<Spanned<bool>>,
     traces: Option<Spanned<bool>>,
     rate_model: Option<Spanned<String>>,
+    sweep: Option<Spanned<RawSweep>>,
     #[serde(default)]
     job: Vec<Spanned<RawJob>>,
+}
+
+/// A list of job names, as written.
+type Names = Vec<Spanned<String>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawSweep {
+    ina_slots: Option<Spanned<Vec<Spanned<i64>>>>,
+    placement: Option<Spanned<Vec<Spanned<String>>>>,
+    mix: Option<Spanned<Vec<Spanned<Names>>>>,
+}
+
+/// A `[sweep]` table: axes over which the cluster is run again, their product in the
+/// order slots, placement, mix (the first slowest).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sweep {
+    /// Slots per switch.
+    pub ina_slots: Vec<u32>,
+    /// A placement every job takes (`contiguous`, `interleaved`, `random:SEED`).
+    pub placement: Vec<Placement>,
+    /// Which jobs run together, by name.
+    pub mix: Vec<Vec<String>>,
+}
+
+/// One point of a sweep: its label (a directory name), its axis values, its cluster.
+#[derive(Clone, Debug)]
+pub struct SweepPoint {
+    /// `ina_slots-256_placement-interleaved_mix-a+b` (only the swept axes).
+    pub label: String,
+    /// (column, value) pairs, in column order: `sweep_ina_slots`, `sweep_placement`,
+    /// `sweep_mix` (those swept).
+    pub axes: Vec<(&'static str, String)>,
+    /// The cluster at this point.
+    pub spec: ClusterSpec,
 }
 
 #[derive(Deserialize)]
@@ -174,6 +212,7 @@ impl ClusterSpec {
             traces: true,
             rate_model: crate::replay::RateModel::default(),
             jobs: Vec::new(),
+            sweep: None,
         };
         if let Some(t) = &raw.topology {
             crate::topology::Topology::from_spec(t.get_ref())
@@ -310,7 +349,132 @@ impl ClusterSpec {
             }
             s.jobs.push(job);
         }
+        if let Some(sw) = &raw.sweep {
+            s.sweep = Some(s.sweep_table(sw.get_ref(), sw.span())?);
+        }
         Ok(s)
+    }
+
+    /// The `[sweep]` table, checked against the jobs.
+    fn sweep_table(&self, sw: &RawSweep, span: Range<usize>) -> Result<Sweep, FormatError> {
+        let at = |off: usize, field: &str, msg: String| {
+            at_offset(&self.path, &self.text, off, &format!("sweep.{field}"), msg)
+        };
+        let mut out = Sweep::default();
+        let empty = |v: &Range<usize>, f: &str| at(v.start, f, "no values".into());
+        if let Some(v) = &sw.ina_slots {
+            if v.get_ref().is_empty() {
+                return Err(empty(&v.span(), "ina-slots"));
+            }
+            for n in v.get_ref() {
+                out.ina_slots.push(
+                    u32::try_from(*n.get_ref())
+                        .ok()
+                        .filter(|&k| k > 0)
+                        .ok_or_else(|| {
+                            at(
+                                n.span().start,
+                                "ina-slots",
+                                format!("{} is not a slot count", n.get_ref()),
+                            )
+                        })?,
+                );
+            }
+        }
+        if let Some(v) = &sw.placement {
+            if v.get_ref().is_empty() {
+                return Err(empty(&v.span(), "placement"));
+            }
+            for p in v.get_ref() {
+                out.placement.push(
+                    Placement::parse(&toml::Value::String(p.get_ref().clone()), None)
+                        .map_err(|e| at(p.span().start, "placement", e))?,
+                );
+            }
+        }
+        if let Some(v) = &sw.mix {
+            if v.get_ref().is_empty() {
+                return Err(empty(&v.span(), "mix"));
+            }
+            for m in v.get_ref() {
+                if m.get_ref().is_empty() {
+                    return Err(at(
+                        m.span().start,
+                        "mix",
+                        "a mix names at least one job".into(),
+                    ));
+                }
+                let mut names = Vec::new();
+                for n in m.get_ref() {
+                    if !self.jobs.iter().any(|j| &j.name == n.get_ref())
+                        || names.contains(n.get_ref())
+                    {
+                        return Err(at(
+                            n.span().start,
+                            "mix",
+                            format!(
+                                "`{}` is not a job of the file, or is named twice",
+                                n.get_ref()
+                            ),
+                        ));
+                    }
+                    names.push(n.get_ref().clone());
+                }
+                out.mix.push(names);
+            }
+        }
+        if out == Sweep::default() {
+            return Err(at(
+                span.start,
+                "sweep",
+                "a [sweep] table needs an axis: ina-slots, placement or mix".into(),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The points of the `[sweep]` (none without one).
+    pub fn points(&self) -> Vec<SweepPoint> {
+        let Some(sw) = &self.sweep else {
+            return Vec::new();
+        };
+        let slots: Vec<Option<u32>> = opt_axis(&sw.ina_slots);
+        let places: Vec<Option<Placement>> = opt_axis(&sw.placement);
+        let mixes: Vec<Option<Vec<String>>> = opt_axis(&sw.mix);
+        let mut out = Vec::new();
+        for k in &slots {
+            for p in &places {
+                for m in &mixes {
+                    let mut spec = self.clone();
+                    spec.sweep = None;
+                    let mut axes = Vec::new();
+                    if let Some(k) = k {
+                        spec.ina_slots = *k;
+                        axes.push(("sweep_ina_slots", k.to_string()));
+                    }
+                    if let Some(p) = p {
+                        for j in &mut spec.jobs {
+                            j.placement = p.clone();
+                        }
+                        axes.push(("sweep_placement", p.label()));
+                    }
+                    if let Some(m) = m {
+                        spec.jobs.retain(|j| m.contains(&j.name));
+                        axes.push(("sweep_mix", m.join("+")));
+                    }
+                    let label = axes
+                        .iter()
+                        .map(|(k, v)| {
+                            let k = k.trim_start_matches("sweep_");
+                            format!("{k}-{}", v.replace(':', "-"))
+                        })
+                        .collect::<Vec<_>>()
+                        .join("_");
+                    out.push(SweepPoint { label, axes, spec });
+                }
+            }
+        }
+        out
     }
 
     /// One `[[job]]` table, its input read.
@@ -443,4 +607,13 @@ fn job_field(i: usize, name: &str) -> String {
 fn at_offset(path: &Path, text: &str, at: usize, field: &str, msg: String) -> FormatError {
     let (line, col) = line_col(text, at);
     FormatError::at(path, line, col, field, msg)
+}
+
+/// An axis's values as options, or one `None` when the axis is not swept.
+fn opt_axis<T: Clone>(v: &[T]) -> Vec<Option<T>> {
+    if v.is_empty() {
+        vec![None]
+    } else {
+        v.iter().cloned().map(Some).collect()
+    }
 }

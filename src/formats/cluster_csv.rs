@@ -119,3 +119,42 @@ pub fn read_cluster(path: &Path) -> Result<Vec<ClusterRow>, FormatError> {
         "cluster.csv: one row per policy",
     )
 }
+
+/// Write the rows of a cluster sweep (`jobs.csv` or `cluster.csv` of every point), each
+/// preceded by its point's axis values under the columns `axes`, atomically.
+pub fn write_with_axes<T: Serialize>(
+    path: &Path,
+    axes: &[&str],
+    rows: &[(Vec<String>, T)],
+) -> Result<(), FormatError> {
+    write_atomic(path, |w| {
+        let mut c = csv::Writer::from_writer(w);
+        let mut header = true;
+        for (vals, row) in rows {
+            // the row's own columns, through serde, once with its header
+            let mut one = csv::WriterBuilder::new()
+                .has_headers(header)
+                .from_writer(Vec::new());
+            one.serialize(row)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let bytes = one
+                .into_inner()
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let mut rd = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .from_reader(&bytes[..]);
+            for (k, rec) in rd.records().enumerate() {
+                let rec = rec.map_err(|e| std::io::Error::other(e.to_string()))?;
+                let lead: Vec<&str> = if header && k == 0 {
+                    axes.to_vec()
+                } else {
+                    vals.iter().map(String::as_str).collect()
+                };
+                c.write_record(lead.into_iter().chain(rec.iter()))
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+            header = false;
+        }
+        c.flush()
+    })
+}
