@@ -324,6 +324,7 @@ fn opts() -> ReplayOptions {
             policy: InaPolicy::BestEffort,
             classes: vec![Class::Dp],
             reservations: vec![],
+            tenants: vec![],
         },
         ..ReplayOptions::default()
     }

@@ -17,6 +17,7 @@
 
 mod keyword;
 
+pub mod cluster;
 pub mod fct;
 pub mod formats;
 pub mod lower;

@@ -272,6 +272,7 @@ fn pool_of_one_window(policy: InaPolicy) -> InaSwitchModel {
         policy,
         classes: vec![Class::Dp],
         reservations: vec![],
+        tenants: vec![],
     }
 }
 

@@ -340,6 +340,7 @@ fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
             policy,
             classes: vec![Class::Tp, Class::Dp],
             reservations: vec![],
+            tenants: vec![],
         },
         ..ideal()
     }

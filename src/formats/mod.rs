@@ -29,6 +29,7 @@
 //! | `validate.csv` (the validation suite's table) | [`validate_csv`] | `validate` | tests |
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
 //! | SimAI `EndToEnd.csv` | [`simai_end_to_end`] (reader) | SimAI | `compare`, `ns3 ingest` |
+//! | `jobs.csv`, `cluster.csv` | [`cluster_csv`] | `cluster` | tests, notebooks |
 //! | Chakra execution trace (`<prefix>.<rank>.et`, v1.0.0) | [`chakra`] | `export chakra` | ASTRA-sim, mlc-chakra, tests |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
@@ -39,6 +40,7 @@ pub mod aicb;
 pub mod atomic;
 pub mod bench_csv;
 pub mod chakra;
+pub mod cluster_csv;
 pub mod config_txt;
 mod csv_rows;
 pub mod error;

@@ -173,12 +173,25 @@ pub struct ReplayResult {
     pub channels: Vec<ChannelStat>,
     /// Slot occupancy changes (the physical holding intervals), in time order.
     pub slots: Vec<SlotSample>,
+    /// Per job of a merged multi-job trace (`InaSwitchModel::tenants`, in its order):
+    /// the slots its own aggregations held; empty for a one-job trace.
+    pub tenant_slots: Vec<TenantSlots>,
     /// Aggregations that fell back to the host ring.
     pub ina_fallbacks: u64,
     /// Events processed.
     pub events: u64,
     /// Max-min re-solves (batches with a rate change).
     pub resolves: u64,
+}
+
+/// The aggregator slots one job of a merged trace held over a replay, read from its own
+/// holding intervals as `switches.csv` is read ([`crate::fct::switch_slots`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantSlots {
+    /// Most slots the job held at once on any one switch.
+    pub peak: u64,
+    /// Σ over switches of the job's slots × time held (slot·ns).
+    pub slot_time: u64,
 }
 
 /// The records replayed with each one's start, end and standalone FCT (by position): the
