@@ -277,7 +277,10 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
             }
             m.evaluate(&a, &mut scratch).t
         };
-        assert!((best - best_host).abs() <= 1e-6 * best, "{best} vs {best_host}");
+        assert!(
+            (best - best_host).abs() <= 1e-6 * best,
+            "{best} vs {best_host}"
+        );
         assert_eq!(p.solver.gap, 0.0);
         let mut po = options(st.clone(), SolverKind::Ilp);
         po.objective = Objective::Exposed;
