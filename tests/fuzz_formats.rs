@@ -329,6 +329,7 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         collective_ns: t,
                         host_collective_ns: t / 2.0,
                         exposed_ns: t / 3.0,
+                        host_algorithm: None,
                         active: plan_json::Activity {
                             from_ns: t / 4.0,
                             until_ns: (c != 0).then_some(t),

@@ -141,12 +141,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .job
         .spec(&a.input, &a.topology, InaMode::Planned, classes, a.seed)?;
     let opts = spec.trace_options()?;
-    if opts.collective != trace::Algorithm::Ring {
-        bail!(
-            "--collective {}: the planner models the host ring only (give --collective ring)",
-            opts.collective
-        );
-    }
     let prepared = Job::prepare(&spec)?;
     for w in &prepared.warnings {
         eprintln!("warning: {w}");

@@ -147,6 +147,11 @@ pub struct PlannedGroup {
     pub collective_ns: f64,
     /// The same on the host algorithm (ns).
     pub host_collective_ns: f64,
+    /// The host algorithm of a `host` decision's collectives (`ring`, `dbt`, `hd`,
+    /// `hierarchical`; all-gathers stay on the trace's `--collective`); absent: the
+    /// trace's `--collective`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_algorithm: Option<crate::lower::Algorithm>,
     /// The group's exposed communication under the decision (ns): DP, the gradient stream
     /// past the end of the stage's backward; TP, its collectives on the pipeline's critical
     /// path; embedding, its all-reduce.
@@ -320,6 +325,7 @@ mod tests {
                     collective_ns: 1.5e5,
                     host_collective_ns: 2e5,
                     exposed_ns: 9e5,
+                    host_algorithm: None,
                     active: Activity {
                         from_ns: 1e5,
                         until_ns: Some(8e5),
@@ -336,6 +342,7 @@ mod tests {
                     collective_ns: 1e5,
                     host_collective_ns: 1e5,
                     exposed_ns: 1e6,
+                    host_algorithm: None,
                     active: Activity {
                         from_ns: 9e5,
                         until_ns: None,

@@ -33,7 +33,7 @@ pub(super) fn required(m: &Model) -> Vec<bool> {
         .iter()
         .map(|o| {
             !o.iter()
-                .any(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+                .any(|o| matches!(o.kind, OptKind::Host(_) | OptKind::NvLink))
         })
         .collect()
 }

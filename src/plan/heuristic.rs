@@ -578,5 +578,5 @@ impl<'a> Searcher<'a> {
 }
 
 fn is_host(m: &Model, g: usize, o: usize) -> bool {
-    matches!(m.opts[g][o].kind, OptKind::Host | OptKind::NvLink)
+    matches!(m.opts[g][o].kind, OptKind::Host(_) | OptKind::NvLink)
 }

@@ -121,25 +121,6 @@ pub enum PlanError {
     Trace(#[from] crate::trace::TraceError),
 }
 
-/// The planner's cost model covers dense TP/PP/DP(+embedding) jobs: context-parallel
-/// attention and MoE all-to-alls are neither planned nor priced, so such jobs are refused
-/// rather than planned on a model that leaves their traffic out (docs/plan.md).
-fn refuse_unmodelled(wl: &Workload) -> Result<(), PlanError> {
-    if wl.groups.cp > 1 {
-        return Err(PlanError::Model(format!(
-            "context parallelism (CP{}) is not in the planner's cost model yet: plan a CP1 job",
-            wl.groups.cp
-        )));
-    }
-    if wl.moe.is_some() {
-        return Err(PlanError::Model(
-            "MoE (expert parallelism) is not in the planner's cost model yet: plan a dense job"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The model of a job, for tests and benchmarks that look inside the planner.
 pub fn build_model(
     wl: &Workload,
@@ -147,7 +128,6 @@ pub fn build_model(
     trace: &TraceOptions,
     settings: &Settings,
 ) -> Result<Model, PlanError> {
-    refuse_unmodelled(wl)?;
     let routing = Routing::new(topo, trace.seed)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
     let channels = trace
@@ -353,7 +333,7 @@ fn baseline(m: &Model, po: &PlanOptions) -> Result<Vec<usize>, PlanError> {
     let has_host = |g: usize| {
         m.opts[g]
             .iter()
-            .any(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+            .any(|o| matches!(o.kind, OptKind::Host(_) | OptKind::NvLink))
     };
     let host = |g: usize| model::host_index(&m.opts[g], &m.groups[g]);
     if (0..m.groups.len()).all(has_host) {
@@ -545,7 +525,7 @@ pub fn file(
                 stage: grp.stage,
                 members: grp.members.clone(),
                 decision: match &o.kind {
-                    OptKind::Host | OptKind::NvLink => Decision::Host,
+                    OptKind::Host(_) | OptKind::NvLink => Decision::Host,
                     OptKind::Tree { form, root, edges } => Decision::Tree {
                         form: form.as_str().into(),
                         root: *root,
@@ -563,6 +543,10 @@ pub fn file(
                 collective_ns: largest(o),
                 host_collective_ns: largest(h),
                 exposed_ns: m.vals[g][s.assign[g]].exposed,
+                host_algorithm: match o.kind {
+                    OptKind::Host(a) => Some(a),
+                    _ => None,
+                },
                 active: {
                     let (from, until) = m.windows[g];
                     Activity {

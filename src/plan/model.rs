@@ -32,7 +32,7 @@ use super::options::{self, Form, Net, Opt, OptKind};
 use super::timeline::{self, LayerTimes, Timeline};
 use super::PlanError;
 use crate::record::Class;
-use crate::schedule::{CollKind, LayerStep, Workload};
+use crate::schedule::{CollKind, LayerStep, Pass, Workload};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -441,20 +441,46 @@ pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
     least.into_iter().collect()
 }
 
-/// Per-layer compute of the forward and backward steps (ns).
-fn layer_compute(wl: &Workload) -> (f64, f64) {
-    let c = |steps: &[LayerStep]| {
-        steps
-            .iter()
-            .map(|s| match s {
-                LayerStep::Compute(t) => t.0 as f64,
-                // Dense layers hold only compute and TP steps; CP and MoE steps are refused
-                // before the model is built (`refuse_unmodelled`).
-                _ => 0.0,
-            })
-            .sum::<f64>()
-    };
-    (c(&wl.fwd_steps), c(&wl.bwd_steps))
+/// Per stage, the time of one layer's forward and backward without its TP collectives
+/// (averaged over the stage's layers, dense and MoE alike): compute, and every other
+/// communication step (ring attention, all-to-alls, expert collectives) lowered as the
+/// trace lowers it over the stage's first group of its kind and priced alone
+/// ([`Net::layer_step_time`]).
+fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError> {
+    let mut out = Vec::with_capacity(wl.pp() as usize);
+    for (s, plan) in wl.stages.iter().enumerate() {
+        let layers: Vec<u32> = plan.chunks.iter().flat_map(|c| c.clone()).collect();
+        let mut cache: HashMap<(bool, usize), f64> = HashMap::new();
+        let mut sum = (0.0, 0.0);
+        for &l in &layers {
+            for (fwd, pass) in [(true, Pass::Fwd), (false, Pass::Bwd)] {
+                let steps = wl.layer_steps(l, pass);
+                // dense and MoE layers have their own step lists: price each list once
+                let key = (fwd, steps.as_ptr() as usize);
+                let t = match cache.get(&key) {
+                    Some(&t) => t,
+                    None => {
+                        let mut t = 0.0;
+                        for st in steps {
+                            t += net
+                                .layer_step_time(wl, s as u32, st)
+                                .map_err(PlanError::Model)?;
+                        }
+                        cache.insert(key, t);
+                        t
+                    }
+                };
+                if fwd {
+                    sum.0 += t;
+                } else {
+                    sum.1 += t;
+                }
+            }
+        }
+        let n = layers.len().max(1) as f64;
+        out.push((sum.0 / n, sum.1 / n));
+    }
+    Ok(out)
 }
 
 /// TP time per layer (forward, backward) of a TP group under option `o`: each TP step's
@@ -490,16 +516,31 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         v.dedup();
         v
     };
+    // An aggregation's slots are reserved under (class, lowest member host): an expert-DP
+    // group whose lowest host is a dense DP group's cannot hold a reservation of its own,
+    // so it stays on the host algorithms (priced, not aggregated).
+    let dense_first: std::collections::HashSet<NodeId> = groups
+        .iter()
+        .filter(|g| matches!(g.role, Role::Dp { expert: false, .. }))
+        .filter_map(|g| g.hosts.iter().min().copied())
+        .collect();
+    let keyless = |g: &Group| {
+        matches!(g.role, Role::Dp { expert: true, .. })
+            && g.hosts
+                .iter()
+                .min()
+                .is_some_and(|h| dense_first.contains(h))
+    };
     let mut all = Vec::with_capacity(groups.len());
     for (gi, g) in groups.iter().enumerate() {
         let err = |msg: String| PlanError::Model(format!("{}: {msg}", g.name()));
         let mut opts = Vec::new();
         let required = st.required.contains(&g.class) && !g.nvlink;
         if !required {
-            opts.push(options::host(net, g).map_err(err)?);
+            opts.extend(options::hosts(net, g).map_err(err)?);
         }
         let aggregatable = g.colls().iter().any(|c| c.aggregatable());
-        if !g.nvlink && aggregatable && st.classes.contains(&g.class) {
+        if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
             let fits = levels.iter().copied().filter(|&k| k <= st.slots);
             let fits: Vec<u32> = fits.collect();
             for root in options::roots(net, g) {
@@ -577,15 +618,12 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let groups = super::groups::groups(wl, net.topo);
     let opts = build_options(net, &groups, st)?;
     let pp = wl.pp() as usize;
-    let (cfwd, cbwd) = layer_compute(wl);
+    let compute = layer_compute(wl, net)?;
     // base per-stage layer times: the host option of each stage's TP group (replica 0)
-    let mut base = vec![
-        LayerTimes {
-            fwd: cfwd,
-            bwd: cbwd
-        };
-        pp
-    ];
+    let mut base: Vec<LayerTimes> = compute
+        .iter()
+        .map(|&(fwd, bwd)| LayerTimes { fwd, bwd })
+        .collect();
     let mut tp_of: HashMap<(usize, u32), usize> = HashMap::new();
     for (i, g) in groups.iter().enumerate() {
         if let Role::Tp { replica, .. } = g.role {
@@ -594,6 +632,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             if replica == 0 {
                 let host = host_index(&opts[i], &groups[i]);
                 let (f, b) = tp_layer(wl, g, &opts[i][host]);
+                let (cfwd, cbwd) = compute[s as usize];
                 base[s as usize] = LayerTimes {
                     fwd: cfwd + f,
                     bwd: cbwd + b,
@@ -722,7 +761,7 @@ impl Model {
 /// Index of the host (or NVLink) option, or the first option when the host is excluded.
 pub fn host_index(opts: &[Opt], _g: &Group) -> usize {
     opts.iter()
-        .position(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+        .position(|o| matches!(o.kind, OptKind::Host(_) | OptKind::NvLink))
         .unwrap_or(0)
 }
 
@@ -789,11 +828,17 @@ fn values(
                         ..Vals::default()
                     }
                 }
-                Role::Dp { buckets, gathers } => {
+                Role::Dp {
+                    buckets,
+                    gathers,
+                    index,
+                    ..
+                } => {
                     let s = g.stage.unwrap_or(0) as usize;
                     let mut e = 0.0f64;
                     for (b, t) in o.times[..buckets.len()].iter().enumerate() {
-                        let trig = tl.triggers[s].get(b).copied().unwrap_or(tl.stage_end[s]);
+                        let at = index.get(b).copied().unwrap_or(b);
+                        let trig = tl.triggers[s].get(at).copied().unwrap_or(tl.stage_end[s]);
                         e = e.max(trig) + t;
                     }
                     let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]

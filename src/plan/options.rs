@@ -7,8 +7,9 @@
 
 use super::groups::{Coll, Group};
 use super::price::{PriceNet, Priced, Recorder};
+use crate::lower::Sink;
 use crate::lower::{Algorithm, Lowering, RinaRacks};
-use crate::schedule::CollKind;
+use crate::schedule::{CollKind, GroupKind, LayerStep, Workload};
 use crate::topology::{Routing, Topology};
 use crate::units::{Bytes, Nanos, NodeId, Rank};
 use std::collections::HashMap;
@@ -35,8 +36,9 @@ impl Form {
 /// What an option does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptKind {
-    /// Host algorithm (ring).
-    Host,
+    /// A host algorithm for the collectives it may aggregate (all-gathers stay on the
+    /// trace's `--collective`).
+    Host(Algorithm),
     /// The group never leaves one NVLink domain.
     NvLink,
     /// An aggregation tree: (child, parent) edges bottom-up, the last into `root`.
@@ -124,7 +126,7 @@ impl Net<'_> {
             match how {
                 How::Tree(e) if c.aggregatable() => lw.tree(&mut rec, kind, bytes, m, 0, e),
                 How::Rina(r) if kind == CollKind::AllReduce => lw.rina(&mut rec, bytes, m, 0, r),
-                How::Host(a) => lw.host(&mut rec, *a, kind, bytes, m, 0),
+                How::Host(a) if c.aggregatable() => lw.host(&mut rec, *a, kind, bytes, m, 0),
                 _ => lw.host(&mut rec, self.host, kind, bytes, m, 0),
             }
         };
@@ -150,6 +152,90 @@ impl Net<'_> {
             payload: self.payload,
         };
         Ok(p.price(&rec.xfers, 1)?.time)
+    }
+}
+
+impl Net<'_> {
+    /// Time of one layer step on stage `s` without its TP collectives (those are the TP
+    /// group's options): compute as given; a collective over the stage's first group of
+    /// its kind lowered as the trace lowers it (an NVLink record inside a server, else the
+    /// host algorithm); an all-to-all, each of its parts (run side by side: the slowest);
+    /// ring attention, each of its rings (the slowest), its attention core included; the
+    /// experts, the slowest EP rank's.
+    pub fn layer_step_time(&self, wl: &Workload, s: u32, st: &LayerStep) -> Result<f64, String> {
+        let price = |rec: Recorder| {
+            PriceNet {
+                routing: self.routing,
+                payload: self.payload,
+            }
+            .price(&rec.xfers, 1)
+            .map(|p| p.time)
+        };
+        let group = |kind: GroupKind| wl.groups.first_of(kind, s);
+        let mut lw = self.lw;
+        let err = |e: crate::lower::LowerError| e.to_string();
+        Ok(match *st {
+            LayerStep::Compute(t) => t.0 as f64,
+            LayerStep::Tp(_) => 0.0,
+            LayerStep::Coll {
+                kind,
+                group: k,
+                bytes,
+            } => {
+                let Some(g) = group(k) else { return Ok(0.0) };
+                let b = wl.step_bytes(bytes, g[0]);
+                if g.len() < 2 || b.0 == 0 {
+                    return Ok(0.0);
+                }
+                let mut rec = Recorder::new(self.topo);
+                let server = self.topo.server_of(g[0]);
+                if self.topo.nvlink_rate.is_some()
+                    && g.iter().all(|r| self.topo.server_of(*r) == server)
+                {
+                    lw.nvlink(&mut rec, kind, b, g, 0).map_err(err)?;
+                } else {
+                    lw.host(&mut rec, self.host, kind, b, g, 0).map_err(err)?;
+                }
+                price(rec)?
+            }
+            LayerStep::AllToAll { group: k, sizes } => {
+                let Some(g) = group(k) else { return Ok(0.0) };
+                let mut t = 0.0f64;
+                for part in wl.a2a_parts(sizes, g) {
+                    let mut rec = Recorder::new(self.topo);
+                    let size = |i, j| part.size(i, j);
+                    lw.all_to_all(&mut rec, &part.members, &size).map_err(err)?;
+                    t = t.max(price(rec)?);
+                }
+                t
+            }
+            LayerStep::CpRing { pass, core } => {
+                let Some(g) = group(GroupKind::Cp) else {
+                    return Ok(core.0 as f64);
+                };
+                let Some(cp) = wl.cp.as_ref() else {
+                    return Ok(core.0 as f64);
+                };
+                let mut t = 0.0f64;
+                for ring in cp.rings(g) {
+                    let mut rec = Recorder::new(self.topo);
+                    lw.cp_ring(&mut rec, &ring, pass, core, cp.kv_bytes)
+                        .map_err(err)?;
+                    for &r in &ring {
+                        rec.flush(r).map_err(err)?;
+                    }
+                    t = t.max(price(rec)?);
+                }
+                t
+            }
+            LayerStep::Experts(pass) => wl.moe.as_ref().map_or(0.0, |m| {
+                let per_ep = match pass {
+                    crate::schedule::Pass::Fwd => &m.expert_fwd,
+                    crate::schedule::Pass::Bwd => &m.expert_bwd,
+                };
+                per_ep.iter().map(|t| t.0 as f64).fold(0.0, f64::max)
+            }),
+        })
     }
 }
 
@@ -204,14 +290,52 @@ fn build(
     })
 }
 
-/// The host option (or the NVLink one for a group inside one server).
-pub fn host(net: &Net, g: &Group) -> Result<Opt, String> {
-    let kind = if g.nvlink {
-        OptKind::NvLink
-    } else {
-        OptKind::Host
+/// The host options: the trace's `--collective` first, then every other host algorithm
+/// that lowers differently for this group (double binary tree: all-reduces of three or
+/// more; halving-doubling: a power of two from four; hierarchical: several servers with
+/// the same number of members, more than one each) — so "INA against the host" is
+/// against the best host algorithm. A group inside one server has the NVLink option only.
+pub fn hosts(net: &Net, g: &Group) -> Result<Vec<Opt>, String> {
+    if g.nvlink {
+        return Ok(vec![build(
+            net,
+            g,
+            OptKind::NvLink,
+            0,
+            vec![],
+            &How::Host(net.host),
+        )?]);
+    }
+    let n = g.members.len();
+    let mut per_server: std::collections::BTreeMap<u32, usize> = Default::default();
+    for &r in &g.members {
+        *per_server.entry(net.topo.server_of(r)).or_default() += 1;
+    }
+    let even = per_server
+        .values()
+        .all(|&c| Some(&c) == per_server.values().next());
+    let differs = |a: Algorithm| match a {
+        Algorithm::Ring => true,
+        Algorithm::Dbt => n >= 3 && g.colls().iter().any(|c| c.kind == CollKind::AllReduce),
+        Algorithm::Hd => n >= 4 && n.is_power_of_two(),
+        Algorithm::Hierarchical => {
+            net.topo.nvlink_rate.is_some()
+                && per_server.len() > 1
+                && even
+                && per_server.values().all(|&c| c > 1)
+        }
     };
-    build(net, g, kind, 0, vec![], &How::Host(net.host))
+    let mut algos = vec![net.host];
+    algos.extend(
+        Algorithm::ALL
+            .into_iter()
+            .filter(|&a| a != net.host && differs(a)),
+    );
+    algos
+        .into_iter()
+        .filter(|&a| a == net.host || differs(a))
+        .map(|a| build(net, g, OptKind::Host(a), 0, vec![], &How::Host(a)))
+        .collect()
 }
 
 /// Candidate roots of `g` (empty when no aggregating switch sits above all members).

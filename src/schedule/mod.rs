@@ -287,6 +287,41 @@ pub enum A2aSizes {
     CpInner(Bytes),
 }
 
+/// One all-to-all a layer step runs over (part of) a group: its members and who sends what
+/// ([`Workload::a2a_parts`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct A2aPart {
+    /// Members, in the order the sizes index them.
+    pub members: Vec<crate::units::Rank>,
+    sizes: PartSizes,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum PartSizes {
+    /// Member `i` sends `S/n` (split exactly) to every member.
+    Even(Bytes),
+    /// Member `i` sends `b[j]` to member `j`.
+    ToReceiver(Vec<Bytes>),
+    /// Member `i` sends `b[i]` to every member.
+    FromSender(Vec<Bytes>),
+}
+
+impl A2aPart {
+    /// Bytes member `i` sends to member `j`.
+    pub fn size(&self, i: usize, j: usize) -> Bytes {
+        let at = |b: &[Bytes], k: usize| b.get(k).copied().unwrap_or(Bytes(0));
+        match &self.sizes {
+            PartSizes::Even(total) => {
+                let n = self.members.len() as u64;
+                let j = j as u64;
+                Bytes(total.0 / n + u64::from(j < total.0 % n))
+            }
+            PartSizes::ToReceiver(b) => at(b, j),
+            PartSizes::FromSender(b) => at(b, i),
+        }
+    }
+}
+
 /// One step of a layer's forward or backward on every rank of the stage.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum LayerStep {
@@ -507,6 +542,53 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The all-to-alls an [`LayerStep::AllToAll`] of `sizes` runs over group `g`: the
+    /// whole group (Ulysses' even split, MoE dispatch and combine), or with `a2a+p2p` an
+    /// even one inside each of the CP group's all-to-all groups of two or more.
+    pub fn a2a_parts(&self, sizes: A2aSizes, g: &[crate::units::Rank]) -> Vec<A2aPart> {
+        let dispatch = || {
+            self.moe
+                .as_ref()
+                .map(|m| m.dispatch_bytes.clone())
+                .unwrap_or_default()
+        };
+        let whole = |sizes| {
+            vec![A2aPart {
+                members: g.to_vec(),
+                sizes,
+            }]
+        };
+        match sizes {
+            A2aSizes::Even(total) => whole(PartSizes::Even(total)),
+            A2aSizes::Dispatch => whole(PartSizes::ToReceiver(dispatch())),
+            A2aSizes::Combine => whole(PartSizes::FromSender(dispatch())),
+            A2aSizes::CpInner(total) => self
+                .cp
+                .as_ref()
+                .map(|p| p.a2a_groups(g))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|ig| ig.len() > 1)
+                .map(|members| A2aPart {
+                    members,
+                    sizes: PartSizes::Even(total),
+                })
+                .collect(),
+        }
+    }
+
+    /// The size of a [`LayerStep::Coll`] over the group whose first member is `first`.
+    pub fn step_bytes(&self, b: StepBytes, first: crate::units::Rank) -> Bytes {
+        match (b, &self.moe) {
+            (StepBytes::Fixed(b), _) => b,
+            (StepBytes::ExpertTokens, Some(m)) => {
+                let j = self.groups.expert_coords(first).ep as usize;
+                m.etp_gather_bytes.get(j).copied().unwrap_or(Bytes(0))
+            }
+            (StepBytes::ExpertTokens, None) => Bytes(0),
+        }
+    }
+
     /// TP size.
     pub fn tp(&self) -> u32 {
         self.groups.tp

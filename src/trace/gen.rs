@@ -432,7 +432,12 @@ impl<'a> Gen<'a> {
         {
             return lw.nvlink(&mut self.at(s, tag), kind, bytes, members, coll);
         }
-        if self.plan.is_some() && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+        // a plan decides for TP, DP and embedding groups; CP and expert-parallel collectives
+        // stay on the host algorithm
+        if self.plan.is_some()
+            && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
+            && matches!(tag.class, Class::Tp | Class::Dp | Class::Emb)
+        {
             return self.planned(kind, bytes, members, s, tag, coll);
         }
         if self.ina_enabled(tag.class)
@@ -527,7 +532,11 @@ impl<'a> Gen<'a> {
         let g = index.group(plan, tag.class, members)?;
         let lw = self.lw;
         match &g.decision {
-            Decision::Host => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Host => {
+                let algo = g.host_algorithm.unwrap_or(opts.collective);
+                let mut lw = self.lw;
+                lw.host(&mut self.at(s, tag), algo, kind, bytes, members, coll)
+            }
             Decision::Rina { tors } if kind == CollKind::AllReduce => {
                 let racks = self.rina_racks(members, Some(tors));
                 lw.rina(&mut self.at(s, tag), bytes, members, coll, &racks)

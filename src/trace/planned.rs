@@ -130,9 +130,9 @@ pub fn check_plan_job(plan: &PlanFile, h: &TraceHeader) -> Result<(), TraceError
     }
 }
 
-/// The plan's groups by (class, lowest rank), checked against the job and topology.
+/// The plan's groups by (class, members), checked against the job and topology.
 pub(super) struct PlanIndex {
-    by_first: HashMap<(Class, Rank), usize>,
+    by_members: HashMap<(Class, Vec<Rank>), usize>,
 }
 
 impl PlanIndex {
@@ -144,13 +144,13 @@ impl PlanIndex {
         opts: &TraceOptions,
     ) -> Result<PlanIndex, TraceError> {
         check_plan(plan, wl, topo, opts)?;
-        let by_first = plan
+        let by_members = plan
             .groups
             .iter()
             .enumerate()
-            .map(|(i, g)| ((g.class, g.members[0]), i))
+            .map(|(i, g)| ((g.class, g.members.clone()), i))
             .collect();
-        Ok(PlanIndex { by_first })
+        Ok(PlanIndex { by_members })
     }
 
     /// The plan's group for a collective of `class` over `members`.
@@ -163,10 +163,9 @@ impl PlanIndex {
         let mut m = members.to_vec();
         m.sort_unstable();
         let g = self
-            .by_first
-            .get(&(class, m[0]))
-            .map(|&i| &plan.groups[i])
-            .filter(|g| g.members == m);
+            .by_members
+            .get(&(class, m.clone()))
+            .map(|&i| &plan.groups[i]);
         g.ok_or_else(|| {
             TraceError::Generate(format!(
                 "the plan has no {class} group of ranks {} (was it made for this job?)",

@@ -10,7 +10,6 @@ use super::{class_of, Chain, Gen, Stream, Tag, TraceError};
 use crate::record::Class;
 use crate::schedule::{
     A2aSizes, Bucket, CollKind, Coords, GradGroup, GroupKind, LayerStep, Pass, PipeOp, StagePlan,
-    StepBytes,
 };
 use crate::units::{Bytes, FlowId, Rank};
 use std::collections::HashMap;
@@ -379,7 +378,7 @@ impl Gen<'_> {
                         ..tag
                     };
                     for g in groups.of(group, s) {
-                        let b = self.step_bytes(bytes, g[0]);
+                        let b = self.wl.step_bytes(bytes, g[0]);
                         self.collective(kind, b, g, Stream::Main, tag)?;
                     }
                 }
@@ -417,53 +416,13 @@ impl Gen<'_> {
         Ok(())
     }
 
-    fn step_bytes(&self, b: StepBytes, first: Rank) -> Bytes {
-        match (b, &self.wl.moe) {
-            (StepBytes::Fixed(b), _) => b,
-            (StepBytes::ExpertTokens, Some(m)) => {
-                let j = self.wl.groups.expert_coords(first).ep as usize;
-                m.etp_gather_bytes.get(j).copied().unwrap_or(Bytes(0))
-            }
-            (StepBytes::ExpertTokens, None) => Bytes(0),
-        }
-    }
-
     fn a2a_step(&mut self, g: &[Rank], sizes: A2aSizes, tag: Tag) -> Result<(), TraceError> {
-        let n = g.len();
-        let dispatch: Vec<Bytes> = self
-            .wl
-            .moe
-            .as_ref()
-            .map(|m| m.dispatch_bytes.clone())
-            .unwrap_or_default();
-        let at = |j: usize| dispatch.get(j).copied().unwrap_or(Bytes(0));
         let mut lw = self.lw;
-        match sizes {
-            A2aSizes::Even(total) => {
-                lw.all_to_all(&mut self.at(Stream::Main, tag), g, &move |_, j| {
-                    crate::lower::slice(total, n as u32, j as u32)
-                })
-            }
-            A2aSizes::Dispatch => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|_, j| at(j)),
-            A2aSizes::Combine => lw.all_to_all(&mut self.at(Stream::Main, tag), g, &|i, _| at(i)),
-            A2aSizes::CpInner(total) => {
-                // Hierarchical CP's all-to-all: an even all-to-all of `total` inside each of
-                // the CP group's all-to-all groups (crate::schedule::CpPlan::a2a_groups).
-                let inner = self
-                    .wl
-                    .cp
-                    .as_ref()
-                    .map(|p| p.a2a_groups(g))
-                    .unwrap_or_default();
-                for ig in inner.iter().filter(|ig| ig.len() > 1) {
-                    let k = ig.len() as u32;
-                    lw.all_to_all(&mut self.at(Stream::Main, tag), ig, &move |_, j| {
-                        crate::lower::slice(total, k, j as u32)
-                    })?;
-                }
-                Ok(())
-            }
+        for part in self.wl.a2a_parts(sizes, g) {
+            let size = |i, j| part.size(i, j);
+            lw.all_to_all(&mut self.at(Stream::Main, tag), &part.members, &size)?;
         }
+        Ok(())
     }
 
     /// The experts' compute on every rank of the stage, by its EP index.
