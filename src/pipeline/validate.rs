@@ -53,28 +53,20 @@ pub struct Case {
 /// 8-head, 128-token model, so that packet-level runs stay short at 128 GPUs.
 fn model(topology: &str, tp: u32, pp: u32, dp: u32, layers: u32, micro: u32) -> JobSpec {
     let kv = |k: &str, v: String| (k.to_string(), v);
-    JobSpec {
-        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
-        topology: topology.into(),
-        sizes: ParallelSizes {
-            tp: Some(tp),
-            pp: Some(pp),
-            dp: Some(dp),
-            ..Default::default()
-        },
-        megatron: vec![
+    // NCCL's default channel count: both back-ends carry each channel of a GPU pair on
+    // its own connection and ECMP path (docs/model.md#nccl-channels).
+    with(tiny(topology, tp, pp, dp, micro), |s| {
+        let size = [
             kv("num-layers", layers.to_string()),
             kv("hidden-size", "64".into()),
             kv("num-attention-heads", "8".into()),
             kv("seq-length", "128".into()),
             kv("max-position-embeddings", "128".into()),
             kv("micro-batch-size", "1".into()),
-            kv("global-batch-size", (dp * micro).to_string()),
-        ],
-        // NCCL's default channel count: both back-ends carry each channel of a GPU pair
-        // on its own connection and ECMP path (docs/model.md#nccl-channels).
-        ..JobSpec::default()
-    }
+        ];
+        // before the global batch size, as the overrides always were
+        s.megatron.splice(0..0, size);
+    })
 }
 
 /// The bundled tiny job at its own size (hidden 256, 256 tokens, 4 layers): messages of

@@ -230,14 +230,12 @@ impl Sim<'_> {
                         .cmp(&self.units[b as usize].serial),
                 )
         });
-        let is_agg = |x: &Unit| matches!(x.owner, Owner::Agg(_) | Owner::Ring(_));
         if self.ina_first()
-            && comp_units.iter().any(|&u| is_agg(&self.units[u as usize]))
-            && comp_units.iter().any(|&u| !is_agg(&self.units[u as usize]))
+            && comp_units.iter().any(|&u| self.is_ina(u))
+            && comp_units.iter().any(|&u| !self.is_ina(u))
         {
-            let (aggs, hosts): (Vec<u32>, Vec<u32>) = comp_units
-                .iter()
-                .partition(|&&u| is_agg(&self.units[u as usize]));
+            let (aggs, hosts): (Vec<u32>, Vec<u32>) =
+                comp_units.iter().partition(|&&u| self.is_ina(u));
             self.fill(&aggs, comp_ch, Some(true));
             self.fill(&hosts, comp_ch, Some(false));
         } else {
@@ -257,6 +255,12 @@ impl Sim<'_> {
         self.cc.is_some()
     }
 
+    /// Whether unit `u` carries the INA application's packets: an aggregation stream or
+    /// a fallback ring's flow.
+    fn is_ina(&self, u: u32) -> bool {
+        matches!(self.units[u as usize].owner, Owner::Agg(_) | Owner::Ring(_))
+    }
+
     /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
     /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
     /// the units not yet frozen, only aggregation streams with `Some(true)`.
@@ -271,12 +275,7 @@ impl Sim<'_> {
                 Some(_) => self.ch_units[cu]
                     .iter()
                     .filter(|&&(u, _)| {
-                        self.unit_frozen[u as usize] != st
-                            && (!aggs_only
-                                || matches!(
-                                    self.units[u as usize].owner,
-                                    Owner::Agg(_) | Owner::Ring(_)
-                                ))
+                        self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u))
                     })
                     .count(),
             };
@@ -314,12 +313,7 @@ impl Sim<'_> {
                     let share = share.max(1e-12);
                     for i in 0..self.ch_units[cu].len() {
                         let u = self.ch_units[cu][i].0;
-                        let counted = !aggs_only
-                            || matches!(
-                                self.units[u as usize].owner,
-                                Owner::Agg(_) | Owner::Ring(_)
-                            );
-                        if self.unit_frozen[u as usize] != st && counted {
+                        if self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u)) {
                             self.freeze(u, share, &mut heap);
                         }
                     }
