@@ -822,7 +822,15 @@ impl Sim<'_> {
         let Some(cc) = self.cc.as_ref() else { return };
         let step = cc.params.rate_decrease_ns.max(1);
         let mut next: Option<u64> = cc.busy.iter().filter_map(|&q| cc.qp_next(q)).min();
-        for &c in &cc.hot {
+        // a port asks for a tick one interval away at the soonest: with one already
+        // scheduled by then, no port can bring it forward (a marking port is then
+        // skipped at every event of the interval, not re-summed)
+        let ports = if cc.next_tick.is_some_and(|n| n <= self.now + step) {
+            &[][..]
+        } else {
+            &cc.hot[..]
+        };
+        for &c in ports {
             let cu = c as usize;
             let (q, cap) = (cc.queue[cu], self.p.ch_cap[cu]);
             let kmin = cc.kmin[cu];
