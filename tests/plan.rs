@@ -8,7 +8,7 @@ use ina3d::plan::model::{Model, Settings};
 use ina3d::plan::options::{Form, OptKind};
 use ina3d::plan::{self, Objective, PlanError, PlanOptions, SolverKind};
 use ina3d::record::Class;
-use ina3d::replay::{self, ReplayOptions};
+use ina3d::replay::{self, RateModel, ReplayOptions};
 use ina3d::schedule::{self, Workload};
 use ina3d::topology::{NodeKind, Routing, Topology};
 use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
@@ -489,6 +489,11 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
 
 /// Replay a trace of `opts` for the job; iteration time (ns).
 fn replayed(j: &Job, opts: &TraceOptions) -> f64 {
+    replayed_under(j, opts, RateModel::default())
+}
+
+/// [`replayed`] under the rate model `model`.
+fn replayed_under(j: &Job, opts: &TraceOptions, model: RateModel) -> f64 {
     let h = trace::header(&j.cfg, &j.wl, &j.topo, opts);
     let mut recs = Vec::new();
     trace::generate_workload(&j.wl, &j.topo, opts, &mut |r| {
@@ -497,13 +502,11 @@ fn replayed(j: &Job, opts: &TraceOptions) -> f64 {
     })
     .unwrap();
     let routing = Routing::new(&j.topo, opts.seed).unwrap();
-    let r = replay::simulate(
-        &recs,
-        &j.topo,
-        &routing,
-        &ReplayOptions::from_header(&h).unwrap(),
-    )
-    .unwrap();
+    let ro = ReplayOptions {
+        rate_model: model,
+        ..ReplayOptions::from_header(&h).unwrap()
+    };
+    let r = replay::simulate(&recs, &j.topo, &routing, &ro).unwrap();
     r.summary.iteration_time_ns as f64
 }
 
@@ -630,6 +633,11 @@ fn planning_is_deterministic() {
 
 /// The planner with its repair loop: the plan replayed as `ina3d plan` replays it.
 fn repaired_plan(j: &Job, po: &PlanOptions) -> PlanFile {
+    repaired_plan_under(j, po, RateModel::default())
+}
+
+/// [`repaired_plan`] with its candidates replayed under `model`.
+fn repaired_plan_under(j: &Job, po: &PlanOptions, model: RateModel) -> PlanFile {
     let pj = ina3d::pipeline::Job {
         cfg: j.cfg.clone(),
         topology: j.topo.clone(),
@@ -639,6 +647,7 @@ fn repaired_plan(j: &Job, po: &PlanOptions) -> PlanFile {
     let rp = ina3d::pipeline::PlanReplayer {
         job: &pj,
         opts: &j.opts,
+        model,
     };
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     let po = PlanOptions {
@@ -656,9 +665,10 @@ fn repaired_plan(j: &Job, po: &PlanOptions) -> PlanFile {
     .unwrap()
 }
 
-/// Every feasible placement of the groups that have a choice, lowered and replayed: the
-/// replayed iteration time of each (brute force, independent of the model and solvers).
-fn replay_every_placement(j: &Job, po: &PlanOptions) -> Vec<(Vec<usize>, f64)> {
+/// Every feasible placement of the groups that have a choice, lowered and replayed under
+/// `rm`: the replayed iteration time of each (brute force, independent of the model
+/// and solvers).
+fn replay_every_placement(j: &Job, po: &PlanOptions, rm: RateModel) -> Vec<(Vec<usize>, f64)> {
     let m = model(j, &po.settings);
     let free: Vec<usize> = (0..m.groups.len())
         .filter(|&g| m.opts[g].len() > 1)
@@ -682,7 +692,7 @@ fn replay_every_placement(j: &Job, po: &PlanOptions) -> Vec<(Vec<usize>, f64)> {
         let f = plan::assignment_file(&m, po, trace::planned::plan_job(&h), &a);
         let mut o = j.opts.clone();
         o.plan = Some(f);
-        out.push((a.clone(), replayed(j, &o)));
+        out.push((a.clone(), replayed_under(j, &o, rm)));
     }
     out
 }
@@ -706,11 +716,17 @@ fn on_small_instances_the_exact_plan_is_the_best_replayed_placement_and_the_heur
         ("DP, PP2 + TP on the network", pipe(), vec![Class::Dp]),
         ("TP on the network, PP2", pipe(), vec![Class::Tp]),
     ] {
+        // The exact solver's optimum is the optimum of the model, whose rates are max-min
+        // fair: it is judged against replays under the ideal rate model. Under DCQCN
+        // (the RoCE default) placements within ~1 % of each other can swap order (PP2 + TP
+        // on the network: the exact plan 36.33 ms, the best placement 35.94 ms), which the
+        // repair loop does not search for.
+        let m = RateModel::Ideal;
         let st = settings(8192, None, &[1.0], &classes);
-        let brute = replay_every_placement(&j, &options(st.clone(), SolverKind::Ilp));
+        let brute = replay_every_placement(&j, &options(st.clone(), SolverKind::Ilp), m);
         let best = brute.iter().map(|b| b.1).fold(f64::INFINITY, f64::min);
-        let exact = repaired_plan(&j, &options(st.clone(), SolverKind::Ilp));
-        let heur = repaired_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let exact = repaired_plan_under(&j, &options(st.clone(), SolverKind::Ilp), m);
+        let heur = repaired_plan_under(&j, &options(st.clone(), SolverKind::Heuristic), m);
         let (ve, vh) = (
             exact.verification.clone().unwrap(),
             heur.verification.clone().unwrap(),

@@ -825,12 +825,13 @@ mod tables {
     fn a_killed_sweep_leaves_no_results_and_the_next_run_completes_it() {
         let d = tempfile::tempdir().unwrap();
         let g = d.path().join("grid.toml");
-        // the bundled 16-GPU example over 16 seeds: seconds per cell, so the kill lands
-        // mid-cell even when polling is slow on a loaded machine
-        let seeds = (0..16).map(|s| s.to_string()).collect::<Vec<_>>().join(",");
+        // the bundled 16-GPU example, ring and one INA policy (no planner) over 8 seeds:
+        // a second or more per cell, so the kill lands mid-cell even when polling is slow
+        // on a loaded machine
+        let seeds = (0..8).map(|s| s.to_string()).collect::<Vec<_>>().join(",");
         std::fs::write(
             &g,
-            format!("[base]\nns3 = 'off'\ntraces = false\nseeds = '{seeds}'\n[axes]\nina-slots = [4096]\n"),
+            format!("[base]\nns3 = 'off'\ntraces = false\nseeds = '{seeds}'\npolicies = ['ring', 'ina-dp']\n[axes]\nina-slots = [4096]\n"),
         )
         .unwrap();
         let out = d.path().join("sw");

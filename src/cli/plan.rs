@@ -4,10 +4,12 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::formats::plan_json::{self, Decision, PlanFile, Verification};
+use ina3d::ns3::Transport;
 use ina3d::pipeline::{generate_trace, make_plan, replay_records, Job};
 use ina3d::plan::model::Settings;
 use ina3d::plan::options::Form;
 use ina3d::plan::{Objective, PlanOptions, SolverKind};
+use ina3d::replay::RateModel;
 use ina3d::trace::{self, parse_classes, InaMode, TraceOptions};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +35,15 @@ pub struct Args {
     /// Output plan (JSON).
     #[arg(short = 'o', long)]
     pub output: PathBuf,
+    /// The rate model the plan's candidates are verified and repaired under (replays):
+    /// dcqcn or ideal, as `ina3d replay --rate-model`. Default: the model of
+    /// `--transport`.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
+    pub rate_model: Option<RateModel>,
+    /// The fabric's transport, which chooses the rate model unless `--rate-model` is
+    /// given: roce (dcqcn) or tcp (ideal).
+    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
+    pub transport: Transport,
     /// Concurrent aggregation trees per switch (SHARP-like hardware: 1); default unlimited.
     #[arg(long, value_name = "Q")]
     pub tree_quota: Option<u32>,
@@ -157,11 +168,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "planning ({}, time limit {} s)",
         a.solver, a.time_limit
     ));
-    let planned = make_plan(&prepared, &opts, &po);
+    let model = a
+        .rate_model
+        .unwrap_or(RateModel::for_transport(a.transport));
+    let planned = make_plan(&prepared, &opts, &po, model);
     bar.finish_and_clear();
     let mut p = planned?;
     if a.verify && p.verification.is_none() {
-        p.verification = Some(verify(&prepared, &opts, &p)?);
+        p.verification = Some(verify(&prepared, &opts, &p, model)?);
     }
     plan_json::write(&a.output, &p)?;
     print_summary(&p);
@@ -170,7 +184,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 /// Lower the plan and the all-host trace, replay both, compare with the prediction.
-fn verify(job: &Job, opts: &TraceOptions, p: &PlanFile) -> anyhow::Result<Verification> {
+fn verify(
+    job: &Job,
+    opts: &TraceOptions,
+    p: &PlanFile,
+    model: RateModel,
+) -> anyhow::Result<Verification> {
     let replayed = |o: &TraceOptions, name: &str| -> anyhow::Result<f64> {
         let t = generate_trace(job, o, None, true, &mut |_| {})?;
         let r = replay_records(
@@ -180,7 +199,7 @@ fn verify(job: &Job, opts: &TraceOptions, p: &PlanFile) -> anyhow::Result<Verifi
             o.seed,
             name,
             false,
-            Default::default(),
+            model,
         )?;
         Ok(r.summary.iteration_time_ns as f64)
     };

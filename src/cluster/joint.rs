@@ -71,12 +71,14 @@ pub fn lowering(base: &TraceOptions, c: &Candidate) -> TraceOptions {
     o
 }
 
-/// The candidates of one job (the full pool first, the all-host plan last).
+/// The candidates of one job (the full pool first, the all-host plan last), verified
+/// by replays under `model`.
 pub fn candidates(
     job: &Job,
     base: &TraceOptions,
     pool: u32,
     po: &PlanOptions,
+    model: crate::replay::RateModel,
 ) -> Result<Vec<Candidate>, PipelineError> {
     let mut out: Vec<Candidate> = Vec::new();
     let mut host_time = None;
@@ -91,7 +93,7 @@ pub fn candidates(
         o.ina.slots = level;
         let mut lpo = po.clone();
         lpo.settings.slots = level;
-        let p = make_plan(job, &o, &lpo)?;
+        let p = make_plan(job, &o, &lpo, model)?;
         let (time, host) = match &p.verification {
             Some(v) => (v.replayed_ns, v.host_replayed_ns),
             None => (p.prediction.iteration_ns, p.prediction.host_iteration_ns),

@@ -399,8 +399,9 @@ impl Runner<'_> {
             };
             let mut all = Vec::new();
             for (j, base) in bases.iter().enumerate() {
-                let c = joint::candidates(&self.c.jobs[j].job, base, s.ina_slots, &po)
-                    .map_err(|e| self.job_err(j, p, e))?;
+                let c =
+                    joint::candidates(&self.c.jobs[j].job, base, s.ina_slots, &po, s.rate_model)
+                        .map_err(|e| self.job_err(j, p, e))?;
                 rep.line(&format!(
                     "[{p}] job `{}`: candidate plans alone {}",
                     self.c.jobs[j].name,

@@ -74,6 +74,9 @@ pub struct PolicyContext<'a> {
     pub dir: &'a Path,
     /// Wall-time budget of a planner policy's solve.
     pub plan_time_limit: Duration,
+    /// The rate model the run replays under, which a planner policy's candidates are
+    /// verified under too.
+    pub rate_model: crate::replay::RateModel,
 }
 
 impl Policy {
@@ -143,7 +146,7 @@ impl Policy {
             time_limit: ctx.plan_time_limit,
             ..d
         };
-        let p = make_plan(ctx.job, &o, &po)?;
+        let p = make_plan(ctx.job, &o, &po, ctx.rate_model)?;
         std::fs::create_dir_all(ctx.dir).map_err(PipelineError::io(ctx.dir))?;
         crate::formats::plan_json::write(&ctx.dir.join("plan.json"), &p)?;
         o.plan = Some(p);

@@ -162,6 +162,7 @@ impl Runner<'_> {
             base,
             dir,
             plan_time_limit: std::time::Duration::from_secs_f64(self.spec.plan_time_limit),
+            rate_model: self.spec.rate_model(),
         })?;
         if let Some(plan) = &opts.plan {
             rep.line(&format!(

@@ -29,13 +29,16 @@ pub struct GeneratedTrace {
 /// The plan of `job` for `opts` (INA mode `planned`: its ECMP seed, INA switches, payload
 /// and window), made for — and recording — the trace header those options give, so
 /// lowering it with the same options is accepted (`ina3d plan`, the run's planner policies).
+/// Its candidates are verified and repaired by replays under `model`, the rate model the
+/// plan will be judged by (the run's, the cluster's).
 pub fn make_plan(
     job: &Job,
     opts: &TraceOptions,
     po: &crate::plan::PlanOptions,
+    model: replay::RateModel,
 ) -> Result<crate::formats::plan_json::PlanFile, PipelineError> {
     let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
-    let replayer = PlanReplayer { job, opts };
+    let replayer = PlanReplayer { job, opts, model };
     crate::plan::plan(
         &job.workload,
         &job.topology,
@@ -48,12 +51,14 @@ pub fn make_plan(
 }
 
 /// Replays a candidate plan of `job` as `ina3d trace --plan` and `ina3d replay` would (in
-/// memory, ideal rate model): the planner's verification and repair ([`crate::plan::plan`]).
+/// memory, under `model`): the planner's verification and repair ([`crate::plan::plan`]).
 pub struct PlanReplayer<'a> {
     /// The job.
     pub job: &'a Job,
     /// Its trace options (the plan's seed, INA switches, payload, window).
     pub opts: &'a TraceOptions,
+    /// The rate model the candidates are replayed under.
+    pub model: replay::RateModel,
 }
 
 impl crate::plan::Replayer for PlanReplayer<'_> {
@@ -72,7 +77,7 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
             o.seed,
             "a candidate plan",
             false,
-            Default::default(),
+            self.model,
         )
         .map_err(|e| e.to_string())?;
         let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];

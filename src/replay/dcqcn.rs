@@ -724,8 +724,12 @@ impl Sim<'_> {
             for (i, &c) in hot.iter().enumerate() {
                 let cu = c as usize;
                 let cap = self.p.ch_cap[cu] * dt as f64;
+                // a backlogged port sends at capacity while it has bytes: what arrived and
+                // what was queued, never more (a port passing `cap / arrived` for the whole
+                // interval created bytes once its backlog ran dry, and ports after it
+                // grew queues of terabytes)
                 let pass = if arrived[i] > 0.0 && (cc.queue[cu] > 0.0 || arrived[i] > cap) {
-                    cap / arrived[i]
+                    cap.min(cc.queue[cu] + arrived[i]) / arrived[i]
                 } else {
                     1.0
                 };

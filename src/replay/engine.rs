@@ -12,6 +12,7 @@ use super::table::RecordTable;
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
+use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
 use crate::units::{BitsPerSec, LinkId};
@@ -108,7 +109,14 @@ pub(super) struct Unit {
     /// Own rate limit (bottleneck over multiplicity, INA window).
     pub cap: f64,
     pub last: u64,
+    /// Version of the unit's pending completion event (`TxDone` events of older versions
+    /// are stale).
     pub ver: u32,
+    /// Time of the pending completion event (`u64::MAX`: none). A rate change that
+    /// moves the finish later keeps it, and [`Sim::tx_done`] moves it on when it fires
+    /// early: under DCQCN, rates change at every tick and a new event per change filled
+    /// the heap with stale ones (a 16-GPU INA job: 168 s, most of it popping them).
+    pub due: u64,
     /// Propagation delay added after the last byte left.
     pub latency: u64,
     pub owner: Owner,
@@ -263,7 +271,23 @@ impl<'a> Sim<'a> {
     fn tx_done(&mut self, serial: u32, ver: u32, records: &RecordTable) {
         let u = self.slot_of[serial as usize];
         let x = &self.units[u as usize];
-        if x.serial != serial || x.ver != ver || x.rate == 0.0 {
+        if x.serial != serial || x.ver != ver {
+            return;
+        }
+        // the finish at the rate now (the event may be from an earlier, faster rate)
+        let finish = if x.rate == 0.0 {
+            u64::MAX
+        } else {
+            x.last.saturating_add(fluid_time(x.remaining, x.rate))
+        };
+        if finish > self.now {
+            let x = &mut self.units[u as usize];
+            x.due = finish;
+            if finish < u64::MAX {
+                x.ver = x.ver.wrapping_add(1);
+                let ver = x.ver;
+                self.push(finish, EventKind::TxDone, serial, ver);
+            }
             return;
         }
         let (owner, lat, off, len, rate) = (x.owner, x.latency, x.off, x.len, x.rate);

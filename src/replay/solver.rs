@@ -44,6 +44,7 @@ impl Sim<'_> {
             cap,
             last: self.now,
             ver: 0,
+            due: u64::MAX,
             latency,
             owner,
             serial,
@@ -350,7 +351,8 @@ impl Sim<'_> {
     }
 
     /// Give every unit whose rate changed its new rate: bytes sent so far are settled at
-    /// the old rate and a new completion event supersedes the old one (version bump).
+    /// the old rate; a finish earlier than the pending completion event supersedes it
+    /// (version bump), a later one is found when that event fires.
     fn apply_rates(&mut self, comp_units: &[u32]) {
         for &u in comp_units {
             let r = self.new_rate[u as usize];
@@ -364,12 +366,16 @@ impl Sim<'_> {
             }
             x.last = now;
             x.rate = r;
-            x.ver = x.ver.wrapping_add(1);
             // a unit starved behind higher-priority streams (rate ≈ 0) gets a far event,
-            // superseded when its rate changes
+            // superseded when its rate changes; a finish later than the pending event
+            // keeps that event, which moves itself on when it fires (`Sim::tx_done`)
             let t = now.saturating_add(fluid_time(x.remaining, r));
-            let (serial, ver) = (x.serial, x.ver);
-            self.push(t, EventKind::TxDone, serial, ver);
+            if t < x.due {
+                x.due = t;
+                x.ver = x.ver.wrapping_add(1);
+                let (serial, ver) = (x.serial, x.ver);
+                self.push(t, EventKind::TxDone, serial, ver);
+            }
         }
     }
 }
