@@ -2,11 +2,38 @@
 //!
 //! `cargo bench --no-default-features --bench topology [-- quick]`: builds fat-trees of
 //! 1,024 and 16,000 GPUs, precomputes ECMP routes, then answers 1 M path queries between
-//! random host pairs and builds INA trees for DP-like groups.
+//! random host pairs and builds INA trees for DP-like groups; then builds every non-Clos
+//! family (Jellyfish, Dragonfly, torus, BCube, DCell, TopoOpt) at 8,192 GPUs or more.
 
 use ina3d::topology::{ecmp_hash, NodeKind, Routing, Topology};
 use ina3d::units::NodeId;
 use std::time::Instant;
+
+/// Every non-Clos family at ≥ 8,192 GPUs (issue 22's scale target).
+const FAMILIES: [&str; 6] = [
+    "jellyfish:switches=1024,ports=24,hosts-per-switch=8,seed=1",
+    "dragonfly:groups=65,routers=16,hosts-per-router=8,global-links=8",
+    "torus:dims=16x16x32",
+    "bcube:n=8,k=4",
+    "dcell:n=10,k=2",
+    "topoopt:servers=8192,degree=8",
+];
+
+fn families() {
+    for spec in FAMILIES {
+        let t0 = Instant::now();
+        let t = Topology::from_spec(spec).expect("spec");
+        let build = t0.elapsed();
+        println!(
+            "{spec}: {} GPUs, {} switches, {} links | build {:.1} ms",
+            t.gpus.len(),
+            t.switches().len(),
+            t.links.len(),
+            build.as_secs_f64() * 1e3,
+        );
+        assert!(t.gpus.len() >= 8192, "{spec}: below the 8,192-GPU target");
+    }
+}
 
 fn main() {
     let quick = std::env::args().any(|a| a == "quick");
@@ -73,4 +100,5 @@ fn main() {
             edges
         );
     }
+    families();
 }

@@ -50,6 +50,7 @@ fn star(hosts: u32) -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:star".into(),
+        fabric: Default::default(),
     }
 }
 
@@ -72,6 +73,7 @@ fn leaf_spine() -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:leaf-spine".into(),
+        fabric: Default::default(),
     }
 }
 
@@ -2514,6 +2516,7 @@ fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arri
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:fifo".into(),
+        fabric: Default::default(),
     };
     let s = 16384u64;
     let trace: Vec<FlowRecord> = (0..3u32)
