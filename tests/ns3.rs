@@ -2540,3 +2540,82 @@ fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arri
         );
     }
 }
+
+// ---------------------------------------------------------------- other fabrics
+
+/// The glue's links.csv rows as (link, from, to) → bytes.
+fn link_bytes(dir: &Path) -> BTreeMap<(u32, u32, u32), u64> {
+    ina3d::formats::links_csv::read(&dir.join("links.csv"))
+        .unwrap()
+        .into_iter()
+        .map(|c| ((c.link.0, c.from.0, c.to.0), c.bytes))
+        .collect()
+}
+
+#[test]
+fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays_included() {
+    for spec in [
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2,routing=valiant",
+        "torus:dims=4x4",
+        "bcube:n=4,k=1",
+        "dcell:n=4,k=1",
+        "topoopt:servers=16,degree=4",
+    ] {
+        let topo = Topology::from_spec(spec).unwrap();
+        // a ring all-reduce over 16 hosts in the order h -> 5h mod 16 (neighbours 5 apart,
+        // so TopoOpt's rings of strides 1 and 3 relay too), on two NCCL channels (odd steps
+        // on channel 1)
+        let mut trace = ring_allreduce(16, 1 << 20, 0);
+        for r in trace.iter_mut() {
+            r.src = NodeId(r.src.0 * 5 % 16);
+            r.dst = NodeId(r.dst.0 * 5 % 16);
+            if r.step.unwrap_or(0) % 2 == 1 {
+                r.channel = 1;
+            }
+        }
+        let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ina = InaSwitchModel::default();
+        replay_into(&trace, &topo, &ina, rep.path());
+        // a drop or a missing route fails the run (the helper panics)
+        run(&trace, &topo, &ina, ns.path());
+        let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+        assert!(want.len() >= 24, "{spec}: {} busy channels", want.len());
+        assert_eq!(
+            got, want,
+            "{spec}: RoCE carries the replayer's bytes link by link"
+        );
+        if topo.fabric.hosts_relay() {
+            // some host forwarded bytes that are not its own: a channel from a host whose
+            // bytes exceed what the trace sends from it
+            let sent: u64 = trace
+                .iter()
+                .filter(|r| r.src.0 == 0)
+                .map(|r| r.bytes.0)
+                .sum();
+            let out0: u64 = got
+                .iter()
+                .filter(|((_, f, _), _)| *f == 0)
+                .map(|(_, b)| *b)
+                .sum();
+            let relayed = (0..16u32).any(|h| {
+                let own: u64 = trace
+                    .iter()
+                    .filter(|r| r.src.0 == h)
+                    .map(|r| r.bytes.0)
+                    .sum();
+                let out: u64 = got
+                    .iter()
+                    .filter(|((_, f, _), _)| *f == h)
+                    .map(|(_, b)| *b)
+                    .sum();
+                out > own * 11 / 10
+            });
+            assert!(
+                relayed,
+                "{spec}: no server relayed ({sent} sent from 0, {out0} left it)"
+            );
+        }
+    }
+}

@@ -572,7 +572,7 @@ impl Gen<'_> {
         tag: Tag,
         coll: u64,
     ) -> Result<(), TraceError> {
-        let c = self.channels_for(bytes);
+        let c = self.channels_for(bytes, members);
         if c <= 1 {
             return self.host_algorithm(kind, bytes, members, s, tag, coll);
         }
@@ -681,6 +681,8 @@ impl Gen<'_> {
         tag: Tag,
         coll: u64,
     ) -> Result<(), TraceError> {
+        let order = channels::ring_order(self.topo, members, self.channel);
+        let members = &order[..];
         let n = members.len();
         let steps = match kind {
             CollKind::AllReduce => 2 * (n - 1),

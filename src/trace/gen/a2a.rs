@@ -130,7 +130,7 @@ impl Gen<'_> {
                 if b.0 == 0 || self.topo.same_nvlink_domain(members[i], members[j]) {
                     continue;
                 }
-                let c = self.channels_for(b);
+                let c = self.channels_for(b, &[members[i], members[j]]);
                 for ch in 0..c {
                     self.channel = ch;
                     let id = self.emit(
