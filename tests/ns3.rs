@@ -2619,3 +2619,40 @@ fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays
         }
     }
 }
+
+#[test]
+fn a_swing_all_reduce_on_the_torus_puts_the_same_bytes_on_every_link_in_both_back_ends() {
+    use ina3d::pipeline::{generate_bench_trace, Job, JobSpec, ParallelSizes};
+    use ina3d::trace::{Algorithm, BenchGroup, CollectiveBench};
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "torus:dims=4x4".into(),
+        sizes: ParallelSizes {
+            tp: Some(1),
+            pp: Some(1),
+            dp: Some(16),
+            ..Default::default()
+        },
+        collective: Algorithm::Swing,
+        megatron: vec![("global-batch-size".into(), "16".into())],
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let bench = CollectiveBench {
+        kind: ina3d::schedule::CollKind::AllReduce,
+        sizes: vec![Bytes(1 << 20)],
+        group: BenchGroup::All,
+    };
+    let trace = generate_bench_trace(&job, &spec.trace_options().unwrap(), &bench, None, true)
+        .unwrap()
+        .records;
+    // both NCCL channels of NCCL's default rule carry the Swing steps
+    assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ina = InaSwitchModel::default();
+    replay_into(&trace, &job.topology, &ina, rep.path());
+    run(&trace, &job.topology, &ina, ns.path());
+    let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+    assert!(want.len() >= 64, "{} busy channels", want.len());
+    assert_eq!(got, want);
+}

@@ -21,6 +21,7 @@ mod bench;
 mod channels;
 mod cp;
 mod iteration;
+mod swing;
 
 use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
 use super::TraceError;
@@ -33,6 +34,9 @@ use std::collections::{BTreeMap, HashMap};
 
 pub use bench::{bench_groups, generate_bench};
 pub use channels::default_channels;
+pub use swing::{
+    peer as swing_peer, rho as swing_rho, schedule as swing_schedule, Step as SwingStep,
+};
 
 /// Counts of a generated trace.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -602,6 +606,10 @@ impl Gen<'_> {
                 self.ring(kind, bytes, members, s, tag, coll)
             }
             Algorithm::Hierarchical => self.hierarchical(kind, bytes, members, s, tag, coll),
+            Algorithm::Swing if kind == CollKind::AllReduce => {
+                self.swing(bytes, members, s, tag, coll)
+            }
+            Algorithm::Swing => self.ring(kind, bytes, members, s, tag, coll),
         }
     }
 

@@ -19,6 +19,9 @@ pub enum Algorithm {
     Hd,
     /// NVLink reduce-scatter in each server → one network ring per local GPU index → NVLink all-gather.
     Hierarchical,
+    /// Swing (NSDI'24), bandwidth-optimal: ⌈log₂ n⌉ reduce-scatter then all-gather steps
+    /// with peers r ± ρ(s) (all-reduce only; RS and AG use the ring).
+    Swing,
 }
 
 /// Where in-network aggregation happens.
@@ -343,7 +346,7 @@ impl Default for TraceOptions {
 
 use crate::keyword::keyword_enum;
 
-keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
+keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical", Algorithm::Swing => "swing");
 keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina", InaMode::Planned => "planned");
 keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority", InaPolicy::Planned => "planned");
 
