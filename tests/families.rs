@@ -784,3 +784,40 @@ fn the_command_line_exits_2_naming_the_parameter_and_the_rule() {
         }
     }
 }
+
+#[test]
+fn every_family_writes_hpcc_and_simai_topology_files_that_read_back_as_its_links() {
+    use ina3d::formats::topology_txt::Flavor;
+    for spec in [
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1",
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,nvlink=off",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2",
+        "torus:dims=4x4",
+        "torus:dims=2x2x2,hosts-per-node=2",
+        "bcube:n=4,k=1",
+        "dcell:n=4,k=1",
+        "topoopt:servers=16,degree=4",
+    ] {
+        let t = topo(spec);
+        // a file carries no routing family: it reads back as a Clos with the same links
+        let want = Topology {
+            fabric: Default::default(),
+            ..t.clone()
+        };
+        let simai = t.to_text(Flavor::Simai {
+            gpus_per_server: t.gpus_per_server,
+            gpu_type: "H100".into(),
+        });
+        let (back, w) = Topology::parse_str(&simai, spec).unwrap();
+        assert_eq!(w, vec![], "{spec}");
+        assert_eq!(back, want, "{spec} (SimAI)");
+        if t.nvswitches().is_empty() {
+            let (back, w) = Topology::parse_str(&t.to_text(Flavor::Hpcc), spec).unwrap();
+            assert_eq!(w, vec![], "{spec}");
+            assert_eq!(back, want, "{spec} (HPCC)");
+        }
+    }
+    // TopoOpt's HPCC header: 16 nodes, no switch, 32 links
+    let text = topo("topoopt:servers=16,degree=4").to_text(Flavor::Hpcc);
+    assert!(text.starts_with("16 0 32\n"), "{}", &text[..20]);
+}

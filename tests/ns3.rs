@@ -2586,6 +2586,23 @@ fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays
             got, want,
             "{spec}: RoCE carries the replayer's bytes link by link"
         );
+        // the SimAI flavour of the same files (6-field header) runs the same
+        let simai = tempfile::tempdir().unwrap();
+        let opts = EmitOptions {
+            flavor: Flavor::Simai,
+            ..EmitOptions::default()
+        };
+        let report = emit(&trace, &ina, &topo, &opts, simai.path()).unwrap();
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("HPCC's and SimAI's ns-3")),
+            "{spec}: {:?}",
+            report.warnings
+        );
+        run_glue(glue(), simai.path(), |_, _| {}).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(link_bytes(simai.path()), want, "{spec} (SimAI files)");
         if topo.fabric.hosts_relay() {
             // some host forwarded bytes that are not its own: a channel from a host whose
             // bytes exceed what the trace sends from it
