@@ -821,3 +821,143 @@ fn every_family_writes_hpcc_and_simai_topology_files_that_read_back_as_its_links
     let text = topo("topoopt:servers=16,degree=4").to_text(Flavor::Hpcc);
     assert!(text.starts_with("16 0 32\n"), "{}", &text[..20]);
 }
+
+// ------------------------------------------------------------------ INA on general graphs
+
+use ina3d::topology::{AggTree, TreeShape, MAX_ROOTS};
+
+/// A well-formed aggregation tree of `members`: each member and aggregating switch has
+/// one parent, every chain ends at the root, edges come bottom-up, fan-ins are counted and
+/// every edge's path is a chain from child to parent.
+fn check_tree(t: &Topology, tree: &AggTree, members: &[NodeId]) {
+    let mut parent = BTreeMap::new();
+    for e in &tree.edges {
+        assert!(
+            parent.insert(e.child, e.parent).is_none(),
+            "{} has two parents",
+            e.child
+        );
+        assert_eq!(t.kinds[e.parent.idx()], NodeKind::Switch);
+        assert_eq!(e.fanin_at_parent, tree.fanin(e.parent));
+        visits(t, e.child, e.parent, &e.path);
+    }
+    for &m in members {
+        let mut v = m;
+        let mut hops = 0;
+        while v != tree.root {
+            v = *parent
+                .get(&v)
+                .unwrap_or_else(|| panic!("{m} does not reach the root"));
+            hops += 1;
+            assert!(hops <= parent.len());
+        }
+    }
+    // bottom-up: an edge out of a node comes after every edge into it
+    for (i, e) in tree.edges.iter().enumerate() {
+        assert!(
+            tree.edges[i..].iter().all(|f| f.parent != e.child),
+            "edge {i} out of order"
+        );
+    }
+    assert_eq!(tree.edges.last().unwrap().parent, tree.root);
+}
+
+#[test]
+fn on_a_torus_three_hosts_in_a_row_aggregate_under_the_middle_router_with_five_links() {
+    let t = topo("torus:dims=4x4");
+    let r = Routing::new(&t, 0).unwrap();
+    let rt = nodes(&t, NodeKind::Switch);
+    let all = |_: NodeId| true;
+    // hosts 0, 1, 2 sit on routers (0,0), (1,0), (2,0). Total distances: under (1,0)
+    // 2 + 1 + 2 = 5, under (0,0) or (2,0) 1 + 2 + 3 = 6: (1,0) ranks first
+    let members = [NodeId(0), NodeId(1), NodeId(2)];
+    let roots = r.aggregation_candidates(&members, &all).unwrap();
+    assert_eq!(roots[0], rt[1]);
+    assert!(roots.len() <= MAX_ROOTS);
+    let cands = r.candidate_trees(&members, &all, 0).unwrap();
+    assert!(!cands.is_empty() && cands.len() <= 2 * MAX_ROOTS);
+    for (_, tree) in &cands {
+        check_tree(&t, tree, &members);
+    }
+    // the cheapest: host 0 -> (0,0) -> (1,0) <- (2,0) <- host 2, host 1 -> (1,0): 5 links
+    let best = r.aggregation_tree(&members, &all, 0).unwrap();
+    assert_eq!(best.root, rt[1]);
+    assert_eq!(r.tree_cost(&best), (5, 2));
+    let edges: BTreeSet<(NodeId, NodeId)> =
+        best.edges.iter().map(|e| (e.child, e.parent)).collect();
+    let want = BTreeSet::from([
+        (NodeId(0), rt[0]),
+        (rt[0], rt[1]),
+        (NodeId(1), rt[1]),
+        (NodeId(2), rt[2]),
+        (rt[2], rt[1]),
+    ]);
+    assert_eq!(edges, want);
+}
+
+#[test]
+fn a_steiner_tree_shares_a_branch_the_shortest_path_tree_splits() {
+    // 4x4 torus, root router (0,0) given, members on routers (2,1) and (2,2): 3 and 4
+    // router hops from the root, 1 from each other. Steiner joins the nearer member first
+    // (3 router links + its host link), then the other to it (1 + 1): 6 links, never more
+    // than the shortest-path tree, whose second member takes its own routed path.
+    let t = topo("torus:dims=4x4");
+    let r = Routing::new(&t, 0).unwrap();
+    let rt = nodes(&t, NodeKind::Switch);
+    let all = |_: NodeId| true;
+    let members = [NodeId(2 + 4), NodeId(2 + 4 * 2)]; // routers (2,1) and (2,2), adjacent
+    let spt = r.aggregation_tree_at(&members, &all, rt[0], 0).unwrap();
+    let st = r.steiner_tree_at(&members, &all, rt[0], 0).unwrap();
+    check_tree(&t, &spt, &members);
+    check_tree(&t, &st, &members);
+    let (spt_links, _) = r.tree_cost(&spt);
+    let (st_links, _) = r.tree_cost(&st);
+    assert!(st_links <= spt_links, "steiner {st_links}, spt {spt_links}");
+    // Steiner: root (0,0) to the nearer member (2,1) is 3 router hops; (2,2) then joins
+    // (2,1) in one: 3 + 1 router links + 2 host links = 6
+    assert_eq!(st_links, 6);
+    let shapes: BTreeSet<TreeShape> = r
+        .candidate_trees(&members, &all, 0)
+        .unwrap()
+        .into_iter()
+        .map(|(s, _)| s)
+        .collect();
+    assert!(shapes.contains(&TreeShape::ShortestPath));
+}
+
+#[test]
+fn every_switched_family_builds_trees_for_a_spread_group_and_topoopt_has_none() {
+    for spec in [
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2",
+        "torus:dims=4x4",
+        "bcube:n=4,k=1",
+        "dcell:n=4,k=1",
+    ] {
+        let t = topo(spec);
+        let r = Routing::new(&t, 0).unwrap();
+        let all = |_: NodeId| true;
+        let members: Vec<NodeId> = (0..16).step_by(3).map(NodeId).collect();
+        let cands = r.candidate_trees(&members, &all, 7).unwrap();
+        assert!(!cands.is_empty(), "{spec}");
+        for (_, tree) in &cands {
+            check_tree(&t, tree, &members);
+        }
+        // only some switches may aggregate: the trees use no other
+        let sw = nodes(&t, NodeKind::Switch);
+        let some: BTreeSet<NodeId> = sw.iter().step_by(2).copied().collect();
+        let can = |v: NodeId| some.contains(&v);
+        if let Ok(cands) = r.candidate_trees(&members, &can, 7) {
+            for (_, tree) in &cands {
+                check_tree(&t, tree, &members);
+                assert!(tree.switches().iter().all(|s| some.contains(s)), "{spec}");
+            }
+        }
+    }
+    let t = topo("topoopt:servers=16,degree=4");
+    let r = Routing::new(&t, 0).unwrap();
+    assert!(matches!(
+        r.aggregation_tree(&[NodeId(0), NodeId(5)], &|_| true, 0),
+        Err(TopologyError::NoAggregator { .. })
+    ));
+}

@@ -2673,3 +2673,50 @@ fn a_swing_all_reduce_on_the_torus_puts_the_same_bytes_on_every_link_in_both_bac
     assert!(want.len() >= 64, "{} busy channels", want.len());
     assert_eq!(got, want);
 }
+
+#[test]
+fn ina_trees_on_general_graphs_put_the_same_bytes_on_every_link_in_both_back_ends() {
+    use ina3d::pipeline::{generate_bench_trace, Job, JobSpec, ParallelSizes};
+    use ina3d::trace::{BenchGroup, CollectiveBench, InaMode};
+    for spec in [
+        "torus:dims=4x4",
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1,nvlink=off",
+        "bcube:n=4,k=1",
+    ] {
+        let job_spec = JobSpec {
+            input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+            topology: spec.into(),
+            sizes: ParallelSizes {
+                tp: Some(1),
+                pp: Some(1),
+                dp: Some(16),
+                ..Default::default()
+            },
+            ina: ina3d::pipeline::InaSpec {
+                mode: InaMode::Hierarchical,
+                classes: vec![Class::Dp, Class::Tp, Class::Emb],
+                ..Default::default()
+            },
+            megatron: vec![("global-batch-size".into(), "16".into())],
+            ..JobSpec::default()
+        };
+        let job = Job::prepare(&job_spec).unwrap();
+        let bench = CollectiveBench {
+            kind: ina3d::schedule::CollKind::AllReduce,
+            sizes: vec![Bytes(1 << 19)],
+            group: BenchGroup::All,
+        };
+        let opts = job_spec.trace_options().unwrap();
+        let trace = generate_bench_trace(&job, &opts, &bench, None, true)
+            .unwrap()
+            .records;
+        let ina_edges = trace.iter().filter(|r| r.mode == Mode::Ina).count();
+        assert!(ina_edges >= 2 * 16, "{spec}: {ina_edges} INA edges");
+        let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let model = opts.ina.switch_model();
+        replay_into(&trace, &job.topology, &model, rep.path());
+        run(&trace, &job.topology, &model, ns.path());
+        let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+        assert_eq!(got, want, "{spec}");
+    }
+}

@@ -81,7 +81,7 @@ impl Default for PlanOptions {
                     crate::record::Class::Emb,
                 ],
                 required: vec![],
-                forms: vec![Form::Hierarchical, Form::RootOnly],
+                forms: vec![Form::Hierarchical, Form::RootOnly, Form::Steiner],
                 rina: true,
             },
             objective: Objective::Iteration,

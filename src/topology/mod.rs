@@ -22,7 +22,10 @@ mod file;
 mod routing;
 
 pub use error::TopologyError;
-pub use routing::{connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
+pub use routing::{
+    connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing, TreeShape,
+    MAX_ROOTS,
+};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};
 use serde::{Deserialize, Serialize};

@@ -23,6 +23,8 @@ use std::sync::{Arc, OnceLock};
 
 mod general;
 use general::General;
+mod trees;
+pub use trees::{TreeShape, MAX_ROOTS};
 
 const NONE: u32 = u32::MAX;
 const FAR: u16 = u16::MAX;
@@ -721,6 +723,9 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
         key: u64,
     ) -> Result<AggTree, TopologyError> {
+        if self.general.is_some() {
+            return self.cheapest_tree(members, can_aggregate, key);
+        }
         let (ms, cands) = self.candidates(members, can_aggregate)?;
         let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
         self.tree_below(&ms, can_aggregate, root, key)
@@ -752,6 +757,15 @@ impl Routing {
     ) -> Result<AggTree, TopologyError> {
         let (ms, _) = self.members_and_reps(members)?;
         let agg = self.kinds.get(root.idx()) == Some(&NodeKind::Switch) && can_aggregate(root);
+        if self.general.is_some() {
+            if !agg {
+                return Err(TopologyError::NoAggregator {
+                    members: ms.len(),
+                    first: ms[0],
+                });
+            }
+            return self.general_tree_at(&ms, can_aggregate, root);
+        }
         let above = self
             .level(root)
             .is_some_and(|l| ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l)));
@@ -808,6 +822,16 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
     ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
         let (ms, reps) = self.members_and_reps(members)?;
+        if self.general.is_some() {
+            let cands = self.general_candidates(&ms, can_aggregate);
+            if cands.is_empty() {
+                return Err(TopologyError::NoAggregator {
+                    members: ms.len(),
+                    first: ms[0],
+                });
+            }
+            return Ok((ms, cands));
+        }
         let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
         let mut best = FAR;
         let mut cands: Vec<NodeId> = Vec::new();

@@ -242,6 +242,12 @@ pub fn aggregating_switches(
     topo: &Topology,
     switches: &InaSwitches,
 ) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
+    if topo.fabric == crate::topology::Fabric::Direct {
+        return Err(TraceError::Generate(format!(
+            "topology `{}` is switchless direct connect (TopoOpt): no switch can aggregate, so INA options do not apply; use a host algorithm (--ina off, --collective ring|hd|dbt|swing)",
+            topo.source
+        )));
+    }
     let n = topo.node_count();
     let mut can_agg = vec![false; n];
     let mut tor = vec![None; n];

@@ -170,6 +170,11 @@ impl General {
         })
     }
 
+    /// [`General::dist_to`] for the sibling modules.
+    pub(super) fn dist_to_node(&self, r: &Routing, dst: NodeId) -> &[u16] {
+        self.dist_to(r, dst)
+    }
+
     /// Hops from host `h` to switch `s` (`None` if unreachable).
     pub(super) fn hops(&self, r: &Routing, h: NodeId, s: NodeId) -> Option<u16> {
         let d = self.dist_to(r, s)[h.idx()];
