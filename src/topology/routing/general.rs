@@ -57,6 +57,9 @@ pub(super) struct General {
     globals: BTreeMap<(u32, u32), Vec<(u32, u32)>>,
     /// Jellyfish: the k shortest paths of each switch pair used so far.
     kpaths: Mutex<HashMap<(u32, u32), PathSet>>,
+    /// Switch neighbours (dense indices, ascending, each once) of every switch, for the
+    /// searches of Yen's algorithm (Jellyfish only; empty otherwise).
+    switch_adj: Vec<Vec<u32>>,
 }
 
 impl General {
@@ -129,7 +132,26 @@ impl General {
             }
             Fabric::Clos | Fabric::Jellyfish { .. } | Fabric::Direct => {}
         }
+        let switch_adj = if matches!(topo.fabric, Fabric::Jellyfish { .. }) {
+            switch_nodes
+                .iter()
+                .map(|&v| {
+                    let mut a: Vec<u32> = r
+                        .net(v)
+                        .iter()
+                        .map(|&(_, w)| r.sw[w.idx()])
+                        .filter(|&j| j != super::NONE)
+                        .collect();
+                    a.sort_unstable();
+                    a.dedup();
+                    a
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Ok(General {
+            switch_adj,
             relay: topo.fabric.hosts_relay(),
             fabric: topo.fabric.clone(),
             switch_nodes,
@@ -314,31 +336,17 @@ impl General {
             let mut cache = self.kpaths.lock().unwrap_or_else(|e| e.into_inner());
             cache
                 .entry((a, b))
-                .or_insert_with(|| Arc::new(self.yen(r, a, b, k as usize)))
+                .or_insert_with(|| Arc::new(self.yen(a, b, k as usize)))
                 .clone()
         };
         let i = ecmp_choice(r.seed, key, self.switch_nodes[a as usize], set.len());
         set.get(i).cloned()
     }
 
-    /// Switch neighbours (dense) of switch `u`, ascending, each once.
-    fn switch_adj(&self, r: &Routing, u: u32) -> Vec<u32> {
-        let mut v: Vec<u32> = r
-            .net(self.switch_nodes[u as usize])
-            .iter()
-            .map(|&(_, w)| r.sw[w.idx()])
-            .filter(|&j| j != super::NONE)
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    }
-
     /// Shortest switch path from `a` to `b` avoiding `banned` nodes and edges (BFS,
     /// neighbours ascending, so the lowest path among the shortest).
     fn bfs_path(
         &self,
-        r: &Routing,
         a: u32,
         b: u32,
         banned_nodes: &BTreeSet<u32>,
@@ -359,7 +367,7 @@ impl General {
                 p.reverse();
                 return Some(p);
             }
-            for w in self.switch_adj(r, u) {
+            for &w in &self.switch_adj[u as usize] {
                 if prev[w as usize] == u32::MAX
                     && !banned_nodes.contains(&w)
                     && !banned_edges.contains(&(u, w))
@@ -374,9 +382,9 @@ impl General {
 
     /// Yen's k shortest loopless paths from `a` to `b` (hop counts; candidates ordered by
     /// length, then node sequence).
-    fn yen(&self, r: &Routing, a: u32, b: u32, k: usize) -> Vec<Vec<u32>> {
+    fn yen(&self, a: u32, b: u32, k: usize) -> Vec<Vec<u32>> {
         let none = BTreeSet::new();
-        let Some(first) = self.bfs_path(r, a, b, &none, &BTreeSet::new()) else {
+        let Some(first) = self.bfs_path(a, b, &none, &BTreeSet::new()) else {
             return Vec::new();
         };
         let mut found = vec![first];
@@ -392,7 +400,7 @@ impl General {
                     }
                 }
                 let nodes: BTreeSet<u32> = root[..i].iter().copied().collect();
-                if let Some(spur) = self.bfs_path(r, last[i], b, &nodes, &edges) {
+                if let Some(spur) = self.bfs_path(last[i], b, &nodes, &edges) {
                     let mut p = root[..i].to_vec();
                     p.extend(spur);
                     if !found.contains(&p) {

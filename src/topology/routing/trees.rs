@@ -25,7 +25,7 @@
 use super::{ecmp_choice, pair_key, AggEdge, AggTree, Routing, FAR};
 use crate::topology::{NodeKind, TopologyError};
 use crate::units::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Candidate roots kept per group on a general graph.
 pub const MAX_ROOTS: usize = 8;
@@ -141,26 +141,40 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
         root: NodeId,
     ) -> Result<AggTree, TopologyError> {
-        let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
         let mut parent: BTreeMap<NodeId, NodeId> = BTreeMap::new();
-        let mut walk = Vec::new();
+        let mut in_tree = BTreeSet::from([root]);
         for &m in ms {
-            walk.clear();
-            self.path_into(m, root, pair_key(m, root), &mut walk)?;
-            let mut child = m;
-            for &c in &walk {
-                let v = self.channel_ends(c).1;
-                if !agg(v) {
-                    continue;
-                }
-                parent.insert(child, v);
-                if v == root || parent.contains_key(&v) {
-                    break;
-                }
-                child = v;
-            }
+            self.hang(m, root, can_aggregate, &mut parent, &mut in_tree)?;
         }
         self.tree_of(root, parent)
+    }
+
+    /// Hang `m` on the tree along the path the back-ends route from it to `to` (a tree
+    /// node): every aggregating switch on the way gets the previous one (or `m`) as a
+    /// child, until the walk reaches a node already in the tree.
+    fn hang(
+        &self,
+        m: NodeId,
+        to: NodeId,
+        can_aggregate: &dyn Fn(NodeId) -> bool,
+        parent: &mut BTreeMap<NodeId, NodeId>,
+        in_tree: &mut BTreeSet<NodeId>,
+    ) -> Result<(), TopologyError> {
+        let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
+        let walk = self.path(m, to, pair_key(m, to))?;
+        let mut child = m;
+        for &c in &walk {
+            let v = self.channel_ends(c).1;
+            if !agg(v) {
+                continue;
+            }
+            parent.insert(child, v);
+            if !in_tree.insert(v) {
+                break;
+            }
+            child = v;
+        }
+        Ok(())
     }
 
     /// A Steiner-style tree of `members` under `root` (module docs).
@@ -182,10 +196,9 @@ impl Routing {
                 first: ms[0],
             });
         }
-        let mut tree: Vec<NodeId> = vec![root];
+        let mut tree = BTreeSet::from([root]);
         let mut parent: BTreeMap<NodeId, NodeId> = BTreeMap::new();
         let mut left: Vec<NodeId> = ms.clone();
-        let mut walk = Vec::new();
         while !left.is_empty() {
             // the member nearest to the tree, and its nearest tree node
             let mut best: Option<(u16, NodeId, NodeId)> = None;
@@ -205,21 +218,7 @@ impl Routing {
                 });
             };
             left.retain(|&x| x != m);
-            walk.clear();
-            self.path_into(m, t, pair_key(m, t), &mut walk)?;
-            let mut child = m;
-            for &c in &walk {
-                let v = self.channel_ends(c).1;
-                if !agg(v) {
-                    continue;
-                }
-                parent.insert(child, v);
-                if v == t || tree.contains(&v) {
-                    break;
-                }
-                tree.push(v);
-                child = v;
-            }
+            self.hang(m, t, can_aggregate, &mut parent, &mut tree)?;
         }
         self.tree_of(root, parent)
     }
