@@ -568,3 +568,41 @@ fn planning_is_deterministic() {
     };
     assert_eq!(strip(make_plan(&j, &po)), strip(make_plan(&j, &po)));
 }
+
+#[test]
+fn on_a_torus_the_planner_prices_shortest_path_and_steiner_trees_under_the_best_roots_and_its_plan_replays_within_its_error(
+) {
+    // no switch layer sits above a DP group of a torus: the candidates come from
+    // Routing::candidate_trees (docs/plan.md#candidate-trees-on-general-graphs)
+    let j = job(small(1, 2, 8, 16), "torus:dims=4x4", InaSwitches::All, 8192);
+    let mut st = settings(8192, None, &[1.0], &[Class::Dp, Class::Emb]);
+    st.forms = vec![Form::Hierarchical, Form::RootOnly, Form::Steiner];
+    st.rina = false;
+    let m = model(&j, &st);
+    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let mut roots = std::collections::BTreeSet::new();
+    let mut forms = std::collections::BTreeSet::new();
+    for o in &m.opts[g] {
+        if let OptKind::Tree { form, root, .. } = &o.kind {
+            roots.insert(*root);
+            forms.insert(*form);
+            assert_eq!(j.topo.kinds[root.idx()], NodeKind::Switch);
+        }
+    }
+    assert!(
+        (1..=ina3d::topology::MAX_ROOTS).contains(&roots.len()),
+        "{} roots",
+        roots.len()
+    );
+    assert!(forms.contains(&Form::Hierarchical) && forms.contains(&Form::Steiner), "{forms:?}");
+    let p = make_plan(&j, &options(st, SolverKind::Auto));
+    let mut planned = j.opts.clone();
+    planned.plan = Some(p.clone());
+    let t = replayed(&j, &planned);
+    let err = (p.prediction.iteration_ns - t).abs() / t;
+    let mut ring = j.opts.clone();
+    ring.ina.mode = InaMode::Off;
+    ring.ina.policy = InaPolicy::Static;
+    let tr = replayed(&j, &ring);
+    assert!(t <= tr * (1.0 + err), "plan {t} vs ring {tr} (error {err})");
+}

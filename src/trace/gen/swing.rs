@@ -133,10 +133,6 @@ impl Gen<'_> {
             fold_in = Some(id);
             step_no += 1;
         }
-        if p == 1 {
-            // three members folded to... never: n ≥ 2 and odd means p ≥ 2
-            return Err(TraceError::Generate("swing over one member".into()));
-        }
         let (rs, ag) = schedule(p)
             .ok_or_else(|| TraceError::Generate(format!("no Swing schedule for {p} ranks")))?;
         let block =
