@@ -613,6 +613,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
     }
     sim.run(&records)?;
     let channels = sim.channel_stats(topo);
+    let tenant_slots = sim.occupancy.tenant_slots(opts.ina.tenants.len());
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
     let standalone = sim.standalones(&records);
     let rec = std::mem::take(&mut sim.rec);
@@ -636,6 +637,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         summary,
         channels,
         slots,
+        tenant_slots,
         ina_fallbacks,
         events,
         resolves,

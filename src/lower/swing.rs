@@ -25,8 +25,8 @@
 //! result back: the standard fold for non-power-of-two counts the authors use for their
 //! latency-optimal variant, one extra step of S each way.
 
-use super::{Gen, Stream, Tag, TraceError};
-use crate::units::{Bytes, FlowId, Nanos, Rank};
+use super::{LowerError, Lowering, Sink};
+use crate::units::{Bytes, Nanos, Rank};
 
 /// `ρ(s) = Σᵢ₌₀ˢ (−2)ⁱ`.
 pub fn rho(s: u32) -> i64 {
@@ -105,48 +105,56 @@ pub fn schedule(p: usize) -> Option<(Vec<Step>, Vec<Step>)> {
     Some((rs, ag))
 }
 
-impl Gen<'_> {
+impl Lowering<'_> {
     /// Swing all-reduce over `members` (their order gives the ranks): an even count runs
-    /// [`schedule`]; an odd one folds its last member into the one before first.
-    pub(super) fn swing(
-        &mut self,
+    /// [`schedule`]; an odd one folds its last member into the one before first. One
+    /// member moves nothing.
+    pub(super) fn swing<S: Sink>(
+        &self,
+        sink: &mut S,
         bytes: Bytes,
         members: &[Rank],
-        s: Stream,
-        tag: Tag,
         coll: u64,
-    ) -> Result<(), TraceError> {
+    ) -> Result<(), S::Error> {
         let n = members.len();
+        if n < 2 {
+            return Ok(());
+        }
         let (core, extra) = if n % 2 == 1 {
             (&members[..n - 1], Some(members[n - 1]))
         } else {
             (members, None)
         };
         let p = core.len();
+        let (rs, ag) = schedule(p).ok_or(LowerError::NoSwingSchedule(p))?;
         let mut step_no = 0u32;
         // Odd count: the extra member's whole vector to the member before it.
-        let mut fold_in: Option<FlowId> = None;
+        let mut fold_in: Option<S::Id> = None;
         if let Some(x) = extra {
-            let (deps, gap) = self.start(s, x, &[], tag)?;
+            let (deps, gap) = sink.start(x)?;
             let to = core[p - 1];
-            let id = self.p2p(x, to, bytes, deps, gap, tag, Some(coll), Some(step_no))?;
+            let id = self.p2p(sink, x, to, bytes, deps, gap, Some(coll), Some(step_no))?;
             fold_in = Some(id);
             step_no += 1;
         }
-        let (rs, ag) = schedule(p)
-            .ok_or_else(|| TraceError::Generate(format!("no Swing schedule for {p} ranks")))?;
         let block =
             |b: usize| Bytes(bytes.0 / p as u64 + u64::from((b as u64) < bytes.0 % p as u64));
-        let mut prev: Vec<FlowId> = Vec::new();
+        let mut prev: Vec<S::Id> = Vec::new();
         for (k, st) in rs.iter().chain(ag.iter()).enumerate() {
             let mut cur = Vec::with_capacity(p);
             for r in 0..p {
                 let (deps, gap) = if k == 0 {
-                    let ext: Vec<FlowId> = match (r == p - 1, fold_in) {
-                        (true, Some(f)) => vec![f],
-                        _ => Vec::new(),
-                    };
-                    self.start(s, core[r], &ext, tag)?
+                    match (r == p - 1, fold_in) {
+                        // the folded vector arrives from another rank: pending compute
+                        // becomes a record first so it does not wait behind the fold
+                        (true, Some(f)) => {
+                            sink.flush(core[r])?;
+                            let (mut deps, gap) = sink.start(core[r])?;
+                            deps.push(f);
+                            (deps, gap)
+                        }
+                        _ => sink.start(core[r])?,
+                    }
                 } else {
                     // own previous send, and what the previous step's peer sent here
                     let before = if k <= rs.len() {
@@ -157,40 +165,31 @@ impl Gen<'_> {
                     (vec![prev[r], prev[before.peer[r]]], Nanos(0))
                 };
                 let b: Bytes = st.blocks[r].iter().map(|&i| block(i)).sum();
-                let id = self.p2p(
-                    core[r],
-                    core[st.peer[r]],
-                    b,
-                    deps,
-                    gap,
-                    tag,
-                    Some(coll),
-                    Some(step_no),
-                )?;
-                cur.push(id);
+                let to = core[st.peer[r]];
+                cur.push(self.p2p(sink, core[r], to, b, deps, gap, Some(coll), Some(step_no))?);
             }
             prev = cur;
             step_no += 1;
         }
         let last = ag.last().expect("p ≥ 2 has a step");
         for r in 0..p {
-            self.set_tail(s, core[r], &[prev[r], prev[last.peer[r]]]);
+            sink.set_tail(core[r], &[prev[r], prev[last.peer[r]]]);
         }
         if let Some(x) = extra {
             let from = core[p - 1];
-            let deps = std::mem::take(&mut self.chain(s, from).tail);
+            let deps = std::mem::take(&mut sink.chain(from).tail);
             let id = self.p2p(
+                sink,
                 from,
                 x,
                 bytes,
                 deps,
                 Nanos(0),
-                tag,
                 Some(coll),
                 Some(step_no),
             )?;
-            self.set_tail(s, from, &[id]);
-            self.set_tail(s, x, &[id]);
+            sink.set_tail(from, &[id]);
+            sink.set_tail(x, &[id]);
         }
         Ok(())
     }
