@@ -50,6 +50,7 @@ fn star(hosts: u32) -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:star".into(),
+        fabric: Default::default(),
     }
 }
 
@@ -72,6 +73,7 @@ fn leaf_spine() -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:leaf-spine".into(),
+        fabric: Default::default(),
     }
 }
 
@@ -2534,6 +2536,7 @@ fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arri
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "test:fifo".into(),
+        fabric: Default::default(),
     };
     let s = 16384u64;
     let trace: Vec<FlowRecord> = (0..3u32)
@@ -2555,5 +2558,185 @@ fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arri
             (got - want).abs() <= 100.0,
             "flow {id}: {got} ns, by hand {want:.0} ns"
         );
+    }
+}
+
+// ---------------------------------------------------------------- other fabrics
+
+/// The glue's links.csv rows as (link, from, to) → bytes.
+fn link_bytes(dir: &Path) -> BTreeMap<(u32, u32, u32), u64> {
+    ina3d::formats::links_csv::read(&dir.join("links.csv"))
+        .unwrap()
+        .into_iter()
+        .map(|c| ((c.link.0, c.from.0, c.to.0), c.bytes))
+        .collect()
+}
+
+#[test]
+fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays_included() {
+    for spec in [
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2,routing=valiant",
+        "torus:dims=4x4",
+        "bcube:n=4,k=1",
+        "dcell:n=4,k=1",
+        "topoopt:servers=16,degree=4",
+    ] {
+        let topo = Topology::from_spec(spec).unwrap();
+        // a ring all-reduce over 16 hosts in the order h -> 5h mod 16 (neighbours 5 apart,
+        // so TopoOpt's rings of strides 1 and 3 relay too), on two NCCL channels (odd steps
+        // on channel 1)
+        let mut trace = ring_allreduce(16, 1 << 20, 0);
+        for r in trace.iter_mut() {
+            r.src = NodeId(r.src.0 * 5 % 16);
+            r.dst = NodeId(r.dst.0 * 5 % 16);
+            if r.step.unwrap_or(0) % 2 == 1 {
+                r.channel = 1;
+            }
+        }
+        let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ina = InaSwitchModel::default();
+        replay_into(&trace, &topo, &ina, rep.path());
+        // a drop or a missing route fails the run (the helper panics)
+        run(&trace, &topo, &ina, ns.path());
+        let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+        assert!(want.len() >= 24, "{spec}: {} busy channels", want.len());
+        assert_eq!(
+            got, want,
+            "{spec}: RoCE carries the replayer's bytes link by link"
+        );
+        // the SimAI flavour of the same files (6-field header) runs the same
+        let simai = tempfile::tempdir().unwrap();
+        let opts = EmitOptions {
+            flavor: Flavor::Simai,
+            ..EmitOptions::default()
+        };
+        let report = emit(&trace, &ina, &topo, &opts, simai.path()).unwrap();
+        assert!(
+            report
+                .warnings
+                .iter()
+                .any(|w| w.contains("HPCC's and SimAI's ns-3")),
+            "{spec}: {:?}",
+            report.warnings
+        );
+        run_glue(glue(), simai.path(), |_, _| {}).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert_eq!(link_bytes(simai.path()), want, "{spec} (SimAI files)");
+        if topo.fabric.hosts_relay() {
+            // some host forwarded bytes that are not its own: a channel from a host whose
+            // bytes exceed what the trace sends from it
+            let sent: u64 = trace
+                .iter()
+                .filter(|r| r.src.0 == 0)
+                .map(|r| r.bytes.0)
+                .sum();
+            let out0: u64 = got
+                .iter()
+                .filter(|((_, f, _), _)| *f == 0)
+                .map(|(_, b)| *b)
+                .sum();
+            let relayed = (0..16u32).any(|h| {
+                let own: u64 = trace
+                    .iter()
+                    .filter(|r| r.src.0 == h)
+                    .map(|r| r.bytes.0)
+                    .sum();
+                let out: u64 = got
+                    .iter()
+                    .filter(|((_, f, _), _)| *f == h)
+                    .map(|(_, b)| *b)
+                    .sum();
+                out > own * 11 / 10
+            });
+            assert!(
+                relayed,
+                "{spec}: no server relayed ({sent} sent from 0, {out0} left it)"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_swing_all_reduce_on_the_torus_puts_the_same_bytes_on_every_link_in_both_back_ends() {
+    use ina3d::pipeline::{generate_bench_trace, Job, JobSpec, ParallelSizes};
+    use ina3d::trace::{Algorithm, BenchGroup, CollectiveBench};
+    let spec = JobSpec {
+        input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+        topology: "torus:dims=4x4".into(),
+        sizes: ParallelSizes {
+            tp: Some(1),
+            pp: Some(1),
+            dp: Some(16),
+            ..Default::default()
+        },
+        collective: Algorithm::Swing,
+        megatron: vec![("global-batch-size".into(), "16".into())],
+        ..JobSpec::default()
+    };
+    let job = Job::prepare(&spec).unwrap();
+    let bench = CollectiveBench {
+        kind: ina3d::schedule::CollKind::AllReduce,
+        sizes: vec![Bytes(1 << 20)],
+        group: BenchGroup::All,
+    };
+    let trace = generate_bench_trace(&job, &spec.trace_options().unwrap(), &bench, None, true)
+        .unwrap()
+        .records;
+    // both NCCL channels of NCCL's default rule carry the Swing steps
+    assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
+    let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ina = InaSwitchModel::default();
+    replay_into(&trace, &job.topology, &ina, rep.path());
+    run(&trace, &job.topology, &ina, ns.path());
+    let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+    assert!(want.len() >= 64, "{} busy channels", want.len());
+    assert_eq!(got, want);
+}
+
+#[test]
+fn ina_trees_on_general_graphs_put_the_same_bytes_on_every_link_in_both_back_ends() {
+    use ina3d::pipeline::{generate_bench_trace, Job, JobSpec, ParallelSizes};
+    use ina3d::trace::{BenchGroup, CollectiveBench, InaMode};
+    for spec in [
+        "torus:dims=4x4",
+        "jellyfish:switches=8,ports=6,hosts-per-switch=2,seed=1,nvlink=off",
+        "bcube:n=4,k=1",
+    ] {
+        let job_spec = JobSpec {
+            input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
+            topology: spec.into(),
+            sizes: ParallelSizes {
+                tp: Some(1),
+                pp: Some(1),
+                dp: Some(16),
+                ..Default::default()
+            },
+            ina: ina3d::pipeline::InaSpec {
+                mode: InaMode::Hierarchical,
+                classes: vec![Class::Dp, Class::Tp, Class::Emb],
+                ..Default::default()
+            },
+            megatron: vec![("global-batch-size".into(), "16".into())],
+            ..JobSpec::default()
+        };
+        let job = Job::prepare(&job_spec).unwrap();
+        let bench = CollectiveBench {
+            kind: ina3d::schedule::CollKind::AllReduce,
+            sizes: vec![Bytes(1 << 19)],
+            group: BenchGroup::All,
+        };
+        let opts = job_spec.trace_options().unwrap();
+        let trace = generate_bench_trace(&job, &opts, &bench, None, true)
+            .unwrap()
+            .records;
+        let ina_edges = trace.iter().filter(|r| r.mode == Mode::Ina).count();
+        assert!(ina_edges >= 2 * 16, "{spec}: {ina_edges} INA edges");
+        let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let model = opts.ina.switch_model();
+        replay_into(&trace, &job.topology, &model, rep.path());
+        run(&trace, &job.topology, &model, ns.path());
+        let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
+        assert_eq!(got, want, "{spec}");
     }
 }

@@ -267,12 +267,12 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
                 .collect();
             let mut scratch = vec![0.0; m.channels];
             // each DP group on its fastest host algorithm alone
-            for g in 0..m.groups.len() {
+            for (g, ag) in a.iter_mut().enumerate() {
                 if let Some(o) = (0..m.opts[g].len())
                     .filter(|&o| matches!(m.opts[g][o].kind, OptKind::Host(_)))
                     .min_by(|&x, &y| m.vals[g][x].end.total_cmp(&m.vals[g][y].end))
                 {
-                    a[g] = o;
+                    *ag = o;
                 }
             }
             m.evaluate(&a, &mut scratch).t
@@ -868,4 +868,45 @@ fn the_host_option_is_the_best_host_algorithm_and_replays_no_slower_than_the_rin
     ring.ina.mode = InaMode::Off;
     ring.ina.policy = InaPolicy::Static;
     assert!(v.replayed_ns <= replayed(&j, &ring) * (1.0 + 1e-9));
+}
+
+#[test]
+fn on_a_torus_the_planner_prices_shortest_path_and_steiner_trees_under_the_best_roots_and_its_plan_replays_within_its_error(
+) {
+    // no switch layer sits above a DP group of a torus: the candidates come from
+    // Routing::candidate_trees (docs/plan.md#candidate-trees-on-general-graphs)
+    let j = job(small(1, 2, 8, 16), "torus:dims=4x4", InaSwitches::All, 8192);
+    let mut st = settings(8192, None, &[1.0], &[Class::Dp, Class::Emb]);
+    st.forms = vec![Form::Hierarchical, Form::RootOnly, Form::Steiner];
+    st.rina = false;
+    let m = model(&j, &st);
+    let g = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let mut roots = std::collections::BTreeSet::new();
+    let mut forms = std::collections::BTreeSet::new();
+    for o in &m.opts[g] {
+        if let OptKind::Tree { form, root, .. } = &o.kind {
+            roots.insert(*root);
+            forms.insert(*form);
+            assert_eq!(j.topo.kinds[root.idx()], NodeKind::Switch);
+        }
+    }
+    assert!(
+        (1..=ina3d::topology::MAX_ROOTS).contains(&roots.len()),
+        "{} roots",
+        roots.len()
+    );
+    assert!(
+        forms.contains(&Form::Hierarchical) && forms.contains(&Form::Steiner),
+        "{forms:?}"
+    );
+    let p = make_plan(&j, &options(st, SolverKind::Auto));
+    let mut planned = j.opts.clone();
+    planned.plan = Some(p.clone());
+    let t = replayed(&j, &planned);
+    let err = (p.prediction.iteration_ns - t).abs() / t;
+    let mut ring = j.opts.clone();
+    ring.ina.mode = InaMode::Off;
+    ring.ina.policy = InaPolicy::Static;
+    let tr = replayed(&j, &ring);
+    assert!(t <= tr * (1.0 + err), "plan {t} vs ring {tr} (error {err})");
 }

@@ -33,6 +33,7 @@ fn star(n: u32, rate: BitsPerSec, delay: Nanos) -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: format!("star:{n}"),
+        fabric: Default::default(),
     }
 }
 
@@ -217,6 +218,7 @@ fn max_min_with_two_bottlenecks_gives_the_classic_allocation() {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "two".into(),
+        fabric: Default::default(),
     };
     let l0 = Channel::of(LinkId(0), true);
     let l1 = Channel::of(LinkId(1), true);
@@ -676,6 +678,7 @@ fn two_level() -> Topology {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "two-level".into(),
+        fabric: Default::default(),
     }
 }
 
@@ -1253,6 +1256,7 @@ fn children_behind_a_non_aggregating_switch_share_its_uplink() {
         gpus_per_server: 1,
         nvlink_rate: None,
         source: "two-level".into(),
+        fabric: Default::default(),
     };
     let s = 2_000_000;
     let recs = ina_allreduce(1, 0, &[0, 1], 3, s, Class::Dp, &[]);

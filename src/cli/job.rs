@@ -135,7 +135,9 @@ pub struct ModelArgs {
 /// Options of the job and its trace, shared by `trace` and `run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct JobArgs {
-    /// Host algorithm for collectives that cross the network.
+    /// Host algorithm for collectives that cross the network: ring, dbt (double binary
+    /// tree), hd (halving-doubling), hierarchical (NVLink + per-GPU-index rings), swing
+    /// (NSDI'24: log₂ n steps with peers r ± ρ(s); all-reduce only).
     #[arg(long, value_parser = super::keyword::<Algorithm>(Algorithm::NAMES), default_value = "ring")]
     pub collective: Algorithm,
     /// Switches that can aggregate: all (default: a multi-switch tree can form over any

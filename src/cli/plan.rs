@@ -65,10 +65,11 @@ pub struct Args {
     /// Classes that must aggregate (no host option), e.g. `dp`.
     #[arg(long, value_name = "CLASSES")]
     pub require: Option<String>,
-    /// Aggregation forms offered: hierarchical, root-only, rina.
+    /// Aggregation forms offered: hierarchical, root-only, steiner (on general graphs:
+    /// members joined to the nearest tree node), rina.
     #[arg(
         long,
-        default_value = "hierarchical,root-only,rina",
+        default_value = "hierarchical,root-only,steiner,rina",
         value_name = "FORMS"
     )]
     pub forms: String,
@@ -112,9 +113,10 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
         match f {
             "hierarchical" => forms.push(Form::Hierarchical),
             "root-only" => forms.push(Form::RootOnly),
+            "steiner" => forms.push(Form::Steiner),
             "rina" => rina = true,
             other => {
-                bail!("--forms: unknown form `{other}` (expected hierarchical, root-only, rina)")
+                bail!("--forms: unknown form `{other}` (expected hierarchical, root-only, steiner, rina)")
             }
         }
     }

@@ -109,8 +109,9 @@ pub enum Decision {
     Host,
     /// An aggregation tree: `edges` (child → parent) bottom-up, the last into `root`.
     Tree {
-        /// `hierarchical` (every aggregating switch on the way sums) or `root-only`
-        /// (members send straight to the root, SwitchML-style).
+        /// `hierarchical` (every aggregating switch on the way sums), `root-only`
+        /// (members send straight to the root, SwitchML-style) or `steiner` (general
+        /// graphs: members joined to the nearest tree node).
         form: String,
         /// The top switch.
         root: NodeId,
@@ -248,9 +249,9 @@ pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FormatError> {
             )));
         }
         if let Decision::Tree { root, edges, form } = &g.decision {
-            if form != "hierarchical" && form != "root-only" {
+            if !["hierarchical", "root-only", "steiner"].contains(&form.as_str()) {
                 return Err(file(format!(
-                    "groups[{i}] ({} group of rank {first}): tree form `{form}` (expected hierarchical or root-only)",
+                    "groups[{i}] ({} group of rank {first}): tree form `{form}` (expected hierarchical, root-only or steiner)",
                     g.class
                 )));
             }

@@ -118,7 +118,7 @@ impl Lowering<'_> {
                 if b.0 == 0 || self.topo.same_nvlink_domain(members[i], members[j]) {
                     continue;
                 }
-                let c = self.channels_for(b);
+                let c = self.channels_for(b, &[members[i], members[j]]);
                 let ends = (self.topo.gpu(members[i]), self.topo.gpu(members[j]));
                 for ch in 0..c {
                     let deps = starts[i].clone();

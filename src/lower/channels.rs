@@ -33,13 +33,56 @@ pub fn slice(bytes: Bytes, n: u32, c: u32) -> Bytes {
     Bytes(bytes.0 / n + u64::from((c as u64) < bytes.0 % n))
 }
 
+/// The most members of `members` on one server (1 without an NVLink domain): the GPUs,
+/// hence the NICs, through which NCCL's rings of one communicator leave a server.
+pub(super) fn local_members(topo: &Topology, members: &[Rank]) -> u32 {
+    if topo.nvlink_rate.is_none() {
+        return 1;
+    }
+    let mut per: std::collections::BTreeMap<u32, u32> = Default::default();
+    for &r in members {
+        *per.entry(topo.server_of(r)).or_default() += 1;
+    }
+    per.values().copied().max().unwrap_or(1)
+}
+
+/// Ring order of channel `channel` (docs/model.md#nics-and-nccl-channels): each maximal run
+/// of consecutive members on one server rotated left by `channel mod run length`, so the
+/// ring of channel c enters every server through its `c`-th local GPU and leaves it
+/// through the one before — over as many channels as local GPUs, every local GPU's NIC
+/// carries one channel's ring traffic each way, as NCCL's rings spread over a server's
+/// NICs (one ring per NIC). Runs of one member, and channel 0, keep the group order.
+pub(super) fn ring_order(topo: &Topology, members: &[Rank], channel: u32) -> Vec<Rank> {
+    let mut out = Vec::with_capacity(members.len());
+    let mut i = 0;
+    while i < members.len() {
+        let s = topo.server_of(members[i]);
+        let mut j = i + 1;
+        while j < members.len() && topo.nvlink_rate.is_some() && topo.server_of(members[j]) == s {
+            j += 1;
+        }
+        let run = &members[i..j];
+        let k = channel as usize % run.len();
+        out.extend_from_slice(&run[k..]);
+        out.extend_from_slice(&run[..k]);
+        i = j;
+    }
+    out
+}
+
 impl Lowering<'_> {
-    /// How many channels a network collective of `bytes` uses: the configured count, but
-    /// never more channels than bytes.
-    pub fn channels_for(&self, bytes: Bytes) -> u32 {
-        self.channels
-            .min(bytes.0.min(u32::MAX as u64) as u32)
-            .max(1)
+    /// How many channels a network collective of `bytes` over `members` uses: the
+    /// configured count; with NCCL's default count ([`Lowering::per_local_gpu`]) 2 per NIC
+    /// port of each GPU the communicator has on a server ([`default_channels`] ×
+    /// [`local_members`]); never more channels than bytes.
+    pub fn channels_for(&self, bytes: Bytes, members: &[Rank]) -> u32 {
+        let c = if self.per_local_gpu {
+            self.channels
+                .saturating_mul(local_members(self.topo, members))
+        } else {
+            self.channels
+        };
+        c.min(bytes.0.min(u32::MAX as u64) as u32).max(1)
     }
 
     /// Run `f` once per channel on that channel's slice of `bytes`, every channel starting

@@ -60,7 +60,7 @@ impl Lowering<'_> {
         members: &[Rank],
         coll: u64,
     ) -> Result<(), S::Error> {
-        let c = self.channels_for(bytes);
+        let c = self.channels_for(bytes, members);
         if c <= 1 {
             return self.host_algorithm(sink, algo, kind, bytes, members, coll);
         }
@@ -90,6 +90,10 @@ impl Lowering<'_> {
                 self.ring(sink, kind, bytes, members, coll)
             }
             Algorithm::Hierarchical => self.hierarchical(sink, kind, bytes, members, coll),
+            Algorithm::Swing if kind == CollKind::AllReduce => {
+                self.swing(sink, bytes, members, coll)
+            }
+            Algorithm::Swing => self.ring(sink, kind, bytes, members, coll),
         }
     }
 
@@ -103,6 +107,8 @@ impl Lowering<'_> {
         members: &[Rank],
         coll: u64,
     ) -> Result<(), S::Error> {
+        let order = super::channels::ring_order(self.topo, members, self.channel);
+        let members = &order[..];
         let n = members.len();
         let steps = ring_steps(kind, n as u64) as usize;
         let prev = self.ring_schedule(

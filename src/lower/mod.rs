@@ -15,13 +15,13 @@
 //! its sink is the rank's *chain* ([`Chain`]: the transfers its next one must wait for and
 //! compute not yet attached to a record) and a way to emit.
 //!
-//! **Adding a collective** (e.g. Swing): write `fn swing<S: Sink>(&self, sink, kind, bytes,
-//! members, coll)` in a new file of this module, in the shape of [`Lowering::ring`] — start
-//! each member from its chain ([`Sink::start`]), emit each step's transfers with
-//! [`Lowering::p2p`] depending on what the step needs, and leave each member's chain on
-//! the transfers its completion waits for — add a variant to [`Algorithm`] and one arm to
-//! [`Lowering::host_algorithm`]. The trace generator and the planner then both have it;
-//! `docs/model.md` documents the schedule of each algorithm.
+//! **Adding a collective**: write `fn algo<S: Sink>(&self, sink, kind, bytes, members,
+//! coll)` in a new file of this module, in the shape of [`Lowering::ring`] (or
+//! `swing.rs`) — start each member from its chain ([`Sink::start`]), emit each step's
+//! transfers with [`Lowering::p2p`] depending on what the step needs, and leave each
+//! member's chain on the transfers its completion waits for — add a variant to
+//! [`Algorithm`] and one arm to [`Lowering::host_algorithm`]. The trace generator and the
+//! planner then both have it; `docs/model.md` documents the schedule of each algorithm.
 
 mod a2a;
 mod channels;
@@ -29,11 +29,15 @@ mod cp;
 mod host;
 mod ina;
 mod nvlink;
+mod swing;
 
 pub use channels::{default_channels, slice};
 pub use host::ring_steps;
 pub use ina::{rina_racks, RinaRacks};
 pub use nvlink::{nvlink_collective_time, NCCL_NVLINK_RING_STEP};
+pub use swing::{
+    peer as swing_peer, rho as swing_rho, schedule as swing_schedule, Step as SwingStep,
+};
 
 use crate::keyword::keyword_enum;
 use crate::record::{AggTag, Mode};
@@ -54,12 +58,17 @@ pub enum Algorithm {
     Hd,
     /// NVLink reduce-scatter, a network ring per local index, NVLink all-gather.
     Hierarchical,
+    /// Swing (NSDI'24), bandwidth-optimal: ⌈log₂ n⌉ reduce-scatter then all-gather steps
+    /// with peers r ± ρ(s) (all-reduce only; RS and AG use the ring).
+    Swing,
 }
 
-keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
+keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical", Algorithm::Swing => "swing");
 
 impl Algorithm {
-    /// Every host algorithm.
+    /// The host algorithms the planner offers beside `--collective` (plan::options::hosts).
+    /// Swing is lowered only when asked for (`--collective swing`): the planner does not
+    /// yet offer it to groups on its own.
     pub const ALL: [Algorithm; 4] = [
         Algorithm::Ring,
         Algorithm::Dbt,
@@ -169,6 +178,10 @@ pub enum LowerError {
     /// A tree's edges do not reach from the members up to one root and back.
     #[error("aggregation tree: {0}")]
     BadTree(String),
+    /// Swing's all-gather view left a rank without a block (never for even counts up to
+    /// 2¹⁶: tests/swing.rs).
+    #[error("no Swing schedule for {0} ranks")]
+    NoSwingSchedule(usize),
 }
 
 /// Where a lowering puts its transfers, and the ranks' chains it starts from and leaves.
@@ -230,8 +243,13 @@ pub struct Lowering<'t> {
     pub topo: &'t Topology,
     /// Latency α per algorithm step of an NVLink record.
     pub nvlink_alpha: Nanos,
-    /// NCCL channels per network collective.
+    /// NCCL channels per network collective (per local GPU of the communicator when
+    /// `per_local_gpu`).
     pub channels: u32,
+    /// `channels` is NCCL's default count for one GPU's NICs ([`default_channels`]), so a
+    /// communicator with several GPUs on a server uses that many per GPU
+    /// ([`Lowering::channels_for`]); false when the count was given (`--nccl-channels`).
+    pub per_local_gpu: bool,
     /// The channel being lowered (inside [`Lowering::over_channels`]).
     channel: u32,
     /// Channels sharing each GPU's NVLink right now (NVLink records made inside a
@@ -246,8 +264,22 @@ impl<'t> Lowering<'t> {
             topo,
             nvlink_alpha: alpha,
             channels,
+            per_local_gpu: false,
             channel: 0,
             nvlink_share: 1,
+        }
+    }
+
+    /// The context with NCCL's channel count: `configured` (`--nccl-channels`) as given, or
+    /// by default [`default_channels`] per local GPU of each communicator.
+    pub fn with_channels(topo: &'t Topology, alpha: Nanos, configured: Option<u32>) -> Self {
+        Lowering {
+            per_local_gpu: configured.is_none(),
+            ..Lowering::new(
+                topo,
+                alpha,
+                configured.unwrap_or_else(|| default_channels(topo)),
+            )
         }
     }
 

@@ -720,7 +720,26 @@ fn emit_warnings(opts: &EmitOptions, ext: &Topology, records: &[FlowRecord]) -> 
         Vec::new()
     };
     w.extend(channel_warning(records));
+    w.extend(fabric_warning(ext));
     w
+}
+
+/// The HPCC family routes shortest paths over switches by its own ECMP: it forwards
+/// nothing through hosts and knows neither k-shortest, Valiant nor dimension-order routes.
+/// The glue follows routes.txt on every family; say what an HPCC-family simulator will do.
+fn fabric_warning(topo: &Topology) -> Option<String> {
+    use crate::topology::Fabric;
+    match &topo.fabric {
+        Fabric::Clos => None,
+        f if f.hosts_relay() => Some(format!(
+            "topology `{}` relays through servers: the glue forwards along routes.txt, but HPCC's and SimAI's ns-3 route only through switches and cannot run these flows as ina3d routes them",
+            topo.source
+        )),
+        _ => Some(format!(
+            "topology `{}` routes by its family's rule (k-shortest paths, minimal/Valiant or dimension order; routes.txt): HPCC's and SimAI's ns-3 take their own shortest ECMP paths instead",
+            topo.source
+        )),
+    }
 }
 
 /// Records on NCCL channels > 0 travel on their channel's own ECMP path

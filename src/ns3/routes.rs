@@ -204,6 +204,7 @@ mod tests {
             gpus_per_server: 1,
             nvlink_rate: None,
             source: "diamond".into(),
+            fabric: Default::default(),
         }
     }
 

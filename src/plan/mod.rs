@@ -87,7 +87,7 @@ impl Default for PlanOptions {
                     crate::record::Class::Emb,
                 ],
                 required: vec![],
-                forms: vec![Form::Hierarchical, Form::RootOnly],
+                forms: vec![Form::Hierarchical, Form::RootOnly, Form::Steiner],
                 rina: true,
             },
             objective: Objective::Iteration,
@@ -130,9 +130,6 @@ pub fn build_model(
 ) -> Result<Model, PlanError> {
     let routing = Routing::new(topo, trace.seed)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
-    let channels = trace
-        .nccl_channels
-        .unwrap_or_else(|| crate::lower::default_channels(topo));
     let net = Net {
         topo,
         routing: &routing,
@@ -140,10 +137,10 @@ pub fn build_model(
         tor,
         payload: trace.ina.payload,
         window: trace.ina.window,
-        lw: crate::lower::Lowering::new(
+        lw: crate::lower::Lowering::with_channels(
             topo,
             crate::trace::nvlink_step_latency(topo, trace),
-            channels,
+            trace.nccl_channels,
         ),
         host: trace.collective,
     };

@@ -21,6 +21,9 @@ pub enum Form {
     Hierarchical,
     /// Members send straight to the root, which alone sums (SwitchML).
     RootOnly,
+    /// On a general graph, members joined one by one to the nearest tree node
+    /// ([`Routing::steiner_tree_at`]); on a Clos the hierarchical tree.
+    Steiner,
 }
 
 impl Form {
@@ -29,6 +32,7 @@ impl Form {
         match self {
             Form::Hierarchical => "hierarchical",
             Form::RootOnly => "root-only",
+            Form::Steiner => "steiner",
         }
     }
 }
@@ -329,6 +333,8 @@ pub fn hosts(net: &Net, g: &Group) -> Result<Vec<Opt>, String> {
                 && even
                 && per_server.values().all(|&c| c > 1)
         }
+        // offered only as --collective (not in Algorithm::ALL)
+        Algorithm::Swing => false,
     };
     let mut algos = vec![net.host];
     algos.extend(
@@ -361,12 +367,14 @@ pub fn tree_edges(
 ) -> Result<Vec<(NodeId, NodeId)>, String> {
     match form {
         Form::RootOnly => Ok(g.hosts.iter().map(|&h| (h, root)).collect()),
-        Form::Hierarchical => {
+        Form::Hierarchical | Form::Steiner => {
             let can = |v: NodeId| net.can_agg[v.idx()];
-            let t = net
-                .routing
-                .aggregation_tree_at(&g.hosts, &can, root, key)
-                .map_err(|e| e.to_string())?;
+            let t = if form == Form::Steiner {
+                net.routing.steiner_tree_at(&g.hosts, &can, root, key)
+            } else {
+                net.routing.aggregation_tree_at(&g.hosts, &can, root, key)
+            };
+            let t = t.map_err(|e| e.to_string())?;
             Ok(t.edges.iter().map(|e| (e.child, e.parent)).collect())
         }
     }

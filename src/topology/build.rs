@@ -1,26 +1,38 @@
-//! Builder specs (`fat-tree:k=8`, `leaf-spine:…`, `rail:…`, `dual-plane:…`) and the
-//! cluster builders behind them.
+//! Builder specs (`fat-tree:k=8`, `leaf-spine:…`, `rail:…`, `dual-plane:…`, and the
+//! non-Clos families of [`super::families`]) and the Clos builders behind them.
 
-use super::{Link, LinkKind, NodeKind, Topology, TopologyError};
+use super::{Fabric, Link, LinkKind, NodeKind, Topology, TopologyError};
 use crate::formats::Warning;
 use crate::units::{parse_delay, BitsPerSec, Nanos, NodeId};
 use std::collections::BTreeMap;
 
 /// Builder names accepted before the `:` of a spec.
-pub(super) const KINDS: [&str; 4] = ["fat-tree", "leaf-spine", "rail", "dual-plane"];
+pub(super) const KINDS: [&str; 10] = [
+    "fat-tree",
+    "leaf-spine",
+    "rail",
+    "dual-plane",
+    "jellyfish",
+    "dragonfly",
+    "torus",
+    "bcube",
+    "dcell",
+    "topoopt",
+];
 
 /// Options every builder accepts.
-const COMMON: [&str; 6] = [
+const COMMON: [&str; 7] = [
     "nic",
     "fabric",
     "latency",
     "gpus-per-server",
+    "nics-per-server",
     "nvlink",
     "nvlink-latency",
 ];
 
 /// Hard cap on hosts, so a typo such as `k=4000` is an error, not an out-of-memory.
-const MAX_HOSTS: u64 = 1 << 22;
+pub(super) const MAX_HOSTS: u64 = 1 << 22;
 
 impl Topology {
     /// What `--topology` accepts; the CLI prints it in `--help`.
@@ -35,6 +47,23 @@ Topology: a file or a builder spec KIND[:key=value,...]
   dual-plane:servers=4,gpus-per-server=8[,servers-per-tor=SERVERS][,spines=2][,oversub=R]
                             HPN-style: every GPU has 2 NIC ports, port p on a ToR of plane p;
                             each plane is its own leaf-spine
+  jellyfish:switches=8,ports=6,hosts-per-switch=2[,seed=1][,paths=8]
+                            random regular graph: ports - hosts-per-switch links per switch,
+                            drawn from seed; routed over the `paths` shortest paths (Yen)
+  dragonfly:groups=4,routers=2,hosts-per-router=2[,global-links=H][,routing=minimal|valiant]
+                            routers all-to-all in a group; H global links per router (default:
+                            one link between every pair of groups, spread evenly over routers)
+  torus:dims=4x4[,hosts-per-node=1]
+                            2-D or 3-D torus with wrap-around, a router per node;
+                            dimension-order routing
+  bcube:n=4,k=1             BCube(n,k): n^(k+1) servers with k+1 NICs, k+1 levels of n^k
+                            n-port switches; servers relay (digit-correcting source routes)
+  dcell:n=4,k=1             DCell(n,k): DCell_0 = n servers on a switch, DCell_k = t+1 copies
+                            of DCell_(k-1) (t servers each) joined pairwise; servers relay
+  topoopt:servers=16,degree=4
+                            switchless direct connect, TopoOpt's TotientPerms: degree/2 rings
+                            i <-> i+p (p coprime to the servers); servers relay; host
+                            collectives only (no switch to aggregate in)
 Common options (defaults):
   nic=100Gbps               GPU NIC port rate
   fabric=RATE               switch-switch rate; default: fat-tree = nic, the others
@@ -43,7 +72,13 @@ Common options (defaults):
                             on two-tier builders)
   latency=1us               one-way propagation delay of every network link
   gpus-per-server=8         GPUs per server (NVLink domain); hosts must fill whole servers
-  nvlink=2400Gbps | off     per-GPU NVLink rate to the server's NVSwitch (one NVSwitch per server)
+                            (default hosts-per-switch/-router/-node for jellyfish, dragonfly
+                            and torus, 1 for bcube, dcell and topoopt)
+  nics-per-server=GPUS      NIC ports per server, a multiple of gpus-per-server (every GPU
+                            has nics/gpus ports on its first switch); fixed by the shape for
+                            dual-plane (2 per GPU), bcube and dcell (k+1), topoopt (degree)
+  nvlink=2400Gbps | off     per-GPU NVLink rate to the server's NVSwitch (one NVSwitch per server;
+                            off by default for the new families when gpus-per-server is 1)
   nvlink-latency=25ns       one-way delay of an NVLink link (SimAI's value)";
 
     /// Build or load a topology from `spec`: a builder spec (see [`Topology::SPEC_HELP`])
@@ -81,13 +116,18 @@ Common options (defaults):
 }
 
 /// Parsed `key=value` options of one spec, with typed getters whose errors name the key.
-struct Opts<'a> {
-    spec: &'a str,
+pub(super) struct Opts<'a> {
+    pub(super) spec: &'a str,
     map: BTreeMap<String, String>,
 }
 
 impl<'a> Opts<'a> {
-    fn parse(spec: &'a str, kind: &str, body: &str, own: &[&str]) -> Result<Self, TopologyError> {
+    pub(super) fn parse(
+        spec: &'a str,
+        kind: &str,
+        body: &str,
+        own: &[&str],
+    ) -> Result<Self, TopologyError> {
         let mut map = BTreeMap::new();
         for part in body.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| TopologyError::Spec {
@@ -116,7 +156,7 @@ impl<'a> Opts<'a> {
         Ok(Opts { spec, map })
     }
 
-    fn err(&self, key: &str, msg: String) -> TopologyError {
+    pub(super) fn err(&self, key: &str, msg: String) -> TopologyError {
         TopologyError::Spec {
             spec: self.spec.into(),
             key: key.into(),
@@ -124,11 +164,16 @@ impl<'a> Opts<'a> {
         }
     }
 
-    fn has(&self, key: &str) -> bool {
+    pub(super) fn has(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
 
-    fn count(&self, key: &str, default: u64, min: u64) -> Result<u64, TopologyError> {
+    /// The raw value of `key`, if given.
+    pub(super) fn text(&self, key: &str) -> Option<&str> {
+        self.map.get(key).map(String::as_str)
+    }
+
+    pub(super) fn count(&self, key: &str, default: u64, min: u64) -> Result<u64, TopologyError> {
         let Some(v) = self.map.get(key) else {
             return Ok(default);
         };
@@ -144,7 +189,7 @@ impl<'a> Opts<'a> {
         Ok(n)
     }
 
-    fn rate(&self, key: &str, default: BitsPerSec) -> Result<BitsPerSec, TopologyError> {
+    pub(super) fn rate(&self, key: &str, default: BitsPerSec) -> Result<BitsPerSec, TopologyError> {
         let Some(v) = self.map.get(key) else {
             return Ok(default);
         };
@@ -155,7 +200,7 @@ impl<'a> Opts<'a> {
         }
     }
 
-    fn opt_rate(&self, key: &str) -> Result<Option<BitsPerSec>, TopologyError> {
+    pub(super) fn opt_rate(&self, key: &str) -> Result<Option<BitsPerSec>, TopologyError> {
         if self.has(key) {
             self.rate(key, BitsPerSec(0)).map(Some)
         } else {
@@ -163,7 +208,7 @@ impl<'a> Opts<'a> {
         }
     }
 
-    fn delay(&self, key: &str, default: Nanos) -> Result<Nanos, TopologyError> {
+    pub(super) fn delay(&self, key: &str, default: Nanos) -> Result<Nanos, TopologyError> {
         let Some(v) = self.map.get(key) else {
             return Ok(default);
         };
@@ -271,18 +316,18 @@ pub const STANDARD_RATES: [BitsPerSec; 9] = [
 ];
 
 /// Nodes and links being assembled, numbered in creation order.
-struct Net {
-    kinds: Vec<NodeKind>,
-    links: Vec<Link>,
+pub(super) struct Net {
+    pub(super) kinds: Vec<NodeKind>,
+    pub(super) links: Vec<Link>,
 }
 
 impl Net {
-    fn nodes(&mut self, n: u64, k: NodeKind) -> u32 {
+    pub(super) fn nodes(&mut self, n: u64, k: NodeKind) -> u32 {
         let first = self.kinds.len() as u32;
         self.kinds.extend(std::iter::repeat_n(k, n as usize));
         first
     }
-    fn link(&mut self, a: u32, b: u32, rate: BitsPerSec, delay: Nanos, kind: LinkKind) {
+    pub(super) fn link(&mut self, a: u32, b: u32, rate: BitsPerSec, delay: Nanos, kind: LinkKind) {
         self.links.push(Link {
             a: NodeId(a),
             b: NodeId(b),
@@ -295,28 +340,73 @@ impl Net {
 }
 
 /// Settings shared by all builders.
-struct Common {
-    nic: BitsPerSec,
-    latency: Nanos,
-    gps: u64,
-    nvlink: Option<BitsPerSec>,
-    nvlink_latency: Nanos,
+pub(super) struct Common {
+    pub(super) nic: BitsPerSec,
+    pub(super) latency: Nanos,
+    pub(super) gps: u64,
+    /// NIC ports of every GPU (`nics-per-server / gpus-per-server`).
+    pub(super) ports: u64,
+    pub(super) nvlink: Option<BitsPerSec>,
+    pub(super) nvlink_latency: Nanos,
 }
 
-fn common(o: &Opts<'_>, gps_default: u64) -> Result<Common, TopologyError> {
+/// The common options, with `gps_default` GPUs per server and `ports_default` NIC ports
+/// per GPU unless `nics-per-server` says otherwise.
+pub(super) fn common(
+    o: &Opts<'_>,
+    gps_default: u64,
+    ports_default: u64,
+) -> Result<Common, TopologyError> {
+    let gps = o.count("gpus-per-server", gps_default, 1)?;
+    let nics = o.count("nics-per-server", gps.saturating_mul(ports_default), 1)?;
+    if !nics.is_multiple_of(gps) {
+        return Err(o.err(
+            "nics-per-server",
+            format!(
+                "{nics} is not a multiple of gpus-per-server={gps}: every GPU is its own network endpoint, \
+                 so a server has a whole number of NIC ports per GPU ({gps}, {}, …); NICs shared by \
+                 several GPUs are not modelled (docs/model.md#nics-and-nccl-channels)",
+                2 * gps
+            ),
+        ));
+    }
     Ok(Common {
         nic: o.rate("nic", BitsPerSec::gbps(100))?,
         latency: o.delay("latency", Nanos(1000))?,
-        gps: o.count("gpus-per-server", gps_default, 1)?,
+        gps,
+        ports: nics / gps,
         nvlink: o.nvlink()?,
         nvlink_latency: o.delay("nvlink-latency", Nanos(25))?,
     })
 }
 
+impl Common {
+    /// Refuse a `nics-per-server` other than the `ports` per GPU the shape fixes; `why`
+    /// says what fixes it.
+    pub(super) fn fixed_ports(
+        &self,
+        o: &Opts<'_>,
+        ports: u64,
+        why: &str,
+    ) -> Result<(), TopologyError> {
+        if o.has("nics-per-server") && self.ports != ports {
+            return Err(o.err(
+                "nics-per-server",
+                format!(
+                    "must be {} here ({ports} per GPU × gpus-per-server={}): {why}",
+                    ports * self.gps,
+                    self.gps
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Create `hosts` GPU nodes and, when NVLink is on, one NVSwitch per server linked to each
 /// of its GPUs. Returns the net with hosts at `0..hosts`. `nic_links(g)` is called per GPU
 /// after its NVLink link, so each GPU's links stay together as in SimAI files.
-fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, TopologyError> {
+pub(super) fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, TopologyError> {
     if hosts > MAX_HOSTS {
         return Err(o.err(
             "kind",
@@ -343,14 +433,21 @@ fn hosts_and_nvlink(o: &Opts<'_>, c: &Common, hosts: u64) -> Result<Net, Topolog
     Ok(net)
 }
 
-fn nvlink_of(net: &mut Net, c: &Common, hosts: u64, g: u64) {
+pub(super) fn nvlink_of(net: &mut Net, c: &Common, hosts: u64, g: u64) {
     if let Some(r) = c.nvlink {
         let nvs = hosts + g / c.gps;
         net.link(g as u32, nvs as u32, r, c.nvlink_latency, LinkKind::NvLink);
     }
 }
 
-fn finish(net: Net, c: &Common, hosts: u64, spec: &str) -> Topology {
+/// The NIC links of GPU `g` to switch `sw`: one per NIC port of the GPU.
+pub(super) fn nics_of(net: &mut Net, c: &Common, g: u64, sw: u64) {
+    for _ in 0..c.ports {
+        net.link(g as u32, sw as u32, c.nic, c.latency, LinkKind::Nic);
+    }
+}
+
+pub(super) fn finish(net: Net, c: &Common, hosts: u64, spec: &str, fabric: Fabric) -> Topology {
     Topology {
         kinds: net.kinds,
         links: net.links,
@@ -358,6 +455,7 @@ fn finish(net: Net, c: &Common, hosts: u64, spec: &str) -> Topology {
         gpus_per_server: if c.nvlink.is_some() { c.gps as u32 } else { 1 },
         nvlink_rate: c.nvlink,
         source: spec.to_string(),
+        fabric,
     }
 }
 
@@ -382,7 +480,7 @@ fn build(spec: &str, kind: &str, body: &str) -> Result<Topology, TopologyError> 
             body,
             &["servers", "servers-per-tor", "spines", "oversub"],
         )?),
-        _ => unreachable!("caller checked KINDS"),
+        _ => super::families::build(spec, kind, body),
     }
 }
 
@@ -395,12 +493,12 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     if k % 2 != 0 || k > 256 {
         return Err(o.err("k", format!("{k} must be even and at most 256")));
     }
-    let c = common(o, 8)?;
+    let c = common(o, 8, 1)?;
     let h = k / 2;
     let hosts = k * k * k / 4;
     let fabric = o.rate("fabric", c.nic)?;
     let tor_up = match o.oversub()? {
-        Some(r) => o.sized_uplink(h as u128 * c.nic.0 as u128, h, Some(r))?,
+        Some(r) => o.sized_uplink((h * c.ports) as u128 * c.nic.0 as u128, h, Some(r))?,
         None => fabric,
     };
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
@@ -409,13 +507,7 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let core0 = net.nodes(h * h, NodeKind::Switch) as u64;
     for g in 0..hosts {
         nvlink_of(&mut net, &c, hosts, g);
-        net.link(
-            g as u32,
-            (tor0 + g / h) as u32,
-            c.nic,
-            c.latency,
-            LinkKind::Nic,
-        );
+        nics_of(&mut net, &c, g, tor0 + g / h);
     }
     for pod in 0..k {
         for e in 0..h {
@@ -443,7 +535,7 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
             }
         }
     }
-    Ok(finish(net, &c, hosts, o.spec))
+    Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
 }
 
 /// Two-tier leaf-spine: `hosts-per-leaf` hosts under each leaf, every leaf linked once to
@@ -452,12 +544,12 @@ fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let leaves = o.count("leaves", 4, 1)?;
     let spines = o.count("spines", 2, 1)?;
     let hpl = o.count("hosts-per-leaf", 8, 1)?;
-    let c = common(o, 8)?;
+    let c = common(o, 8, 1)?;
     let hosts = leaves.saturating_mul(hpl);
-    let up = o.leaf_uplink(hpl as u128 * c.nic.0 as u128, spines)?;
+    let up = o.leaf_uplink((hpl * c.ports) as u128 * c.nic.0 as u128, spines)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     two_tier(&mut net, &c, hosts, leaves, spines, up, |g| g / hpl);
-    Ok(finish(net, &c, hosts, o.spec))
+    Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
 }
 
 /// The shape both two-tier builders share: leaves then spines appended after the hosts,
@@ -476,13 +568,7 @@ fn two_tier(
     let spine0 = net.nodes(spines, NodeKind::Switch) as u64;
     for g in 0..hosts {
         nvlink_of(net, c, hosts, g);
-        net.link(
-            g as u32,
-            (leaf0 + leaf_of(g)) as u32,
-            c.nic,
-            c.latency,
-            LinkKind::Nic,
-        );
+        nics_of(net, c, g, leaf0 + leaf_of(g));
     }
     for l in 0..leaves {
         for s in 0..spines {
@@ -504,12 +590,12 @@ fn two_tier(
 fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let servers = o.count("servers", 4, 1)?;
     let spines = o.count("spines", 2, 1)?;
-    let c = common(o, 8)?;
+    let c = common(o, 8, 1)?;
     let hosts = servers.saturating_mul(c.gps);
-    let up = o.leaf_uplink(servers as u128 * c.nic.0 as u128, spines)?;
+    let up = o.leaf_uplink((servers * c.ports) as u128 * c.nic.0 as u128, spines)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     two_tier(&mut net, &c, hosts, c.gps, spines, up, |g| g % c.gps);
-    Ok(finish(net, &c, hosts, o.spec))
+    Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
 }
 
 /// HPN-style dual-plane (a simplification of Alibaba's HPN, SIGCOMM'24): every GPU has two
@@ -521,7 +607,8 @@ fn dual_plane(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let servers = o.count("servers", 4, 1)?;
     let spt = o.count("servers-per-tor", servers, 1)?;
     let spines = o.count("spines", 2, 1)?;
-    let c = common(o, 8)?;
+    let c = common(o, 8, 2)?;
+    c.fixed_ports(o, 2, "every GPU has one port in each of the two planes")?;
     let hosts = servers.saturating_mul(c.gps);
     let tors = servers.div_ceil(spt);
     let up = o.leaf_uplink(spt as u128 * c.gps as u128 * c.nic.0 as u128, spines)?;
@@ -554,5 +641,5 @@ fn dual_plane(o: &Opts<'_>) -> Result<Topology, TopologyError> {
             }
         }
     }
-    Ok(finish(net, &c, hosts, o.spec))
+    Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
 }

@@ -94,6 +94,7 @@ impl Topology {
             gpus_per_server,
             nvlink_rate,
             source: origin.to_string(),
+            fabric: Default::default(),
         }
     }
 

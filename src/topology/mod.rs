@@ -17,11 +17,15 @@
 mod build;
 pub use build::STANDARD_RATES;
 mod error;
+mod families;
 mod file;
 mod routing;
 
 pub use error::TopologyError;
-pub use routing::{connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing};
+pub use routing::{
+    connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing, TreeShape,
+    MAX_ROOTS,
+};
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};
 use serde::{Deserialize, Serialize};
@@ -48,6 +52,70 @@ pub enum LinkKind {
     Fabric,
     /// GPU to NVSwitch inside a server.
     NvLink,
+}
+
+/// The routing family of a topology: which rule the one router ([`Routing`]) applies, with
+/// the few structural facts the rule needs (docs/model.md#routing). Builders set it;
+/// topologies read from a file are [`Fabric::Clos`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "kebab-case")]
+pub enum Fabric {
+    /// Shortest paths with ECMP per connection; only switches forward (fat-tree,
+    /// leaf-spine, rail, dual-plane, any file).
+    #[default]
+    Clos,
+    /// Jellyfish (NSDI'12): one of the `paths` shortest loopless switch paths (Yen), picked
+    /// per connection by the ECMP hash.
+    Jellyfish {
+        /// k of the k shortest paths.
+        paths: u32,
+    },
+    /// Dragonfly (ISCA'08): `groups` groups of `routers` routers (routers numbered group
+    /// by group); minimal routing (local, global, local) or Valiant's through an
+    /// intermediate group picked by the ECMP hash.
+    Dragonfly {
+        /// Number of groups.
+        groups: u32,
+        /// Routers per group.
+        routers: u32,
+        /// Valiant routing instead of minimal.
+        valiant: bool,
+    },
+    /// k-ary n-cube with wrap-around, one router per node (routers numbered with the first
+    /// dimension fastest); dimension-order routing.
+    Torus {
+        /// The size of every dimension.
+        dims: Vec<u32>,
+    },
+    /// BCube(n, k) (SIGCOMM'09): servers relay; source routing corrects one address digit
+    /// per hop, starting at a digit picked by the ECMP hash (the k+1 parallel paths).
+    BCube {
+        /// Switch ports (digit base).
+        n: u32,
+        /// Levels above 0.
+        k: u32,
+    },
+    /// DCell(n, k) (SIGCOMM'08): servers relay; DCellRouting through the link that joins
+    /// the two sub-DCells.
+    DCell {
+        /// Servers per DCell_0.
+        n: u32,
+        /// Levels.
+        k: u32,
+    },
+    /// Switchless direct connect (TopoOpt, NSDI'23): servers relay; shortest paths over
+    /// servers with ECMP per connection.
+    Direct,
+}
+
+impl Fabric {
+    /// Whether hosts forward other hosts' traffic (server-centric and direct-connect fabrics).
+    pub fn hosts_relay(&self) -> bool {
+        matches!(
+            self,
+            Fabric::BCube { .. } | Fabric::DCell { .. } | Fabric::Direct
+        )
+    }
 }
 
 /// A full-duplex link: each direction has the full `rate`.
@@ -101,6 +169,9 @@ pub struct Topology {
     pub nvlink_rate: Option<BitsPerSec>,
     /// The spec or file it came from, for provenance in trace headers.
     pub source: String,
+    /// How the one router routes it.
+    #[serde(default)]
+    pub fabric: Fabric,
 }
 
 impl Topology {

@@ -16,10 +16,15 @@
 //! flow with key `key` takes index [`ecmp_choice`]`(seed, key, v, n)`. The functions are
 //! specified bit for bit below so the ns-3 glue can reproduce every path.
 
-use super::{Channel, LinkKind, NodeKind, Topology, TopologyError};
+use super::{Channel, Fabric, LinkKind, NodeKind, Topology, TopologyError};
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+
+mod general;
+use general::General;
+mod trees;
+pub use trees::{TreeShape, MAX_ROOTS};
 
 const NONE: u32 = u32::MAX;
 const FAR: u16 = u16::MAX;
@@ -147,6 +152,9 @@ pub struct Routing {
     /// switches, computed on first use: only the switches that end a transfer (INA tree
     /// nodes) ever need one, so a 5,120-switch fat-tree pays for the few it uses.
     to_switch: Vec<OnceLock<Vec<u16>>>,
+    /// The family rule of a non-Clos fabric ([`Fabric`]); `None` for Clos, which the
+    /// attachment-group tables above route.
+    general: Option<Arc<General>>,
 }
 
 impl Routing {
@@ -214,6 +222,7 @@ impl Routing {
             lists: Lists::default(),
             level: Vec::new(),
             to_switch: Vec::new(),
+            general: None,
         };
         let mut switches = 0u32;
         for v in 0..n {
@@ -221,6 +230,13 @@ impl Routing {
                 r.sw[v] = switches;
                 switches += 1;
             }
+        }
+        if topo.fabric != Fabric::Clos {
+            r.level = r.levels(switches as usize);
+            r.to_switch = (0..switches).map(|_| OnceLock::new()).collect();
+            r.general = Some(Arc::new(General::new(&r, topo)?));
+            r.check_reachable()?;
+            return Ok(r);
         }
         // Attachment groups, numbered by first appearance (ascending host id).
         let mut keys: BTreeMap<Vec<NodeId>, u32> = BTreeMap::new();
@@ -460,6 +476,21 @@ impl Routing {
         if src == dst {
             return Ok(());
         }
+        self.walk(src, dst, key, out)
+    }
+
+    /// Append the path from `src` to `dst` (distinct, both endpoints) to `out`: the
+    /// family's rule on a non-Clos fabric, else the attachment-group tables.
+    fn walk(
+        &self,
+        src: NodeId,
+        dst: NodeId,
+        key: u64,
+        out: &mut Vec<Channel>,
+    ) -> Result<(), TopologyError> {
+        if let Some(g) = &self.general {
+            return g.path(self, src, dst, key, out);
+        }
         if self.kinds[dst.idx()] == NodeKind::Switch {
             return self.route_to_switch(src, dst, key, out);
         }
@@ -666,6 +697,9 @@ impl Routing {
 
     /// Hops between host `h` and switch `s` over network links (`None` if unreachable).
     fn hops_to_switch(&self, h: NodeId, s: NodeId) -> Option<u16> {
+        if let Some(g) = &self.general {
+            return g.hops(self, h, s);
+        }
         let grp = &self.groups[self.group_of[h.idx()] as usize];
         let d = grp.dist[self.sw[s.idx()] as usize];
         (d != FAR).then_some(d)
@@ -689,6 +723,9 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
         key: u64,
     ) -> Result<AggTree, TopologyError> {
+        if self.general.is_some() {
+            return self.cheapest_tree(members, can_aggregate, key);
+        }
         let (ms, cands) = self.candidates(members, can_aggregate)?;
         let root = cands[ecmp_choice(self.seed, key, ms[0], cands.len())];
         self.tree_below(&ms, can_aggregate, root, key)
@@ -720,6 +757,15 @@ impl Routing {
     ) -> Result<AggTree, TopologyError> {
         let (ms, _) = self.members_and_reps(members)?;
         let agg = self.kinds.get(root.idx()) == Some(&NodeKind::Switch) && can_aggregate(root);
+        if self.general.is_some() {
+            if !agg {
+                return Err(TopologyError::NoAggregator {
+                    members: ms.len(),
+                    first: ms[0],
+                });
+            }
+            return self.general_tree_at(&ms, can_aggregate, root);
+        }
         let above = self
             .level(root)
             .is_some_and(|l| ms.iter().all(|&m| self.hops_to_switch(m, root) == Some(l)));
@@ -752,6 +798,11 @@ impl Routing {
         for &m in &ms {
             self.host(m)?;
         }
+        if self.general.is_some() {
+            // no attachment groups: every member stands for itself
+            let reps = ms.clone();
+            return Ok((ms, reps));
+        }
         let mut reps: Vec<NodeId> = Vec::new();
         let mut seen = vec![false; self.groups.len()];
         for &m in &ms {
@@ -771,6 +822,16 @@ impl Routing {
         can_aggregate: &dyn Fn(NodeId) -> bool,
     ) -> Result<(Vec<NodeId>, Vec<NodeId>), TopologyError> {
         let (ms, reps) = self.members_and_reps(members)?;
+        if self.general.is_some() {
+            let cands = self.general_candidates(&ms, can_aggregate);
+            if cands.is_empty() {
+                return Err(TopologyError::NoAggregator {
+                    members: ms.len(),
+                    first: ms[0],
+                });
+            }
+            return Ok((ms, cands));
+        }
         let agg = |v: NodeId| self.kinds[v.idx()] == NodeKind::Switch && can_aggregate(v);
         let mut best = FAR;
         let mut cands: Vec<NodeId> = Vec::new();
@@ -813,7 +874,7 @@ impl Routing {
         let mut down = Vec::new();
         for &m in ms {
             down.clear();
-            self.route(root, m, key, &mut down)?;
+            self.walk(root, m, key, &mut down)?;
             let mut child = m;
             let mut seg: Vec<Channel> = Vec::new();
             for &c in down.iter().rev() {

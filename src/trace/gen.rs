@@ -31,7 +31,10 @@ use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
-pub use crate::lower::{default_channels, nvlink_collective_time, NCCL_NVLINK_RING_STEP};
+pub use crate::lower::{
+    default_channels, nvlink_collective_time, swing_peer, swing_rho, swing_schedule, SwingStep,
+    NCCL_NVLINK_RING_STEP,
+};
 pub use bench::{bench_groups, generate_bench};
 
 /// Counts of a generated trace.
@@ -239,7 +242,7 @@ impl<'a> Gen<'a> {
             edp: vec![Chain::default(); w],
             can_agg,
             tor,
-            lw: Lowering::new(topo, nvlink_step_latency(topo, opts), channels),
+            lw: Lowering::with_channels(topo, nvlink_step_latency(topo, opts), opts.nccl_channels),
             plan,
             counts: [[(0, 0); 4]; 7],
         })
@@ -265,6 +268,12 @@ pub fn aggregating_switches(
     topo: &Topology,
     switches: &InaSwitches,
 ) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
+    if topo.fabric == crate::topology::Fabric::Direct {
+        return Err(TraceError::Generate(format!(
+            "topology `{}` is switchless direct connect (TopoOpt): no switch can aggregate, so INA options do not apply; use a host algorithm (--ina off, --collective ring|hd|dbt|swing)",
+            topo.source
+        )));
+    }
     let n = topo.node_count();
     let mut can_agg = vec![false; n];
     let mut tor = vec![None; n];

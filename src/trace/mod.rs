@@ -19,7 +19,8 @@ pub use bench::{parse_sizes, BenchGroup, BenchSpec, CollectiveBench};
 pub use check::{validate, ValidationSummary};
 pub use gen::{
     aggregating_switches, default_channels, generate, generate_bench, generate_workload, header,
-    nvlink_collective_time, nvlink_step_latency, TraceStats, NCCL_NVLINK_RING_STEP,
+    nvlink_collective_time, nvlink_step_latency, swing_peer, swing_rho, swing_schedule, SwingStep,
+    TraceStats, NCCL_NVLINK_RING_STEP,
 };
 pub use options::{
     format_reservations, format_tenants, parse_classes, parse_reservations, parse_tenants,
