@@ -27,7 +27,6 @@ pub mod plan;
 pub mod progress;
 pub mod record;
 pub mod replay;
-#[cfg(feature = "tables")]
 pub mod report;
 pub mod schedule;
 pub mod sweep;

@@ -2,6 +2,7 @@
 //! entries together and add file context to errors.
 
 pub mod compare;
+pub mod examples;
 pub mod export;
 pub mod inspect;
 pub mod job;

@@ -312,7 +312,7 @@ impl Sim<'_> {
             x.last = now;
             x.rate = r;
             x.ver = x.ver.wrapping_add(1);
-            let t = now + fluid_time(x.remaining, r);
+            let t = now.saturating_add(fluid_time(x.remaining, r));
             let (serial, ver) = (x.serial, x.ver);
             self.push(t, EventKind::TxDone, serial, ver);
         }

@@ -168,8 +168,10 @@ fn check_group(g: &PlannedGroup, topo: &Topology) -> Result<(), String> {
             let reserved: Vec<NodeId> = g.reservations.iter().map(|r| r.0).collect();
             if reserved != parents || g.reservations.iter().any(|r| r.1 != g.slots) {
                 return Err(format!(
-                    "reservations {:?} must be the tree's aggregating switches {parents:?} at {} slots each",
-                    g.reservations, g.slots
+                    "reservations ({}) must be the tree's aggregating switches ({}) at {} slots each",
+                    words(&g.reservations),
+                    crate::units::list(&parents),
+                    g.slots
                 ));
             }
             Ok(())
@@ -190,8 +192,9 @@ fn check_group(g: &PlannedGroup, topo: &Topology) -> Result<(), String> {
             let reserved: Vec<NodeId> = g.reservations.iter().map(|r| r.0).collect();
             if &reserved != ts {
                 return Err(format!(
-                    "reservations {:?} must be the Rina ToRs {ts:?}",
-                    g.reservations
+                    "reservations ({}) must be the Rina ToRs ({})",
+                    words(&g.reservations),
+                    crate::units::list(ts)
                 ));
             }
             Ok(())
@@ -297,4 +300,16 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
     }
     out.sort_unstable();
     out
+}
+
+/// Slot reservations in words: `switch 26: 4000000000 slots, switch 27: …`.
+fn words(reservations: &[(NodeId, u32)]) -> String {
+    if reservations.is_empty() {
+        return "none".into();
+    }
+    reservations
+        .iter()
+        .map(|(s, n)| format!("switch {s}: {n} slots"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
