@@ -20,8 +20,9 @@ run:
 	$(CARGO) build --quiet --no-default-features
 	$(CARGO) run --quiet --no-default-features -- run --seeds $(RUN_SEEDS) -o $(EXAMPLE_OUT)
 
-## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks)
-test: ns3-deps glue build
+## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks); the
+## venv first: tests/chakra.rs reads `export chakra`'s files with MLCommons' mlc-chakra
+test: ns3-deps glue venv build
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
 	    $(CARGO) nextest run --no-fail-fast; \
 	else \
@@ -83,7 +84,8 @@ clean:
 	$(CARGO) clean
 	rm -rf out
 
-## venv: the Python environment the notebooks run in (.venv, pinned in notebooks/requirements.txt)
+## venv: the Python environment the notebooks and tests/chakra.rs run in (.venv, pinned in
+## notebooks/requirements.txt)
 VENV := .venv
 PY := $(VENV)/bin/python
 venv: $(VENV)/.installed
@@ -97,12 +99,15 @@ $(VENV)/.installed: notebooks/requirements.txt
 
 ## notebooks: execute every notebook headless (fails on any cell error); outputs in NB_OUT.
 ## Inputs are real runs made here: the tiny job on replay + ns-3 (results and per-flow
-## comparison) and a replay-only sweep of aggregator slots (notebooks/slots.toml).
+## comparison), a replay-only sweep of aggregator slots (notebooks/slots.toml) and the
+## cluster sweep of notebooks/cluster.toml (three jobs sharing one fabric, ~30 s).
 NB_OUT ?= target/notebooks
 INA3D_BIN = $(CARGO) run --quiet --
 notebooks: venv glue
 	$(INA3D_BIN) run traces/example/tiny.toml --ns3 -o $(NB_OUT)/tiny
 	$(INA3D_BIN) sweep notebooks/slots.toml -o $(NB_OUT)/sweep
+	$(INA3D_BIN) cluster notebooks/cluster.toml -o $(NB_OUT)/cluster
+	INA3D_CLUSTER=$(NB_OUT)/cluster \
 	INA3D_RESULTS=$(NB_OUT)/tiny/results.csv \
 	INA3D_FLOWS=$(NB_OUT)/tiny/ina-dp/compare/flows.csv \
 	INA3D_SWEEP=$(NB_OUT)/sweep/sweep.csv \

@@ -76,6 +76,7 @@ fn run(
         solver,
         time_limit: Duration::from_secs_f64(limit),
         auto_max_variables: u64::MAX,
+        replay_rounds: 0,
     };
     let t0 = Instant::now();
     let m = plan::build_model(&wl, &topo, &opts, &po.settings).expect("model");

@@ -17,8 +17,10 @@
 
 mod keyword;
 
+pub mod cluster;
 pub mod fct;
 pub mod formats;
+pub mod lower;
 pub mod megatron;
 pub mod netmodel;
 pub mod ns3;

@@ -17,6 +17,7 @@ Typical session (each stage reads the previous one's file):
   ina3d compare --replay out/replay --ns3 out/ns3 -o out/cmp
   ina3d run                                           # all of it on the bundled example
   ina3d sweep grid.toml -o out/sweep                  # a grid of runs (--slurm: a job array)
+  ina3d cluster cluster.toml -o out/cluster          # several jobs sharing one fabric
 
 Exit status: 0 on success, 2 on bad input or a failed stage (the message names the
 file, line and field); `sweep` exits 1 when some cells failed or did not run.";
@@ -54,7 +55,9 @@ enum Command {
     Run(Box<cli::run::Args>),
     /// A grid of runs (models, layouts, topologies, slots, seeds, …), locally or on Slurm.
     Sweep(cli::sweep::Args),
-    /// The validation suite: replayer against ns-3 on 16–128-GPU contended fabrics.
+    /// Several jobs on one fabric: shared links and slot pools, per-job slowdowns.
+    Cluster(cli::cluster::Args),
+    /// The validation suite: replayer against ns-3 on 8–128-GPU contended fabrics.
     Validate(cli::validate::Args),
 }
 
@@ -73,6 +76,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => cli::compare::run(a),
         Command::Run(a) => cli::run::run(*a),
         Command::Sweep(a) => cli::sweep::run(a),
+        Command::Cluster(a) => cli::cluster::run(a),
         Command::Validate(a) => cli::validate::run(a),
     };
     match result {

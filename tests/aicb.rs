@@ -185,6 +185,13 @@ fn a_two_layer_export_has_the_hand_counted_rows_and_sizes() {
     assert_eq!(count(|r| r.ig, Collective::AllGather, act), 10 * m);
     assert_eq!(count(|r| r.ig, Collective::ReduceScatter, act), 5 * m);
     assert!(w.rows[3..].iter().all(|r| r.wg.comm == Comm::NONE));
+    // The embedding's rows carry AICB's name, which SimAI leaves out of its bubble base
+    // (its Layer::report skips rows named exactly `embedding_layer`): one per micro-batch.
+    let emb: Vec<usize> = (0..w.rows.len())
+        .filter(|&i| w.rows[i].name == "embedding_layer")
+        .collect();
+    assert_eq!(emb, [3, 3 + 17]);
+    assert!(!w.rows.iter().any(|r| r.name.starts_with("embedding.")));
     // A layer's forward compute is its FLOPs per GPU at 312 TF · 0.45 (no log: factor 1):
     // attention 2·s·h·3h + 4·s²·h + 2·s·h², MLP 2·s·h·4h·2, each ÷ 8.
     let s = 2048.0;

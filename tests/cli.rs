@@ -264,3 +264,60 @@ fn compare_against_a_garbage_fct_txt_exits_2_and_a_valid_one_writes_its_tables()
         assert!(d.path().join("cmp").join(f).is_file(), "{f}: {e}");
     }
 }
+
+/// `ina3d replay` under a memory limit that cannot hold the job: refused with exit 2,
+/// the estimate and the limit, and no outputs half written; from the generator and
+/// from a trace file alike.
+#[test]
+fn a_replay_that_would_not_fit_in_memory_is_refused_with_the_estimate_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
+    let trace = dir.path().join("t.csv");
+    let st = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args([
+            "trace",
+            tiny,
+            "--topology",
+            "fat-tree:k=4,gpus-per-server=2",
+            "-o",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(st.status.success());
+    let refused = |source: &[&str]| {
+        let out = dir.path().join("out");
+        let o = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .arg("replay")
+            .args(source)
+            .arg("-o")
+            .arg(&out)
+            .env("INA3D_MEMORY_LIMIT", "4K")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("would need about") && err.contains("more than the limit of"),
+            "{err}"
+        );
+        assert!(err.contains("INA3D_MEMORY_LIMIT"), "{err}");
+        assert!(!out.join("fct.csv").exists());
+    };
+    refused(&[trace.to_str().unwrap()]);
+    refused(&[
+        "--from",
+        tiny,
+        "--topology",
+        "fat-tree:k=4,gpus-per-server=2",
+    ]);
+    // a malformed limit is named
+    let o = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["replay", trace.to_str().unwrap(), "-o"])
+        .arg(dir.path().join("o2"))
+        .env("INA3D_MEMORY_LIMIT", "lots")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("INA3D_MEMORY_LIMIT"));
+}

@@ -125,7 +125,7 @@ mod simai_end_to_end {
             exposed_pp_ns: 60_000,
             ..Summary::default()
         };
-        let c = compare_end_to_end(&s, &f, Path::new("EndToEnd.csv")).unwrap();
+        let c = compare_end_to_end(&s, &f, None, Path::new("EndToEnd.csv")).unwrap();
         let it = row(&c, "iteration_time_ns");
         assert_eq!(it.simai_ns, Some(1_000_000.0));
         assert!((it.rel_error.unwrap() - 0.10).abs() < 1e-12);
@@ -147,7 +147,7 @@ mod simai_end_to_end {
     fn a_missing_column_is_named_and_several_runs_are_refused() {
         let text = "File name, Expose TP comm, Total time\nrun, 5 (50%), 10\n";
         let (f, _) = simai_end_to_end::parse(Path::new("e.csv"), text).unwrap();
-        let c = compare_end_to_end(&Summary::default(), &f, Path::new("e.csv")).unwrap();
+        let c = compare_end_to_end(&Summary::default(), &f, None, Path::new("e.csv")).unwrap();
         assert_eq!(row(&c, "bubble_ns").simai_ns, None);
         assert!(
             c.not_compared
@@ -159,7 +159,7 @@ mod simai_end_to_end {
 
         let text = "File name, Total time\na, 10\nb, 12\n";
         let (f, _) = simai_end_to_end::parse(Path::new("e.csv"), text).unwrap();
-        let e = compare_end_to_end(&Summary::default(), &f, Path::new("e.csv"))
+        let e = compare_end_to_end(&Summary::default(), &f, None, Path::new("e.csv"))
             .unwrap_err()
             .to_string();
         assert!(
@@ -248,5 +248,130 @@ mod simai_end_to_end {
         assert_eq!(o.status.code(), Some(2));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains("EndToEnd.csv:2: total_time: `ten`"), "{err}");
+    }
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/simai")
+            .join(name)
+    }
+
+    #[test]
+    fn simai_1_6_analytical_output_reads_with_its_nan_cells_front_end_and_job() {
+        // Written by SimAI 1.6's SimAI_analytical (`-r new-dp4-`) from the workload
+        // `export aicb` made of analytical_tp8dp4.toml: `-nan` bandwidths over no time.
+        let (f, warnings) = simai_end_to_end::read(&fixture("new-dp4-EndToEnd.csv")).unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(f.runs[0].name, "new-dp4-");
+        assert_eq!(f.backend(), simai_end_to_end::Backend::Analytical);
+        let grad = &f.layers[0];
+        assert_eq!(grad.layer, "grad_all_reduce");
+        let fwd_algbw = grad.values.iter().find(|(n, _)| n == "fwd_algbw").unwrap();
+        assert_eq!(fwd_algbw.1, None, "`-nan` is a missing value");
+        // The job the file shows: TP 8 (fwd busbw/algbw 279.40/159.66 = 1.75 = 2·7/8), DP 4
+        // (wg 11.64/7.76 = 1.5 = 2·3/4), 4 micro-batches (16 / (1·4)) of 4 layers.
+        let j = f.job();
+        assert_eq!(j.tp.map(|t| t.0), Some(8));
+        assert_eq!(j.dp.map(|t| t.0), Some(4));
+        assert_eq!((j.microbatches, j.layers), (Some(4), Some(4)));
+    }
+
+    /// A replay directory whose summary names a trace with these header sizes.
+    fn replay_of(d: &Path, tp: u32, dp: u32, mbs: u32, emb_ns: u64) -> std::path::PathBuf {
+        let replay = d.join(format!("replay-dp{dp}"));
+        std::fs::create_dir_all(&replay).unwrap();
+        let trace = replay.join("t.csv");
+        let mut h = ina3d::trace::TraceHeader::new();
+        h.set("tp", tp)
+            .set("pp", 1)
+            .set("dp", dp)
+            .set("microbatches", mbs)
+            .set("num_layers", 4)
+            .set("world", tp * dp);
+        ina3d::trace::write(&trace, &h, &[]).unwrap();
+        let s = Summary {
+            backend: "replay".into(),
+            trace: trace.display().to_string(),
+            iteration_time_ns: 184_302_300,
+            compute_ns: 70_206_000,
+            exposed_tp_ns: 8_988_000,
+            exposed_dp_ns: 96_332_000,
+            exposed_emb_ns: emb_ns,
+            ..Summary::default()
+        };
+        ina3d::formats::summary_csv::write(&replay.join("summary.csv"), &s).unwrap();
+        replay
+    }
+
+    fn compare_cli(replay: &Path, simai: &Path, out: &Path) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args(["compare", "--replay"])
+            .arg(replay)
+            .arg("--ns3")
+            .arg(simai)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn compare_finds_simai_s_prefixed_file_labels_it_analytical_and_leaves_the_embedding_out() {
+        let d = tempfile::tempdir().unwrap();
+        let simai = d.path().join("simai");
+        std::fs::create_dir_all(&simai).unwrap();
+        std::fs::copy(
+            fixture("new-dp4-EndToEnd.csv"),
+            simai.join("new-dp4-EndToEnd.csv"),
+        )
+        .unwrap();
+        let replay = replay_of(d.path(), 8, 4, 4, 5_000_000);
+        let out = d.path().join("cmp");
+        let o = compare_cli(&replay, &simai, &out);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(stdout.contains("SimAI analytical"), "{stdout}");
+        assert!(!stdout.contains("not compared: exposed_pp_ns"), "{stdout}");
+        let csv = std::fs::read_to_string(out.join("end_to_end.csv")).unwrap();
+        // TP and DP from SimAI's bandwidth formulas, compute from the workload.
+        assert!(
+            csv.contains("exposed_tp_ns,expose_tp_comm,8988000,8988000.0,0.0,analytical"),
+            "{csv}"
+        );
+        assert!(
+            csv.contains("compute_ns,total_comp,70206000,70206000.0,0.0,workload"),
+            "{csv}"
+        );
+        // SimAI's total exposed comm (105.320 ms = TP 8.988 + DP 96.332) against the
+        // replay's TP + DP + EP, without its 5 ms of tied-embedding all-reduce.
+        assert!(
+            csv.contains(
+                "exposed_tp+dp+ep_ns,total_exposed_comm,105320000,105320000.0,0.0,analytical"
+            ),
+            "{csv}"
+        );
+        assert!(stdout.contains("exposed_emb_ns (5000000 ns)"), "{stdout}");
+    }
+
+    #[test]
+    fn a_simai_file_of_another_job_is_refused_naming_what_differs() {
+        let d = tempfile::tempdir().unwrap();
+        let replay = replay_of(d.path(), 8, 2, 8, 0);
+        let o = compare_cli(
+            &replay,
+            &fixture("new-dp4-EndToEnd.csv"),
+            &d.path().join("cmp"),
+        );
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("new-dp4-EndToEnd.csv:4: job"), "{err}");
+        assert!(
+            err.contains("DP 4 in SimAI's file") && err.contains("2 in the trace"),
+            "{err}"
+        );
+        assert!(
+            err.contains("4 micro-batches in SimAI's rows, 8 in the trace"),
+            "{err}"
+        );
     }
 }

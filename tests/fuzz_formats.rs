@@ -334,6 +334,11 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         collective_ns: t,
                         host_collective_ns: t / 2.0,
                         exposed_ns: t / 3.0,
+                        host_algorithm: None,
+                        active: plan_json::Activity {
+                            from_ns: t / 4.0,
+                            until_ns: (c != 0).then_some(t),
+                        },
                     })
                 })
                 .collect();
@@ -391,6 +396,65 @@ fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
         }
         recs
     })
+}
+
+/// JSON a crafted plan puts where a value belongs: beyond u32/u64, negative, out of f64's
+/// range, fractional, the wrong type, huge lists of huge ids.
+const CRAFTED_JSON: [&str; 16] = [
+    "18446744073709551616",
+    "4294967296",
+    "-1",
+    "1e309",
+    "-1e309",
+    "1.5",
+    "-0.0",
+    "null",
+    "\"\"",
+    "\"🦀\"",
+    "[]",
+    "{}",
+    "true",
+    "[[4294967295, 4294967295]]",
+    "[4294967295]",
+    "{\"kind\": \"tree\"}",
+];
+
+/// JSON pointers of every value inside `v` (objects' members and arrays' elements).
+fn json_pointers(v: &serde_json::Value, at: String, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}/{k}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                let p = format!("{at}/{i}");
+                out.push(p.clone());
+                json_pointers(x, p, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `plan` as JSON with the value at its `k`-th pointer replaced by the raw text `raw`.
+fn craft_plan_json(plan: &PlanFile, k: usize, raw: &str) -> String {
+    let mut v = serde_json::to_value(plan).unwrap();
+    let mut ptrs = Vec::new();
+    json_pointers(&v, String::new(), &mut ptrs);
+    let marker = "@@crafted@@";
+    if let Some(slot) = ptrs
+        .get(k % ptrs.len().max(1))
+        .and_then(|p| v.pointer_mut(p))
+    {
+        *slot = serde_json::Value::String(marker.into());
+    }
+    serde_json::to_string_pretty(&v)
+        .unwrap()
+        .replace(&format!("\"{marker}\""), raw)
 }
 
 // ------------------------------------------------------------------ properties
@@ -544,6 +608,28 @@ proptest! {
         }
     }
 
+    /// Structure-aware crafting: any value of a valid plan replaced by a crafted JSON value.
+    /// The reader never panics; what it accepts keeps the shape it promises (members
+    /// ascending and distinct, windows that are windows, trees ending at their root).
+    #[test]
+    fn plan_json_crafted_values(p in plan_file(), k in 0usize..512, raw in proptest::sample::select(&CRAFTED_JSON[..])) {
+        let text = craft_plan_json(&p, k, raw);
+        let f = Path::new("fuzz/plan.json");
+        match plan_json::parse(f, &text) {
+            Ok(back) => {
+                for g in &back.groups {
+                    prop_assert!(g.members.windows(2).all(|w| w[0] < w[1]), "{text}");
+                    let (a, b) = g.active.interval();
+                    prop_assert!(0.0 <= a && a <= b, "{text}");
+                    if let Decision::Tree { root, edges, .. } = &g.decision {
+                        prop_assert_eq!(edges.last().map(|e| e.1), Some(*root));
+                    }
+                }
+            }
+            Err(e) => check_error(&e, f, &text)?,
+        }
+    }
+
     #[test]
     fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..9000, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
         let p = params_txt::Params {
@@ -585,6 +671,41 @@ proptest! {
         match reservations_txt::parse(f, &text) {
             Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, l) },
             Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, f, &text)? }
+        }
+    }
+
+    #[test]
+    fn chakra_et(nodes in proptest::collection::vec((0u64..1 << 40, 0u64..1 << 20, any::<bool>(), proptest::collection::vec(0u64..64, 0..4)), 0..8), cut in any::<prop::sample::Index>(), flip in any::<prop::sample::Index>(), byte in any::<u8>(), how in 0u8..3) {
+        // A binary format: the valid file is what the one writer writes; mutations truncate
+        // it, overwrite one byte, or append garbage.
+        use ina3d::formats::chakra::{self, attribute_proto::Value, AttributeProto, Node, NodeType};
+        let nodes: Vec<Node> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (size, dur, coll, deps))| Node {
+                id: i as u64,
+                name: format!("n{i}"),
+                r#type: if *coll { NodeType::CommCollNode } else { NodeType::CompNode } as i32,
+                data_deps: deps.clone(),
+                duration_micros: *dur,
+                attr: vec![AttributeProto::new("comm_size", Value::Int64Val(*size as i64))],
+                ..Node::default()
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.0.et");
+        let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+        chakra::write(&p, &meta, &nodes).unwrap();
+        let mut bytes = std::fs::read(&p).unwrap();
+        let (m, n) = chakra::read(&p).unwrap();
+        prop_assert_eq!((m, n), (meta, nodes));
+        match how {
+            0 => bytes.truncate(cut.index(bytes.len() + 1)),
+            1 if !bytes.is_empty() => { let i = flip.index(bytes.len()); bytes[i] = byte; }
+            _ => bytes.extend([byte, 0xff, 0xff, 0xff, 0x0f]),
+        }
+        if let Err(e) = chakra::parse(&p, &bytes) {
+            prop_assert!(e.to_string().starts_with(&p.display().to_string()), "{e}");
         }
     }
 
@@ -666,6 +787,147 @@ proptest! {
             .set("bench_groups", "1").set("bench_sizes", &text);
         if let Err(e) = ina3d::trace::BenchSpec::from_header(&h) {
             prop_assert!(e.to_string().contains("collective_bench") || e.to_string().contains("bench_"), "{e}");
+        }
+    }
+}
+
+// ------------------------------------------------------------------ ina3d cluster
+
+fn job_row() -> impl Strategy<Value = ina3d::formats::cluster_csv::JobRow> {
+    (
+        (
+            0u32..1 << 20,
+            0u64..u64::MAX / 4,
+            1u64..u64::MAX / 4,
+            0.0f64..8.0,
+        ),
+        proptest::collection::vec(0u64..u64::MAX / 4, 12),
+        (
+            proptest::option::of(0u32..1 << 20),
+            proptest::option::of(0.5f64..4.0),
+            proptest::option::of(0u64..1 << 40),
+        ),
+    )
+        .prop_map(|((gpus, it, alone, sd), n, (pool, pred, ns3))| {
+            ina3d::formats::cluster_csv::JobRow {
+                job: format!("j{}", gpus % 7),
+                policy: "plan".into(),
+                gpus,
+                placement: "random:3".into(),
+                start_ns: n[0],
+                iteration_time_ns: it,
+                alone_iteration_time_ns: alone,
+                slowdown: sd,
+                compute_ns: n[1],
+                bubble_ns: n[2],
+                exposed_tp_ns: n[3],
+                exposed_pp_ns: n[4],
+                exposed_dp_ns: n[5],
+                exposed_emb_ns: n[6],
+                exposed_cp_ns: n[7],
+                exposed_ep_ns: n[8],
+                alone_exposed_dp_ns: n[9],
+                slots_peak: n[10],
+                slot_time: n[11],
+                alone_slots_peak: n[10] / 2,
+                plan_pool: pool,
+                predicted_slowdown: pred,
+                ns3_iteration_time_ns: ns3,
+                ns3_alone_iteration_time_ns: ns3.map(|x| x / 2),
+            }
+        })
+}
+
+/// A valid cluster file: a pool, some policies, jobs with placements, maybe a sweep.
+fn cluster_file() -> impl Strategy<Value = String> {
+    (
+        1u32..100_000,
+        proptest::sample::subsequence(vec!["ring", "split", "atp", "plan", "plan-fair"], 1..5),
+        proptest::collection::vec((0u8..4, 0u64..1000, 0u64..1 << 30), 1..3),
+        any::<bool>(),
+    )
+        .prop_map(|(slots, policies, jobs, sweep)| {
+            let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
+            let mut s = format!(
+                "topology = \"fat-tree:k=4,gpus-per-server=2\"\nina-slots = {slots}\npolicies = [{}]\n",
+                policies.iter().map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join(", ")
+            );
+            if sweep {
+                s.push_str("[sweep]\nina-slots = [256, 1024]\nplacement = [\"contiguous\", \"random:7\"]\n");
+            }
+            for (i, (kind, seed, start)) in jobs.iter().enumerate() {
+                let placement = match kind {
+                    0 => "\"contiguous\"".to_string(),
+                    1 => "\"interleaved\"".to_string(),
+                    2 => format!("\"random:{seed}\""),
+                    _ => format!("[{}]", (8 * i..8 * i + 8).map(|g| g.to_string()).collect::<Vec<_>>().join(", ")),
+                };
+                s.push_str(&format!(
+                    "[[job]]\nname = \"j{i}\"\ninput = \"{tiny}\"\nplacement = {placement}\nstart-ns = {start}\nset = {{ hidden_size = 512 }}\n"
+                ));
+            }
+            s
+        })
+}
+
+proptest! {
+    #[test]
+    fn cluster_jobs_and_cluster_csv(rows in proptest::collection::vec(job_row(), 1..8), m in mutation()) {
+        use ina3d::formats::cluster_csv::{self, ClusterRow};
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("jobs.csv");
+        cluster_csv::write_jobs(&p, &rows).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "jobs.csv", &text);
+        match cluster_csv::read_jobs(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, rows.clone()) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+        let cl: Vec<ClusterRow> = rows.iter().map(|r| ClusterRow {
+            policy: r.policy.clone(), jobs: r.gpus % 9, ina_slots: r.gpus, makespan_ns: r.iteration_time_ns,
+            max_slowdown: r.slowdown, mean_slowdown: r.slowdown / 2.0, jain_fairness: 0.75,
+            aggregator_utilisation: 0.125, slot_peak: r.slots_peak, ina_fallbacks: r.compute_ns,
+            switch_bytes: r.bubble_ns, plan_proven: r.plan_pool.map(|x| x % 2 == 0),
+        }).collect();
+        let p = dir.path().join("cluster.csv");
+        cluster_csv::write_cluster(&p, &cl).unwrap();
+        let text = apply(&std::fs::read_to_string(&p).unwrap(), &m);
+        let p = file(&dir, "cluster.csv", &text);
+        match cluster_csv::read_cluster(&p) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, cl) },
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, &p, &text)? }
+        }
+    }
+
+    #[test]
+    fn cluster_toml(text in cluster_file(), m in mutation()) {
+        let path = Path::new("fuzz/cluster.toml");
+        let mutated = apply(&text, &m);
+        match ina3d::cluster::ClusterSpec::parse(path, &mutated) {
+            Ok(s) => {
+                // a file that reads places its jobs or refuses naming one, never panics
+                if let Err(e) = ina3d::cluster::Cluster::prepare(s.clone()) {
+                    let msg = ina3d::pipeline::error_chain(&e);
+                    prop_assert!(msg.contains("fuzz/cluster.toml"), "{msg}");
+                }
+                let _ = s.points();
+            }
+            Err(e) => { prop_assert!(!matches!(m, Mutation::None), "{e}"); check_error(&e, path, &mutated)? }
+        }
+    }
+
+    #[test]
+    fn ina_tenants_header(hosts in proptest::collection::vec(proptest::collection::btree_set(0u32..4096, 1..40), 1..5), m in mutation()) {
+        // disjoint host sets: each host kept by the first job that drew it
+        let mut seen = std::collections::BTreeSet::new();
+        let tenants: Vec<ina3d::trace::Tenant> = hosts.iter().enumerate().filter_map(|(i, h)| {
+            let mine: Vec<NodeId> = h.iter().filter(|x| seen.insert(**x)).map(|&x| NodeId(x)).collect();
+            (!mine.is_empty()).then(|| ina3d::trace::Tenant { name: format!("j{i}"), hosts: mine })
+        }).collect();
+        let text = apply(&ina3d::trace::format_tenants(&tenants), &m);
+        match ina3d::trace::parse_tenants(&text) {
+            Ok(back) => if matches!(m, Mutation::None) { prop_assert_eq!(back, tenants) },
+            Err(e) => prop_assert!(!e.is_empty()),
         }
     }
 }

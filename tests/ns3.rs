@@ -272,6 +272,7 @@ fn pool_of_one_window(policy: InaPolicy) -> InaSwitchModel {
         policy,
         classes: vec![Class::Dp],
         reservations: vec![],
+        tenants: vec![],
     }
 }
 
@@ -791,6 +792,25 @@ fn reference_simai_fct_parses_every_row_into_node_ids() {
     assert_eq!(t.rows[0][2], "28");
     assert_eq!(t.rows[0][7], "1048576");
     assert_eq!(parse_fct(&p, &text.replace('\n', "\r\n")).rows, t.rows);
+}
+
+#[test]
+fn simai_analytical_end_to_end_csv_ingests_with_its_minus_nan_cells_empty() {
+    // SimAI 1.6's analytical front-end prints `-nan` for the bandwidth of a collective
+    // that took no time; `ns3 ingest` used to reject the whole file.
+    let p = fixture("simai/new-dp4-EndToEnd.csv");
+    let text = std::fs::read_to_string(&p).unwrap();
+    assert_eq!(ingest::detect(&p, &text), Some(Kind::EndToEnd));
+    let t = parse_end_to_end(&p, &text).unwrap();
+    let grad = |metric: &str| {
+        t.rows
+            .iter()
+            .find(|r| r[1] == "grad_all_reduce" && r[3] == metric)
+            .map(|r| r[4].clone())
+    };
+    assert_eq!(grad("fwd_algbw").as_deref(), Some(""));
+    assert_eq!(grad("wg_total_comm").as_deref(), Some("96332"));
+    assert_eq!(grad("wg_busbw").as_deref(), Some("11.64"));
 }
 
 #[test]

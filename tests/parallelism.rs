@@ -142,14 +142,15 @@ fn ulysses_all_to_alls_move_qkv_and_the_output_each_way() {
     let out = 512 * 1024 * 2;
     let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
     let recs = collect(&c, &topo, &TraceOptions::default());
-    // Forward: a2a(Q,K,V) and a2a(O); backward: a2a(O, dO) and a2a(dQ,dK,dV); each member
-    // sends half of its buffer: 2 members × S/2 = S per all-to-all.
-    let per_layer_mb = qkv + out + 2 * out + qkv;
+    // Forward: a2a(Q,K,V) and a2a(O); backward (Transformer Engine ≥ 2.9): a2a(dO) alone
+    // and a2a(dQ,dK,dV); each member sends half of its buffer: 2 members × S/2 = S per
+    // all-to-all.
+    let per_layer_mb = qkv + out + out + qkv;
     assert_eq!(net_bytes(&recs, Class::Cp), 2 * 2 * per_layer_mb);
 }
 
 #[test]
-fn kv_all_gather_context_parallelism_gathers_forward_and_reduce_scatters_backward() {
+fn kv_all_gather_context_parallelism_gathers_forward_gathers_again_and_reduce_scatters_backward() {
     let mut c = llama(1024, 16, 4, 1, 1024);
     c.set("cp_comm_type", "allgather").unwrap();
     let c = sized(c, &[("context_parallel_size", 2), ("global_batch_size", 1)]);
@@ -160,8 +161,10 @@ fn kv_all_gather_context_parallelism_gathers_forward_and_reduce_scatters_backwar
         ..Default::default()
     };
     let recs = collect(&c, &topo, &opts);
-    // A 2-member ring all-gather of S = CP·kv sends S/2 per member, the reduce-scatter too.
-    assert_eq!(net_bytes(&recs, Class::Cp), 2 * (2 * kv / 2) * 2);
+    // A 2-member ring all-gather of S = CP·kv sends S/2 per member, the reduce-scatter too:
+    // forward all-gather, backward all-gather (Transformer Engine gathers K and V again)
+    // and reduce-scatter of dK, dV, for 2 members.
+    assert_eq!(net_bytes(&recs, Class::Cp), 3 * (2 * kv / 2) * 2);
 }
 
 #[test]

@@ -94,6 +94,7 @@ fn options(st: Settings, solver: SolverKind) -> PlanOptions {
         solver,
         time_limit: Duration::from_secs(20),
         auto_max_variables: 2000,
+        replay_rounds: 0,
     }
 }
 
@@ -103,7 +104,15 @@ fn model(j: &Job, st: &Settings) -> Model {
 
 fn make_plan(j: &Job, po: &PlanOptions) -> PlanFile {
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
-    plan::plan(&j.wl, &j.topo, &j.opts, po, trace::planned::plan_job(&h)).unwrap()
+    plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        po,
+        trace::planned::plan_job(&h),
+        None,
+    )
+    .unwrap()
 }
 
 /// Every assignment of the groups that have a choice, evaluated by the model: the best
@@ -185,11 +194,17 @@ fn an_ina_tree_takes_its_wire_bytes_at_line_rate_plus_one_round_trip() {
     let wire = s + (s / 256.0).ceil() * 48.0;
     let hand = (wire / 12.5).ceil() + rtt;
     assert_eq!(o.times[0], hand);
-    // the host ring of 4: 6 steps of S/4 (1,000 B packets), one flow per channel per step
+    // the host ring of 4 over the topology's 2 NCCL channels (one NIC port): each
+    // channel's ring takes 6 steps of its half's quarter, S/8 (1,000 B packets), the two
+    // channels' flows sharing each NIC (6.25 B/ns each)
     let h = &m.opts[g][0];
-    assert!(matches!(h.kind, OptKind::Host));
-    let chunk = (s / 4.0).ceil();
-    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 12.5).ceil();
+    assert!(matches!(
+        h.kind,
+        OptKind::Host(ina3d::trace::Algorithm::Ring)
+    ));
+    assert_eq!(trace::default_channels(&j.topo), 2);
+    let chunk = ((s / 2.0).ceil() / 4.0).ceil();
+    let step = ((chunk + (chunk / 1000.0).ceil() * 48.0) / 6.25).ceil();
     // a step crosses GPU → leaf (→ spine → leaf) → GPU: the longest path has 4 links
     assert_eq!(h.times[0], 6.0 * (step + 4.0 * delay));
 }
@@ -230,9 +245,10 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
         let st = settings(slots, quota, &[1.0], &[Class::Dp]);
         let m = model(&j, &st);
         // By hand: the two DP groups are alike, so a tree for one of them cannot shorten
-        // the iteration while the other still rings (the iteration optimum is the all-host
-        // time), but it removes that group's exposed time: minimising exposed
-        // communication, exactly one of them aggregates, at the spine.
+        // the iteration while the other stays on the host (the iteration optimum is no
+        // better than both on their best host algorithm), but it removes that group's
+        // exposed time: minimising exposed communication, exactly one of them
+        // aggregates, at the spine.
         let (best, _) = brute_force(&m);
         let p = make_plan(&j, &options(st.clone(), SolverKind::Ilp));
         assert_eq!(
@@ -244,7 +260,27 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
             "{} vs {best}",
             p.prediction.iteration_ns
         );
-        assert!((best - p.prediction.host_iteration_ns).abs() <= 1e-6 * best);
+        assert!(best <= p.prediction.host_iteration_ns * (1.0 + 1e-6));
+        let best_host = {
+            let mut a: Vec<usize> = (0..m.groups.len())
+                .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
+                .collect();
+            let mut scratch = vec![0.0; m.channels];
+            // each DP group on its fastest host algorithm alone
+            for g in 0..m.groups.len() {
+                if let Some(o) = (0..m.opts[g].len())
+                    .filter(|&o| matches!(m.opts[g][o].kind, OptKind::Host(_)))
+                    .min_by(|&x, &y| m.vals[g][x].end.total_cmp(&m.vals[g][y].end))
+                {
+                    a[g] = o;
+                }
+            }
+            m.evaluate(&a, &mut scratch).t
+        };
+        assert!(
+            (best - best_host).abs() <= 1e-6 * best,
+            "{best} vs {best_host}"
+        );
         assert_eq!(p.solver.gap, 0.0);
         let mut po = options(st.clone(), SolverKind::Ilp);
         po.objective = Objective::Exposed;
@@ -294,7 +330,8 @@ fn the_exact_solver_matches_brute_force_on_the_tiny_job_without_nvlink() {
 }
 
 #[test]
-fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances() {
+fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances_and_replays_within_two(
+) {
     let (two, _) = two_groups_one_spine();
     let cases: Vec<(&str, Job, Settings)> = vec![
         (
@@ -342,6 +379,21 @@ fn the_heuristic_is_within_five_percent_of_the_exact_optimum_on_small_instances(
         ),
     ];
     for (name, j, st) in cases {
+        // repaired by replay (as `ina3d plan` runs them): the heuristic's plan replays
+        // within 2 % of the exact solver's
+        let exact = PlanOptions {
+            time_limit: Duration::from_secs(600),
+            ..options(st.clone(), SolverKind::Ilp)
+        };
+        let hr = repaired_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let xr = repaired_plan(&j, &exact);
+        let (hv, xv) = (hr.verification.unwrap(), xr.verification.unwrap());
+        assert!(
+            hv.replayed_ns <= 1.02 * xv.replayed_ns,
+            "{name}: the heuristic's plan replays {} against the exact plan's {}",
+            hv.replayed_ns,
+            xv.replayed_ns
+        );
         let h = make_plan(&j, &options(st.clone(), SolverKind::Heuristic));
         // The exact solver gets a generous limit: these instances close in well under a
         // second on an idle machine, and a busy shared one must not turn that into a
@@ -387,6 +439,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
             &j.opts,
             &options(st, SolverKind::Auto),
             trace::planned::plan_job(&h),
+            None,
         )
     };
     let e = run(st.clone()).unwrap_err().to_string();
@@ -401,8 +454,10 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         e.contains("fewer slots") && e.contains("256") && e.contains("dp group of ranks 0,2,4,6"),
         "{e}"
     );
-    // two groups that must aggregate at the one spine, room for one
+    // two groups that must aggregate at the one spine (trees only: Rina would fit one of
+    // them on the leaves), room for one
     st.slots = 256;
+    st.rina = false;
     let e = run(st.clone()).unwrap_err();
     assert!(matches!(e, PlanError::Infeasible(_)), "{e}");
     // ToR-only INA and groups spanning two leaves: no switch above them
@@ -422,6 +477,7 @@ fn infeasible_settings_name_the_constraint_and_the_group() {
         &tor.opts,
         &options(st, SolverKind::Auto),
         trace::planned::plan_job(&h),
+        None,
     )
     .unwrap_err()
     .to_string();
@@ -530,7 +586,8 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("topology: plan `fat-tree:k=4,gpus-per-server=2`"),
+        e.contains("topology_hash: plan `")
+            && e.contains("made on `fat-tree:k=4,gpus-per-server=2`"),
         "{e}"
     );
     // the same job lowers, and a tampered tree is refused naming the group
@@ -550,7 +607,9 @@ fn a_plan_for_another_seed_or_topology_is_refused_naming_what_differs() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("plan dp group of ranks") && e.contains("sends to no switch"),
+        e.contains("plan groups[")
+            && e.contains("dp group of ranks")
+            && e.contains("sends to no switch"),
         "{e}"
     );
 }
@@ -567,4 +626,230 @@ fn planning_is_deterministic() {
         p
     };
     assert_eq!(strip(make_plan(&j, &po)), strip(make_plan(&j, &po)));
+}
+
+/// The planner with its repair loop: the plan replayed as `ina3d plan` replays it.
+fn repaired_plan(j: &Job, po: &PlanOptions) -> PlanFile {
+    let pj = ina3d::pipeline::Job {
+        cfg: j.cfg.clone(),
+        topology: j.topo.clone(),
+        workload: j.wl.clone(),
+        warnings: vec![],
+    };
+    let rp = ina3d::pipeline::PlanReplayer {
+        job: &pj,
+        opts: &j.opts,
+    };
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let po = PlanOptions {
+        replay_rounds: 3,
+        ..po.clone()
+    };
+    plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        &po,
+        trace::planned::plan_job(&h),
+        Some(&rp),
+    )
+    .unwrap()
+}
+
+/// Every feasible placement of the groups that have a choice, lowered and replayed: the
+/// replayed iteration time of each (brute force, independent of the model and solvers).
+fn replay_every_placement(j: &Job, po: &PlanOptions) -> Vec<(Vec<usize>, f64)> {
+    let m = model(j, &po.settings);
+    let free: Vec<usize> = (0..m.groups.len())
+        .filter(|&g| m.opts[g].len() > 1)
+        .collect();
+    let total: usize = free.iter().map(|&g| m.opts[g].len()).product();
+    assert!(
+        total <= 256,
+        "instance too large to replay every placement ({total})"
+    );
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let mut out = Vec::new();
+    let mut a = vec![0usize; m.groups.len()];
+    for mut k in 0..total {
+        for &g in &free {
+            a[g] = k % m.opts[g].len();
+            k /= m.opts[g].len();
+        }
+        if !m.feasible(&a) {
+            continue;
+        }
+        let f = plan::assignment_file(&m, po, trace::planned::plan_job(&h), &a);
+        let mut o = j.opts.clone();
+        o.plan = Some(f);
+        out.push((a.clone(), replayed(j, &o)));
+    }
+    out
+}
+
+#[test]
+fn on_small_instances_the_exact_plan_is_the_best_replayed_placement_and_the_heuristic_within_two_percent(
+) {
+    // two DP groups over two leaves and one aggregating spine (PP 1); a pipeline of two
+    // stages with TP on the network, its DP groups (then its TP groups) to place
+    let (one_spine, _) = two_groups_one_spine();
+    let pipe = || {
+        job(
+            small(2, 2, 2, 8),
+            "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+            InaSwitches::All,
+            8192,
+        )
+    };
+    for (name, j, classes) in [
+        ("DP, one spine", one_spine, vec![Class::Dp]),
+        ("DP, PP2 + TP on the network", pipe(), vec![Class::Dp]),
+        ("TP on the network, PP2", pipe(), vec![Class::Tp]),
+    ] {
+        let st = settings(8192, None, &[1.0], &classes);
+        let brute = replay_every_placement(&j, &options(st.clone(), SolverKind::Ilp));
+        let best = brute.iter().map(|b| b.1).fold(f64::INFINITY, f64::min);
+        let exact = repaired_plan(&j, &options(st.clone(), SolverKind::Ilp));
+        let heur = repaired_plan(&j, &options(st.clone(), SolverKind::Heuristic));
+        let (ve, vh) = (
+            exact.verification.clone().unwrap(),
+            heur.verification.clone().unwrap(),
+        );
+        assert!(
+            ve.replayed_ns <= best * (1.0 + 1e-9),
+            "{name}: the exact plan replays {} but the best of {} placements {best}",
+            ve.replayed_ns,
+            brute.len()
+        );
+        assert!(
+            vh.replayed_ns <= ve.replayed_ns * 1.02,
+            "{name}: heuristic {} vs exact {}",
+            vh.replayed_ns,
+            ve.replayed_ns
+        );
+        for (solver, v) in [("exact", &ve), ("heuristic", &vh)] {
+            assert!(
+                v.error.abs() <= 0.05,
+                "{name}: {solver} plan predicted {:+.2} % off its replay",
+                100.0 * v.error
+            );
+        }
+    }
+}
+
+#[test]
+fn predictions_of_pipelined_jobs_and_tp_on_the_network_are_within_five_percent_of_the_replay() {
+    // (oversubscribed fabrics with TP on the network are not in this list: there the
+    // model's prediction is still 8-9 % off, docs/plan.md#measured)
+    for j in [
+        tiny("fat-tree:k=4,nvlink=off", 8192),
+        job(
+            small(2, 2, 2, 8),
+            "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,nvlink=off",
+            InaSwitches::All,
+            8192,
+        ),
+        job(
+            small(2, 4, 2, 16),
+            "fat-tree:k=4,gpus-per-server=2",
+            InaSwitches::All,
+            8192,
+        ),
+    ] {
+        let st = settings(
+            8192,
+            None,
+            &[1.0, 0.5, 0.25],
+            &[Class::Tp, Class::Dp, Class::Emb],
+        );
+        let p = repaired_plan(&j, &options(st, SolverKind::Auto));
+        let v = p.verification.unwrap();
+        assert!(
+            v.error.abs() <= 0.05,
+            "{}: predicted {} replayed {} ({:+.2} %)",
+            j.topo.source,
+            p.prediction.iteration_ns,
+            v.replayed_ns,
+            100.0 * v.error
+        );
+        // and never slower than the all-host plan it was repaired against
+        assert!(v.replayed_ns <= v.host_replayed_ns, "{}", j.topo.source);
+    }
+}
+
+#[test]
+fn context_parallel_and_moe_jobs_are_planned_with_their_attention_and_all_to_all_traffic_priced() {
+    let cp = {
+        let mut c = megatron::load_input(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/traces/example/tiny.toml"
+        ))
+        .unwrap();
+        c.set("context_parallel_size", "2").unwrap();
+        c.set("data_parallel_size", "1").unwrap();
+        c.set("global_batch_size", "4").unwrap();
+        job(c, "fat-tree:k=4,nvlink=off", InaSwitches::All, 8192)
+    };
+    let moe = {
+        let mut c = megatron::preset("mixtral-8x7b").unwrap();
+        for (k, v) in [
+            ("num_layers", "2"),
+            ("seq_length", "256"),
+            ("tensor_model_parallel_size", "1"),
+            ("pipeline_model_parallel_size", "2"),
+            ("expert_model_parallel_size", "4"),
+            ("data_parallel_size", "8"),
+            ("global_batch_size", "16"),
+        ] {
+            c.set(k, v).unwrap();
+        }
+        job(c, "fat-tree:k=4,nvlink=off", InaSwitches::All, 8192)
+    };
+    for (name, j) in [("CP2", cp), ("MoE EP4", moe)] {
+        let st = settings(8192, None, &[1.0, 0.5], &[Class::Tp, Class::Dp, Class::Emb]);
+        let p = repaired_plan(&j, &options(st, SolverKind::Auto));
+        let v = p.verification.clone().unwrap();
+        assert!(
+            v.error.abs() <= 0.05,
+            "{name}: predicted {} replayed {} ({:+.2} %)",
+            p.prediction.iteration_ns,
+            v.replayed_ns,
+            100.0 * v.error
+        );
+        assert!(v.replayed_ns <= v.host_replayed_ns, "{name}");
+        assert!(
+            p.groups.iter().any(|g| g.decision != Decision::Host),
+            "{name}: some group aggregates"
+        );
+    }
+}
+
+#[test]
+fn the_host_option_is_the_best_host_algorithm_and_replays_no_slower_than_the_ring() {
+    // DP groups of 8 single-GPU hosts: ring, double binary tree and halving-doubling all
+    // lower differently
+    let j = job(
+        small(1, 1, 8, 16),
+        "fat-tree:k=4,nvlink=off",
+        InaSwitches::All,
+        8192,
+    );
+    let st = settings(8192, None, &[1.0], &[]);
+    let m = model(&j, &st);
+    let dp = m.groups.iter().position(|g| g.class == Class::Dp).unwrap();
+    let algos: Vec<_> = m.opts[dp]
+        .iter()
+        .filter_map(|o| match o.kind {
+            OptKind::Host(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    use ina3d::trace::Algorithm::*;
+    assert_eq!(algos, vec![Ring, Dbt, Hd]);
+    let p = repaired_plan(&j, &options(st, SolverKind::Auto));
+    let v = p.verification.unwrap();
+    let mut ring = j.opts.clone();
+    ring.ina.mode = InaMode::Off;
+    ring.ina.policy = InaPolicy::Static;
+    assert!(v.replayed_ns <= replayed(&j, &ring) * (1.0 + 1e-9));
 }

@@ -340,6 +340,7 @@ fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
             policy,
             classes: vec![Class::Tp, Class::Dp],
             reservations: vec![],
+            tenants: vec![],
         },
         ..ideal()
     }
@@ -1607,4 +1608,72 @@ fn the_tiny_job_replays_under_dcqcn_with_every_record_done_and_bytes_conserved()
             .collect()
     };
     assert_eq!(bytes(&a), bytes(&b));
+}
+
+#[test]
+fn under_dcqcn_a_port_behind_a_congested_uplink_sees_only_what_the_uplink_passes() {
+    // hosts 0–3 (leaf 0) send to hosts 8–11 (leaf 2) through leaf 0's one 100 Gb/s uplink
+    // (4:1): that port queues, and DCQCN cuts those pairs. Host 10 sends to 8 and 9 (50
+    // Gb/s each from its NIC). Leaf 2's port to host 8 gets 0→8 at a quarter of the
+    // uplink plus 10→8 at 50 Gb/s: 75 Gb/s, below its rate, so nothing queues there and
+    // 10→8 runs at its max-min share as under the ideal model; counted at their senders'
+    // line rate, 0→8's arrivals would overfill that port and get 10→8 cut.
+    let topo = Topology::from_spec(
+        "leaf-spine:leaves=3,spines=1,hosts-per-leaf=4,gpus-per-server=1,oversub=4,nvlink=off",
+    )
+    .unwrap();
+    let mut recs: Vec<FlowRecord> = (0..4)
+        .map(|i| net(i, i as u32, 8 + i as u32, 16_000_000, &[]))
+        .collect();
+    recs.push(net(4, 10, 8, 4_000_000, &[]));
+    recs.push(net(5, 10, 9, 4_000_000, &[]));
+    let (a, b) = (run(&recs, &topo, &ideal()), run(&recs, &topo, &dcqcn()));
+    // DCQCN is at work upstream: the pairs through the uplink end later than max-min's
+    for i in 0..4 {
+        assert!(
+            b.rows()[i].end_ns > a.rows()[i].end_ns,
+            "flow {i}: {} vs ideal {}",
+            b.rows()[i].end_ns,
+            a.rows()[i].end_ns
+        );
+    }
+    // and not downstream: 10→8 and 10→9 share host 10's NIC at max-min rates
+    for i in 4..6 {
+        assert_eq!(b.rows()[i].end_ns, a.rows()[i].end_ns, "flow {i}");
+    }
+}
+
+#[test]
+fn under_dcqcn_an_aggregation_stream_takes_its_rate_before_the_queue_pairs_beside_it() {
+    // hosts 0–2 aggregate 10 MB on the switch while host 0 also sends 10 MB to host 3. In
+    // the RoCE glue the aggregation's packets go straight into host 0's NIC queue and
+    // the queue pair waits behind them: the stream runs as if alone, the transfer takes
+    // what is left. Max-min (ideal) shares host 0's NIC between them instead.
+    let topo = star(5, G100, Nanos(1000));
+    let s = 10_000_000;
+    let mut recs = ina_allreduce(1, 0, &[0, 1, 2], 5, s, Class::Dp, &[]);
+    recs.push(net(6, 0, 3, s, &[]));
+    let opts = |m| ReplayOptions {
+        rate_model: m,
+        ..ina_opts(8192, 256, InaPolicy::BestEffort)
+    };
+    let (a, b) = (
+        run(&recs, &topo, &opts(RateModel::Ideal)),
+        run(&recs, &topo, &opts(RateModel::Dcqcn)),
+    );
+    let alone = ina_wire(s, 1000) as f64 / B100 + 2000.0;
+    let (ideal_agg, dcqcn_agg) = (a.rows()[0].end_ns, b.rows()[0].end_ns);
+    assert_close(dcqcn_agg, alone, 2.0, "the stream under dcqcn");
+    assert!(
+        ideal_agg as f64 > 1.5 * alone,
+        "max-min shares the NIC: {ideal_agg}"
+    );
+    // the transfer starts on what the stream leaves and ends one wire time after it
+    let flow = b.rows()[6].end_ns as f64;
+    assert_close(
+        flow as u64,
+        alone + wire(s) as f64 / B100,
+        2.0 + 2000.0,
+        "the transfer under dcqcn",
+    );
 }

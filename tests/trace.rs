@@ -715,6 +715,109 @@ mod cli {
         assert!(v["by_class_mode"]["emb/ina"]["records"].as_u64().unwrap() > 0);
     }
 
+    /// `ina3d inspect --json` of a freshly generated trace: the per-rank network bytes of
+    /// the class named.
+    fn inspect_sent(args: &[&str], class: &str) -> Vec<(u64, u64)> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.csv.gz");
+        let st = ina3d()
+            .arg("trace")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "{}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+        let js = ina3d()
+            .arg("inspect")
+            .arg(&out)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            js.status.success(),
+            "{}",
+            String::from_utf8_lossy(&js.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&js.stdout).unwrap();
+        v["per_rank"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["rank"].is_u64())
+            .map(|r| {
+                (
+                    r["sent"][class].as_u64().unwrap(),
+                    r["received"][class].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn inspect_counts_context_parallel_bytes_per_rank() {
+        // Llama-2 7B shape, 2 layers, TP2 · CP2 · DP2, m = 1, ring attention. One K/V block
+        // is 2·b·(s/CP)·(h/TP)·2 B = 2·1·2048·2048·2 = 16,777,216 B; each rank sends
+        // CP−1 = 1 block forward and 2(CP−1) = 2 backward per layer: 3 blocks × 2 layers.
+        let per_rank = inspect_sent(
+            &[
+                "llama2-7b",
+                "--topology",
+                "fat-tree:k=4,nvlink=off",
+                "--tp",
+                "2",
+                "--cp",
+                "2",
+                "--dp",
+                "2",
+                "--num-layers",
+                "2",
+                "--global-batch-size",
+                "2",
+                "--sequence-parallel",
+            ],
+            "cp",
+        );
+        assert_eq!(per_rank.len(), 8);
+        for (sent, received) in per_rank {
+            assert_eq!(sent, 6 * 16_777_216);
+            assert_eq!(received, 6 * 16_777_216);
+        }
+    }
+
+    #[test]
+    fn inspect_counts_expert_parallel_bytes_per_rank() {
+        // Mixtral-8x7B shape, 1 layer, EP8 · DP8, m = 1, alltoall dispatcher, uniform
+        // routing: a rank routes s·topk = 4096·2 token copies, h·2 B each, 1/8 to each EP
+        // rank; 4 all-to-alls (dispatch, combine, forward and backward) send 7/8 of them
+        // to the other ranks: 4 · 7 · 4096·2·4096·2/8 B.
+        let per_rank = inspect_sent(
+            &[
+                "mixtral-8x7b",
+                "--topology",
+                "fat-tree:k=4,nvlink=off",
+                "--ep",
+                "8",
+                "--dp",
+                "8",
+                "--num-layers",
+                "1",
+                "--global-batch-size",
+                "8",
+            ],
+            "ep",
+        );
+        assert_eq!(per_rank.len(), 8);
+        for (sent, received) in per_rank {
+            assert_eq!(sent, 4 * 7 * 4096 * 2 * 4096 * 2 / 8);
+            assert_eq!(received, sent);
+        }
+    }
+
     #[test]
     fn inconsistent_sizes_fail_with_the_numbers_that_disagree() {
         let dir = tempfile::tempdir().unwrap();

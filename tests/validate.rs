@@ -70,6 +70,39 @@ fn the_suite_has_ten_cases_or_more_from_16_to_128_gpus() {
     assert!(gpus.contains(&128), "{gpus:?}");
 }
 
+/// What issue 21 asked the suite to cover: oversubscription 2:1 to 4:1 with pipeline and
+/// embedding traffic, INA sharing the fabric with host collectives, MoE all-to-all, a
+/// double binary tree, 2 and 4 NCCL channels.
+#[test]
+fn the_suite_covers_oversubscribed_pipelines_ina_beside_host_rings_moe_dbt_and_channels() {
+    let all = cases();
+    let has = |f: &dyn Fn(&ina3d::pipeline::validate::Case) -> bool| all.iter().any(f);
+    for ratio in [2, 3, 4] {
+        let over = format!("oversub={ratio}");
+        assert!(
+            has(&|c| c.bench.is_none()
+                && c.spec.topology.contains(&over)
+                && c.spec.sizes.pp.unwrap_or(1) > 1),
+            "a training case with PP on a {ratio}:1 fabric"
+        );
+    }
+    assert!(has(&|c| c.spec.ina.mode != ina3d::trace::InaMode::Off
+        && !c.spec.ina.classes.contains(&ina3d::record::Class::Pp)
+        && c.spec.sizes.pp.unwrap_or(1) > 1
+        && c.spec.topology.contains("oversub=4")));
+    assert!(has(
+        &|c| c.bench.is_none() && c.spec.sizes.ep.unwrap_or(1) > 1
+    ));
+    assert!(has(&|c| c.bench.is_none()
+        && c.spec.collective == ina3d::trace::Algorithm::Dbt
+        && c.spec.sizes.pp.unwrap_or(1) > 1));
+    assert!(has(&|c| c.spec.nccl_channels == Some(4)));
+    assert!(
+        has(&|c| c.spec.nccl_channels.is_none()),
+        "NCCL's default, 2 channels"
+    );
+}
+
 /// A trace of the tiny example on a fabric the suite does not have (3 leaves, 2:1), as a
 /// user's `ina3d trace` would write it.
 fn user_trace(dir: &std::path::Path) -> std::path::PathBuf {

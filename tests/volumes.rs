@@ -5,9 +5,12 @@
 //! writes `docs/volumes.md.new` for review (`mv docs/volumes.md.new docs/volumes.md`).
 
 use ina3d::megatron::{self, TrainingConfig};
+use ina3d::record::Class;
 use ina3d::schedule::{
     self, A2aSizes, CollKind, GradGroup, GroupKind, LayerStep, ScheduleOptions, StepBytes, Workload,
 };
+use ina3d::topology::Topology;
+use ina3d::trace::{self, TraceOptions};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -317,6 +320,67 @@ fn moe_dense_params(c: &TrainingConfig, x: &Shape) -> u64 {
     (x.h * (x.h + 2 * x.kv) + x.h * x.h) / x.tp + 2 * norm + c.num_experts.unwrap() as u64 * x.h
 }
 
+/// CP bytes one rank sends per layer and micro-batch, forward and backward together, as
+/// Transformer Engine's `context_parallel.py` moves them (docs/model.md#context-parallelism):
+/// - `p2p` (`AttnFuncWithCPAndKVP2P`): forward CP−1 K/V blocks to the next rank; backward
+///   K/V in step 0, K/V + dK/dV in steps 1 … CP−2, dK/dV in step CP−1: 2(CP−1) blocks;
+/// - `allgather` (`AttnFuncWithCPAndKVAllGather`): forward all-gathers K and V
+///   (`gather_along_first_dim`), backward gathers them again, then reduce-scatters dK, dV;
+///   a ring all-gather or reduce-scatter of CP blocks sends CP−1 of them;
+/// - `a2a` (`AttnFuncWithCPAndQKVOA2A`): all-to-alls of Q, K, V and of the output forward,
+///   of dO and of dQ, dK, dV backward, each rank keeping 1/CP of its buffer.
+fn cp_sent_per_layer(c: &TrainingConfig, x: &Shape) -> (String, u64) {
+    let n = x.cp;
+    let tokens = x.b * (x.s / n);
+    let kv = 2 * tokens * (x.kv / x.tp) * 2;
+    match c.cp_comm_type {
+        megatron::CpCommType::P2p => ("(CP−1 + 2(CP−1))·K/V block".into(), 3 * (n - 1) * kv),
+        megatron::CpCommType::AllGather => (
+            "(CP−1)·K/V block × 3 (gather, gather again, reduce-scatter)".into(),
+            3 * (n - 1) * kv,
+        ),
+        megatron::CpCommType::A2a => {
+            let qkv = tokens * (x.h + 2 * x.kv) / x.tp * 2;
+            let o = tokens * x.h / x.tp * 2;
+            (
+                "2·(CP−1)/CP·(b·(s/CP)·(h+2·g·d)/TP + b·(s/CP)·h/TP)·2 B".into(),
+                2 * (qkv + o) * (n - 1) / n,
+            )
+        }
+        megatron::CpCommType::A2aP2p => {
+            // All-to-alls inside groups of A ranks, the ring over the P = CP/A ranks A
+            // apart with K/V blocks of the same size (heads/A over A times the sequence).
+            let a = c.hierarchical_cp_sizes().unwrap()[0] as u64;
+            let p = n / a;
+            let qkv = tokens * (x.h + 2 * x.kv) / x.tp * 2;
+            let o = tokens * x.h / x.tp * 2;
+            (
+                "2·(A−1)/A·(Q·K·V + output buffers) + 3(P−1)·K/V block".into(),
+                2 * (qkv + o) * (a - 1) / a + 3 * (p - 1) * kv,
+            )
+        }
+    }
+}
+
+/// CP-class payload each rank sends in one iteration of the job's trace, per layer of its
+/// stage and micro-batch: observed on the records `trace::generate` writes (ring
+/// collectives, no NVLink, so every transfer is a flow), not on the schedule.
+fn cp_sent_in_trace(j: &Job, wl: &Workload) -> Vec<u64> {
+    let world = wl.world() as usize;
+    let topo = Topology::from_spec("fat-tree:k=4,nvlink=off").unwrap();
+    let mut sent = vec![0u64; world];
+    trace::generate(&j.cfg, &topo, &TraceOptions::default(), &mut |r| {
+        if r.class == Class::Cp {
+            let rank = topo.gpus.iter().position(|g| *g == r.src).unwrap();
+            sent[rank] += r.bytes.0;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let per = (wl.num_layers / wl.pp()) as u64 * wl.microbatches as u64;
+    sent.iter().map(|b| b / per).collect()
+}
+
 fn cp_lines(j: &Job, wl: &Workload, out: &mut Vec<Line>) {
     let x = shape(&j.cfg);
     if x.cp == 1 {
@@ -324,13 +388,81 @@ fn cp_lines(j: &Job, wl: &Workload, out: &mut Vec<Line>) {
     }
     let kv = 2 * x.b * (x.s / x.cp) * (x.kv / x.tp) * 2;
     let ring = count(&wl.fwd_steps, |s| matches!(s, LayerStep::CpRing { .. }));
+    let cp = wl.cp.as_ref().unwrap();
+    match cp.comm {
+        megatron::CpCommType::A2a => {
+            let (fwd, bwd) = (
+                a2a_sizes(&wl.fwd_steps, GroupKind::Cp),
+                a2a_sizes(&wl.bwd_steps, GroupKind::Cp),
+            );
+            let tokens = x.b * (x.s / x.cp);
+            let qkv = tokens * (x.h + 2 * x.kv) / x.tp * 2;
+            let o = tokens * x.h / x.tp * 2;
+            out.push(Line {
+                op: "CP all-to-all buffer, forward: Q·K·V, then output",
+                when: "per layer, micro-batch",
+                formula: "b·(s/CP)·(h+2·g·d)/TP·2 B, then b·(s/CP)·h/TP·2 B".into(),
+                megatron: qkv + o,
+                ours: fwd.iter().sum(),
+                count: (2, fwd.len()),
+            });
+            out.push(Line {
+                op: "CP all-to-all buffer, backward: dO, then dQ·dK·dV",
+                when: "per layer, micro-batch",
+                formula: "b·(s/CP)·h/TP·2 B, then b·(s/CP)·(h+2·g·d)/TP·2 B".into(),
+                megatron: o + qkv,
+                ours: bwd.iter().sum(),
+                count: (2, bwd.len()),
+            });
+        }
+        megatron::CpCommType::AllGather => {
+            let colls = |steps: &[LayerStep], k: CollKind| {
+                count(
+                    steps,
+                    |s| matches!(s, LayerStep::Coll { kind, group: GroupKind::Cp, .. } if *kind == k),
+                )
+            };
+            out.push(Line {
+                op: "CP K/V all-gather (S = CP blocks)",
+                when: "per layer, micro-batch: fwd 1, bwd 1 (K/V gathered again)",
+                formula: "CP·2·b·(s/CP)·(g·d/TP)·2 B".into(),
+                megatron: x.cp * kv,
+                ours: cp_coll_bytes(&wl.fwd_steps),
+                count: (
+                    2,
+                    colls(&wl.fwd_steps, CollKind::AllGather)
+                        + colls(&wl.bwd_steps, CollKind::AllGather),
+                ),
+            });
+            out.push(Line {
+                op: "CP dK/dV reduce-scatter (S = CP blocks)",
+                when: "per layer, micro-batch, backward",
+                formula: "CP·2·b·(s/CP)·(g·d/TP)·2 B".into(),
+                megatron: x.cp * kv,
+                ours: cp_coll_bytes(&wl.bwd_steps),
+                count: (1, colls(&wl.bwd_steps, CollKind::ReduceScatter)),
+            });
+        }
+        _ => out.push(Line {
+            op: "CP ring K/V block",
+            when: "per layer, micro-batch: fwd R−1 blocks, bwd 2(R−1); ring size R = CP (P with a2a+p2p)",
+            formula: "2·b·(s/CP)·(g·d/TP)·2 B".into(),
+            megatron: kv,
+            ours: cp.kv_bytes.0,
+            count: (1, ring),
+        }),
+    }
+    let (formula, want) = cp_sent_per_layer(&j.cfg, &x);
+    let sent = cp_sent_in_trace(j, wl);
+    // Every rank sends the same; report the one farthest from the formula.
+    let ours = *sent.iter().max_by_key(|b| b.abs_diff(want)).unwrap_or(&0);
     out.push(Line {
-        op: "CP ring K/V block",
-        when: "per layer, micro-batch: fwd CP−1 blocks, bwd 2(CP−1)",
-        formula: "2·b·(s/CP)·(g·d/TP)·2 B".into(),
-        megatron: kv,
-        ours: wl.cp.as_ref().unwrap().kv_bytes.0,
-        count: (1, ring),
+        op: "CP bytes each rank sends (in the trace)",
+        when: "per layer, micro-batch, fwd + bwd",
+        formula,
+        megatron: want,
+        ours,
+        count: (1, 1),
     });
     let dp_cp = wl.groups.dp_cp_groups[0].len() as u64;
     out.push(Line {
@@ -341,6 +473,35 @@ fn cp_lines(j: &Job, wl: &Workload, out: &mut Vec<Line>) {
         ours: dp_cp,
         count: (1, 1),
     });
+}
+
+/// The buffers of the all-to-alls over `group` among `steps`, in order.
+fn a2a_sizes(steps: &[LayerStep], group: GroupKind) -> Vec<u64> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            LayerStep::AllToAll {
+                group: g,
+                sizes: A2aSizes::Even(b),
+            } if *g == group => Some(b.0),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The size S of the first CP collective among `steps`.
+fn cp_coll_bytes(steps: &[LayerStep]) -> u64 {
+    steps
+        .iter()
+        .find_map(|s| match s {
+            LayerStep::Coll {
+                group: GroupKind::Cp,
+                bytes: StepBytes::Fixed(b),
+                ..
+            } => Some(b.0),
+            _ => None,
+        })
+        .unwrap_or(0)
 }
 
 fn ep_lines(j: &Job, wl: &Workload, out: &mut Vec<Line>) {
@@ -496,12 +657,68 @@ fn jobs() -> Vec<Job> {
                 ("sequence_parallel", "True"),
             ]),
         ),
+        job(
+            "Llama-2 7B, TP2 · CP4, sequence parallelism, ring attention",
+            "llama2-7b",
+            &with(&[
+                ("tensor_model_parallel_size", "2"),
+                ("context_parallel_size", "4"),
+                ("data_parallel_size", "1"),
+                ("global_batch_size", "2"),
+                ("sequence_parallel", "True"),
+            ]),
+        ),
+        job(
+            "Llama-2 7B, TP2 · CP4, sequence parallelism, K/V all-gather",
+            "llama2-7b",
+            &with(&[
+                ("tensor_model_parallel_size", "2"),
+                ("context_parallel_size", "4"),
+                ("data_parallel_size", "1"),
+                ("global_batch_size", "2"),
+                ("sequence_parallel", "True"),
+                ("cp_comm_type", "allgather"),
+            ]),
+        ),
+        job(
+            "Llama-2 7B with GQA 8, TP2 · CP4 as all-to-all 2 × ring 2 (a2a+p2p), sequence parallelism",
+            "llama2-7b",
+            &with(&[
+                ("tensor_model_parallel_size", "2"),
+                ("context_parallel_size", "4"),
+                ("data_parallel_size", "1"),
+                ("global_batch_size", "2"),
+                ("sequence_parallel", "True"),
+                ("group_query_attention", "True"),
+                ("num_query_groups", "8"),
+                ("cp_comm_type", "a2a+p2p"),
+                ("hierarchical_context_parallel_sizes", "[2, 2]"),
+            ]),
+        ),
+        job(
+            "Llama-2 7B with GQA 8, TP2 · CP4, sequence parallelism, Ulysses all-to-all",
+            "llama2-7b",
+            &with(&[
+                ("tensor_model_parallel_size", "2"),
+                ("context_parallel_size", "4"),
+                ("data_parallel_size", "1"),
+                ("global_batch_size", "2"),
+                ("sequence_parallel", "True"),
+                ("group_query_attention", "True"),
+                ("num_query_groups", "8"),
+                ("cp_comm_type", "a2a"),
+            ]),
+        ),
     ]
 }
 
 #[test]
 fn every_op_volume_equals_megatrons_formula_and_docs_volumes_md_is_current() {
-    let mut doc = String::from("# Communication volumes: Megatron's formulas and ina3d's numbers\n\nGenerated by `tests/volumes.rs` (`cargo test --test volumes`), which derives every\nsize from Megatron-LM's shapes by hand and compares it with what the workload model\n(`schedule::build`) computes; do not edit by hand. Sizes are bytes per GPU; `b` is the\nmicro-batch, `s` the sequence, `h` the hidden size, `g·d` the K/V width, `V_pad` the\npadded vocabulary, `grad` the gradient element size (4: bf16 jobs reduce in fp32). Counts\nare per layer and micro-batch for layer ops, per micro-batch for the embedding and the\nhead, per iteration for gradients. See docs/model.md#per-op-sizes.\n");
+    let mut doc = String::from("# Communication volumes: Megatron's formulas and ina3d's numbers\n\nGenerated by `tests/volumes.rs` (`cargo test --test volumes`), which derives every\nsize from Megatron-LM's shapes by hand and compares it with what the workload model\n(`schedule::build`) computes; do not edit by hand. Sizes are bytes per GPU; `b` is the\nmicro-batch, `s` the sequence, `h` the hidden size, `g·d` the K/V width, `V_pad` the\npadded vocabulary, `grad` the gradient element size (4: bf16 jobs reduce in fp32). Counts\nare per layer and micro-batch for layer ops, per micro-batch for the embedding and the\nhead, per iteration for gradients. See docs/model.md#per-op-sizes.\n\nContext-parallel volumes follow Transformer Engine's\n`transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py`\n(read at v2.9 and later; Megatron-core's `TEDotProductAttention` hands it `--cp-comm-type`).\n`p2p`: the forward loop runs CP steps and sends the concatenated K and V to the next rank\nin the first CP−1; the backward loop runs CP steps whose send buffer holds K/V and dK/dV,\nof which step 0 sends only K/V and step CP−1 only dK/dV, so 2(CP−1) blocks. `allgather`:\nthe forward gathers K and V along the sequence (`gather_along_first_dim`); the backward\ngathers them again before its attention steps (the forward kept only the local chunk)\nand reduce-scatters dK and dV (`reduce_scatter_along_first_dim`): three collectives of CP\nblocks, not two. `a2a`: the forward sends Q, K, V through one all-to-all and the output\nthrough another; the backward sends dO alone (the head-split output was saved in forward;\nTransformer Engine 1.11 to 2.8 re-sent the output with dO, 12.5 % more for multi-head\nattention) and returns dQ, dK, dV through a last one. `a2a+p2p` (Megatron's
+`--hierarchical-context-parallel-sizes A P`): Q, K, V go through an all-to-all inside each
+group of A consecutive CP ranks, then the ring runs over the P ranks A apart with blocks of
+the same size (A times the sequence, heads/A), then the output comes back through the
+all-to-all; backward mirrors it with dO and dQ, dK, dV. The \"in the trace\" rows count the\nCP-class payload every rank sends in a generated trace, divided by its layers and\nmicro-batches.\n");
     let mut ok = true;
     for j in jobs() {
         let (t, same) = table(&j);

@@ -53,8 +53,9 @@ enum Other {
 }
 
 /// Classifies `--ns3`: a file is an EndToEnd.csv when its first line is SimAI's
-/// `File name,` header, else an fct.txt; a directory without `summary.csv` holding
-/// `EndToEnd.csv` or `fct.txt` stands for that file.
+/// `File name,` header, else an fct.txt; a directory without `summary.csv` holding one
+/// `*EndToEnd.csv` (SimAI names it `<-r prefix>EndToEnd.csv`) or `fct.txt` stands for that
+/// file.
 fn classify(ns3: &std::path::Path) -> anyhow::Result<Other> {
     use anyhow::Context;
     let of_file = |f: PathBuf| -> anyhow::Result<Other> {
@@ -68,14 +69,54 @@ fn classify(ns3: &std::path::Path) -> anyhow::Result<Other> {
     if ns3.is_file() {
         return of_file(ns3.to_path_buf());
     }
-    if !ns3.join("summary.csv").exists() {
-        for name in ["EndToEnd.csv", "fct.txt"] {
-            if ns3.join(name).is_file() {
-                return of_file(ns3.join(name));
-            }
+    if !ns3.join("summary.csv").exists() && ns3.is_dir() {
+        let mut e2e: Vec<PathBuf> = std::fs::read_dir(ns3)
+            .with_context(|| format!("listing {}", ns3.display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.ends_with("EndToEnd.csv"))
+            })
+            .collect();
+        e2e.sort();
+        match e2e.len() {
+            0 => {}
+            1 => return of_file(e2e.remove(0)),
+            _ => anyhow::bail!(
+                "{} holds several SimAI results ({}): name the one of this replay with --ns3 FILE",
+                ns3.display(),
+                e2e.iter()
+                    .filter_map(|p| p.file_name()?.to_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+        if ns3.join("fct.txt").is_file() {
+            return of_file(ns3.join("fct.txt"));
         }
     }
     Ok(Other::Ns3Dir)
+}
+
+/// The header keys of the trace a replay ran (its `summary.csv` names it: as given, or
+/// relative to the replay directory or its parent); `None` when it cannot be read.
+fn trace_header(
+    replay: &std::path::Path,
+    trace: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    let t = std::path::Path::new(trace);
+    let candidates = [
+        t.to_path_buf(),
+        replay.join(t),
+        replay.parent().map(|p| p.join(t)).unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .find_map(|p| ina3d::trace::TraceReader::open(p).ok())
+        .map(|r| r.header().meta.clone())
 }
 
 /// Run `ina3d compare`: against another simulator's output when `--ns3` names one, else
@@ -99,16 +140,26 @@ fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
     for w in &warnings {
         eprintln!("{w}");
     }
-    let c =
-        ina3d::ns3::external::compare_end_to_end(&summary, &e2e, e2e_path).with_context(|| {
+    let job = trace_header(&a.replay, &summary.trace);
+    let c = ina3d::ns3::external::compare_end_to_end(&summary, &e2e, job.as_ref(), e2e_path)
+        .with_context(|| {
             format!(
                 "comparing {} with {}",
                 a.replay.display(),
                 e2e_path.display()
             )
         })?;
+    let front = match c.backend {
+        simai_end_to_end::Backend::Analytical => {
+            "SimAI analytical: communication from bus-bandwidth formulas, not simulated"
+        }
+        simai_end_to_end::Backend::Ns3 => "SimAI on ns-3: communication simulated",
+        simai_end_to_end::Backend::Unknown => {
+            "SimAI, front-end not named in the file: simulated or analytical"
+        }
+    };
     println!(
-        "replayer ({}) vs SimAI ({}): iteration breakdown, (r-s)/s",
+        "replayer ({}) vs {} ({front}): iteration breakdown, (r-s)/s",
         a.replay.display(),
         e2e_path.display()
     );

@@ -59,6 +59,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
   ina3d export aicb gpt3-175b --tp 8 --pp 8 --dp 16 -o gpt3-175b.txt",
     ),
     (
+        "export chakra",
+        "  ina3d export chakra traces/example/megatron.log -o chakra   # chakra/workload.<rank>.et
+  ina3d export chakra gpt3-13b --tp 8 --pp 2 --dp 4 --prefix gpt3 -o chakra-gpt3",
+    ),
+    (
         "compare",
         "  ina3d compare --replay out/replay --ns3 out/ns3 -o out/cmp
   ina3d compare --replay out/replay --ns3 hpcc-run/fct.txt --emit out/ns3 -o out/cmp-hpcc
@@ -75,6 +80,11 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "  ina3d sweep notebooks/slots.toml -o out/slots --jobs 2
   ina3d sweep notebooks/study.toml -o out/study --slurm --partition gpu --wait
   ina3d sweep collect out/study                  # sweep.csv and sweep.svg of the done cells",
+    ),
+    (
+        "cluster",
+        "  ina3d cluster notebooks/cluster.toml -o out/cluster   # three jobs, a sweep of placements
+  ina3d cluster my-cluster.toml --ns3 -o out/cluster-ns3   # also each merged trace on ns-3",
     ),
     (
         "validate",

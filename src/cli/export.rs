@@ -1,4 +1,4 @@
-//! `ina3d export aicb`.
+//! `ina3d export aicb` and `ina3d export chakra`.
 
 use super::job::ModelArgs;
 use anyhow::{Context, Result};
@@ -14,6 +14,28 @@ pub enum Command {
     /// The AICB/SimAI workload (HYBRID_TRANSFORMER_FWD_IN_BCKWD) of a job, from the same
     /// workload model the trace is built from; takes the same model flags as `ina3d trace`.
     Aicb(Box<AicbArgs>),
+    /// MLCommons Chakra execution traces (v1.0.0) for ASTRA-sim: one `<prefix>.<rank>.et`
+    /// per rank (compute, collective, send and receive nodes with their dependencies and
+    /// process groups) and `<prefix>.comm_group.json`, the communicator groups for
+    /// ASTRA-sim's --comm-group-configuration; from the same workload model the trace is
+    /// built from, with the same model flags as `ina3d trace`.
+    Chakra(Box<ChakraArgs>),
+}
+
+/// `ina3d export chakra`.
+#[derive(clap::Args, Debug)]
+pub struct ChakraArgs {
+    /// Megatron log, launch script, config file (TOML/JSON) or preset name (e.g. gpt3-13b).
+    pub input: String,
+    /// The model and its compute, as for `ina3d trace`.
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// File name prefix: ASTRA-sim's --workload-configuration is `DIR/PREFIX`.
+    #[arg(long, default_value = "workload")]
+    pub prefix: String,
+    /// Output directory (created; existing files of the same names are replaced).
+    #[arg(short, long)]
+    pub out: PathBuf,
 }
 
 /// `ina3d export aicb`.
@@ -29,21 +51,61 @@ pub struct AicbArgs {
     pub out: PathBuf,
 }
 
+/// The workload of `input` with the model flags, warnings printed.
+fn workload(input: &str, model: &ModelArgs) -> Result<schedule::Workload> {
+    let mut spec = JobSpec {
+        input: input.to_string(),
+        ..JobSpec::default()
+    };
+    model.apply(&mut spec)?;
+    let cfg = spec.config()?;
+    for w in &cfg.warnings {
+        eprintln!("warning: {w}");
+    }
+    let opts = spec.trace_options()?;
+    schedule::build(&cfg, &opts.schedule).context("building the workload")
+}
+
 /// Run `ina3d export`.
 pub fn run(c: Command) -> Result<()> {
     match c {
-        Command::Aicb(a) => {
-            let mut spec = JobSpec {
-                input: a.input.clone(),
-                ..JobSpec::default()
-            };
-            a.model.apply(&mut spec)?;
-            let cfg = spec.config()?;
-            for w in &cfg.warnings {
-                eprintln!("warning: {w}");
+        Command::Chakra(a) => {
+            let wl = workload(&a.input, &a.model)?;
+            let e = ina3d::ns3::chakra::from_workload(&wl)?;
+            if a.prefix.is_empty() || a.prefix.contains('/') {
+                anyhow::bail!(
+                    "--prefix `{}`: expected a file name prefix without `/`",
+                    a.prefix
+                );
             }
-            let opts = spec.trace_options()?;
-            let wl = schedule::build(&cfg, &opts.schedule).context("building the workload")?;
+            std::fs::create_dir_all(&a.out)
+                .with_context(|| format!("creating {}", a.out.display()))?;
+            let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+            let progress = ina3d::progress::bar(
+                e.ranks.len() as u64,
+                "writing Chakra traces {bar:40} {pos}/{len} ranks",
+            );
+            let mut nodes = 0;
+            for (r, ns) in e.ranks.iter().enumerate() {
+                let p = a.out.join(format!("{}.{r}.et", a.prefix));
+                ina3d::formats::chakra::write(&p, &meta, ns)?;
+                nodes += ns.len();
+                progress.inc(1);
+            }
+            progress.finish_and_clear();
+            let groups = a.out.join(format!("{}.comm_group.json", a.prefix));
+            ina3d::formats::write_atomic_bytes(&groups, e.comm_group_json().as_bytes())?;
+            eprintln!(
+                "wrote {} Chakra traces ({nodes} nodes) and {} ({} communicator groups) in {}",
+                e.ranks.len(),
+                groups.display(),
+                e.comm_groups.len(),
+                a.out.display()
+            );
+            Ok(())
+        }
+        Command::Aicb(a) => {
+            let wl = workload(&a.input, &a.model)?;
             let w = from_workload(&wl)?;
             aicb::write(&a.out, &w)?;
             eprintln!(

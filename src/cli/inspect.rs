@@ -75,6 +75,7 @@ fn print_per_rank(out: &mut String, r: &Report) {
             format!("{c} recv")
         ));
     }
+    head.push_str(&format!(" {:>12} {:>10}", "collectives", "p2p sends"));
     outln!(out, "{head}");
     let n = r.per_rank.len();
     for (i, b) in r.per_rank.iter().enumerate() {
@@ -90,6 +91,7 @@ fn print_per_rank(out: &mut String, r: &Report) {
         for c in &classes {
             row.push_str(&format!(" {:>16} {:>16}", g(&b.sent, c), g(&b.received, c)));
         }
+        row.push_str(&format!(" {:>12} {:>10}", b.collectives, b.p2p_sends));
         outln!(out, "{row}");
     }
 }

@@ -143,6 +143,12 @@ pub struct SizeArgs {
     /// Any Megatron argument, `key=value` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// A launch-script variable set before the script runs, as the environment would
+    /// (`--env CP=2`; the script's own assignments still win, `${CP:-1}` takes it); a
+    /// name of digits is a positional parameter (`--env 3=MOCK` is the script's `$3`).
+    /// Repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
 }
 
 impl SizeArgs {
@@ -237,6 +243,7 @@ impl ModelArgs {
         spec.megatron = self.overrides.pairs.clone();
         spec.sizes = self.sizes.sizes();
         spec.set = self.sizes.set.clone();
+        spec.env = ina3d::pipeline::env_pairs(&self.sizes.env)?;
         spec.gpu = self.gpu.clone();
         spec.mfu = self.mfu;
         spec.calibrate = !self.no_calibrate;

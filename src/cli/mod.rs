@@ -1,6 +1,7 @@
 //! One file per subcommand: argument struct (clap) + `run`. Handlers only glue library
 //! entries together and add file context to errors.
 
+pub mod cluster;
 pub mod compare;
 pub mod examples;
 pub mod export;

@@ -37,9 +37,10 @@ pub struct Args {
 /// consistency check; the reader's warnings go to stderr.
 pub fn load_with_overrides(
     inputs: &[String],
+    env: &[(String, String)],
     overrides: &[(String, String)],
 ) -> anyhow::Result<TrainingConfig> {
-    let c = megatron::load_with_overrides(inputs, overrides)?;
+    let c = megatron::load_with_env(inputs, env, overrides)?;
     for w in &c.warnings {
         eprintln!("warning: {w}");
     }
@@ -168,6 +169,7 @@ impl Summary<'_> {
             "vocab (padded)",
             format!("{} ({})", opt(c.vocab_size), c.padded_vocab()),
             &[
+                "tokenizer_type",
                 "vocab_size",
                 "make_vocab_size_divisible_by",
                 "padded_vocab_size",
@@ -336,7 +338,8 @@ pub fn json(c: &TrainingConfig) -> anyhow::Result<String> {
 /// Run `ina3d parse`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let pairs = ina3d::pipeline::override_pairs(&[], &a.sizes.sizes(), &a.sizes.set)?;
-    let c = load_with_overrides(&a.inputs, &pairs)?;
+    let env = ina3d::pipeline::env_pairs(&a.sizes.env)?;
+    let c = load_with_overrides(&a.inputs, &env, &pairs)?;
     let text = if a.json {
         json(&c)? + "\n"
     } else {

@@ -62,16 +62,24 @@ pub struct Args {
     )]
     pub forms: String,
     /// Lower the plan, replay it and the all-host trace, and record the prediction error
-    /// in the plan (`verification`).
+    /// in the plan (`verification`); the repair loop (`--replay-rounds`) does it anyway.
     #[arg(long)]
     pub verify: bool,
+    /// Verify and repair: replay the all-host plan, then up to N times solve the model
+    /// calibrated on the last replay and replay its plan; the fastest replayed plan is
+    /// kept (never one slower than the all-host plan), with the prediction the model made
+    /// before replaying it. 0: the model alone. Counts against --time-limit.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub replay_rounds: u32,
 }
 
 const PLAN_HELP: &str = "\
 The plan is made for one job on one topology with one ECMP seed and INA switch model;
 `ina3d trace --plan plan.json` with the same options lowers it (and names any option
-that differs). Infeasible settings (e.g. --require dp with --tree-quota 0, or fewer
---ina-slots than the smallest reservation) are errors naming the constraint and group.
+that differs). A job is called infeasible only with a proof — a counting argument or the
+exact program over the groups that must aggregate (--require) — naming the groups, the
+switches and the constraint (--ina-slots, --tree-quota); when the time limit ends the search
+before a plan or a proof, the error says so (raise --time-limit).
 
 Topology specs: see `ina3d trace --help`.";
 
@@ -133,12 +141,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         .job
         .spec(&a.input, &a.topology, InaMode::Planned, classes, a.seed)?;
     let opts = spec.trace_options()?;
-    if opts.collective != trace::Algorithm::Ring {
-        bail!(
-            "--collective {}: the planner models the host ring only (give --collective ring)",
-            opts.collective
-        );
-    }
     let prepared = Job::prepare(&spec)?;
     for w in &prepared.warnings {
         eprintln!("warning: {w}");
@@ -148,6 +150,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         objective: a.objective,
         solver: a.solver,
         time_limit: Duration::from_secs_f64(a.time_limit),
+        replay_rounds: a.replay_rounds,
         ..PlanOptions::default()
     };
     let bar = ina3d::progress::spinner(&format!(
@@ -157,7 +160,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let planned = make_plan(&prepared, &opts, &po);
     bar.finish_and_clear();
     let mut p = planned?;
-    if a.verify {
+    if a.verify && p.verification.is_none() {
         p.verification = Some(verify(&prepared, &opts, &p)?);
     }
     plan_json::write(&a.output, &p)?;

@@ -4,6 +4,7 @@
 
 use super::job::JobArgs;
 use anyhow::{bail, Context};
+use ina3d::ns3::Transport;
 use ina3d::pipeline::{replay_file, replay_job, replay_report};
 use ina3d::progress::spinner;
 use ina3d::replay::RateModel;
@@ -35,14 +36,19 @@ pub struct Args {
     /// with `--from`, the seed the job is generated and routed with (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// How transfers sharing links are rated: ideal (max-min fair rates reached at once,
-    /// closer to TCP; cheap at any scale) or dcqcn (max-min fair rates capped by each
-    /// (source, destination) queue pair's DCQCN rate, with fluid switch queues and ECN
-    /// marking where ports are oversubscribed: what the RoCE glue and SimAI run; within
-    /// 5 % of the RoCE glue where ideal misses by up to 33 %, but several times slower on
-    /// long-congested fabrics). See docs/model.md#dcqcn-rate-model.
-    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES), default_value = "ideal")]
-    pub rate_model: RateModel,
+    /// How transfers sharing links are rated: dcqcn (max-min fair rates capped by each
+    /// queue pair's DCQCN rate, with fluid switch queues and ECN marking where ports are
+    /// congested: what the RoCE glue and SimAI run) or ideal (max-min fair rates reached
+    /// at once, what TCP approaches). Default: the model of `--transport`. See
+    /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
+    /// from ns-3.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
+    pub rate_model: Option<RateModel>,
+    /// The fabric's transport, which chooses the rate model unless `--rate-model` is
+    /// given: roce (RoCE with DCQCN, as the ns-3 glue runs by default: dcqcn) or tcp
+    /// (ideal).
+    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
+    pub transport: Transport,
     /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]
     pub ina: InaMode,
@@ -73,6 +79,9 @@ fn untouched_job_spec() -> ina3d::pipeline::JobSpec {
 /// Run `ina3d replay`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let progress = std::io::stderr().is_terminal();
+    let model = a
+        .rate_model
+        .unwrap_or(RateModel::for_transport(a.transport));
     let result = match (&a.trace, &a.from) {
         (Some(trace), None) => {
             if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()
@@ -81,7 +90,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             {
                 bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
             }
-            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress, a.rate_model)?;
+            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress, model)?;
             for w in &r.warnings {
                 eprintln!("warning: {w}");
             }
@@ -102,7 +111,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .job
                 .spec(input, topology, a.ina, classes, a.seed.unwrap_or(0))?;
             let bar = progress.then(|| spinner("generating the trace"));
-            let (job, result) = replay_job(&spec, progress, a.rate_model, &mut |n| {
+            let (job, result) = replay_job(&spec, progress, model, &mut |n| {
                 if let Some(b) = &bar {
                     b.set_message(format!("generating the trace: {n} records"));
                     b.tick();

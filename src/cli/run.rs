@@ -62,11 +62,12 @@ pub struct Args {
     /// (src, dst) pair, or one per record.
     #[arg(long, value_parser = super::keyword::<ina3d::ns3::TcpConnections>(ina3d::ns3::TcpConnections::NAMES), default_value = "persistent")]
     pub tcp_connections: ina3d::ns3::TcpConnections,
-    /// The replayer's rate model: `ideal` (max-min fair rates at once; cheap at any
-    /// scale) or `dcqcn` (rates capped by each queue pair's DCQCN rate, as the `roce` glue
-    /// runs them; slower on congested fabrics). See `ina3d replay --help`.
-    #[arg(long, value_parser = super::keyword::<ina3d::replay::RateModel>(ina3d::replay::RateModel::NAMES), default_value = "ideal")]
-    pub rate_model: ina3d::replay::RateModel,
+    /// The replayer's rate model: `dcqcn` (rates capped by each queue pair's DCQCN rate,
+    /// as the `roce` glue runs them) or `ideal` (max-min fair rates at once, what TCP
+    /// approaches). Default: the one `--transport` gives (dcqcn for roce, ideal for tcp).
+    /// See `ina3d replay --help`.
+    #[arg(long, value_parser = super::keyword::<ina3d::replay::RateModel>(ina3d::replay::RateModel::NAMES))]
+    pub rate_model: Option<ina3d::replay::RateModel>,
     /// Keep traces in memory only (no DIR/<policy>/trace.csv.gz).
     #[arg(long)]
     pub no_traces: bool,

@@ -29,7 +29,10 @@ pub struct Args {
     pub seed: u64,
     /// Lower this plan (`ina3d plan`): each group's host algorithm or tree and its slot
     /// reservations (INA mode and slot policy `planned`). The plan must have been made
-    /// for the same job, topology, seed and INA switch options; what differs is named.
+    /// for the same job, topology (by content), seed, channels and INA switch options; what
+    /// differs is named. A plan whose reservations exceed a switch's pool among groups that
+    /// may run together, with trees for groups that never reach the network, or roots not
+    /// above their members is refused, naming the group, the switch and the constraint.
     #[arg(long, value_name = "PLAN.json", conflicts_with_all = ["ina", "ina_policy"])]
     pub plan: Option<PathBuf>,
     /// Instead of a training iteration, one collective per size, as nccl-tests runs them:
@@ -95,6 +98,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let plan = ina3d::formats::plan_json::read(p)?;
         let header = ina3d::trace::header(&job.cfg, &job.workload, &job.topology, &opts);
         ina3d::trace::planned::check_plan_job(&plan, &header)
+            .and_then(|()| {
+                ina3d::trace::planned::check_plan(&plan, &job.workload, &job.topology, &opts)
+            })
             .with_context(|| format!("--plan {}", p.display()))?;
         opts.plan = Some(plan);
     }

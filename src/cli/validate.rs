@@ -1,5 +1,5 @@
 //! `ina3d validate`: the validation suite, replayer against ns-3 on contended fabrics from
-//! 16 to 128 GPUs (see `ina3d::pipeline::validate`).
+//! 8 to 128 GPUs (see `ina3d::pipeline::validate`).
 
 use ina3d::ns3::Transport;
 use ina3d::pipeline::validate::Ensemble;

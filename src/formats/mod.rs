@@ -29,6 +29,8 @@
 //! | `validate.csv` (the validation suite's table) | [`validate_csv`] | `validate` | tests |
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
 //! | SimAI `EndToEnd.csv` | [`simai_end_to_end`] (reader) | SimAI | `compare`, `ns3 ingest` |
+//! | `jobs.csv`, `cluster.csv` | [`cluster_csv`] | `cluster` | tests, notebooks |
+//! | Chakra execution trace (`<prefix>.<rank>.et`, v1.0.0) | [`chakra`] | `export chakra` | ASTRA-sim, mlc-chakra, tests |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
 //! file under the final name. Readers never size an allocation by a number read from the
@@ -37,6 +39,8 @@
 pub mod aicb;
 pub mod atomic;
 pub mod bench_csv;
+pub mod chakra;
+pub mod cluster_csv;
 pub mod config_txt;
 mod csv_rows;
 pub mod error;
@@ -59,4 +63,16 @@ pub mod trace_csv;
 pub mod validate_csv;
 
 pub use atomic::{write_atomic, write_atomic_bytes};
+
+/// 64-bit FNV-1a (stable across platforms and Rust versions, unlike `std`'s hasher): the
+/// content hash that names what a file or canonical text holds (a sweep cell's options, a
+/// topology a plan was made on).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
 pub use error::{numbered_lines, read_text, FormatError, Warning};

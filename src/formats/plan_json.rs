@@ -14,8 +14,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The schema version this build reads and writes.
-pub const PLAN_SCHEMA: u32 = 1;
+/// The schema version this build reads and writes (2: every group's `active` window; the
+/// job's `topology_hash` and `nccl_channels`).
+pub const PLAN_SCHEMA: u32 = 2;
 
 /// A whole plan file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -146,10 +147,42 @@ pub struct PlannedGroup {
     pub collective_ns: f64,
     /// The same on the host algorithm (ns).
     pub host_collective_ns: f64,
+    /// The host algorithm of a `host` decision's collectives (`ring`, `dbt`, `hd`,
+    /// `hierarchical`; all-gathers stay on the trace's `--collective`); absent: the
+    /// trace's `--collective`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_algorithm: Option<crate::lower::Algorithm>,
     /// The group's exposed communication under the decision (ns): DP, the gradient stream
     /// past the end of the stage's backward; TP, its collectives on the pipeline's critical
     /// path; embedding, its all-reduce.
     pub exposed_ns: f64,
+    /// When the planner takes the group to be active, holding its reservations: the
+    /// rule by which groups reuse a switch's slots (see [`Activity`]).
+    pub active: Activity,
+}
+
+/// A group's activity window in the iteration, as the planner predicts it (the earliest
+/// start to the latest end over all its options; TP groups the whole iteration).
+///
+/// **The reuse rule.** Groups whose windows meet (closed intervals: touching counts) may be
+/// active together, so on every switch their reservations must fit the slot pool and their
+/// trees the tree quota together; groups whose windows do not meet never run at once and
+/// may reuse the same slots. `ina3d plan` plans by this rule and `ina3d trace --plan`
+/// checks exactly it (`crate::trace::planned::concurrent_sets`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Activity {
+    /// Start (ns from the iteration's start).
+    pub from_ns: f64,
+    /// End (ns); `None`: to the end of the iteration.
+    pub until_ns: Option<f64>,
+}
+
+impl Activity {
+    /// The window as a closed interval (an open end is +∞).
+    pub fn interval(&self) -> (f64, f64) {
+        (self.from_ns, self.until_ns.unwrap_or(f64::INFINITY))
+    }
 }
 
 /// A plan lowered by `ina3d trace --plan` and replayed.
@@ -198,6 +231,13 @@ pub fn parse(path: &Path, text: &str) -> Result<PlanFile, FormatError> {
         if !g.members.windows(2).all(|w| w[0] < w[1]) {
             return Err(file(format!(
                 "groups[{i}] ({} group of rank {first}): members must be ascending and distinct",
+                g.class
+            )));
+        }
+        let (from, until) = g.active.interval();
+        if !(from >= 0.0 && from <= until) {
+            return Err(file(format!(
+                "groups[{i}] ({} group of rank {first}): active: from_ns {from} and until_ns {until} are not a window (0 ≤ from_ns ≤ until_ns)",
                 g.class
             )));
         }
@@ -285,6 +325,11 @@ mod tests {
                     collective_ns: 1.5e5,
                     host_collective_ns: 2e5,
                     exposed_ns: 9e5,
+                    host_algorithm: None,
+                    active: Activity {
+                        from_ns: 1e5,
+                        until_ns: Some(8e5),
+                    },
                 },
                 PlannedGroup {
                     class: Class::Emb,
@@ -297,6 +342,11 @@ mod tests {
                     collective_ns: 1e5,
                     host_collective_ns: 1e5,
                     exposed_ns: 1e6,
+                    host_algorithm: None,
+                    active: Activity {
+                        from_ns: 9e5,
+                        until_ns: None,
+                    },
                 },
             ],
             verification: None,
@@ -322,16 +372,16 @@ mod tests {
     #[test]
     fn unknown_fields_a_foreign_schema_and_bad_trees_are_refused() {
         let good = serde_json::to_string(&sample()).unwrap();
-        let extra = good.replacen("\"schema\":1", "\"schema\":1,\"extra\":0", 1);
+        let extra = good.replacen("\"schema\":2", "\"schema\":2,\"extra\":0", 1);
         assert!(parse(Path::new("p"), &extra)
             .unwrap_err()
             .to_string()
             .contains("extra"));
-        let v2 = good.replacen("\"schema\":1", "\"schema\":2", 1);
-        assert!(parse(Path::new("p"), &v2)
+        let v1 = good.replacen("\"schema\":2", "\"schema\":1", 1);
+        assert!(parse(Path::new("p"), &v1)
             .unwrap_err()
             .to_string()
-            .contains("schema 2"));
+            .contains("schema 1"));
         let mut bad = sample();
         if let Decision::Tree { edges, .. } = &mut bad.groups[0].decision {
             edges.pop();
@@ -340,6 +390,11 @@ mod tests {
         let s = serde_json::to_string(&bad).unwrap();
         let e = parse(Path::new("p"), &s).unwrap_err().to_string();
         assert!(e.contains("groups[0]") && e.contains("root 20"), "{e}");
+        let mut late = sample();
+        late.groups[0].active.until_ns = Some(1.0);
+        let s = serde_json::to_string(&late).unwrap();
+        let e = parse(Path::new("p"), &s).unwrap_err().to_string();
+        assert!(e.contains("groups[0]") && e.contains("active"), "{e}");
         let mut twice = sample();
         twice.groups[1].class = Class::Dp;
         let s = serde_json::to_string(&twice).unwrap();

@@ -34,8 +34,11 @@ pub enum Breakdown {
     /// Exposed pipeline communication. SimAI computes it from a formula (p2p bytes over
     /// the configured pipeline bandwidth), it does not simulate it.
     ExposePp,
-    /// Pipeline bubble; also a formula in SimAI, `(PP−1)/(GA·VPP)` of the first
-    /// micro-batch's time.
+    /// Pipeline bubble; also a formula in SimAI: `(PP−1)/(GA·VPP)` times the sum, over the
+    /// workload's rows except those named `embedding_layer`, of forward and
+    /// input-gradient compute and exposed communication and weight-gradient compute.
+    /// `export aicb` writes the rows of every micro-batch, so that is `(PP−1)/VPP`
+    /// micro-batches of the first stage.
     Bubble,
     /// Compute of the simulated rank.
     TotalComp,
@@ -122,9 +125,44 @@ pub struct Totals {
     pub time_us: Option<f64>,
 }
 
+/// Which SimAI front-end wrote the file, told by the run name SimAI puts in the layer
+/// table's header (`layer_name,<run>,…`): its analytical front-end names every run
+/// `Analytical_test`, its ns-3 front-end `test1` (`AnalyticalAstra.cc`,
+/// `AstraSimNetwork.cc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `SimAI_analytical`: communication times from its bus-bandwidth formulas, no network
+    /// simulation.
+    Analytical,
+    /// `SimAI_simulator` on ns-3: communication simulated packet by packet.
+    Ns3,
+    /// The file has no layer table or another run name.
+    Unknown,
+}
+
+/// The job a SimAI file was run on, as far as the file shows it: group sizes from the
+/// ratio of bus to algorithm bandwidth of its collectives (nccl-tests' factors
+/// `2(n−1)/n` for all-reduce, `(n−1)/n` for all-gather and reduce-scatter), and the
+/// micro-batches and layers from the row names `ina3d export aicb` writes
+/// (`layer<L>.mb<M>`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SimaiJob {
+    /// Size of the group the forward and input-gradient collectives ran over (TP), with
+    /// the line that shows it.
+    pub tp: Option<(u32, u64)>,
+    /// Size of the group the weight-gradient collectives ran over (DP), with its line.
+    pub dp: Option<(u32, u64)>,
+    /// Distinct micro-batches in the row names.
+    pub microbatches: Option<u32>,
+    /// Distinct transformer layers in the row names.
+    pub layers: Option<u32>,
+}
+
 /// Everything an `EndToEnd.csv` holds.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EndToEnd {
+    /// The run name of the layer table's header, when there is one.
+    pub layer_run_name: Option<String>,
     /// Summary rows, one per run (SimAI writes one).
     pub runs: Vec<RunSummary>,
     /// Per-layer rows and the `SUM` row, in file order.
@@ -134,6 +172,55 @@ pub struct EndToEnd {
 }
 
 impl EndToEnd {
+    /// Which SimAI front-end wrote the file ([`Backend`]).
+    pub fn backend(&self) -> Backend {
+        match self.layer_run_name.as_deref() {
+            Some("Analytical_test") => Backend::Analytical,
+            Some("test1") => Backend::Ns3,
+            _ => Backend::Unknown,
+        }
+    }
+
+    /// The job the file shows ([`SimaiJob`]).
+    pub fn job(&self) -> SimaiJob {
+        let mut j = SimaiJob::default();
+        let get =
+            |r: &LayerRow, k: &str| r.values.iter().find(|(n, _)| n == k).and_then(|(_, v)| *v);
+        for r in self.layers.iter().filter(|r| !r.is_sum()) {
+            for (kind, slot) in [("fwd", 0), ("ig", 0), ("wg", 1)] {
+                let (Some(alg), Some(bus)) = (
+                    get(r, &format!("{kind}_algbw")),
+                    get(r, &format!("{kind}_busbw")),
+                ) else {
+                    continue;
+                };
+                let target = if slot == 0 { &mut j.tp } else { &mut j.dp };
+                if target.is_none() {
+                    *target = group_size(alg, bus).map(|n| (n, r.line));
+                }
+            }
+        }
+        let mut mbs = std::collections::BTreeSet::new();
+        let mut layers = std::collections::BTreeSet::new();
+        for r in &self.layers {
+            let mut parts = r.layer.split('.');
+            if let (Some(l), Some(mb)) = (parts.next(), parts.next()) {
+                if let (Some(l), Some(mb)) = (
+                    l.strip_prefix("layer").and_then(|x| x.parse::<u32>().ok()),
+                    mb.strip_prefix("mb").and_then(|x| x.parse::<u32>().ok()),
+                ) {
+                    layers.insert(l);
+                    mbs.insert(mb);
+                }
+            }
+        }
+        if !mbs.is_empty() {
+            j.microbatches = Some(mbs.len() as u32);
+            j.layers = Some(layers.len() as u32);
+        }
+        j
+    }
+
     /// The iteration time in µs: the totals line's (unrounded) when present, else the
     /// single run's `Total time`.
     pub fn total_time_us(&self) -> Option<f64> {
@@ -167,11 +254,33 @@ fn snake(s: &str) -> String {
         .join("_")
 }
 
-/// A cell's number: the first word (`633 (36.28%)` → 633); `nan`, `NONE` and empty are
+/// The group size a collective's bus/algorithm bandwidth ratio gives: `r = 2(n−1)/n` (an
+/// all-reduce, `r ≥ 1`) or `(n−1)/n` (`r < 1`); `None` for a ratio no small group gives
+/// (SimAI prints both bandwidths with two decimals, so the size is rounded).
+fn group_size(alg: f64, bus: f64) -> Option<u32> {
+    if !(alg > 0.0 && bus > 0.0) {
+        return None;
+    }
+    let r = bus / alg;
+    let n = if r >= 1.0 {
+        2.0 / (2.0 - r)
+    } else {
+        1.0 / (1.0 - r)
+    };
+    (n.is_finite() && (1.5..=65_536.0).contains(&n)).then(|| n.round() as u32)
+}
+
+/// A cell's number: the first word (`633 (36.28%)` → 633); `nan` (SimAI's analytical
+/// back-end prints `-nan` for a bandwidth over no time), `inf`, `NONE` and empty are
 /// `None`; anything else is an error naming the field.
 fn number(path: &Path, line: u64, field: &str, cell: &str) -> Result<Option<f64>, FormatError> {
     let v = cell.split_whitespace().next().unwrap_or("");
-    if v.is_empty() || v.eq_ignore_ascii_case("nan") || v == "NONE" {
+    let unsigned = v.trim_start_matches(['-', '+']);
+    if v.is_empty()
+        || unsigned.eq_ignore_ascii_case("nan")
+        || unsigned.eq_ignore_ascii_case("inf")
+        || v == "NONE"
+    {
         return Ok(None);
     }
     match v.parse::<f64>() {
@@ -210,7 +319,10 @@ pub fn parse(path: &Path, text: &str) -> Result<(EndToEnd, Vec<Warning>), Format
         let cells: Vec<&str> = l.split(',').map(str::trim).collect();
         match squash(cells[0]).as_str() {
             "filename" => table = Table::Summary(summary_header(path, no, &cells, &mut warnings)),
-            "layername" => table = Table::Layers(layer_header(&cells)),
+            "layername" => {
+                out.layer_run_name = cells.get(1).map(|s| s.to_string());
+                table = Table::Layers(layer_header(&cells))
+            }
             "totalexposedcomm" => out.totals = Some(totals_line(path, no, &cells)?),
             _ => match &table {
                 Table::Summary(cols) => out.runs.push(summary_row(path, no, cols, &cells)?),
@@ -376,17 +488,35 @@ fn totals_line(path: &Path, no: u64, cells: &[&str]) -> Result<Totals, FormatErr
 /// from a closed formula, or as a sum of other figures. Said beside every compared row so
 /// a reader knows which differences measure the network model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Basis {
-    /// From the simulated collectives (SimAI's analytical or ns-3 back-end).
+    /// Simulated on ns-3 (SimAI's ns-3 front-end).
     Simulated,
+    /// SimAI's analytical model: each collective's bytes over a bus bandwidth, no network.
+    Analytical,
+    /// The file does not say which front-end wrote it: simulated or analytical.
+    #[serde(rename = "simulated-or-analytical")]
+    Unknown,
+    /// The workload's own compute times (those `export aicb` wrote), summed.
+    Workload,
     /// From a closed formula over the workload (SimAI's pipeline terms).
     Formula,
-    /// A sum of simulated and formula figures.
+    /// A sum of other figures.
     Sum,
 }
 
-keyword_enum!(Basis, "SimAI basis", Basis::Simulated => "simulated", Basis::Formula => "formula", Basis::Sum => "sum");
+keyword_enum!(Basis, "SimAI basis", Basis::Simulated => "simulated", Basis::Analytical => "analytical", Basis::Unknown => "simulated-or-analytical", Basis::Workload => "workload", Basis::Formula => "formula", Basis::Sum => "sum");
+
+impl Backend {
+    /// How this front-end obtained its communication figures.
+    pub fn comm_basis(self) -> Basis {
+        match self {
+            Backend::Analytical => Basis::Analytical,
+            Backend::Ns3 => Basis::Simulated,
+            Backend::Unknown => Basis::Unknown,
+        }
+    }
+}
 
 /// One row of `ina3d compare`'s `end_to_end.csv`: a figure of the replay's `summary.csv`
 /// beside SimAI's, ns.

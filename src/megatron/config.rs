@@ -179,6 +179,9 @@ pub enum PositionEmbedding {
     Mrope,
     /// Relative attention bias.
     Relative,
+    /// ALiBi (Megatron-DeepSpeed's `alibi`): a fixed per-head bias on the attention
+    /// scores, no parameters.
+    Alibi,
     /// None.
     None,
 }
@@ -192,6 +195,7 @@ impl PositionEmbedding {
             PositionEmbedding::Yarn => "yarn",
             PositionEmbedding::Mrope => "mrope",
             PositionEmbedding::Relative => "relative",
+            PositionEmbedding::Alibi => "alibi",
             PositionEmbedding::None => "none",
         }
     }

@@ -8,6 +8,7 @@ use super::config::{Dtype, MoeLayerFreq, Source, TrainingConfig};
 use super::error::{source_place, Loc, MegatronError, Warning};
 use super::fields::{canonical_key, GPT2_VOCAB, REQUIRED};
 use super::pattern::MAX_PATTERN_LAYERS;
+use super::tokenizer::{tokenizer_vocab, TokenizerVocab};
 
 /// Smallest multiple of `m` that is ≥ `v`; `None` on overflow (`m = 0` leaves `v`).
 pub fn round_up(v: u64, m: u64) -> Option<u64> {
@@ -19,7 +20,8 @@ pub fn round_up(v: u64, m: u64) -> Option<u64> {
 }
 
 impl TrainingConfig {
-    fn place(&self, field: &str) -> String {
+    /// Where `field`'s value came from, for an error or a warning.
+    pub(crate) fn place(&self, field: &str) -> String {
         self.sources
             .get(field)
             .map(source_place)
@@ -64,6 +66,7 @@ impl TrainingConfig {
         self.derive_batch()?;
         self.derive_vocab()?;
         self.derive_zero();
+        self.warn_not_modelled();
         Ok(())
     }
 
@@ -218,6 +221,19 @@ impl TrainingConfig {
     }
 
     fn derive_virtual_pipeline(&mut self) {
+        // Megatron-core's newer spelling gives the chunks per stage directly.
+        if let Some(v) = self
+            .extra_u64("num_virtual_stages_per_pipeline_rank")
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|v| *v > 1)
+        {
+            self.derive(
+                "virtual_pipeline_model_parallel_size",
+                "num_virtual_stages_per_pipeline_rank",
+                |c| c.virtual_pipeline_model_parallel_size = Some(v),
+            );
+            return;
+        }
         let Some(n) = self
             .extra_u64("num_layers_per_virtual_pipeline_stage")
             .and_then(|n| u32::try_from(n).ok())
@@ -300,6 +316,14 @@ impl TrainingConfig {
     }
 
     fn derive_batch(&mut self) -> Result<(), MegatronError> {
+        if self.extra_value("rampup_batch_size").is_some() {
+            let at = self.place("rampup_batch_size");
+            self.warn(Warning {
+                at,
+                field: "rampup_batch_size".into(),
+                message: "the batch ramp-up of the first iterations is not modelled: the iteration modelled has the final global batch".into(),
+            });
+        }
         let gb = self
             .micro_batch_size
             .checked_mul(u64::from(self.data_parallel_size))
@@ -314,22 +338,177 @@ impl TrainingConfig {
         Ok(())
     }
 
+    /// The vocabulary (docs/model.md#vocabulary): the tokenizer's own size when the
+    /// tokenizer is a published one, `--vocab-size` for `NullTokenizer`/`TikTokenizer` or
+    /// a tokenizer the reader does not know, GPT-2's 50257 when nothing names one (with a
+    /// warning); then padded as Megatron pads it: to `--pad-vocab-size-to` when given
+    /// (Megatron-DeepSpeed), else up to a multiple of `make_vocab_size_divisible_by·TP`.
     fn derive_vocab(&mut self) -> Result<(), MegatronError> {
         if self.is_explicit("padded_vocab_size") {
             return Ok(());
         }
-        let (v, how) = match self.vocab_size {
-            Some(v) => (v, "vocab_size rounded up to make_vocab_size_divisible_by·TP".to_string()),
-            None => (GPT2_VOCAB, format!("no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed, rounded up to make_vocab_size_divisible_by·TP")),
+        let pad_to = self.extra_u64("pad_vocab_size_to");
+        let Some((v, how)) = self.vocabulary(pad_to.is_some())? else {
+            // The tokenizer's size is unknown, but --pad-vocab-size-to fixes the rows.
+            let to = pad_to.unwrap_or(0);
+            let how = format!(
+                "--pad-vocab-size-to {to} ({}); the tokenizer's own size is not known to the reader (Megatron-DeepSpeed requires it to be at most {to})",
+                self.place("pad_vocab_size_to")
+            );
+            self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(to));
+            return Ok(());
         };
+        if self.vocab_size != Some(v) {
+            // Megatron sizes the embedding from the tokenizer whatever --vocab-size says
+            // (the warning names both).
+            self.vocab_size = Some(v);
+            self.sources
+                .insert("vocab_size".into(), Source::Derived { how: how.clone() });
+        }
+        if let Some(to) = pad_to {
+            let at = self.place("pad_vocab_size_to");
+            let div = self.make_vocab_size_divisible_by.max(1);
+            if to < v {
+                return Err(MegatronError::Inconsistent {
+                    at,
+                    field: "pad_vocab_size_to".into(),
+                    expected: format!(
+                        "a size ≥ the vocabulary {v} (Megatron-DeepSpeed pads only up), found {to}"
+                    ),
+                });
+            }
+            if !to.is_multiple_of(div) {
+                return Err(MegatronError::Inconsistent {
+                    at,
+                    field: "pad_vocab_size_to".into(),
+                    expected: format!("a multiple of make_vocab_size_divisible_by {div} (Megatron-DeepSpeed refuses others), found {to}"),
+                });
+            }
+            let how = format!("--pad-vocab-size-to {to} ({at}); vocabulary {v}: {how}");
+            self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(to));
+            return Ok(());
+        }
         let p = self
             .vocab_multiple()
             .and_then(|m| round_up(v, m))
             .ok_or_else(|| {
                 self.overflow("make_vocab_size_divisible_by", "the padded vocabulary")
             })?;
+        let how = format!("{v} rounded up to make_vocab_size_divisible_by·TP; vocabulary: {how}");
         self.derive("padded_vocab_size", how, |c| c.padded_vocab_size = Some(p));
         Ok(())
+    }
+
+    /// The unpadded vocabulary and how it was found; warns when it is assumed. `None`
+    /// when it is unknown and `padded_given` (the padded size does not depend on it).
+    fn vocabulary(&mut self, padded_given: bool) -> Result<Option<(u64, String)>, MegatronError> {
+        let ttype = self.extra_value("tokenizer_type").map(str::to_string);
+        let model_key = ["tokenizer_model", "tokenizer_name_or_path", "vocab_file"]
+            .into_iter()
+            .find(|k| self.extra_value(k).is_some());
+        let model = model_key.and_then(|k| self.extra_value(k).map(str::to_string));
+        let given = if self.is_explicit("vocab_size") {
+            self.vocab_size
+        } else {
+            None
+        };
+        let given_at = self.place("vocab_size");
+        let tok_at = self.place(if ttype.is_some() {
+            "tokenizer_type"
+        } else {
+            model_key.unwrap_or("tokenizer_type")
+        });
+        let tv = tokenizer_vocab(ttype.as_deref(), model.as_deref());
+        if padded_given
+            && given.is_none()
+            && matches!(tv, TokenizerVocab::Unknown(_) | TokenizerVocab::None)
+        {
+            return Ok(None);
+        }
+        Ok(Some(match tv {
+            TokenizerVocab::Known(n, how) => {
+                if let Some(g) = given.filter(|g| *g != n) {
+                    self.warn(Warning {
+                        at: given_at.clone(),
+                        field: "vocab_size".into(),
+                        message: format!("{g} differs from the tokenizer's {n} ({how}, {tok_at}); Megatron sizes the embedding from the tokenizer, so {n} is used"),
+                    });
+                }
+                (n, format!("{how} ({tok_at})"))
+            }
+            TokenizerVocab::FromVocabSize(default, how) => match (given, default) {
+                (Some(g), _) => (g, format!("--vocab-size ({given_at}); {how} ({tok_at})")),
+                (None, Some(d)) => (d, format!("{how} ({tok_at})")),
+                (None, None) => {
+                    return Err(MegatronError::Missing {
+                        at: tok_at,
+                        field: "vocab_size".into(),
+                        hint: format!("{how}: give --vocab-size"),
+                    })
+                }
+            },
+            TokenizerVocab::Unknown(what) => match given {
+                Some(g) => {
+                    self.warn(Warning {
+                        at: tok_at.clone(),
+                        field: "tokenizer_type".into(),
+                        message: format!("{what}: --vocab-size {g} ({given_at}) is used as its size; Megatron reads the size from the tokenizer itself, check it"),
+                    });
+                    (g, format!("--vocab-size ({given_at}), the size of {what}"))
+                }
+                None => {
+                    self.warn(Warning {
+                        at: tok_at.clone(),
+                        field: "tokenizer_type".into(),
+                        message: format!("{what}: GPT-2's {GPT2_VOCAB} assumed, which sizes the embedding, LM head and logits; give --vocab-size (or --set padded_vocab_size=N)"),
+                    });
+                    (
+                        GPT2_VOCAB,
+                        format!("assumed GPT-2's {GPT2_VOCAB}: {what} ({tok_at})"),
+                    )
+                }
+            },
+            TokenizerVocab::None => match given {
+                Some(g) => (g, format!("vocab_size ({given_at})")),
+                None => {
+                    self.warn(Warning {
+                        at: "inputs".into(),
+                        field: "vocab_size".into(),
+                        message: format!("no tokenizer and no vocab_size in any input: GPT-2's {GPT2_VOCAB} assumed, which sizes the embedding, LM head and logits"),
+                    });
+                    (GPT2_VOCAB, format!("no tokenizer and no vocab_size in any input: GPT-2 BPE's {GPT2_VOCAB} assumed"))
+                }
+            },
+        }))
+    }
+
+    /// A warning for each argument of [`super::fields::NOT_MODELLED`] the job sets.
+    fn warn_not_modelled(&mut self) {
+        for (k, what) in super::fields::NOT_MODELLED {
+            let typed = (*k == "overlap_param_gather"
+                && self.overlap_param_gather
+                && self.use_distributed_optimizer)
+                .then_some("True");
+            let Some(v) = typed.or_else(|| self.extra_value(k)) else {
+                continue;
+            };
+            if matches!(v, "False" | "false" | "0") {
+                continue;
+            }
+            let at = self.place(k);
+            self.warn(Warning {
+                at,
+                field: (*k).to_string(),
+                message: format!("set (`{v}`) but not modelled: {what}"),
+            });
+        }
+    }
+
+    /// Records a warning once (finalize runs again after every override).
+    fn warn(&mut self, w: Warning) {
+        if !self.warnings.contains(&w) {
+            self.warnings.push(w);
+        }
     }
 
     /// Megatron-DeepSpeed: ZeRO applies only under `--deepspeed`; stages 1 and 2 shard
@@ -424,9 +603,13 @@ impl TrainingConfig {
                 }
             }
             "data_parallel_size" => rederive(self, "world_size"),
-            "make_vocab_size_divisible_by" | "vocab_size" if self.vocab_size.is_some() => {
-                rederive(self, "padded_vocab_size")
-            }
+            "make_vocab_size_divisible_by"
+            | "vocab_size"
+            | "pad_vocab_size_to"
+            | "tokenizer_type"
+            | "tokenizer_model"
+            | "tokenizer_name_or_path"
+            | "vocab_file" => rederive(self, "padded_vocab_size"),
             "num_query_groups" if self.num_query_groups.is_some() => {
                 self.group_query_attention = true;
                 self.sources

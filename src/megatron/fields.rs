@@ -88,6 +88,46 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "topk",
     "moe_expert_parallel_size",
     "expert_interval",
+    "pad_vocab_size_to",
+    "decoder_first_pipeline_num_layers",
+    "decoder_last_pipeline_num_layers",
+    "account_for_embedding_in_pipeline_split",
+    "account_for_loss_in_pipeline_split",
+    "pp_partition_method",
+    "partition_method",
+    "pipeline_model_parallel_layout",
+    "embed_layernorm",
+    "rampup_batch_size",
+    "quick_geglu",
+    "fp8_param_gather",
+    "num_virtual_stages_per_pipeline_rank",
+    "hierarchical_context_parallel_sizes",
+    "tokenizer_type",
+    "tokenizer_model",
+    "tokenizer_name_or_path",
+    "vocab_file",
+];
+
+/// Arguments that name the tokenizer: a launch script's value for one of these that does
+/// not resolve is a warning, not an error, when the vocabulary is given otherwise
+/// (docs/model.md#vocabulary).
+pub(crate) const TOKENIZER_ARGS: &[&str] = &[
+    "tokenizer_type",
+    "tokenizer_model",
+    "tokenizer_name_or_path",
+    "vocab_file",
+];
+
+/// Arguments that change the job's traffic or compute in ways the model does not follow:
+/// read, kept in `extra` with where they came from, and named in a warning when set
+/// (docs/model.md#known-gaps). (argument, what is not modelled.)
+pub(crate) const NOT_MODELLED: &[(&str, &str)] = &[
+    ("overlap_param_gather", "the distributed optimizer's parameter all-gathers run at the end of the iteration, not overlapped with the next forward"),
+    ("tp_comm_overlap", "TP collectives overlapped with the GEMMs (Transformer Engine userbuffers) run as separate steps"),
+    ("fp8_format", "FP8 compute: the GPU's bf16 peak times the compute unless a log calibrates it"),
+    ("fp8_dot_product_attention", "FP8 attention: ring attention's FP8 backward (K/V alone around the ring, dK/dV in one all-to-all) is modelled as the bf16 one"),
+    ("moe_pad_expert_input_to_capacity", "padding expert inputs to capacity: tokens over capacity are dropped, the padding is not sent"),
+    ("sync_tp_duplicated_parameters", "Megatron-DeepSpeed's all-reduce of TP-duplicated parameters (norms, biases) every step is not generated"),
 ];
 
 /// Arguments with no Megatron default that a job cannot be described without.
@@ -258,6 +298,25 @@ fn parse_norm(v: &str, key: &str, loc: &Loc) -> Result<Normalization, MegatronEr
     }
 }
 
+/// A list of sizes as Python prints it (`[2, 4]`), as a TOML array is rendered, or as a
+/// launch script gives `nargs='+'` values (`2 4`, `2,4`).
+pub(crate) fn parse_size_list(v: &str, key: &str, loc: &Loc) -> Result<Vec<u32>, MegatronError> {
+    let inner = v.trim().trim_start_matches('[').trim_end_matches(']');
+    let sizes: Vec<u32> = inner
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(|s| parse_u32(s, key, loc, 1))
+        .collect::<Result<_, _>>()?;
+    if sizes.is_empty() || sizes.len() > 8 {
+        return Err(MegatronError::at(
+            loc,
+            key,
+            format!("expected a list of 1 to 8 sizes such as `[2, 4]`, found `{v}`"),
+        ));
+    }
+    Ok(sizes)
+}
+
 fn parse_pos_emb(v: &str, key: &str, loc: &Loc) -> Result<PositionEmbedding, MegatronError> {
     match v.trim() {
         "learned_absolute" => Ok(PositionEmbedding::LearnedAbsolute),
@@ -265,12 +324,13 @@ fn parse_pos_emb(v: &str, key: &str, loc: &Loc) -> Result<PositionEmbedding, Meg
         "yarn" => Ok(PositionEmbedding::Yarn),
         "mrope" => Ok(PositionEmbedding::Mrope),
         "relative" => Ok(PositionEmbedding::Relative),
+        "alibi" => Ok(PositionEmbedding::Alibi),
         "none" => Ok(PositionEmbedding::None),
         other => Err(MegatronError::at(
             loc,
             key,
             format!(
-                "expected learned_absolute, rope, yarn, mrope, relative or none, found `{other}`"
+                "expected learned_absolute, rope, yarn, mrope, relative, alibi or none, found `{other}`"
             ),
         )),
     }
@@ -447,6 +507,9 @@ impl TrainingConfig {
             || self.apply_flags(&key, v, &src, loc)?
             || self.apply_aliases(&key, v, &src, loc)?;
         if !handled {
+            if NOT_MODELLED.iter().any(|(k, _)| *k == key) {
+                self.sources.insert(key.clone(), src);
+            }
             self.extra.insert(key, v.to_string());
         }
         Ok(())
@@ -798,15 +861,39 @@ impl TrainingConfig {
                     parse_u32(v, k, loc, 1)?
                 )
             }
-            "num_layers_per_virtual_pipeline_stage" | "expert_interval" if !none => {
+            "num_layers_per_virtual_pipeline_stage"
+            | "expert_interval"
+            | "pad_vocab_size_to"
+            | "num_virtual_stages_per_pipeline_rank"
+            | "decoder_first_pipeline_num_layers"
+            | "decoder_last_pipeline_num_layers"
+                if !none =>
+            {
                 parse_uint(v, k, loc, 1)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
-            "deepspeed" => {
+            "hierarchical_context_parallel_sizes" if !none => {
+                parse_size_list(v, k, loc)?;
+                self.sources.insert(k.to_string(), src.clone());
+            }
+            "deepspeed"
+            | "embed_layernorm"
+            | "quick_geglu"
+            | "fp8_param_gather"
+            | "account_for_embedding_in_pipeline_split"
+            | "account_for_loss_in_pipeline_split" => {
                 parse_bool(v, k, loc)?;
                 self.sources.insert(k.to_string(), src.clone());
             }
-            "deepspeed_config" => {
+            "deepspeed_config"
+            | "rampup_batch_size"
+            | "pp_partition_method"
+            | "partition_method"
+            | "pipeline_model_parallel_layout"
+            | "tokenizer_type"
+            | "tokenizer_model"
+            | "tokenizer_name_or_path"
+            | "vocab_file" => {
                 self.sources.insert(k.to_string(), src.clone());
             }
             _ => return Ok(false),

@@ -19,6 +19,8 @@ pub mod pattern;
 pub mod presets;
 pub mod scan;
 pub mod script;
+pub mod stages;
+pub mod tokenizer;
 pub mod validate;
 
 pub use config::{
@@ -94,17 +96,21 @@ fn config(kind: InputKind, p: &str, text: &str) -> Result<(InputKind, Parsed), M
     Ok((kind, Parsed::Config(c)))
 }
 
-fn script(p: &str, text: &str) -> Result<(InputKind, Parsed), MegatronError> {
+fn script(
+    p: &str,
+    text: &str,
+    env: &[(String, String)],
+) -> Result<(InputKind, Parsed), MegatronError> {
     Ok((
         InputKind::Script,
-        Parsed::Script(script::scan_script(p, text)?),
+        Parsed::Script(script::scan_script_with_env(p, text, env)?),
     ))
 }
 
 /// Reads and classifies one input file. Kind is decided by content (a `{` opens JSON;
 /// an arguments block, iteration line or timer makes a log; a `pretrain_*.py` command or
 /// a `#!` line a script; `key = value` lines TOML), the extension only breaking ties.
-fn parse_file(path: &Path) -> Result<(InputKind, Parsed), MegatronError> {
+fn parse_file(path: &Path, env: &[(String, String)]) -> Result<(InputKind, Parsed), MegatronError> {
     let p = path.display().to_string();
     let bytes = std::fs::read(path).map_err(|source| MegatronError::Io {
         path: p.clone(),
@@ -124,13 +130,13 @@ fn parse_file(path: &Path) -> Result<(InputKind, Parsed), MegatronError> {
         return config(InputKind::Toml, &p, text);
     }
     if matches!(ext.as_str(), "sh" | "bash") {
-        return script(&p, text);
+        return script(&p, text, env);
     }
     let log = scan::scan_log(&p, text)?;
     let found =
         log.args_header_line.is_some() || !log.iterations.is_empty() || !log.timers.is_empty();
     if !found && looks_like_script(text) {
-        return script(&p, text);
+        return script(&p, text, env);
     }
     if !found && looks_like_toml(text) {
         return config(InputKind::Toml, &p, text);
@@ -140,10 +146,10 @@ fn parse_file(path: &Path) -> Result<(InputKind, Parsed), MegatronError> {
 
 /// An input named on the command line: an existing file, else a preset name (`gpt3-13b`,
 /// or `preset:gpt3-13b`, which is never taken for a file).
-fn read_input(input: &str) -> Result<Read, MegatronError> {
+fn read_input(input: &str, env: &[(String, String)]) -> Result<Read, MegatronError> {
     let path = Path::new(input);
     if !input.starts_with("preset:") && path.exists() {
-        let (kind, parsed) = parse_file(path)?;
+        let (kind, parsed) = parse_file(path, env)?;
         return Ok(Read {
             kind,
             label: input.to_string(),
@@ -296,6 +302,17 @@ pub fn load_with_overrides(
     inputs: &[String],
     overrides: &[(String, String)],
 ) -> Result<TrainingConfig, MegatronError> {
+    load_with_env(inputs, &[], overrides)
+}
+
+/// [`load_with_overrides`], with launch-script variables set before the scripts run
+/// (`--env NAME=VALUE`; a name of digits is a positional parameter): a script's own
+/// assignments still win, as they would over the environment.
+pub fn load_with_env(
+    inputs: &[String],
+    env: &[(String, String)],
+    overrides: &[(String, String)],
+) -> Result<TrainingConfig, MegatronError> {
     if inputs.is_empty() {
         return Err(MegatronError::Missing {
             at: "inputs".into(),
@@ -305,7 +322,7 @@ pub fn load_with_overrides(
     }
     let mut reads = inputs
         .iter()
-        .map(|i| read_input(i))
+        .map(|i| read_input(i, env))
         .collect::<Result<Vec<_>, _>>()?;
     let mut c = TrainingConfig::megatron_defaults();
     if !apply_inputs(&mut c, &reads)? {
@@ -325,7 +342,7 @@ pub fn load_with_overrides(
     for (k, v) in overrides {
         c.override_arg(k, v)?;
     }
-    check_unresolved(&c, &mut reads)?;
+    check_unresolved(&mut c, &mut reads)?;
     c.finalize().map_err(|e| match e {
         MegatronError::Missing { field, hint, .. } => MegatronError::Missing {
             at: inputs.join(", "),
@@ -341,7 +358,7 @@ pub fn load_with_overrides(
 /// A launch-script flag that matters but had no value the script alone gives is an
 /// error — unless another input (a log's arguments block, a config file) or an override
 /// sets that argument.
-fn check_unresolved(c: &TrainingConfig, reads: &mut [Read]) -> Result<(), MegatronError> {
+fn check_unresolved(c: &mut TrainingConfig, reads: &mut [Read]) -> Result<(), MegatronError> {
     for r in reads {
         let Parsed::Script(s) = &mut r.parsed else {
             continue;
@@ -352,9 +369,22 @@ fn check_unresolved(c: &TrainingConfig, reads: &mut [Read]) -> Result<(), Megatr
                 Some(Source::File { path, .. }) => *path != r.label,
                 _ => false,
             };
-            if !elsewhere {
-                return Err(err);
+            if elsewhere {
+                continue;
             }
+            if fields::TOKENIZER_ARGS.contains(&key.as_str()) {
+                if c.warnings.iter().any(|w| w.field == key && w.at == r.label) {
+                    continue;
+                }
+                // The vocabulary derivation warns again if it then has no size to use.
+                c.warnings.push(Warning {
+                    at: r.label.clone(),
+                    field: key.clone(),
+                    message: format!("not decided by the script ({err}); the vocabulary comes from --vocab-size or the other tokenizer arguments"),
+                });
+                continue;
+            }
+            return Err(err);
         }
     }
     Ok(())

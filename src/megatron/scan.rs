@@ -114,6 +114,13 @@ pub fn strip_prefixes(line: &str) -> (&str, Option<&str>) {
                     }
                     s = s[end + 1..].strip_prefix(':').unwrap_or(&s[end + 1..]);
                     s = trim_start_fast(s);
+                    // `[time][LEVEL][file:line] - message` (Argonne's Megatron-DeepSpeed,
+                    // ezpz logging): the ` - ` after the last group separates the message.
+                    if !s.starts_with('[') {
+                        if let Some(rest) = s.strip_prefix("- ") {
+                            s = trim_start_fast(rest);
+                        }
+                    }
                 }
                 None => break,
             },

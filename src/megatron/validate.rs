@@ -144,11 +144,11 @@ impl TrainingConfig {
     fn check_layers(&self) -> Check {
         let l = u64::from(self.num_layers);
         let pp = u64::from(self.pipeline_model_parallel_size);
-        if !l.is_multiple_of(pp) {
-            return self.bad(
-                "num_layers",
-                format!("num_layers {l} is not divisible by pipeline_model_parallel_size {pp}"),
-            );
+        // The stage split (even, Megatron's uneven first/last stages, DeepSpeed's
+        // partition) says itself what does not fit.
+        let stages = self.stage_layers()?;
+        if stages.iter().any(|n| *n as u64 != l / pp.max(1)) {
+            return Ok(());
         }
         if let Some(v) = self.virtual_pipeline_model_parallel_size {
             let v = u64::from(v);

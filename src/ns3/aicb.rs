@@ -58,6 +58,10 @@ fn on(kind: Collective, group: CommGroup) -> Comm {
     Comm { kind, group }
 }
 
+/// Every row of the embedding block is named as AICB names it: SimAI's bubble sums every
+/// row except those named exactly `embedding_layer`.
+const EMBEDDING_ROW: &str = "embedding_layer";
+
 /// The AICB workload of `wl`.
 pub fn from_workload(wl: &Workload) -> Result<fmt::Workload, AicbError> {
     if wl.groups.cp > 1 {
@@ -70,9 +74,10 @@ pub fn from_workload(wl: &Workload) -> Result<fmt::Workload, AicbError> {
     let last = wl.stages.last().expect("at least one stage");
     let mut rows = gradient_rows(wl, first);
     for mb in 0..wl.microbatches {
+        // AICB's name, which SimAI leaves out of its bubble base (`Layer::report`).
         block_rows(
             wl,
-            &format!("embedding.mb{mb}"),
+            EMBEDDING_ROW,
             &first.embedding_fwd,
             &first.embedding_bwd,
             &mut rows,
@@ -246,7 +251,7 @@ fn busiest_experts(wl: &Workload, pass: Pass) -> u64 {
 /// The per-rank buffer of an all-to-all: what one rank sends to all members.
 fn a2a_buffer(wl: &Workload, sizes: A2aSizes) -> u64 {
     match sizes {
-        A2aSizes::Even(b) => b.0,
+        A2aSizes::Even(b) | A2aSizes::CpInner(b) => b.0,
         A2aSizes::Dispatch | A2aSizes::Combine => wl
             .moe
             .as_ref()
@@ -286,7 +291,7 @@ fn block_rows(
             None => (Slot::EMPTY, Slot::EMPTY),
         };
         rows.push(Row {
-            name: if n == 1 {
+            name: if n == 1 || name == EMBEDDING_ROW {
                 name.to_string()
             } else {
                 format!("{name}.{i}")

@@ -15,7 +15,9 @@
 //! SimAI's `EndToEnd.csv` is the opposite: SimAI runs the workload closed-loop (the one
 //! `ina3d export aicb` wrote) and reports only the iteration's breakdown, so it is
 //! compared per iteration and per collective class ([`compare_end_to_end`]), each row
-//! saying whether SimAI simulated the figure or computed it from a formula.
+//! saying how SimAI got the figure (its ns-3 simulation, its analytical bus-bandwidth
+//! model, the workload's compute times, a formula, a sum), after checking the file is of
+//! the replay's job.
 
 use super::Ns3Error;
 use crate::fct::{FctRow, Summary};
@@ -155,15 +157,19 @@ pub struct EndToEndComparison {
     pub rows: Vec<simai_end_to_end::ComparisonRow>,
     /// What could not be compared and why, one sentence each.
     pub not_compared: Vec<String>,
+    /// Which SimAI front-end wrote the file.
+    pub backend: simai_end_to_end::Backend,
 }
 
-/// Which replay figure goes with which SimAI columns. SimAI's `Expose DP comm` is the dense
+/// Which replay figure goes with which SimAI columns, and how SimAI got each
+/// (`comm`: its front-end's communication basis). SimAI's `Expose DP comm` is the dense
 /// gradients and `Expose DP_EP comm` the expert gradients; the replay's `dp` class holds
-/// both, so they are compared as a sum.
-fn end_to_end_pairs(s: &Summary) -> Vec<(&'static str, u64, Vec<Breakdown>, Basis)> {
+/// both, so they are compared as a sum. SimAI's `total exposed comm` is the exposed TP,
+/// DP and EP communication of its workload, which has neither the tied-embedding
+/// all-reduce nor CP: the replay's `emb` and `cp` classes are left out of that sum.
+fn end_to_end_pairs(s: &Summary, comm: Basis) -> Vec<(&'static str, u64, Vec<Breakdown>, Basis)> {
     use Breakdown as B;
-    let exposed_comm =
-        s.exposed_tp_ns + s.exposed_dp_ns + s.exposed_ep_ns + s.exposed_emb_ns + s.exposed_cp_ns;
+    let exposed_comm = s.exposed_tp_ns + s.exposed_dp_ns + s.exposed_ep_ns;
     vec![
         (
             "iteration_time_ns",
@@ -175,31 +181,21 @@ fn end_to_end_pairs(s: &Summary) -> Vec<(&'static str, u64, Vec<Breakdown>, Basi
             "compute_ns",
             s.compute_ns,
             vec![B::TotalComp],
-            Basis::Simulated,
+            Basis::Workload,
         ),
-        (
-            "exposed_tp_ns",
-            s.exposed_tp_ns,
-            vec![B::ExposeTp],
-            Basis::Simulated,
-        ),
+        ("exposed_tp_ns", s.exposed_tp_ns, vec![B::ExposeTp], comm),
         (
             "exposed_dp_ns",
             s.exposed_dp_ns,
             vec![B::ExposeDp, B::ExposeDpEp],
-            Basis::Simulated,
+            comm,
         ),
+        ("exposed_ep_ns", s.exposed_ep_ns, vec![B::ExposeEp], comm),
         (
-            "exposed_ep_ns",
-            s.exposed_ep_ns,
-            vec![B::ExposeEp],
-            Basis::Simulated,
-        ),
-        (
-            "exposed_tp+dp+ep+emb+cp_ns",
+            "exposed_tp+dp+ep_ns",
             exposed_comm,
             vec![B::TotalExposedComm],
-            Basis::Simulated,
+            comm,
         ),
         (
             "exposed_pp_ns",
@@ -230,12 +226,74 @@ fn simai_ns(e2e: &EndToEnd, cols: &[Breakdown]) -> Option<f64> {
         .map(|us| us * 1000.0)
 }
 
+/// Refuses a SimAI file of another job than the replay's trace (`job`: the trace header's
+/// keys), naming every size that differs and the line of the file that shows it.
+fn check_same_job(
+    e2e: &EndToEnd,
+    job: &std::collections::BTreeMap<String, String>,
+    path: &Path,
+) -> Result<(), Ns3Error> {
+    let want = |k: &str| job.get(k).and_then(|v| v.parse::<u32>().ok());
+    let s = e2e.job();
+    let mut differs = Vec::new();
+    let mut line = 0;
+    // SimAI's DP is the data-parallel group of its workload; CP jobs are never exported.
+    let tp_pp = (want("tp"), want("pp"));
+    if let (Some((n, l)), Some(tp)) = (s.tp, tp_pp.0) {
+        // A 1-rank group has no collective, so SimAI shows no TP row for TP 1.
+        if n != tp {
+            differs.push(format!(
+                "TP {n} in SimAI's file (line {l}), {tp} in the trace"
+            ));
+            line = l;
+        }
+    }
+    if let (Some((n, l)), Some(dp)) = (s.dp, want("dp")) {
+        if n != dp {
+            differs.push(format!(
+                "DP {n} in SimAI's file (line {l}: the weight-gradient collectives' bus/algorithm bandwidth), {dp} in the trace"
+            ));
+            line = l;
+        }
+    }
+    if let (Some(m), Some(tm)) = (s.microbatches, want("microbatches")) {
+        if m != tm {
+            differs.push(format!(
+                "{m} micro-batches in SimAI's rows, {tm} in the trace"
+            ));
+        }
+    }
+    if let (Some(l), Some(tl), Some(pp)) = (s.layers, want("num_layers"), tp_pp.1) {
+        // The export carries the first stage's layers.
+        if pp > 0 && l != tl / pp && l != tl {
+            differs.push(format!(
+                "{l} layers in SimAI's rows, {} per stage ({tl} over PP {pp}) in the trace",
+                tl / pp
+            ));
+        }
+    }
+    if differs.is_empty() {
+        return Ok(());
+    }
+    Err(Ns3Error::Parse {
+        path: path.to_path_buf(),
+        line: line as usize,
+        field: "job".into(),
+        msg: format!(
+            "this SimAI result is of another job than the replay's trace: {}; compare it with a replay of the job `export aicb` wrote",
+            differs.join("; ")
+        ),
+    })
+}
+
 /// Compares the replay summary `replay` with the SimAI result `e2e` read from `path`
-/// (named in errors): see [`EndToEndComparison`]. A file with several runs is refused
-/// (which one the replay matches is not knowable).
+/// (named in errors): see [`EndToEndComparison`]. `job` is the replay trace's header: a
+/// SimAI file whose group sizes, micro-batches or layers differ from it is refused. A file
+/// with several runs is refused (which one the replay matches is not knowable).
 pub fn compare_end_to_end(
     replay: &Summary,
     e2e: &EndToEnd,
+    job: Option<&std::collections::BTreeMap<String, String>>,
     path: &Path,
 ) -> Result<EndToEndComparison, Ns3Error> {
     if e2e.runs.len() > 1 {
@@ -251,9 +309,16 @@ pub fn compare_end_to_end(
             ),
         });
     }
-    let mut rows = Vec::new();
     let mut not_compared = Vec::new();
-    for (metric, replay_ns, cols, basis) in end_to_end_pairs(replay) {
+    match job {
+        Some(j) => check_same_job(e2e, j, path)?,
+        None => not_compared.push(
+            "the job: the replay's trace header was not readable, so SimAI's group sizes and micro-batches were not checked against it".into(),
+        ),
+    }
+    let backend = e2e.backend();
+    let mut rows = Vec::new();
+    for (metric, replay_ns, cols, basis) in end_to_end_pairs(replay, backend.comm_basis()) {
         let simai = simai_ns(e2e, &cols);
         let names: Vec<&str> = cols.iter().map(|b| b.as_str()).collect();
         if simai.is_none() {
@@ -275,17 +340,23 @@ pub fn compare_end_to_end(
         });
     }
     if replay.exposed_cp_ns > 0 {
-        not_compared.push(
-            "exposed_cp_ns: SimAI has no context-parallel group (export aicb refuses CP jobs)"
-                .into(),
-        );
+        not_compared.push(format!(
+            "exposed_cp_ns ({} ns): SimAI has no context-parallel group (export aicb refuses CP jobs); it is in the replay's iteration time",
+            replay.exposed_cp_ns
+        ));
     }
     if replay.exposed_emb_ns > 0 {
-        not_compared.push("exposed_emb_ns: the tied-embedding all-reduce is not in SimAI's workload (export aicb leaves it out); it is in the replay's exposed total".into());
+        not_compared.push(format!(
+            "exposed_emb_ns ({} ns): the tied-embedding all-reduce between the first and last stage is not in SimAI's workload (export aicb leaves it out); it is in the replay's iteration time, not in exposed_tp+dp+ep_ns",
+            replay.exposed_emb_ns
+        ));
     }
     not_compared.push(
         "per-flow FCTs: SimAI's EndToEnd.csv reports an iteration breakdown, no flows".into(),
     );
-    not_compared.push("exposed_pp_ns, bubble_ns: SimAI computes them from a formula (p2p bytes over a pipeline bandwidth; (PP-1)/(GA*VPP) of a micro-batch), the replay schedules them".into());
-    Ok(EndToEndComparison { rows, not_compared })
+    Ok(EndToEndComparison {
+        rows,
+        not_compared,
+        backend,
+    })
 }

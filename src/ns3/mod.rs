@@ -31,6 +31,7 @@
 //! leaves the switch-to-proxy link's queueing to the simulator — an approximation.
 
 pub mod aicb;
+pub mod chakra;
 pub mod emit;
 pub mod external;
 pub mod ingest;
@@ -49,8 +50,23 @@ use std::path::PathBuf;
 pub use crate::trace::{InaPolicy, InaSwitchModel};
 
 /// The INA model of a trace header, as an ns-3 back-end error when malformed.
+///
+/// A merged multi-job trace (`ina3d cluster`, header `ina_tenants`) under the `static`
+/// policy splits every pool among the jobs first, which the glue does not model: refused
+/// rather than run as one job's class split (a trace with INA off, header `ina = off`,
+/// has nothing to split). Under the other policies the jobs only label the aggregations,
+/// and the glue runs the trace as it is.
 pub fn ina_model(h: &crate::trace::TraceHeader) -> Result<InaSwitchModel, Ns3Error> {
-    InaSwitchModel::from_header(h).map_err(|e| Ns3Error::BadTrace(e.to_string()))
+    let m = InaSwitchModel::from_header(h).map_err(|e| Ns3Error::BadTrace(e.to_string()))?;
+    let aggregates = h.get("ina").is_none_or(|v| v.trim() != "off");
+    if m.tenants.len() > 1 && m.policy == crate::trace::InaPolicy::Static && aggregates {
+        return Err(Ns3Error::BadTrace(format!(
+            "`{}`: per-job slot pools (the static policy split among {} jobs) are not modelled by the ns-3 glue; replay this trace, or use the best-effort or planned policy",
+            crate::trace::INA_TENANTS_KEY,
+            m.tenants.len()
+        )));
+    }
+    Ok(m)
 }
 
 /// Everything that can go wrong in the ns-3 back-end.

@@ -151,6 +151,8 @@ pub struct JobSpec {
     pub sizes: ParallelSizes,
     /// Any Megatron argument, `key=value`, applied last, in order.
     pub set: Vec<String>,
+    /// Launch-script variables set before the script runs (`--env NAME=VALUE`).
+    pub env: Vec<(String, String)>,
     /// GPU preset (`a100`, `h100`, … or `NAME:TFLOPS`).
     pub gpu: String,
     /// Model FLOPs utilisation before calibration.
@@ -187,6 +189,7 @@ impl Default for JobSpec {
             megatron: Vec::new(),
             sizes: ParallelSizes::default(),
             set: Vec::new(),
+            env: Vec::new(),
             gpu: t.schedule.gpu.name.clone(),
             mfu: t.schedule.mfu,
             calibrate: t.schedule.calibrate,
@@ -254,18 +257,31 @@ pub fn override_pairs(
     Ok(pairs)
 }
 
+/// `--env NAME=VALUE` options as (name, value) pairs.
+pub fn env_pairs(env: &[String]) -> Result<Vec<(String, String)>, PipelineError> {
+    env.iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+            _ => Err(PipelineError::Option {
+                option: format!("--env `{kv}`"),
+                msg: "expected NAME=VALUE".into(),
+            }),
+        })
+        .collect()
+}
+
 impl JobSpec {
     /// The training config after every override, validated: the overrides apply before
     /// the check, so they can make valid a job its input alone is not (warnings about the
     /// input are in [`TrainingConfig::warnings`]).
     pub fn config(&self) -> Result<TrainingConfig, PipelineError> {
         let pairs = override_pairs(&self.megatron, &self.sizes, &self.set)?;
-        megatron::load_with_overrides(std::slice::from_ref(&self.input), &pairs).map_err(|source| {
-            PipelineError::Input {
+        megatron::load_with_env(std::slice::from_ref(&self.input), &self.env, &pairs).map_err(
+            |source| PipelineError::Input {
                 input: self.input.clone(),
                 source: Box::new(source),
-            }
-        })
+            },
+        )
     }
 
     /// The generator's options. Errors name the flag at fault.

@@ -25,8 +25,8 @@ pub use bench::{
     BENCH_HEADER_FILE,
 };
 pub use job::{
-    override_pairs, InaSpec, Job, JobSpec, ParallelSizes, DEFAULT_INPUT, DEFAULT_TOPOLOGY,
-    MEGATRON_FLAGS,
+    env_pairs, override_pairs, InaSpec, Job, JobSpec, ParallelSizes, DEFAULT_INPUT,
+    DEFAULT_TOPOLOGY, MEGATRON_FLAGS,
 };
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 pub use run::{run, RunOutcome};
@@ -38,7 +38,7 @@ pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
     make_plan, ns3_bar, ns3_report, replay_file, replay_job, replay_records, replay_report,
     replay_table, resolve_seed, resolve_topology, run_ns3, trace_report, FileReplay,
-    GeneratedTrace, Ns3Input,
+    GeneratedTrace, Ns3Input, PlanReplayer,
 };
 
 use std::path::PathBuf;

@@ -16,7 +16,7 @@ use super::{make_plan, Job, PipelineError};
 use crate::keyword::keyword_enum;
 use crate::plan::{PlanOptions, SolverKind};
 use crate::record::Class;
-use crate::trace::{Algorithm, InaMode, InaPolicy, TraceOptions};
+use crate::trace::{InaMode, InaPolicy, TraceOptions};
 use std::path::Path;
 use std::time::Duration;
 
@@ -129,12 +129,6 @@ impl Policy {
         quota: Option<u32>,
     ) -> Result<TraceOptions, PipelineError> {
         let mut o = ctx.base.clone();
-        if o.collective != Algorithm::Ring {
-            return Err(PipelineError::Option {
-                option: format!("policy `{self}` with --collective {}", o.collective),
-                msg: "the planner models the host ring only (give --collective ring)".into(),
-            });
-        }
         o.ina.mode = InaMode::Planned;
         o.ina.policy = InaPolicy::Planned;
         let d = PlanOptions::default();

@@ -213,7 +213,7 @@ impl Runner<'_> {
             base.seed,
             &name,
             rep.bars(),
-            self.spec.rate_model,
+            self.spec.rate_model(),
         )?;
         crate::replay::write_outputs(&replay_dir, &r)?;
         rep.line(&format!(

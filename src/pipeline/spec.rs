@@ -47,9 +47,8 @@ pub struct RunSpec {
     pub transport: Transport,
     /// TCP connections of the ns-3 glue (under `tcp`).
     pub tcp_connections: TcpConnections,
-    /// The replayer's rate model (`dcqcn` is what the `roce` glue runs; `ideal`, the
-    /// default, costs far less at scale).
-    pub rate_model: RateModel,
+    /// The replayer's rate model; `None`: the transport's ([`RunSpec::rate_model`]).
+    pub rate_model: Option<RateModel>,
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
     /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,
@@ -74,10 +73,19 @@ impl Default for RunSpec {
             ns3: Ns3Choice::Auto,
             transport: Transport::default(),
             tcp_connections: TcpConnections::default(),
-            rate_model: RateModel::default(),
+            rate_model: None,
             traces: true,
             plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
         }
+    }
+}
+
+impl RunSpec {
+    /// The replayer's rate model: the one given, else the transport's
+    /// ([`RateModel::for_transport`]).
+    pub fn rate_model(&self) -> RateModel {
+        self.rate_model
+            .unwrap_or(RateModel::for_transport(self.transport))
     }
 }
 
@@ -203,6 +211,22 @@ pub const RUN_OPTIONS: &[RunOption] = &[
             Ok(())
         },
         get: |s| s.job.set.join(","),
+    },
+    RunOption {
+        name: "env",
+        help: "launch-script variables as NAME=VALUE, set before the script runs (a list)",
+        set: |s, v| {
+            s.job.env = super::env_pairs(&list(v)).map_err(|e| e.to_string())?;
+            Ok(())
+        },
+        get: |s| {
+            s.job
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        },
     },
     RunOption {
         name: "gpu",
@@ -408,12 +432,12 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     },
     RunOption {
         name: "rate-model",
-        help: "the replayer's rate model: ideal (max-min fair), dcqcn (what the roce glue runs)",
+        help: "the replayer's rate model: ideal (max-min fair), dcqcn (what the roce glue runs); default: the transport's (dcqcn for roce, ideal for tcp)",
         set: |s, v| {
-            s.rate_model = keyword(v)?;
+            s.rate_model = Some(keyword(v)?);
             Ok(())
         },
-        get: |s| s.rate_model.to_string(),
+        get: |s| s.rate_model().to_string(),
     },
     RunOption {
         name: "tcp-connections",
@@ -636,5 +660,25 @@ impl RunSpec {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_model_follows_the_transport_unless_one_is_given() {
+        let mut s = RunSpec::default();
+        assert_eq!(s.rate_model(), RateModel::Dcqcn, "roce by default");
+        s.set("transport", &OptionValue::One("tcp".into())).unwrap();
+        assert_eq!(s.rate_model(), RateModel::Ideal);
+        s.set("rate-model", &OptionValue::One("dcqcn".into()))
+            .unwrap();
+        assert_eq!(
+            s.rate_model(),
+            RateModel::Dcqcn,
+            "given, whatever the transport"
+        );
     }
 }

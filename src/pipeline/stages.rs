@@ -6,6 +6,7 @@ use super::{Job, PipelineError};
 use crate::formats::write_atomic;
 use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
 use crate::record::FlowRecord;
+use crate::replay::budget::{self, MemoryBudget};
 use crate::replay::{self, RecordTable, ReplayOptions, ReplayResult};
 use crate::topology::{Routing, Topology};
 use crate::trace::{self, TraceHeader, TraceOptions, TraceReader, TraceStats, TraceWriter};
@@ -34,14 +35,60 @@ pub fn make_plan(
     po: &crate::plan::PlanOptions,
 ) -> Result<crate::formats::plan_json::PlanFile, PipelineError> {
     let header = trace::header(&job.cfg, &job.workload, &job.topology, opts);
+    let replayer = PlanReplayer { job, opts };
     crate::plan::plan(
         &job.workload,
         &job.topology,
         opts,
         po,
         trace::planned::plan_job(&header),
+        Some(&replayer),
     )
     .map_err(|e| PipelineError::Plan(Box::new(e)))
+}
+
+/// Replays a candidate plan of `job` as `ina3d trace --plan` and `ina3d replay` would (in
+/// memory, ideal rate model): the planner's verification and repair ([`crate::plan::plan`]).
+pub struct PlanReplayer<'a> {
+    /// The job.
+    pub job: &'a Job,
+    /// Its trace options (the plan's seed, INA switches, payload, window).
+    pub opts: &'a TraceOptions,
+}
+
+impl crate::plan::Replayer for PlanReplayer<'_> {
+    fn replay(
+        &self,
+        plan: &crate::formats::plan_json::PlanFile,
+    ) -> Result<crate::plan::Replayed, String> {
+        let mut o = self.opts.clone();
+        o.plan = Some(plan.clone());
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
+            .map_err(|e| super::error_chain(&e))?;
+        let r = replay_records(
+            &t.records,
+            &t.header,
+            &self.job.topology,
+            o.seed,
+            "a candidate plan",
+            false,
+            Default::default(),
+        )
+        .map_err(|e| e.to_string())?;
+        let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];
+        for (rec, row) in t.records.iter().zip(r.row_iter()) {
+            let pipeline = rec.microbatch.is_some() || rec.mode == crate::record::Mode::Compute;
+            if let (Some(s), true) = (rec.stage, pipeline) {
+                if let Some(e) = stage_end.get_mut(s as usize) {
+                    *e = e.max(row.end_ns as f64);
+                }
+            }
+        }
+        Ok(crate::plan::Replayed {
+            iteration_ns: r.summary.iteration_time_ns as f64,
+            stage_end,
+        })
+    }
 }
 
 /// Generates the trace of `job` with `opts` into `file` (atomically; gzip when the name
@@ -305,10 +352,24 @@ pub fn replay_job(
     let job = Job::prepare(spec)?;
     let opts = spec.trace_options()?;
     let mut table = RecordTable::new();
+    let budget = MemoryBudget::of_process().map_err(|source| PipelineError::Replay {
+        trace: spec.input.clone(),
+        source: Box::new(source),
+    })?;
     let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
         table
             .push(&r)
-            .map_err(|e| trace::TraceError::Generate(e.to_string()))
+            .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
+        // the generator streams: refuse as soon as the records exceed what fits, before
+        // the replay's own state (the larger part of its memory) exists
+        match budget.as_ref() {
+            Some(b) if table.len() as u64 > b.records() => {
+                let n = table.len() as u64;
+                b.check(n, &format!("at least {n}: the generator was still going"))
+                    .map_err(|e| trace::TraceError::Generate(e.to_string()))
+            }
+            _ => Ok(()),
+        }
     })?;
     table.finish();
     let name = format!("{} (generated)", spec.input);
@@ -390,6 +451,11 @@ fn read_table(
     };
     let mut rd = TraceReader::open(path).map_err(read_err)?;
     let header = rd.header().clone();
+    let replay_err = |source| PipelineError::Replay {
+        trace: path.display().to_string(),
+        source: Box::new(source),
+    };
+    let budget = MemoryBudget::of_process().map_err(replay_err)?;
     let keep = matches!(trace::BenchSpec::from_header(&header), Ok(Some(_)));
     let mut table = RecordTable::new();
     let mut kept = Vec::new();
@@ -400,13 +466,28 @@ fn read_table(
             b.set_position(rd.file_progress().map_or(0, |(n, _)| n));
             b.set_message(format!("{} records", table.len()));
         }
-        table.push(&r).map_err(|source| PipelineError::Replay {
-            trace: path.display().to_string(),
-            source: Box::new(source),
-        })?;
+        table.push(&r).map_err(replay_err)?;
+        // the records of the whole file, extrapolated from the part read, must fit
+        if let Some(b) = budget
+            .as_ref()
+            .filter(|_| table.len().is_multiple_of(1 << 20))
+        {
+            let n = table.len() as u64;
+            let (read, size) = rd.file_progress().unwrap_or((0, 0));
+            let pct = 100.0 * read as f64 / size.max(1) as f64;
+            b.check(
+                budget::extrapolate(n, read, size).max(n),
+                &format!("estimated from the first {n} records, {pct:.1} % of the file"),
+            )
+            .map_err(replay_err)?;
+        }
         if keep {
             kept.push(r);
         }
+    }
+    if let Some(b) = budget.as_ref() {
+        b.check(table.len() as u64, "the whole file")
+            .map_err(replay_err)?;
     }
     table.finish();
     if let Some(b) = bar {

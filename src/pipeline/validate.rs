@@ -1,4 +1,4 @@
-//! The validation suite (`ina3d validate`, `make validate`): contended fabrics from 16 to
+//! The validation suite (`ina3d validate`, `make validate`): contended fabrics from 8 to
 //! 128 GPUs, each case traced once and run on both back-ends — the native replayer and the
 //! ns-3 glue — through the same library calls as `ina3d trace`, `replay`, `ns3 emit|run`
 //! and `compare`, then summarised as one row of `validate.csv`.
@@ -29,14 +29,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// The replayer's rate model for a reference transport: DCQCN's dynamics against the
-/// RoCE glue, ideal max-min rates against TCP (whose windows reach their fair share
-/// within a few round trips; `docs/model.md`).
+/// The replayer's rate model for a reference transport: the replayer's default for it
+/// ([`RateModel::for_transport`]: DCQCN's dynamics against the RoCE glue, ideal max-min
+/// rates against TCP).
 pub fn rate_model_for(transport: Transport) -> RateModel {
-    match transport {
-        Transport::Roce => RateModel::Dcqcn,
-        Transport::Tcp => RateModel::Ideal,
-    }
+    RateModel::for_transport(transport)
 }
 
 /// One case of the suite: a job (or a collective bench) on a topology.
@@ -56,6 +53,27 @@ pub struct Case {
 /// 8-head, 128-token model, so that packet-level runs stay short at 128 GPUs.
 fn model(topology: &str, tp: u32, pp: u32, dp: u32, layers: u32, micro: u32) -> JobSpec {
     let kv = |k: &str, v: String| (k.to_string(), v);
+    // NCCL's default channel count: both back-ends carry each channel of a GPU pair on
+    // its own connection and ECMP path (docs/model.md#nccl-channels).
+    with(tiny(topology, tp, pp, dp, micro), |s| {
+        let size = [
+            kv("num-layers", layers.to_string()),
+            kv("hidden-size", "64".into()),
+            kv("num-attention-heads", "8".into()),
+            kv("seq-length", "128".into()),
+            kv("max-position-embeddings", "128".into()),
+            kv("micro-batch-size", "1".into()),
+        ];
+        // before the global batch size, as the overrides always were
+        s.megatron.splice(0..0, size);
+    })
+}
+
+/// The bundled tiny job at its own size (hidden 256, 256 tokens, 4 layers): messages of
+/// 128 KiB to a few MiB, long enough for DCQCN to cut rates where ports are contended
+/// (the suite's 64-wide model moves ≤ 2 MiB per collective and barely triggers it).
+/// `micro` micro-batches per pipeline.
+fn tiny(topology: &str, tp: u32, pp: u32, dp: u32, micro: u32) -> JobSpec {
     JobSpec {
         input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
         topology: topology.into(),
@@ -65,17 +83,7 @@ fn model(topology: &str, tp: u32, pp: u32, dp: u32, layers: u32, micro: u32) -> 
             dp: Some(dp),
             ..Default::default()
         },
-        megatron: vec![
-            kv("num-layers", layers.to_string()),
-            kv("hidden-size", "64".into()),
-            kv("num-attention-heads", "8".into()),
-            kv("seq-length", "128".into()),
-            kv("max-position-embeddings", "128".into()),
-            kv("micro-batch-size", "1".into()),
-            kv("global-batch-size", (dp * micro).to_string()),
-        ],
-        // NCCL's default channel count: both back-ends carry each channel of a GPU pair
-        // on its own connection and ECMP path (docs/model.md#nccl-channels).
+        megatron: vec![("global-batch-size".into(), (dp * micro).to_string())],
         ..JobSpec::default()
     }
 }
@@ -108,7 +116,7 @@ fn leaf_spine(leaves: u32, per_leaf: u32, spines: u32, oversub: u32) -> String {
     format!("leaf-spine:leaves={leaves},spines={spines},hosts-per-leaf={per_leaf},gpus-per-server=1,oversub={oversub}")
 }
 
-/// Every case of the suite, 16 to 128 GPUs.
+/// Every case of the suite, 8 to 128 GPUs.
 pub fn cases() -> Vec<Case> {
     let ls2_16 = leaf_spine(4, 4, 2, 2);
     let ls4_32 = leaf_spine(4, 8, 2, 4);
@@ -250,6 +258,92 @@ pub fn cases() -> Vec<Case> {
             "all-to-all curve, 2:1",
             model(&ls2_16, 1, 1, 16, 4, 1),
             bench(CollKind::AllToAll, BenchGroup::All, &sizes),
+        ),
+        // the tiny job at its own size: messages long enough for DCQCN to act
+        case(
+            "ls2-pp-emb-16",
+            "2:1 leaf-spine, ring DP beside PP sends and the embedding all-reduce",
+            tiny(&ls2_16, 1, 2, 8, 4),
+            None,
+        ),
+        case(
+            "ls2-pp4-32",
+            "2:1 leaf-spine, PP4 × DP8",
+            tiny(&leaf_spine(4, 8, 2, 2), 1, 4, 8, 4),
+            None,
+        ),
+        case(
+            "ls3-4ch-24",
+            "3:1 leaf-spine, ring DP on 4 NCCL channels beside PP and embedding",
+            with(tiny(&leaf_spine(4, 6, 2, 3), 1, 2, 12, 4), |s| {
+                s.nccl_channels = Some(4)
+            }),
+            None,
+        ),
+        case(
+            "ls4-pp-emb-32",
+            "4:1 leaf-spine, ring DP beside PP sends and the embedding all-reduce",
+            tiny(&ls4_32, 1, 2, 16, 4),
+            None,
+        ),
+        case(
+            "ls4-hd-pp-32",
+            "4:1 leaf-spine, halving-doubling DP beside PP and embedding",
+            with(tiny(&ls4_32, 1, 2, 16, 4), |s| s.collective = Algorithm::Hd),
+            None,
+        ),
+        case(
+            "ls4-dbt-pp-32",
+            "4:1 leaf-spine, double-binary-tree DP beside PP and embedding",
+            with(tiny(&ls4_32, 1, 2, 16, 4), |s| {
+                s.collective = Algorithm::Dbt
+            }),
+            None,
+        ),
+        case(
+            "ina-ls4-hosts-32",
+            "INA hierarchical DP sharing 4:1 uplinks with PP and embedding host rings",
+            with(tiny(&ls4_32, 1, 2, 16, 4), |s| {
+                s.ina = InaSpec {
+                    mode: InaMode::Hierarchical,
+                    classes: vec![Class::Dp],
+                    ..InaSpec::default()
+                }
+            }),
+            None,
+        ),
+        case(
+            "fattree-tpnet-tiny-16",
+            "fat-tree k=4, TP2 across the network at the tiny job's size",
+            tiny("fat-tree:k=4,gpus-per-server=1,nvlink=off", 2, 2, 4, 4),
+            None,
+        ),
+        case(
+            "moe-a2a-16",
+            "MoE all-to-all (EP16, top-2) on a 2:1 leaf-spine",
+            with(tiny(&ls2_16, 1, 1, 16, 1), |s| {
+                s.sizes.ep = Some(16);
+                s.megatron.push(("num-experts".into(), "16".into()));
+                s.megatron.push(("moe-router-topk".into(), "2".into()));
+            }),
+            None,
+        ),
+        case(
+            "ft-ring-h512-8",
+            "fat-tree k=4, the tiny job at hidden 512: ECMP collisions DCQCN cuts",
+            with(tiny("fat-tree:k=4,gpus-per-server=2", 2, 2, 2, 4), |s| {
+                s.megatron.push(("hidden-size".into(), "512".into()))
+            }),
+            None,
+        ),
+        case(
+            "ft-hd-h512-8",
+            "fat-tree k=4, halving-doubling DP4 of a hidden-512 model",
+            with(tiny("fat-tree:k=4,gpus-per-server=2", 2, 1, 4, 2), |s| {
+                s.megatron.push(("hidden-size".into(), "512".into()));
+                s.collective = Algorithm::Hd;
+            }),
+            None,
         ),
     ]
 }

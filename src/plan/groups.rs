@@ -2,7 +2,7 @@
 //! much, and whether their traffic crosses the network at all.
 
 use crate::record::Class;
-use crate::schedule::{CollKind, LayerStep, Workload};
+use crate::schedule::{CollKind, GradGroup, LayerStep, Workload};
 use crate::topology::Topology;
 use crate::units::{Bytes, NodeId, Rank};
 
@@ -45,6 +45,10 @@ pub enum Role {
         buckets: Vec<Coll>,
         /// Per bucket: the parameter all-gather (distributed optimizer), host only.
         gathers: Vec<Coll>,
+        /// Per bucket: its index in the stage's bucket list (its trigger).
+        index: Vec<usize>,
+        /// The expert-DP group of a MoE model (expert gradients), not the dense DP×CP one.
+        expert: bool,
     },
     /// An embedding group (first and last stage of one pipeline): one all-reduce after
     /// the gradient sync.
@@ -77,7 +81,9 @@ impl Group {
                 layernorm,
                 ..
             } => per_layer.iter().chain(layernorm).copied().collect(),
-            Role::Dp { buckets, gathers } => buckets.iter().chain(gathers).copied().collect(),
+            Role::Dp {
+                buckets, gathers, ..
+            } => buckets.iter().chain(gathers).copied().collect(),
             Role::Emb(c) => vec![*c],
         }
     }
@@ -161,43 +167,65 @@ pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
     } else {
         CollKind::AllReduce
     };
-    for grp in &g.dp_cp_groups {
-        if grp.len() < 2 {
-            continue;
-        }
-        let stage = g.coords(grp[0]).pp;
-        let plan = &wl.stages[stage as usize];
-        let buckets = plan
-            .buckets
-            .iter()
-            .filter(|b| b.grad_bytes.0 > 0)
-            .map(|b| Coll {
-                kind,
-                bytes: b.grad_bytes,
-                count: 1,
-            })
-            .collect();
-        let gathers = if wl.distributed_optimizer {
-            plan.buckets
-                .iter()
-                .filter(|b| b.param_bytes.0 > 0)
-                .map(|b| Coll {
-                    kind: CollKind::AllGather,
-                    bytes: b.param_bytes,
-                    count: 1,
+    // dense gradients over each DP×CP group, expert gradients over each expert-DP group
+    let expert: &[Vec<Rank>] = if wl.moe.is_some() { &g.edp_groups } else { &[] };
+    let lists = [
+        (GradGroup::DataContext, &g.dp_cp_groups[..]),
+        (GradGroup::ExpertData, expert),
+    ];
+    for (which, list) in lists {
+        for grp in list {
+            if grp.len() < 2 {
+                continue;
+            }
+            let stage = match which {
+                GradGroup::DataContext => g.coords(grp[0]).pp,
+                GradGroup::ExpertData => g.expert_coords(grp[0]).pp,
+            };
+            let plan = &wl.stages[stage as usize];
+            let mine = || {
+                plan.buckets
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, b)| b.group == which)
+            };
+            let reduced: Vec<(usize, Coll)> = mine()
+                .filter(|(_, b)| b.grad_bytes.0 > 0)
+                .map(|(i, b)| {
+                    let c = Coll {
+                        kind,
+                        bytes: b.grad_bytes,
+                        count: 1,
+                    };
+                    (i, c)
                 })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        out.push(Group {
-            class: Class::Dp,
-            stage: Some(stage),
-            members: grp.clone(),
-            hosts: hosts(grp),
-            nvlink: nvlink(grp),
-            role: Role::Dp { buckets, gathers },
-        });
+                .collect();
+            let gathers = if wl.distributed_optimizer {
+                mine()
+                    .filter(|(_, b)| b.param_bytes.0 > 0)
+                    .map(|(_, b)| Coll {
+                        kind: CollKind::AllGather,
+                        bytes: b.param_bytes,
+                        count: 1,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            out.push(Group {
+                class: Class::Dp,
+                stage: Some(stage),
+                members: grp.clone(),
+                hosts: hosts(grp),
+                nvlink: nvlink(grp),
+                role: Role::Dp {
+                    index: reduced.iter().map(|x| x.0).collect(),
+                    buckets: reduced.into_iter().map(|x| x.1).collect(),
+                    gathers,
+                    expert: which == GradGroup::ExpertData,
+                },
+            });
+        }
     }
     if let Some(b) = wl.emb_bytes.filter(|b| b.0 > 0) {
         for eg in &g.emb_groups {

@@ -12,7 +12,7 @@
 //!    another of its options) and *swap* (two groups exchange their tree roots).
 
 use super::model::{Eval, Model};
-use super::options::OptKind;
+use super::options::{Form, OptKind};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -50,18 +50,44 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
         };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
-        loop {
-            h.local_search(&mut a);
-            if !h.pairs(&mut a, 4) || h.out_of_time() {
-                break;
-            }
-        }
+        h.search(&mut a);
         let e = h.eval(&a);
         if e.feasible && best.as_ref().is_none_or(|b| better(&e, &b.1)) {
             best = Some((a, e));
         }
     }
-    best.map(|b| b.0)
+    let (mut a, mut e) = best?;
+    h.deadline = deadline;
+    h.perturb(&mut a, &mut e, 24);
+    Some(a)
+}
+
+/// Groups of one class and stage: what a class move moves together.
+type Block = (crate::record::Class, Option<u32>);
+
+/// A small deterministic generator (SplitMix64) for the perturbations.
+struct Mix(u64);
+
+impl Mix {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (((z ^ (z >> 31)) as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// Local search and pair moves from `a`, a start that fits (the feasibility program's,
+/// when neither construction found one: [`super::feasibility`]).
+pub(super) fn improve(
+    m: &Model,
+    exposed_first: bool,
+    deadline: Instant,
+    mut a: Vec<usize>,
+) -> Vec<usize> {
+    Searcher::new(m, exposed_first, deadline).search(&mut a);
+    a
 }
 
 /// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
@@ -259,6 +285,139 @@ impl<'a> Searcher<'a> {
         improved
     }
 
+    /// Every group of one class and stage moves at once: all to the host, or all to
+    /// trees spread over the least-loaded roots (fewest trees already on their switches,
+    /// then fastest alone), when that improves. Plateaus one group cannot leave alone —
+    /// eight embedding groups whose tail load only drops when most of them aggregate —
+    /// are left this way.
+    fn class_moves(&mut self, a: &mut [usize]) -> bool {
+        let m = self.m;
+        let mut blocks: Vec<(Block, Vec<usize>)> = Vec::new();
+        for g in (0..m.groups.len()).filter(|&g| m.opts[g].len() > 1) {
+            let key = (m.groups[g].class, m.groups[g].stage);
+            match blocks.iter_mut().find(|b| b.0 == key) {
+                Some(b) => b.1.push(g),
+                None => blocks.push((key, vec![g])),
+            }
+        }
+        let mut improved = false;
+        for (_, gs) in blocks.iter().filter(|b| b.1.len() > 1) {
+            if self.out_of_time() {
+                break;
+            }
+            let before = self.eval(a);
+            let keep: Vec<usize> = gs.iter().map(|&g| a[g]).collect();
+            // all to the host, or all onto trees of one form (or Rina), spread
+            let forms = [None, Some(Form::Hierarchical), Some(Form::RootOnly)];
+            for (to_host, form) in [(true, None)]
+                .into_iter()
+                .chain(forms.iter().map(|&f| (false, f)))
+            {
+                let mut trees = self.trees(a);
+                for &g in gs {
+                    for s in &m.opts[g][a[g]].switches {
+                        *trees.entry(s.0).or_default() -= 1;
+                    }
+                    a[g] = super::model::host_index(&m.opts[g], &m.groups[g]);
+                }
+                if !to_host {
+                    for &g in gs {
+                        let mut best: Option<((u32, u32), f64, usize)> = None;
+                        for (o, opt) in m.opts[g].iter().enumerate() {
+                            let fits_form = match (&opt.kind, form) {
+                                (OptKind::Tree { form: f, .. }, Some(want)) => *f == want,
+                                (_, Some(_)) => false,
+                                _ => true,
+                            };
+                            if !opt.is_ina() || !fits_form || !m.fits_move(a, g, o) {
+                                continue;
+                            }
+                            // trees already at its root first (the lower switches of a
+                            // tree are every tree's), then on all its switches
+                            let at =
+                                |s: &crate::units::NodeId| trees.get(&s.0).copied().unwrap_or(0);
+                            let root = match &opt.kind {
+                                OptKind::Tree { root, .. } => at(root),
+                                _ => 0,
+                            };
+                            let load: u32 = opt.switches.iter().map(at).sum();
+                            let key = ((root, load), m.vals[g][o].exposed, o);
+                            if best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                                best = Some(key);
+                            }
+                        }
+                        if let Some((_, _, o)) = best {
+                            a[g] = o;
+                            for s in &m.opts[g][o].switches {
+                                *trees.entry(s.0).or_default() += 1;
+                            }
+                        }
+                    }
+                }
+                // the other groups settle around the moved block before it is judged
+                let mut b = a.to_vec();
+                self.local_search(&mut b);
+                let e = self.eval(&b);
+                if e.feasible && better(&e, &before) {
+                    a.copy_from_slice(&b);
+                    improved = true;
+                    break;
+                }
+                for (i, &g) in gs.iter().enumerate() {
+                    a[g] = keep[i];
+                }
+            }
+        }
+        improved
+    }
+
+    /// Iterated local search: up to `tries` times (or until the deadline), move two or
+    /// three groups with a choice to random options, search locally from there, and keep
+    /// the result when it is better (a way out of the local optima relocate and swap
+    /// stop in). Deterministic: a fixed seed, and the same tries whenever they fit the
+    /// time limit.
+    fn perturb(&mut self, a: &mut Vec<usize>, best: &mut Eval, tries: u32) {
+        let m = self.m;
+        let free: Vec<usize> = (0..m.groups.len())
+            .filter(|&g| m.opts[g].len() > 1)
+            .collect();
+        if free.is_empty() {
+            return;
+        }
+        let mut rng = Mix(0x5EED);
+        for _ in 0..tries {
+            if self.out_of_time() {
+                return;
+            }
+            let mut b = a.clone();
+            // two or three groups, or every group of one class and stage, to random options
+            let picked: Vec<usize> = if rng.next(2) == 0 {
+                let g0 = free[rng.next(free.len())];
+                let key = (m.groups[g0].class, m.groups[g0].stage);
+                free.iter()
+                    .copied()
+                    .filter(|&g| (m.groups[g].class, m.groups[g].stage) == key)
+                    .collect()
+            } else {
+                (0..2 + rng.next(2))
+                    .map(|_| free[rng.next(free.len())])
+                    .collect()
+            };
+            for g in picked {
+                let o = rng.next(m.opts[g].len());
+                if m.fits_move(&b, g, o) {
+                    b[g] = o;
+                }
+            }
+            self.search(&mut b);
+            let e = self.eval(&b);
+            if e.feasible && better(&e, best) {
+                *a = b;
+                *best = e;
+            }
+        }
+    }
+
     fn place_first_feasible(&mut self, a: &mut [usize], g: usize) -> bool {
         for o in 0..self.m.opts[g].len() {
             a[g] = o;
@@ -332,6 +491,17 @@ impl<'a> Searcher<'a> {
             k.sort_by_key(|&o| std::cmp::Reverse(opts[o].slots));
         }
         out
+    }
+
+    /// Local search and pair moves, alternating until neither improves or time runs out.
+    fn search(&mut self, a: &mut [usize]) {
+        loop {
+            self.local_search(a);
+            let paired = self.pairs(a, 4);
+            if !(self.class_moves(a) || paired) || self.out_of_time() {
+                break;
+            }
+        }
     }
 
     /// Relocate and swap moves until nothing improves or time runs out.
@@ -408,5 +578,5 @@ impl<'a> Searcher<'a> {
 }
 
 fn is_host(m: &Model, g: usize, o: usize) -> bool {
-    matches!(m.opts[g][o].kind, OptKind::Host | OptKind::NvLink)
+    matches!(m.opts[g][o].kind, OptKind::Host(_) | OptKind::NvLink)
 }

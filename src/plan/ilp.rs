@@ -98,7 +98,7 @@ pub(super) fn solve(
     if !exposed_objective {
         iteration_rows(m, &x, t, &de, aux, &mut cons);
     }
-    resource_rows(m, &x, &mut cons);
+    resource_rows(m, &x, &|_| true, Limits::of(m), &mut cons);
     let ncons = cons.len() as u64;
     let mut initial: Vec<(Variable, f64)> = Vec::new();
     for (g, xs) in x.iter().enumerate() {
@@ -110,7 +110,8 @@ pub(super) fn solve(
     }
     let mut scratch = vec![0.0; m.channels];
     let warm_eval = m.evaluate(warm, &mut scratch);
-    initial.push((t, warm_eval.t * MS));
+    // the program's T leaves out the calibration offset
+    initial.push((t, (warm_eval.t - m.offset) * MS));
     let wde = m.shifts(warm);
     let wd = m.dp_end(warm, &wde, &mut scratch);
     initial.push((aux.0, wd * MS));
@@ -301,11 +302,86 @@ fn load_rows(
     }
 }
 
-/// Slot-pool and tree-quota rows per phase and switch.
-fn resource_rows(m: &Model, x: &X, cons: &mut Vec<good_lp::Constraint>) {
+/// The slot pool and tree quota per switch that resource rows enforce: the model's, or
+/// one of them lifted (to tell which constraint an infeasible set of groups breaks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Limits {
+    /// Slots per switch (`None`: unlimited).
+    pub slots: Option<u32>,
+    /// Trees per switch (`None`: unlimited).
+    pub quota: Option<u32>,
+}
+
+impl Limits {
+    /// The model's own limits.
+    pub fn of(m: &Model) -> Limits {
+        Limits {
+            slots: Some(m.slots),
+            quota: m.quota,
+        }
+    }
+}
+
+/// Whether the groups with `keep[g]` can take options that fit `limits` together, every
+/// other group on no switch (its host option): `Ok(Some(assignment))` (the other groups at
+/// [`super::model::host_index`]), `Ok(None)` when the program *proves* that no combination
+/// fits (the branch and bound closed without an integer point), `Err` when the solver
+/// stopped first (the time limit) or failed. The same resource rows as [`solve`]; no
+/// objective, so the first integer point ends the search.
+pub(super) fn feasible(
+    m: &Model,
+    keep: &[bool],
+    limits: Limits,
+    limit: Duration,
+) -> Result<Option<Vec<usize>>, String> {
+    let mut vars = ProblemVariables::new();
+    let x: X = m
+        .opts
+        .iter()
+        .enumerate()
+        .map(|(g, o)| keep[g].then(|| o.iter().map(|_| vars.add(variable().binary())).collect()))
+        .collect();
+    let mut cons = Vec::new();
+    for v in x.iter().flatten() {
+        let s: Expression = v.iter().copied().sum();
+        cons.push(constraint!(s == 1.0));
+    }
+    resource_rows(m, &x, &|g| keep[g], limits, &mut cons);
+    let mut problem = vars.minimise(Expression::from(0.0)).using(microlp);
+    for c in cons {
+        problem.add_constraint(c);
+    }
+    let problem = problem.with_time_limit(limit.as_secs_f64().max(0.001));
+    match problem.solve() {
+        Ok(sol) => Ok(Some(
+            x.iter()
+                .enumerate()
+                .map(|(g, xs)| match xs {
+                    Some(v) => v
+                        .iter()
+                        .enumerate()
+                        .max_by(|a, b| sol.value(*a.1).total_cmp(&sol.value(*b.1)))
+                        .map_or(0, |(o, _)| o),
+                    None => super::model::host_index(&m.opts[g], &m.groups[g]),
+                })
+                .collect(),
+        )),
+        Err(ResolutionError::Infeasible) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Slot-pool and tree-quota rows per phase and switch, over the groups `keep` admits.
+fn resource_rows(
+    m: &Model,
+    x: &X,
+    keep: &dyn Fn(usize) -> bool,
+    limits: Limits,
+    cons: &mut Vec<good_lp::Constraint>,
+) {
     for p in &m.phases {
         let mut sw: HashMap<u32, Vec<(usize, usize)>> = HashMap::new();
-        for &g in &p.groups {
+        for &g in p.groups.iter().filter(|&&g| keep(g)) {
             for (o, opt) in m.opts[g].iter().enumerate() {
                 for s in &opt.switches {
                     sw.entry(s.0).or_default().push((g, o));
@@ -330,15 +406,13 @@ fn resource_rows(m: &Model, x: &X, cons: &mut Vec<good_lp::Constraint>) {
                 }
                 (e, k)
             };
-            if most_slots > m.slots as u64 {
+            if let Some(pool) = limits.slots.filter(|&p| most_slots > p as u64) {
                 let (e, k) = term(&|g, o| m.opts[g][o].slots as f64);
-                cons.push(constraint!(e <= m.slots as f64 - k));
+                cons.push(constraint!(e <= pool as f64 - k));
             }
-            if let Some(q) = m.quota {
-                if most_trees > q as u64 {
-                    let (e, k) = term(&|_, _| 1.0);
-                    cons.push(constraint!(e <= q as f64 - k));
-                }
+            if let Some(q) = limits.quota.filter(|&q| most_trees > q as u64) {
+                let (e, k) = term(&|_, _| 1.0);
+                cons.push(constraint!(e <= q as f64 - k));
             }
         }
     }

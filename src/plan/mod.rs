@@ -9,15 +9,18 @@
 //! ([`crate::trace::generate_workload`] with `TraceOptions::plan`); `docs/plan.md`
 //! explains the model and its measured error for users.
 
+mod feasibility;
 pub mod groups;
 mod heuristic;
 mod ilp;
 pub mod model;
 pub mod options;
+pub mod price;
 pub mod timeline;
 
 use crate::formats::plan_json::{
-    Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, PLAN_SCHEMA,
+    Activity, Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport,
+    Verification, PLAN_SCHEMA,
 };
 use crate::keyword::keyword_enum;
 use crate::schedule::Workload;
@@ -66,6 +69,9 @@ pub struct PlanOptions {
     /// `auto` tries the exact solver only up to this many binary variables (beyond, the
     /// `microlp` branch and bound does not close in seconds: see `benches/plan.rs`).
     pub auto_max_variables: u64,
+    /// With a replayer: plans solved and replayed at most ([`plan`]'s repair loop; 0:
+    /// the model alone).
+    pub replay_rounds: u32,
 }
 
 impl Default for PlanOptions {
@@ -88,6 +94,7 @@ impl Default for PlanOptions {
             solver: SolverKind::Auto,
             time_limit: Duration::from_secs(10),
             auto_max_variables: 2000,
+            replay_rounds: 3,
         }
     }
 }
@@ -95,9 +102,14 @@ impl Default for PlanOptions {
 /// Why no plan could be made.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    /// The settings admit no plan: the message names the constraint and the group.
+    /// The settings admit no plan, proved (a counting argument or the exact program): the
+    /// message names the groups, the switches and the constraint.
     #[error("infeasible: {0}")]
     Infeasible(String),
+    /// No plan was found for the groups that must aggregate, and none was proved
+    /// impossible either (the solver stopped at the time limit).
+    #[error("no plan found: {0}")]
+    Unproved(String),
     /// The job or topology cannot be modelled.
     #[error("{0}")]
     Model(String),
@@ -109,25 +121,6 @@ pub enum PlanError {
     Trace(#[from] crate::trace::TraceError),
 }
 
-/// The planner's cost model covers dense TP/PP/DP(+embedding) jobs: context-parallel
-/// attention and MoE all-to-alls are neither planned nor priced, so such jobs are refused
-/// rather than planned on a model that leaves their traffic out (docs/plan.md).
-fn refuse_unmodelled(wl: &Workload) -> Result<(), PlanError> {
-    if wl.groups.cp > 1 {
-        return Err(PlanError::Model(format!(
-            "context parallelism (CP{}) is not in the planner's cost model yet: plan a CP1 job",
-            wl.groups.cp
-        )));
-    }
-    if wl.moe.is_some() {
-        return Err(PlanError::Model(
-            "MoE (expert parallelism) is not in the planner's cost model yet: plan a dense job"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The model of a job, for tests and benchmarks that look inside the planner.
 pub fn build_model(
     wl: &Workload,
@@ -135,9 +128,11 @@ pub fn build_model(
     trace: &TraceOptions,
     settings: &Settings,
 ) -> Result<Model, PlanError> {
-    refuse_unmodelled(wl)?;
     let routing = Routing::new(topo, trace.seed)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
+    let channels = trace
+        .nccl_channels
+        .unwrap_or_else(|| crate::lower::default_channels(topo));
     let net = Net {
         topo,
         routing: &routing,
@@ -145,7 +140,12 @@ pub fn build_model(
         tor,
         payload: trace.ina.payload,
         window: trace.ina.window,
-        nvlink_alpha: crate::trace::nvlink_step_latency(topo, trace),
+        lw: crate::lower::Lowering::new(
+            topo,
+            crate::trace::nvlink_step_latency(topo, trace),
+            channels,
+        ),
+        host: trace.collective,
     };
     if settings.slots == 0 {
         return Err(PlanError::Model("--ina-slots must be at least 1".into()));
@@ -154,18 +154,220 @@ pub fn build_model(
 }
 
 /// The plan of `wl` on `topo` (ECMP seed, INA switches, payload and window from `trace`);
-/// `job` is what the plan is made for (recorded, and checked when it is lowered).
+/// `job` is what the plan is made for (recorded, and checked when it is lowered). With a
+/// `replayer`, the plan is verified and repaired by replaying it ([`repair`]).
 pub fn plan(
     wl: &Workload,
     topo: &Topology,
     trace: &TraceOptions,
     po: &PlanOptions,
     job: BTreeMap<String, String>,
+    replayer: Option<&dyn Replayer>,
 ) -> Result<PlanFile, PlanError> {
     let started = Instant::now();
-    let m = build_model(wl, topo, trace, &po.settings)?;
-    let solved = solve(&m, po, started)?;
-    Ok(file(&m, po, job, solved, started.elapsed()))
+    let mut m = build_model(wl, topo, trace, &po.settings)?;
+    match replayer {
+        Some(r) if po.replay_rounds > 0 => repair(&mut m, wl, po, job, r, started),
+        _ => {
+            let solved = solve(&m, po, started)?;
+            Ok(file(&m, po, job, solved, started.elapsed()))
+        }
+    }
+}
+
+/// Replays a plan of the planner's job (the trace `ina3d trace --plan` lowers, replayed as
+/// `ina3d replay` replays it): what [`plan`] verifies and repairs its plans with. The
+/// pipeline implements it; the planner does not depend on the replayer.
+pub trait Replayer {
+    /// Replay `plan`.
+    fn replay(&self, plan: &PlanFile) -> Result<Replayed, String>;
+}
+
+/// What a replay of a plan measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replayed {
+    /// Iteration time (ns).
+    pub iteration_ns: f64,
+    /// Per stage, when the pipeline's last op (or its send) ended (ns).
+    pub stage_end: Vec<f64>,
+}
+
+/// A plan the repair loop replayed: its prediction (made before its replay, by the model
+/// calibrated on the replays before it) and its replayed time.
+struct Tried {
+    assign: Vec<usize>,
+    solved: Option<Solved>,
+    predicted: f64,
+    replayed: Replayed,
+}
+
+/// Solve, replay, calibrate, repeat: the all-host plan is replayed first and the model
+/// calibrated on it ([`Model::calibrate`]); then up to `replay_rounds` times the model is
+/// solved, its plan replayed, and the model calibrated on that replay, until a plan comes
+/// back a second time, its prediction is within 2 % of its replay, or time runs out. The
+/// plan returned is the fastest *replayed* (the all-host plan when nothing beat it), with
+/// the prediction the model made for it before it was replayed and its replay recorded as
+/// the plan's verification.
+fn repair(
+    m: &mut Model,
+    wl: &Workload,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    rp: &dyn Replayer,
+    started: Instant,
+) -> Result<PlanFile, PlanError> {
+    let deadline = started + po.time_limit;
+    let host = baseline(m, po)?;
+    let mut scratch = vec![0.0; m.channels];
+    let replay = |m: &Model, a: &[usize], po: &PlanOptions| -> Result<Replayed, PlanError> {
+        let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
+        rp.replay(&f)
+            .map_err(|e| PlanError::Model(format!("replaying a candidate plan: {e}")))
+    };
+    let host_predicted = m.evaluate(&host, &mut scratch).t;
+    let t0 = Instant::now();
+    let r0 = replay(m, &host, po)?;
+    let replay_cost = t0.elapsed();
+    let mut tried = vec![Tried {
+        assign: host.clone(),
+        solved: None,
+        predicted: host_predicted,
+        replayed: r0.clone(),
+    }];
+    let measured = |a: &[usize], r: &Replayed| model::Measured {
+        at: a.to_vec(),
+        stage_end: r.stage_end.clone(),
+        iteration: r.iteration_ns,
+    };
+    m.calibrate(wl, &measured(&host, &r0));
+    let mut rounds = 0;
+    let mut note = None;
+    while rounds < po.replay_rounds {
+        // what a solve may take: what is left but two replays (the plan's, and slack)
+        let left = deadline.saturating_duration_since(Instant::now());
+        let budget = left.saturating_sub(replay_cost * 2);
+        if budget < left / 10 || budget.is_zero() {
+            note = Some(format!(
+                "time limit: {rounds} plan(s) replayed (a replay takes {:.2} s)",
+                replay_cost.as_secs_f64()
+            ));
+            break;
+        }
+        rounds += 1;
+        let round_po = PlanOptions {
+            time_limit: budget / (po.replay_rounds - rounds + 1),
+            ..po.clone()
+        };
+        let solved = solve(m, &round_po, Instant::now())?;
+        if tried.iter().any(|t| t.assign == solved.assign) {
+            break;
+        }
+        let predicted = solved.eval.t;
+        let r = replay(m, &solved.assign, po)?;
+        let close = (predicted - r.iteration_ns).abs() <= 0.02 * r.iteration_ns;
+        m.calibrate(wl, &measured(&solved.assign, &r));
+        tried.push(Tried {
+            assign: solved.assign.clone(),
+            solved: Some(solved),
+            predicted,
+            replayed: r,
+        });
+        if close {
+            break;
+        }
+    }
+    // the host plan's prediction: by the model calibrated on the last plan replayed, when
+    // one was (not on its own replay)
+    if tried.len() > 1 {
+        let last = tried.last().expect("tried").assign.clone();
+        let r = tried.last().expect("tried").replayed.clone();
+        m.calibrate(wl, &measured(&last, &r));
+        tried[0].predicted = m.evaluate(&host, &mut scratch).t;
+    }
+    let best = (0..tried.len())
+        .min_by(|&a, &b| {
+            let (x, y) = (&tried[a].replayed, &tried[b].replayed);
+            x.iteration_ns.total_cmp(&y.iteration_ns).then(a.cmp(&b))
+        })
+        .expect("the host plan was replayed");
+    let host_replayed = tried[0].replayed.iteration_ns;
+    let t = tried.swap_remove(best);
+    let mut solved = t.solved.unwrap_or_else(|| fixed(m, &t.assign));
+    if best == 0 && tried.len() > 1 {
+        solved.note = Some(format!(
+            "no plan replayed faster than the all-host plan ({} tried)",
+            tried.len()
+        ));
+    } else if let Some(n) = note {
+        solved.note = Some(n);
+    }
+    let mut f = file(m, po, job, solved, started.elapsed());
+    f.prediction.iteration_ns = t.predicted;
+    f.prediction.host_iteration_ns = tried
+        .first()
+        .filter(|_| best != 0)
+        .map_or(t.predicted, |h| h.predicted);
+    f.verification = Some(Verification {
+        replayed_ns: t.replayed.iteration_ns,
+        error: (t.predicted - t.replayed.iteration_ns) / t.replayed.iteration_ns,
+        host_replayed_ns: host_replayed,
+    });
+    Ok(f)
+}
+
+/// The plan file of a given assignment (an option index per group of `m`): what a
+/// brute force over placements lowers and replays.
+pub fn assignment_file(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    a: &[usize],
+) -> PlanFile {
+    file(m, po, job, fixed(m, a), Duration::ZERO)
+}
+
+/// The plan the repair loop replays first and every other is measured against: every group
+/// on its host algorithm — but for the groups that must aggregate (`--require`, no host
+/// option), which keep what a first solve gave them, so the baseline fits the pools.
+fn baseline(m: &Model, po: &PlanOptions) -> Result<Vec<usize>, PlanError> {
+    let has_host = |g: usize| {
+        m.opts[g]
+            .iter()
+            .any(|o| matches!(o.kind, OptKind::Host(_) | OptKind::NvLink))
+    };
+    let host = |g: usize| model::host_index(&m.opts[g], &m.groups[g]);
+    if (0..m.groups.len()).all(has_host) {
+        return Ok((0..m.groups.len()).map(host).collect());
+    }
+    let first = PlanOptions {
+        time_limit: po.time_limit / (po.replay_rounds + 2),
+        ..po.clone()
+    };
+    let solved = solve(m, &first, Instant::now())?;
+    Ok((0..m.groups.len())
+        .map(|g| {
+            if has_host(g) {
+                host(g)
+            } else {
+                solved.assign[g]
+            }
+        })
+        .collect())
+}
+
+/// A fixed assignment as a solve's outcome (nothing proven).
+fn fixed(m: &Model, a: &[usize]) -> Solved {
+    let mut scratch = vec![0.0; m.channels];
+    let eval = m.evaluate(a, &mut scratch);
+    Solved {
+        assign: a.to_vec(),
+        bound: m.lower_bound().min(eval.t),
+        eval,
+        used: SolverKind::Heuristic,
+        status: "heuristic",
+        size: (0, 0),
+        note: None,
+    }
 }
 
 /// A solve's outcome.
@@ -209,12 +411,18 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     } else {
         started + po.time_limit.mul_f64(0.98)
     };
-    let a = heuristic::run(m, exposed, h_deadline).ok_or_else(|| {
-        PlanError::Infeasible(
-            "the groups that must aggregate (--require) do not fit the slot pools and tree quota together"
-                .into(),
-        )
-    })?;
+    // the heuristic's constructions place required groups first-fit; when they find no
+    // fit, the exact feasibility program gives a start or proves that none exists
+    let (a, start_note) = match heuristic::run(m, exposed, h_deadline) {
+        Some(a) => (a, None),
+        None => {
+            let start = feasibility::start_or_proof(m, deadline)?;
+            (
+                heuristic::improve(m, exposed, h_deadline, start),
+                Some("the heuristic's constructions found no fit for the required groups; the search started from the exact feasibility program's"),
+            )
+        }
+    };
     let mut scratch = vec![0.0; m.channels];
     let heur = m.evaluate(&a, &mut scratch);
     let relax = if exposed {
@@ -239,6 +447,12 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
             )
         }),
     };
+    if let Some(n) = start_note {
+        out.note = Some(match out.note.take() {
+            Some(o) => format!("{n}; {o}"),
+            None => n.into(),
+        });
+    }
     if !exact {
         return Ok(out);
     }
@@ -258,10 +472,12 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
                 out.note =
                     Some("the exact solver's plan was not better than the heuristic's".into());
             }
+            // the program's T leaves out the model's calibration offset
+            let off = if exposed { 0.0 } else { m.offset };
             let b = if r.optimal {
                 key(&out.eval)
             } else {
-                r.bound.unwrap_or(relax)
+                r.bound.map_or(relax, |b| b + off)
             };
             out.bound = b.max(relax).min(key(&out.eval));
         }
@@ -309,7 +525,7 @@ pub fn file(
                 stage: grp.stage,
                 members: grp.members.clone(),
                 decision: match &o.kind {
-                    OptKind::Host | OptKind::NvLink => Decision::Host,
+                    OptKind::Host(_) | OptKind::NvLink => Decision::Host,
                     OptKind::Tree { form, root, edges } => Decision::Tree {
                         form: form.as_str().into(),
                         root: *root,
@@ -327,6 +543,17 @@ pub fn file(
                 collective_ns: largest(o),
                 host_collective_ns: largest(h),
                 exposed_ns: m.vals[g][s.assign[g]].exposed,
+                host_algorithm: match o.kind {
+                    OptKind::Host(a) => Some(a),
+                    _ => None,
+                },
+                active: {
+                    let (from, until) = m.windows[g];
+                    Activity {
+                        from_ns: from,
+                        until_ns: until.is_finite().then_some(until),
+                    }
+                },
             }
         })
         .collect();

@@ -32,7 +32,7 @@ use super::options::{self, Form, Net, Opt, OptKind};
 use super::timeline::{self, LayerTimes, Timeline};
 use super::PlanError;
 use crate::record::Class;
-use crate::schedule::{LayerStep, Workload};
+use crate::schedule::{CollKind, LayerStep, Pass, Workload};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -118,6 +118,9 @@ pub struct Model {
     pub phases: Vec<Phase>,
     /// Per group, the phases it belongs to.
     pub phases_of: Vec<Vec<usize>>,
+    /// Per group, its activity window (ns; TP groups to +∞): what the phases derive from,
+    /// recorded in the plan as each group's `active`.
+    pub windows: Vec<(f64, f64)>,
     /// Release times of DP traffic: (time, stage whose shift applies, DP groups released
     /// at or after it).
     pub releases: Vec<(f64, usize, Vec<usize>)>,
@@ -133,8 +136,15 @@ pub struct Model {
     pub quota: Option<u32>,
     /// Channels of the topology.
     pub channels: usize,
-    /// Base timeline (host TP).
+    /// The timeline the rows use: the base one, calibrated ([`Model::calibrate`]).
     pub timeline: Timeline,
+    /// The contention-free timeline (host TP) of the workload.
+    pub base: Timeline,
+    /// The stage whose end is the pipeline's (for exposed TP time).
+    pub pend_stage: usize,
+    /// Added to every predicted iteration time: what a calibration left between the
+    /// model and the replay (0 uncalibrated).
+    pub offset: f64,
 }
 
 /// The model's verdict on one assignment (one option index per group).
@@ -300,6 +310,7 @@ impl Model {
         } else {
             0.0
         };
+        let t = t + self.offset;
         let exposed = a
             .iter()
             .enumerate()
@@ -399,7 +410,7 @@ impl Model {
             d = d.max(r + de[*s] + least(gs, false));
         }
         let links = (d + least(&self.tail, true)).max(least(&self.pipe, false));
-        rows.max(links)
+        rows.max(links) + self.offset
     }
 }
 
@@ -430,20 +441,46 @@ pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
     least.into_iter().collect()
 }
 
-/// Per-layer compute of the forward and backward steps (ns).
-fn layer_compute(wl: &Workload) -> (f64, f64) {
-    let c = |steps: &[LayerStep]| {
-        steps
-            .iter()
-            .map(|s| match s {
-                LayerStep::Compute(t) => t.0 as f64,
-                // Dense layers hold only compute and TP steps; CP and MoE steps are refused
-                // before the model is built (`refuse_unmodelled`).
-                _ => 0.0,
-            })
-            .sum::<f64>()
-    };
-    (c(&wl.fwd_steps), c(&wl.bwd_steps))
+/// Per stage, the time of one layer's forward and backward without its TP collectives
+/// (averaged over the stage's layers, dense and MoE alike): compute, and every other
+/// communication step (ring attention, all-to-alls, expert collectives) lowered as the
+/// trace lowers it over the stage's first group of its kind and priced alone
+/// ([`Net::layer_step_time`]).
+fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError> {
+    let mut out = Vec::with_capacity(wl.pp() as usize);
+    for (s, plan) in wl.stages.iter().enumerate() {
+        let layers: Vec<u32> = plan.chunks.iter().flat_map(|c| c.clone()).collect();
+        let mut cache: HashMap<(bool, usize), f64> = HashMap::new();
+        let mut sum = (0.0, 0.0);
+        for &l in &layers {
+            for (fwd, pass) in [(true, Pass::Fwd), (false, Pass::Bwd)] {
+                let steps = wl.layer_steps(l, pass);
+                // dense and MoE layers have their own step lists: price each list once
+                let key = (fwd, steps.as_ptr() as usize);
+                let t = match cache.get(&key) {
+                    Some(&t) => t,
+                    None => {
+                        let mut t = 0.0;
+                        for st in steps {
+                            t += net
+                                .layer_step_time(wl, s as u32, st)
+                                .map_err(PlanError::Model)?;
+                        }
+                        cache.insert(key, t);
+                        t
+                    }
+                };
+                if fwd {
+                    sum.0 += t;
+                } else {
+                    sum.1 += t;
+                }
+            }
+        }
+        let n = layers.len().max(1) as f64;
+        out.push((sum.0 / n, sum.1 / n));
+    }
+    Ok(out)
 }
 
 /// TP time per layer (forward, backward) of a TP group under option `o`: each TP step's
@@ -479,16 +516,31 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         v.dedup();
         v
     };
+    // An aggregation's slots are reserved under (class, lowest member host): an expert-DP
+    // group whose lowest host is a dense DP group's cannot hold a reservation of its own,
+    // so it stays on the host algorithms (priced, not aggregated).
+    let dense_first: std::collections::HashSet<NodeId> = groups
+        .iter()
+        .filter(|g| matches!(g.role, Role::Dp { expert: false, .. }))
+        .filter_map(|g| g.hosts.iter().min().copied())
+        .collect();
+    let keyless = |g: &Group| {
+        matches!(g.role, Role::Dp { expert: true, .. })
+            && g.hosts
+                .iter()
+                .min()
+                .is_some_and(|h| dense_first.contains(h))
+    };
     let mut all = Vec::with_capacity(groups.len());
     for (gi, g) in groups.iter().enumerate() {
         let err = |msg: String| PlanError::Model(format!("{}: {msg}", g.name()));
         let mut opts = Vec::new();
         let required = st.required.contains(&g.class) && !g.nvlink;
         if !required {
-            opts.push(options::host(net, g).map_err(err)?);
+            opts.extend(options::hosts(net, g).map_err(err)?);
         }
         let aggregatable = g.colls().iter().any(|c| c.aggregatable());
-        if !g.nvlink && aggregatable && st.classes.contains(&g.class) {
+        if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
             let fits = levels.iter().copied().filter(|&k| k <= st.slots);
             let fits: Vec<u32> = fits.collect();
             for root in options::roots(net, g) {
@@ -506,7 +558,10 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
                     }
                 }
             }
-            if st.rina {
+            // Rina reduces all-reduces only (the lowering leaves reduce-scatters on the
+            // host ring): for a group without one it would reserve slots for nothing
+            let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+            if st.rina && all_reduce {
                 for &k in &fits {
                     if let Some(o) = options::rina(net, g, k).map_err(err)? {
                         opts.push(o);
@@ -538,10 +593,13 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
             g.class
         ));
     }
-    if options::roots(net, g).is_empty() && (!st.rina || options::rina_racks(net, g).is_empty()) {
+    let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
+    let rina = st.rina && all_reduce && !options::rina_racks(net, g).racks.is_empty();
+    if options::roots(net, g).is_empty() && !rina {
         return PlanError::Infeasible(format!(
-            "no aggregating switch sits above every member of the {} (--ina-switches), so it cannot aggregate as --require {} demands",
+            "no aggregating switch sits above every member of the {} (--ina-switches), and Rina, which reduces all-reduces only, has no rack of two members to reduce{}, so it cannot aggregate as --require {} demands",
             g.name(),
+            if all_reduce { "" } else { " nor an all-reduce" },
             g.class
         ));
     }
@@ -560,15 +618,12 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let groups = super::groups::groups(wl, net.topo);
     let opts = build_options(net, &groups, st)?;
     let pp = wl.pp() as usize;
-    let (cfwd, cbwd) = layer_compute(wl);
+    let compute = layer_compute(wl, net)?;
     // base per-stage layer times: the host option of each stage's TP group (replica 0)
-    let mut base = vec![
-        LayerTimes {
-            fwd: cfwd,
-            bwd: cbwd
-        };
-        pp
-    ];
+    let mut base: Vec<LayerTimes> = compute
+        .iter()
+        .map(|&(fwd, bwd)| LayerTimes { fwd, bwd })
+        .collect();
     let mut tp_of: HashMap<(usize, u32), usize> = HashMap::new();
     for (i, g) in groups.iter().enumerate() {
         if let Role::Tp { replica, .. } = g.role {
@@ -577,6 +632,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             if replica == 0 {
                 let host = host_index(&opts[i], &groups[i]);
                 let (f, b) = tp_layer(wl, g, &opts[i][host]);
+                let (cfwd, cbwd) = compute[s as usize];
                 base[s as usize] = LayerTimes {
                     fwd: cfwd + f,
                     bwd: cbwd + b,
@@ -614,42 +670,98 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             b
         }
     });
-    let vals = values(wl, &groups, &opts, &tl, &cf, &cb, pend_stage);
     let replicas = replica_table(wl, &opts, &tp_of);
-    let rows = chain_rows(wl, &groups, &opts, &vals, &tl);
-    let phases = phases(&groups, &vals, &tl);
-    let (releases, dp, tail, pipe) = link_sets(&groups, &opts, &tl);
-    let mut phases_of = vec![Vec::new(); groups.len()];
-    for (p, ph) in phases.iter().enumerate() {
-        for &g in &ph.groups {
-            phases_of[g].push(p);
-        }
-    }
-    Ok(Model {
-        phases_of,
-        releases,
-        dp,
-        tail,
-        pipe,
+    let mut m = Model {
+        windows: Vec::new(),
+        phases_of: Vec::new(),
+        releases: Vec::new(),
+        dp: Vec::new(),
+        tail: Vec::new(),
+        pipe: Vec::new(),
         groups,
         opts,
-        vals,
-        rows,
+        vals: Vec::new(),
+        rows: Vec::new(),
         cf,
         cb,
         replicas,
-        phases,
+        phases: Vec::new(),
         slots: st.slots,
         quota: st.quota,
         channels: net.topo.links.len() * 2,
-        timeline: tl,
-    })
+        timeline: tl.clone(),
+        base: tl,
+        pend_stage,
+        offset: 0.0,
+    };
+    m.assemble(wl, &vec![0.0; pp]);
+    Ok(m)
+}
+
+/// What a replay of one assignment measured: what [`Model::calibrate`] fits the model to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
+    /// The assignment replayed (an option per group).
+    pub at: Vec<usize>,
+    /// Per stage, when the pipeline's last op (and its send) ended.
+    pub stage_end: Vec<f64>,
+    /// The iteration time.
+    pub iteration: f64,
+}
+
+impl Model {
+    /// The timeline-derived parts (values, chain rows, phases, link sets) from the base
+    /// timeline with each stage's end and bucket triggers shifted by `off[s]`.
+    fn assemble(&mut self, wl: &Workload, off: &[f64]) {
+        let mut tl = self.base.clone();
+        for (s, o) in off.iter().enumerate() {
+            tl.stage_end[s] += o;
+            for t in &mut tl.triggers[s] {
+                *t += o;
+            }
+        }
+        let (groups, opts) = (&self.groups, &self.opts);
+        self.vals = values(wl, groups, opts, &tl, &self.cf, &self.cb, self.pend_stage);
+        self.rows = chain_rows(wl, groups, opts, &self.vals, &tl);
+        (self.phases, self.windows) = phases(groups, &self.vals, &tl);
+        (self.releases, self.dp, self.tail, self.pipe) = link_sets(groups, opts, &tl);
+        self.phases_of = vec![Vec::new(); groups.len()];
+        for (p, ph) in self.phases.iter().enumerate() {
+            for &g in &ph.groups {
+                self.phases_of[g].push(p);
+            }
+        }
+        self.timeline = tl;
+    }
+
+    /// Fit the model to a replay: each stage's pipeline end (and its buckets' triggers)
+    /// moves to where the replay measured it under the replayed assignment's TP options
+    /// (other TP options shift it by the model's sensitivities), and what remains between
+    /// the model and the replayed iteration becomes a constant [`Model::offset`]. The
+    /// model then predicts the replayed assignment exactly and its neighbours by the
+    /// model's differences: contention the model leaves out (between replicas, with
+    /// pipeline and gradient traffic) is measured once instead of estimated.
+    pub fn calibrate(&mut self, wl: &Workload, m: &Measured) {
+        let de = self.shifts(&m.at);
+        let off: Vec<f64> = (0..self.base.stage_end.len())
+            .map(|s| {
+                m.stage_end
+                    .get(s)
+                    .map_or(0.0, |e| e - (self.base.stage_end[s] + de[s]))
+            })
+            .collect();
+        self.assemble(wl, &off);
+        self.offset = 0.0;
+        let mut scratch = vec![0.0; self.channels];
+        let t = self.evaluate(&m.at, &mut scratch).t;
+        self.offset = m.iteration - t;
+    }
 }
 
 /// Index of the host (or NVLink) option, or the first option when the host is excluded.
 pub fn host_index(opts: &[Opt], _g: &Group) -> usize {
     opts.iter()
-        .position(|o| matches!(o.kind, OptKind::Host | OptKind::NvLink))
+        .position(|o| matches!(o.kind, OptKind::Host(_) | OptKind::NvLink))
         .unwrap_or(0)
 }
 
@@ -672,26 +784,7 @@ fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
             if t >= pp || t == s || out.contains_key(&(s, t)) {
                 continue;
             }
-            let (a, b) = (rank(s), rank(t));
-            let time = if net.topo.same_nvlink_domain(a, b) {
-                // the trace's 2-rank nvlink record: S / rate + α
-                net.topo.nvlink_rate.map_or(0.0, |r| {
-                    (r.transmit_time(wl.pp_bytes) + net.nvlink_alpha).0 as f64
-                })
-            } else {
-                let (na, nb) = (net.topo.gpu(a), net.topo.gpu(b));
-                match net.routing.connection_path(na, nb) {
-                    Ok(p) => {
-                        let rate = net.routing.bottleneck(&p);
-                        let wire = wl.pp_bytes.with_headers(
-                            crate::record::NET_PACKET_PAYLOAD,
-                            crate::record::PACKET_HEADER,
-                        );
-                        rate.transmit_time(wire).0 as f64 + net.routing.path_delay(&p).0 as f64
-                    }
-                    Err(_) => 0.0,
-                }
-            };
+            let time = net.p2p_time(rank(s), rank(t), wl.pp_bytes).unwrap_or(0.0);
             out.insert((s, t), time);
         }
     }
@@ -735,11 +828,17 @@ fn values(
                         ..Vals::default()
                     }
                 }
-                Role::Dp { buckets, gathers } => {
+                Role::Dp {
+                    buckets,
+                    gathers,
+                    index,
+                    ..
+                } => {
                     let s = g.stage.unwrap_or(0) as usize;
                     let mut e = 0.0f64;
                     for (b, t) in o.times[..buckets.len()].iter().enumerate() {
-                        let trig = tl.triggers[s].get(b).copied().unwrap_or(tl.stage_end[s]);
+                        let at = index.get(b).copied().unwrap_or(b);
+                        let trig = tl.triggers[s].get(at).copied().unwrap_or(tl.stage_end[s]);
                         e = e.max(trig) + t;
                     }
                     let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]
@@ -905,8 +1004,10 @@ fn link_sets(
     (releases, dp, tail, pipe)
 }
 
-/// Activity windows → maximal sets of groups that may be active together.
-fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
+/// Activity windows (closed intervals, TP groups the whole iteration) and the maximal sets
+/// of groups that may be active together by the reuse rule of
+/// [`crate::formats::plan_json::Activity`].
+fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> (Vec<Phase>, Vec<(f64, f64)>) {
     let inf = f64::INFINITY;
     let mut win: Vec<(f64, f64)> = vec![(0.0, inf); groups.len()];
     let max_end = |g: usize| vals[g].iter().map(|v| v.end).fold(0.0, f64::max);
@@ -951,41 +1052,13 @@ fn phases(groups: &[Group], vals: &[Vec<Vals>], tl: &Timeline) -> Vec<Phase> {
             win[i] = (start, end + ln_max + max_end(i));
         }
     }
-    let mut ev: Vec<f64> = win
-        .iter()
-        .flat_map(|w| [w.0, w.1])
-        .filter(|x| x.is_finite())
-        .collect();
-    ev.sort_by(f64::total_cmp);
-    ev.dedup();
-    let mut sets: Vec<Vec<usize>> = Vec::new();
-    // probe just after every event point (and before the first)
-    let mut probes: Vec<f64> = ev.windows(2).map(|w| (w[0] + w[1]) / 2.0).collect();
-    probes.extend(ev.first().map(|x| x - 1.0));
-    probes.extend(ev.last().map(|x| x + 1.0));
-    for t in probes {
-        let set: Vec<usize> = (0..groups.len())
-            .filter(|&g| win[g].0 <= t && t < win[g].1)
-            .collect();
-        if !set.is_empty() {
-            sets.push(set);
-        }
-    }
-    sets.sort();
-    sets.dedup();
-    let keep: Vec<Vec<usize>> = sets
-        .iter()
-        .filter(|s| {
-            !sets
-                .iter()
-                .any(|o| o.len() > s.len() && s.iter().all(|g| o.binary_search(g).is_ok()))
-        })
-        .cloned()
-        .collect();
-    keep.into_iter()
+    // the one reuse rule, which `ina3d trace --plan` checks plans against
+    let phases = crate::trace::planned::concurrent_sets(&win)
+        .into_iter()
         .map(|groups| Phase {
             start: groups.iter().map(|&g| win[g].0).fold(inf, f64::min),
             groups,
         })
-        .collect()
+        .collect();
+    (phases, win)
 }

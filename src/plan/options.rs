@@ -1,28 +1,18 @@
 //! The options of one group — host algorithm, an aggregation tree under each candidate
 //! root (hierarchical or root-only), Rina — each at each slot level, with the time of one
-//! collective and the bytes it puts on every channel, from the replayer's own formulas
-//! ([`crate::netmodel`]).
-//!
-//! Times of one collective of S bytes, alone on the network:
-//! - **INA tree**: `ina_time(wire(S), tree cap, k slots, packet, latency, RTT)` exactly as
-//!   the replayer advances an aggregation (every edge routed as the replayer routes it,
-//!   [`Routing::connection_path`]; latency = longest up chain + longest down chain of
-//!   propagation, RTT = the same with each hop's store-and-forward of one packet,
-//!   [`netmodel::window_round_trip`]).
-//! - **Host ring** (the trace's ring: 2(n−1) steps of S/n for all-reduce, n−1 for
-//!   reduce-scatter / all-gather, every step synchronised): per step, the slowest flow's
-//!   fluid time when the step's flows share each channel equally (`count × wire(S/n) /
-//!   capacity` on the busiest channel) plus the longest path's propagation.
-//! - **Rina**: the racks' up aggregations (the slowest), the ring among ToRs and the
-//!   other members, then the multicast down (no window: it sums nothing).
-//! - **NVLink** (a group inside one server): the `nvlink` record's duration.
+//! collective and the time it occupies every channel: each collective lowered exactly as
+//! the trace of the plan lowers it ([`crate::lower`]) and priced alone on the replay's
+//! routes ([`super::price`]). A group inside one NVLink domain has one option, its
+//! `nvlink` records.
 
 use super::groups::{Coll, Group};
-use crate::netmodel::{self, EdgeDir};
-use crate::record::{NET_PACKET_PAYLOAD, PACKET_HEADER};
-use crate::schedule::CollKind;
-use crate::topology::{Channel, Routing, Topology};
-use crate::units::{Bytes, Nanos, NodeId};
+use super::price::{PriceNet, Priced, Recorder};
+use crate::lower::Sink;
+use crate::lower::{Algorithm, Lowering, RinaRacks};
+use crate::schedule::{CollKind, GroupKind, LayerStep, Workload};
+use crate::topology::{Routing, Topology};
+use crate::units::{Bytes, Nanos, NodeId, Rank};
+use std::collections::HashMap;
 
 /// Shape of an aggregation tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -46,8 +36,9 @@ impl Form {
 /// What an option does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptKind {
-    /// Host algorithm (ring).
-    Host,
+    /// A host algorithm for the collectives it may aggregate (all-gathers stay on the
+    /// trace's `--collective`).
+    Host(Algorithm),
     /// The group never leaves one NVLink domain.
     NvLink,
     /// An aggregation tree: (child, parent) edges bottom-up, the last into `root`.
@@ -105,165 +96,146 @@ pub struct Net<'a> {
     pub payload: Bytes,
     /// Window (slots per worker).
     pub window: u32,
-    /// NVLink step latency α.
-    pub nvlink_alpha: Nanos,
+    /// The lowering context the trace uses (NVLink step latency, NCCL channels).
+    pub lw: Lowering<'a>,
+    /// The host algorithm of collectives that do not aggregate.
+    pub host: Algorithm,
 }
 
-/// Which edges of a tree an aggregation streams over.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dirs {
-    /// Up and down: a whole aggregation.
-    Both,
-    /// Up only (Rina's racks into their ToR): sums, no multicast.
-    Up,
-    /// Down only (Rina's ToR back to its rack): a multicast with nothing to sum.
-    Down,
-}
-
-/// An INA time function for an option: time of one collective, adding its loads.
-type InaFn<'a> = &'a dyn Fn(&Coll, &mut Vec<(u32, f64)>) -> Result<f64, String>;
-
-/// A transfer on the network: its channels, their per-channel capacity (B/ns), delay.
-struct Path {
-    chans: Vec<Channel>,
-    delay: u64,
+/// How an option lowers a group's collectives that it may aggregate.
+enum How<'a> {
+    /// The host algorithm.
+    Host(Algorithm),
+    /// An aggregation tree: (child, parent, fan-in at parent), bottom-up.
+    Tree(&'a [(NodeId, NodeId, u32)]),
+    /// Rina over these racks.
+    Rina(&'a RinaRacks),
 }
 
 impl Net<'_> {
-    fn cap(&self, c: Channel) -> f64 {
-        netmodel::bytes_per_ns(self.routing.rate(c))
-    }
-    fn path(&self, a: NodeId, b: NodeId) -> Result<Path, String> {
-        let chans = self
-            .routing
-            .connection_path(a, b)
-            .map_err(|e| format!("no route from {a} to {b}: {e}"))?;
-        let delay = self.routing.path_delay(&chans).0;
-        Ok(Path { chans, delay })
-    }
-
-    /// Time and per-channel wire bytes of `steps` synchronised steps in which every
-    /// `(src, dst)` of `flows` sends `chunk` bytes (host packets).
-    fn ring_steps(
-        &self,
-        flows: &[(NodeId, NodeId)],
-        chunk: Bytes,
-        steps: u64,
-        loads: &mut Vec<(u32, f64)>,
-        times: u64,
-    ) -> Result<f64, String> {
-        let wire = chunk.with_headers(NET_PACKET_PAYLOAD, PACKET_HEADER).0 as f64;
-        let mut per: Vec<u32> = Vec::new();
-        let mut delay = 0u64;
-        for &(a, b) in flows {
-            let p = self.path(a, b)?;
-            delay = delay.max(p.delay);
-            per.extend(p.chans.iter().map(|c| c.0));
-        }
-        per.sort_unstable();
-        let mut step = 0.0f64;
-        for run in per.chunk_by(|a, b| a == b) {
-            let cap = self.cap(Channel(run[0]));
-            step = step.max(run.len() as f64 * wire / cap);
-            loads.push((
-                run[0],
-                run.len() as f64 * wire / cap * (steps * times) as f64,
-            ));
-        }
-        Ok(steps as f64 * (step.ceil() + delay as f64))
-    }
-
-    /// One host ring collective over `nodes` (ring order).
-    fn ring(&self, c: &Coll, nodes: &[NodeId], loads: &mut Vec<(u32, f64)>) -> Result<f64, String> {
-        let n = nodes.len();
-        if n < 2 {
-            return Ok(0.0);
-        }
-        let steps = match c.kind {
-            CollKind::AllReduce => 2 * (n as u64 - 1),
-            _ => n as u64 - 1,
+    /// One collective of `g` lowered as `how` says (all-gathers, and reduce-scatters under
+    /// Rina, on the host algorithm as the trace lowers them), priced alone with `slots`
+    /// packets outstanding per aggregation.
+    fn priced(&self, how: &How, c: &Coll, g: &Group, slots: u32) -> Result<Priced, String> {
+        let mut rec = Recorder::new(self.topo);
+        let mut lw = self.lw;
+        let (kind, bytes, m) = (c.kind, c.bytes, &g.members);
+        let r = if g.nvlink {
+            lw.nvlink(&mut rec, kind, bytes, m, 0)
+        } else {
+            match how {
+                How::Tree(e) if c.aggregatable() => lw.tree(&mut rec, kind, bytes, m, 0, e),
+                How::Rina(r) if kind == CollKind::AllReduce => lw.rina(&mut rec, bytes, m, 0, r),
+                How::Host(a) if c.aggregatable() => lw.host(&mut rec, *a, kind, bytes, m, 0),
+                _ => lw.host(&mut rec, self.host, kind, bytes, m, 0),
+            }
         };
-        let flows: Vec<(NodeId, NodeId)> = (0..n).map(|i| (nodes[i], nodes[(i + 1) % n])).collect();
-        let chunk = Bytes(c.bytes.0.div_ceil(n as u64));
-        self.ring_steps(&flows, chunk, steps, loads, c.count)
+        r.map_err(|e| e.to_string())?;
+        let p = PriceNet {
+            routing: self.routing,
+            payload: self.payload,
+        };
+        p.price(&rec.xfers, slots)
     }
+}
 
-    /// One INA aggregation over `edges` (child, parent) with `k` slots: its time, and the
-    /// wire bytes of each edge on its channels (up S, down S or the reduce-scatter shard).
-    fn tree(
-        &self,
-        c: &Coll,
-        edges: &[(NodeId, NodeId)],
-        members: &[NodeId],
-        k: u32,
-        dirs: Dirs,
-        loads: &mut Vec<(u32, f64)>,
-    ) -> Result<f64, String> {
-        let (up, down) = (dirs != Dirs::Down, dirs != Dirs::Up);
-        let n = members.len() as u64;
-        let mut below: std::collections::HashMap<NodeId, u64> =
-            members.iter().map(|&m| (m, 1)).collect();
-        for &(ch, p) in edges {
-            let b = below.get(&ch).copied().unwrap_or(0);
-            *below.entry(p).or_default() += b;
-        }
-        let wire = |b: Bytes| b.with_headers(self.payload, PACKET_HEADER).0 as f64;
-        let mut lat = Vec::new();
-        // each edge's channels, for its store-and-forward time once the multiset is known
-        let mut edge_chans: Vec<Vec<Channel>> = Vec::new();
-        let mut chans: Vec<u32> = Vec::new();
-        let mut s = Bytes(0);
-        for &(ch, p) in edges {
-            if up {
-                let pu = self.path(ch, p)?;
-                lat.push((ch, p, pu.delay, EdgeDir::Up));
-                edge_chans.push(pu.chans.clone());
-                for x in &pu.chans {
-                    chans.push(x.0);
-                    loads.push((x.0, wire(c.bytes) / self.cap(*x) * c.count as f64));
-                }
-                s = c.bytes;
+impl Net<'_> {
+    /// Time of one point-to-point transfer of `bytes` from rank `a` to `b` alone, lowered
+    /// as the trace lowers a pipeline send (an NVLink record inside a server).
+    pub fn p2p_time(&self, a: Rank, b: Rank, bytes: Bytes) -> Result<f64, String> {
+        let mut rec = Recorder::new(self.topo);
+        self.lw
+            .p2p(&mut rec, a, b, bytes, vec![], Nanos(0), None, None)
+            .map_err(|e| e.to_string())?;
+        let p = PriceNet {
+            routing: self.routing,
+            payload: self.payload,
+        };
+        Ok(p.price(&rec.xfers, 1)?.time)
+    }
+}
+
+impl Net<'_> {
+    /// Time of one layer step on stage `s` without its TP collectives (those are the TP
+    /// group's options): compute as given; a collective over the stage's first group of
+    /// its kind lowered as the trace lowers it (an NVLink record inside a server, else the
+    /// host algorithm); an all-to-all, each of its parts (run side by side: the slowest);
+    /// ring attention, each of its rings (the slowest), its attention core included; the
+    /// experts, the slowest EP rank's.
+    pub fn layer_step_time(&self, wl: &Workload, s: u32, st: &LayerStep) -> Result<f64, String> {
+        let price = |rec: Recorder| {
+            PriceNet {
+                routing: self.routing,
+                payload: self.payload,
             }
-            if down {
-                let pd = self.path(p, ch)?;
-                lat.push((p, ch, pd.delay, EdgeDir::Down));
-                edge_chans.push(pd.chans.clone());
-                let b = match c.kind {
-                    CollKind::ReduceScatter => {
-                        Bytes(c.bytes.0 * below.get(&ch).copied().unwrap_or(1) / n)
-                    }
-                    _ => c.bytes,
+            .price(&rec.xfers, 1)
+            .map(|p| p.time)
+        };
+        let group = |kind: GroupKind| wl.groups.first_of(kind, s);
+        let mut lw = self.lw;
+        let err = |e: crate::lower::LowerError| e.to_string();
+        Ok(match *st {
+            LayerStep::Compute(t) => t.0 as f64,
+            LayerStep::Tp(_) => 0.0,
+            LayerStep::Coll {
+                kind,
+                group: k,
+                bytes,
+            } => {
+                let Some(g) = group(k) else { return Ok(0.0) };
+                let b = wl.step_bytes(bytes, g[0]);
+                if g.len() < 2 || b.0 == 0 {
+                    return Ok(0.0);
+                }
+                let mut rec = Recorder::new(self.topo);
+                let server = self.topo.server_of(g[0]);
+                if self.topo.nvlink_rate.is_some()
+                    && g.iter().all(|r| self.topo.server_of(*r) == server)
+                {
+                    lw.nvlink(&mut rec, kind, b, g, 0).map_err(err)?;
+                } else {
+                    lw.host(&mut rec, self.host, kind, b, g, 0).map_err(err)?;
+                }
+                price(rec)?
+            }
+            LayerStep::AllToAll { group: k, sizes } => {
+                let Some(g) = group(k) else { return Ok(0.0) };
+                let mut t = 0.0f64;
+                for part in wl.a2a_parts(sizes, g) {
+                    let mut rec = Recorder::new(self.topo);
+                    let size = |i, j| part.size(i, j);
+                    lw.all_to_all(&mut rec, &part.members, &size).map_err(err)?;
+                    t = t.max(price(rec)?);
+                }
+                t
+            }
+            LayerStep::CpRing { pass, core } => {
+                let Some(g) = group(GroupKind::Cp) else {
+                    return Ok(core.0 as f64);
                 };
-                if !up {
-                    s = s.max(b);
+                let Some(cp) = wl.cp.as_ref() else {
+                    return Ok(core.0 as f64);
+                };
+                let mut t = 0.0f64;
+                for ring in cp.rings(g) {
+                    let mut rec = Recorder::new(self.topo);
+                    lw.cp_ring(&mut rec, &ring, pass, core, cp.kv_bytes)
+                        .map_err(err)?;
+                    for &r in &ring {
+                        rec.flush(r).map_err(err)?;
+                    }
+                    t = t.max(price(rec)?);
                 }
-                for x in &pd.chans {
-                    chans.push(x.0);
-                    loads.push((x.0, wire(b) / self.cap(*x) * c.count as f64));
-                }
+                t
             }
-        }
-        chans.sort_unstable();
-        let cap = netmodel::multiset_cap(&chans, |x| self.cap(Channel(x)));
-        let (u, d) = netmodel::tree_latency(&lat);
-        let packet = self.payload.0 + PACKET_HEADER.0;
-        let serialization: Vec<u64> = edge_chans
-            .iter()
-            .map(|path| {
-                let share = |x: &Channel| netmodel::multiset_share(&chans, x.0, self.cap(*x));
-                netmodel::store_and_forward(packet, path.iter().map(share))
-            })
-            .collect();
-        let rtt = netmodel::window_round_trip(&lat, &serialization);
-        Ok(netmodel::ina_time(
-            s.with_headers(self.payload, PACKET_HEADER).0,
-            cap,
-            k,
-            packet,
-            u + d,
-            rtt,
-            up,
-        ) as f64)
+            LayerStep::Experts(pass) => wl.moe.as_ref().map_or(0.0, |m| {
+                let per_ep = match pass {
+                    crate::schedule::Pass::Fwd => &m.expert_fwd,
+                    crate::schedule::Pass::Bwd => &m.expert_bwd,
+                };
+                per_ep.iter().map(|t| t.0 as f64).fold(0.0, f64::max)
+            }),
+        })
     }
 }
 
@@ -280,26 +252,33 @@ fn merge(mut loads: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
     out
 }
 
-/// The option's times for every collective of `g` and its loads, aggregatable
-/// collectives through `ina` (None: host for everything).
+/// The option's times for every collective of `g` and its loads (per iteration: each
+/// collective's loads times its count), every collective lowered as `how` says.
 fn build(
     net: &Net,
     g: &Group,
     kind: OptKind,
     slots: u32,
     switches: Vec<NodeId>,
-    ina: Option<InaFn<'_>>,
+    how: &How,
 ) -> Result<Opt, String> {
     let mut loads = Vec::new();
     let mut tail = Vec::new();
     let mut times = Vec::new();
+    // a stage's buckets are mostly of one size: price each (kind, size) once
+    let mut seen: HashMap<(CollKind, Bytes), Priced> = HashMap::new();
     for (i, c) in g.colls().into_iter().enumerate() {
-        let l = if g.in_tail(i) { &mut tail } else { &mut loads };
-        let t = match (ina, c.aggregatable()) {
-            (Some(f), true) => f(&c, l)?,
-            _ => net.ring(&c, &g.hosts, l)?,
+        let p = match seen.get(&(c.kind, c.bytes)) {
+            Some(p) => p.clone(),
+            None => {
+                let p = net.priced(how, &c, g, slots)?;
+                seen.insert((c.kind, c.bytes), p.clone());
+                p
+            }
         };
-        times.push(t);
+        let l = if g.in_tail(i) { &mut tail } else { &mut loads };
+        l.extend(p.loads.iter().map(|&(ch, v)| (ch, v * c.count as f64)));
+        times.push(p.time);
     }
     Ok(Opt {
         kind,
@@ -311,35 +290,52 @@ fn build(
     })
 }
 
-/// The host option (or the NVLink one for a group inside one server).
-pub fn host(net: &Net, g: &Group) -> Result<Opt, String> {
+/// The host options: the trace's `--collective` first, then every other host algorithm
+/// that lowers differently for this group (double binary tree: all-reduces of three or
+/// more; halving-doubling: a power of two from four; hierarchical: several servers with
+/// the same number of members, more than one each) — so "INA against the host" is
+/// against the best host algorithm. A group inside one server has the NVLink option only.
+pub fn hosts(net: &Net, g: &Group) -> Result<Vec<Opt>, String> {
     if g.nvlink {
-        let n = g.members.len() as u32;
-        let times = g
-            .colls()
-            .iter()
-            .map(|c| {
-                crate::trace::nvlink_collective_time(
-                    net.topo,
-                    net.nvlink_alpha,
-                    c.kind,
-                    c.bytes,
-                    n,
-                    1,
-                )
-                .map_or(0.0, |t| t.0 as f64)
-            })
-            .collect();
-        return Ok(Opt {
-            kind: OptKind::NvLink,
-            slots: 0,
-            switches: vec![],
-            times,
-            loads: vec![],
-            tail_loads: vec![],
-        });
+        return Ok(vec![build(
+            net,
+            g,
+            OptKind::NvLink,
+            0,
+            vec![],
+            &How::Host(net.host),
+        )?]);
     }
-    build(net, g, OptKind::Host, 0, vec![], None)
+    let n = g.members.len();
+    let mut per_server: std::collections::BTreeMap<u32, usize> = Default::default();
+    for &r in &g.members {
+        *per_server.entry(net.topo.server_of(r)).or_default() += 1;
+    }
+    let even = per_server
+        .values()
+        .all(|&c| Some(&c) == per_server.values().next());
+    let differs = |a: Algorithm| match a {
+        Algorithm::Ring => true,
+        Algorithm::Dbt => n >= 3 && g.colls().iter().any(|c| c.kind == CollKind::AllReduce),
+        Algorithm::Hd => n >= 4 && n.is_power_of_two(),
+        Algorithm::Hierarchical => {
+            net.topo.nvlink_rate.is_some()
+                && per_server.len() > 1
+                && even
+                && per_server.values().all(|&c| c > 1)
+        }
+    };
+    let mut algos = vec![net.host];
+    algos.extend(
+        Algorithm::ALL
+            .into_iter()
+            .filter(|&a| a != net.host && differs(a)),
+    );
+    algos
+        .into_iter()
+        .filter(|&a| a == net.host || differs(a))
+        .map(|a| build(net, g, OptKind::Host(a), 0, vec![], &How::Host(a)))
+        .collect()
 }
 
 /// Candidate roots of `g` (empty when no aggregating switch sits above all members).
@@ -383,8 +379,13 @@ pub fn tree(
     let mut sw: Vec<NodeId> = edges.iter().map(|e| e.1).collect();
     sw.sort_unstable();
     sw.dedup();
-    let f =
-        |c: &Coll, loads: &mut Vec<(u32, f64)>| net.tree(c, &edges, &g.hosts, k, Dirs::Both, loads);
+    // the fan-in at each parent, as the trace of a plan counts it
+    let mut fanin: HashMap<NodeId, u32> = HashMap::new();
+    for e in &edges {
+        *fanin.entry(e.1).or_default() += 1;
+    }
+    let with_fanin: Vec<(NodeId, NodeId, u32)> =
+        edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
     build(
         net,
         g,
@@ -395,70 +396,28 @@ pub fn tree(
         },
         k,
         sw,
-        Some(&f),
+        &How::Tree(&with_fanin),
     )
 }
 
 /// The racks of `g` whose aggregating ToR holds at least two members.
-pub fn rina_racks(net: &Net, g: &Group) -> Vec<(NodeId, Vec<NodeId>)> {
-    let mut racks: std::collections::BTreeMap<NodeId, Vec<NodeId>> = Default::default();
-    for &h in &g.hosts {
-        if let Some(t) = net.tor[h.idx()].filter(|t| net.can_agg[t.idx()]) {
-            racks.entry(t).or_default().push(h);
-        }
-    }
-    racks.into_iter().filter(|(_, v)| v.len() >= 2).collect()
+pub fn rina_racks(net: &Net, g: &Group) -> RinaRacks {
+    crate::lower::rina_racks(net.topo, &g.members, &net.tor, |t| net.can_agg[t.idx()])
 }
 
 /// The Rina option at `k` slots (None when no rack has two members).
 pub fn rina(net: &Net, g: &Group, k: u32) -> Result<Option<Opt>, String> {
     let racks = rina_racks(net, g);
-    if racks.is_empty() {
+    if racks.racks.is_empty() {
         return Ok(None);
     }
-    // ring workers: each rack's ToR and the other members, by their first member
-    let mut workers: Vec<(NodeId, NodeId)> = Vec::new();
-    for &h in &g.hosts {
-        match racks.iter().find(|(_, v)| v.contains(&h)) {
-            Some((t, v)) if v[0] == h => workers.push((h, *t)),
-            Some(_) => {}
-            None => workers.push((h, h)),
-        }
-    }
-    workers.sort_unstable();
-    let nodes: Vec<NodeId> = workers.iter().map(|w| w.1).collect();
-    let tors: Vec<NodeId> = racks.iter().map(|r| r.0).collect();
-    let f = |c: &Coll, loads: &mut Vec<(u32, f64)>| -> Result<f64, String> {
-        if c.kind != CollKind::AllReduce {
-            return net.ring(c, &g.hosts, loads);
-        }
-        if let [(t, ms)] = racks.as_slice() {
-            if nodes.len() == 1 {
-                // one rack holds everyone: a plain single-switch aggregation
-                let e: Vec<(NodeId, NodeId)> = ms.iter().map(|&m| (m, *t)).collect();
-                return net.tree(c, &e, ms, k, Dirs::Both, loads);
-            }
-        }
-        let mut up = 0.0f64;
-        let mut down = 0.0f64;
-        for (t, ms) in &racks {
-            let e: Vec<(NodeId, NodeId)> = ms.iter().map(|&m| (m, *t)).collect();
-            up = up.max(net.tree(c, &e, ms, k, Dirs::Up, loads)?);
-            down = down.max(net.tree(c, &e, ms, k, Dirs::Down, loads)?);
-        }
-        let ring = if nodes.len() >= 2 {
-            net.ring(c, &nodes, loads)?
-        } else {
-            0.0
-        };
-        Ok(up + ring + down)
-    };
+    let tors: Vec<NodeId> = racks.racks.keys().copied().collect();
     Ok(Some(build(
         net,
         g,
         OptKind::Rina { tors: tors.clone() },
         k,
         tors,
-        Some(&f),
+        &How::Rina(&racks),
     )?))
 }

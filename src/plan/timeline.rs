@@ -41,7 +41,7 @@ impl Timeline {
 /// gradient transfer between stages. `None` if the order cannot progress (a workload the
 /// trace generator would refuse too).
 pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -> Option<Timeline> {
-    let (pp, v, m) = (wl.pp(), wl.vpp, wl.microbatches);
+    let (pp, m) = (wl.pp(), wl.microbatches);
     let mut free = vec![0.0f64; pp as usize];
     let mut cursor = vec![0usize; pp as usize];
     let mut inbox: std::collections::HashMap<(u32, Pass, u32, u32), f64> = Default::default();
@@ -58,11 +58,7 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
             let si = s as usize;
             while cursor[si] < plan.order.len() {
                 let op = plan.order[cursor[si]];
-                let needs = match op.pass {
-                    Pass::Fwd => !(s == 0 && op.chunk == 0),
-                    Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
-                };
-                let arrival = if needs {
+                let arrival = if wl.receives(s, op) {
                     match inbox.remove(&(s, op.pass, op.chunk, op.microbatch)) {
                         Some(t) => t,
                         None => break,
@@ -73,7 +69,7 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
                 let start = free[si].max(arrival);
                 let layers = plan.chunks.get(op.chunk as usize)?.clone();
                 let nl = layers.len() as f64;
-                let head_here = s == pp - 1 && op.chunk == v - 1;
+                let head_here = wl.is_last_chunk(s, op.chunk);
                 let end = match op.pass {
                     Pass::Fwd => {
                         start
@@ -106,14 +102,7 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
                         t0 + nl * layer[si].bwd
                     }
                 };
-                let target = match op.pass {
-                    Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
-                    Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
-                    Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
-                    Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
-                    _ => None,
-                };
-                free[si] = match target {
+                free[si] = match wl.next_hop(s, op) {
                     Some((ts, tc)) => {
                         let t = end + p2p(s, ts);
                         inbox.insert((ts, op.pass, tc, op.microbatch), t);

@@ -12,13 +12,15 @@
 //!   target)/2`) `FAST_RECOVERY_TIMES` times, then additive, then hyper increase of the
 //!   target. No byte counter (HPCC's and SimAI's ns-3 have none).
 //! - **Congestion point**, one fluid queue per switch egress channel: it grows at the
-//!   rate the queue pairs offer beyond the port's capacity and drains below it. A queue
+//!   rate bytes arrive beyond the port's capacity and drains below it. A queue
 //!   pair offers `min(its DCQCN rate / its active transfers, its first hop's capacity /
 //!   the transfers sharing it)` (the sending NIC paces and serves its queue pairs in
-//!   turn). Packets entering a queue of `Q` bytes are marked with RED's probability
+//!   turn); its bytes reach a port at that rate scaled by what each congested port
+//!   before it passes on (`capacity / arrivals`, FIFO: `Sim::cc_advance`). Packets
+//!   entering a queue of `Q` bytes are marked with RED's probability
 //!   ([`crate::netmodel::mark_probability`]); with ns-3 RED's uniformised marking (the
 //!   glue's ports, `Wait` on) the gap between marks is uniform in `[1/p, 2/p]` packets,
-//!   so a flow's expected marks grow at `p / 1.5` per packet it offers.
+//!   so a flow's expected marks grow at `p / 1.5` per packet that reaches the port.
 //! - **Notification point**: once a pair's expected marks since its last CNP window reach
 //!   one, a CNP is sent (at most one per `cnp_interval` per pair) and reaches the sender
 //!   after the marked packet's queueing delay (`Q / capacity`) and the path's propagation
@@ -49,21 +51,42 @@ use crate::units::BitsPerSec;
 use std::collections::HashMap;
 
 /// How the replayer rates transfers on shared links.
+///
+/// The default is the model of the fabric's transport ([`RateModel::for_transport`]):
+/// `dcqcn` for RoCE, the transport the ns-3 glue runs unless told otherwise and what LLM
+/// clusters run; `ideal` for TCP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RateModel {
     /// Max-min fair rates, recomputed at every arrival and completion: a transport that
-    /// reaches its fair share at once (what TCP approaches on long transfers). The
-    /// default: it costs nothing per congested port, where DCQCN's 4 µs dynamics cost
-    /// 9–72× the replay time on the 1,024-GPU bench (`benches/replay.rs -- models`).
-    #[default]
+    /// reaches its fair share at once (what TCP approaches on long transfers; the model
+    /// for `tcp`).
     Ideal,
     /// Max-min fair rates capped by each queue pair's DCQCN rate, with fluid switch
     /// queues and ECN marking on oversubscribed ports (this module): what the RoCE glue
-    /// and SimAI run.
+    /// and SimAI run, and the default.
+    #[default]
     Dcqcn,
 }
 
+impl RateModel {
+    /// The model that follows `transport` (docs/model.md#dcqcn-rate-model): DCQCN's
+    /// cuts and slow recovery under RoCE, max-min rates under TCP, whose windows reach
+    /// their fair share within a few round trips.
+    pub fn for_transport(transport: crate::formats::params_txt::Transport) -> RateModel {
+        use crate::formats::params_txt::Transport;
+        match transport {
+            Transport::Roce => RateModel::Dcqcn,
+            Transport::Tcp => RateModel::Ideal,
+        }
+    }
+}
+
 crate::keyword::keyword_enum!(RateModel, "rate model", RateModel::Ideal => "ideal", RateModel::Dcqcn => "dcqcn");
+
+/// Passes over the watched ports per advance, so that each port's arrivals see the
+/// congested ports before it on their paths (a path crosses at most a few: host, leaf,
+/// spine tiers up and down).
+const UPSTREAM_ROUNDS: usize = 3;
 
 /// Packets leave a marked queue 1.5× rarer than RED's probability says: ns-3 RED's
 /// uniformised marking puts the next mark uniformly between `1/p` and `2/p` packets.
@@ -250,6 +273,13 @@ pub(super) struct State {
     /// not measured since it was watched), and its KMIN in bytes.
     ch_offered: Vec<f64>,
     kmin: Vec<f64>,
+    /// Per watched channel: the share of its arrivals it passes on over the last advance
+    /// (`capacity / arrivals` while it is congested or drains a backlog, else 1): what
+    /// the ports after it on a path see of a transfer's offered rate.
+    pass: Vec<f64>,
+    /// Whether any watched port passes on less (or more) than it receives: when none
+    /// does, arrivals are the offered rates everywhere.
+    throttling: bool,
     /// Channels congested or backlogged, checked at every tick.
     pub hot: Vec<u32>,
     hot_mark: Vec<bool>,
@@ -310,6 +340,8 @@ impl State {
             queue: vec![0.0; nch],
             ch_offered: vec![f64::NAN; nch],
             kmin,
+            pass: vec![1.0; nch],
+            throttling: false,
             hot: Vec::new(),
             hot_mark: vec![false; nch],
             index: HashMap::new(),
@@ -651,6 +683,14 @@ impl Sim<'_> {
     /// Bring every watched port's queue and marks up to now, at the rates offered since
     /// the last advance: exact as long as every change to a watched port's transfers
     /// advances first ([`Sim::cc_touch`]).
+    ///
+    /// A transfer's bytes reach a port at the rate its sender offers them only if no
+    /// watched port before it on its path is congested: a FIFO port that carries more
+    /// than its capacity (or drains a backlog) passes each transfer on in proportion to
+    /// its arrivals, `capacity / arrivals` of them (`State::pass`). So the arrivals at
+    /// each watched port are its transfers' offered bytes scaled by the ports before it,
+    /// iterated until every port has seen the ones upstream of it (a path crosses at most
+    /// a few watched ports).
     pub(super) fn cc_advance(&mut self) {
         let Some(mut cc) = self.cc.take() else { return };
         if cc.hot.is_empty() || self.now <= cc.last_tick {
@@ -661,25 +701,78 @@ impl Sim<'_> {
         let prev = cc.last_tick;
         cc.last_tick = self.now;
         cc.ticks += 1;
+        let dt = self.now - prev;
         let hot = std::mem::take(&mut cc.hot);
+        // each watched port's transfers: (unit, position on its path, bytes its sender
+        // offered in the interval)
+        let mut at: Vec<Vec<(u32, u32, f64)>> = Vec::with_capacity(hot.len());
         for &c in &hot {
-            self.cc_port(&mut cc, c, prev);
+            let mut v = Vec::with_capacity(self.ch_units[c as usize].len());
+            for i in 0..self.ch_units[c as usize].len() {
+                let (u, k) = self.ch_units[c as usize][i];
+                v.push((u, k, self.tick_bytes(&mut cc, u, prev)));
+            }
+            at.push(v);
+        }
+        for &c in &hot {
+            cc.pass[c as usize] = 1.0;
+        }
+        cc.throttling = false;
+        let mut arrived: Vec<f64> = at.iter().map(|v| v.iter().map(|x| x.2).sum()).collect();
+        for _ in 0..UPSTREAM_ROUNDS {
+            let mut changed = false;
+            for (i, &c) in hot.iter().enumerate() {
+                let cu = c as usize;
+                let cap = self.p.ch_cap[cu] * dt as f64;
+                let pass = if arrived[i] > 0.0 && (cc.queue[cu] > 0.0 || arrived[i] > cap) {
+                    cap / arrived[i]
+                } else {
+                    1.0
+                };
+                changed |= pass != cc.pass[cu];
+                cc.pass[cu] = pass;
+            }
+            if !changed {
+                break;
+            }
+            cc.throttling = hot.iter().any(|&c| cc.pass[c as usize] != 1.0);
+            for (i, v) in at.iter().enumerate() {
+                arrived[i] = v
+                    .iter()
+                    .map(|&(u, k, b)| b * self.upstream(&cc, u, k))
+                    .sum();
+            }
+        }
+        for (i, &c) in hot.iter().enumerate() {
+            let v: Vec<(u32, f64)> = at[i]
+                .iter()
+                .map(|&(u, k, b)| (u, b * self.upstream(&cc, u, k)))
+                .collect();
+            self.cc_port(&mut cc, c, dt, arrived[i], &v);
         }
         cc.hot = hot;
         self.cc = Some(cc);
     }
 
-    /// Advance port `c`'s queue over the interval since `prev` and mark its transfers'
-    /// queue pairs (a pair that sends a CNP is watched for its arrival).
-    fn cc_port(&mut self, cc: &mut State, c: u32, prev: u64) {
-        let cu = c as usize;
-        let dt = self.now.saturating_sub(prev);
-        let mut offered: Vec<(u32, f64)> = Vec::with_capacity(self.ch_units[cu].len());
-        for i in 0..self.ch_units[cu].len() {
-            let u = self.ch_units[cu][i].0;
-            offered.push((u, self.tick_bytes(cc, u, prev)));
+    /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
+    /// the product of what each watched port before it passes on (`State::pass`).
+    fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
+        if !cc.throttling {
+            return 1.0;
         }
-        let total: f64 = offered.iter().map(|x| x.1).sum();
+        let off = self.units[u as usize].off as usize;
+        self.p.arena[off..off + k as usize]
+            .iter()
+            .filter(|&&c| cc.hot_mark[c as usize])
+            .map(|&c| cc.pass[c as usize])
+            .product()
+    }
+
+    /// Advance port `c`'s queue over `dt` ns in which `total` bytes arrived, `arrivals`
+    /// per transfer, and mark the transfers' queue pairs (a pair that sends a CNP is
+    /// watched for its arrival).
+    fn cc_port(&mut self, cc: &mut State, c: u32, dt: u64, total: f64, arrivals: &[(u32, f64)]) {
+        let cu = c as usize;
         let cap = self.p.ch_cap[cu];
         cc.ch_offered[cu] = if dt > 0 { total / dt as f64 } else { f64::NAN };
         let p = cc.grow(c, total, cap, dt);
@@ -687,7 +780,7 @@ impl Sim<'_> {
             return;
         }
         let wait = (cc.queue[cu] / cap) as u64;
-        for (u, bytes) in offered {
+        for &(u, bytes) in arrivals {
             let Some(pair) = cc.unit_pair.get(u as usize).copied().flatten() else {
                 continue;
             };
@@ -729,15 +822,28 @@ impl Sim<'_> {
         let Some(cc) = self.cc.as_ref() else { return };
         let step = cc.params.rate_decrease_ns.max(1);
         let mut next: Option<u64> = cc.busy.iter().filter_map(|&q| cc.qp_next(q)).min();
-        for &c in &cc.hot {
+        // a port asks for a tick one interval away at the soonest: with one already
+        // scheduled by then, no port can bring it forward (a marking port is then
+        // skipped at every event of the interval, not re-summed)
+        let ports = if cc.next_tick.is_some_and(|n| n <= self.now + step) {
+            &[][..]
+        } else {
+            &cc.hot[..]
+        };
+        for &c in ports {
             let cu = c as usize;
             let (q, cap) = (cc.queue[cu], self.p.ch_cap[cu]);
+            let kmin = cc.kmin[cu];
+            if q > kmin {
+                // marking: every interval, whatever arrives
+                next = Some(next.map_or(self.now + step, |n| n.min(self.now + step)));
+                continue;
+            }
             let offered: f64 = self.ch_units[cu]
                 .iter()
-                .map(|&(u, _)| self.offered_now(cc, u))
+                .map(|&(u, k)| self.offered_now(cc, u) * self.upstream(cc, u, k))
                 .sum();
-            let kmin = cc.kmin[cu];
-            let dt = if q > kmin || !offered.is_finite() {
+            let dt = if !offered.is_finite() {
                 Some(step)
             } else if offered > cap {
                 Some(((kmin - q) / (offered - cap)).ceil() as u64)

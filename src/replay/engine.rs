@@ -214,8 +214,11 @@ impl<'a> Sim<'a> {
     }
 
     pub(super) fn push(&mut self, t: u64, kind: EventKind, idx: u32, ver: u32) {
-        // the DCQCN model may park its tick far ahead; every other event is the trace's
-        if t > TIME_HORIZON_NS && kind != EventKind::CcTick && self.beyond.is_none() {
+        // the DCQCN model may park its tick far ahead, and a unit starved to a rate near 0
+        // gets a far transfer end that a new rate supersedes: those two are judged when
+        // they fire (`tx_done`), every other event is the trace's
+        let parked = matches!(kind, EventKind::CcTick | EventKind::TxDone);
+        if t > TIME_HORIZON_NS && !parked && self.beyond.is_none() {
             self.beyond = Some((kind, idx));
         }
         self.heap.push(Reverse((t, kind, idx, ver)));
@@ -298,6 +301,11 @@ impl<'a> Sim<'a> {
         let u = self.slot_of[serial as usize];
         let x = &self.units[u as usize];
         if x.serial != serial || x.ver != ver || x.rate == 0.0 {
+            return;
+        }
+        if self.now > TIME_HORIZON_NS {
+            // a transfer that really ends past the horizon (not a superseded far event)
+            self.beyond.get_or_insert((EventKind::TxDone, serial));
             return;
         }
         let (owner, lat, off, len, rate) = (x.owner, x.latency, x.off, x.len, x.rate);
@@ -654,6 +662,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
     }
     sim.run(&records)?;
     let channels = sim.channel_stats(topo);
+    let tenant_slots = sim.occupancy.tenant_slots(opts.ina.tenants.len());
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
     let standalone = sim.standalones(&records);
     let rec = std::mem::take(&mut sim.rec);
@@ -677,6 +686,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         summary,
         channels,
         slots,
+        tenant_slots,
         ina_fallbacks,
         events,
         resolves,

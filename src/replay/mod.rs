@@ -15,11 +15,12 @@
 //! nanosecond) plus the propagation delay of its path (store-and-forward of the last
 //! packet is not modelled: an approximation of one packet time per hop).
 //!
-//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`): `ideal` (the default) is
-//! the max-min model above alone; `dcqcn` also caps each transfer at its (source,
-//! destination) queue pair's DCQCN rate, with fluid switch queues, ECN marking and CNP
-//! feedback evaluated only on oversubscribed or backlogged ports (`dcqcn.rs`,
-//! `docs/model.md` "DCQCN rate model").
+//! **Rate models** ([`RateModel`], `ReplayOptions::rate_model`; the default follows the
+//! fabric's transport, [`RateModel::for_transport`]): `dcqcn` (RoCE, the default) caps
+//! each transfer at its queue pair's DCQCN rate, with fluid switch queues, ECN marking
+//! and CNP feedback evaluated only on oversubscribed or backlogged ports, and lets
+//! aggregation streams take their rate before host transfers (`dcqcn.rs`, `solver.rs`,
+//! `docs/model.md` "DCQCN rate model"); `ideal` (TCP) is the max-min model above alone.
 //!
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
@@ -93,6 +94,7 @@
 //! everything included (was 4.9 GiB); 65,536 GPUs (68.0 M records) in 6.4 GiB, ≈ 101 B
 //! per record (README, Benchmarks).
 
+pub mod budget;
 mod dcqcn;
 mod engine;
 mod huge;
@@ -171,12 +173,25 @@ pub struct ReplayResult {
     pub channels: Vec<ChannelStat>,
     /// Slot occupancy changes (the physical holding intervals), in time order.
     pub slots: Vec<SlotSample>,
+    /// Per job of a merged multi-job trace (`InaSwitchModel::tenants`, in its order):
+    /// the slots its own aggregations held; empty for a one-job trace.
+    pub tenant_slots: Vec<TenantSlots>,
     /// Aggregations that fell back to the host ring.
     pub ina_fallbacks: u64,
     /// Events processed.
     pub events: u64,
     /// Max-min re-solves (batches with a rate change).
     pub resolves: u64,
+}
+
+/// The aggregator slots one job of a merged trace held over a replay, read from its own
+/// holding intervals as `switches.csv` is read ([`crate::fct::switch_slots`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TenantSlots {
+    /// Most slots the job held at once on any one switch.
+    pub peak: u64,
+    /// Σ over switches of the job's slots × time held (slot·ns).
+    pub slot_time: u64,
 }
 
 /// The records replayed with each one's start, end and standalone FCT (by position): the
@@ -280,6 +295,23 @@ pub enum ReplayError {
     /// More records (or deps) than the replayer's `u32` positions hold.
     #[error("the trace is too large to replay: {0} records (at most 4,294,967,293 records and as many deps)")]
     TooLarge(usize),
+    /// The memory limit's variable ([`budget::LIMIT_VAR`]) is not a size.
+    #[error("{var}=`{0}` is not a size in bytes (e.g. 8G, 512M, 1073741824)", var = budget::LIMIT_VAR)]
+    BadLimit(String),
+    /// The replay would not fit in memory ([`budget`]).
+    #[error("the replay would need about {} ({records} records × {} B per record; {how}), more than the limit of {} ({origin})", budget::size(*need), budget::BYTES_PER_RECORD, budget::size(*limit))]
+    OverBudget {
+        /// Records, estimated.
+        records: u64,
+        /// How the estimate was made.
+        how: String,
+        /// Bytes needed, estimated.
+        need: u64,
+        /// The limit, bytes.
+        limit: u64,
+        /// Where the limit came from.
+        origin: String,
+    },
     /// A trace header value the replayer needs is malformed.
     #[error("trace header `{key}`: {msg}")]
     Header {

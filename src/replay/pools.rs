@@ -28,7 +28,12 @@ pub(super) fn class_idx(c: Class) -> usize {
 pub(super) struct Pools {
     policy: InaPolicy,
     total: u32,
+    /// Under `static`: each class's share of one job's part of the pool.
     share: [u32; CLASSES],
+    /// Jobs sharing the pools (1 for a one-job trace); `static` splits each pool among
+    /// them first.
+    tenants: usize,
+    /// Slots reserved, per (switch, job) at `switch · tenants + job`, per class.
     used: Vec<[u32; CLASSES]>,
     /// Aggregations waiting for slots, by (priority rank, arrival, aggregation).
     pub waiting: BTreeSet<(u8, u64, u32)>,
@@ -48,8 +53,9 @@ pub(super) enum Grant {
 
 impl Pools {
     /// Empty pools on `switches` aggregating switches (dense indices): the
-    /// static shares (the pool split equally among the enabled classes) and the priority
-    /// ranks (the order of `ina.classes`).
+    /// static shares (the pool split equally among the jobs of a merged trace, each job's
+    /// part equally among the enabled classes) and the priority ranks (the order of
+    /// `ina.classes`).
     pub fn new(ina: &InaSwitchModel, switches: usize) -> Pools {
         let enabled: Vec<Class> = {
             let mut v: Vec<Class> = ina
@@ -62,9 +68,10 @@ impl Pools {
             v.dedup();
             v
         };
+        let tenants = ina.tenants.len().max(1);
         let mut share = [0u32; CLASSES];
         for c in &enabled {
-            share[class_idx(*c)] = ina.slots / enabled.len() as u32;
+            share[class_idx(*c)] = ina.slots / tenants as u32 / enabled.len() as u32;
         }
         let mut prio = [6u8, 7, 8, 9, 10, 11];
         for (rank, c) in ina
@@ -81,7 +88,8 @@ impl Pools {
             policy: ina.policy,
             total: ina.slots,
             share,
-            used: vec![[0; CLASSES]; switches],
+            tenants,
+            used: vec![[0; CLASSES]; switches * tenants],
             waiting: BTreeSet::new(),
         }
     }
@@ -93,11 +101,16 @@ impl Pools {
         }
     }
 
-    fn free(&self, sw: u32, class: usize) -> u32 {
-        let u = &self.used[sw as usize];
+    /// Free slots on switch `sw` for a `class` aggregation of job `tenant`: its share
+    /// under `static`, the whole pool otherwise.
+    fn free(&self, sw: u32, tenant: u32, class: usize) -> u32 {
+        let at = sw as usize * self.tenants;
         let used = match self.policy {
-            InaPolicy::Static => u[class],
-            _ => u.iter().sum(),
+            InaPolicy::Static => self.used[at + tenant as usize][class],
+            _ => self.used[at..at + self.tenants]
+                .iter()
+                .flat_map(|u| u.iter())
+                .sum(),
         };
         self.capacity(class).saturating_sub(used)
     }
@@ -125,7 +138,10 @@ impl Pools {
             // the plan's reservation (the pool this stream draws from), once every
             // switch's pool can hold it
             let need = agg.want.min(agg.reserved);
-            let fits = agg.switches.iter().all(|&s| self.free(s, c) >= need);
+            let fits = agg
+                .switches
+                .iter()
+                .all(|&s| self.free(s, agg.tenant, c) >= need);
             return if need > 0 && fits {
                 Grant::Slots(need)
             } else {
@@ -136,7 +152,7 @@ impl Pools {
         let free = agg
             .switches
             .iter()
-            .map(|&s| self.free(s, c))
+            .map(|&s| self.free(s, agg.tenant, c))
             .min()
             .unwrap_or(0);
         if free >= want {
@@ -154,7 +170,7 @@ impl Pools {
     pub fn change(&mut self, agg: &Agg, slots: u32, take: bool) {
         let c = class_idx(agg.class);
         for &s in &agg.switches {
-            let u = &mut self.used[s as usize];
+            let u = &mut self.used[s as usize * self.tenants + agg.tenant as usize];
             if take {
                 u[c] += slots;
             } else {
@@ -180,8 +196,8 @@ impl Pools {
 /// acquisitions, so changes are collected and put in time order at the end.
 pub(super) struct Occupancy {
     node_of: Vec<NodeId>,
-    /// (time, switch node, +slots or −slots).
-    changes: Vec<(u64, NodeId, i64)>,
+    /// (time, switch node, +slots or −slots, job of a merged trace).
+    changes: Vec<(u64, NodeId, i64, u32)>,
 }
 
 impl Occupancy {
@@ -196,7 +212,8 @@ impl Occupancy {
     pub fn acquire(&mut self, agg: &Agg, slots: u32, start: u64) {
         for h in &agg.holds {
             let node = self.node_of[h.switch as usize];
-            self.changes.push((start + h.acquire, node, slots as i64));
+            self.changes
+                .push((start + h.acquire, node, slots as i64, agg.tenant));
         }
     }
 
@@ -206,7 +223,7 @@ impl Occupancy {
         for h in &agg.holds {
             let node = self.node_of[h.switch as usize];
             self.changes
-                .push((tx_end + h.release, node, -(slots as i64)));
+                .push((tx_end + h.release, node, -(slots as i64), agg.tenant));
         }
     }
 
@@ -215,21 +232,58 @@ impl Occupancy {
     /// one instant cancel out.
     pub fn samples(mut self) -> Vec<SlotSample> {
         self.changes.sort_unstable();
-        let mut used: HashMap<NodeId, i64> = HashMap::new();
-        let mut out = Vec::new();
-        for run in self.changes.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-            let (t, node) = (run[0].0, run[0].1);
-            let u = used.entry(node).or_insert(0);
-            let before = *u;
-            *u += run.iter().map(|c| c.2).sum::<i64>();
-            if *u != before {
-                out.push(SlotSample {
-                    time_ns: t,
-                    switch: node,
-                    slots_in_use: (*u).max(0) as u32,
-                });
+        samples_of(self.changes.iter())
+    }
+
+    /// What each of `tenants` jobs of a merged trace held on the switches: per job, the
+    /// [`SlotSample`]s of its own aggregations alone, read as `switches.csv` is
+    /// ([`crate::fct::switch_slots`]): its peak on any one switch and its slot-time.
+    pub fn tenant_slots(&mut self, tenants: usize) -> Vec<super::TenantSlots> {
+        self.changes.sort_unstable();
+        (0..tenants as u32)
+            .map(|t| {
+                let mine = samples_of(self.changes.iter().filter(|c| c.3 == t));
+                let per_switch = crate::fct::switch_slots(&mine);
+                super::TenantSlots {
+                    peak: per_switch.iter().map(|s| s.peak).max().unwrap_or(0),
+                    slot_time: per_switch.iter().map(|s| s.slot_time).sum(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// One sample per (time, switch) with the slots in use from then on, from changes in time
+/// order (then switch id); none where the changes at one instant cancel out.
+fn samples_of<'a>(changes: impl Iterator<Item = &'a (u64, NodeId, i64, u32)>) -> Vec<SlotSample> {
+    let mut used: HashMap<NodeId, i64> = HashMap::new();
+    let mut out = Vec::new();
+    let mut run: Option<(u64, NodeId, i64)> = None;
+    let mut flush = |r: (u64, NodeId, i64), out: &mut Vec<SlotSample>| {
+        let u = used.entry(r.1).or_insert(0);
+        let before = *u;
+        *u += r.2;
+        if *u != before {
+            out.push(SlotSample {
+                time_ns: r.0,
+                switch: r.1,
+                slots_in_use: (*u).max(0) as u32,
+            });
+        }
+    };
+    for &(t, node, d, _) in changes {
+        match run.as_mut() {
+            Some(r) if (r.0, r.1) == (t, node) => r.2 += d,
+            _ => {
+                if let Some(r) = run.take() {
+                    flush(r, &mut out);
+                }
+                run = Some((t, node, d));
             }
         }
-        out
     }
+    if let Some(r) = run {
+        flush(r, &mut out);
+    }
+    out
 }

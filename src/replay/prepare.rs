@@ -34,6 +34,9 @@ pub(super) struct Agg {
     pub switches: Vec<u32>,
     /// Slots its group reserves per switch (`planned` policy; 0 otherwise).
     pub reserved: u32,
+    /// The job it belongs to in a merged multi-job trace (`InaSwitchModel::tenants`; 0
+    /// when the trace is one job's).
+    pub tenant: u32,
     /// Slots the stream occupies on each of its switches, `w = min(window, packets)`
     /// (0 for multicast only or an empty stream).
     pub want: u32,
@@ -709,6 +712,13 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             self.records.agg(mem[0] as usize).map_or(0, |a| a.id),
             tree.class,
         )?;
+        let tenant = tenant_of(
+            self.records,
+            &mem,
+            self.topo,
+            self.opts,
+            self.records.agg(mem[0] as usize).map_or(0, |a| a.id),
+        )?;
         let tree_off = arena.len() as u32;
         arena.extend_from_slice(&tree.channels);
         Ok(Agg {
@@ -727,6 +737,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
             holds,
             switches: tree.switches,
             reserved,
+            tenant,
             latency,
             rtt,
             standalone,
@@ -926,15 +937,7 @@ fn planned_reservation(
     if opts.ina.policy != InaPolicy::Planned || switches.is_empty() {
         return Ok(0);
     }
-    let first = mem
-        .iter()
-        .map(|&m| m as usize)
-        .filter(|&i| {
-            records.agg(i).map(|a| a.dir) == Some(AggDir::Up)
-                && topo.kinds[records.src(i).idx()] == NodeKind::Host
-        })
-        .map(|i| records.src(i))
-        .min();
+    let first = first_member(records, mem, topo);
     let mut k = u32::MAX;
     for &sw in switches {
         let node = switch_nodes[sw as usize];
@@ -951,4 +954,44 @@ fn planned_reservation(
         return Err(ReplayError::BadAggregation { agg: id, msg });
     }
     Ok(k)
+}
+
+/// An aggregation's first member: the lowest host sending one of its up edges (none for a
+/// multicast-only aggregation).
+fn first_member(records: &RecordTable, mem: &[u32], topo: &Topology) -> Option<NodeId> {
+    mem.iter()
+        .map(|&m| m as usize)
+        .filter(|&i| {
+            records.agg(i).map(|a| a.dir) == Some(AggDir::Up)
+                && topo.kinds[records.src(i).idx()] == NodeKind::Host
+        })
+        .map(|i| records.src(i))
+        .min()
+}
+
+/// The job (tenant) an aggregation belongs to in a merged multi-job trace: the job of its
+/// first member. 0 for a one-job trace and for a multicast-only aggregation (it holds no
+/// slots); an error when the member is in no job of the header's `ina_tenants`.
+fn tenant_of(
+    records: &RecordTable,
+    mem: &[u32],
+    topo: &Topology,
+    opts: &ReplayOptions,
+    id: u64,
+) -> Result<u32, ReplayError> {
+    if opts.ina.tenants.is_empty() {
+        return Ok(0);
+    }
+    let Some(first) = first_member(records, mem, topo) else {
+        return Ok(0);
+    };
+    opts.ina
+        .tenant_of(first)
+        .ok_or_else(|| ReplayError::BadAggregation {
+            agg: id,
+            msg: format!(
+                "its first member, host {first}, is in no job of the trace's `{}`",
+                crate::trace::INA_TENANTS_KEY
+            ),
+        })
 }

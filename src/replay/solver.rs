@@ -213,16 +213,12 @@ impl Sim<'_> {
     /// Progressive filling: repeatedly freeze either the units of the channel with the
     /// smallest fair share or the unit with the smallest own cap, whichever binds first.
     /// Leaves each unit's rate in `new_rate`; returns the units sorted by cap.
+    ///
+    /// Under the DCQCN model, aggregation streams and fallback rings are filled first and
+    /// host transfers share what they leave ([`Sim::ina_first`]).
     fn progressive_fill(&mut self, mut comp_units: Vec<u32>, comp_ch: &[u32]) -> Vec<u32> {
-        let st = self.stamp;
-        let mut heap: ShareHeap = BinaryHeap::with_capacity(comp_ch.len());
         for &c in comp_ch {
-            let cu = c as usize;
-            self.rem[cu] = self.p.ch_cap[cu];
-            self.cnt[cu] = self.ch_units[cu].len() as u32;
-            self.ch_ver[cu] = self.ch_ver[cu].wrapping_add(1);
-            let share = self.rem[cu] / self.cnt[cu] as f64;
-            heap.push(Reverse((share.to_bits(), c, self.ch_ver[cu])));
+            self.rem[c as usize] = self.p.ch_cap[c as usize];
         }
         comp_units.sort_unstable_by(|&a, &b| {
             self.units[a as usize]
@@ -234,9 +230,65 @@ impl Sim<'_> {
                         .cmp(&self.units[b as usize].serial),
                 )
         });
+        if self.ina_first()
+            && comp_units.iter().any(|&u| self.is_ina(u))
+            && comp_units.iter().any(|&u| !self.is_ina(u))
+        {
+            let (aggs, hosts): (Vec<u32>, Vec<u32>) =
+                comp_units.iter().partition(|&&u| self.is_ina(u));
+            self.fill(&aggs, comp_ch, Some(true));
+            self.fill(&hosts, comp_ch, Some(false));
+        } else {
+            self.fill(&comp_units, comp_ch, None);
+        }
+        comp_units
+    }
+
+    /// Whether aggregation streams (and the host rings of refused aggregations) take
+    /// their rate before host transfers: under the DCQCN model, as in the RoCE glue,
+    /// where the INA application's packets, fallback rings' included, go straight into
+    /// their NIC's queue while queue pairs wait their turn behind them, and where switch
+    /// ports serve arrivals in FIFO order, so that a stream its window keeps sending is
+    /// not cut back while DCQCN throttles the queue pairs beside it
+    /// (docs/model.md#ina-units).
+    fn ina_first(&self) -> bool {
+        self.cc.is_some()
+    }
+
+    /// Whether unit `u` carries the INA application's packets: an aggregation stream or
+    /// a fallback ring's flow.
+    fn is_ina(&self, u: u32) -> bool {
+        matches!(self.units[u as usize].owner, Owner::Agg(_) | Owner::Ring(_))
+    }
+
+    /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
+    /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
+    /// the units not yet frozen, only aggregation streams with `Some(true)`.
+    fn fill(&mut self, units: &[u32], comp_ch: &[u32], class: Option<bool>) {
+        let st = self.stamp;
+        let aggs_only = class == Some(true);
+        let mut heap: ShareHeap = BinaryHeap::with_capacity(comp_ch.len());
+        for &c in comp_ch {
+            let cu = c as usize;
+            let counted = match class {
+                None => self.ch_units[cu].len(),
+                Some(_) => self.ch_units[cu]
+                    .iter()
+                    .filter(|&&(u, _)| {
+                        self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u))
+                    })
+                    .count(),
+            };
+            self.cnt[cu] = counted as u32;
+            self.ch_ver[cu] = self.ch_ver[cu].wrapping_add(1);
+            if counted > 0 {
+                let share = self.rem[cu] / counted as f64;
+                heap.push(Reverse((share.to_bits(), c, self.ch_ver[cu])));
+            }
+        }
         let mut ui = 0;
         loop {
-            while ui < comp_units.len() && self.unit_frozen[comp_units[ui] as usize] == st {
+            while ui < units.len() && self.unit_frozen[units[ui] as usize] == st {
                 ui += 1;
             }
             while let Some(&Reverse((_, c, v))) = heap.peek() {
@@ -249,29 +301,30 @@ impl Sim<'_> {
             let top = heap
                 .peek()
                 .map(|&Reverse((s, c, _))| (f64::from_bits(s), c));
-            let next_cap = comp_units.get(ui).map(|&u| self.units[u as usize].cap);
+            let next_cap = units.get(ui).map(|&u| self.units[u as usize].cap);
             match (top, next_cap) {
                 (None, None) => break,
                 (Some((share, c)), cap) if cap.is_none_or(|cap| share < cap) => {
                     heap.pop();
                     let cu = c as usize;
+                    // saturated: nothing left for a later fill
                     self.cnt[cu] = 0;
+                    self.rem[cu] = 0.0;
                     let share = share.max(1e-12);
                     for i in 0..self.ch_units[cu].len() {
                         let u = self.ch_units[cu][i].0;
-                        if self.unit_frozen[u as usize] != st {
+                        if self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u)) {
                             self.freeze(u, share, &mut heap);
                         }
                     }
                 }
                 (_, Some(cap)) => {
-                    let u = comp_units[ui];
+                    let u = units[ui];
                     self.freeze(u, cap, &mut heap);
                 }
                 (Some(_), None) => unreachable!("guarded above"),
             }
         }
-        comp_units
     }
 
     /// Fix unit `u` at `rate`: take it off the remaining capacity and count of every
@@ -312,6 +365,8 @@ impl Sim<'_> {
             x.last = now;
             x.rate = r;
             x.ver = x.ver.wrapping_add(1);
+            // a unit starved behind higher-priority streams (rate ≈ 0) gets a far event,
+            // superseded when its rate changes
             let t = now.saturating_add(fluid_time(x.remaining, r));
             let (serial, ver) = (x.serial, x.ver);
             self.push(t, EventKind::TxDone, serial, ver);

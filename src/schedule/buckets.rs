@@ -22,6 +22,9 @@ pub(crate) struct BucketRules {
     pub grad_el: u64,
     /// Parameter element bytes (the distributed optimizer gathers them), 0 without it.
     pub param_el: u64,
+    /// Bytes of a linear layer's weight element in that all-gather: 1 under
+    /// `--fp8-param-gather` (its FP8 copy), else `param_el`.
+    pub linear_weight_el: u64,
 }
 
 /// Per-layer tensors of both layer kinds, computed once.
@@ -52,14 +55,15 @@ pub(crate) fn stage_buckets(
         for c in (0..v).rev() {
             let layers = chunks[c as usize].clone();
             let bucketing = rules.overlap && stage == 0 && c == 0;
-            let mut acc = 0u64;
+            // Elements so far in the open bucket: all, and linear weights among them.
+            let (mut acc, mut acc_w) = (0u64, 0u64);
             for l in layers.clone().rev() {
                 let layer = if is_moe(l) {
                     &tensors.moe
                 } else {
                     &tensors.dense
                 };
-                let mut list: Vec<u64> = Vec::new();
+                let mut list: Vec<shape::Tensor> = Vec::new();
                 let dense = group == GradGroup::DataContext;
                 if dense && stage == pp - 1 && c == v - 1 && l == layers.end - 1 {
                     list.extend(shape::head_tensors(cfg));
@@ -70,17 +74,20 @@ pub(crate) fn stage_buckets(
                     list.extend(shape::embedding_tensors(cfg));
                 }
                 for t in list {
-                    acc += t;
+                    acc += t.elems;
+                    if t.linear_weight {
+                        acc_w += t.elems;
+                    }
                     if bucketing && acc >= rules.size {
-                        out.push(bucket(c, Some(l), acc, group, rules));
+                        out.push(bucket(c, Some(l), (acc, acc_w), group, rules));
                         totals[g] += acc;
-                        acc = 0;
+                        (acc, acc_w) = (0, 0);
                     }
                 }
             }
             if acc > 0 {
                 let trigger = rules.overlap.then_some(layers.start);
-                out.push(bucket(c, trigger, acc, group, rules));
+                out.push(bucket(c, trigger, (acc, acc_w), group, rules));
                 totals[g] += acc;
             }
         }
@@ -88,10 +95,11 @@ pub(crate) fn stage_buckets(
     (out, totals[0], totals[1])
 }
 
+/// A bucket of `params` elements, `weights` of them linear layers' weights.
 fn bucket(
     chunk: u32,
     trigger_layer: Option<u32>,
-    params: u64,
+    (params, weights): (u64, u64),
     group: GradGroup,
     r: &BucketRules,
 ) -> Bucket {
@@ -100,7 +108,7 @@ fn bucket(
         trigger_layer,
         params,
         grad_bytes: Bytes(params * r.grad_el),
-        param_bytes: Bytes(params * r.param_el),
+        param_bytes: Bytes((params - weights) * r.param_el + weights * r.linear_weight_el),
         group,
     }
 }

@@ -18,6 +18,9 @@ use crate::units::{Bytes, Flops, Nanos};
 /// Build the workload of one iteration of `cfg`.
 pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, ScheduleError> {
     let (m, v) = check(cfg, opts)?;
+    let split = cfg
+        .stage_layers()
+        .map_err(|e| ScheduleError::Sizes(e.to_string()))?;
     let groups = groups(cfg);
     let el = cfg.params_dtype.size_bytes();
     let tp_bytes = Bytes(
@@ -46,7 +49,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         )
     });
     let peak = opts.gpu.peak_tflops * 1e12 * opts.mfu;
-    let busiest = busiest_stage_ms(cfg, &raw, &fl, routing.as_ref(), peak);
+    let busiest = busiest_stage_ms(cfg, &split, &raw, &fl, routing.as_ref(), peak);
     let calibration = calibrate(cfg, opts, busiest, m, v);
     let factor = calibration.factor;
     let ns = move |flops: f64| Nanos((flops / peak * factor * 1e9).round() as u64);
@@ -54,7 +57,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     let shp = step_shape(cfg, el);
     let (fwd_steps, bwd_steps) = layers::dense_layer(&shp, &times);
     let moe = routing.map(|r| moe_plan(cfg, opts, &shp, &times, &r, el, ns));
-    let stages = plan_stages(cfg, opts, &shp, &times, m, v);
+    let stages = plan_stages(cfg, opts, &split, &shp, &times, m, v);
     let grad_el = grad_dtype_bytes(cfg);
     let tied = !cfg.untie_embeddings_and_output_weights;
     let emb_bytes = (tied && cfg.pipeline_model_parallel_size > 1)
@@ -78,6 +81,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         cp: shp.cp.map(|comm| CpPlan {
             comm,
             kv_bytes: shp.kv_bytes,
+            a2a_size: shp.cp_a2a,
         }),
         moe,
         calibration,
@@ -126,8 +130,24 @@ fn groups(cfg: &TrainingConfig) -> Groups {
 
 /// Uncalibrated forward + backward compute of the busiest stage for one micro-batch (ms):
 /// its dense and MoE layers (the slowest EP rank's experts), plus the logits on the last.
+/// The layers of each model chunk of stage `r`: round-robin over the virtual stages when
+/// interleaved (the split is then even), else the stage's share of `split` (layers per
+/// stage, possibly uneven) in stage order.
+fn stage_chunks(cfg: &TrainingConfig, split: &[u32], v: u32, r: u32) -> Vec<std::ops::Range<u32>> {
+    let pp = cfg.pipeline_model_parallel_size;
+    if v > 1 {
+        return (0..v)
+            .map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
+            .collect();
+    }
+    let start: u32 = split[..r as usize].iter().sum();
+    let one = start..start + split[r as usize];
+    std::iter::once(one).collect()
+}
+
 fn busiest_stage_ms(
     cfg: &TrainingConfig,
+    split: &[u32],
     raw: &RawShape,
     fl: &LayerFlops,
     routing: Option<&Routing>,
@@ -150,11 +170,13 @@ fn busiest_stage_ms(
     };
     (0..pp)
         .map(|r| {
-            let moe_layers: u32 = (0..v)
-                .flat_map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
+            let chunks = stage_chunks(cfg, split, v, r);
+            let moe_layers: u32 = chunks
+                .iter()
+                .flat_map(|c| c.clone())
                 .filter(|l| routing.is_some() && cfg.moe_layer_freq.is_moe_layer(*l))
                 .count() as u32;
-            let dense = cfg.num_layers / pp - moe_layers;
+            let dense = split[r as usize] - moe_layers;
             let head = if r == pp - 1 { head_f } else { 0.0 };
             let f = dense as f64 * layer_f + moe_layers as f64 * moe_f + head;
             f * (1.0 + bwd_mult) / peak * 1e3
@@ -207,6 +229,10 @@ fn step_shape(cfg: &TrainingConfig, el: u64) -> Shape {
         recompute: cfg.recompute_granularity == Recompute::Full,
         cp: (cp > 1).then_some(cfg.cp_comm_type),
         cp_size: cp,
+        cp_a2a: match cfg.cp_comm_type {
+            CpCommType::A2aP2p => cfg.hierarchical_cp_sizes().map_or(1, |s| s[0]),
+            _ => 1,
+        },
         kv_bytes: Bytes(2 * tokens * kvw * el),
         a2a_qkv: Bytes(tokens * (hw + 2 * kvw) * el),
         a2a_out: Bytes(tokens * hw * el),
@@ -268,6 +294,7 @@ fn moe_plan(
 fn plan_stages(
     cfg: &TrainingConfig,
     opts: &ScheduleOptions,
+    split: &[u32],
     shp: &Shape,
     times: &Times,
     m: u32,
@@ -288,15 +315,18 @@ fn plan_stages(
         } else {
             0
         },
+        linear_weight_el: match (cfg.use_distributed_optimizer, cfg.fp8_param_gather()) {
+            (false, _) => 0,
+            (true, true) => 1,
+            (true, false) => cfg.params_dtype.size_bytes(),
+        },
     };
     let (emb_fwd, emb_bwd) = layers::embedding(shp);
     let (head_fwd, head_bwd) = layers::head(shp, times);
     let is_moe = |l: u32| cfg.num_experts.is_some() && cfg.moe_layer_freq.is_moe_layer(l);
     (0..pp)
         .map(|r| {
-            let chunks: Vec<_> = (0..v)
-                .map(|c| chunk_layers(cfg.num_layers, pp, v, r, c))
-                .collect();
+            let chunks = stage_chunks(cfg, split, v, r);
             let (buckets, dense, expert) =
                 buckets::stage_buckets(cfg, r, &chunks, &tensors, &rules);
             let sp_params: u64 = chunks
@@ -495,7 +525,12 @@ fn check_pipeline(cfg: &TrainingConfig) -> Result<(u32, u32), ScheduleError> {
             "virtual pipeline size {v} needs pipeline size > 1"
         )));
     }
-    if cfg.num_layers == 0 || !cfg.num_layers.is_multiple_of(pp.saturating_mul(v)) {
+    // An uneven split (v = 1) is checked by `TrainingConfig::stage_layers`.
+    let uneven = v == 1
+        && cfg
+            .stage_layers()
+            .is_ok_and(|s| s.iter().any(|n| *n != s[0]));
+    if cfg.num_layers == 0 || (!uneven && !cfg.num_layers.is_multiple_of(pp.saturating_mul(v))) {
         return Err(ScheduleError::Layers {
             layers: cfg.num_layers,
             pp,
@@ -515,15 +550,38 @@ fn check_context_parallel(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
     if cp <= 1 {
         return Ok(());
     }
+    let heads = cfg.num_attention_heads / tp.max(1);
+    let groups = cfg.num_query_groups.unwrap_or(cfg.num_attention_heads) / tp.max(1);
     match cfg.cp_comm_type {
-        CpCommType::A2aP2p => Err(unsupported(
-            cfg,
-            "cp_comm_type",
-            "`a2a+p2p` (all-to-all inside, ring across, sized by --hierarchical-context-parallel-sizes) is not modelled: use p2p, a2a or allgather".into(),
-        )),
+        CpCommType::A2aP2p => {
+            // Megatron asserts the sizes are given and multiply to CP; Transformer Engine
+            // takes two levels, the all-to-all inside and the ring across.
+            let Some(sizes) = cfg.hierarchical_cp_sizes() else {
+                return Err(unsupported(
+                    cfg,
+                    "cp_comm_type",
+                    "`a2a+p2p` needs --hierarchical-context-parallel-sizes (all-to-all size, ring size), as Megatron requires".into(),
+                ));
+            };
+            let product: u64 = sizes.iter().map(|s| u64::from(*s)).product();
+            if sizes.len() != 2 || product != u64::from(cp) {
+                return Err(unsupported(
+                    cfg,
+                    "hierarchical_context_parallel_sizes",
+                    format!("expected two sizes (all-to-all, ring) whose product is the context_parallel_size {cp}, found {sizes:?}"),
+                ));
+            }
+            let a = sizes[0];
+            if !heads.is_multiple_of(a) || !groups.is_multiple_of(a) {
+                return Err(unsupported(
+                    cfg,
+                    "hierarchical_context_parallel_sizes",
+                    format!("the all-to-all size {a} must divide each TP rank's {heads} attention heads and {groups} K/V heads"),
+                ));
+            }
+            Ok(())
+        }
         CpCommType::A2a => {
-            let heads = cfg.num_attention_heads / tp;
-            let groups = cfg.num_query_groups.unwrap_or(cfg.num_attention_heads) / tp.max(1);
             if !heads.is_multiple_of(cp) || !groups.is_multiple_of(cp) {
                 return Err(unsupported(
                     cfg,

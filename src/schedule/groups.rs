@@ -194,6 +194,29 @@ impl Groups {
         g
     }
 
+    /// The first group of `kind` on pipeline stage `stage` (every group of a kind on one
+    /// stage is alike up to position), if any.
+    pub fn first_of(&self, kind: super::GroupKind, stage: u32) -> Option<&[Rank]> {
+        use super::GroupKind::*;
+        let (list, expert) = match kind {
+            Tp => (&self.tp_groups, false),
+            Cp => (&self.cp_groups, false),
+            Ep => (&self.ep_groups, true),
+            ExpertTp => (&self.etp_groups, true),
+            ExpertTpEp => (&self.etp_ep_groups, true),
+        };
+        list.iter()
+            .find(|g| {
+                let pp = if expert {
+                    self.expert_coords(g[0]).pp
+                } else {
+                    self.coords(g[0]).pp
+                };
+                pp == stage
+            })
+            .map(Vec::as_slice)
+    }
+
     /// World size.
     pub fn world(&self) -> u32 {
         self.tp * self.cp * self.dp * self.pp

@@ -41,6 +41,8 @@ pub(crate) struct Shape {
     pub cp: Option<CpCommType>,
     /// CP size.
     pub cp_size: u32,
+    /// `a2a+p2p`: CP ranks per all-to-all group (1 otherwise).
+    pub cp_a2a: u32,
     /// One ring step's K and V.
     pub kv_bytes: Bytes,
     /// Ulysses all-to-all before attention (Q, K, V of the local chunk, per rank).
@@ -69,6 +71,10 @@ fn attention(s: &Shape, t: &Times, pass: Pass) -> Vec<LayerStep> {
         group: GroupKind::Cp,
         sizes: A2aSizes::Even(b),
     };
+    let inner = |b| LayerStep::AllToAll {
+        group: GroupKind::Cp,
+        sizes: A2aSizes::CpInner(b),
+    };
     let body: Vec<LayerStep> = match (s.cp, pass) {
         (None, Pass::Fwd) => vec![C(t.attn.0)],
         (None, Pass::Bwd) => vec![C(t.attn.1)],
@@ -79,21 +85,48 @@ fn attention(s: &Shape, t: &Times, pass: Pass) -> Vec<LayerStep> {
             a2a(s.a2a_out),
             C(t.proj.0),
         ],
-        // Backward re-sends the output with its gradient, then returns dQ, dK, dV.
+        // Backward sends the output gradient alone (Transformer Engine ≥ 2.9 saves the
+        // head-split output in forward), then returns dQ, dK, dV.
         (Some(CpCommType::A2a), Pass::Bwd) => vec![
             C(t.proj.1),
-            a2a(Bytes(2 * s.a2a_out.0)),
+            a2a(s.a2a_out),
             C(t.core.1),
             a2a(s.a2a_qkv),
+            C(t.qkv.1),
+        ],
+        // Hierarchical (Transformer Engine's `a2a+p2p`, `AttnFuncWithCPAndKVP2P` with two
+        // groups): Q, K, V through an all-to-all inside each group of `cp_a2a` CP ranks,
+        // the ring across the groups, the output back through the all-to-all; backward dO
+        // in, the ring, dQ, dK, dV out.
+        (Some(CpCommType::A2aP2p), Pass::Fwd) => vec![
+            C(t.qkv.0),
+            inner(s.a2a_qkv),
+            LayerStep::CpRing {
+                pass,
+                core: t.core.0,
+            },
+            inner(s.a2a_out),
+            C(t.proj.0),
+        ],
+        (Some(CpCommType::A2aP2p), Pass::Bwd) => vec![
+            C(t.proj.1),
+            inner(s.a2a_out),
+            LayerStep::CpRing {
+                pass,
+                core: t.core.1,
+            },
+            inner(s.a2a_qkv),
             C(t.qkv.1),
         ],
         (Some(CpCommType::AllGather), Pass::Fwd) => {
             vec![C(t.qkv.0), cp_all(Ag), C(t.core.0), C(t.proj.0)]
         }
+        // Backward gathers K and V again (forward keeps only the local chunk), then
+        // reduce-scatters dK, dV.
         (Some(CpCommType::AllGather), Pass::Bwd) => {
-            vec![C(t.proj.1), C(t.core.1), cp_all(Rs), C(t.qkv.1)]
+            vec![C(t.proj.1), cp_all(Ag), C(t.core.1), cp_all(Rs), C(t.qkv.1)]
         }
-        // p2p (and the a2a+p2p hybrid, refused earlier): ring attention.
+        // p2p: ring attention.
         (Some(_), Pass::Fwd) => vec![
             C(t.qkv.0),
             LayerStep::CpRing {

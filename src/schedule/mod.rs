@@ -290,6 +290,45 @@ pub enum A2aSizes {
     Dispatch,
     /// MoE combine (the transpose): member `i` sends `dispatch_bytes[i]` to every member.
     Combine,
+    /// Hierarchical CP (`a2a+p2p`): an even all-to-all of buffer S inside each group of
+    /// [`CpPlan::a2a_size`] consecutive CP ranks of the CP group (Megatron's level-0
+    /// hierarchical groups).
+    CpInner(Bytes),
+}
+
+/// One all-to-all a layer step runs over (part of) a group: its members and who sends what
+/// ([`Workload::a2a_parts`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct A2aPart {
+    /// Members, in the order the sizes index them.
+    pub members: Vec<crate::units::Rank>,
+    sizes: PartSizes,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum PartSizes {
+    /// Member `i` sends `S/n` (split exactly) to every member.
+    Even(Bytes),
+    /// Member `i` sends `b[j]` to member `j`.
+    ToReceiver(Vec<Bytes>),
+    /// Member `i` sends `b[i]` to every member.
+    FromSender(Vec<Bytes>),
+}
+
+impl A2aPart {
+    /// Bytes member `i` sends to member `j`.
+    pub fn size(&self, i: usize, j: usize) -> Bytes {
+        let at = |b: &[Bytes], k: usize| b.get(k).copied().unwrap_or(Bytes(0));
+        match &self.sizes {
+            PartSizes::Even(total) => {
+                let n = self.members.len() as u64;
+                let j = j as u64;
+                Bytes(total.0 / n + u64::from(j < total.0 % n))
+            }
+            PartSizes::ToReceiver(b) => at(b, j),
+            PartSizes::FromSender(b) => at(b, i),
+        }
+    }
 }
 
 /// One step of a layer's forward or backward on every rank of the stage.
@@ -396,6 +435,49 @@ pub struct CpPlan {
     /// K and V of one rank's sequence chunk: `2·b·(s/CP)·(g·d/TP)` elements, params dtype —
     /// one ring step.
     pub kv_bytes: Bytes,
+    /// `a2a+p2p`: the CP ranks of each all-to-all group (`--hierarchical-context-parallel-sizes`'
+    /// first size); the ring runs over the CP ranks `a2a_size` apart. 1 otherwise.
+    pub a2a_size: u32,
+}
+
+impl CpPlan {
+    /// The CP groups' members split into the rings attention runs over: the whole group,
+    /// or with `a2a+p2p` the members `a2a_size` apart (Megatron's level-1 hierarchical
+    /// groups), in CP-rank order.
+    pub fn rings<T: Copy>(&self, members: &[T]) -> Vec<Vec<T>> {
+        let a = (self.a2a_size.max(1) as usize).min(members.len().max(1));
+        (0..a)
+            .map(|u| members.iter().skip(u).step_by(a).copied().collect())
+            .collect()
+    }
+
+    /// The CP group's members split into the all-to-all groups of `a2a+p2p`:
+    /// `a2a_size` consecutive members each (Megatron's level-0 hierarchical groups).
+    pub fn a2a_groups<T: Copy>(&self, members: &[T]) -> Vec<Vec<T>> {
+        members
+            .chunks(self.a2a_size.max(1) as usize)
+            .map(<[T]>::to_vec)
+            .collect()
+    }
+}
+
+/// The bytes each member sends in each step of ring attention's `pass` over a CP group of
+/// `n` with K/V blocks of `kv` (Transformer Engine's `AttnFuncWithCPAndKVP2P`): forward
+/// CP−1 steps of one block; backward CP steps, K/V in step 0, K/V and dK/dV in steps 1 …
+/// CP−2, dK/dV alone in step CP−1.
+pub fn ring_step_bytes(pass: Pass, n: usize, kv: Bytes) -> Vec<Bytes> {
+    match pass {
+        Pass::Fwd => vec![kv; n.saturating_sub(1)],
+        Pass::Bwd => (0..n)
+            .map(|i| {
+                if i == 0 || i + 1 == n {
+                    kv
+                } else {
+                    Bytes(2 * kv.0)
+                }
+            })
+            .collect(),
+    }
 }
 
 /// Mixture-of-experts layers.
@@ -469,6 +551,53 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The all-to-alls an [`LayerStep::AllToAll`] of `sizes` runs over group `g`: the
+    /// whole group (Ulysses' even split, MoE dispatch and combine), or with `a2a+p2p` an
+    /// even one inside each of the CP group's all-to-all groups of two or more.
+    pub fn a2a_parts(&self, sizes: A2aSizes, g: &[crate::units::Rank]) -> Vec<A2aPart> {
+        let dispatch = || {
+            self.moe
+                .as_ref()
+                .map(|m| m.dispatch_bytes.clone())
+                .unwrap_or_default()
+        };
+        let whole = |sizes| {
+            vec![A2aPart {
+                members: g.to_vec(),
+                sizes,
+            }]
+        };
+        match sizes {
+            A2aSizes::Even(total) => whole(PartSizes::Even(total)),
+            A2aSizes::Dispatch => whole(PartSizes::ToReceiver(dispatch())),
+            A2aSizes::Combine => whole(PartSizes::FromSender(dispatch())),
+            A2aSizes::CpInner(total) => self
+                .cp
+                .as_ref()
+                .map(|p| p.a2a_groups(g))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|ig| ig.len() > 1)
+                .map(|members| A2aPart {
+                    members,
+                    sizes: PartSizes::Even(total),
+                })
+                .collect(),
+        }
+    }
+
+    /// The size of a [`LayerStep::Coll`] over the group whose first member is `first`.
+    pub fn step_bytes(&self, b: StepBytes, first: crate::units::Rank) -> Bytes {
+        match (b, &self.moe) {
+            (StepBytes::Fixed(b), _) => b,
+            (StepBytes::ExpertTokens, Some(m)) => {
+                let j = self.groups.expert_coords(first).ep as usize;
+                m.etp_gather_bytes.get(j).copied().unwrap_or(Bytes(0))
+            }
+            (StepBytes::ExpertTokens, None) => Bytes(0),
+        }
+    }
+
     /// TP size.
     pub fn tp(&self) -> u32 {
         self.groups.tp
@@ -494,6 +623,47 @@ impl Workload {
         self.moe
             .as_ref()
             .is_some_and(|m| m.layer_freq.is_moe_layer(l))
+    }
+    /// Chunk `chunk` of stage `s` holds the model's first layers (and the embedding).
+    pub fn is_first_chunk(&self, s: u32, chunk: u32) -> bool {
+        s == 0 && chunk == 0
+    }
+    /// Chunk `chunk` of stage `s` holds the model's last layers (and the LM head).
+    pub fn is_last_chunk(&self, s: u32, chunk: u32) -> bool {
+        s == self.pp() - 1 && chunk == self.vpp - 1
+    }
+    /// Whether `op` on stage `s` waits for another stage's output: every forward but the
+    /// first chunk's, every backward but the last chunk's.
+    pub fn receives(&self, s: u32, op: PipeOp) -> bool {
+        match op.pass {
+            Pass::Fwd => !self.is_first_chunk(s, op.chunk),
+            Pass::Bwd => !self.is_last_chunk(s, op.chunk),
+        }
+    }
+    /// The (stage, chunk) that `op`'s output on stage `s` goes to: forward to the next stage
+    /// (from the last stage, to stage 0's next chunk: interleaved 1F1B), backward to the
+    /// previous one (from stage 0, to the last stage's previous chunk); `None` at the ends.
+    pub fn next_hop(&self, s: u32, op: PipeOp) -> Option<(u32, u32)> {
+        let (pp, v) = (self.pp(), self.vpp);
+        match op.pass {
+            Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
+            Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
+            Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
+            Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
+            _ => None,
+        }
+    }
+    /// The stage `op`'s input on stage `s` comes from (the one whose [`Workload::next_hop`]
+    /// is `(s, op.chunk)`); `None` when `op` receives nothing.
+    pub fn prev_hop(&self, s: u32, op: PipeOp) -> Option<u32> {
+        let (pp, v) = (self.pp(), self.vpp);
+        match op.pass {
+            Pass::Fwd if s > 0 => Some(s - 1),
+            Pass::Fwd if op.chunk > 0 => Some(pp - 1),
+            Pass::Bwd if s < pp - 1 => Some(s + 1),
+            Pass::Bwd if op.chunk < v - 1 => Some(0),
+            _ => None,
+        }
     }
     /// The steps layer `l` runs in `pass`.
     pub fn layer_steps(&self, l: u32, pass: Pass) -> &[LayerStep] {

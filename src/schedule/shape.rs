@@ -63,7 +63,7 @@ pub(crate) fn raw(cfg: &TrainingConfig) -> RawShape {
     let s = cfg.seq_length as f64;
     let sl = s / cfg.context_parallel_size.max(1) as f64;
     let kv = kv_width(cfg) as f64;
-    let mlp_mats = if cfg.swiglu { 3.0 } else { 2.0 };
+    let mlp_mats = if cfg.gated_linear_unit() { 3.0 } else { 2.0 };
     RawShape {
         // QKV + scores (QKᵀ) + values (AV) + output projection.
         attn_fwd: 2.0 * b * sl * h * (h + 2.0 * kv) + 4.0 * b * sl * s * h + 2.0 * b * sl * h * h,
@@ -78,7 +78,7 @@ pub(crate) fn flops(cfg: &TrainingConfig) -> Flops {
     let s = cfg.seq_length as f64;
     let sl = s / cfg.context_parallel_size.max(1) as f64;
     let kv = kv_width(cfg) as f64;
-    let mats = if cfg.swiglu { 3.0 } else { 2.0 };
+    let mats = if cfg.gated_linear_unit() { 3.0 } else { 2.0 };
     let r = raw(cfg);
     let experts = cfg.num_experts.unwrap_or(0) as f64;
     let ffn_e = cfg.moe_ffn_hidden_size.unwrap_or(cfg.ffn_hidden_size) as f64;
@@ -100,25 +100,57 @@ pub(crate) fn flops(cfg: &TrainingConfig) -> Flops {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Tensors {
     /// Dense tensors, in reverse definition order (the order buckets fill).
-    pub dense: Vec<u64>,
+    pub dense: Vec<Tensor>,
     /// Expert tensors, in reverse definition order.
-    pub expert: Vec<u64>,
+    pub expert: Vec<Tensor>,
 }
 
-fn norm_tensors(cfg: &TrainingConfig) -> Vec<u64> {
+/// One parameter tensor on one GPU.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Tensor {
+    /// Elements.
+    pub elems: u64,
+    /// The weight of a Transformer Engine linear layer (QKV, projection, fc1, fc2, the
+    /// experts'): FP8 under `--fp8-param-gather`. Biases, norms, the router and the
+    /// embeddings stay in the params dtype.
+    pub linear_weight: bool,
+}
+
+/// A linear layer's weight.
+fn w(elems: u64) -> Tensor {
+    Tensor {
+        elems,
+        linear_weight: true,
+    }
+}
+
+/// Any other parameter.
+fn p(elems: u64) -> Tensor {
+    Tensor {
+        elems,
+        linear_weight: false,
+    }
+}
+
+/// Elements of `t`.
+pub(crate) fn elems(t: &[Tensor]) -> u64 {
+    t.iter().map(|x| x.elems).sum()
+}
+
+fn norm_tensors(cfg: &TrainingConfig) -> Vec<Tensor> {
     // Reverse definition order: bias, then weight.
     match cfg.normalization {
-        Normalization::LayerNorm => vec![cfg.hidden_size, cfg.hidden_size],
-        Normalization::RMSNorm => vec![cfg.hidden_size],
+        Normalization::LayerNorm => vec![p(cfg.hidden_size), p(cfg.hidden_size)],
+        Normalization::RMSNorm => vec![p(cfg.hidden_size)],
     }
 }
 
 /// Elements of one norm's parameters (weight, and bias for LayerNorm).
 pub(crate) fn norm_params(cfg: &TrainingConfig) -> u64 {
-    norm_tensors(cfg).iter().sum()
+    elems(&norm_tensors(cfg))
 }
 
-fn attention_tensors(cfg: &TrainingConfig) -> Vec<u64> {
+fn attention_tensors(cfg: &TrainingConfig) -> Vec<Tensor> {
     let (h, tp) = (
         cfg.hidden_size,
         cfg.tensor_model_parallel_size.max(1) as u64,
@@ -127,30 +159,30 @@ fn attention_tensors(cfg: &TrainingConfig) -> Vec<u64> {
     let bias = cfg.add_bias_linear;
     let mut t = Vec::with_capacity(6);
     if bias {
-        t.push(h); // output projection bias: row-parallel, not split
+        t.push(p(h)); // output projection bias: row-parallel, not split
     }
-    t.push(h * h / tp);
+    t.push(w(h * h / tp));
     if bias {
-        t.push(qkv_out / tp);
+        t.push(p(qkv_out / tp));
     }
-    t.push(h * qkv_out / tp);
+    t.push(w(h * qkv_out / tp));
     t.extend(norm_tensors(cfg));
     t
 }
 
 /// A TP-split MLP of hidden size `ffn` (dense MLP or shared experts): fc2 then fc1.
-fn mlp_tensors(cfg: &TrainingConfig, ffn: u64, split: u64) -> Vec<u64> {
+fn mlp_tensors(cfg: &TrainingConfig, ffn: u64, split: u64) -> Vec<Tensor> {
     let h = cfg.hidden_size;
-    let gated = if cfg.swiglu { 2 } else { 1 };
+    let gated = if cfg.gated_linear_unit() { 2 } else { 1 };
     let mut t = Vec::with_capacity(4);
     if cfg.add_bias_linear {
-        t.push(h);
+        t.push(p(h));
     }
-    t.push(ffn * h / split);
+    t.push(w(ffn * h / split));
     if cfg.add_bias_linear {
-        t.push(gated * ffn / split);
+        t.push(p(gated * ffn / split));
     }
-    t.push(gated * ffn * h / split);
+    t.push(w(gated * ffn * h / split));
     t
 }
 
@@ -179,9 +211,9 @@ pub(crate) fn moe_layer(cfg: &TrainingConfig) -> Tensors {
         dense.extend(mlp_tensors(cfg, f, tp));
     }
     if cfg.add_bias_linear {
-        dense.push(experts);
+        dense.push(p(experts));
     }
-    dense.push(experts * h);
+    dense.push(p(experts * h));
     dense.extend(norm_tensors(cfg));
     dense.extend(attention_tensors(cfg));
     let local = experts / cfg.expert_model_parallel_size.max(1) as u64;
@@ -202,12 +234,21 @@ pub(crate) fn moe_layer(cfg: &TrainingConfig) -> Tensors {
 
 /// The input word embedding (`V_pad/TP · h`) and, first in bucket order, the learned
 /// position embedding (`max_position_embeddings · h`, replicated on every TP rank).
-pub(crate) fn embedding_tensors(cfg: &TrainingConfig) -> Vec<u64> {
-    let mut t = Vec::with_capacity(2);
-    if cfg.position_embedding_type == PositionEmbedding::LearnedAbsolute {
-        t.push(cfg.max_position_embeddings * cfg.hidden_size);
+pub(crate) fn embedding_tensors(cfg: &TrainingConfig) -> Vec<Tensor> {
+    let mut t = Vec::with_capacity(3);
+    // Megatron-DeepSpeed's `--embed-layernorm` (BLOOM): a LayerNorm after the embedding,
+    // weight and bias, not split over TP.
+    if cfg
+        .extra
+        .get("embed_layernorm")
+        .is_some_and(|v| v == "True")
+    {
+        t.push(p(2 * cfg.hidden_size));
     }
-    t.push(word_embedding(cfg));
+    if cfg.position_embedding_type == PositionEmbedding::LearnedAbsolute {
+        t.push(p(cfg.max_position_embeddings * cfg.hidden_size));
+    }
+    t.push(p(word_embedding(cfg)));
     t
 }
 
@@ -218,10 +259,10 @@ pub(crate) fn word_embedding(cfg: &TrainingConfig) -> u64 {
 
 /// Tensors the last stage holds after its last layer in definition order, reversed:
 /// the output layer (untied, or the tied copy when PP > 1) and the final norm.
-pub(crate) fn head_tensors(cfg: &TrainingConfig) -> Vec<u64> {
+pub(crate) fn head_tensors(cfg: &TrainingConfig) -> Vec<Tensor> {
     let mut t = Vec::with_capacity(3);
     if cfg.untie_embeddings_and_output_weights || cfg.pipeline_model_parallel_size > 1 {
-        t.push(word_embedding(cfg));
+        t.push(p(word_embedding(cfg)));
     }
     t.extend(norm_tensors(cfg));
     t

@@ -38,15 +38,7 @@ pub fn canonical_text(spec: &RunSpec) -> String {
         .collect()
 }
 
-/// 64-bit FNV-1a (stable across platforms and Rust versions, unlike `std`'s hasher).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
+pub use crate::formats::fnv1a64;
 
 /// One cell of an expanded grid.
 #[derive(Clone, Debug)]

@@ -13,26 +13,26 @@
 //! replica's backward has been emitted. Memory is O(ranks + buckets + in-flight p2p
 //! messages), independent of the number of records.
 //!
-//! Submodules lower what is not a plain collective: [`a2a`] (all-to-alls), [`cp`] (ring
-//! attention), [`channels`] (NCCL channels), [`iteration`] (one training iteration).
+//! How each collective lowers (ring, trees, Rina, NVLink, channels, all-to-all, ring
+//! attention) is [`crate::lower`]'s: the generator decides which lowering a collective
+//! gets and is the lowering's [`Sink`], turning its transfers into records on the ranks'
+//! chains. [`iteration`] walks one training iteration; [`bench`] a collective bench.
 
-mod a2a;
 mod bench;
-mod channels;
-mod cp;
 mod iteration;
 
-use super::options::{Algorithm, InaConfig, InaMode, InaSwitches, TraceOptions};
+use super::options::{InaConfig, InaMode, InaSwitches, TraceOptions};
 use super::TraceError;
+use crate::lower::{Lowering, Note, RinaRacks, Sink, Xfer};
 use crate::megatron::TrainingConfig;
-use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::record::{Class, FlowRecord, Mode};
 use crate::schedule::{self, CollKind, GroupKind, Workload};
 use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
+pub use crate::lower::{default_channels, nvlink_collective_time, NCCL_NVLINK_RING_STEP};
 pub use bench::{bench_groups, generate_bench};
-pub use channels::default_channels;
 
 /// Counts of a generated trace.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -54,11 +54,8 @@ pub struct TraceStats {
     pub channels: u32,
 }
 
-#[derive(Clone, Default)]
-struct Chain {
-    tail: Vec<FlowId>,
-    pending: Nanos,
-}
+/// A rank's chain in the generator: record ids.
+type Chain = crate::lower::Chain<FlowId>;
 
 #[derive(Clone, Copy)]
 struct Tag {
@@ -103,18 +100,51 @@ struct Gen<'a> {
     edp: Vec<Chain>,
     can_agg: Vec<bool>,
     tor: Vec<Option<NodeId>>,
-    nvlink_alpha: Nanos,
-    /// NCCL channels per network collective.
-    channels: u32,
-    /// The channel records are being emitted on (inside [`Gen::over_channels`]).
-    channel: u32,
-    /// How many channels share each GPU's NVLink right now: NVLink records made inside
-    /// a channel get `1/share` of the NVLink rate.
-    nvlink_share: u32,
+    /// The lowering context (NVLink step latency, NCCL channels).
+    lw: Lowering<'a>,
     /// The plan's groups (`InaMode::Planned`).
     plan: Option<super::planned::PlanIndex>,
     /// Records and bytes per (class, mode), folded into `stats` at the end (a map per record is slow).
     counts: [[(u64, u64); 4]; 7],
+}
+
+/// The generator as the sink of a lowering: records of stream `s`, tagged `tag`.
+struct At<'g, 'a> {
+    g: &'g mut Gen<'a>,
+    s: Stream,
+    tag: Tag,
+}
+
+impl Sink for At<'_, '_> {
+    type Id = FlowId;
+    type Error = TraceError;
+    fn chain(&mut self, r: Rank) -> &mut Chain {
+        self.g.chain(self.s, r)
+    }
+    fn flush(&mut self, r: Rank) -> Result<(), TraceError> {
+        self.g.flush(self.s, r, self.tag)
+    }
+    fn emit(&mut self, x: Xfer<FlowId>) -> Result<FlowId, TraceError> {
+        let class = self.tag.class;
+        self.g.emit(x, class, self.tag)
+    }
+    fn new_coll(&mut self) -> u64 {
+        self.g.stats.collectives += 1;
+        let c = self.g.next_coll;
+        self.g.next_coll += 1;
+        c
+    }
+    fn new_agg(&mut self) -> u64 {
+        self.g.stats.aggregations += 1;
+        let a = self.g.next_agg;
+        self.g.next_agg += 1;
+        a
+    }
+    fn note(&mut self, n: Note) {
+        match n {
+            Note::HdFallback => self.g.stats.hd_fallbacks += 1,
+        }
+    }
 }
 
 /// Generate the trace of `cfg` on `topo`, streaming records (dependencies first) to `sink`.
@@ -181,7 +211,7 @@ impl<'a> Gen<'a> {
             None
         };
         let plan = match (opts.ina.mode, &opts.plan) {
-            (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, topo)?),
+            (InaMode::Planned, Some(p)) => Some(super::planned::PlanIndex::new(p, wl, topo, opts)?),
             (InaMode::Planned, None) => {
                 return Err(TraceError::Generate(
                     "INA mode `planned` needs a plan (ina3d trace --plan FILE)".into(),
@@ -209,10 +239,7 @@ impl<'a> Gen<'a> {
             edp: vec![Chain::default(); w],
             can_agg,
             tor,
-            nvlink_alpha: nvlink_step_latency(topo, opts),
-            channels,
-            channel: 0,
-            nvlink_share: 1,
+            lw: Lowering::new(topo, nvlink_step_latency(topo, opts), channels),
             plan,
             counts: [[(0, 0); 4]; 7],
         })
@@ -277,44 +304,13 @@ pub fn aggregating_switches(
     Ok((can_agg, tor))
 }
 
-/// NCCL's own latency estimate for one step of a ring over NVLink with its Simple
-/// protocol (the one it picks for the large buffers of training): 3.4 µs
-/// (`hwLatencies[NCCL_HW_NVLINK][NCCL_ALGO_RING][NCCL_PROTO_SIMPLE]` in NCCL's
-/// `src/graph/tuning.cc`, docs/model.md#nvlink-records).
-pub const NCCL_NVLINK_RING_STEP: Nanos = Nanos(3_400);
-
 /// Latency α per algorithm step of an NVLink record: the option, else
 /// [`NCCL_NVLINK_RING_STEP`].
 pub fn nvlink_step_latency(_topo: &Topology, opts: &TraceOptions) -> Nanos {
     opts.nvlink_step_latency.unwrap_or(NCCL_NVLINK_RING_STEP)
 }
 
-/// Duration of a collective confined to one NVLink domain (the `nvlink` record's `dur`):
-/// `busbw_factor · S / (nvlink_rate / share) + steps · α` (ring model; `share` channels
-/// use the NVLink at once, 1 outside channels), α from [`nvlink_step_latency`]. `None`
-/// when the topology has no NVLink rate. The generator and the planner both call this.
-pub fn nvlink_collective_time(
-    topo: &Topology,
-    alpha: Nanos,
-    kind: CollKind,
-    bytes: Bytes,
-    n: u32,
-    share: u32,
-) -> Option<Nanos> {
-    let rate = topo.nvlink_rate?;
-    let moved = Bytes((kind.busbw_factor(n) * bytes.0 as f64).round() as u64);
-    let steps = match kind {
-        CollKind::AllReduce => 2 * (n as u64 - 1),
-        _ => n as u64 - 1,
-    };
-    Some(rate.transmit_time(Bytes(moved.0 * share as u64)) + Nanos(steps * alpha.0))
-}
-
-fn is_pow2(n: usize) -> bool {
-    n.is_power_of_two()
-}
-
-impl Gen<'_> {
+impl<'a> Gen<'a> {
     fn chain(&mut self, s: Stream, r: Rank) -> &mut Chain {
         match s {
             Stream::Main => &mut self.main[r.idx()],
@@ -323,85 +319,56 @@ impl Gen<'_> {
         }
     }
 
-    /// One edge of an INA aggregation: a `Mode::Ina` record of step `step` of collective
-    /// `coll` over `group` members, aggregated as `agg` says (no fixed duration: the
-    /// back-ends stream it with the other edges of its aggregation).
-    #[allow(clippy::too_many_arguments)]
-    fn emit_ina(
-        &mut self,
-        src: NodeId,
-        dst: NodeId,
-        bytes: Bytes,
-        deps: Vec<FlowId>,
-        gap: Nanos,
-        tag: Tag,
-        coll: u64,
-        step: u32,
-        group: u32,
-        agg: AggTag,
-    ) -> Result<FlowId, TraceError> {
-        let class = tag.class;
-        self.emit(
-            src,
-            dst,
-            bytes,
-            deps,
-            gap,
-            Nanos(0),
-            Mode::Ina,
-            class,
-            tag,
-            Some(coll),
-            Some(step),
-            Some(group),
-            Some(agg),
-        )
+    /// The generator as a lowering's sink for stream `s`, records tagged `tag`.
+    fn at(&mut self, s: Stream, tag: Tag) -> At<'_, 'a> {
+        At { g: self, s, tag }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &mut self,
-        src: NodeId,
-        dst: NodeId,
-        bytes: Bytes,
-        deps: Vec<FlowId>,
-        gap: Nanos,
-        dur: Nanos,
-        mode: Mode,
-        class: Class,
-        tag: Tag,
-        coll: Option<u64>,
-        step: Option<u32>,
-        group: Option<u32>,
-        agg: Option<AggTag>,
-    ) -> Result<FlowId, TraceError> {
+    /// Emit one record of class `class`.
+    fn emit(&mut self, x: Xfer<FlowId>, class: Class, tag: Tag) -> Result<FlowId, TraceError> {
         let id = FlowId(self.next_id);
         self.next_id += 1;
         self.stats.records += 1;
-        let e = &mut self.counts[class as usize][mode as usize];
+        let e = &mut self.counts[class as usize][x.mode as usize];
         e.0 += 1;
-        e.1 += bytes.0;
+        e.1 += x.bytes.0;
         (self.sink)(FlowRecord {
             id,
-            src,
-            dst,
-            bytes,
-            deps,
-            gap,
-            dur,
-            mode,
+            src: x.src,
+            dst: x.dst,
+            bytes: x.bytes,
+            deps: x.deps,
+            gap: x.gap,
+            dur: x.dur,
+            mode: x.mode,
             class,
             iteration: self.iteration,
-            collective: coll,
-            step,
+            collective: x.coll,
+            step: x.step,
             microbatch: tag.microbatch,
             layer: tag.layer,
             stage: tag.stage,
-            group_size: group,
-            agg,
-            channel: if mode == Mode::Net { self.channel } else { 0 },
+            group_size: x.group,
+            agg: x.agg,
+            channel: x.channel,
         })?;
         Ok(id)
+    }
+
+    /// A compute record of `dur` on `node` after `deps`.
+    fn compute(
+        &mut self,
+        node: NodeId,
+        deps: Vec<FlowId>,
+        dur: Nanos,
+        tag: Tag,
+    ) -> Result<FlowId, TraceError> {
+        let x = Xfer::compute(node, deps, dur);
+        let tag = Tag {
+            class: Class::Compute,
+            ..tag
+        };
+        self.emit(x, Class::Compute, tag)
     }
 
     /// Replace a rank's chain tail, reusing its allocation (this runs for every record).
@@ -418,24 +385,7 @@ impl Gen<'_> {
             return Ok(());
         }
         let node = self.topo.gpu(r);
-        let id = self.emit(
-            node,
-            node,
-            Bytes(0),
-            c.tail,
-            Nanos(0),
-            c.pending,
-            Mode::Compute,
-            Class::Compute,
-            Tag {
-                class: Class::Compute,
-                ..tag
-            },
-            None,
-            None,
-            None,
-            None,
-        )?;
+        let id = self.compute(node, c.tail, c.pending, tag)?;
         *self.chain(s, r) = Chain {
             tail: vec![id],
             pending: Nanos(0),
@@ -443,75 +393,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// Deps and gap for a record sent by `r` that also waits for `external`.
-    fn start(
-        &mut self,
-        s: Stream,
-        r: Rank,
-        external: &[FlowId],
-        tag: Tag,
-    ) -> Result<(Vec<FlowId>, Nanos), TraceError> {
-        if !external.is_empty() {
-            self.flush(s, r, tag)?;
-        }
+    /// Deps and gap for a record sent by `r` that waits for nothing else.
+    fn start(&mut self, s: Stream, r: Rank) -> (Vec<FlowId>, Nanos) {
         let c = self.chain(s, r);
-        let mut deps = std::mem::take(&mut c.tail);
-        let gap = std::mem::take(&mut c.pending);
-        deps.extend_from_slice(external);
-        Ok((deps, gap))
-    }
-
-    /// Point-to-point transfer between ranks: a network flow, or an NVLink record when both share a server.
-    #[allow(clippy::too_many_arguments)]
-    fn p2p(
-        &mut self,
-        a: Rank,
-        b: Rank,
-        bytes: Bytes,
-        deps: Vec<FlowId>,
-        gap: Nanos,
-        tag: Tag,
-        coll: Option<u64>,
-        step: Option<u32>,
-    ) -> Result<FlowId, TraceError> {
-        let (na, nb) = (self.topo.gpu(a), self.topo.gpu(b));
-        if self.topo.same_nvlink_domain(a, b) {
-            let rate = self.topo.nvlink_rate.expect("nvlink domain has a rate");
-            // Inside a channel the GPU's NVLink is shared by every channel's transfer.
-            let dur =
-                rate.transmit_time(Bytes(bytes.0 * self.nvlink_share as u64)) + self.nvlink_alpha;
-            self.emit(
-                na,
-                nb,
-                bytes,
-                deps,
-                gap,
-                dur,
-                Mode::NvLink,
-                tag.class,
-                tag,
-                coll,
-                step,
-                Some(2),
-                None,
-            )
-        } else {
-            self.emit(
-                na,
-                nb,
-                bytes,
-                deps,
-                gap,
-                Nanos(0),
-                Mode::Net,
-                tag.class,
-                tag,
-                coll,
-                step,
-                None,
-                None,
-            )
-        }
+        (std::mem::take(&mut c.tail), std::mem::take(&mut c.pending))
     }
 
     fn ina_enabled(&self, class: Class) -> bool {
@@ -519,6 +404,8 @@ impl Gen<'_> {
     }
 
     /// One collective over `members` (in ring order) of size `bytes`; updates their chains.
+    /// Which lowering it gets — NVLink record, the plan's decision, an INA tree or Rina, or
+    /// the host algorithm — is decided here; how each lowers is [`crate::lower`]'s.
     fn collective(
         &mut self,
         kind: CollKind,
@@ -531,28 +418,34 @@ impl Gen<'_> {
         if n <= 1 || bytes.0 == 0 {
             return Ok(());
         }
+        let mut lw = self.lw;
         if kind == CollKind::AllToAll {
             // Never aggregated in switches; lowered pairwise (uniform split).
             let m = n as u32;
-            return self.all_to_all(members, &|_, j| channels::slice(bytes, m, j as u32), s, tag);
+            let size = |_, j: usize| crate::lower::slice(bytes, m, j as u32);
+            return lw.all_to_all(&mut self.at(s, tag), members, &size);
         }
-        self.stats.collectives += 1;
-        let coll = self.next_coll;
-        self.next_coll += 1;
+        let coll = self.at(s, tag).new_coll();
         let server = self.topo.server_of(members[0]);
         if self.topo.nvlink_rate.is_some()
             && members.iter().all(|r| self.topo.server_of(*r) == server)
         {
-            return self.nvlink_collective(kind, bytes, members, s, tag, coll);
+            return lw.nvlink(&mut self.at(s, tag), kind, bytes, members, coll);
         }
-        if self.plan.is_some() && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter) {
+        // a plan decides for TP, DP and embedding groups; CP and expert-parallel collectives
+        // stay on the host algorithm
+        if self.plan.is_some()
+            && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
+            && matches!(tag.class, Class::Tp | Class::Dp | Class::Emb)
+        {
             return self.planned(kind, bytes, members, s, tag, coll);
         }
         if self.ina_enabled(tag.class)
             && matches!(kind, CollKind::AllReduce | CollKind::ReduceScatter)
         {
             if self.opts.ina.mode == InaMode::Rina && kind == CollKind::AllReduce {
-                return self.rina(bytes, members, s, tag, coll, None);
+                let racks = self.rina_racks(members, None);
+                return lw.rina(&mut self.at(s, tag), bytes, members, coll, &racks);
             }
             if self.opts.ina.mode != InaMode::Rina {
                 return self.ina_tree(kind, bytes, members, s, tag, coll);
@@ -561,8 +454,7 @@ impl Gen<'_> {
         self.host_collective(kind, bytes, members, s, tag, coll)
     }
 
-    /// A collective with a host algorithm, split over the NCCL channels
-    /// (docs/model.md#nccl-channels): each channel runs the algorithm on its slice of S.
+    /// A collective with the host algorithm (`--collective`), over the NCCL channels.
     fn host_collective(
         &mut self,
         kind: CollKind,
@@ -572,339 +464,19 @@ impl Gen<'_> {
         tag: Tag,
         coll: u64,
     ) -> Result<(), TraceError> {
-        let c = self.channels_for(bytes);
-        if c <= 1 {
-            return self.host_algorithm(kind, bytes, members, s, tag, coll);
-        }
-        self.over_channels(members, s, tag, c, bytes, |g, slice| {
-            g.host_algorithm(kind, slice, members, s, tag, coll)
-        })
+        let mut lw = self.lw;
+        let algo = self.opts.collective;
+        lw.host(&mut self.at(s, tag), algo, kind, bytes, members, coll)
     }
 
-    /// One channel's (or the only) run of `--collective` over `members`.
-    fn host_algorithm(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let n = members.len();
-        match self.opts.collective {
-            Algorithm::Ring => self.ring(kind, bytes, members, s, tag, coll),
-            Algorithm::Dbt if kind == CollKind::AllReduce => self.dbt(bytes, members, s, tag, coll),
-            Algorithm::Dbt => self.ring(kind, bytes, members, s, tag, coll),
-            Algorithm::Hd if is_pow2(n) => self.hd(kind, bytes, members, s, tag, coll),
-            Algorithm::Hd => {
-                self.stats.hd_fallbacks += 1;
-                self.ring(kind, bytes, members, s, tag, coll)
-            }
-            Algorithm::Hierarchical => self.hierarchical(kind, bytes, members, s, tag, coll),
-        }
-    }
-
-    /// Analytical NVLink collective: `busbw_factor · S / rate + steps · α` (ring model;
-    /// `rate/share` inside a channel).
-    fn nvlink_duration(&self, kind: CollKind, bytes: Bytes, n: u32) -> Nanos {
-        nvlink_collective_time(
-            self.topo,
-            self.nvlink_alpha,
-            kind,
-            bytes,
-            n,
-            self.nvlink_share,
-        )
-        .expect("nvlink")
-    }
-
-    fn nvlink_collective(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let p0 = self.chain(s, members[0]).pending;
-        let same = members.iter().all(|r| self.chain(s, *r).pending == p0);
-        if !same {
-            for &r in members {
-                self.flush(s, r, tag)?;
-            }
-        }
-        let mut deps = Vec::new();
-        let mut gap = Nanos(0);
-        for &r in members {
-            let c = self.chain(s, r);
-            deps.append(&mut c.tail);
-            gap = std::mem::take(&mut c.pending);
-        }
-        deps.sort_unstable();
-        deps.dedup();
-        let dur = self.nvlink_duration(kind, bytes, members.len() as u32);
-        let (a, b) = (
-            self.topo.gpu(members[0]),
-            self.topo.gpu(*members.last().expect("n>1")),
-        );
-        let id = self.emit(
-            a,
-            b,
-            bytes,
-            deps,
-            gap,
-            dur,
-            Mode::NvLink,
-            tag.class,
-            tag,
-            Some(coll),
-            None,
-            Some(members.len() as u32),
-            None,
-        )?;
-        for &r in members {
-            self.set_tail(s, r, &[id]);
-        }
-        Ok(())
-    }
-
-    /// Ring: step k of rank i sends chunk `(i − k) mod n` to `i+1` after its step k−1 and the
-    /// step k−1 it received from `i−1`. Chunks split S exactly (the first `S mod n` get a byte more).
-    fn ring(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let n = members.len();
-        let steps = match kind {
-            CollKind::AllReduce => 2 * (n - 1),
-            _ => n - 1,
-        };
-        let chunk =
-            |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
-        let mut prev: Vec<FlowId> = Vec::with_capacity(n);
-        let mut cur: Vec<FlowId> = Vec::with_capacity(n);
-        for k in 0..steps {
-            cur.clear();
-            for i in 0..n {
-                let (deps, gap) = if k == 0 {
-                    self.start(s, members[i], &[], tag)?
-                } else {
-                    (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
-                };
-                let c = (i + 2 * n - k % n) % n;
-                let id = self.p2p(
-                    members[i],
-                    members[(i + 1) % n],
-                    chunk(c),
-                    deps,
-                    gap,
-                    tag,
-                    Some(coll),
-                    Some(k as u32),
-                )?;
-                cur.push(id);
-            }
-            std::mem::swap(&mut prev, &mut cur);
-        }
-        for i in 0..n {
-            self.set_tail(s, members[i], &[prev[i], prev[(i + n - 1) % n]]);
-        }
-        Ok(())
-    }
-
-    /// Double binary tree (approximation of NCCL's): two heap-shaped binary trees, over the
-    /// members in order and in reverse, each reducing half of S to its root and
-    /// broadcasting it back. Whole halves move per edge (no chunk pipelining), so deep
-    /// trees are slower here than in NCCL.
-    fn dbt(
-        &mut self,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let n = members.len();
-        let halves = [Bytes(bytes.0 - bytes.0 / 2), Bytes(bytes.0 / 2)];
-        // Interior ranks wait for their children while computing: make pending compute explicit
-        // (a record) so the children's partial sums do not wait behind it.
-        let mut starts: Vec<Vec<FlowId>> = Vec::with_capacity(n);
-        for &r in members {
-            self.flush(s, r, tag)?;
-            starts.push(std::mem::take(&mut self.chain(s, r).tail));
-        }
-        let mut tails: Vec<Vec<FlowId>> = vec![Vec::new(); n];
-        for (t, half) in halves.into_iter().enumerate() {
-            let at = |pos: usize| if t == 0 { pos } else { n - 1 - pos };
-            let mut up: Vec<Option<FlowId>> = vec![None; n];
-            for pos in (1..n).rev() {
-                let mut deps = starts[at(pos)].clone();
-                for ch in [2 * pos + 1, 2 * pos + 2] {
-                    if ch < n {
-                        deps.push(up[ch].expect("children first"));
-                    }
-                }
-                let id = self.p2p(
-                    members[at(pos)],
-                    members[at((pos - 1) / 2)],
-                    half,
-                    deps,
-                    Nanos(0),
-                    tag,
-                    Some(coll),
-                    Some(2 * t as u32),
-                )?;
-                up[pos] = Some(id);
-            }
-            let mut down: Vec<Option<FlowId>> = vec![None; n];
-            for pos in 0..n {
-                for ch in [2 * pos + 1, 2 * pos + 2] {
-                    if ch >= n {
-                        continue;
-                    }
-                    let deps = if pos == 0 {
-                        let mut d = starts[at(0)].clone();
-                        d.extend(
-                            [1, 2]
-                                .iter()
-                                .filter(|&&c| c < n)
-                                .map(|&c| up[c].expect("up")),
-                        );
-                        d
-                    } else {
-                        vec![down[pos].expect("parent first")]
-                    };
-                    let id = self.p2p(
-                        members[at(pos)],
-                        members[at(ch)],
-                        half,
-                        deps,
-                        Nanos(0),
-                        tag,
-                        Some(coll),
-                        Some(2 * t as u32 + 1),
-                    )?;
-                    down[ch] = Some(id);
-                    tails[at(pos)].push(id);
-                    tails[at(ch)].push(id);
-                }
-            }
-        }
-        for (i, &r) in members.iter().enumerate() {
-            self.chain(s, r).tail = std::mem::take(&mut tails[i]);
-        }
-        Ok(())
-    }
-
-    /// Recursive halving (reduce-scatter) then doubling (all-gather): log₂ n steps each,
-    /// rank i exchanging S/2^(k+1) with i XOR n/2^(k+1) in halving step k.
-    fn hd(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let n = members.len();
-        let lg = n.trailing_zeros() as usize;
-        let mut phases: Vec<(usize, Bytes)> = Vec::new(); // (distance, bytes) per step
-        if kind != CollKind::AllGather {
-            for k in 0..lg {
-                phases.push((n >> (k + 1), Bytes(bytes.0 >> (k + 1))));
-            }
-        }
-        if kind != CollKind::ReduceScatter {
-            for k in 0..lg {
-                phases.push((1 << k, Bytes(bytes.0 >> (lg - k))));
-            }
-        }
-        let mut prev: Vec<FlowId> = Vec::new();
-        for (step, &(d, b)) in phases.iter().enumerate() {
-            let mut cur = Vec::with_capacity(n);
-            for i in 0..n {
-                let (deps, gap) = if step == 0 {
-                    self.start(s, members[i], &[], tag)?
-                } else {
-                    (vec![prev[i], prev[i ^ phases[step - 1].0]], Nanos(0))
-                };
-                cur.push(self.p2p(
-                    members[i],
-                    members[i ^ d],
-                    b,
-                    deps,
-                    gap,
-                    tag,
-                    Some(coll),
-                    Some(step as u32),
-                )?);
-            }
-            prev = cur;
-        }
-        let last = phases.last().expect("n ≥ 2").0;
-        for i in 0..n {
-            self.set_tail(s, members[i], &[prev[i], prev[i ^ last]]);
-        }
-        Ok(())
-    }
-
-    /// NVLink reduce-scatter per server, one network ring per local index over S/g, NVLink all-gather.
-    fn hierarchical(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        let mut by_server: BTreeMap<u32, Vec<Rank>> = BTreeMap::new();
-        for &r in members {
-            by_server.entry(self.topo.server_of(r)).or_default().push(r);
-        }
-        let g = by_server.values().next().map_or(0, Vec::len);
-        if self.topo.nvlink_rate.is_none() || g <= 1 || by_server.values().any(|v| v.len() != g) {
-            // One GPU per server (or uneven): nothing to do inside servers.
-            return self.ring(kind, bytes, members, s, tag, coll);
-        }
-        let servers: Vec<Vec<Rank>> = by_server.into_values().collect();
-        let shard = Bytes(bytes.0 / g as u64);
-        if kind != CollKind::AllGather {
-            for grp in &servers {
-                self.nvlink_collective(CollKind::ReduceScatter, bytes, grp, s, tag, coll)?;
-            }
-        }
-        let inter = kind;
-        for j in 0..g {
-            let ring: Vec<Rank> = servers.iter().map(|v| v[j]).collect();
-            self.ring(inter, shard, &ring, s, tag, coll)?;
-        }
-        if kind != CollKind::ReduceScatter {
-            for grp in &servers {
-                self.nvlink_collective(CollKind::AllGather, bytes, grp, s, tag, coll)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn new_agg(&mut self) -> u64 {
-        self.stats.aggregations += 1;
-        let a = self.next_agg;
-        self.next_agg += 1;
-        a
+    /// Rina's racks of `members`: under aggregating ToRs (`only`: the plan's ToRs).
+    fn rina_racks(&self, members: &[Rank], only: Option<&[NodeId]>) -> RinaRacks {
+        let may = |t: NodeId| only.map_or(self.can_agg[t.idx()], |o| o.contains(&t));
+        crate::lower::rina_racks(self.topo, members, &self.tor, may)
     }
 
     /// INA all-reduce (or reduce-scatter) over the topology's aggregation tree (SwitchML: the
-    /// tree's root alone). Every edge carries S up; down edges carry S (all-reduce) or the
-    /// members' shards below them (reduce-scatter).
+    /// tree's root alone), the root placed by the collective's hash.
     fn ina_tree(
         &mut self,
         kind: CollKind,
@@ -938,7 +510,8 @@ impl Gen<'_> {
                 .map(|e| (e.child, e.parent, e.fanin_at_parent))
                 .collect()
         };
-        self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+        let lw = self.lw;
+        lw.tree(&mut self.at(s, tag), kind, bytes, members, coll, &edges)
     }
 
     /// A collective as the plan decides for its group: host algorithm, the plan's tree,
@@ -957,10 +530,16 @@ impl Gen<'_> {
         let plan = opts.plan.as_ref().expect("planned mode has a plan");
         let index = self.plan.as_ref().expect("planned mode has an index");
         let g = index.group(plan, tag.class, members)?;
+        let lw = self.lw;
         match &g.decision {
-            Decision::Host => self.host_collective(kind, bytes, members, s, tag, coll),
+            Decision::Host => {
+                let algo = g.host_algorithm.unwrap_or(opts.collective);
+                let mut lw = self.lw;
+                lw.host(&mut self.at(s, tag), algo, kind, bytes, members, coll)
+            }
             Decision::Rina { tors } if kind == CollKind::AllReduce => {
-                self.rina(bytes, members, s, tag, coll, Some(tors))
+                let racks = self.rina_racks(members, Some(tors));
+                lw.rina(&mut self.at(s, tag), bytes, members, coll, &racks)
             }
             Decision::Rina { .. } => self.host_collective(kind, bytes, members, s, tag, coll),
             Decision::Tree { edges, .. } => {
@@ -968,341 +547,11 @@ impl Gen<'_> {
                 for e in edges {
                     *fanin.entry(e.1).or_default() += 1;
                 }
-                let edges = edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
-                self.emit_tree(kind, bytes, members, s, tag, coll, edges)
+                let edges: Vec<_> = edges.iter().map(|&(c, p)| (c, p, fanin[&p])).collect();
+                lw.tree(&mut self.at(s, tag), kind, bytes, members, coll, &edges)
             }
         }
     }
-
-    /// Emit an INA all-reduce (or reduce-scatter) over `edges` (child, parent, fan-in at
-    /// parent), bottom-up with the root's edges last.
-    #[allow(clippy::too_many_arguments)]
-    fn emit_tree(
-        &mut self,
-        kind: CollKind,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-        mut edges: Vec<(NodeId, NodeId, u32)>,
-    ) -> Result<(), TraceError> {
-        let nodes: Vec<NodeId> = members.iter().map(|r| self.topo.gpu(*r)).collect();
-        if edges.is_empty() {
-            return Err(TraceError::Generate(format!(
-                "aggregation tree of {} members has no edges",
-                nodes.len()
-            )));
-        }
-        // Bottom-up order is given by the tree; keep it stable for determinism.
-        let rank_of: HashMap<NodeId, Rank> =
-            nodes.iter().copied().zip(members.iter().copied()).collect();
-        let n = members.len() as u64;
-        // Leaves below each node (for reduce-scatter shard sizes).
-        let mut below: HashMap<NodeId, u64> = nodes.iter().map(|&m| (m, 1)).collect();
-        for &(c, p, _) in &edges {
-            let b = below.get(&c).copied().unwrap_or(0);
-            *below.entry(p).or_default() += b;
-        }
-        let agg = self.new_agg();
-        let mut up_into: HashMap<NodeId, Vec<FlowId>> = HashMap::new();
-        let edges_ref = std::mem::take(&mut edges);
-        for &(c, p, fanin) in &edges_ref {
-            let (deps, gap) = match rank_of.get(&c) {
-                Some(&r) => self.start(s, r, &[], tag)?,
-                None => (up_into.remove(&c).unwrap_or_default(), Nanos(0)),
-            };
-            let id = self.emit_ina(
-                c,
-                p,
-                bytes,
-                deps,
-                gap,
-                tag,
-                coll,
-                0,
-                members.len() as u32,
-                AggTag {
-                    id: agg,
-                    switch: p,
-                    fanin,
-                    dir: AggDir::Up,
-                },
-            )?;
-            up_into.entry(p).or_default().push(id);
-        }
-        let root = edges_ref.last().map(|e| e.1).expect("edges");
-        let root_in = up_into.remove(&root).unwrap_or_default();
-        let mut down_into: HashMap<NodeId, FlowId> = HashMap::new();
-        for &(c, p, fanin) in edges_ref.iter().rev() {
-            let deps = if p == root {
-                root_in.clone()
-            } else {
-                vec![*down_into.get(&p).expect("parents before children top-down")]
-            };
-            let b = match kind {
-                CollKind::ReduceScatter => Bytes(bytes.0 * below.get(&c).copied().unwrap_or(1) / n),
-                _ => bytes,
-            };
-            let id = self.emit_ina(
-                p,
-                c,
-                b,
-                deps,
-                Nanos(0),
-                tag,
-                coll,
-                1,
-                members.len() as u32,
-                AggTag {
-                    id: agg,
-                    switch: p,
-                    fanin,
-                    dir: AggDir::Down,
-                },
-            )?;
-            down_into.insert(c, id);
-            if let Some(&r) = rank_of.get(&c) {
-                self.set_tail(s, r, &[id]);
-            }
-        }
-        Ok(())
-    }
-
-    /// Rina: members under an aggregating ToR with at least two members reduce into the ToR
-    /// (an up-only aggregation), the ToRs and the remaining members run a ring all-reduce of
-    /// S as equal workers, then each ToR multicasts the result (a down-only aggregation).
-    /// `only`: the ToRs that may aggregate (a plan's), else every aggregating ToR.
-    fn rina(
-        &mut self,
-        bytes: Bytes,
-        members: &[Rank],
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-        only: Option<&[NodeId]>,
-    ) -> Result<(), TraceError> {
-        let (racks, plain) = self.rina_racks(members, only);
-        if racks.is_empty() {
-            return self.ring(CollKind::AllReduce, bytes, members, s, tag, coll);
-        }
-        let n_members = members.len() as u32;
-        // Ring workers in rank order of their first member.
-        let mut workers: Vec<(Rank, RinaWorker)> =
-            plain.iter().map(|&r| (r, RinaWorker::Gpu(r))).collect();
-        let mut rack_agg: BTreeMap<NodeId, u64> = BTreeMap::new();
-        for (tor, rs) in &racks {
-            let (agg, ups) = self.rina_reduce_into_tor(*tor, rs, bytes, n_members, s, tag, coll)?;
-            rack_agg.insert(*tor, agg);
-            workers.push((rs[0], RinaWorker::Tor(*tor, ups)));
-        }
-        workers.sort_by_key(|w| w.0);
-        if workers.len() == 1 {
-            // One rack holds everyone: plain single-switch aggregation.
-            if let (_, RinaWorker::Tor(tor, ups)) = &workers[0] {
-                let down = RinaDown {
-                    tor: *tor,
-                    agg: rack_agg[tor],
-                    deps: ups.clone(),
-                    step: 1,
-                };
-                self.rina_multicast(&racks[tor], &down, bytes, n_members, s, tag, coll)?;
-            }
-            return Ok(());
-        }
-        let done = self.rina_ring(&workers, bytes, s, tag, coll)?;
-        let steps = 2 * (workers.len() as u32 - 1);
-        for (i, (_, w)) in workers.iter().enumerate() {
-            match w {
-                RinaWorker::Gpu(r) => self.chain(s, *r).tail = done[i].clone(),
-                RinaWorker::Tor(tor, _) => {
-                    let down = RinaDown {
-                        tor: *tor,
-                        agg: self.new_agg(),
-                        deps: done[i].clone(),
-                        step: steps + 1,
-                    };
-                    self.rina_multicast(&racks[tor], &down, bytes, n_members, s, tag, coll)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Rina's racks: members under an aggregating ToR, when at least two share it; the
-    /// other members stay plain ring workers. `only`: the ToRs that may aggregate.
-    fn rina_racks(
-        &self,
-        members: &[Rank],
-        only: Option<&[NodeId]>,
-    ) -> (BTreeMap<NodeId, Vec<Rank>>, Vec<Rank>) {
-        let mut racks: BTreeMap<NodeId, Vec<Rank>> = BTreeMap::new();
-        let mut plain: Vec<Rank> = Vec::new();
-        for &r in members {
-            let node = self.topo.gpu(r);
-            match self.tor[node.idx()] {
-                Some(t) if only.map_or(self.can_agg[t.idx()], |o| o.contains(&t)) => {
-                    racks.entry(t).or_default().push(r)
-                }
-                _ => plain.push(r),
-            }
-        }
-        racks.retain(|_, v| {
-            if v.len() < 2 {
-                plain.extend(v.iter().copied());
-                false
-            } else {
-                true
-            }
-        });
-        (racks, plain)
-    }
-
-    /// The rack's members reduce S into their ToR: an up-only aggregation. Returns its id
-    /// and the up edges (what the ToR's ring steps wait for).
-    #[allow(clippy::too_many_arguments)]
-    fn rina_reduce_into_tor(
-        &mut self,
-        tor: NodeId,
-        rs: &[Rank],
-        bytes: Bytes,
-        n_members: u32,
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(u64, Vec<FlowId>), TraceError> {
-        let agg = self.new_agg();
-        let mut ups = Vec::new();
-        for &r in rs {
-            let (deps, gap) = self.start(s, r, &[], tag)?;
-            ups.push(self.emit_ina(
-                self.topo.gpu(r),
-                tor,
-                bytes,
-                deps,
-                gap,
-                tag,
-                coll,
-                0,
-                n_members,
-                AggTag {
-                    id: agg,
-                    switch: tor,
-                    fanin: rs.len() as u32,
-                    dir: AggDir::Up,
-                },
-            )?);
-        }
-        Ok((agg, ups))
-    }
-
-    /// The ring all-reduce of S among Rina's workers (`net` records whose ends may be
-    /// ToRs); returns, per worker, the records its completion waits for.
-    fn rina_ring(
-        &mut self,
-        workers: &[(Rank, RinaWorker)],
-        bytes: Bytes,
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<Vec<Vec<FlowId>>, TraceError> {
-        let n = workers.len();
-        let node_of = |w: &RinaWorker, topo: &Topology| match w {
-            RinaWorker::Tor(t, _) => *t,
-            RinaWorker::Gpu(r) => topo.gpu(*r),
-        };
-        let chunk =
-            |c: usize| Bytes(bytes.0 / n as u64 + u64::from((c as u64) < bytes.0 % n as u64));
-        let steps = 2 * (n - 1);
-        let mut prev: Vec<FlowId> = Vec::new();
-        for k in 0..steps {
-            let mut cur = Vec::with_capacity(n);
-            for i in 0..n {
-                let (deps, gap) = if k == 0 {
-                    match &workers[i].1 {
-                        RinaWorker::Tor(_, ups) => (ups.clone(), Nanos(0)),
-                        RinaWorker::Gpu(r) => self.start(s, *r, &[], tag)?,
-                    }
-                } else {
-                    (vec![prev[i], prev[(i + n - 1) % n]], Nanos(0))
-                };
-                let (a, b) = (
-                    node_of(&workers[i].1, self.topo),
-                    node_of(&workers[(i + 1) % n].1, self.topo),
-                );
-                let c = (i + 2 * n - k % n) % n;
-                cur.push(self.emit(
-                    a,
-                    b,
-                    chunk(c),
-                    deps,
-                    gap,
-                    Nanos(0),
-                    Mode::Net,
-                    tag.class,
-                    tag,
-                    Some(coll),
-                    Some(k as u32 + 1),
-                    None,
-                    None,
-                )?);
-            }
-            prev = cur;
-        }
-        Ok((0..n)
-            .map(|i| vec![prev[i], prev[(i + n - 1) % n]])
-            .collect())
-    }
-
-    /// The ToR sends the result down to its rack: a down-only aggregation `down.agg`.
-    #[allow(clippy::too_many_arguments)]
-    fn rina_multicast(
-        &mut self,
-        rs: &[Rank],
-        down: &RinaDown,
-        bytes: Bytes,
-        n_members: u32,
-        s: Stream,
-        tag: Tag,
-        coll: u64,
-    ) -> Result<(), TraceError> {
-        for &r in rs {
-            let id = self.emit_ina(
-                down.tor,
-                self.topo.gpu(r),
-                bytes,
-                down.deps.clone(),
-                Nanos(0),
-                tag,
-                coll,
-                down.step,
-                n_members,
-                AggTag {
-                    id: down.agg,
-                    switch: down.tor,
-                    fanin: rs.len() as u32,
-                    dir: AggDir::Down,
-                },
-            )?;
-            self.set_tail(s, r, &[id]);
-        }
-        Ok(())
-    }
-}
-
-/// A worker of Rina's ring: a ToR standing for its rack (with the up edges into it), or a
-/// plain GPU.
-enum RinaWorker {
-    Tor(NodeId, Vec<FlowId>),
-    Gpu(Rank),
-}
-
-/// A ToR's multicast of the result to its rack.
-struct RinaDown {
-    tor: NodeId,
-    agg: u64,
-    deps: Vec<FlowId>,
-    step: u32,
 }
 
 /// Metadata lines describing how a trace was generated.
@@ -1315,6 +564,7 @@ pub fn header(
     let mut h = super::TraceHeader::new();
     let ina: &InaConfig = &opts.ina;
     h.set("topology", &topo.source)
+        .set("topology_hash", super::planned::topology_hash(topo))
         .set("seed", opts.seed)
         .set("iterations", opts.iterations)
         .set("collective", opts.collective)

@@ -33,6 +33,11 @@ pub struct RankBytes {
     pub sent: BTreeMap<String, u64>,
     /// Bytes received, by class name.
     pub received: BTreeMap<String, u64>,
+    /// Collectives the node sent flows for (distinct `collective` ids of its network
+    /// records).
+    pub collectives: u64,
+    /// Network records it sent outside any collective (pipeline sends).
+    pub p2p_sends: u64,
 }
 
 /// Everything `ina3d inspect` reports about a trace.
@@ -141,7 +146,7 @@ pub fn inspect(path: &Path, topology: Option<&str>) -> Result<Report, TraceError
         aggregations: t.aggs.len() as u64,
         compute_ns_in_records: t.compute_in_records,
         compute_ns_in_gaps: t.compute_in_gaps,
-        per_rank: per_node_bytes(&t.per_node, &rank_of),
+        per_rank: per_node_bytes(&t.per_node, &t.per_node_ops, &rank_of),
         warmup_per_stage: meta.get("warmup").cloned(),
         calibration_factor: meta.get("calibration_factor").cloned(),
         calibration_source: meta.get("calibration_source").cloned(),
@@ -172,7 +177,9 @@ struct Tally {
     by_class_mode: BTreeMap<String, Counter>,
     by_class: BTreeMap<String, Counter>,
     /// Per node: [sent, received] bytes per traffic class ([`Class::TRAFFIC`] order).
-    per_node: BTreeMap<u32, [[u64; 4]; 2]>,
+    per_node: BTreeMap<u32, [[u64; Class::TRAFFIC.len()]; 2]>,
+    /// Per sending node: the collectives it sent flows for, and its records outside any.
+    per_node_ops: BTreeMap<u32, (BTreeSet<u64>, u64)>,
     compute_in_records: u64,
     compute_in_gaps: u64,
     aggs: BTreeSet<u64>,
@@ -197,13 +204,20 @@ impl Tally {
         if let Some(ag) = r.agg {
             self.aggs.insert(ag.id);
         }
+        // Network records always carry a traffic class (the reader refuses `compute` on
+        // them), so every class of `Class::TRAFFIC` has its column.
         if matches!(r.mode, Mode::Net | Mode::Ina) {
-            let ci = Class::TRAFFIC
-                .iter()
-                .position(|c| *c == r.class)
-                .unwrap_or(0);
-            self.per_node.entry(r.src.0).or_default()[0][ci] += r.bytes.0;
-            self.per_node.entry(r.dst.0).or_default()[1][ci] += r.bytes.0;
+            if let Some(ci) = Class::TRAFFIC.iter().position(|c| *c == r.class) {
+                self.per_node.entry(r.src.0).or_default()[0][ci] += r.bytes.0;
+                self.per_node.entry(r.dst.0).or_default()[1][ci] += r.bytes.0;
+            }
+            let ops = self.per_node_ops.entry(r.src.0).or_default();
+            match r.collective {
+                Some(c) => {
+                    ops.0.insert(c);
+                }
+                None => ops.1 += 1,
+            }
         }
     }
 }
@@ -211,7 +225,8 @@ impl Tally {
 /// Per-node bytes labelled by rank where the node is a GPU of the job; ranks in rank
 /// order first, then other nodes by id.
 fn per_node_bytes(
-    per: &BTreeMap<u32, [[u64; 4]; 2]>,
+    per: &BTreeMap<u32, [[u64; Class::TRAFFIC.len()]; 2]>,
+    ops: &BTreeMap<u32, (BTreeSet<u64>, u64)>,
     rank_of: &BTreeMap<u32, u32>,
 ) -> Vec<RankBytes> {
     let mut out: Vec<RankBytes> = per
@@ -233,6 +248,8 @@ fn per_node_bytes(
                 .zip(v[1])
                 .map(|(c, b)| (c.as_str().into(), b))
                 .collect(),
+            collectives: ops.get(n).map_or(0, |o| o.0.len() as u64),
+            p2p_sends: ops.get(n).map_or(0, |o| o.1),
         })
         .collect();
     out.sort_by_key(|r| (r.rank.is_none(), r.rank.unwrap_or(0), r.node));

@@ -22,9 +22,9 @@ pub use gen::{
     nvlink_collective_time, nvlink_step_latency, TraceStats, NCCL_NVLINK_RING_STEP,
 };
 pub use options::{
-    format_reservations, parse_classes, parse_reservations, Algorithm, InaConfig, InaMode,
-    InaPolicy, InaSwitchModel, InaSwitches, Reservation, TraceOptions, INA_HEADER_KEYS,
-    INA_RESERVATIONS_KEY,
+    format_reservations, format_tenants, parse_classes, parse_reservations, parse_tenants,
+    Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, Reservation, Tenant,
+    TraceOptions, INA_HEADER_KEYS, INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
 };
 
 /// Why a trace could not be generated, read or written.
@@ -47,6 +47,9 @@ pub enum TraceError {
     /// The training configuration cannot be scheduled.
     #[error(transparent)]
     Schedule(#[from] crate::schedule::ScheduleError),
+    /// A collective could not be lowered.
+    #[error(transparent)]
+    Lower(#[from] crate::lower::LowerError),
     /// The job does not fit the topology, or routing failed.
     #[error(transparent)]
     Topology(#[from] crate::topology::TopologyError),

@@ -7,19 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// Host-based algorithm for collectives that cross the network.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// Ring: n−1 reduce-scatter + n−1 all-gather steps of S/n.
-    Ring,
-    /// Double binary tree (all-reduce only; RS/AG use the ring).
-    Dbt,
-    /// Recursive halving-doubling, log₂ n steps per phase (power-of-two groups; others use the ring).
-    Hd,
-    /// NVLink reduce-scatter in each server → one network ring per local GPU index → NVLink all-gather.
-    Hierarchical,
-}
+pub use crate::lower::Algorithm;
 
 /// Where in-network aggregation happens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +107,97 @@ pub struct InaSwitchModel {
     pub classes: Vec<Class>,
     /// Slot reservations of the `planned` policy, sorted (header `ina_reservations`).
     pub reservations: Vec<Reservation>,
+    /// The jobs sharing the fabric, for a trace that merges several (`ina3d cluster`,
+    /// header `ina_tenants`): under `static` each switch's pool is first split evenly
+    /// among them; under the other policies they only label whose aggregation holds
+    /// slots. Empty for one job (the pool is the job's).
+    #[serde(default)]
+    pub tenants: Vec<Tenant>,
+}
+
+/// One job of a merged (multi-job) trace: its name and the hosts its ranks live on. An
+/// aggregation belongs to the job of its first member (the lowest host sending an up
+/// edge, as for [`Reservation`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tenant {
+    /// The job's name.
+    pub name: String,
+    /// Its hosts, ascending.
+    pub hosts: Vec<NodeId>,
+}
+
+/// Header key of the tenants: `NAME=HOSTS` entries joined by `;`, HOSTS a comma-separated
+/// list of node ids and ranges `a-b` (inclusive), e.g. `a=0-7,16-23;b=8-15,24-31`.
+pub const INA_TENANTS_KEY: &str = "ina_tenants";
+
+/// The header value of a tenant list (hosts written as ranges).
+pub fn format_tenants(t: &[Tenant]) -> String {
+    t.iter()
+        .map(|x| {
+            let mut parts: Vec<String> = Vec::new();
+            for run in x.hosts.chunk_by(|a, b| b.0 == a.0 + 1) {
+                let (a, b) = (run[0], run[run.len() - 1]);
+                parts.push(if a == b {
+                    a.to_string()
+                } else {
+                    format!("{a}-{b}")
+                });
+            }
+            format!("{}={}", x.name, parts.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// Hosts a tenant list may name in all (the topology builders' own cap), so a crafted
+/// header cannot size an allocation.
+const MAX_TENANT_HOSTS: u64 = 1 << 22;
+
+/// Parse a tenant list; errors name the entry (a malformed range, more than 2^22 hosts
+/// in all, a host in two jobs, a job named twice).
+pub fn parse_tenants(v: &str) -> Result<Vec<Tenant>, String> {
+    let mut out: Vec<Tenant> = Vec::new();
+    let mut owner: std::collections::BTreeMap<NodeId, usize> = Default::default();
+    let mut total = 0u64;
+    for e in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let bad = || format!("entry `{e}` is not NAME=HOSTS (hosts: ids and ranges a-b)");
+        let (name, hosts) = e.split_once('=').ok_or_else(bad)?;
+        let name = name.trim();
+        if name.is_empty() || out.iter().any(|t| t.name == name) {
+            return Err(format!("entry `{e}`: the job name is empty or given twice"));
+        }
+        let mut list = Vec::new();
+        for part in hosts.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let num = |x: &str| x.trim().parse::<u32>().map_err(|_| bad());
+            let (a, b) = match part.split_once('-') {
+                Some((a, b)) => (num(a)?, num(b)?),
+                None => (num(part)?, num(part)?),
+            };
+            total += u64::from(b.saturating_sub(a)) + 1;
+            if b < a || total > MAX_TENANT_HOSTS {
+                return Err(format!(
+                    "entry `{e}`: range `{part}` is empty, or the jobs name more than {MAX_TENANT_HOSTS} hosts"
+                ));
+            }
+            list.extend((a..=b).map(NodeId));
+        }
+        list.sort_unstable();
+        list.dedup();
+        for h in &list {
+            if let Some(&o) = owner.get(h) {
+                return Err(format!(
+                    "host {h} belongs to two jobs, `{}` and `{name}`",
+                    out[o].name
+                ));
+            }
+            owner.insert(*h, out.len());
+        }
+        out.push(Tenant {
+            name: name.to_string(),
+            hosts: list,
+        });
+    }
+    Ok(out)
 }
 
 /// Slots a plan reserves on one switch for the aggregations of one group. An aggregation
@@ -266,6 +345,9 @@ impl InaSwitchModel {
         if let Some(v) = h.get(INA_RESERVATIONS_KEY) {
             m.reservations = parse_reservations(v).map_err(|e| bad(INA_RESERVATIONS_KEY, e))?;
         }
+        if let Some(v) = h.get(INA_TENANTS_KEY) {
+            m.tenants = parse_tenants(v).map_err(|e| bad(INA_TENANTS_KEY, e))?;
+        }
         if let Some((k, v)) = get(4) {
             m.classes = v
                 .split([',', ';', '+', ' '])
@@ -286,6 +368,14 @@ impl InaSwitchModel {
             .ok()
             .map(|i| self.reservations[i].slots)
     }
+
+    /// The tenant (job index in [`InaSwitchModel::tenants`]) whose hosts include `host`.
+    pub fn tenant_of(&self, host: NodeId) -> Option<u32> {
+        self.tenants
+            .iter()
+            .position(|t| t.hosts.binary_search(&host).is_ok())
+            .map(|i| i as u32)
+    }
 }
 
 impl InaConfig {
@@ -299,6 +389,7 @@ impl InaConfig {
             policy: self.policy,
             classes: self.classes.clone(),
             reservations: Vec::new(),
+            tenants: Vec::new(),
         }
     }
 }
@@ -343,7 +434,6 @@ impl Default for TraceOptions {
 
 use crate::keyword::keyword_enum;
 
-keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical");
 keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina", InaMode::Planned => "planned");
 keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority", InaPolicy::Planned => "planned");
 
@@ -399,4 +489,35 @@ pub fn parse_classes(s: &str) -> Result<Vec<Class>, String> {
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_round_trip_as_host_ranges_and_a_host_of_two_jobs_is_refused() {
+        let v = "a=0-3,8;b=4-7";
+        let t = parse_tenants(v).unwrap();
+        assert_eq!(t[0].hosts, [0, 1, 2, 3, 8].map(NodeId).to_vec());
+        assert_eq!(format_tenants(&t), v);
+        let m = InaSwitchModel {
+            tenants: t,
+            ..InaSwitchModel::default()
+        };
+        assert_eq!(m.tenant_of(NodeId(8)), Some(0));
+        assert_eq!(m.tenant_of(NodeId(5)), Some(1));
+        assert_eq!(m.tenant_of(NodeId(9)), None);
+        let e = parse_tenants("a=0-3;b=3-5").unwrap_err();
+        assert!(
+            e.contains("host 3") && e.contains("`a`") && e.contains("`b`"),
+            "{e}"
+        );
+        assert!(parse_tenants("a=5-2").is_err());
+        assert!(parse_tenants("a=0;a=1").is_err());
+        assert!(
+            parse_tenants("a=0-99999999").is_err(),
+            "no allocation sized by the header"
+        );
+    }
 }

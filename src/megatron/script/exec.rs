@@ -220,7 +220,9 @@ impl Shell {
             _ => {}
         }
         self.warnings = warnings;
-        let keys: Vec<String> = self.vars.keys().chain(other.vars.keys()).cloned().collect();
+        // Each variable once: merging a merged array again would repeat the other side.
+        let keys: std::collections::BTreeSet<String> =
+            self.vars.keys().chain(other.vars.keys()).cloned().collect();
         for k in keys {
             let v = merge_val(self, self.vars.get(&k), other.vars.get(&k), why);
             self.vars.insert(k, v);
@@ -466,6 +468,7 @@ impl Shell {
                     line: w.line,
                     col: w.col,
                     cond: None,
+                    side: false,
                     raw: Some(Rc::from(w.raw.as_str())),
                     shown: None,
                 }),
@@ -713,9 +716,14 @@ fn merge_scalars(sh: &Shell, x: &str, y: &str, why: &Rc<str>) -> String {
 /// and mark the rest with the condition; texts keep their common start and end; anything
 /// else differing is unknown.
 fn merge_val(sh: &Shell, a: Option<&Val>, b: Option<&Val>, why: &Rc<str>) -> Val {
-    let mark = |e: &Elem| Elem {
-        cond: e.cond.clone().or_else(|| Some(why.clone())),
-        ..e.clone()
+    // `a` is the branch where the condition held, `b` the other.
+    let mark = |e: &Elem, side: bool| match e.cond {
+        Some(_) => e.clone(),
+        None => Elem {
+            cond: Some(why.clone()),
+            side,
+            ..e.clone()
+        },
     };
     match (a, b) {
         (Some(x), Some(y)) if x == y => x.clone(),
@@ -725,14 +733,13 @@ fn merge_val(sh: &Shell, a: Option<&Val>, b: Option<&Val>, why: &Rc<str>) -> Val
                 x[..k]
                     .iter()
                     .cloned()
-                    .chain(x[k..].iter().map(mark))
-                    .chain(y[k..].iter().map(mark))
+                    .chain(x[k..].iter().map(|e| mark(e, true)))
+                    .chain(y[k..].iter().map(|e| mark(e, false)))
                     .collect(),
             )
         }
-        (Some(Val::Array(x)), None) | (None, Some(Val::Array(x))) => {
-            Val::Array(x.iter().map(mark).collect())
-        }
+        (Some(Val::Array(x)), None) => Val::Array(x.iter().map(|e| mark(e, true)).collect()),
+        (None, Some(Val::Array(y))) => Val::Array(y.iter().map(|e| mark(e, false)).collect()),
         (Some(Val::Scalar(x)), Some(Val::Scalar(y))) => Val::Scalar(merge_scalars(sh, x, y, why)),
         _ => Val::Unknown(Blocker::Why(why.clone())),
     }

@@ -58,6 +58,8 @@ pub(crate) struct Elem {
     pub col: usize,
     /// Present in one branch of an undecided condition only (the reason, naming it).
     pub cond: Option<Rc<str>>,
+    /// With `cond`: the branch it is present in (true: the one where the condition held).
+    pub side: bool,
     /// The word as written, for a word that could not be expanded (or only in part).
     pub raw: Option<Rc<str>>,
     /// The expansion with its unknown pieces shown as the script wrote them (or as the
@@ -162,6 +164,7 @@ impl Shell {
             line: w.line,
             col: w.col,
             cond: None,
+            side: false,
             raw: None,
             shown: None,
         }
@@ -193,6 +196,21 @@ impl Shell {
     /// Expands a word into fields; `split`: unquoted expansions are split on blanks (a
     /// command's arguments), else joined (an assignment's value).
     pub fn expand(&mut self, w: &Word, split: bool) -> Exp {
+        // Brace expansion comes first, on a command's words only.
+        if split {
+            let words = super::brace::expand_braces(w).map_err(Blocker::why)?;
+            if words.len() > 1 {
+                let mut all = Vec::new();
+                for x in &words {
+                    all.extend(self.expand_word(x, true)?);
+                }
+                return Ok(all);
+            }
+        }
+        self.expand_word(w, split)
+    }
+
+    fn expand_word(&mut self, w: &Word, split: bool) -> Exp {
         if self.depth > 16 {
             return Err(Blocker::why("`${…}` nested too deeply"));
         }
@@ -320,6 +338,7 @@ impl Shell {
                             line: 0,
                             col: 0,
                             cond: None,
+                            side: false,
                             raw: None,
                             shown: None,
                         })
@@ -406,6 +425,7 @@ impl Fields {
             line,
             col,
             cond: None,
+            side: false,
             raw: None,
             shown: None,
         });
@@ -442,6 +462,7 @@ impl Fields {
                 cur.line = first.line;
                 cur.col = first.col;
                 cur.cond = first.cond;
+                cur.side = first.side;
             }
             (Ok(t), Ok(f)) => t.push_str(&f),
             (_, Err(b)) => {
@@ -449,6 +470,7 @@ impl Fields {
                 cur.line = first.line;
                 cur.col = first.col;
                 cur.cond = first.cond;
+                cur.side = first.side;
             }
             (Err(_), _) => {}
         }

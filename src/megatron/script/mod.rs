@@ -5,7 +5,9 @@
 //! reading the process environment (so the result depends on the file alone):
 //! assignments (`VAR=value`, `export`/`local`/`declare`, arrays `X=( … )`, `+=`),
 //! expansions (`$VAR`, `${VAR}`, `${VAR:-default}` and the other defaulting operators,
-//! `"${X[@]}"`, `$(( … ))` with checked integer arithmetic, quoting, field splitting),
+//! `"${X[@]}"`, `$(( … ))` with checked integer arithmetic, quoting, field splitting,
+//! brace expansion), variables set before the script runs (`--env`, and the Slurm
+//! environment its `#SBATCH` lines give),
 //! `if`/`elif`/`else` on `[ ]`, `[[ ]]`, `test`, `(( ))` and command lists, `&&`/`||`,
 //! `case`, `for` over known words, `while`/`until`, functions, subshells, pipelines,
 //! here-documents written to files (`cat <<EOF > ds_config.json`, read back for the
@@ -14,16 +16,19 @@
 //! What the file alone cannot decide — a condition on a variable the script never sets,
 //! a file test, command output `$( … )`, a loop over the script's arguments — is explored
 //! both ways: values that differ become unknown and flags present on one side only are
-//! marked. A flag that matters to the configuration with such a value is an error naming
-//! its file:line and the condition's; one that does not matter is listed in a warning;
+//! marked; a flag given on both sides with the same value is decided. A flag that matters
+//! to the configuration with an undecided value is an error naming its file:line and the
+//! condition's; one that does not matter is listed in a warning;
 //! a launch reached only on one side is a warning. Never a silent guess.
 
 mod arith;
 mod ast;
+mod brace;
 mod cond;
 mod exec;
 mod expand;
 mod lex;
+mod slurm;
 
 use super::error::{Loc, MegatronError, Warning};
 use super::fields::{canonical_key, is_modelled};
@@ -69,6 +74,9 @@ pub(crate) struct Launch {
     pub cond: Option<Rc<str>>,
 }
 
+/// Megatron flags that take several values (argparse `nargs='+'`) the model reads.
+const NARGS_PLUS: &[&str] = &["hierarchical_context_parallel_sizes"];
+
 /// Evaluation steps allowed: far beyond any real launch script, a bound for crafted ones.
 const BUDGET: u64 = 300_000;
 
@@ -95,6 +103,17 @@ fn blocker_error(loc: &Loc, field: &str, b: &Blocker) -> MegatronError {
 /// Reads the Megatron flags (and the launcher's GPU count) of the first `pretrain_*.py`
 /// command a bash script runs.
 pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> {
+    scan_script_with_env(path, text, &[])
+}
+
+/// [`scan_script`] with variables set before the script runs, as the environment (or the
+/// command line, for the positional parameters `1`, `2`, …) would set them: the script's
+/// own assignments still win, `${NAME:-default}` takes the value given.
+pub fn scan_script_with_env(
+    path: &str,
+    text: &str,
+    env: &[(String, String)],
+) -> Result<ScriptScan, MegatronError> {
     // A marker byte in the input would forge an unknown value: it is replaced first.
     let text = text.replace(MARK, "\u{FFFD}");
     let nodes = ast::parse(lex::tokens(&text)).map_err(|(l, c, m)| MegatronError::Syntax {
@@ -118,6 +137,12 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         depth: 0,
         calls: 0,
     };
+    // Slurm's environment from the #SBATCH lines first, so --env wins over it.
+    let sb = slurm::sbatch(&text);
+    for (k, v) in sb.env() {
+        sh.set_var(k, expand::Val::Scalar(v), 0);
+    }
+    set_env(&mut sh, env)?;
     sh.run(&nodes)?;
     let Some(launch) = sh.launch.take() else {
         return Err(MegatronError::at(
@@ -145,6 +170,7 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
         dropped: Vec::new(),
         unknown: Vec::new(),
         unresolved: Vec::new(),
+        pending: Vec::new(),
     };
     let launcher = marked_as_unknown(&sh, &launch.launcher);
     let args = marked_as_unknown(&sh, &launch.args);
@@ -159,9 +185,21 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
             ),
         });
     }
-    let launcher = std::mem::take(&mut reader.out);
+    let lflags = std::mem::take(&mut reader.out);
     if !gpus_unknown {
-        out.args.extend(world_size(&launcher)?);
+        match world_size(&lflags)? {
+            Some(w) => out.args.push(w),
+            // `srun python pretrain_gpt.py …`: one rank per Slurm task.
+            None => out
+                .args
+                .extend(
+                    slurm::srun_world(&launcher, &sb, path).map(|(w, loc)| Assignment {
+                        key: "world_size".into(),
+                        value: w.to_string(),
+                        loc,
+                    }),
+                ),
+        }
     }
     reader.needed = &needed;
     reader.read(&args)?;
@@ -169,6 +207,45 @@ pub fn scan_script(path: &str, text: &str) -> Result<ScriptScan, MegatronError> 
     reader.warnings(&launch, &mut out.warnings);
     out.unresolved = reader.unresolved;
     Ok(out)
+}
+
+/// Variables given before the script runs; names of digits are positional parameters
+/// (`3=MOCK` makes `$3` MOCK and `$1`, `$2` empty).
+fn set_env(sh: &mut Shell, env: &[(String, String)]) -> Result<(), MegatronError> {
+    let mut positional: Vec<String> = Vec::new();
+    for (name, value) in env {
+        let bad = |what: &str| {
+            MegatronError::at(
+                &Loc::new("--env", 0, 0),
+                name,
+                format!("expected NAME=VALUE with {what}, found `{name}`"),
+            )
+        };
+        if !name.is_empty() && name.bytes().all(|c| c.is_ascii_digit()) {
+            let i: usize = name.parse().map_err(|_| bad("a small positional index"))?;
+            if i == 0 || i > 64 {
+                return Err(bad("a positional index from 1 to 64"));
+            }
+            if positional.len() < i {
+                positional.resize(i, String::new());
+            }
+            positional[i - 1] = value.clone();
+        } else if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            sh.set_var(
+                name,
+                expand::Val::Scalar(value.replace(MARK, "\u{FFFD}")),
+                0,
+            );
+        } else {
+            return Err(bad("a shell variable name"));
+        }
+    }
+    if !positional.is_empty() {
+        sh.positional = Some(positional);
+    }
+    Ok(())
 }
 
 /// Launch arguments with a marked (partly unknown) text become unknown elements, shown
@@ -242,6 +319,20 @@ struct FlagReader<'a> {
     unknown: Vec<(String, Loc, String)>,
     /// Flags that matter without a value: (argument, the error).
     unresolved: Vec<(String, MegatronError)>,
+    /// Flags that matter present on one side of an undecided condition, decided once the
+    /// whole command line is read ([`FlagReader::decide_branches`]).
+    pending: Vec<Pending>,
+}
+
+/// A flag that matters, present on one side of an undecided condition.
+struct Pending {
+    /// The argument (`foo` for `--no-foo`).
+    arg: String,
+    /// The flag as written.
+    key: String,
+    value: Elem,
+    why: Rc<str>,
+    side: bool,
 }
 
 impl FlagReader<'_> {
@@ -278,7 +369,18 @@ impl FlagReader<'_> {
                 )
             } else if i < args.len() && !Self::is_flag(&args[i]) {
                 i += 1;
-                (flag.to_string(), args[i - 1].clone())
+                let mut value = args[i - 1].clone();
+                // argparse `nargs='+'`: every word up to the next flag.
+                if NARGS_PLUS.contains(&canonical_key(flag).as_str()) {
+                    while i < args.len() && !Self::is_flag(&args[i]) {
+                        if let (Ok(t), Ok(more)) = (&mut value.text, &args[i].text) {
+                            t.push(' ');
+                            t.push_str(more);
+                        }
+                        i += 1;
+                    }
+                }
+                (flag.to_string(), value)
             } else {
                 (
                     flag.to_string(),
@@ -288,7 +390,51 @@ impl FlagReader<'_> {
                     },
                 )
             };
-            self.flag(&key, value, a.cond.clone())?;
+            self.flag(&key, value, a.cond.clone().map(|c| (c, a.side)))?;
+        }
+        self.decide_branches()
+    }
+
+    /// A flag that matters given in both branches of an undecided condition with the
+    /// same value is decided: whichever way the condition goes, it has that value. Any
+    /// other is unresolved (an error unless another input sets the argument).
+    fn decide_branches(&mut self) -> Result<(), MegatronError> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut groups: BTreeMap<(String, Rc<str>), Vec<&Pending>> = BTreeMap::new();
+        for p in &pending {
+            groups
+                .entry((p.arg.clone(), p.why.clone()))
+                .or_default()
+                .push(p);
+        }
+        for ((arg, why), ps) in groups {
+            let texts: Vec<Option<&String>> =
+                ps.iter().map(|p| p.value.text.as_ref().ok()).collect();
+            let both_sides = ps.iter().any(|p| p.side) && ps.iter().any(|p| !p.side);
+            let one_value = texts.iter().all(|t| t.is_some() && *t == texts[0]);
+            // One occurrence per side: a flag given twice on one side is not the same job.
+            let once_each = ps.iter().filter(|p| p.side).count() == 1
+                && ps.iter().filter(|p| !p.side).count() == 1;
+            let first = ps[0];
+            if both_sides && one_value && once_each {
+                let value = Elem {
+                    cond: None,
+                    ..first.value.clone()
+                };
+                self.flag(&first.key, value, None)?;
+            } else {
+                let vloc = Loc::new(self.path, first.value.line, first.value.col);
+                let e = MegatronError::Undecidable {
+                    at: vloc.to_string(),
+                    field: format!("--{}", first.key),
+                    why: if both_sides {
+                        format!("{why}, and its branches give it different values")
+                    } else {
+                        why.to_string()
+                    },
+                };
+                self.unresolved.push((arg, e));
+            }
         }
         Ok(())
     }
@@ -304,7 +450,12 @@ impl FlagReader<'_> {
                 } else {
                     flag
                 };
-            let (name, value) = flag.split_once('=').unwrap_or((flag, "True"));
+            // `"--data-path $X"`: the name ends at `=` or at the first blank.
+            let flag = flag.trim_end_matches(['"', '\'']);
+            let (name, value) = match flag.split_once(char::is_whitespace) {
+                Some((n, v)) if !n.contains('=') => (n, v.trim()),
+                _ => flag.split_once('=').unwrap_or((flag, "True")),
+            };
             let ck = canonical_key(name);
             if (self.needed)(&ck) {
                 self.unresolved
@@ -343,7 +494,12 @@ impl FlagReader<'_> {
         Ok(())
     }
 
-    fn flag(&mut self, key: &str, value: Elem, cond: Option<Rc<str>>) -> Result<(), MegatronError> {
+    fn flag(
+        &mut self,
+        key: &str,
+        value: Elem,
+        cond: Option<(Rc<str>, bool)>,
+    ) -> Result<(), MegatronError> {
         let ck = canonical_key(key);
         let vloc = Loc::new(self.path, value.line, value.col);
         let needed = (self.needed)(&ck) || ck.strip_prefix("no_").is_some_and(|b| (self.needed)(b));
@@ -352,14 +508,15 @@ impl FlagReader<'_> {
             .filter(|b| (self.needed)(b))
             .unwrap_or(&ck)
             .to_string();
-        if let Some(why) = cond.or_else(|| value.cond.clone()) {
+        if let Some((why, side)) = cond.or_else(|| value.cond.clone().map(|c| (c, value.side))) {
             if needed {
-                let e = MegatronError::Undecidable {
-                    at: vloc.to_string(),
-                    field: format!("--{key}"),
-                    why: why.to_string(),
-                };
-                self.unresolved.push((arg, e));
+                self.pending.push(Pending {
+                    arg,
+                    key: key.to_string(),
+                    value,
+                    why,
+                    side,
+                });
             } else {
                 let d = (format!("--{key}"), why);
                 if !self.dropped.contains(&d) {

@@ -3,12 +3,12 @@
 //! after each size.
 
 use super::{Gen, Stream, Tag, TraceError, TraceStats};
-use crate::record::{Class, FlowRecord, Mode};
+use crate::record::{Class, FlowRecord};
 use crate::schedule::Workload;
 use crate::topology::Topology;
 use crate::trace::bench::{BenchGroup, BenchSpec, CollectiveBench};
 use crate::trace::TraceOptions;
-use crate::units::{Bytes, FlowId, Nanos, Rank};
+use crate::units::{FlowId, Nanos, Rank};
 
 /// The groups of `wl`'s layout that run a bench over `group`, in rank order.
 pub fn bench_groups(wl: &Workload, group: BenchGroup) -> Vec<Vec<Rank>> {
@@ -98,21 +98,7 @@ impl Gen<'_> {
             layer: None,
             stage: None,
         };
-        let id = self.emit(
-            node,
-            node,
-            Bytes(0),
-            deps,
-            Nanos(0),
-            Nanos(0),
-            Mode::Compute,
-            Class::Compute,
-            tag,
-            None,
-            None,
-            None,
-            None,
-        )?;
+        let id = self.compute(node, deps, Nanos(0), tag)?;
         for r in 0..world {
             self.set_tail(Stream::Main, Rank(r), &[id]);
         }

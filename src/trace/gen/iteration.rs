@@ -10,7 +10,6 @@ use super::{class_of, Chain, Gen, Stream, Tag, TraceError};
 use crate::record::Class;
 use crate::schedule::{
     A2aSizes, Bucket, CollKind, Coords, GradGroup, GroupKind, LayerStep, Pass, PipeOp, StagePlan,
-    StepBytes,
 };
 use crate::units::{Bytes, FlowId, Rank};
 use std::collections::HashMap;
@@ -203,12 +202,7 @@ impl Gen<'_> {
         groups: &CohortGroups,
         inbox: &mut Inbox,
     ) -> Result<bool, TraceError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let needs = match op.pass {
-            Pass::Fwd => !(s == 0 && op.chunk == 0),
-            Pass::Bwd => !(s == pp - 1 && op.chunk == v - 1),
-        };
-        if !needs {
+        if !self.wl.receives(s, op) {
             return Ok(true);
         }
         let key = |rep: usize| (rep, s, op.pass, op.chunk, op.microbatch);
@@ -238,15 +232,7 @@ impl Gen<'_> {
         groups: &CohortGroups,
         inbox: &mut Inbox,
     ) -> Result<(), TraceError> {
-        let (pp, v) = (self.wl.pp(), self.wl.vpp);
-        let target = match op.pass {
-            Pass::Fwd if s < pp - 1 => Some((s + 1, op.chunk)),
-            Pass::Fwd if op.chunk < v - 1 => Some((0, op.chunk + 1)),
-            Pass::Bwd if s > 0 => Some((s - 1, op.chunk)),
-            Pass::Bwd if op.chunk > 0 => Some((pp - 1, op.chunk - 1)),
-            _ => None,
-        };
-        let Some((ts, tc)) = target else {
+        let Some((ts, tc)) = self.wl.next_hop(s, op) else {
             return Ok(());
         };
         let tag = Self::pp_tag(s, op);
@@ -254,8 +240,11 @@ impl Gen<'_> {
         for (rep, ranks) in from.iter().enumerate() {
             let mut flows = Vec::with_capacity(ranks.len());
             for (i, &r) in ranks.iter().enumerate() {
-                let (deps, gap) = self.start(Stream::Main, r, &[], tag)?;
-                let id = self.p2p(r, to[rep][i], self.wl.pp_bytes, deps, gap, tag, None, None)?;
+                let (deps, gap) = self.start(Stream::Main, r);
+                let lw = self.lw;
+                let bytes = self.wl.pp_bytes;
+                let at = &mut self.at(Stream::Main, tag);
+                let id = lw.p2p(at, r, to[rep][i], bytes, deps, gap, None, None)?;
                 self.set_tail(Stream::Main, r, &[id]);
                 flows.push(id);
             }
@@ -277,8 +266,8 @@ impl Gen<'_> {
     ) -> Result<(), TraceError> {
         let wl = self.wl;
         let layers = plan.chunks[op.chunk as usize].clone();
-        let last_chunk_here = s == wl.pp() - 1 && op.chunk == wl.vpp - 1;
-        let first_chunk_here = s == 0 && op.chunk == 0;
+        let last_chunk_here = wl.is_last_chunk(s, op.chunk);
+        let first_chunk_here = wl.is_first_chunk(s, op.chunk);
         let base = Tag {
             class: Class::Tp,
             microbatch: Some(op.microbatch),
@@ -389,7 +378,7 @@ impl Gen<'_> {
                         ..tag
                     };
                     for g in groups.of(group, s) {
-                        let b = self.step_bytes(bytes, g[0]);
+                        let b = self.wl.step_bytes(bytes, g[0]);
                         self.collective(kind, b, g, Stream::Main, tag)?;
                     }
                 }
@@ -409,7 +398,16 @@ impl Gen<'_> {
                         ..tag
                     };
                     for g in groups.of(GroupKind::Cp, s) {
-                        self.cp_ring(g, pass, core, kv, tag)?;
+                        // one ring, or with `a2a+p2p` one ring over each set of members
+                        // the all-to-all size apart (crate::schedule::CpPlan::rings)
+                        let rings = match self.wl.cp.as_ref() {
+                            Some(p) => p.rings(g),
+                            None => vec![g.to_vec()],
+                        };
+                        let lw = self.lw;
+                        for ring in &rings {
+                            lw.cp_ring(&mut self.at(Stream::Main, tag), ring, pass, core, kv)?;
+                        }
                     }
                 }
                 LayerStep::Experts(pass) => self.expert_compute(pass, s, groups),
@@ -418,36 +416,13 @@ impl Gen<'_> {
         Ok(())
     }
 
-    fn step_bytes(&self, b: StepBytes, first: Rank) -> Bytes {
-        match (b, &self.wl.moe) {
-            (StepBytes::Fixed(b), _) => b,
-            (StepBytes::ExpertTokens, Some(m)) => {
-                let j = self.wl.groups.expert_coords(first).ep as usize;
-                m.etp_gather_bytes.get(j).copied().unwrap_or(Bytes(0))
-            }
-            (StepBytes::ExpertTokens, None) => Bytes(0),
-        }
-    }
-
     fn a2a_step(&mut self, g: &[Rank], sizes: A2aSizes, tag: Tag) -> Result<(), TraceError> {
-        let n = g.len();
-        let dispatch: Vec<Bytes> = self
-            .wl
-            .moe
-            .as_ref()
-            .map(|m| m.dispatch_bytes.clone())
-            .unwrap_or_default();
-        let at = |j: usize| dispatch.get(j).copied().unwrap_or(Bytes(0));
-        match sizes {
-            A2aSizes::Even(total) => self.all_to_all(
-                g,
-                &|_, j| super::channels::slice(total, n as u32, j as u32),
-                Stream::Main,
-                tag,
-            ),
-            A2aSizes::Dispatch => self.all_to_all(g, &|_, j| at(j), Stream::Main, tag),
-            A2aSizes::Combine => self.all_to_all(g, &|i, _| at(i), Stream::Main, tag),
+        let mut lw = self.lw;
+        for part in self.wl.a2a_parts(sizes, g) {
+            let size = |i, j| part.size(i, j);
+            lw.all_to_all(&mut self.at(Stream::Main, tag), &part.members, &size)?;
         }
+        Ok(())
     }
 
     /// The experts' compute on every rank of the stage, by its EP index.

@@ -2,42 +2,33 @@
 //! as NCCL's grouped send/receive runs it. Member `i` sends `size(i, j)` bytes to every
 //! member `j ≠ i`. Pairs inside one NVLink domain are folded into one NVLink record per
 //! server (its duration the busiest member's NVLink bytes at the NVLink rate plus one
-//! step latency per local peer); every other pair is a `net` record per NCCL channel. A
+//! step latency per local peer); every other pair is a `net` transfer per NCCL channel. A
 //! member continues once all its sends and receives and its server's NVLink part are done.
 //! All-to-alls are never aggregated in switches.
 
 use super::channels::slice;
-use super::{Gen, Stream, Tag, TraceError};
+use super::{Lowering, Sink, Xfer};
 use crate::record::Mode;
-use crate::units::{Bytes, FlowId, Nanos, Rank};
+use crate::units::{Bytes, Nanos, Rank};
 use std::collections::BTreeMap;
 
-impl Gen<'_> {
+impl Lowering<'_> {
     /// An all-to-all over `members` where member `i` sends `size(i, j)` bytes to member `j`.
-    pub(super) fn all_to_all(
+    pub fn all_to_all<S: Sink>(
         &mut self,
+        sink: &mut S,
         members: &[Rank],
         size: &dyn Fn(usize, usize) -> Bytes,
-        s: Stream,
-        tag: Tag,
-    ) -> Result<(), TraceError> {
+    ) -> Result<(), S::Error> {
         let n = members.len();
         if n <= 1 {
             return Ok(());
         }
-        self.stats.collectives += 1;
-        let coll = self.next_coll;
-        self.next_coll += 1;
-        for &r in members {
-            self.flush(s, r, tag)?;
-        }
-        let starts: Vec<Vec<FlowId>> = members
-            .iter()
-            .map(|&r| self.chain(s, r).tail.clone())
-            .collect();
-        let mut done: Vec<Vec<FlowId>> = vec![Vec::new(); n];
-        self.a2a_nvlink_parts(members, size, &starts, &mut done, tag, coll)?;
-        self.a2a_network_pairs(members, size, &starts, &mut done, tag, coll)?;
+        let coll = sink.new_coll();
+        let starts = sink.flushed_tails(members)?;
+        let mut done: Vec<Vec<S::Id>> = vec![Vec::new(); n];
+        self.a2a_nvlink_parts(sink, members, size, &starts, &mut done, coll)?;
+        self.a2a_network_pairs(sink, members, size, &starts, &mut done, coll)?;
         for (i, &r) in members.iter().enumerate() {
             let mut t = std::mem::take(&mut done[i]);
             if t.is_empty() {
@@ -45,21 +36,21 @@ impl Gen<'_> {
             }
             t.sort_unstable();
             t.dedup();
-            self.chain(s, r).tail = t;
+            sink.chain(r).tail = t;
         }
         Ok(())
     }
 
     /// One NVLink record per server holding several members: the pairs inside it.
-    fn a2a_nvlink_parts(
-        &mut self,
+    fn a2a_nvlink_parts<S: Sink>(
+        &self,
+        sink: &mut S,
         members: &[Rank],
         size: &dyn Fn(usize, usize) -> Bytes,
-        starts: &[Vec<FlowId>],
-        done: &mut [Vec<FlowId>],
-        tag: Tag,
+        starts: &[Vec<S::Id>],
+        done: &mut [Vec<S::Id>],
         coll: u64,
-    ) -> Result<(), TraceError> {
+    ) -> Result<(), S::Error> {
         let Some(rate) = self.topo.nvlink_rate else {
             return Ok(());
         };
@@ -80,7 +71,7 @@ impl Gen<'_> {
             if total == 0 {
                 continue;
             }
-            let mut deps: Vec<FlowId> = local.iter().flat_map(|&i| starts[i].clone()).collect();
+            let mut deps: Vec<S::Id> = local.iter().flat_map(|&i| starts[i].clone()).collect();
             deps.sort_unstable();
             deps.dedup();
             let dur = rate.transmit_time(Bytes(busiest * self.nvlink_share as u64))
@@ -89,21 +80,18 @@ impl Gen<'_> {
                 self.topo.gpu(members[local[0]]),
                 self.topo.gpu(members[*local.last().expect("two or more")]),
             );
-            let id = self.emit(
-                a,
-                b,
-                Bytes(total),
-                deps,
-                Nanos(0),
+            let id = sink.emit(Xfer {
                 dur,
-                Mode::NvLink,
-                tag.class,
-                tag,
-                Some(coll),
-                None,
-                Some(local.len() as u32),
-                None,
-            )?;
+                group: Some(local.len() as u32),
+                ..Xfer::new(
+                    Mode::NvLink,
+                    (a, b),
+                    Bytes(total),
+                    deps,
+                    Nanos(0),
+                    Some(coll),
+                )
+            })?;
             for &i in local {
                 done[i].push(id);
             }
@@ -111,17 +99,17 @@ impl Gen<'_> {
         Ok(())
     }
 
-    /// A `net` record per channel for every pair not inside one NVLink domain; step `k`
+    /// A `net` transfer per channel for every pair not inside one NVLink domain; step `k`
     /// names the pair's offset `(j − i) mod n`, NCCL's order of peers.
-    fn a2a_network_pairs(
-        &mut self,
+    fn a2a_network_pairs<S: Sink>(
+        &self,
+        sink: &mut S,
         members: &[Rank],
         size: &dyn Fn(usize, usize) -> Bytes,
-        starts: &[Vec<FlowId>],
-        done: &mut [Vec<FlowId>],
-        tag: Tag,
+        starts: &[Vec<S::Id>],
+        done: &mut [Vec<S::Id>],
         coll: u64,
-    ) -> Result<(), TraceError> {
+    ) -> Result<(), S::Error> {
         let n = members.len();
         for i in 0..n {
             for k in 1..n {
@@ -131,25 +119,15 @@ impl Gen<'_> {
                     continue;
                 }
                 let c = self.channels_for(b);
+                let ends = (self.topo.gpu(members[i]), self.topo.gpu(members[j]));
                 for ch in 0..c {
-                    self.channel = ch;
-                    let id = self.emit(
-                        self.topo.gpu(members[i]),
-                        self.topo.gpu(members[j]),
-                        slice(b, c, ch),
-                        starts[i].clone(),
-                        Nanos(0),
-                        Nanos(0),
-                        Mode::Net,
-                        tag.class,
-                        tag,
-                        Some(coll),
-                        Some(k as u32),
-                        Some(n as u32),
-                        None,
-                    );
-                    self.channel = 0;
-                    let id = id?;
+                    let deps = starts[i].clone();
+                    let id = sink.emit(Xfer {
+                        step: Some(k as u32),
+                        group: Some(n as u32),
+                        channel: ch,
+                        ..Xfer::new(Mode::Net, ends, slice(b, c, ch), deps, Nanos(0), Some(coll))
+                    })?;
                     done[i].push(id);
                     done[j].push(id);
                 }

@@ -1,13 +1,13 @@
 //! NCCL channels (docs/model.md#nccl-channels): NCCL runs each collective over several
 //! channels in parallel, each an independent ring (or tree) over its slice of the buffer
 //! with its own connections — its own queue pairs, so the fabric's ECMP hashes every
-//! channel of a GPU pair separately. A network collective here is lowered once per channel
-//! on `S/C` bytes, and its `net` records carry the channel, which both back-ends fold into
-//! the ECMP key ([`crate::topology::connection_key`]).
+//! channel of a GPU pair separately. A network collective is lowered once per channel on
+//! `S/C` bytes, and its `net` transfers carry the channel, which both back-ends (and the
+//! planner's pricer) fold into the ECMP key ([`crate::topology::connection_key`]).
 
-use super::{Chain, Gen, Stream, Tag, TraceError};
+use super::{Chain, Lowering, Sink};
 use crate::topology::{LinkKind, Topology};
-use crate::units::{Bytes, FlowId, Rank};
+use crate::units::{Bytes, Rank};
 
 /// NCCL's channel count for a topology: 2 per NIC port of a GPU. NCCL's ring search
 /// (`src/graph/search.cc`) finds the rings that fill each GPU's NICs — one ring channel
@@ -28,15 +28,15 @@ pub fn default_channels(topo: &Topology) -> u32 {
 }
 
 /// Slice `c` of `bytes` split over `n` channels (the first `bytes mod n` get a byte more).
-pub(super) fn slice(bytes: Bytes, n: u32, c: u32) -> Bytes {
+pub fn slice(bytes: Bytes, n: u32, c: u32) -> Bytes {
     let n = n as u64;
     Bytes(bytes.0 / n + u64::from((c as u64) < bytes.0 % n))
 }
 
-impl Gen<'_> {
+impl Lowering<'_> {
     /// How many channels a network collective of `bytes` uses: the configured count, but
     /// never more channels than bytes.
-    pub(super) fn channels_for(&self, bytes: Bytes) -> u32 {
+    pub fn channels_for(&self, bytes: Bytes) -> u32 {
         self.channels
             .min(bytes.0.min(u32::MAX as u64) as u32)
             .max(1)
@@ -44,41 +44,34 @@ impl Gen<'_> {
 
     /// Run `f` once per channel on that channel's slice of `bytes`, every channel starting
     /// from the members' chains as they are now (pending compute made a record first) and
-    /// the members continuing after every channel's last records.
-    pub(super) fn over_channels(
+    /// the members continuing after every channel's last transfers.
+    pub(super) fn over_channels<S: Sink>(
         &mut self,
+        sink: &mut S,
         members: &[Rank],
-        s: Stream,
-        tag: Tag,
         channels: u32,
         bytes: Bytes,
-        mut f: impl FnMut(&mut Self, Bytes) -> Result<(), TraceError>,
-    ) -> Result<(), TraceError> {
-        for &r in members {
-            self.flush(s, r, tag)?;
-        }
-        let starts: Vec<Vec<FlowId>> = members
-            .iter()
-            .map(|&r| self.chain(s, r).tail.clone())
-            .collect();
-        let mut ends: Vec<Vec<FlowId>> = vec![Vec::new(); members.len()];
+        mut f: impl FnMut(&mut Self, &mut S, Bytes) -> Result<(), S::Error>,
+    ) -> Result<(), S::Error> {
+        let starts = sink.flushed_tails(members)?;
+        let mut ends: Vec<Vec<S::Id>> = vec![Vec::new(); members.len()];
         let share = std::mem::replace(&mut self.nvlink_share, channels);
         for c in 0..channels {
             self.channel = c;
             for (i, &r) in members.iter().enumerate() {
-                *self.chain(s, r) = Chain {
+                *sink.chain(r) = Chain {
                     tail: starts[i].clone(),
                     pending: Default::default(),
                 };
             }
-            let res = f(self, slice(bytes, channels, c));
+            let res = f(self, sink, slice(bytes, channels, c));
             if let Err(e) = res {
                 self.channel = 0;
                 self.nvlink_share = share;
                 return Err(e);
             }
             for (i, &r) in members.iter().enumerate() {
-                ends[i].append(&mut self.chain(s, r).tail);
+                ends[i].append(&mut sink.chain(r).tail);
             }
         }
         self.channel = 0;
@@ -87,7 +80,7 @@ impl Gen<'_> {
             let mut t = std::mem::take(&mut ends[i]);
             t.sort_unstable();
             t.dedup();
-            self.chain(s, r).tail = t;
+            sink.chain(r).tail = t;
         }
         Ok(())
     }

@@ -13,48 +13,29 @@
 //!
 //! Ring transfers are point-to-point: one connection each (no channel split).
 
-use super::{Gen, Stream, Tag, TraceError};
-use crate::schedule::Pass;
-use crate::units::{Bytes, FlowId, Nanos, Rank};
+use super::{Lowering, Sink};
+use crate::schedule::{ring_step_bytes, Pass};
+use crate::units::{Bytes, Nanos, Rank};
 
-/// The bytes of each step of a pass, for CP size `n` and one K/V block `kv`.
-pub(crate) fn ring_step_bytes(pass: Pass, n: usize, kv: Bytes) -> Vec<Bytes> {
-    match pass {
-        Pass::Fwd => vec![kv; n.saturating_sub(1)],
-        Pass::Bwd => (0..n)
-            .map(|i| {
-                if i == 0 || i + 1 == n {
-                    kv
-                } else {
-                    Bytes(2 * kv.0)
-                }
-            })
-            .collect(),
-    }
-}
-
-impl Gen<'_> {
+impl Lowering<'_> {
     /// Ring attention of one layer's `pass` over `members` (in CP-rank order) with
     /// attention-core compute `core` per member.
-    pub(super) fn cp_ring(
-        &mut self,
+    pub fn cp_ring<S: Sink>(
+        &self,
+        sink: &mut S,
         members: &[Rank],
         pass: Pass,
         core: Nanos,
         kv: Bytes,
-        tag: Tag,
-    ) -> Result<(), TraceError> {
+    ) -> Result<(), S::Error> {
         let n = members.len();
-        let s = Stream::Main;
         if n <= 1 {
             for &r in members {
-                self.chain(s, r).pending += core;
+                sink.chain(r).pending += core;
             }
             return Ok(());
         }
-        self.stats.collectives += 1;
-        let coll = self.next_coll;
-        self.next_coll += 1;
+        let coll = sink.new_coll();
         let part = |i: usize| Nanos(core.0 / n as u64 + u64::from((i as u64) < core.0 % n as u64));
         // Forward passes K/V to the next member, backward to the previous one.
         let (to, from) = match pass {
@@ -62,14 +43,14 @@ impl Gen<'_> {
             Pass::Bwd => (n - 1, 1),
         };
         let sizes = ring_step_bytes(pass, n, kv);
-        let mut prev: Vec<Option<FlowId>> = vec![None; n];
+        let mut prev: Vec<Option<S::Id>> = vec![None; n];
         for i in 0..n {
             if i >= 1 {
                 // Part i computes with the block received in step i−1.
                 for k in 0..n {
-                    self.flush(s, members[k], tag)?;
+                    sink.flush(members[k])?;
                     if let Some(f) = prev[(k + from) % n] {
-                        self.chain(s, members[k]).tail.push(f);
+                        sink.chain(members[k]).tail.push(f);
                     }
                 }
             }
@@ -82,17 +63,17 @@ impl Gen<'_> {
                             .flatten()
                             .collect(),
                         _ => {
-                            self.flush(s, members[k], tag)?;
-                            self.chain(s, members[k]).tail.clone()
+                            sink.flush(members[k])?;
+                            sink.chain(members[k]).tail.clone()
                         }
                     };
                     let id = self.p2p(
+                        sink,
                         members[k],
                         members[(k + to) % n],
                         bytes,
                         deps,
                         Nanos(0),
-                        tag,
                         Some(coll),
                         Some(i as u32),
                     )?;
@@ -101,13 +82,13 @@ impl Gen<'_> {
                 prev = cur;
             }
             for &r in members {
-                self.chain(s, r).pending += part(i);
+                sink.chain(r).pending += part(i);
             }
         }
         // The layer goes on once the last blocks have left and arrived.
         for k in 0..n {
-            self.flush(s, members[k], tag)?;
-            let t = &mut self.chain(s, members[k]).tail;
+            sink.flush(members[k])?;
+            let t = &mut sink.chain(members[k]).tail;
             t.extend(prev[k]);
             t.extend(prev[(k + from) % n]);
             t.sort_unstable();

@@ -1,0 +1,164 @@
+//! The memory a replay may take, checked while its records arrive: a job that will not
+//! fit is refused with the estimate and the limit before the replay holds it, instead of
+//! being killed by the system half way.
+//!
+//! A replay's peak memory is proportional to its records: the compact record table, the
+//! per-record run-time state, the dependants and the times kept for the outputs, measured
+//! at 101–108 B per record at 32,768–65,536 GPUs (README, Benchmarks); [`BYTES_PER_RECORD`]
+//! rounds that up. The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
+//! `G` suffix, powers of 1,024) or else the memory the system reports available when the
+//! replay starts (`MemAvailable` of `/proc/meminfo`); where neither is known nothing is
+//! checked.
+
+use super::ReplayError;
+
+/// Peak bytes of a replay per record (measured 101–108 B, rounded up).
+pub const BYTES_PER_RECORD: u64 = 120;
+
+/// The environment variable that sets the limit.
+pub const LIMIT_VAR: &str = "INA3D_MEMORY_LIMIT";
+
+/// A replay's memory limit and where it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryBudget {
+    /// Bytes.
+    pub limit: u64,
+    /// Where the limit came from, for the message.
+    pub source: String,
+}
+
+impl MemoryBudget {
+    /// The limit of this process: [`LIMIT_VAR`] if set, else the memory available now;
+    /// `None` when neither is known. A malformed [`LIMIT_VAR`] is an error naming it.
+    pub fn of_process() -> Result<Option<MemoryBudget>, ReplayError> {
+        if let Some(v) = std::env::var_os(LIMIT_VAR) {
+            let v = v.to_string_lossy().into_owned();
+            let limit = parse_size(&v).ok_or_else(|| ReplayError::BadLimit(v.clone()))?;
+            return Ok(Some(MemoryBudget {
+                limit,
+                source: format!("{LIMIT_VAR}={v}"),
+            }));
+        }
+        Ok(mem_available().map(|limit| MemoryBudget {
+            limit,
+            source: format!("the memory available now, MemAvailable; {LIMIT_VAR} sets another"),
+        }))
+    }
+
+    /// The records that fit.
+    pub fn records(&self) -> u64 {
+        self.limit / BYTES_PER_RECORD
+    }
+
+    /// Refuses a replay of `records` records (an estimate, `how` says of what) that does
+    /// not fit.
+    pub fn check(&self, records: u64, how: &str) -> Result<(), ReplayError> {
+        if records <= self.records() {
+            return Ok(());
+        }
+        Err(ReplayError::OverBudget {
+            records,
+            how: how.to_string(),
+            need: records.saturating_mul(BYTES_PER_RECORD),
+            limit: self.limit,
+            origin: self.source.clone(),
+        })
+    }
+}
+
+/// The records of a file of `size` bytes of which `read` bytes gave `records` records.
+pub fn extrapolate(records: u64, read: u64, size: u64) -> u64 {
+    if read == 0 {
+        return records;
+    }
+    ((records as u128 * size as u128) / read as u128).min(u64::MAX as u128) as u64
+}
+
+/// `1073741824`, `512M`, `8G`, `8GiB` (powers of 1,024).
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let n: u64 = s[..digits].parse().ok()?;
+    let shift = match s[digits..].trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KIB" => 10,
+        "M" | "MIB" => 20,
+        "G" | "GIB" => 30,
+        "T" | "TIB" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
+}
+
+/// `MemAvailable` of `/proc/meminfo`, bytes.
+fn mem_available() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let l = s.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Bytes in the largest binary unit that keeps the number at least 1 (`1.50 GiB`).
+pub fn size(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{x:.2} {}", units[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_with_binary_suffixes_and_refuse_anything_else() {
+        assert_eq!(parse_size("1073741824"), Some(1 << 30));
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("8G"), Some(8 << 30));
+        assert_eq!(parse_size("8gib"), Some(8 << 30));
+        assert_eq!(parse_size("8 G"), Some(8 << 30));
+        assert_eq!(parse_size("eight"), None);
+        assert_eq!(parse_size("8X"), None);
+        assert_eq!(parse_size("99999999999T"), None, "overflow");
+    }
+
+    #[test]
+    fn a_replay_over_the_limit_is_refused_with_the_estimate_and_the_limit() {
+        let b = MemoryBudget {
+            limit: 1200,
+            source: "test".into(),
+        };
+        assert_eq!(b.records(), 10);
+        assert!(b.check(10, "exact").is_ok());
+        let e = b.check(11, "11 so far").unwrap_err().to_string();
+        assert!(e.contains("11 records") && e.contains("11 so far"), "{e}");
+        assert!(
+            e.contains("120 B per record") && e.contains("1.29 KiB"),
+            "{e}"
+        );
+        assert!(e.contains("limit of 1.17 KiB"), "{e}");
+        assert!(e.contains("test"), "{e}");
+    }
+
+    #[test]
+    fn sizes_print_in_the_largest_unit_that_keeps_them_above_one() {
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(1536), "1.50 KiB");
+        assert_eq!(size(3 << 30), "3.00 GiB");
+    }
+
+    #[test]
+    fn a_file_s_records_are_extrapolated_from_the_part_read() {
+        assert_eq!(extrapolate(1000, 10, 100), 10_000);
+        assert_eq!(extrapolate(1000, 0, 100), 1000);
+        assert_eq!(extrapolate(u64::MAX, 1, 2), u64::MAX);
+    }
+}
