@@ -660,52 +660,17 @@ fn cell(c: &Column, i: usize) -> String {
     }
 }
 
-/// `df` as an aligned text table (header, rule, one line per row; text left-aligned,
-/// numbers right-aligned; floats with 4 decimals), for printing to a terminal.
+/// `df` as an aligned text table (text left-aligned, numbers right-aligned, floats with 4
+/// decimals), laid out by [`super::text::layout`] like every table the project prints.
 pub fn format_table(df: &DataFrame) -> String {
-    let cols = df.columns();
-    let cells: Vec<Vec<String>> = cols
+    let cols: Vec<super::text::Cells> = df
+        .columns()
         .iter()
-        .map(|c| (0..df.height()).map(|i| cell(c, i)).collect())
-        .collect();
-    let widths: Vec<usize> = cols
-        .iter()
-        .zip(&cells)
-        .map(|(c, v)| {
-            v.iter()
-                .map(String::len)
-                .chain([c.name().len()])
-                .max()
-                .unwrap_or(0)
+        .map(|c| super::text::Cells {
+            header: c.name().to_string(),
+            cells: (0..df.height()).map(|i| cell(c, i)).collect(),
+            right: c.dtype() != &DataType::String,
         })
         .collect();
-    let mut out = String::new();
-    let line = |out: &mut String, parts: Vec<String>| {
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(
-        &mut out,
-        cols.iter()
-            .zip(&widths)
-            .map(|(c, &w)| format!("{:<w$}", c.name().as_str()))
-            .collect(),
-    );
-    line(&mut out, widths.iter().map(|&w| "-".repeat(w)).collect());
-    for i in 0..df.height() {
-        line(
-            &mut out,
-            cols.iter()
-                .zip(&cells)
-                .zip(&widths)
-                .map(|((c, v), &w)| {
-                    if c.dtype() == &DataType::String {
-                        format!("{:<w$}", v[i])
-                    } else {
-                        format!("{:>w$}", v[i])
-                    }
-                })
-                .collect(),
-        );
-    }
-    out
+    super::text::layout(&cols)
 }

@@ -55,8 +55,82 @@ fn lines(t: &ResultsTable) -> Vec<Line> {
         .collect()
 }
 
+/// One column of a printed table: its header, one cell per row, and its side (text to the
+/// left, numbers to the right).
+pub struct Cells {
+    /// The header.
+    pub header: String,
+    /// One cell per row.
+    pub cells: Vec<String>,
+    /// Right-aligned (numbers) rather than left-aligned (text).
+    pub right: bool,
+}
+
+impl Cells {
+    /// A column of text, left-aligned.
+    pub fn left(header: &str, cells: Vec<String>) -> Cells {
+        Cells {
+            header: header.into(),
+            cells,
+            right: false,
+        }
+    }
+    /// A column of numbers, right-aligned.
+    pub fn right(header: &str, cells: Vec<String>) -> Cells {
+        Cells {
+            header: header.into(),
+            cells,
+            right: true,
+        }
+    }
+}
+
+/// `cols` as the text every command prints a table in: a header line, then a line per row,
+/// each column as wide as its widest cell, two spaces between columns, no trailing blanks.
+/// The one table printer of the project (`run`, `sweep`, `compare` and `cluster` print
+/// through it), so every table reads alike and its width is the sum of its cells'.
+pub fn layout(cols: &[Cells]) -> String {
+    let widths: Vec<usize> = cols
+        .iter()
+        .map(|c| {
+            c.cells
+                .iter()
+                .map(|x| x.chars().count())
+                .chain([c.header.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let pad = |s: &str, w: usize, right: bool| {
+        let n = w.saturating_sub(s.chars().count());
+        if right {
+            format!("{}{s}", " ".repeat(n))
+        } else {
+            format!("{s}{}", " ".repeat(n))
+        }
+    };
+    let rows = cols.iter().map(|c| c.cells.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    let mut row = |cells: Vec<String>| {
+        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
+    };
+    row(cols
+        .iter()
+        .zip(&widths)
+        .map(|(c, &w)| pad(&c.header, w, c.right))
+        .collect());
+    for i in 0..rows {
+        row(cols
+            .iter()
+            .zip(&widths)
+            .map(|(c, &w)| pad(c.cells.get(i).map_or("", String::as_str), w, c.right))
+            .collect());
+    }
+    out
+}
+
 /// Milliseconds to four significant digits or so (no decimals from a second up).
-fn ms(x: f64) -> String {
+pub fn ms(x: f64) -> String {
     match x.abs() {
         a if a >= 1000.0 => format!("{x:.0}"),
         a if a >= 100.0 => format!("{x:.1}"),
@@ -171,117 +245,52 @@ pub fn summary(t: &ResultsTable) -> String {
     let has_ns3 = any(|l| l.ns3_ms.is_some());
     let has_plan = any(|l| l.prediction_error.is_some());
 
-    // (header, cells, right-aligned)
-    let mut cols: Vec<(&str, Vec<String>, bool)> = vec![
-        (
-            "policy",
-            lines.iter().map(|l| l.policy.clone()).collect(),
-            false,
-        ),
-        (
+    let cell = |f: &dyn Fn(&Line) -> String| lines.iter().map(f).collect::<Vec<String>>();
+    let mut cols = vec![
+        Cells::left("policy", cell(&|l| l.policy.clone())),
+        Cells::right(
             if several {
                 "iteration ms (range)"
             } else {
                 "iteration ms"
             },
-            lines
-                .iter()
-                .map(|l| with_range(l.iteration_ms, l.iteration_range_ms, ms))
-                .collect(),
-            true,
+            cell(&|l| with_range(l.iteration_ms, l.iteration_range_ms, ms)),
         ),
-        (
+        Cells::right(
             if several {
                 "speed-up (range)"
             } else {
                 "speed-up"
             },
-            lines
-                .iter()
-                .map(|l| with_range(l.speedup, l.speedup_range, |x| format!("{x:.3}")))
-                .collect(),
-            true,
+            cell(&|l| with_range(l.speedup, l.speedup_range, |x| format!("{x:.3}"))),
         ),
     ];
     if has_ns3 {
-        cols.push((
+        cols.push(Cells::right(
             "ns-3 ms",
-            lines
-                .iter()
-                .map(|l| l.ns3_ms.map_or(String::new(), ms))
-                .collect(),
-            true,
+            cell(&|l| l.ns3_ms.map_or(String::new(), ms)),
         ));
-        cols.push((
+        cols.push(Cells::right(
             "ns-3 speed-up",
-            lines
-                .iter()
-                .map(|l| l.ns3_speedup.map_or(String::new(), |x| format!("{x:.3}")))
-                .collect(),
-            true,
+            cell(&|l| l.ns3_speedup.map_or(String::new(), |x| format!("{x:.3}"))),
         ));
     }
     if has_plan {
-        cols.push((
+        cols.push(Cells::right(
             "plan error",
-            lines
-                .iter()
-                .map(|l| {
-                    l.prediction_error
-                        .map_or(String::new(), |e| format!("{:+.1} %", 100.0 * e))
-                })
-                .collect(),
-            true,
+            cell(&|l| {
+                l.prediction_error
+                    .map_or(String::new(), |e| format!("{:+.1} %", 100.0 * e))
+            }),
         ));
     }
     if !warnings.is_empty() {
-        cols.push((
+        cols.push(Cells::left(
             "",
-            lines
-                .iter()
-                .map(|l| if l.warned { "!" } else { "" }.to_string())
-                .collect(),
-            false,
+            cell(&|l| if l.warned { "!" } else { "" }.to_string()),
         ));
     }
-    let widths: Vec<usize> = cols
-        .iter()
-        .map(|(h, v, _)| {
-            v.iter()
-                .map(|c| c.chars().count())
-                .chain([h.chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    let pad = |s: &str, w: usize, right: bool| {
-        let n = w.saturating_sub(s.chars().count());
-        if right {
-            format!("{}{s}", " ".repeat(n))
-        } else {
-            format!("{s}{}", " ".repeat(n))
-        }
-    };
-    let row = |out: &mut String, cells: Vec<String>| {
-        let _ = writeln!(out, "{}", cells.join("  ").trim_end());
-    };
-    row(
-        &mut out,
-        cols.iter()
-            .zip(&widths)
-            .map(|((h, _, right), &w)| pad(h, w, *right))
-            .collect(),
-    );
-    for i in 0..lines.len() {
-        row(
-            &mut out,
-            cols.iter()
-                .zip(&widths)
-                .map(|((_, v, right), &w)| pad(&v[i], w, *right))
-                .collect(),
-        );
-    }
+    let mut out = layout(&cols);
     let _ = writeln!(
         out,
         "speed-up = ring's iteration / the policy's{}",
@@ -405,6 +414,19 @@ mod tests {
         assert!(s.contains("best: plan-exact, 1.112×"), "{s}");
         assert!(!s.contains("warning"), "{s}");
         assert!(s.lines().all(|x| x.chars().count() <= MAX_WIDTH));
+    }
+
+    #[test]
+    fn columns_are_as_wide_as_their_widest_cell_text_left_numbers_right() {
+        let t = layout(&[
+            Cells::left("policy", vec!["ring".into(), "plan-exact".into()]),
+            Cells::right("ms", vec!["428.2".into(), "1.5".into()]),
+            Cells::left("", vec!["".into(), "!".into()]),
+        ]);
+        assert_eq!(
+            t,
+            "policy         ms\nring        428.2\nplan-exact    1.5  !\n"
+        );
     }
 
     #[test]
