@@ -267,12 +267,12 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
                 .collect();
             let mut scratch = vec![0.0; m.channels];
             // each DP group on its fastest host algorithm alone
-            for g in 0..m.groups.len() {
+            for (g, slot) in a.iter_mut().enumerate() {
                 if let Some(o) = (0..m.opts[g].len())
                     .filter(|&o| matches!(m.opts[g][o].kind, OptKind::Host(_)))
                     .min_by(|&x, &y| m.vals[g][x].end.total_cmp(&m.vals[g][y].end))
                 {
-                    a[g] = o;
+                    *slot = o;
                 }
             }
             m.evaluate(&a, &mut scratch).t
