@@ -686,8 +686,6 @@ impl RowParser<'_> {
         Ok(fields)
     }
 
-    /// Field `i` as an unsigned integer.
-    #[inline]
     /// Field `i`, a size or a time, at most [`MAX_RECORD_VALUE`].
     fn bounded(&self, f: &Row<'_>, i: usize) -> Result<u64, RowError> {
         let v = self.num(f, i)?;
@@ -705,6 +703,8 @@ impl RowParser<'_> {
         Ok(v)
     }
 
+    /// Field `i` as an unsigned integer.
+    #[inline]
     fn num(&self, f: &Row<'_>, i: usize) -> Result<u64, RowError> {
         let (v, c) = f[i];
         parse_u64(v).ok_or_else(|| {
