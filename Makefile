@@ -10,9 +10,15 @@ EXAMPLE_OUT ?= out/example
 
 .PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate study
 
-## run: the main job on the bundled example (parse → trace → replay each INA policy → table)
-run: build
-	$(CARGO) run --quiet -- run -o $(EXAMPLE_OUT)
+## run: the main job on the bundled example over eight ECMP seeds (parse → trace → replay
+## each INA policy → table, results.csv and results.svg). Built without polars
+## (--no-default-features: `run` needs no tables library), so a fresh clone compiles in
+## about 2 CPU-minutes instead of 25; `make test` builds everything.
+RUN_SEEDS ?= 0,1,2,3,4,5,6,7
+run:
+	@echo "building ina3d without polars (a fresh clone: about 2 CPU-minutes)"
+	$(CARGO) build --quiet --no-default-features
+	$(CARGO) run --quiet --no-default-features -- run --seeds $(RUN_SEEDS) -o $(EXAMPLE_OUT)
 
 ## test: every test (unit, integration, property, ns-3 end to end, Slurm, notebooks); the
 ## venv first: tests/chakra.rs reads `export chakra`'s files with MLCommons' mlc-chakra

@@ -29,7 +29,6 @@ pub mod plan;
 pub mod progress;
 pub mod record;
 pub mod replay;
-#[cfg(feature = "tables")]
 pub mod report;
 pub mod schedule;
 pub mod sweep;

@@ -1,6 +1,6 @@
 //! `ina3d` command line: a thin layer over the library's stage entries.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Subcommand};
 use std::process::ExitCode;
 
 mod cli;
@@ -24,7 +24,7 @@ file, line and field); `sweep` exits 1 when some cells failed or did not run.";
 
 /// From a Megatron-LM job to the per-flow traffic of one 3D-parallel iteration, simulated
 /// with and without in-network aggregation (INA), natively and on ns-3.
-#[derive(Parser, Debug)]
+#[derive(clap::Parser, Debug)]
 #[command(name = "ina3d", version, about, long_about, propagate_version = true, after_help = TOUR)]
 struct Cli {
     #[command(subcommand)]
@@ -63,7 +63,8 @@ enum Command {
 
 fn main() -> ExitCode {
     restore_sigpipe();
-    let cli = Cli::parse();
+    clean_up_on_signals();
+    let cli = parse_args();
     let result = match cli.command {
         Command::Parse(a) => cli::parse::run(a),
         Command::Trace(a) => cli::trace::run(*a),
@@ -95,6 +96,55 @@ fn main() -> ExitCode {
     }
 }
 
+/// The command line with every subcommand's examples under its help.
+fn command() -> clap::Command {
+    cli::examples::attach(Cli::command())
+}
+
+fn parse_args() -> Cli {
+    let m = command().get_matches();
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the command cleanly: a thread waits for them (they are
+/// blocked everywhere else; child processes start with them unblocked, std resets the
+/// mask), removes every temporary the command has open and exits with 128 + the signal.
+/// Directories being written keep their incompleteness marker, so no reader takes the
+/// half set for a result (`ina3d::formats::atomic`).
+fn clean_up_on_signals() {
+    #[cfg(unix)]
+    // SAFETY: called once at start-up, before any other thread exists, with a signal set
+    // built by sigemptyset/sigaddset; sigwait only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        if libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+            return; // keep the default actions
+        }
+        let waiter = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || loop {
+                let mut sig: libc::c_int = 0;
+                if libc::sigwait(&set, &mut sig) != 0 {
+                    continue;
+                }
+                let removed = ina3d::formats::atomic::remove_temporaries();
+                eprintln!(
+                    "\ninterrupted (signal {sig}): {removed} unfinished file(s) removed; \
+                     directories being written stay marked incomplete ({})",
+                    ina3d::formats::atomic::INCOMPLETE
+                );
+                std::process::exit(128 + sig);
+            });
+        if waiter.is_err() {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        }
+    }
+}
+
 /// Rust ignores SIGPIPE, so printing into a closed pipe (`ina3d parse … | head`) is an
 /// error every `println!` turns into a panic. A command-line tool should instead end
 /// quietly when its reader goes away, as `cat` does: restore the default action.
@@ -103,5 +153,75 @@ fn restore_sigpipe() {
     // SAFETY: called once at start-up, before any thread exists; SIG_DFL is a valid action.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_in_the_help_parses() {
+        let lists = cli::examples::argument_lists();
+        assert!(lists.len() >= 30, "{} examples", lists.len());
+        for (path, text) in cli::examples::EXAMPLES {
+            for l in text.lines() {
+                let n = l.chars().count();
+                assert!(
+                    n <= cli::examples::MAX_LINE,
+                    "`{path}` example of {n} chars: {l}"
+                );
+            }
+        }
+        for (path, args) in lists {
+            if let Err(e) = command().try_get_matches_from(&args) {
+                panic!(
+                    "example under `{path}` does not parse: {}\n{e}",
+                    args.join(" ")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_subcommand_has_two_or_more_examples() {
+        fn leaves(c: &clap::Command, prefix: &str, out: &mut Vec<String>) {
+            for s in c.get_subcommands() {
+                let path = format!("{prefix}{}", s.get_name());
+                if s.has_subcommands() && !s.is_args_conflicts_with_subcommands_set() {
+                    leaves(s, &format!("{path} "), out);
+                } else if s.get_name() != "help" {
+                    out.push(path);
+                }
+            }
+        }
+        let mut paths = Vec::new();
+        leaves(&Cli::command(), "", &mut paths);
+        let lists = cli::examples::argument_lists();
+        for p in paths {
+            let n = lists.iter().filter(|(q, _)| *q == p).count();
+            assert!(n >= 2, "`ina3d {p}` has {n} examples");
+        }
+    }
+
+    #[test]
+    fn every_flag_and_argument_is_described() {
+        fn check(c: &clap::Command, path: &str) {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    !help.trim().is_empty(),
+                    "`ina3d {path}`: `{id}` has no description"
+                );
+            }
+            for s in c.get_subcommands() {
+                check(s, format!("{path} {}", s.get_name()).trim_start());
+            }
+        }
+        check(&command(), "");
     }
 }

@@ -148,6 +148,14 @@ impl Bytes {
     /// Parse a size as nccl-tests takes them: a whole number with an optional binary
     /// suffix — `B`, `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` (powers of 1024;
     /// case-insensitive). Decimal suffixes (`KB`, `MB`) are refused rather than guessed.
+    ///
+    /// ```
+    /// use ina3d::units::Bytes;
+    /// assert_eq!(Bytes::parse_size("1MiB"), Ok(Bytes(1_048_576)));
+    /// assert_eq!(Bytes::parse_size("64k"), Ok(Bytes(65_536)));
+    /// assert!(Bytes::parse_size("1MB").is_err()); // decimal or binary? refused
+    /// assert!(Bytes::parse_size("16777216TiB").is_err()); // 2^64 bytes do not fit
+    /// ```
     pub fn parse_size(s: &str) -> Result<Bytes, String> {
         let t = s.trim();
         let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
@@ -213,6 +221,13 @@ impl BitsPerSec {
     /// Time to serialise `b` on a link of this rate, rounded up to whole nanoseconds
     /// (a packet is not received before its last bit). A zero rate has no finite time:
     /// callers validate rates first, so this returns `u64::MAX` rather than panicking.
+    ///
+    /// ```
+    /// use ina3d::units::{BitsPerSec, Bytes, Nanos};
+    /// // a 1,048-byte packet on a 100 Gb/s NIC: 83.84 ns, rounded up
+    /// assert_eq!(BitsPerSec::gbps(100).transmit_time(Bytes(1048)), Nanos(84));
+    /// assert_eq!(BitsPerSec(0).transmit_time(Bytes(1)), Nanos(u64::MAX));
+    /// ```
     pub fn transmit_time(self, b: Bytes) -> Nanos {
         if self.0 == 0 {
             return Nanos(u64::MAX);
@@ -261,6 +276,50 @@ impl BitsPerSec {
         }
         Some(Self((v * mult).round() as u64))
     }
+}
+
+/// Ids or quantities for a message: `3, 7, 12` (`none` for an empty list), never a debug
+/// dump such as `[NodeId(3), NodeId(7)]`.
+pub fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
+        return "none".into();
+    }
+    items
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The link rates ina3d simulates, bits per second: 1 Mb/s to 1 Pb/s. Beyond them a time
+/// computed from a rate stops meaning anything (a terabyte at 1 Mb/s takes 93 days) and a
+/// crafted rate could carry it past 64 bits of nanoseconds; topology readers refuse them.
+pub const LINK_RATES: std::ops::RangeInclusive<u64> = 1_000_000..=1_000_000_000_000_000;
+
+/// The longest one-way link delay accepted: 1 s (a geostationary hop is 0.25 s). Larger
+/// values are refused by the topology readers, so sums of delays stay far from overflow.
+pub const MAX_LINK_DELAY: Nanos = Nanos(1_000_000_000);
+
+/// Why `rate` is not a link rate ina3d simulates ([`LINK_RATES`]), or `None` when it is.
+pub fn link_rate_problem(rate: BitsPerSec) -> Option<String> {
+    (!LINK_RATES.contains(&rate.0)).then(|| {
+        format!(
+            "{} b/s is outside the link rates simulated ({} to {})",
+            rate.0,
+            BitsPerSec(*LINK_RATES.start()).to_hpcc_string(),
+            BitsPerSec(*LINK_RATES.end()).to_hpcc_string()
+        )
+    })
+}
+
+/// Why `delay` is not a link delay ina3d simulates ([`MAX_LINK_DELAY`]), or `None`.
+pub fn link_delay_problem(delay: Nanos) -> Option<String> {
+    (delay > MAX_LINK_DELAY).then(|| {
+        format!(
+            "{} ns is longer than the longest link delay simulated ({} ns)",
+            delay.0, MAX_LINK_DELAY.0
+        )
+    })
 }
 
 /// Parse an HPCC-style delay: `0.001ms`, `1000ns`, `1us`, `2e-6s`; a bare number is seconds.

@@ -82,6 +82,17 @@ fn two_identical_jobs_on_disjoint_halves_of_a_fat_tree_run_exactly_as_fast_as_al
         .find(|j| j.policy == ClusterPolicy::Atp)
         .unwrap();
     assert!(atp.slots.peak > 0);
+    // the printed tables: a line per job and policy, then one per policy, each under the
+    // 100 columns of a terminal, the slowdown of 1 on every job's line
+    let text = cluster::table::format_table(&o);
+    let (jobs, policies) = text.split_once("\n\n").unwrap();
+    assert_eq!(jobs.lines().count(), 1 + 6, "{text}");
+    assert_eq!(policies.lines().count(), 1 + 3, "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    assert!(
+        jobs.lines().skip(1).all(|l| l.contains(" 1.000 ")),
+        "{text}"
+    );
 }
 
 #[test]

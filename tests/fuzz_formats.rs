@@ -36,8 +36,13 @@ enum Mutation {
     Crlf,
 }
 
-/// Values that have broken parsers before: beyond u32/u64, negative, empty, not a number.
-const NASTY: [&str; 10] = [
+/// Values that have broken parsers before: beyond u32/u64, negative, empty, not a number;
+/// and the crafted ones that wrap sums downstream (u64::MAX, just past 2^50 and 2^53).
+/// `tests/crafted.rs` follows such values on into the simulation.
+const NASTY: [&str; 13] = [
+    "18446744073709551615",
+    "1125899906842625",
+    "9007199254740993",
     "18446744073709551616",
     "4294967296",
     "99999999999999999999999",

@@ -1507,6 +1507,12 @@ fn ids_and_counts_beyond_32_bits_in_trace_txt_are_refused_by_the_glue_not_trunca
             "0 0 1 1024 18446744073709551615",
             "field gap_ns",
         ),
+        // u64::MAX bytes: refused at once, not 400 s of silence (issue 24)
+        (
+            "0 0 1 1024",
+            "0 0 1 18446744073709551615",
+            "field bytes: 18446744073709551615 bytes",
+        ),
     ] {
         assert!(t.contains(from), "{t}");
         std::fs::write(&p, t.replacen(from, to, 1)).unwrap();
@@ -2197,6 +2203,23 @@ fn set_line(path: &Path, key: &str, line: &str) -> usize {
     }
     std::fs::write(path, lines.join("\n") + "\n").unwrap();
     at + 1
+}
+
+#[test]
+fn a_stop_time_off_the_simulators_clock_is_refused_naming_file_and_line() {
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("params.txt");
+    for bad in ["nan", "0", "-1", "inf", "1e7", "3s"] {
+        let line = set_line(&p, "STOP_TIME_S", &format!("STOP_TIME_S {bad}"));
+        let e = run_glue(glue(), dir.path(), |_, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!("params.txt:{line}: STOP_TIME_S"))
+                && e.contains(&format!("`{bad}`")),
+            "{bad}: {e}"
+        );
+    }
 }
 
 #[test]

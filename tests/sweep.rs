@@ -431,7 +431,8 @@ fn grid_keys_and_run_flags_are_the_same_options() {
     }
     for f in &flags {
         let key = match f.as_str() {
-            "out" | "help" | "version" | "no-ns3" => continue,
+            // what is printed, not what runs
+            "out" | "help" | "version" | "no-ns3" | "verbose" => continue,
             "no-calibrate" => "calibrate",
             "no-traces" => "traces",
             other => other,
@@ -616,10 +617,10 @@ mod tables {
             (2, rows(90, 60, Some(41))),
             (3, rows(120, 80, None)),
         ];
-        let mut df = ina3d::report::seeds_table(&per_seed).unwrap();
+        let table = ina3d::report::seeds_table(&per_seed).unwrap();
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.csv");
-        ina3d::report::write_csv(&mut df, &p).unwrap();
+        table.write_csv(&p).unwrap();
         let (_, t) = csv_columns(&p);
         // ring: sorted 90 100 110 120 → (100 + 110) / 2 = 105; dp_bytes 9 10 11 12 → 10.5 → 11
         assert_eq!(t[0]["iteration_time_ns"], "105");
@@ -808,6 +809,11 @@ mod tables {
                     .join("replay/summary.csv"),
             );
             assert_eq!(r["iteration_time_ns"], summary[0]["iteration_time_ns"]);
+        }
+        // the picture of the done cells names each policy and how many cells it covers
+        let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
+        for name in ["ring", "ina-dp", "2 cells of"] {
+            assert!(svg.contains(name), "{name} not in sweep.svg");
         }
         // collected again: the same bytes; a removed cell is reported missing (status 1)
         let before = std::fs::read(out.join("sweep.csv")).unwrap();

@@ -117,7 +117,17 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
         else if (k == "FLAVOR")
             p.flavor = t[1];
         else if (k == "STOP_TIME_S")
-            p.stopTimeS = std::atof(t[1].c_str());
+        {
+            // ns-3's clock holds 2^63 ps (about 106 days); a stop time must be on it
+            double s = 0;
+            if (!ToDouble(t[1], s) || s <= 0 || s > 1e6)
+            {
+                err = path + ":" + std::to_string(n) +
+                      ": STOP_TIME_S: expected seconds in (0, 1000000], found `" + t[1] + "`";
+                return false;
+            }
+            p.stopTimeS = s;
+        }
         else if (k == "RATE_LOG" && t[1] == "0")
             p.rateLog = false;
         else if (k == "TCP_WINDOW_BDPS")

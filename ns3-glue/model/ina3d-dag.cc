@@ -53,6 +53,9 @@ ClassPriority(const std::vector<std::string>& order, const std::string& c)
 
 /** Gap and duration bound: far below ns-3's picosecond clock's 2^63 ps (about 106 days). */
 static const uint64_t MAX_TIME_NS = 1000000000000000ull; // 10^15 ns, 11.6 days
+/** Bytes bound, the trace reader's (src/formats/trace_csv/read.rs, MAX_RECORD_VALUE):
+ * 2^50, a pebibyte; far more would take the simulator years of simulated time. */
+static const uint64_t MAX_BYTES = uint64_t(1) << 50;
 /** Records are indexed in 32 bits (and as int32 parents). */
 static const uint64_t MAX_RECORDS = uint64_t(INT32_MAX);
 
@@ -120,6 +123,9 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
                 return fail(std::string("field ") + names[i] + ": " + t[i] +
                             " ns is beyond the simulator's clock (at most " +
                             std::to_string(MAX_TIME_NS) + " ns)");
+        if (vals[3] > MAX_BYTES)
+            return fail(std::string("field bytes: ") + t[3] + " bytes is more than any record carries (at most 2^50 = " +
+                        std::to_string(MAX_BYTES) + ")");
         if (records.size() >= MAX_RECORDS)
             return fail("more than " + std::to_string(MAX_RECORDS) + " records");
         r.id = vals[0];

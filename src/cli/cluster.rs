@@ -65,7 +65,9 @@ pub struct Args {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut spec = ClusterSpec::read(&a.cluster)?;
     spec.ns3 |= a.ns3;
-    let mut rep = super::run::Stderr;
+    // every stage message, as before `run` hid its own behind -v: a cluster run has no
+    // progress bar over its policies yet, so the messages are what shows it moving
+    let mut rep = super::run::Stderr::new(true);
     if spec.sweep.is_some() {
         let o = cluster::run_sweep(&spec, &a.out, &mut rep)?;
         eprintln!(

@@ -19,7 +19,9 @@ pub struct Args {
     pub ns3: PathBuf,
     /// Where to write `fct_error.csv`, `iteration.csv`, `flows.csv`, `links.csv` and (when
     /// both directories have one) `switches.csv`: INA slot peak and slot-time per switch on
-    /// both back-ends with their differences.
+    /// both back-ends with their differences. Against an external `fct.txt`: `fct.csv`
+    /// (its rows mapped onto the trace's records) and `fct_error.csv` (per class); against
+    /// SimAI's `EndToEnd.csv`: `end_to_end.csv`.
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
     /// The `ina3d ns3 emit` directory an external `fct.txt` (`--ns3` pointing at an
@@ -191,7 +193,10 @@ fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Per-flow errors of the replay against an HPCC-family fct.txt mapped back to records
-/// (`ina3d::ns3::external`), with what could not be matched.
+/// (`ina3d::ns3::external`), with what could not be matched; written to the output
+/// directory as `fct.csv` (the external run in the results schema, matched records only)
+/// and `fct_error.csv` (per class). A file none of whose rows matches a record of the
+/// emitted flows is refused: it is not an fct.txt of that `flow.txt`.
 fn run_external(a: &Args, fct_txt: &std::path::Path) -> anyhow::Result<()> {
     use anyhow::Context;
     let emit = a
@@ -206,6 +211,29 @@ fn run_external(a: &Args, fct_txt: &std::path::Path) -> anyhow::Result<()> {
             emit.display()
         )
     })?;
+    for w in ext.warnings.iter().take(5) {
+        eprintln!("{w}");
+    }
+    if ext.warnings.len() > 5 {
+        eprintln!(
+            "warning: … and {} more lines that are not fct rows",
+            ext.warnings.len() - 5
+        );
+    }
+    if ext.rows.is_empty() {
+        anyhow::bail!(
+            "{}: no row matches a network record emitted in {} ({} fct rows, {} lines that are \
+             not fct rows, {} network records expected): not an fct.txt of that flow.txt{}",
+            fct_txt.display(),
+            emit.display(),
+            ext.unmatched_lines.len(),
+            ext.skipped_lines,
+            ext.network_records,
+            ext.warnings
+                .first()
+                .map_or(String::new(), |w| format!("; line {}: {}", w.line, w.msg))
+        );
+    }
     let replay = ina3d::formats::fct_csv::read(&a.replay.join("fct.csv"))?;
     let stats = ina3d::fct::stats::class_errors(&replay, &ext.rows);
     println!(
@@ -232,6 +260,14 @@ fn run_external(a: &Args, fct_txt: &std::path::Path) -> anyhow::Result<()> {
     for l in ext.unmatched_lines.iter().take(5) {
         eprintln!("unmatched fct row: {l}");
     }
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let fct = a.output.join("fct.csv");
+    ina3d::formats::fct_csv::write(&fct, &ext.rows)?;
+    let errors = a.output.join("fct_error.csv");
+    let rows: Vec<_> = stats.into_values().collect();
+    ina3d::report::fct_error::write(&errors, &rows)?;
+    eprintln!("wrote {} and {}", fct.display(), errors.display());
     Ok(())
 }
 

@@ -39,7 +39,10 @@ impl clap::Args for Overrides {
         for &(name, is_bool) in MEGATRON_FLAGS {
             let a = Arg::new(name)
                 .long(name)
-                .help_heading("Megatron arguments (override the input)");
+                .help(megatron_help(name))
+                // `-h` stays short; `--help` lists them
+                .hide_short_help(true)
+                .help_heading("Megatron arguments (override the input; listed by --help)");
             cmd = cmd.arg(if is_bool {
                 a.action(ArgAction::SetTrue)
             } else {
@@ -50,6 +53,68 @@ impl clap::Args for Overrides {
     }
     fn augment_args_for_update(cmd: Command) -> Command {
         Self::augment_args(cmd)
+    }
+}
+
+/// What Megatron's flag `name` sets, as `--help` describes it (Megatron-LM's own
+/// `arguments.py` meaning; the value overrides what the input says).
+pub fn megatron_help(name: &str) -> &'static str {
+    match name {
+        "tensor-model-parallel-size" => "Tensor-parallel size (= --tp)",
+        "pipeline-model-parallel-size" => "Pipeline-parallel size (= --pp)",
+        "virtual-pipeline-model-parallel-size" => {
+            "Model chunks per pipeline stage (interleaved 1F1B; = --vpp)"
+        }
+        "num-layers-per-virtual-pipeline-stage" => {
+            "Layers per virtual stage (the older way to set interleaving)"
+        }
+        "context-parallel-size" => "Context-parallel size (= --cp)",
+        "data-parallel-size" => "Data-parallel size (= --dp; Megatron derives it from the world)",
+        "world-size" => "GPUs in the job (= TP × PP × CP × DP)",
+        "num-layers" => "Transformer layers",
+        "hidden-size" => "Hidden size (model width)",
+        "ffn-hidden-size" => "MLP hidden size (default 4 × hidden; SwiGLU: 8/3 × hidden, rounded)",
+        "num-attention-heads" => "Attention heads",
+        "num-query-groups" => "Key/value groups of grouped-query attention",
+        "group-query-attention" => "Grouped-query attention (with --num-query-groups)",
+        "seq-length" => "Sequence length, tokens",
+        "max-position-embeddings" => "Largest sequence the position embedding covers",
+        "micro-batch-size" => "Sequences per micro-batch",
+        "global-batch-size" => "Sequences per iteration (micro-batches = global / (micro × DP))",
+        "vocab-size" => "Vocabulary size before padding",
+        "make-vocab-size-divisible-by" => "Pad the vocabulary to a multiple of this × TP",
+        "sequence-parallel" => {
+            "Sequence parallelism: TP all-reduces become reduce-scatter + all-gather"
+        }
+        "use-distributed-optimizer" => {
+            "Distributed optimizer: DP reduce-scatters gradients and all-gathers parameters"
+        }
+        "overlap-grad-reduce" => "Overlap DP gradient reduction with the backward pass",
+        "overlap-param-gather" => "Overlap the parameter all-gather with the next forward pass",
+        "accumulate-allreduce-grads-in-fp32" => "Reduce gradients in fp32 (4 bytes per value)",
+        "grad-reduce-in-bf16" => "Reduce gradients in bf16 (2 bytes per value)",
+        "bf16" => "Train in bf16 (2-byte activations and parameters)",
+        "fp16" => "Train in fp16 (2-byte activations and parameters)",
+        "untie-embeddings-and-output-weights" => {
+            "Separate input embedding and output layer (no embedding all-reduce)"
+        }
+        "swiglu" => "SwiGLU MLP (three weight matrices)",
+        "recompute-granularity" => "Activation recomputation: full or selective",
+        "use-tp-pp-dp-mapping" => "Rank order TP-PP-DP instead of Megatron's default TP-DP-PP",
+        "cp-comm-type" => "Context-parallel exchange: p2p (ring attention), a2a (Ulysses), …",
+        "num-experts" => "MoE experts per MoE layer",
+        "moe-router-topk" => "Experts each token is routed to",
+        "expert-model-parallel-size" => "Expert-parallel size (= --ep)",
+        "expert-tensor-parallel-size" => "Tensor-parallel size inside each expert",
+        "moe-layer-freq" => "Which layers are MoE: every Nth, or a pattern like [1,0]*12",
+        "moe-token-dispatcher-type" => "MoE token dispatch: allgather or alltoall",
+        "moe-expert-capacity-factor" => "Tokens an expert takes, as a multiple of its even share",
+        "moe-ffn-hidden-size" => "MLP hidden size of each expert",
+        "moe-shared-expert-intermediate-size" => "MLP hidden size of the shared experts",
+        "normalization" => "LayerNorm or RMSNorm",
+        "disable-bias-linear" => "Linear layers without bias",
+        "position-embedding-type" => "learned_absolute, rope or none",
+        _ => "",
     }
 }
 

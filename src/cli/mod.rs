@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod examples;
 pub mod export;
 pub mod inspect;
 pub mod job;

@@ -12,8 +12,7 @@ Inputs merge into one job, least trusted first: presets, config files (TOML/JSON
 scripts, logs; overrides (--tp … --set) win over all, and the job is checked only after
 them, so a single-node example script of a multi-node model becomes valid with `--dp 8`.
 
-Examples:
-  ina3d parse traces/example/megatron.log
+More examples:
   ina3d parse gpt3-13b iterations.log --tp 8 --pp 2 --dp 4     # a preset with measured iterations
   ina3d parse train_gpt3_175b.sh --dp 8 --json > job.json      # the JSON reads back as a config
   ina3d parse job.json --set sequence_parallel=true")]

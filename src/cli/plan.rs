@@ -257,7 +257,7 @@ pub fn print_summary(p: &PlanFile) {
             Decision::Tree { form, root, edges } => {
                 format!("{form} tree, root {root}, {} edges", edges.len())
             }
-            Decision::Rina { tors } => format!("rina over ToRs {tors:?}"),
+            Decision::Rina { tors } => format!("rina over ToRs {}", ina3d::units::list(tors)),
         };
         ina += 1;
         if ina <= 40 {

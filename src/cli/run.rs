@@ -74,12 +74,15 @@ pub struct Args {
     /// Output directory.
     #[arg(short, long, value_name = "DIR")]
     pub out: PathBuf,
+    /// Print every stage's messages (plans, traces, replays, ns-3 runs, comparisons) instead
+    /// of one progress bar.
+    #[arg(short, long)]
+    pub verbose: bool,
     /// The job's options (shared with `ina3d trace`).
     #[command(flatten)]
     pub job: JobArgs,
 }
 
-#[cfg_attr(not(feature = "tables"), allow(dead_code))]
 impl Args {
     /// The library's run spec of these flags.
     pub fn spec(&self) -> anyhow::Result<RunSpec> {
@@ -112,26 +115,70 @@ impl Args {
     }
 }
 
-/// Stage messages on stderr, progress bars when it is a terminal.
-#[cfg_attr(not(feature = "tables"), allow(dead_code))]
-pub struct Stderr;
+/// What `ina3d run` shows on stderr: warnings always; one progress bar over the policies
+/// and seeds when stderr is a terminal; every stage message (and the stages' own bars)
+/// with `-v`.
+pub struct Stderr {
+    verbose: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Stderr {
+    /// A reporter printing stage messages only when `verbose`.
+    pub fn new(verbose: bool) -> Self {
+        Stderr { verbose, bar: None }
+    }
+
+    fn print(&self, text: &str) {
+        match &self.bar {
+            Some(b) => b.println(text),
+            None => eprintln!("{text}"),
+        }
+    }
+}
 
 impl Reporter for Stderr {
     fn line(&mut self, text: &str) {
-        eprintln!("{text}");
+        if self.verbose {
+            self.print(text);
+        }
+    }
+    fn warn(&mut self, text: &str) {
+        self.print(&format!("warning: {text}"));
+    }
+    fn step(&mut self, done: usize, total: usize, what: &str) {
+        if self.verbose || !std::io::stderr().is_terminal() {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = ina3d::progress::bar(
+                total as u64,
+                "{bar:30} {pos}/{len} policy runs ({elapsed}) {msg}",
+            );
+            b.enable_steady_tick(std::time::Duration::from_millis(200));
+            b
+        });
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+        if done == total {
+            bar.finish_and_clear();
+        }
     }
     fn bars(&self) -> bool {
-        std::io::stderr().is_terminal()
+        self.verbose && std::io::stderr().is_terminal()
     }
 }
 
 /// Run `ina3d run`.
-#[cfg(feature = "tables")]
 pub fn run(a: Args) -> anyhow::Result<()> {
     let spec = a.spec()?;
-    let out = ina3d::pipeline::run(&spec, &a.out, &a.out, &mut Stderr)?;
-    print!("{}", ina3d::report::format_table(&out.table));
-    eprintln!("wrote {}", out.results.display());
+    let out = ina3d::pipeline::run(&spec, &a.out, &a.out, &mut Stderr::new(a.verbose))?;
+    print!("{}", ina3d::report::text::summary(&out.table));
+    eprintln!(
+        "wrote {} and its picture {}",
+        out.results.display(),
+        out.picture.display()
+    );
     if let Some(why) = out.ns3_note {
         eprintln!("ns-3 not run ({why}): pass --ns3 to run it");
     }
@@ -145,12 +192,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Run `ina3d run` (this build has no tables).
-#[cfg(not(feature = "tables"))]
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`ina3d run` needs the `tables` feature (polars); rebuild with default features")
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::{ClusterOutcome, JobResult, PolicyResult};
 use crate::formats::cluster_csv::{ClusterRow, JobRow};
 use crate::formats::FormatError;
+use crate::report::text::{self, Cells};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -120,51 +121,47 @@ pub fn policy_text(p: &PolicyResult, jobs: &[JobResult]) -> String {
     s.trim_end().to_string()
 }
 
-/// The table printed at the end: one line per job and policy (≤ 100 characters).
+/// The tables printed at the end: one line per job and policy, then one per policy, laid
+/// out by [`crate::report::text::layout`] like every table the project prints (times in
+/// ms, under 100 characters wide for job names of up to 12 characters).
 pub fn format_table(o: &ClusterOutcome) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<10} {:<12} {:>11} {:>11} {:>8} {:>9} {:>9} {:>9} {:>7}",
-        "policy", "job", "iter ms", "alone ms", "slowdown", "exp tp", "exp dp", "exp pp", "slots"
-    );
-    for j in &o.jobs {
-        let _ = writeln!(
-            s,
-            "{:<10} {:<12} {:>11.3} {:>11.3} {:>8.3} {:>9.3} {:>9.3} {:>9.3} {:>7}",
-            j.policy.as_str(),
-            trunc(&j.job, 12),
-            ms(j.shared.iteration_time_ns),
-            ms(j.alone.iteration_time_ns),
-            j.slowdown(),
-            ms(j.shared.exposed_tp_ns),
-            ms(j.shared.exposed_dp_ns),
-            ms(j.shared.exposed_pp_ns),
-            j.slots.peak
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n{:<10} {:>12} {:>8} {:>8} {:>6} {:>9} {:>8} {:>9}",
-        "policy", "makespan ms", "max sd", "mean sd", "Jain", "slot peak", "util %", "fallbacks"
-    );
-    for p in &o.policies {
-        let jobs: Vec<&JobResult> = o.jobs.iter().filter(|j| j.policy == p.policy).collect();
-        let c = cluster_row(p, &jobs, 0);
-        let _ = writeln!(
-            s,
-            "{:<10} {:>12.3} {:>8.3} {:>8.3} {:>6.3} {:>9} {:>8.1} {:>9}",
-            p.policy.as_str(),
-            ms(c.makespan_ns),
-            c.max_slowdown,
-            c.mean_slowdown,
-            c.jain_fairness,
-            c.slot_peak,
-            100.0 * c.aggregator_utilisation,
-            c.ina_fallbacks
-        );
-    }
-    s
+    let t = |x: u64| text::ms(ms(x));
+    let f3 = |x: f64| format!("{x:.3}");
+    let jobs = |f: &dyn Fn(&JobResult) -> String| o.jobs.iter().map(f).collect::<Vec<_>>();
+    let per_job = [
+        Cells::left("policy", jobs(&|j| j.policy.to_string())),
+        Cells::left("job", jobs(&|j| trunc(&j.job, 12))),
+        Cells::right("iter ms", jobs(&|j| t(j.shared.iteration_time_ns))),
+        Cells::right("alone ms", jobs(&|j| t(j.alone.iteration_time_ns))),
+        Cells::right("slowdown", jobs(&|j| f3(j.slowdown()))),
+        Cells::right("exp tp ms", jobs(&|j| t(j.shared.exposed_tp_ns))),
+        Cells::right("exp dp ms", jobs(&|j| t(j.shared.exposed_dp_ns))),
+        Cells::right("exp pp ms", jobs(&|j| t(j.shared.exposed_pp_ns))),
+        Cells::right("slots", jobs(&|j| j.slots.peak.to_string())),
+    ];
+    let rows: Vec<_> = o
+        .policies
+        .iter()
+        .map(|p| {
+            let jobs: Vec<&JobResult> = o.jobs.iter().filter(|j| j.policy == p.policy).collect();
+            (p.policy.to_string(), cluster_row(p, &jobs, 0))
+        })
+        .collect();
+    let policies = |f: &dyn Fn(&ClusterRow) -> String| rows.iter().map(|(_, c)| f(c)).collect();
+    let per_policy = [
+        Cells::left("policy", rows.iter().map(|(p, _)| p.clone()).collect()),
+        Cells::right("makespan ms", policies(&|c| t(c.makespan_ns))),
+        Cells::right("max slowdown", policies(&|c| f3(c.max_slowdown))),
+        Cells::right("mean slowdown", policies(&|c| f3(c.mean_slowdown))),
+        Cells::right("Jain", policies(&|c| f3(c.jain_fairness))),
+        Cells::right("slot peak", policies(&|c| c.slot_peak.to_string())),
+        Cells::right(
+            "util %",
+            policies(&|c| format!("{:.1}", 100.0 * c.aggregator_utilisation)),
+        ),
+        Cells::right("fallbacks", policies(&|c| c.ina_fallbacks.to_string())),
+    ];
+    format!("{}\n{}", text::layout(&per_job), text::layout(&per_policy))
 }
 
 fn trunc(s: &str, n: usize) -> String {

@@ -13,6 +13,7 @@ pub fn read_rows<T: DeserializeOwned>(
     required: &[&str],
     what: &str,
 ) -> Result<Vec<T>, FormatError> {
+    super::atomic::check_complete(path)?;
     let f = std::fs::File::open(path).map_err(FormatError::io(path))?;
     read_rows_from(path, std::io::BufReader::new(f), required, what)
 }

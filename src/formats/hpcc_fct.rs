@@ -134,6 +134,11 @@ pub fn parse(path: &Path, text: &str) -> (Vec<FctLine>, Vec<Warning>) {
     (rows, warnings)
 }
 
+/// One line of `fct.txt` (trimmed, not blank), or why it is not an fct row.
+pub fn parse_line(l: &str) -> Result<FctLine, String> {
+    line(l)
+}
+
 fn line(l: &str) -> Result<FctLine, String> {
     let f: Vec<&str> = l.split_whitespace().collect();
     let (id, r) = match f.len() {
@@ -159,6 +164,12 @@ fn line(l: &str) -> Result<FctLine, String> {
         n[i] = v
             .parse()
             .map_err(|_| format!("{}: `{v}` is not an integer", NAMES[i]))?;
+    }
+    if n[3].checked_add(n[4]).is_none() {
+        return Err(format!(
+            "fct_ns: start_ns {} + fct_ns {} overflows 64 bits of nanoseconds",
+            n[3], n[4]
+        ));
     }
     Ok(FctLine {
         id,

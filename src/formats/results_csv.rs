@@ -25,6 +25,7 @@ pub struct ResultsText {
 
 /// Reads `path`.
 pub fn read(path: &Path) -> Result<ResultsText, FormatError> {
+    super::atomic::check_complete(path)?;
     let f = std::fs::File::open(path).map_err(FormatError::io(path))?;
     read_from(path, std::io::BufReader::new(f))
 }

@@ -17,7 +17,9 @@
 
 use super::error::{numbered_lines, read_text};
 use super::{FormatError, Warning};
-use crate::units::{format_delay, parse_delay, BitsPerSec, Nanos, NodeId};
+use crate::units::{
+    format_delay, link_delay_problem, link_rate_problem, parse_delay, BitsPerSec, Nanos, NodeId,
+};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -444,6 +446,9 @@ impl Reader<'_> {
         }
         let rate = BitsPerSec::parse(f[2])
             .ok_or_else(|| self.err(n, "rate", format!("`{}` is not a rate like 100Gbps", f[2])))?;
+        if let Some(why) = link_rate_problem(rate) {
+            return Err(self.err(n, "rate", format!("`{}`: {why}", f[2])));
+        }
         let delay = parse_delay(f[3]).ok_or_else(|| {
             self.err(
                 n,
@@ -451,6 +456,9 @@ impl Reader<'_> {
                 format!("`{}` is not a delay like 1000ns or 0.001ms", f[3]),
             )
         })?;
+        if let Some(why) = link_delay_problem(delay) {
+            return Err(self.err(n, "delay", format!("`{}`: {why}", f[3])));
+        }
         let error_rate = match f.get(4) {
             None => {
                 self.warn(n, "no error-rate column; using 0".into());

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 mod blocks;
 mod read;
-pub use read::TraceReader;
+pub use read::{TraceReader, MAX_RECORD_VALUE};
 
 /// Version of the file layout written in the first line. Bump on any column change.
 pub const SCHEMA_VERSION: u32 = 2;
@@ -302,6 +302,7 @@ impl TraceWriter {
             // Nothing half-written stays behind (the sink is gone, so Drop would not do it).
             let _ = std::fs::remove_file(&self.tmp);
         }
+        super::atomic::settled(&self.tmp);
         res.map(|_| self.path.clone())
     }
 }
@@ -329,6 +330,7 @@ impl Drop for TraceWriter {
     fn drop(&mut self) {
         if self.sink.take().is_some() {
             let _ = std::fs::remove_file(&self.tmp);
+            super::atomic::settled(&self.tmp);
         }
     }
 }

@@ -629,9 +629,13 @@ impl Scanner<'_> {
     }
 
     /// A line inside the arguments block.
-    fn args_line(&mut self, line_no: usize, line: &str, s: &str) {
+    fn args_line(&mut self, line_no: usize, line: &str, s: &str) -> Result<(), MegatronError> {
         if s.contains("end of arguments") {
-            self.out.args = std::mem::take(&mut self.block);
+            let block = std::mem::take(&mut self.block);
+            if let Some(earlier) = self.out.args_header_line {
+                same_job(&self.out.args, earlier, &block)?;
+            }
+            self.out.args = block;
             if let State::Args { header } = self.state {
                 self.out.args_header_line = Some(header);
             }
@@ -654,6 +658,7 @@ impl Scanner<'_> {
                 loc: Loc::new(self.path, line_no, col(line, v)),
             });
         }
+        Ok(())
     }
 
     /// One `name ....: values` entry. `strict`: inside a block (after its header), where
@@ -805,8 +810,7 @@ impl Scanner<'_> {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let (s, stamp) = strip_prefixes(line);
         if let State::Args { .. } = self.state {
-            self.args_line(line_no, line, s);
-            return Ok(());
+            return self.args_line(line_no, line, s);
         }
         if self.state == State::Timers && self.timer_block_line(line_no, line, s)? {
             return Ok(());
@@ -825,6 +829,38 @@ impl Scanner<'_> {
         }
         Ok(self.out)
     }
+}
+
+/// Two complete arguments blocks in one log are one job restarted (its log appended) only
+/// when they agree: the later block is kept when every argument both print has the same
+/// value, and a value that differs is an error naming both lines (two jobs in one log
+/// cannot be told apart from here). Arguments only one block prints are taken as they
+/// are (a newer Megatron prints more).
+fn same_job(
+    earlier: &[Assignment],
+    earlier_header: usize,
+    later: &[Assignment],
+) -> Result<(), MegatronError> {
+    let before: std::collections::HashMap<&str, &Assignment> =
+        earlier.iter().map(|a| (a.key.as_str(), a)).collect();
+    for a in later {
+        if let Some(b) = before.get(a.key.as_str()) {
+            if b.value.trim() != a.value.trim() {
+                return Err(MegatronError::at(
+                    &a.loc,
+                    &a.key,
+                    format!(
+                        "`{}` here but `{}` in the arguments block of line {earlier_header} \
+                         (line {}): two different jobs in one log; split the log",
+                        a.value.trim(),
+                        b.value.trim(),
+                        b.loc.line
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Scans a whole log. Fails on an arguments block that never ends, an iteration line

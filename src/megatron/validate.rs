@@ -7,6 +7,26 @@ use super::error::{source_place, MegatronError};
 
 type Check = Result<(), MegatronError>;
 
+/// The largest value each size may take: about 64 times the largest models trained in
+/// 2025 (Llama-3.1 405B: hidden 16,384, FFN 53,248, 126 layers; 1 M-token contexts;
+/// 256 K vocabularies; 100 K-GPU jobs), far beyond any real job yet low enough that a
+/// typo (`ffn_hidden_size=4e9`) is caught before it becomes a job of absurd compute.
+pub const PLAUSIBLE_SIZES: [(&str, u64); 13] = [
+    ("world_size", 1 << 24),
+    ("num_layers", 1 << 16),
+    ("hidden_size", 1 << 20),
+    ("ffn_hidden_size", 1 << 22),
+    ("num_attention_heads", 1 << 16),
+    ("seq_length", 1 << 26),
+    ("max_position_embeddings", 1 << 26),
+    ("num_experts", 1 << 16),
+    ("moe_ffn_hidden_size", 1 << 22),
+    ("moe_shared_expert_intermediate_size", 1 << 22),
+    ("micro_batch_size", 1 << 20),
+    ("global_batch_size", 1 << 30),
+    ("vocab_size", 1 << 24),
+];
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
         a.max(1)
@@ -32,9 +52,12 @@ impl TrainingConfig {
     /// multiple of micro-batch·DP, layers divide evenly over PP stages (and over PP·v
     /// chunks when interleaved), heads and query groups divide by TP, the sequence splits
     /// into 2·CP chunks, experts split over EP and the expert layout fits the world, the
-    /// dispatcher supports the expert TP, one precision, and no ZeRO-3. The error names
-    /// the numbers that disagree and where the first one came from.
+    /// dispatcher supports the expert TP, one precision, and no ZeRO-3. First, every size
+    /// is within [`PLAUSIBLE_SIZES`] (a typo such as `ffn_hidden_size=4e9` would otherwise
+    /// give a job no one trains, and a calibration factor of 10^-5). The error names the
+    /// numbers that disagree and where the first one came from.
     pub fn validate(&self) -> Check {
+        self.check_sizes()?;
         self.check_world()?;
         self.check_batch()?;
         self.check_layers()?;
@@ -44,6 +67,36 @@ impl TrainingConfig {
         self.check_expert_layout()?;
         self.check_precision()?;
         self.check_zero()
+    }
+
+    fn check_sizes(&self) -> Check {
+        let opt = |v: Option<u64>| v.unwrap_or(0);
+        let values = [
+            u64::from(self.world_size),
+            u64::from(self.num_layers),
+            self.hidden_size,
+            self.ffn_hidden_size,
+            u64::from(self.num_attention_heads),
+            self.seq_length,
+            self.max_position_embeddings,
+            opt(self.num_experts.map(u64::from)),
+            opt(self.moe_ffn_hidden_size),
+            opt(self.moe_shared_expert_intermediate_size),
+            self.micro_batch_size,
+            self.global_batch_size,
+            opt(self.vocab_size),
+        ];
+        for ((field, max), v) in PLAUSIBLE_SIZES.iter().zip(values) {
+            if v > *max {
+                return self.bad(
+                    field,
+                    format!(
+                        "{field} {v} is larger than any model trained (at most {max} accepted): a typo?"
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn check_world(&self) -> Check {

@@ -38,8 +38,10 @@ pub struct ExternalFct {
     pub unmatched_lines: Vec<String>,
     /// Records some of whose pieces have no fct.txt row.
     pub incomplete_records: Vec<u64>,
-    /// Lines of fct.txt that are not fct rows (the reader's warnings).
+    /// Lines of fct.txt that are not fct rows.
     pub skipped_lines: usize,
+    /// What the reader said of those lines, each naming file and line.
+    pub warnings: Vec<crate::formats::Warning>,
 }
 
 /// Reads `flow.meta.txt`'s `flow_index record_id piece pieces` lines (the other lines say
@@ -114,7 +116,8 @@ pub fn match_hpcc_fct(emit_dir: &Path, fct_txt: &Path) -> Result<ExternalFct, Ns
         let e = seen.entry(rec).or_insert((0, pieces, u64::MAX, 0));
         e.0 += 1;
         e.2 = e.2.min(l.start_ns);
-        e.3 = e.3.max(l.start_ns + l.fct_ns);
+        // the reader refuses rows whose end overflows (hpcc_fct::read)
+        e.3 = e.3.max(l.start_ns.saturating_add(l.fct_ns));
     }
     let index: HashMap<u64, usize> = records
         .iter()
@@ -141,6 +144,7 @@ pub fn match_hpcc_fct(emit_dir: &Path, fct_txt: &Path) -> Result<ExternalFct, Ns
         unmatched_lines: unmatched,
         incomplete_records: incomplete,
         skipped_lines: warnings.len(),
+        warnings,
     })
 }
 

@@ -117,54 +117,83 @@ fn warn(path: &Path, no: usize, msg: &str, line: &str) -> String {
     format!("{}:{no}: {msg}: `{line}`", path.display())
 }
 
-/// HPCC fct → tidy rows.
-pub fn parse_fct(path: &Path, text: &str) -> Table {
-    let mut t = Table {
-        header: [
-            "flow_id",
-            "src_node",
-            "dst_node",
-            "src_ip",
-            "dst_ip",
-            "sport",
-            "dport",
-            "size_bytes",
-            "start_ns",
-            "fct_ns",
-            "standalone_fct_ns",
-            "slowdown",
-        ]
-        .map(String::from)
-        .to_vec(),
-        ..Default::default()
+/// Columns of the tidy fct table.
+const FCT_COLUMNS: [&str; 12] = [
+    "flow_id",
+    "src_node",
+    "dst_node",
+    "src_ip",
+    "dst_ip",
+    "sport",
+    "dport",
+    "size_bytes",
+    "start_ns",
+    "fct_ns",
+    "standalone_fct_ns",
+    "slowdown",
+];
+const PFC_COLUMNS: [&str; 5] = ["time_ns", "node", "node_type", "if_index", "pause"];
+const QLEN_COLUMNS: [&str; 4] = ["time_ns", "node", "if_index", "qlen_bytes"];
+
+/// One HPCC fct line (trimmed, not blank) as tidy cells, or why it is not an fct row.
+fn fct_cells(l: &str) -> Result<Vec<String>, String> {
+    let r = hpcc_fct::parse_line(l)?;
+    let slowdown = if r.standalone_fct_ns > 0 {
+        format!("{:.6}", r.fct_ns as f64 / r.standalone_fct_ns as f64)
+    } else {
+        String::new()
     };
-    let (rows, warnings) = hpcc_fct::parse(path, text);
-    t.warnings = warnings.iter().map(ToString::to_string).collect();
-    for r in rows {
-        let slowdown = if r.standalone_fct_ns > 0 {
-            format!("{:.6}", r.fct_ns as f64 / r.standalone_fct_ns as f64)
-        } else {
-            String::new()
-        };
-        t.rows.push(vec![
-            r.id.map(|i| i.to_string()).unwrap_or_default(),
-            r.src.to_string(),
-            r.dst.to_string(),
-            format!("{:08x}", r.sip),
-            format!("{:08x}", r.dip),
-            r.sport.to_string(),
-            r.dport.to_string(),
-            r.size.to_string(),
-            r.start_ns.to_string(),
-            r.fct_ns.to_string(),
-            r.standalone_fct_ns.to_string(),
-            slowdown,
-        ]);
-    }
-    t
+    Ok(vec![
+        r.id.map(|i| i.to_string()).unwrap_or_default(),
+        r.src.to_string(),
+        r.dst.to_string(),
+        format!("{:08x}", r.sip),
+        format!("{:08x}", r.dip),
+        r.sport.to_string(),
+        r.dport.to_string(),
+        r.size.to_string(),
+        r.start_ns.to_string(),
+        r.fct_ns.to_string(),
+        r.standalone_fct_ns.to_string(),
+        slowdown,
+    ])
 }
 
-fn parse_ints(path: &Path, text: &str, header: &[&str], what: &str) -> Table {
+/// One line of `n` unsigned integers as cells, or what it should have been.
+fn int_cells(l: &str, n: usize, what: &str) -> Result<Vec<String>, String> {
+    let f: Vec<&str> = l.split_whitespace().collect();
+    if f.len() != n || f.iter().any(|x| x.parse::<u64>().is_err()) {
+        return Err(format!("expected {what}"));
+    }
+    Ok(f.iter().map(|s| s.to_string()).collect())
+}
+
+fn pfc_cells(l: &str) -> Result<Vec<String>, String> {
+    int_cells(l, 5, "`time_ns node_id node_type if_index type`")
+}
+
+fn qlen_cells(l: &str) -> Result<Vec<String>, String> {
+    int_cells(l, 4, "`time_ns node_id if_index qlen_bytes`")
+}
+
+/// How a line-based kind is read: its tidy columns and its line reader.
+type LineKind = (
+    &'static [&'static str],
+    fn(&str) -> Result<Vec<String>, String>,
+);
+
+/// The tidy columns and line reader of a line-based kind (fct, pfc, qlen).
+fn line_kind(kind: Kind) -> Option<LineKind> {
+    match kind {
+        Kind::Fct => Some((&FCT_COLUMNS, fct_cells)),
+        Kind::Pfc => Some((&PFC_COLUMNS, pfc_cells)),
+        Kind::Qlen => Some((&QLEN_COLUMNS, qlen_cells)),
+        Kind::EndToEnd | Kind::Summary => None,
+    }
+}
+
+/// A line-based file in memory as a table (the streaming [`ingest`] reads it the same way).
+fn line_table(path: &Path, text: &str, (header, cells): LineKind) -> Table {
     let mut t = Table {
         header: header.iter().map(|s| s.to_string()).collect(),
         ..Default::default()
@@ -173,35 +202,27 @@ fn parse_ints(path: &Path, text: &str, header: &[&str], what: &str) -> Table {
         if l.is_empty() {
             continue;
         }
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() != header.len() || f.iter().any(|x| x.parse::<u64>().is_err()) {
-            t.warnings
-                .push(warn(path, no, &format!("expected {what}"), l));
-            continue;
+        match cells(l) {
+            Ok(c) => t.rows.push(c),
+            Err(why) => t.warnings.push(warn(path, no, &why, l)),
         }
-        t.rows.push(f.iter().map(|s| s.to_string()).collect());
     }
     t
 }
 
+/// HPCC fct → tidy rows.
+pub fn parse_fct(path: &Path, text: &str) -> Table {
+    line_table(path, text, (&FCT_COLUMNS, fct_cells))
+}
+
 /// HPCC pfc → tidy rows (`pause` is HPCC's type: 1 pause, 0 resume).
 pub fn parse_pfc(path: &Path, text: &str) -> Table {
-    parse_ints(
-        path,
-        text,
-        &["time_ns", "node", "node_type", "if_index", "pause"],
-        "`time_ns node_id node_type if_index type`",
-    )
+    line_table(path, text, (&PFC_COLUMNS, pfc_cells))
 }
 
 /// Queue-length samples → tidy rows.
 pub fn parse_qlen(path: &Path, text: &str) -> Table {
-    parse_ints(
-        path,
-        text,
-        &["time_ns", "node", "if_index", "qlen_bytes"],
-        "`time_ns node_id if_index qlen_bytes`",
-    )
+    line_table(path, text, (&QLEN_COLUMNS, qlen_cells))
 }
 
 /// SimAI EndToEnd.csv → long-form rows (`section,layer,row,metric,value,unit`), read by
@@ -305,14 +326,24 @@ pub fn to_csv(t: &Table) -> Result<Vec<u8>, Ns3Error> {
         .map_err(|e| Ns3Error::Incomplete(format!("csv: {e}")))
 }
 
-/// Ingest every file into `out` as `<stem>.<kind>.csv`.
+/// Warnings kept per file; the rest are counted (a file of garbage must not fill memory
+/// with messages).
+pub const MAX_WARNINGS: usize = 100;
+
+/// Bytes read to tell a file's kind (its first lines).
+const DETECT_BYTES: u64 = 64 << 10;
+
+/// Ingest every file into `out` as `<stem>.<kind>.csv`. Line-based files (fct, pfc, qlen)
+/// are streamed — read a line at a time and written as they are read — so memory stays
+/// flat whatever their size; SimAI's `EndToEnd.csv` and `summary.csv` (a few kilobytes)
+/// are read whole.
 pub fn ingest(files: &[PathBuf], out: &Path) -> Result<Vec<Ingested>, Ns3Error> {
     std::fs::create_dir_all(out).map_err(|e| Ns3Error::io(out, e))?;
     let mut done = Vec::new();
     for f in files {
-        let bytes = std::fs::read(f).map_err(|e| Ns3Error::io(f, e))?;
-        let text = String::from_utf8_lossy(&bytes);
-        let kind = detect(f, &text).ok_or_else(|| {
+        crate::formats::atomic::check_complete(f)?;
+        let head = read_head(f)?;
+        let kind = detect(f, &head).ok_or_else(|| {
             Ns3Error::parse(
                 f,
                 1,
@@ -320,20 +351,94 @@ pub fn ingest(files: &[PathBuf], out: &Path) -> Result<Vec<Ingested>, Ns3Error> 
                 "not an HPCC fct/pfc/qlen file, a SimAI EndToEnd.csv or an ina3d summary.csv",
             )
         })?;
-        let table = parse(kind, f, &text)?;
         let stem = f
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_else(|| "input".into());
         let output = out.join(format!("{stem}.{}.csv", kind.as_str()));
-        write_atomic_bytes(&output, &to_csv(&table)?)?;
+        let (rows, warnings) = match line_kind(kind) {
+            Some(how) => stream_lines(f, &output, how)?,
+            None => {
+                let bytes = std::fs::read(f).map_err(|e| Ns3Error::io(f, e))?;
+                let table = parse(kind, f, &String::from_utf8_lossy(&bytes))?;
+                write_atomic_bytes(&output, &to_csv(&table)?)?;
+                (table.rows.len(), table.warnings)
+            }
+        };
         done.push(Ingested {
             input: f.clone(),
             kind,
             output,
-            rows: table.rows.len(),
-            warnings: table.warnings,
+            rows,
+            warnings,
         });
     }
     Ok(done)
+}
+
+/// The first [`DETECT_BYTES`] of `f` as text (enough for [`detect`]'s first line).
+fn read_head(f: &Path) -> Result<String, Ns3Error> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(f)
+        .and_then(|file| file.take(DETECT_BYTES).read_to_end(&mut head))
+        .map_err(|e| Ns3Error::io(f, e))?;
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Reads `f` line by line, writing each line's tidy cells to `output` (atomically) as it
+/// goes: the rows written and the warnings (at most [`MAX_WARNINGS`], then a count).
+fn stream_lines(
+    f: &Path,
+    output: &Path,
+    (header, cells): LineKind,
+) -> Result<(usize, Vec<String>), Ns3Error> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(f).map_err(|e| Ns3Error::io(f, e))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 16, file);
+    let (mut rows, mut warnings, mut more) = (0usize, Vec::new(), 0usize);
+    let mut read_error = None;
+    let written = crate::formats::write_atomic(output, |w| {
+        let mut csv = csv::Writer::from_writer(w);
+        csv.write_record(header)?;
+        let mut buf = Vec::new();
+        let mut no = 0usize;
+        loop {
+            buf.clear();
+            match input.read_until(b'\n', &mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    read_error = Some(e);
+                    return Err(std::io::Error::other("reading the input failed"));
+                }
+            }
+            no += 1;
+            let text = String::from_utf8_lossy(&buf);
+            let l = text.trim_end_matches(['\n', '\r']).trim();
+            if l.is_empty() {
+                continue;
+            }
+            match cells(l) {
+                Ok(c) => {
+                    csv.write_record(&c)?;
+                    rows += 1;
+                }
+                Err(why) if warnings.len() < MAX_WARNINGS => warnings.push(warn(f, no, &why, l)),
+                Err(_) => more += 1,
+            }
+        }
+        csv.flush()
+    });
+    if let Some(source) = read_error {
+        return Err(Ns3Error::io(f, source));
+    }
+    written?;
+    if more > 0 {
+        warnings.push(format!(
+            "{}: {more} more lines that are not rows (not listed)",
+            f.display()
+        ));
+    }
+    Ok((rows, warnings))
 }

@@ -297,15 +297,20 @@ impl JobSpec {
             option: format!("--gpu `{}`", self.gpu),
             msg: "expected a100, h100, h800, h20 or NAME:TFLOPS".into(),
         })?;
+        let schedule = ScheduleOptions {
+            gpu,
+            mfu: self.mfu,
+            calibrate: self.calibrate,
+            factor: self.calibration_factor,
+            moe_routing: self.moe_routing,
+            warmup_rule: self.warmup_rule,
+        };
+        schedule.check().map_err(|e| PipelineError::Option {
+            option: "--mfu / --calibration-factor".into(),
+            msg: e.to_string(),
+        })?;
         Ok(TraceOptions {
-            schedule: ScheduleOptions {
-                gpu,
-                mfu: self.mfu,
-                calibrate: self.calibrate,
-                factor: self.calibration_factor,
-                moe_routing: self.moe_routing,
-                warmup_rule: self.warmup_rule,
-            },
+            schedule,
             collective: self.collective,
             ina,
             seed: self.seed,

@@ -15,7 +15,6 @@
 mod bench;
 mod job;
 mod policy;
-#[cfg(feature = "tables")]
 mod run;
 mod spec;
 mod stages;
@@ -30,7 +29,6 @@ pub use job::{
     DEFAULT_TOPOLOGY, MEGATRON_FLAGS,
 };
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
-#[cfg(feature = "tables")]
 pub use run::{run, RunOutcome};
 pub use spec::{
     parse_seeds, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec, DEFAULT_PLAN_TIME_LIMIT,
@@ -53,12 +51,19 @@ use std::path::PathBuf;
 /// replay-only unless ns-3 is asked for (then expect tens of minutes).
 pub const AUTO_NS3_MAX_NET_BYTES: u64 = 256 << 20;
 
-/// Where a run's stage messages go: the command line prints them, a sweep cell writes them
-/// to its `log.txt`.
+/// Where a run's stage messages go: the command line shows warnings and progress (and the
+/// stage messages with `-v`), a sweep cell writes everything to its `log.txt`.
 pub trait Reporter {
-    /// One message (may hold several lines).
+    /// One stage message (may hold several lines): what a stage did, in detail.
     fn line(&mut self, text: &str);
-    /// Whether stages may draw progress bars on the terminal.
+    /// Something the user should see even when stage messages are hidden.
+    fn warn(&mut self, text: &str) {
+        self.line(&format!("warning: {text}"));
+    }
+    /// The run is at step `done` of `total` (policies × seeds), doing `what`; called before
+    /// each step and with `done == total` at the end.
+    fn step(&mut self, _done: usize, _total: usize, _what: &str) {}
+    /// Whether stages may draw their own progress bars on the terminal.
     fn bars(&self) -> bool {
         false
     }
@@ -215,7 +220,6 @@ pub enum PipelineError {
         source: Box<crate::fct::bench::BenchError>,
     },
     /// Comparison or tables failed.
-    #[cfg(feature = "tables")]
     #[error(transparent)]
     Report(Box<crate::report::ReportError>),
     /// The planner could not plan the job.
@@ -240,7 +244,6 @@ impl From<crate::formats::FormatError> for PipelineError {
     }
 }
 
-#[cfg(feature = "tables")]
 impl From<crate::report::ReportError> for PipelineError {
     fn from(e: crate::report::ReportError) -> Self {
         PipelineError::Report(Box::new(e))

@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! results.csv                 one row per policy (README "Outputs and their columns")
+//! results.svg                 its picture: speed-ups (with their seed range), exposed time
 //! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
 //! <policy>/plan.json          the plan of a planner policy (plan, plan-exact, sharp)
 //! <policy>/replay/            fct.csv, fct.txt, summary.csv, links.csv, switches.csv
@@ -15,6 +16,10 @@
 //! With several seeds each seed has that layout under `seed-<s>/` (its own `results.csv`),
 //! and the top `results.csv` gives, per policy, the median over the seeds and the range of
 //! the iteration time and the speed-up, with the seeds listed ([`crate::report::seeds_table`]).
+//!
+//! The per-flow comparison (`<policy>/compare/`) joins tables with polars: a build without
+//! the `tables` feature runs ns-3 and puts its iteration time and speed-up in `results.csv`,
+//! and says where `ina3d compare` (of a full build) would write the rest.
 
 use super::stages::{
     emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report,
@@ -24,9 +29,8 @@ use super::{
 };
 use crate::fct::Summary;
 use crate::ns3::{self, EmitOptions};
-use crate::report::{self, PolicyResult};
+use crate::report::{self, PolicyResult, ResultsTable};
 use crate::trace::TraceOptions;
-use polars::prelude::DataFrame;
 use std::path::{Path, PathBuf};
 
 /// What a run produced.
@@ -35,9 +39,11 @@ pub struct RunOutcome {
     /// Per seed, one result per policy in the spec's order.
     pub per_seed: Vec<(u64, Vec<PolicyResult>)>,
     /// The table written to `results.csv`.
-    pub table: DataFrame,
+    pub table: ResultsTable,
     /// `results.csv`.
     pub results: PathBuf,
+    /// `results.svg`, the picture of the table ([`crate::report::plot`]).
+    pub picture: PathBuf,
     /// Why ns-3 did not run on its own, when it did not run at all and was not turned off.
     pub ns3_note: Option<String>,
     /// Whether ns-3 ran (for at least one policy).
@@ -54,10 +60,11 @@ pub fn run(
     rep: &mut dyn Reporter,
 ) -> Result<RunOutcome, PipelineError> {
     spec.validate()?;
-    std::fs::create_dir_all(out).map_err(PipelineError::io(out))?;
     let job = Job::prepare(&spec.job)?;
+    // marked incomplete until results.csv and its picture are written
+    let set = crate::formats::atomic::OutputSet::begin(out, "ina3d run")?;
     for w in &job.warnings {
-        rep.line(&format!("warning: {w}"));
+        rep.warn(w);
     }
     let base = spec.job.trace_options()?;
     let mut ctx = Runner {
@@ -68,6 +75,7 @@ pub fn run(
         ns3_ran: false,
     };
     let several = spec.seeds.len() > 1;
+    let steps = spec.seeds.len() * spec.policies.len();
     let mut per_seed = Vec::new();
     for &seed in &spec.seeds {
         let sub = |d: &Path| {
@@ -89,6 +97,11 @@ pub fn run(
             } else {
                 p.to_string()
             };
+            rep.step(
+                per_seed.len() * spec.policies.len() + rows.len(),
+                steps,
+                &tag,
+            );
             let r = ctx
                 .policy(
                     p,
@@ -106,17 +119,26 @@ pub fn run(
             rows.push(r);
         }
         if several {
-            report::write_csv(&mut report::results_table(&rows)?, &dir.join("results.csv"))?;
+            report::results_table(&rows)?.write_csv(&dir.join("results.csv"))?;
         }
         per_seed.push((seed, rows));
     }
-    let mut table = if several {
+    rep.step(steps, steps, "results");
+    let table = if several {
         report::seeds_table(&per_seed)?
     } else {
         report::results_table(&per_seed[0].1)?
     };
     let results = out.join("results.csv");
-    report::write_csv(&mut table, &results)?;
+    table.write_csv(&results)?;
+    let picture = out.join("results.svg");
+    report::plot::write_svg(
+        &picture,
+        &format!("{} on {}", spec.job.input, spec.job.topology),
+        "seeds",
+        &report::plot::figures(&table),
+    )?;
+    set.finish()?;
     let ns3_note = (!ctx.ns3_ran && spec.ns3 == Ns3Choice::Auto).then(|| {
         if ctx.ns3_installed {
             "the trace moves more than 256 MiB over the network".to_string()
@@ -128,6 +150,7 @@ pub fn run(
         per_seed,
         table,
         results,
+        picture,
         ns3_note,
         ns3_ran: ctx.ns3_ran,
     })
@@ -259,16 +282,34 @@ impl Runner<'_> {
         }
         let run = run?;
         rep.line(&format!("[{tag}] {}", super::ns3_report(&run, &ns3_dir)));
-        let c = report::compare_with(
-            &dir.join("replay"),
-            &ns3_dir,
-            &report::CompareOptions::default(),
-        )?;
-        c.write(&dir.join("compare"))?;
-        rep.line(&format!("[{tag}] replayer vs ns-3:\n{}", c.summary_text()?));
+        compare_dirs(dir, tag, rep)?;
         self.ns3_ran = true;
         Ok(run.summary)
     }
+}
+
+/// The replay and ns-3 outputs of one policy compared flow by flow into `dir/compare`.
+#[cfg(feature = "tables")]
+fn compare_dirs(dir: &Path, tag: &str, rep: &mut dyn Reporter) -> Result<(), PipelineError> {
+    let c = report::compare_with(
+        &dir.join("replay"),
+        &dir.join("ns3"),
+        &report::CompareOptions::default(),
+    )?;
+    c.write(&dir.join("compare"))?;
+    rep.line(&format!("[{tag}] replayer vs ns-3:\n{}", c.summary_text()?));
+    Ok(())
+}
+
+/// Without polars there is no per-flow join: say how to make it.
+#[cfg(not(feature = "tables"))]
+fn compare_dirs(dir: &Path, tag: &str, rep: &mut dyn Reporter) -> Result<(), PipelineError> {
+    rep.line(&format!(
+        "[{tag}] per-flow comparison not made (this build has no `tables` feature): \
+         `ina3d compare --replay {0}/replay --ns3 {0}/ns3 -o {0}/compare` from a default build",
+        dir.display()
+    ));
+    Ok(())
 }
 
 /// `text` with `[tag] ` before its first line.

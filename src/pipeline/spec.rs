@@ -479,13 +479,22 @@ fn join<T: ToString>(v: &[T]) -> String {
 }
 
 /// Parses a comma-separated seed list (`0,1,2`): at least one, none twice.
+///
+/// ```
+/// use ina3d::pipeline::parse_seeds;
+/// assert_eq!(parse_seeds("0, 1,2"), Ok(vec![0, 1, 2]));
+/// assert_eq!(parse_seeds("3,1,3"), Err("seed 3 is named twice".to_string()));
+/// assert!(parse_seeds("").is_err());
+/// ```
 pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
     let mut v: Vec<u64> = Vec::new();
+    // a set beside the list: the check stays linear in the number of seeds
+    let mut seen = std::collections::HashSet::new();
     for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let n: u64 = p
             .parse()
             .map_err(|_| format!("seed `{p}` is not a non-negative integer"))?;
-        if v.contains(&n) {
+        if !seen.insert(n) {
             return Err(format!("seed {n} is named twice"));
         }
         v.push(n);

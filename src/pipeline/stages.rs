@@ -605,12 +605,14 @@ pub fn emit_ns3(
     out: &Path,
     source_trace: &str,
 ) -> Result<EmitReport, PipelineError> {
+    let set = crate::formats::atomic::OutputSet::begin(out, "ina3d ns3 emit")?;
     let r = ns3::emit(records, ina, topo, opts, out).map_err(|source| PipelineError::Emit {
         dir: out.to_path_buf(),
         source: Box::new(source),
     })?;
     let src = out.join(ns3::run::SOURCE_TRACE_FILE);
     write_atomic(&src, |w| writeln!(w, "{source_trace}"))?;
+    set.finish()?;
     Ok(r)
 }
 
@@ -647,10 +649,15 @@ pub fn run_ns3(
     dir: &Path,
     progress: impl FnMut(u64, u64),
 ) -> Result<ns3::run::RunReport, PipelineError> {
-    ns3::run::run_glue(binary, dir, progress).map_err(|source| PipelineError::Ns3Run {
+    // the emitted inputs must be whole before the glue reads them
+    crate::formats::atomic::check_complete(&dir.join(ns3::run::SOURCE_TRACE_FILE))?;
+    let set = crate::formats::atomic::OutputSet::begin(dir, "ina3d ns3 run")?;
+    let r = ns3::run::run_glue(binary, dir, progress).map_err(|source| PipelineError::Ns3Run {
         dir: dir.to_path_buf(),
         source: Box::new(source),
-    })
+    })?;
+    set.finish()?;
+    Ok(r)
 }
 
 /// The line `ina3d ns3 run` prints.

@@ -19,6 +19,12 @@ use crate::units::{BitsPerSec, LinkId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
+/// the engine adds up saturates instead of wrapping, and an event past this horizon stops
+/// the replay with [`super::ReplayError::PastHorizon`] — no input can wrap a time round
+/// to a shorter iteration.
+pub const TIME_HORIZON_NS: u64 = 1 << 62;
+
 /// What an event does. The declaration order is the processing order within one
 /// nanosecond (then by index, then version): transfers finish, records and aggregations
 /// end (freeing their dependants and slots), then records and aggregations start.
@@ -166,6 +172,8 @@ pub(super) struct Sim<'a> {
     fallbacks: u64,
     events: u64,
     pub resolves: u64,
+    /// The first event scheduled past [`TIME_HORIZON_NS`] (kind, index), if any.
+    beyond: Option<(EventKind, u32)>,
     /// The DCQCN rate model's state, when it is on (`dcqcn`).
     pub cc: Option<Box<super::dcqcn::State>>,
 }
@@ -205,6 +213,7 @@ impl<'a> Sim<'a> {
             pools,
             occupancy,
             fallbacks: 0,
+            beyond: None,
             events: 0,
             resolves: 0,
             cc: None,
@@ -213,7 +222,32 @@ impl<'a> Sim<'a> {
     }
 
     pub(super) fn push(&mut self, t: u64, kind: EventKind, idx: u32, ver: u32) {
+        // the DCQCN model may park its tick far ahead, and a unit starved to a rate near 0
+        // gets a far transfer end that a new rate supersedes: those two are judged when
+        // they fire (`tx_done`), every other event is the trace's
+        let parked = matches!(kind, EventKind::CcTick | EventKind::TxDone);
+        if t > TIME_HORIZON_NS && !parked && self.beyond.is_none() {
+            self.beyond = Some((kind, idx));
+        }
         self.heap.push(Reverse((t, kind, idx, ver)));
+    }
+
+    /// The error for an event past the horizon, naming the record concerned.
+    fn past_horizon(&self, kind: EventKind, idx: u32, records: &RecordTable) -> ReplayError {
+        let what = match kind {
+            EventKind::End | EventKind::Start => format!("record {}", records.id(idx as usize)),
+            EventKind::AggEnd | EventKind::AggStart => format!("aggregation {idx}"),
+            EventKind::TxDone => {
+                let u = self.slot_of[idx as usize] as usize;
+                match self.units.get(u).map(|x| x.owner) {
+                    Some(Owner::Rec(i)) => format!("record {}", records.id(i as usize)),
+                    Some(Owner::Agg(a) | Owner::Ring(a)) => format!("aggregation {a}"),
+                    None => "a transfer".to_string(),
+                }
+            }
+            EventKind::CcTick => "the DCQCN model".to_string(),
+        };
+        ReplayError::PastHorizon { what }
     }
 
     /// Run every event to the last; then every record has ended (or it is an error).
@@ -235,6 +269,9 @@ impl<'a> Sim<'a> {
                 self.heap.pop();
                 self.events += 1;
                 self.handle(kind, idx, ver, records);
+            }
+            if let Some((kind, idx)) = self.beyond {
+                return Err(self.past_horizon(kind, idx, records));
             }
             self.resolve();
             if let Some(b) = &bar {
@@ -290,6 +327,11 @@ impl<'a> Sim<'a> {
             }
             return;
         }
+        if self.now > TIME_HORIZON_NS {
+            // a transfer that really ends past the horizon (not a superseded far event)
+            self.beyond.get_or_insert((EventKind::TxDone, serial));
+            return;
+        }
         let (owner, lat, off, len, rate) = (x.owner, x.latency, x.off, x.len, x.rate);
         let t = self.now;
         self.cc_done(u);
@@ -299,7 +341,7 @@ impl<'a> Sim<'a> {
         match owner {
             Owner::Rec(i) => {
                 self.regions[len as usize].push(off);
-                self.push(t + lat, EventKind::End, i, 0)
+                self.push(t.saturating_add(lat), EventKind::End, i, 0)
             }
             Owner::Agg(a) => {
                 self.account_edges(a, records);
@@ -307,13 +349,13 @@ impl<'a> Sim<'a> {
                 // after its fluid's last byte (netmodel::ina_tail)
                 let g = &self.p.aggs[a as usize];
                 let tail = crate::netmodel::ina_tail(g.wire, rate, g.window, g.rounds, g.rtt, lat);
-                self.push(t + tail, EventKind::AggEnd, a, 0);
+                self.push(t.saturating_add(tail), EventKind::AggEnd, a, 0);
             }
             Owner::Ring(a) => {
                 let agg = &mut self.p.aggs[a as usize];
                 agg.outstanding -= 1;
                 if agg.outstanding == 0 {
-                    self.push(t + lat, EventKind::AggEnd, a, 0);
+                    self.push(t.saturating_add(lat), EventKind::AggEnd, a, 0);
                 }
             }
         }
@@ -356,7 +398,9 @@ impl<'a> Sim<'a> {
     /// Record `i`'s last dep ended: start it after its gap, or count it towards its
     /// aggregation, which starts when its last edge is ready.
     fn ready(&mut self, i: u32, records: &RecordTable) {
-        let t = self.rec[i as usize].start + records.gap(i as usize);
+        let t = self.rec[i as usize]
+            .start
+            .saturating_add(records.gap(i as usize));
         let a = self.p.agg_of(i as usize);
         if a == NONE {
             self.push(t, EventKind::Start, i, 0);
@@ -394,7 +438,12 @@ impl<'a> Sim<'a> {
         let iu = i as usize;
         self.rec[iu].start = self.now;
         match self.rec[iu].path {
-            TIMER => self.push(self.now + records.dur(iu), EventKind::End, i, 0),
+            TIMER => self.push(
+                self.now.saturating_add(records.dur(iu)),
+                EventKind::End,
+                i,
+                0,
+            ),
             path => {
                 let (len, delay) = match path {
                     NONE => (0, 0),
@@ -402,7 +451,7 @@ impl<'a> Sim<'a> {
                 };
                 let w = wire(records.bytes(iu), self.opts).0 as f64;
                 if len == 0 || w == 0.0 {
-                    self.push(self.now + delay, EventKind::End, i, 0);
+                    self.push(self.now.saturating_add(delay), EventKind::End, i, 0);
                 } else {
                     let cap = self.p.paths.bottleneck[path as usize];
                     let off = self.region(len, path);
@@ -427,7 +476,7 @@ impl<'a> Sim<'a> {
         agg.started = now;
         agg.slots = slots;
         if agg.wire == 0.0 || agg.tree_len == 0 {
-            let t = now + agg.latency;
+            let t = now.saturating_add(agg.latency);
             self.push(t, EventKind::AggEnd, a, 0);
             return;
         }
@@ -465,7 +514,7 @@ impl<'a> Sim<'a> {
         agg.outstanding = usable.len() as u32;
         if usable.is_empty() || w == 0.0 {
             agg.outstanding = 0;
-            self.push(now + lat, EventKind::AggEnd, a, 0);
+            self.push(now.saturating_add(lat), EventKind::AggEnd, a, 0);
             return;
         }
         for (off, len) in usable {
@@ -547,7 +596,7 @@ impl<'a> Sim<'a> {
                     BitsPerSec(rate)
                         .transmit_time(wire(records.bytes(i), self.opts))
                         .0
-                        + self.p.paths.delay[p as usize]
+                        .saturating_add(self.p.paths.delay[p as usize])
                 }
             },
         }

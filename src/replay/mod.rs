@@ -106,7 +106,7 @@ mod solver;
 mod table;
 
 pub use dcqcn::{RateModel, Rp};
-pub use engine::{simulate, simulate_table};
+pub use engine::{simulate, simulate_table, TIME_HORIZON_NS};
 pub use output::write_outputs;
 pub use route::PathSource;
 pub use table::RecordTable;
@@ -276,6 +276,17 @@ pub enum ReplayError {
         agg: u64,
         /// What is wrong.
         msg: String,
+    },
+    /// An event fell past the replayer's horizon ([`TIME_HORIZON_NS`]): some size, time,
+    /// rate or delay in the input is far outside any real job (the readers bound each one;
+    /// this catches their sums).
+    #[error(
+        "{what}: the simulated time passes 2^62 ns (146 years); a size, gap, duration, rate \
+         or delay of the trace or topology is out of any real range"
+    )]
+    PastHorizon {
+        /// The record or aggregation concerned.
+        what: String,
     },
     /// Records left unfinished when no event remained (cannot happen on a validated
     /// trace; reported rather than hidden).

@@ -11,7 +11,8 @@ use std::path::Path;
 /// threads at once, each from its own pass over the rows (an error in `fct.csv` is
 /// reported first, as if written one after the other).
 pub fn write_outputs(dir: &Path, r: &ReplayResult) -> Result<(), FormatError> {
-    std::fs::create_dir_all(dir).map_err(FormatError::io(dir))?;
+    // marked until the five files are all there (formats::atomic::OutputSet)
+    let set = crate::formats::atomic::OutputSet::begin(dir, "ina3d replay")?;
     let (csv, txt) = std::thread::scope(|s| {
         let txt =
             s.spawn(|| hpcc_fct::write(&dir.join("fct.txt"), r.row_iter(), hpcc_fct::Flavor::Hpcc));
@@ -26,5 +27,6 @@ pub fn write_outputs(dir: &Path, r: &ReplayResult) -> Result<(), FormatError> {
     txt?;
     summary_csv::write(&dir.join("summary.csv"), &r.summary)?;
     links_csv::write(&dir.join("links.csv"), &r.channels)?;
-    switches_csv::write(&dir.join("switches.csv"), &r.slots)
+    switches_csv::write(&dir.join("switches.csv"), &r.slots)?;
+    set.finish()
 }

@@ -14,9 +14,8 @@
 //!
 //! The median of the per-seed speed-ups is not the ratio of the median iteration times.
 
-use super::{median, pol, results_table, PolicyResult, ReportError};
-use polars::prelude::*;
-use std::path::Path;
+use super::results::{results_table, Column, PolicyResult, ResultsTable, Values};
+use super::{median, ReportError};
 
 /// The columns [`seeds_table`] appends after the [`super::RESULTS_COLUMNS`].
 pub const SEED_COLUMNS: [&str; 5] = [
@@ -48,8 +47,7 @@ fn median_f64(values: &[f64]) -> Option<f64> {
 
 /// The table of a run over several seeds (see the module docs). Every seed must have run
 /// the same policies in the same order.
-pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<DataFrame, ReportError> {
-    let name = Path::new("results.csv");
+pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<ResultsTable, ReportError> {
     let tables = per_seed
         .iter()
         .map(|(_, rows)| results_table(rows))
@@ -60,103 +58,98 @@ pub fn seeds_table(per_seed: &[(u64, Vec<PolicyResult>)]) -> Result<DataFrame, R
             msg: "no seed ran".into(),
         });
     };
-    let policies =
-        |rows: &[PolicyResult]| rows.iter().map(|r| r.policy.clone()).collect::<Vec<_>>();
-    let expected = policies(&per_seed[0].1);
-    for (seed, rows) in per_seed {
-        if policies(rows) != expected {
+    let policies = |t: &ResultsTable| t.policies().join(", ");
+    for ((seed, _), t) in per_seed.iter().zip(&tables) {
+        if t.policies() != first.policies() {
             return Err(ReportError::SeedPolicies {
                 seed: Some(*seed),
                 msg: format!(
-                    "ran {:?}, seed {} ran {expected:?}",
-                    policies(rows),
-                    per_seed[0].0
+                    "ran {}, seed {} ran {}",
+                    policies(t),
+                    per_seed[0].0,
+                    policies(first)
                 ),
             });
         }
     }
+    let height = first.height();
     let mut cols = Vec::new();
-    for c in first.columns() {
-        let across = tables
-            .iter()
-            .map(|t| t.column(c.name()).cloned())
-            .collect::<PolarsResult<Vec<Column>>>()
-            .map_err(pol(name))?;
-        cols.push(fold(c, &across).map_err(pol(name))?);
+    for (k, c) in first.columns.iter().enumerate() {
+        let across: Vec<&Values> = tables.iter().map(|t| &t.columns[k].values).collect();
+        cols.push(Column {
+            name: c.name.clone(),
+            values: fold(&c.name, height, &across)?,
+        });
     }
     let seeds = per_seed
         .iter()
         .map(|(s, _)| s.to_string())
         .collect::<Vec<_>>()
         .join(";");
-    cols.push(Column::new("seeds".into(), vec![seeds; first.height()]));
+    cols.push(Column::text("seeds", vec![seeds; height]));
     for metric in ["iteration_time_ns", "speedup_vs_ring"] {
-        let across = tables
-            .iter()
-            .map(|t| t.column(metric)?.cast(&DataType::Float64))
-            .collect::<PolarsResult<Vec<Column>>>()
-            .map_err(pol(name))?;
         let values =
-            |i: usize| -> Vec<f64> { across.iter().filter_map(|c| c.f64().ok()?.get(i)).collect() };
-        let range = |pick: fn(f64, f64) -> f64| -> Vec<f64> {
-            (0..first.height())
-                .map(|i| values(i).into_iter().reduce(pick).unwrap_or(f64::NAN))
+            |i: usize| -> Vec<f64> { tables.iter().filter_map(|t| t.f64_at(metric, i)).collect() };
+        let range = |pick: fn(f64, f64) -> f64| -> Vec<Option<f64>> {
+            (0..height)
+                .map(|i| values(i).into_iter().reduce(pick))
                 .collect()
         };
         let (lo, hi) = (range(f64::min), range(f64::max));
+        let (lo_name, hi_name) = (format!("{metric}_min"), format!("{metric}_max"));
         if metric == "iteration_time_ns" {
-            let int = |v: Vec<f64>| v.into_iter().map(|x| x as u64).collect::<Vec<u64>>();
-            cols.push(Column::new(format!("{metric}_min").into(), int(lo)));
-            cols.push(Column::new(format!("{metric}_max").into(), int(hi)));
+            let int = |v: Vec<Option<f64>>| v.into_iter().map(|x| x.map(|x| x as u64)).collect();
+            cols.push(Column::int(&lo_name, int(lo)));
+            cols.push(Column::int(&hi_name, int(hi)));
         } else {
-            cols.push(Column::new(format!("{metric}_min").into(), lo));
-            cols.push(Column::new(format!("{metric}_max").into(), hi));
+            cols.push(Column::float(&lo_name, lo));
+            cols.push(Column::float(&hi_name, hi));
         }
     }
-    DataFrame::new_infer_height(cols).map_err(pol(name))
+    Ok(ResultsTable { columns: cols })
 }
 
-/// One column over the seeds: text must agree; numbers fold to their median.
-fn fold(first: &Column, across: &[Column]) -> PolarsResult<Column> {
-    let n = first.len();
-    let name = first.name().clone();
-    Ok(match first.dtype() {
-        DataType::String => {
-            for c in across {
-                if !c
-                    .as_materialized_series()
-                    .equals(first.as_materialized_series())
-                {
-                    return Err(PolarsError::ComputeError(
-                        format!("column `{name}` differs between seeds").into(),
-                    ));
-                }
+/// One column over the seeds: text must agree; numbers fold to their median (empty cells
+/// left out; empty at every seed stays empty).
+fn fold(name: &str, height: usize, across: &[&Values]) -> Result<Values, ReportError> {
+    Ok(match across[0] {
+        Values::Text(first) => {
+            if across
+                .iter()
+                .any(|v| !matches!(v, Values::Text(t) if t == first))
+            {
+                return Err(ReportError::SeedPolicies {
+                    seed: None,
+                    msg: format!("column `{name}` differs between seeds"),
+                });
             }
-            first.clone()
+            Values::Text(first.clone())
         }
-        DataType::Float64 => {
-            let cs = across
-                .iter()
-                .map(|c| c.f64().cloned())
-                .collect::<PolarsResult<Vec<_>>>()?;
-            let v: Vec<Option<f64>> = (0..n)
-                .map(|i| median_f64(&cs.iter().filter_map(|c| c.get(i)).collect::<Vec<_>>()))
-                .collect();
-            Column::new(name, v)
-        }
-        _ => {
-            let cs = across
-                .iter()
-                .map(|c| c.cast(&DataType::UInt64))
-                .collect::<PolarsResult<Vec<_>>>()?;
-            let cs = cs
-                .iter()
-                .map(|c| c.u64().cloned())
-                .collect::<PolarsResult<Vec<_>>>()?;
-            let v: Vec<Option<u64>> = (0..n)
-                .map(|i| median_u64(&cs.iter().filter_map(|c| c.get(i)).collect::<Vec<_>>()))
-                .collect();
-            Column::new(name, v)
-        }
+        Values::Float(_) => Values::Float(
+            (0..height)
+                .map(|i| {
+                    median_f64(
+                        &across
+                            .iter()
+                            .filter_map(|v| v.f64_at(i))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .collect(),
+        ),
+        Values::Int(_) => Values::Int(
+            (0..height)
+                .map(|i| {
+                    let cells: Vec<u64> = across
+                        .iter()
+                        .filter_map(|v| match v {
+                            Values::Int(x) => x[i],
+                            _ => None,
+                        })
+                        .collect();
+                    median_u64(&cells)
+                })
+                .collect(),
+        ),
     })
 }

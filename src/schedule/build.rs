@@ -679,7 +679,9 @@ fn check_experts(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
     Ok(())
 }
 
-fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError> {
+/// The options' own ranges (MFU in (0, 1], a positive finite calibration factor): what
+/// [`ScheduleOptions::check`] runs before anything is built.
+pub(super) fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError> {
     if !(opts.mfu > 0.0 && opts.mfu <= 1.0) {
         return Err(ScheduleError::Option(format!(
             "MFU {} must be in (0, 1]",

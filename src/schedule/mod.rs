@@ -160,6 +160,15 @@ pub struct ScheduleOptions {
     pub warmup_rule: WarmupRule,
 }
 
+impl ScheduleOptions {
+    /// Whether these options can be used at all (MFU in (0, 1], a positive finite
+    /// calibration factor), checked on their own, before any job is read: a grid or a
+    /// command line with `mfu = NaN` stops before anything runs.
+    pub fn check(&self) -> Result<(), ScheduleError> {
+        build::check_options(self)
+    }
+}
+
 impl Default for ScheduleOptions {
     fn default() -> Self {
         ScheduleOptions {

@@ -9,7 +9,9 @@
 //!   from deterministic simulation, so the same grid gives the same bytes wherever it ran;
 //! - `timings.csv`: `cell`, `policy` and the wall-time columns (they vary run to run);
 //! - `cells.csv`: every cell of the grid — `index`, `cell`, `state` (`done`, `failed`,
-//!   `partial`, `missing`), `error` (first line of `error.txt`), the axes.
+//!   `partial`, `missing`), `error` (first line of `error.txt`), the axes;
+//! - `sweep.svg`: per policy, the speed-up over the ring (median and range over the done
+//!   cells) and the median exposed time per class.
 //!
 //! The results columns are typed over all cells at once: unsigned integers when every
 //! non-empty cell is one, else decimals when every one is a number, else text.
@@ -40,6 +42,10 @@ impl Collected {
         self.cells.iter().filter(|c| c.2 != CellState::Done)
     }
 }
+
+/// The picture of the sweep: per policy, the speed-up's median and range over the cells
+/// and the median exposed time per class ([`crate::report::plot::over_cells`]).
+pub const SWEEP_PICTURE: &str = "sweep.svg";
 
 fn is_wall_time(column: &str) -> bool {
     column.ends_with("wall_time_ns")
@@ -125,6 +131,17 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
             }
         })?;
         write_csv(&mut df, &p)?;
+        written.push(p);
+    }
+    if !tables.is_empty() {
+        let p = path(SWEEP_PICTURE);
+        let cells: Vec<&ResultsText> = tables.iter().map(|(_, t)| t).collect();
+        crate::report::plot::write_svg(
+            &p,
+            &format!("{} cells of {}", cells.len(), out.display()),
+            "cells",
+            &crate::report::plot::over_cells(&cells),
+        )?;
         written.push(p);
     }
     Ok(Collected {

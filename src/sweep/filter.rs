@@ -123,7 +123,23 @@ type In<'a> = &'a str;
 /// The parser state: the whole source, to turn remaining input into offsets.
 struct P<'s> {
     src: &'s str,
+    /// Parentheses, `not`s and minus signs open around the current position.
+    depth: std::cell::Cell<usize>,
+    /// Binary operators read so far.
+    ops: std::cell::Cell<usize>,
 }
+
+/// The most binary operators a filter may have: a chain like `a + b + …` is evaluated
+/// one level deeper per operator.
+pub const MAX_OPS: usize = 256;
+
+/// The deepest nesting a filter may have (parentheses, `not`, unary minus): the parser
+/// and the evaluator recurse once per level, so a crafted filter must not reach the
+/// stack's end.
+pub const MAX_DEPTH: usize = 32;
+
+/// The longest filter accepted, in bytes.
+pub const MAX_LEN: usize = 4096;
 
 fn ident_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'
@@ -144,6 +160,34 @@ fn keyword<'a>(kw: &'static str) -> impl FnMut(In<'a>) -> IResult<In<'a>, In<'a>
 impl<'s> P<'s> {
     fn at(&self, rest: In<'_>) -> usize {
         self.src.len() - rest.len()
+    }
+    /// `f` one level deeper, or a failure past [`MAX_DEPTH`].
+    fn deeper<'a>(
+        &self,
+        i: In<'a>,
+        f: impl FnOnce(In<'a>) -> IResult<In<'a>, Node>,
+    ) -> IResult<In<'a>, Node> {
+        if self.depth.get() >= MAX_DEPTH {
+            return Err(nom::Err::Failure(nom::error::Error::new(
+                i,
+                nom::error::ErrorKind::TooLarge,
+            )));
+        }
+        self.depth.set(self.depth.get() + 1);
+        let r = f(i);
+        self.depth.set(self.depth.get() - 1);
+        r
+    }
+    /// One more binary operator at `i`, or a failure past [`MAX_OPS`].
+    fn count_op<'a>(&self, i: In<'a>) -> Result<(), nom::Err<nom::error::Error<In<'a>>>> {
+        self.ops.set(self.ops.get() + 1);
+        if self.ops.get() > MAX_OPS {
+            return Err(nom::Err::Failure(nom::error::Error::new(
+                i,
+                nom::error::ErrorKind::Count,
+            )));
+        }
+        Ok(())
     }
     fn node(&self, rest: In<'_>, e: Expr) -> Node {
         Node {
@@ -169,6 +213,7 @@ impl<'s> P<'s> {
         'more: loop {
             for &(op, word) in ops {
                 if let Ok((r, _)) = keyword(word)(i) {
+                    self.count_op(i)?;
                     let at = self.at(r) - word.len();
                     let (r, right) = next(self, r)?;
                     left = Node {
@@ -185,7 +230,7 @@ impl<'s> P<'s> {
     fn not<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
         if let Ok((r, _)) = keyword("not")(i) {
             let at = self.at(r) - 3;
-            let (r, inner) = self.not(r)?;
+            let (r, inner) = self.deeper(r, |r| self.not(r))?;
             return Ok((
                 r,
                 Node {
@@ -259,6 +304,7 @@ impl<'s> P<'s> {
             let (r, _) = multispace0::<_, nom::error::Error<In<'a>>>(i)?;
             for &(c, op) in ops {
                 if let Ok((r2, _)) = char::<_, nom::error::Error<In<'a>>>(c)(r) {
+                    self.count_op(r)?;
                     let at = self.at(r);
                     let (r3, right) = next(self, r2)?;
                     left = Node {
@@ -285,7 +331,7 @@ impl<'s> P<'s> {
     fn unary<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
         if let Ok((r, _)) = ws(char::<_, nom::error::Error<In<'a>>>('-'))(i) {
             let at = self.at(r) - 1;
-            let (r, inner) = self.unary(r)?;
+            let (r, inner) = self.deeper(r, |r| self.unary(r))?;
             return Ok((
                 r,
                 Node {
@@ -299,7 +345,7 @@ impl<'s> P<'s> {
     fn atom<'a>(&self, i: In<'a>) -> IResult<In<'a>, Node> {
         let (i, _) = multispace0(i)?;
         if let Ok((r, _)) = char::<_, nom::error::Error<In<'a>>>('(')(i) {
-            let (r, e) = self.expr(r)?;
+            let (r, e) = self.deeper(r, |r| self.expr(r))?;
             let (r, _) = ws(char(')'))(r)?;
             return Ok((r, e));
         }
@@ -365,7 +411,20 @@ fn near(rest: &str) -> String {
 impl Filter {
     /// Parses `src`.
     pub fn parse(src: &str) -> Result<Filter, FilterError> {
-        let p = P { src };
+        if src.len() > MAX_LEN {
+            return Err(FilterError {
+                offset: MAX_LEN,
+                msg: format!(
+                    "the filter is {} bytes long, more than {MAX_LEN}: split the grid instead",
+                    src.len()
+                ),
+            });
+        }
+        let p = P {
+            src,
+            depth: std::cell::Cell::new(0),
+            ops: std::cell::Cell::new(0),
+        };
         match p.expr(src) {
             Ok((rest, root)) => {
                 let rest = rest.trim_start();
@@ -380,6 +439,18 @@ impl Filter {
                         ),
                     })
                 }
+            }
+            Err(nom::Err::Failure(e)) if e.code == nom::error::ErrorKind::TooLarge => {
+                Err(FilterError {
+                    offset: p.at(e.input),
+                    msg: format!("nested more than {MAX_DEPTH} deep (parentheses, `not`, `-`)"),
+                })
+            }
+            Err(nom::Err::Failure(e)) if e.code == nom::error::ErrorKind::Count => {
+                Err(FilterError {
+                    offset: p.at(e.input),
+                    msg: format!("more than {MAX_OPS} operators: split the grid instead"),
+                })
             }
             Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {
                 let rest = e.input.trim_start();
@@ -630,6 +701,34 @@ mod tests {
             .msg
             .contains("overflow"));
         assert!(keeps("tp % 0 == 0").is_err());
+    }
+
+    #[test]
+    fn nesting_and_length_are_bounded_before_the_stack_is() {
+        // the case, 10,000 parentheses deep: refused for its length
+        let deep = format!("{}tp{}", "(".repeat(10_000), ")".repeat(10_000));
+        assert!(Filter::parse(&deep)
+            .unwrap_err()
+            .msg
+            .contains("more than 4096"));
+        // within the length, each kind of nesting stops at 32 levels, at the 33rd
+        let e = Filter::parse(&format!("{}tp{}", "(".repeat(100), ")".repeat(100))).unwrap_err();
+        assert!(e.msg.contains("nested more than 32 deep"), "{}", e.msg);
+        assert_eq!(e.offset, 33, "just past the 33rd parenthesis");
+        let nots = format!("{}true", "not ".repeat(100));
+        assert!(Filter::parse(&nots).unwrap_err().msg.contains("nested"));
+        let minus = format!("{}1 < 2", "- ".repeat(100));
+        assert!(Filter::parse(&minus).unwrap_err().msg.contains("nested"));
+        // 32 levels still parse, and a long flat chain within the length evaluates
+        let ok = format!("{}tp{} == 2", "(".repeat(32), ")".repeat(32));
+        assert!(keeps(&ok).unwrap());
+        let chain = format!("{}1 == 256", "1 + ".repeat(255));
+        assert!(keeps(&chain).unwrap());
+        let chain = format!("{}1 == 1000", "1 + ".repeat(999));
+        assert!(Filter::parse(&chain)
+            .unwrap_err()
+            .msg
+            .contains("more than 256 operators"));
     }
 
     #[test]

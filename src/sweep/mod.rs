@@ -83,6 +83,6 @@ pub fn run_cell(
 ) -> Result<(), String> {
     let out = crate::pipeline::run(&cell.spec, dir, final_dir, log)
         .map_err(|e| crate::pipeline::error_chain(&e))?;
-    log.line(&crate::report::format_table(&out.table));
+    log.line(&crate::report::text::summary(&out.table));
     Ok(())
 }

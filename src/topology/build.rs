@@ -85,6 +85,14 @@ Common options (defaults):
     /// or the path of an HPCC/SimAI topology file. File warnings (header counts that
     /// disagree with the rows, trailing free text) are dropped here; callers that show
     /// them use [`Topology::from_spec_with_warnings`].
+    ///
+    /// ```
+    /// use ina3d::topology::Topology;
+    /// // a k-ary fat-tree has k³/4 hosts and 5k²/4 switches
+    /// let t = Topology::from_spec("fat-tree:k=4").unwrap();
+    /// assert_eq!((t.hosts().len(), t.switches().len()), (16, 20));
+    /// assert!(Topology::from_spec("fat-tree:k=3").is_err()); // k must be even
+    /// ```
     pub fn from_spec(spec: &str) -> Result<Topology, TopologyError> {
         Self::from_spec_with_warnings(spec).map(|(t, _)| t)
     }
@@ -194,8 +202,13 @@ impl<'a> Opts<'a> {
             return Ok(default);
         };
         match BitsPerSec::parse(v) {
-            Some(r) if r.0 > 0 => Ok(r),
-            Some(_) => Err(self.err(key, format!("`{v}` is zero; a link rate must be positive"))),
+            Some(r) if r.0 == 0 => {
+                Err(self.err(key, format!("`{v}` is zero; a link rate must be positive")))
+            }
+            Some(r) => match crate::units::link_rate_problem(r) {
+                None => Ok(r),
+                Some(why) => Err(self.err(key, format!("`{v}`: {why}"))),
+            },
             None => Err(self.err(key, format!("`{v}` is not a rate like 100Gbps"))),
         }
     }
@@ -212,12 +225,16 @@ impl<'a> Opts<'a> {
         let Some(v) = self.map.get(key) else {
             return Ok(default);
         };
-        parse_delay(v).ok_or_else(|| {
+        let d = parse_delay(v).ok_or_else(|| {
             self.err(
                 key,
                 format!("`{v}` is not a delay like 1us, 1000ns or 0.001ms"),
             )
-        })
+        })?;
+        match crate::units::link_delay_problem(d) {
+            None => Ok(d),
+            Some(why) => Err(self.err(key, format!("`{v}`: {why}"))),
+        }
     }
 
     fn oversub(&self) -> Result<Option<f64>, TopologyError> {

@@ -137,6 +137,7 @@ impl<'t> TraceReader<'t> {
     /// as the machine has cores, up to 4); the records come back in file order.
     pub fn open(path: impl AsRef<Path>) -> Result<TraceReader<'static>, FormatError> {
         let p = path.as_ref();
+        crate::formats::atomic::check_complete(p)?;
         let file = File::open(p).map_err(|e| io_err(p, e))?;
         let size = file.metadata().map_err(|e| io_err(p, e))?.len();
         let counter = Arc::new(AtomicU64::new(0));
@@ -387,6 +388,38 @@ fn dep_column(line: &str, k: usize) -> usize {
     field_column(line, 4) + deps.split(';').take(k).map(|d| d.len() + 1).sum::<usize>()
 }
 
+/// The largest `bytes`, `gap_ns` or `dur_ns` a record may have: 2^50 (a pebibyte; 13 days
+/// in nanoseconds), far above any real collective or compute step, and far enough below
+/// 2^64 that the times the back-ends add up from many records stay exact (the replayer
+/// also refuses any event past its horizon, `replay::TIME_HORIZON_NS`).
+pub const MAX_RECORD_VALUE: u64 = 1 << 50;
+
+/// Metadata keys whose values later stages read as numbers, with the largest value each
+/// may take (`ina3d trace` writes them; the INA keys are checked where the switch model is
+/// read, `InaSwitchModel::from_header`). A value out of range is refused here, naming its
+/// line, rather than falling back to a default later.
+const NUMERIC_KEYS: [(&str, u64, u64); 8] = [
+    ("seed", 0, u64::MAX),
+    ("world", 1, u32::MAX as u64),
+    ("tp", 1, u32::MAX as u64),
+    ("pp", 1, u32::MAX as u64),
+    ("dp", 1, u32::MAX as u64),
+    ("cp", 1, u32::MAX as u64),
+    ("ep", 1, u32::MAX as u64),
+    ("vpp", 1, u32::MAX as u64),
+];
+
+/// Whether metadata `key` may hold `value` ([`NUMERIC_KEYS`]; other keys hold any text).
+fn check_meta_value(key: &str, value: &str) -> Result<(), String> {
+    let Some(&(_, lo, hi)) = NUMERIC_KEYS.iter().find(|(k, _, _)| *k == key) else {
+        return Ok(());
+    };
+    match value.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(()),
+        _ => Err(format!("`{value}` is not a whole number from {lo} to {hi}")),
+    }
+}
+
 /// Read the header lines (magic, metadata, column row): the header and the number of
 /// lines it took. Sets `ctx.schema`.
 fn read_header(
@@ -394,6 +427,7 @@ fn read_header(
     ctx: &mut LineCtx,
 ) -> Result<(TraceHeader, u64), FormatError> {
     let mut header = TraceHeader::new();
+    let mut key_lines: std::collections::HashMap<String, u64> = Default::default();
     let mut buf = String::new();
     let mut line_no = 0u64;
     let err = |line: u64, field: &str, column: usize, msg: String| {
@@ -493,7 +527,25 @@ fn read_header(
                     "metadata lines must be `# key=value`".into(),
                 ));
             };
-            header.meta.insert(k.trim().to_string(), v.to_string());
+            let key = k.trim();
+            if let Some(&first) = key_lines.get(key) {
+                return Err(err(
+                    line_no,
+                    "metadata",
+                    3,
+                    format!("key `{key}` given twice (first on line {first}); which one holds?"),
+                ));
+            }
+            check_meta_value(key, v.trim()).map_err(|msg| {
+                err(
+                    line_no,
+                    "metadata",
+                    buf.len() - v.len() + 1,
+                    format!("{key}: {msg}"),
+                )
+            })?;
+            key_lines.insert(key.to_string(), line_no);
+            header.meta.insert(key.to_string(), v.to_string());
             continue;
         }
         let cols: Vec<&str> = buf.split(',').map(str::trim).collect();
@@ -550,7 +602,7 @@ impl RowParser<'_> {
     pub(super) fn parse(&self, line: &str) -> Result<FlowRecord, RowError> {
         let f = self.split_row(line)?;
         let id = self.num(&f, 0)?;
-        let (src, dst, bytes) = (self.num32(&f, 1)?, self.num32(&f, 2)?, self.num(&f, 3)?);
+        let (src, dst, bytes) = (self.num32(&f, 1)?, self.num32(&f, 2)?, self.bounded(&f, 3)?);
         let mut deps = Vec::new();
         let rec = self
             .deps(&f, id, &mut deps)
@@ -580,8 +632,8 @@ impl RowParser<'_> {
             dst: NodeId(dst),
             bytes: Bytes(bytes),
             deps: Vec::new(),
-            gap: Nanos(self.num(f, 5)?),
-            dur: Nanos(self.num(f, 6)?),
+            gap: Nanos(self.bounded(f, 5)?),
+            dur: Nanos(self.bounded(f, 6)?),
             mode: f[7].0.parse().map_err(|e: String| self.err(7, f[7].1, e))?,
             class: f[8].0.parse().map_err(|e: String| self.err(8, f[8].1, e))?,
             iteration: self.num32(f, 9)?,
@@ -632,6 +684,23 @@ impl RowParser<'_> {
             ));
         }
         Ok(fields)
+    }
+
+    /// Field `i`, a size or a time, at most [`MAX_RECORD_VALUE`].
+    fn bounded(&self, f: &Row<'_>, i: usize) -> Result<u64, RowError> {
+        let v = self.num(f, i)?;
+        if v > MAX_RECORD_VALUE {
+            return Err(self.err(
+                i,
+                f[i].1,
+                format!(
+                    "{v} is larger than any record's {} can be (at most 2^50 = {MAX_RECORD_VALUE}: \
+                     a pebibyte, or 13 days in ns)",
+                    COLUMNS[i]
+                ),
+            ));
+        }
+        Ok(v)
     }
 
     /// Field `i` as an unsigned integer.
