@@ -562,9 +562,6 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
             // host ring): for a group without one it would reserve slots for nothing
             let all_reduce = g.colls().iter().any(|c| c.kind == CollKind::AllReduce);
             if st.rina && all_reduce {
-                if !required {
-                    opts.extend(options::rina_without_racks(net, g).map_err(err)?);
-                }
                 for &k in &fits {
                     if let Some(o) = options::rina(net, g, k).map_err(err)? {
                         opts.push(o);

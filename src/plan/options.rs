@@ -82,12 +82,7 @@ pub struct Opt {
 impl Opt {
     /// Uses the switches' aggregators.
     pub fn is_ina(&self) -> bool {
-        match &self.kind {
-            OptKind::Tree { .. } => true,
-            // Rina over no rack ([`rina_without_racks`]) aggregates nowhere
-            OptKind::Rina { tors } => !tors.is_empty(),
-            OptKind::Host(_) | OptKind::NvLink => false,
-        }
+        matches!(self.kind, OptKind::Tree { .. } | OptKind::Rina { .. })
     }
 }
 
@@ -416,28 +411,6 @@ pub fn tree(
 /// The racks of `g` whose aggregating ToR holds at least two members.
 pub fn rina_racks(net: &Net, g: &Group) -> RinaRacks {
     crate::lower::rina_racks(net.topo, &g.members, &net.tor, |t| net.can_agg[t.idx()])
-}
-
-/// Rina where no aggregating ToR holds two of `g`'s members, at 0 slots (None when
-/// some rack can aggregate: then [`rina`] is the option). The Rina baseline then lowers
-/// its leaders' ring alone — one ring, not NCCL's channels (`Lowering::rina`) — which no
-/// host option contains, and on an ECMP fabric fewer flows collide less: the `rina`
-/// policy replayed 589 ms against the best host option's 642 ms (gpt3-13b, 4 layers,
-/// TP2 PP2 DP4 on fat-tree k=4, 2 GPUs per server, seed 1; tests/run.rs). Offered so a
-/// plan is never slower than that policy for want of its lowering.
-pub fn rina_without_racks(net: &Net, g: &Group) -> Result<Option<Opt>, String> {
-    let racks = rina_racks(net, g);
-    if !racks.racks.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(build(
-        net,
-        g,
-        OptKind::Rina { tors: vec![] },
-        0,
-        vec![],
-        &How::Rina(&racks),
-    )?))
 }
 
 /// The Rina option at `k` slots (None when no rack has two members).

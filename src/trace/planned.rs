@@ -365,17 +365,6 @@ fn check_decision(
     hosts: &[NodeId],
     net: &Net,
 ) -> Result<(), (&'static str, String)> {
-    if matches!(&g.decision, Decision::Rina { tors } if tors.is_empty()) {
-        // Rina over no rack: its leaders' ring alone (plan/options.rs
-        // `rina_without_racks`), which reserves nothing
-        if g.slots != 0 || !g.reservations.is_empty() {
-            return Err((
-                "slots",
-                "a Rina decision over no ToR aggregates nowhere: it reserves 0 slots".into(),
-            ));
-        }
-        return Ok(());
-    }
     if g.slots == 0 {
         return Err(("slots", "an aggregating decision reserves 0 slots".into()));
     }
