@@ -253,3 +253,64 @@ fn the_rate_model_option_is_the_one_each_policy_s_replay_runs_under() {
         "DCQCN cuts rates on the tiny job: {dcqcn} vs {ideal} ns"
     );
 }
+
+/// Seeds run side by side on the machine's cores (`src/pipeline/run.rs`, `seed_workers`):
+/// each seed's rows and files are those of that seed run alone, and the rows come back in
+/// seed order, whichever seed finished first.
+#[test]
+fn seeds_run_side_by_side_give_what_each_seed_gives_alone() {
+    let spec_for = |seeds: &str| {
+        let mut spec = RunSpec::default();
+        for (k, v) in [
+            ("topology", "fat-tree:k=4,nvlink=off"),
+            ("policies", "ring,ina-dp,atp"),
+            ("ns3", "off"),
+            ("seeds", seeds),
+        ] {
+            spec.set(k, &OptionValue::One(v.into())).unwrap();
+        }
+        spec.job.input = root()
+            .join("traces/example/tiny.toml")
+            .display()
+            .to_string();
+        spec
+    };
+    let together = tempfile::tempdir().unwrap();
+    let all = run(
+        &spec_for("3,0,2,1"),
+        together.path(),
+        together.path(),
+        &mut Quiet,
+    )
+    .unwrap();
+    let order: Vec<u64> = all.per_seed.iter().map(|s| s.0).collect();
+    assert_eq!(order, [3, 0, 2, 1]);
+    for (seed, rows) in &all.per_seed {
+        let alone = tempfile::tempdir().unwrap();
+        let one = run(
+            &spec_for(&seed.to_string()),
+            alone.path(),
+            alone.path(),
+            &mut Quiet,
+        )
+        .unwrap();
+        let key = |r: &PolicyResult| {
+            (
+                r.policy.clone(),
+                r.replay.iteration_time_ns,
+                r.replay.exposed_dp_ns,
+            )
+        };
+        let a: Vec<_> = rows.iter().map(key).collect();
+        let b: Vec<_> = one.per_seed[0].1.iter().map(key).collect();
+        assert_eq!(a, b, "seed {seed}");
+        for p in ["ring", "ina-dp", "atp"] {
+            let read = |d: &std::path::Path| std::fs::read(d.join("replay/fct.csv")).unwrap();
+            assert_eq!(
+                read(&together.path().join(format!("seed-{seed}/{p}"))),
+                read(&alone.path().join(p)),
+                "seed {seed}, {p}: fct.csv"
+            );
+        }
+    }
+}

@@ -76,53 +76,20 @@ pub fn run(
     };
     let several = spec.seeds.len() > 1;
     let steps = spec.seeds.len() * spec.policies.len();
-    let mut per_seed = Vec::new();
-    for &seed in &spec.seeds {
-        let sub = |d: &Path| {
-            if several {
-                d.join(format!("seed-{seed}"))
-            } else {
-                d.to_path_buf()
+    let per_seed = match seed_workers(spec) {
+        1 => {
+            let mut per_seed = Vec::new();
+            for (i, &seed) in spec.seeds.iter().enumerate() {
+                per_seed.push((seed, ctx.seed(i, seed, &base, out, name_root, rep)?));
             }
-        };
-        let (dir, names) = (sub(out), sub(name_root));
-        let seeded = TraceOptions {
-            seed,
-            ..base.clone()
-        };
-        let mut rows = Vec::new();
-        for &p in &spec.policies {
-            let tag = if several {
-                format!("{p} seed {seed}")
-            } else {
-                p.to_string()
-            };
-            rep.step(
-                per_seed.len() * spec.policies.len() + rows.len(),
-                steps,
-                &tag,
-            );
-            let r = ctx
-                .policy(
-                    p,
-                    &seeded,
-                    &dir.join(p.as_str()),
-                    &names.join(p.as_str()),
-                    &tag,
-                    rep,
-                )
-                .map_err(|e| PipelineError::Policy {
-                    policy: p,
-                    seed,
-                    source: Box::new(e),
-                })?;
-            rows.push(r);
+            per_seed
         }
-        if several {
-            report::results_table(&rows)?.write_csv(&dir.join("results.csv"))?;
+        workers => {
+            let (per_seed, ns3_ran) = parallel_seeds(&ctx, workers, &base, out, name_root, rep)?;
+            ctx.ns3_ran |= ns3_ran;
+            per_seed
         }
-        per_seed.push((seed, rows));
-    }
+    };
     rep.step(steps, steps, "results");
     let table = if several {
         report::seeds_table(&per_seed)?
@@ -170,6 +137,62 @@ struct Runner<'a> {
 }
 
 impl Runner<'_> {
+    /// Every policy at the `i`-th seed, `seed`, into `out` (`out/seed-<seed>` with several
+    /// seeds, with that seed's own `results.csv`).
+    fn seed(
+        &mut self,
+        i: usize,
+        seed: u64,
+        base: &TraceOptions,
+        out: &Path,
+        name_root: &Path,
+        rep: &mut dyn Reporter,
+    ) -> Result<Vec<PolicyResult>, PipelineError> {
+        let spec = self.spec;
+        let several = spec.seeds.len() > 1;
+        let steps = spec.seeds.len() * spec.policies.len();
+        let sub = |d: &Path| {
+            if several {
+                d.join(format!("seed-{seed}"))
+            } else {
+                d.to_path_buf()
+            }
+        };
+        let (dir, names) = (sub(out), sub(name_root));
+        let seeded = TraceOptions {
+            seed,
+            ..base.clone()
+        };
+        let mut rows = Vec::new();
+        for &p in &spec.policies {
+            let tag = if several {
+                format!("{p} seed {seed}")
+            } else {
+                p.to_string()
+            };
+            rep.step(i * spec.policies.len() + rows.len(), steps, &tag);
+            let r = self
+                .policy(
+                    p,
+                    &seeded,
+                    &dir.join(p.as_str()),
+                    &names.join(p.as_str()),
+                    &tag,
+                    rep,
+                )
+                .map_err(|e| PipelineError::Policy {
+                    policy: p,
+                    seed,
+                    source: Box::new(e),
+                })?;
+            rows.push(r);
+        }
+        if several {
+            report::results_table(&rows)?.write_csv(&dir.join("results.csv"))?;
+        }
+        Ok(rows)
+    }
+
     /// One policy at one seed into `dir` (named `names` in its outputs).
     fn policy(
         &mut self,
@@ -310,6 +333,116 @@ fn compare_dirs(dir: &Path, tag: &str, rep: &mut dyn Reporter) -> Result<(), Pip
         dir.display()
     ));
     Ok(())
+}
+
+/// How many seeds run at once: one per core, at most one per seed; one when ns-3 is asked
+/// for on every policy (packet-level runs hold far more memory than replays). Seeds are
+/// independent (their own directories, their own routes), so the results do not depend on
+/// this; only the order of the stage messages does.
+fn seed_workers(spec: &RunSpec) -> usize {
+    if spec.seeds.len() < 2 || spec.ns3 == Ns3Choice::On {
+        return 1;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(spec.seeds.len())
+}
+
+/// A stage message of a seed running on a worker thread, for the run's reporter.
+enum Message {
+    Line(String),
+    Warn(String),
+    /// A policy started (the main thread numbers the steps).
+    Step(String),
+}
+
+/// The reporter of a worker thread: forwards to the main thread, draws no bars.
+struct Forward(std::sync::mpsc::Sender<Message>);
+
+impl Reporter for Forward {
+    fn line(&mut self, text: &str) {
+        // the receiver lives until every worker has ended
+        let _ = self.0.send(Message::Line(text.into()));
+    }
+    fn warn(&mut self, text: &str) {
+        let _ = self.0.send(Message::Warn(text.into()));
+    }
+    fn step(&mut self, _done: usize, _total: usize, what: &str) {
+        let _ = self.0.send(Message::Step(what.into()));
+    }
+}
+
+type SeedRows = Result<Vec<PolicyResult>, PipelineError>;
+
+/// The seeds on `workers` threads, each taking the next seed not started; their messages
+/// reach `rep` on this thread as they come. Returns the rows in seed order (the first
+/// failing seed's error, in seed order; no seed starts after a failure) and whether ns-3
+/// ran.
+fn parallel_seeds(
+    ctx: &Runner<'_>,
+    workers: usize,
+    base: &TraceOptions,
+    out: &Path,
+    name_root: &Path,
+    rep: &mut dyn Reporter,
+) -> Result<(Vec<(u64, Vec<PolicyResult>)>, bool), PipelineError> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let seeds = &ctx.spec.seeds;
+    let steps = seeds.len() * ctx.spec.policies.len();
+    let next = AtomicUsize::new(0);
+    let ns3_ran = AtomicBool::new(false);
+    let slots: Vec<std::sync::Mutex<Option<SeedRows>>> =
+        seeds.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<Message>();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let (tx, next, ns3_ran, slots) = (tx.clone(), &next, &ns3_ran, &slots);
+            s.spawn(move || {
+                let mut fwd = Forward(tx);
+                let mut runner = Runner {
+                    spec: ctx.spec,
+                    job: ctx.job,
+                    ns3_installed: ctx.ns3_installed,
+                    glue: None,
+                    ns3_ran: false,
+                };
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&seed) = seeds.get(i) else { break };
+                    let rows = runner.seed(i, seed, base, out, name_root, &mut fwd);
+                    if rows.is_err() {
+                        next.store(seeds.len(), Ordering::SeqCst);
+                    }
+                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(rows);
+                }
+                if runner.ns3_ran {
+                    ns3_ran.store(true, Ordering::SeqCst);
+                }
+            });
+        }
+        drop(tx);
+        let mut done = 0;
+        for m in rx {
+            match m {
+                Message::Line(t) => rep.line(&t),
+                Message::Warn(t) => rep.warn(&t),
+                Message::Step(what) => {
+                    rep.step(done, steps, &what);
+                    done += 1;
+                }
+            }
+        }
+    });
+    let mut per_seed = Vec::with_capacity(seeds.len());
+    for (slot, &seed) in slots.into_iter().zip(seeds) {
+        // seeds are handed out in order: every seed before a failure has its rows, and
+        // none after it started
+        match slot.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(rows) => per_seed.push((seed, rows?)),
+            None => break,
+        }
+    }
+    Ok((per_seed, ns3_ran.load(Ordering::SeqCst)))
 }
 
 /// `text` with `[tag] ` before its first line.
