@@ -374,6 +374,9 @@ impl Reporter for Forward {
 
 type SeedRows = Result<Vec<PolicyResult>, PipelineError>;
 
+/// Each seed with its rows, in seed order, and whether ns-3 ran.
+type AllSeeds = (Vec<(u64, Vec<PolicyResult>)>, bool);
+
 /// The seeds on `workers` threads, each taking the next seed not started; their messages
 /// reach `rep` on this thread as they come. Returns the rows in seed order (the first
 /// failing seed's error, in seed order; no seed starts after a failure) and whether ns-3
@@ -385,7 +388,7 @@ fn parallel_seeds(
     out: &Path,
     name_root: &Path,
     rep: &mut dyn Reporter,
-) -> Result<(Vec<(u64, Vec<PolicyResult>)>, bool), PipelineError> {
+) -> Result<AllSeeds, PipelineError> {
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     let seeds = &ctx.spec.seeds;
     let steps = seeds.len() * ctx.spec.policies.len();
