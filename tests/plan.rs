@@ -510,6 +510,25 @@ fn replayed_under(j: &Job, opts: &TraceOptions, model: RateModel) -> f64 {
     r.summary.iteration_time_ns as f64
 }
 
+/// The job's options with INA off: the ring every plan is measured against.
+fn ring_options(j: &Job) -> TraceOptions {
+    let mut ring = j.opts.clone();
+    ring.ina.mode = InaMode::Off;
+    ring.ina.policy = InaPolicy::Static;
+    ring
+}
+
+/// `j` planned (no repair) with `po`: the plan's replayed iteration, its prediction
+/// error against that replay, and the ring's replayed iteration.
+fn plan_against_ring(j: &Job, po: &PlanOptions) -> (f64, f64, f64) {
+    let p = make_plan(j, po);
+    let mut planned = j.opts.clone();
+    planned.plan = Some(p.clone());
+    let t = replayed(j, &planned);
+    let err = (p.prediction.iteration_ns - t).abs() / t;
+    (t, err, replayed(j, &ring_options(j)))
+}
+
 #[test]
 fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_within_its_prediction_error(
 ) {
@@ -528,15 +547,7 @@ fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_w
             &[1.0, 0.5, 0.25],
             &[Class::Tp, Class::Dp, Class::Emb],
         );
-        let p = make_plan(&j, &options(st, SolverKind::Auto));
-        let mut planned = j.opts.clone();
-        planned.plan = Some(p.clone());
-        let t = replayed(&j, &planned);
-        let err = (p.prediction.iteration_ns - t).abs() / t;
-        let mut ring = j.opts.clone();
-        ring.ina.mode = InaMode::Off;
-        ring.ina.policy = InaPolicy::Static;
-        let tr = replayed(&j, &ring);
+        let (t, err, tr) = plan_against_ring(&j, &options(st, SolverKind::Auto));
         let name = &j.topo.source;
         // a plan is a prediction: it may lose to a configuration it can express by at
         // most its own measured error
@@ -867,10 +878,7 @@ fn the_host_option_is_the_best_host_algorithm_and_replays_no_slower_than_the_rin
     assert_eq!(algos, vec![Ring, Dbt, Hd]);
     let p = repaired_plan(&j, &options(st, SolverKind::Auto));
     let v = p.verification.unwrap();
-    let mut ring = j.opts.clone();
-    ring.ina.mode = InaMode::Off;
-    ring.ina.policy = InaPolicy::Static;
-    assert!(v.replayed_ns <= replayed(&j, &ring) * (1.0 + 1e-9));
+    assert!(v.replayed_ns <= replayed(&j, &ring_options(&j)) * (1.0 + 1e-9));
 }
 
 #[test]
@@ -902,14 +910,6 @@ fn on_a_torus_the_planner_prices_shortest_path_and_steiner_trees_under_the_best_
         forms.contains(&Form::Hierarchical) && forms.contains(&Form::Steiner),
         "{forms:?}"
     );
-    let p = make_plan(&j, &options(st, SolverKind::Auto));
-    let mut planned = j.opts.clone();
-    planned.plan = Some(p.clone());
-    let t = replayed(&j, &planned);
-    let err = (p.prediction.iteration_ns - t).abs() / t;
-    let mut ring = j.opts.clone();
-    ring.ina.mode = InaMode::Off;
-    ring.ina.policy = InaPolicy::Static;
-    let tr = replayed(&j, &ring);
+    let (t, err, tr) = plan_against_ring(&j, &options(st, SolverKind::Auto));
     assert!(t <= tr * (1.0 + err), "plan {t} vs ring {tr} (error {err})");
 }

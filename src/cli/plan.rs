@@ -4,7 +4,6 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::formats::plan_json::{self, Decision, PlanFile, Verification};
-use ina3d::ns3::Transport;
 use ina3d::pipeline::{generate_trace, make_plan, replay_records, Job};
 use ina3d::plan::model::Settings;
 use ina3d::plan::options::Form;
@@ -35,15 +34,10 @@ pub struct Args {
     /// Output plan (JSON).
     #[arg(short = 'o', long)]
     pub output: PathBuf,
-    /// The rate model the plan's candidates are verified and repaired under (replays):
-    /// dcqcn or ideal, as `ina3d replay --rate-model`. Default: the model of
-    /// `--transport`.
-    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
-    pub rate_model: Option<RateModel>,
-    /// The fabric's transport, which chooses the rate model unless `--rate-model` is
-    /// given: roce (dcqcn) or tcp (ideal).
-    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
-    pub transport: Transport,
+    /// The rate model the plan's candidates are verified and repaired under (their
+    /// replays), as `ina3d replay` takes it.
+    #[command(flatten)]
+    pub rate: super::replay::RateArgs,
     /// Concurrent aggregation trees per switch (SHARP-like hardware: 1); default unlimited.
     #[arg(long, value_name = "Q")]
     pub tree_quota: Option<u32>,
@@ -170,9 +164,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         "planning ({}, time limit {} s)",
         a.solver, a.time_limit
     ));
-    let model = a
-        .rate_model
-        .unwrap_or(RateModel::for_transport(a.transport));
+    let model = a.rate.model();
     let planned = make_plan(&prepared, &opts, &po, model);
     bar.finish_and_clear();
     let mut p = planned?;

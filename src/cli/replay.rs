@@ -12,6 +12,32 @@ use ina3d::trace::{parse_classes, InaMode};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// How the replayer rates shared links, as `replay` and `plan` take it.
+#[derive(clap::Args, Debug)]
+pub struct RateArgs {
+    /// How transfers sharing links are rated: dcqcn (max-min fair rates capped by each
+    /// queue pair's DCQCN rate, with fluid switch queues and ECN marking where ports are
+    /// congested: what the RoCE glue and SimAI run) or ideal (max-min fair rates reached
+    /// at once, what TCP approaches). Default: the model of `--transport`. See
+    /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
+    /// from ns-3.
+    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
+    pub rate_model: Option<RateModel>,
+    /// The fabric's transport, which chooses the rate model unless `--rate-model` is
+    /// given: roce (RoCE with DCQCN, as the ns-3 glue runs by default: dcqcn) or tcp
+    /// (ideal).
+    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
+    pub transport: Transport,
+}
+
+impl RateArgs {
+    /// The model given, else the transport's ([`RateModel::for_transport`]).
+    pub fn model(&self) -> RateModel {
+        self.rate_model
+            .unwrap_or(RateModel::for_transport(self.transport))
+    }
+}
+
 /// Arguments of `ina3d replay`.
 #[derive(clap::Args, Debug)]
 #[command(after_long_help = ina3d::topology::Topology::SPEC_HELP)]
@@ -36,19 +62,9 @@ pub struct Args {
     /// with `--from`, the seed the job is generated and routed with (default 0).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// How transfers sharing links are rated: dcqcn (max-min fair rates capped by each
-    /// queue pair's DCQCN rate, with fluid switch queues and ECN marking where ports are
-    /// congested: what the RoCE glue and SimAI run) or ideal (max-min fair rates reached
-    /// at once, what TCP approaches). Default: the model of `--transport`. See
-    /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
-    /// from ns-3.
-    #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
-    pub rate_model: Option<RateModel>,
-    /// The fabric's transport, which chooses the rate model unless `--rate-model` is
-    /// given: roce (RoCE with DCQCN, as the ns-3 glue runs by default: dcqcn) or tcp
-    /// (ideal).
-    #[arg(long, value_parser = super::keyword::<Transport>(Transport::NAMES), default_value = "roce")]
-    pub transport: Transport,
+    /// The rate model (`--rate-model`, `--transport`).
+    #[command(flatten)]
+    pub rate: RateArgs,
     /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]
     pub ina: InaMode,
@@ -79,9 +95,7 @@ fn untouched_job_spec() -> ina3d::pipeline::JobSpec {
 /// Run `ina3d replay`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     let progress = std::io::stderr().is_terminal();
-    let model = a
-        .rate_model
-        .unwrap_or(RateModel::for_transport(a.transport));
+    let model = a.rate.model();
     let result = match (&a.trace, &a.from) {
         (Some(trace), None) => {
             if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()

@@ -132,6 +132,15 @@ pub(super) struct Unit {
     pub serial: u32,
 }
 
+impl Unit {
+    /// When its last byte leaves at its current rate (saturating: `u64::MAX` for bytes
+    /// left at rate 0).
+    pub fn finish(&self) -> u64 {
+        self.last
+            .saturating_add(fluid_time(self.remaining, self.rate))
+    }
+}
+
 /// Mutable simulation state.
 pub(super) struct Sim<'a> {
     pub p: Prepared,
@@ -311,12 +320,9 @@ impl<'a> Sim<'a> {
         if x.serial != serial || x.ver != ver {
             return;
         }
-        // the finish at the rate now (the event may be from an earlier, faster rate)
-        let finish = if x.rate == 0.0 {
-            u64::MAX
-        } else {
-            x.last.saturating_add(fluid_time(x.remaining, x.rate))
-        };
+        // the finish at the rate now (the event may be from an earlier, faster rate); a
+        // unit at rate 0 (done, or starved) waits for its next rate
+        let finish = if x.rate == 0.0 { u64::MAX } else { x.finish() };
         if finish > self.now {
             let x = &mut self.units[u as usize];
             x.due = finish;

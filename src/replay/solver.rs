@@ -9,7 +9,6 @@
 //! nobody).
 
 use super::engine::{EventKind, Owner, Sim, Unit};
-use crate::netmodel::fluid_time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -369,7 +368,7 @@ impl Sim<'_> {
             // a unit starved behind higher-priority streams (rate ≈ 0) gets a far event,
             // superseded when its rate changes; a finish later than the pending event
             // keeps that event, which moves itself on when it fires (`Sim::tx_done`)
-            let t = now.saturating_add(fluid_time(x.remaining, r));
+            let t = x.finish();
             if t < x.due {
                 x.due = t;
                 x.ver = x.ver.wrapping_add(1);
