@@ -5,7 +5,8 @@
 #                                            munged, slurmctld and slurmd; wait for the node
 #   tests/slurm/cluster.sh stop STATE_DIR    stop the daemons this script started
 #
-# Everything lives under STATE_DIR (slurm.conf, spool, state, logs, pid files); clients
+# Everything lives under STATE_DIR (slurm.conf, spool, state, logs, pid files) but munged's
+# log (/var/log/munge: munge may not traverse STATE_DIR's parents); clients
 # find the cluster through `SLURM_CONF=STATE_DIR/slurm.conf`. Runs as root (apt-get,
 # munged as the munge user). Any step that fails prints the daemons' own logs and exits
 # non-zero: a scheduler that cannot start is a failure, never a skip.
@@ -17,10 +18,13 @@ mkdir -p "$state"
 state=$(cd "$state" && pwd)
 conf=$state/slurm.conf
 export SLURM_CONF=$conf
+# munged runs as the munge user, which may not traverse STATE_DIR's parents (a clone under
+# a 0700 `mktemp -d`): its log stays in munge's own directory
+munge_log=/var/log/munge/munged.log
 
 die() {
     echo "slurm cluster: $*" >&2
-    for f in "$state"/slurmctld.log "$state"/slurmd.log "$state"/munge/munged.log; do
+    for f in "$state"/slurmctld.log "$state"/slurmd.log "$munge_log"; do
         [ -s "$f" ] && { echo "--- $f (last 20 lines)" >&2; tail -n 20 "$f" >&2; }
     done
     exit 1
@@ -50,8 +54,7 @@ start_munge() {
         echo "munged already running"
         return
     fi
-    install -d -o munge -g munge -m 0755 "$state/munge"
-    su -s /bin/sh munge -c "munged --force --log-file=$state/munge/munged.log --pid-file=/run/munge/munged.pid" \
+    su -s /bin/sh munge -c "munged --force --log-file=$munge_log --pid-file=/run/munge/munged.pid" \
         || die "munged did not start"
     echo started >"$state/munged.ours"
     for _ in $(seq 50); do
