@@ -2681,6 +2681,48 @@ fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays
 }
 
 #[test]
+fn a_relaying_server_shares_its_link_between_its_own_queue_pair_and_what_it_relays() {
+    // DCell(4,1): server 10's link to server 14 carries its own transfer 10 -> 14 and,
+    // relayed, 8 -> 15 (8 -> switch -> 10 -> 14 -> switch -> 15). Under RoCE the NIC serves
+    // the connection it relays round robin with its own queue pair, as the replayer's fair
+    // share assumes; forwarded straight into the device queue, the relayed bytes kept it
+    // full and the server's own transfer waited (168 µs against 89 µs for 1 MB each).
+    let topo = Topology::from_spec("dcell:n=4,k=1").unwrap();
+    let s = 1_000_000;
+    let trace = vec![
+        rec(0, 10, 14, s, &[], Mode::Net, Class::Dp),
+        rec(1, 8, 15, s, &[], Mode::Net, Class::Dp),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&trace, &topo, &InaSwitchModel::default(), dir.path());
+    let bytes = link_bytes(dir.path());
+    let shared: u64 = bytes
+        .iter()
+        .filter(|((_, f, t), _)| (*f, *t) == (10, 14))
+        .map(|(_, b)| *b)
+        .sum();
+    assert!(
+        shared > 2 * s,
+        "both transfers cross 10 -> 14: {shared} bytes"
+    );
+    let fct = |id: u64| r.rows.iter().find(|x| x.flow_id == id).unwrap().fct_ns as f64;
+    let (own, relayed) = (fct(0), fct(1));
+    // sharing the link, each takes about twice its time alone; the relayed one's longer
+    // path adds a few µs
+    let alone = BitsPerSec::gbps(100).transmit_time(Bytes(s)).0 as f64;
+    for (what, t) in [("own", own), ("relayed", relayed)] {
+        assert!(
+            t > 1.8 * alone,
+            "{what}: {t} ns, alone {alone} ns: not shared"
+        );
+    }
+    assert!(
+        (own / relayed - 1.0).abs() < 0.1,
+        "own {own} ns, relayed {relayed} ns"
+    );
+}
+
+#[test]
 fn a_swing_all_reduce_on_the_torus_puts_the_same_bytes_on_every_link_in_both_back_ends() {
     use ina3d::pipeline::{generate_bench_trace, Job, JobSpec, ParallelSizes};
     use ina3d::trace::{Algorithm, BenchGroup, CollectiveBench};

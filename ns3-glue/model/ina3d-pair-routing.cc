@@ -208,8 +208,23 @@ Ina3dPairRouting::RouteInput(Ptr<const Packet> p,
         Miss(src, dst, channel, "RouteInput");
         return false; // Ipv4L3Protocol drops it with DROP_NO_ROUTE
     }
-    ucb(MakeRoute(it->second, header.GetDestination()), p, header);
+    Ptr<Ipv4Route> route = MakeRoute(it->second, header.GetDestination());
+    if (m_relay)
+    {
+        // a relaying host: its NIC scheduler decides when the packet leaves
+        m_relay(it->second.interface, src, dst, channel, [ucb, route, p, header]() {
+            ucb(route, p, header);
+        });
+        return true;
+    }
+    ucb(route, p, header);
     return true;
+}
+
+void
+Ina3dPairRouting::SetRelayHook(RelayHook hook)
+{
+    m_relay = std::move(hook);
 }
 
 void

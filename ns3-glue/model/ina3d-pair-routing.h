@@ -8,6 +8,7 @@
 #include "ns3/ipv4-routing-protocol.h"
 #include "ns3/ipv4.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -81,6 +82,24 @@ class Ina3dPairRouting : public Ipv4RoutingProtocol
      */
     bool LookupPair(uint32_t src, uint32_t dst, uint32_t channel, uint32_t& interface) const;
 
+    /**
+     * What a relaying host does with a packet it forwards: `send` puts it on the wire of
+     * `interface` (IPv4 forwarding, as RouteInput would have done at once) whenever the
+     * host's NIC scheduler picks connection (src, dst, channel).
+     */
+    typedef std::function<void(uint32_t interface, uint32_t src, uint32_t dst, uint32_t channel,
+                               std::function<void()> send)>
+        RelayHook;
+
+    /**
+     * \brief Hand the packets this node forwards to `hook` instead of the device queue.
+     *
+     * Set by a host's Ina3dRoceApplication: a relaying server's NIC serves the connections
+     * it relays round robin with its own queue pairs (ina3d-roce.h), as the replayer's fair
+     * share assumes. Without a hook (switches, TRANSPORT tcp) packets are forwarded at once.
+     */
+    void SetRelayHook(RelayHook hook);
+
     /** \return the number of (src, dst, channel) entries of this node */
     uint32_t GetNRoutes() const;
 
@@ -145,6 +164,7 @@ class Ina3dPairRouting : public Ipv4RoutingProtocol
     std::shared_ptr<const AddressMap> m_addresses; //!< address -> node, all nodes
     /** (src node, dst node, channel) -> hop */
     std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Hop> m_table;
+    RelayHook m_relay; //!< set on relaying hosts (SetRelayHook)
     static uint64_t s_misses; //!< drops for want of an entry
     /** (node, port) -> channel of the connection on that port, every node */
     static std::map<std::pair<uint32_t, uint16_t>, uint32_t> s_portChannel;

@@ -179,6 +179,13 @@ Ina3dRoceApplication::StartApplication()
     m_socket->Bind(InetSocketAddress(Dag::Get().nodeAddress[m_node], ROCE_PORT));
     m_socket->SetIpRecvTos(true);
     m_socket->SetRecvCallback(MakeCallback(&Ina3dRoceApplication::HandleRead, this));
+    Ptr<Ina3dPairRouting> routing =
+        DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
+    if (routing)
+        routing->SetRelayHook([this](uint32_t interface, uint32_t src, uint32_t dst,
+                                     uint32_t channel, std::function<void()> send) {
+            Relay(interface, src, dst, channel, std::move(send));
+        });
 }
 
 void
@@ -186,6 +193,10 @@ Ina3dRoceApplication::StopApplication()
 {
     if (m_socket)
         m_socket->Close();
+    Ptr<Ina3dPairRouting> routing =
+        DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
+    if (routing)
+        routing->SetRelayHook(nullptr);
     for (auto& [c, s] : m_channels)
         s->Close();
     for (auto& [key, q] : m_qps)
@@ -310,21 +321,8 @@ Ina3dRoceApplication::Pump(uint32_t interface)
         n.again = false;
         // One packet waits behind the one on the wire: the NIC never idles while a queue
         // pair has a packet due, and never holds more than one of them.
-        while (n.queue->GetNPackets() == 0 && !n.qps.empty())
+        while (n.queue->GetNPackets() == 0 && SendNext(n, now))
         {
-            Qp* due = nullptr;
-            for (size_t k = 0; k < n.qps.size() && !due; k++)
-            {
-                Qp& q = m_qps[n.qps[(n.next + k) % n.qps.size()]];
-                if (!q.queue.empty() && q.nextAvail <= now)
-                {
-                    due = &q;
-                    n.next = (n.next + k + 1) % n.qps.size();
-                }
-            }
-            if (!due)
-                break;
-            SendData(*due);
         }
     } while (n.again);
     n.pumping = false;
@@ -344,6 +342,53 @@ Ina3dRoceApplication::Pump(uint32_t interface)
             n.wake = Simulator::Schedule(next - now, &Ina3dRoceApplication::Wake, this, interface);
         }
     }
+}
+
+bool
+Ina3dRoceApplication::SendNext(Nic& n, Time now)
+{
+    size_t total = n.qps.size() + n.relays.size();
+    for (size_t k = 0; k < total; k++)
+    {
+        size_t i = (n.next + k) % total;
+        if (i < n.qps.size())
+        {
+            Qp& q = m_qps[n.qps[i]];
+            if (q.queue.empty() || q.nextAvail > now)
+                continue;
+            n.next = (i + 1) % total;
+            SendData(q);
+            return true;
+        }
+        auto& waiting = n.relayed[n.relays[i - n.qps.size()]];
+        if (waiting.empty())
+            continue;
+        n.next = (i + 1) % total;
+        std::function<void()> send = std::move(waiting.front());
+        waiting.pop_front();
+        send();
+        return true;
+    }
+    return false;
+}
+
+void
+Ina3dRoceApplication::Relay(uint32_t interface,
+                            uint32_t src,
+                            uint32_t dst,
+                            uint32_t channel,
+                            std::function<void()> send)
+{
+    Nic& n = GetNic(interface);
+    RelayKey key{src, dst, channel};
+    auto it = n.relayed.find(key);
+    if (it == n.relayed.end())
+    {
+        n.relays.push_back(key);
+        it = n.relayed.emplace(key, std::deque<std::function<void()>>()).first;
+    }
+    it->second.push_back(std::move(send));
+    Pump(interface);
 }
 
 void

@@ -15,6 +15,11 @@
  *    at its current DCQCN rate (DcqcnRp, model/dcqcn.h); the NIC serves the queue pairs
  *    with a packet due round robin and keeps one packet waiting behind the one on the
  *    wire, so queue pairs share the NIC instead of piling packets into its queue.
+ *  - Relaying (BCube, DCell, TopoOpt): packets the host forwards wait in a queue per
+ *    relayed connection, which the NIC serves in the same round robin as its own queue
+ *    pairs (Ina3dPairRouting::SetRelayHook). Forwarded straight into the device queue they
+ *    would starve the host's own queue pairs, which only send when that queue is empty; a
+ *    NIC arbitrates between its send queues instead, and the replayer shares the link.
  *  - Notification point (receiver): a data packet arriving with CE set makes the receiver
  *    send a CNP to the sender, at most one per queue pair per CnpInterval (50 µs).
  *  - Congestion point: RED queue discs with ECN on every switch port (Ina3dHelper), with
@@ -36,7 +41,9 @@
 #include "ns3/point-to-point-net-device.h"
 
 #include <deque>
+#include <functional>
 #include <map>
+#include <tuple>
 #include <vector>
 
 namespace ns3
@@ -127,14 +134,19 @@ class Ina3dRoceApplication : public Application
         uint32_t lastWire = 1048; //!< wire bytes of the last packet sent (pacing adjustment)
         EventId ccEvent;         //!< the next DCQCN timer
     };
-    /** One output device and the queue pairs it serves. */
+    /** A relayed connection's key: (source node, destination node, NCCL channel). */
+    typedef std::tuple<uint32_t, uint32_t, uint32_t> RelayKey;
+    /** One output device, the queue pairs it serves and the connections it relays. */
     struct Nic
     {
         Ptr<PointToPointNetDevice> dev;
         Ptr<Queue<Packet>> queue;
         DataRate rate;
         std::vector<QpKey> qps; //!< queue pairs, in creation order
-        size_t next = 0;           //!< round-robin position
+        std::vector<RelayKey> relays; //!< relayed connections, in order of first packet
+        /** Packets waiting to be relayed, per connection: each puts one on the wire. */
+        std::map<RelayKey, std::deque<std::function<void()>>> relayed;
+        size_t next = 0;           //!< round-robin position over qps, then relays
         EventId wake;
         EventId dequeued; //!< a Pump after the device's Dequeue, deferred (see Dequeued)
         bool pumping = false;
@@ -156,6 +168,11 @@ class Ina3dRoceApplication : public Application
     static void Dequeued(Ina3dRoceApplication* app, uint32_t interface, Ptr<const Packet> p);
     void Wake(uint32_t interface);
     void SendData(Qp& q);
+    /** A packet of connection (src, dst, channel) to relay out of `interface` (RelayHook). */
+    void Relay(uint32_t interface, uint32_t src, uint32_t dst, uint32_t channel,
+               std::function<void()> send);
+    /** Puts the next packet of the queue pair or relayed connection due on `n`'s wire, if any. */
+    bool SendNext(Nic& n, Time now);
     void HandleRead(Ptr<Socket> s);
     /** A packet of `h.m_src`'s channel-`channel` connection arrived from UDP port `fromPort`. */
     void Receive(const RoceHeader& h, bool ce, uint32_t channel, uint16_t fromPort);
