@@ -543,7 +543,7 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
             let fits = levels.iter().copied().filter(|&k| k <= st.slots);
             let fits: Vec<u32> = fits.collect();
-            for root in options::roots(net, g) {
+            for root in candidate_roots(options::roots(net, g), gi) {
                 let mut seen: Vec<Vec<(NodeId, NodeId)>> = Vec::new();
                 for &form in &st.forms {
                     let edges = options::tree_edges(net, g, root, form, gi as u64).map_err(err)?;
@@ -582,6 +582,26 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         all.push(opts);
     }
     Ok(all)
+}
+
+/// Roots offered to one group at most: a k=32 fat-tree has 256 cores above a group that
+/// spans pods, and every root is a tree priced per bucket size and an option the search
+/// visits (MINA offers at most five per job). Beyond this many, an evenly spaced subset
+/// offset by the group's index, so different groups see different roots and trees can
+/// still spread over every candidate switch.
+pub const MAX_ROOTS: usize = 16;
+
+fn candidate_roots(roots: Vec<NodeId>, gi: usize) -> Vec<NodeId> {
+    let n = roots.len();
+    if n <= MAX_ROOTS {
+        return roots;
+    }
+    let mut picked: Vec<NodeId> = (0..MAX_ROOTS)
+        .map(|i| roots[(gi + i * n / MAX_ROOTS) % n])
+        .collect();
+    picked.sort_unstable();
+    picked.dedup();
+    picked
 }
 
 /// Why a group that must aggregate has no option.
