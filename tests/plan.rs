@@ -947,7 +947,7 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         model: RateModel::Ideal,
     };
     // a replay of 2 s against a 4 s limit: after the all-host replay, less than a solve
-    // and a replay of the plan (2 × 1.2 × 2 s) is left
+    // and a replay of the plan (1.5 × 1.2 × 2 s) is left
     let slow = SlowReplayer {
         inner: real(),
         delay: Duration::from_secs(2),

@@ -253,11 +253,11 @@ fn repair(
     let mut unreplayed: Option<Solved> = None;
     while rounds < po.replay_rounds {
         // a round is a solve and the replay of its plan (a replay taken 20 % longer than
-        // the all-host one, to be safe); the rounds that still fit, each solve as long
-        // as its replay at least, share what is left
+        // the all-host one, to be safe); the rounds that still fit, each solve half as
+        // long as its replay at least, share what is left
         let left = deadline.saturating_duration_since(Instant::now());
         let replay_est = replay_cost.mul_f64(1.2);
-        let fit = (left.as_secs_f64() / (2.0 * replay_est.as_secs_f64()).max(1e-6)) as u32;
+        let fit = (left.as_secs_f64() / (1.5 * replay_est.as_secs_f64()).max(1e-6)) as u32;
         if fit == 0 {
             note = Some(format!(
                 "time limit: {rounds} plan(s) replayed (a replay takes {:.2} s)",

@@ -163,6 +163,31 @@ pub struct Eval {
     pub pressure: f64,
 }
 
+/// The terms of an evaluation, folded as they come: their maximum (at least 0) and the
+/// sum of their 8th powers.
+#[derive(Default)]
+struct Terms {
+    max: f64,
+    pow8: f64,
+}
+
+impl Terms {
+    fn add(&mut self, x: f64) {
+        self.max = self.max.max(x);
+        self.pow8 += x.powi(8);
+    }
+
+    /// `T` and the pressure `Σ (term / T)^8` ([`Eval::pressure`]).
+    fn finish(&self) -> (f64, f64) {
+        let p = if self.max > 0.0 {
+            self.pow8 / self.max.powi(8)
+        } else {
+            0.0
+        };
+        (self.max, p)
+    }
+}
+
 impl Model {
     /// Shift of each stage's end under `a`.
     pub fn shifts(&self, a: &[usize]) -> Vec<f64> {
@@ -283,33 +308,65 @@ impl Model {
     }
 
     /// Evaluate an assignment.
+    ///
+    /// `T` is the largest of the terms below; the pressure `Σ (term / T)^8` is kept as
+    /// `Σ term^8 / T^8`, so no term is stored. The DP release sets are nested (each
+    /// holds the groups released at or after its time: [`Model::releases`]), so their
+    /// channel loads are summed once, from the latest release to the earliest.
     pub fn evaluate(&self, a: &[usize], scratch: &mut [f64]) -> Eval {
         let de = self.shifts(a);
-        let mut terms: Vec<f64> = Vec::with_capacity(self.rows.len() + 64);
+        let mut acc = Terms::default();
         for r in &self.rows {
-            terms.push(self.row_value(r, a, &de));
+            acc.add(self.row_value(r, a, &de));
         }
         // T ≥ d + L_tail for every term d of D, and ≥ D + load for every tail channel
-        let lt = self.load_max(&self.tail, a, true, scratch);
-        let d = self.dp_end(a, &de, scratch);
-        for &g in &self.dp {
-            let s = self.groups[g].stage.unwrap_or(0) as usize;
-            terms.push(de[s] + self.vals[g][a[g]].end + lt);
-        }
-        for (r, s, gs) in &self.releases {
-            self.loads_each(gs, a, false, scratch, &mut |l| {
-                terms.push(r + de[*s] + l + lt)
-            });
-        }
-        self.loads_each(&self.tail, a, true, scratch, &mut |l| terms.push(d + l));
-        self.loads_each(&self.pipe, a, false, scratch, &mut |l| terms.push(l));
-        terms.push(d + lt);
-        let t = terms.iter().copied().fold(0.0, f64::max);
-        let pressure = if t > 0.0 {
-            terms.iter().map(|x| (x / t).powi(8)).sum()
+        let mut tail: Vec<f64> = Vec::new();
+        self.loads_each(&self.tail, a, true, scratch, &mut |l| tail.push(l));
+        let lt = tail.iter().copied().fold(0.0, f64::max);
+        let mut d = if self.dp.is_empty() {
+            (0..de.len())
+                .map(|s| self.timeline.stage_end[s] + de[s])
+                .fold(0.0, f64::max)
         } else {
             0.0
         };
+        for &g in &self.dp {
+            let s = self.groups[g].stage.unwrap_or(0) as usize;
+            let end = de[s] + self.vals[g][a[g]].end;
+            d = d.max(end);
+            acc.add(end + lt);
+        }
+        let mut touched: Vec<u32> = Vec::new();
+        let mut later = 0;
+        for (r, s, gs) in self.releases.iter().rev() {
+            debug_assert!(gs.len() >= later, "release sets are nested");
+            for &g in &gs[..gs.len() - later] {
+                for &(c, l) in &self.opts[g][a[g]].loads {
+                    if scratch[c as usize] == 0.0 {
+                        touched.push(c);
+                    }
+                    scratch[c as usize] += l;
+                }
+            }
+            later = gs.len();
+            let at = r + de[*s];
+            let mut most = 0.0f64;
+            for &c in &touched {
+                let l = scratch[c as usize];
+                most = most.max(l);
+                acc.add(at + l + lt);
+            }
+            d = d.max(at + most);
+        }
+        for &c in &touched {
+            scratch[c as usize] = 0.0;
+        }
+        for l in tail {
+            acc.add(d + l);
+        }
+        self.loads_each(&self.pipe, a, false, scratch, &mut |l| acc.add(l));
+        acc.add(d + lt);
+        let (t, pressure) = acc.finish();
         let t = t + self.offset;
         let exposed = a
             .iter()
