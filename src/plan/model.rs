@@ -242,15 +242,20 @@ impl Model {
         best
     }
 
-    /// End of the gradient sync `D` under `a` with shifts `de`.
-    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
-        let mut d = if self.dp.is_empty() {
+    /// What `D` is at least before any DP group: without DP groups, the pipeline's end.
+    fn sync_floor(&self, de: &[f64]) -> f64 {
+        if self.dp.is_empty() {
             (0..de.len())
                 .map(|s| self.timeline.stage_end[s] + de[s])
                 .fold(0.0, f64::max)
         } else {
             0.0
-        };
+        }
+    }
+
+    /// End of the gradient sync `D` under `a` with shifts `de`.
+    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
+        let mut d = self.sync_floor(de);
         for &g in &self.dp {
             let s = self.groups[g].stage.unwrap_or(0) as usize;
             d = d.max(de[s] + self.vals[g][a[g]].end);
@@ -323,13 +328,7 @@ impl Model {
         let mut tail: Vec<f64> = Vec::new();
         self.loads_each(&self.tail, a, true, scratch, &mut |l| tail.push(l));
         let lt = tail.iter().copied().fold(0.0, f64::max);
-        let mut d = if self.dp.is_empty() {
-            (0..de.len())
-                .map(|s| self.timeline.stage_end[s] + de[s])
-                .fold(0.0, f64::max)
-        } else {
-            0.0
-        };
+        let mut d = self.sync_floor(&de);
         for &g in &self.dp {
             let s = self.groups[g].stage.unwrap_or(0) as usize;
             let end = de[s] + self.vals[g][a[g]].end;
