@@ -913,3 +913,88 @@ fn on_a_torus_the_planner_prices_shortest_path_and_steiner_trees_under_the_best_
     let (t, err, tr) = plan_against_ring(&j, &options(st, SolverKind::Auto));
     assert!(t <= tr * (1.0 + err), "plan {t} vs ring {tr} (error {err})");
 }
+
+/// The real replayer, slowed down by `delay` per replay (a cluster-scale job's replay
+/// cost on a small job), keeping what it replayed.
+struct SlowReplayer<'a> {
+    inner: ina3d::pipeline::PlanReplayer<'a>,
+    delay: Duration,
+    replayed: std::cell::RefCell<Vec<(PlanFile, f64)>>,
+}
+
+impl plan::Replayer for SlowReplayer<'_> {
+    fn replay(&self, p: &PlanFile) -> Result<plan::Replayed, String> {
+        std::thread::sleep(self.delay);
+        let r = self.inner.replay(p)?;
+        self.replayed.borrow_mut().push((p.clone(), r.iteration_ns));
+        Ok(r)
+    }
+}
+
+#[test]
+fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_returned_unverified_not_the_host_plan(
+) {
+    let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
+    let pj = ina3d::pipeline::Job {
+        cfg: j.cfg.clone(),
+        topology: j.topo.clone(),
+        workload: j.wl.clone(),
+        warnings: vec![],
+    };
+    let real = || ina3d::pipeline::PlanReplayer {
+        job: &pj,
+        opts: &j.opts,
+        model: RateModel::Ideal,
+    };
+    // a replay of 2 s against a 4 s limit: after the all-host replay, less than a solve
+    // and a replay of the plan (1.5 × 1.2 × 2 s) is left
+    let slow = SlowReplayer {
+        inner: real(),
+        delay: Duration::from_secs(2),
+        replayed: Default::default(),
+    };
+    let st = settings(
+        8192,
+        None,
+        &[1.0, 0.5, 0.25],
+        &[Class::Tp, Class::Dp, Class::Emb],
+    );
+    let po = PlanOptions {
+        time_limit: Duration::from_secs(4),
+        replay_rounds: 3,
+        ..options(st, SolverKind::Auto)
+    };
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let p = plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        &po,
+        trace::planned::plan_job(&h),
+        Some(&slow),
+    )
+    .unwrap();
+    let note = p.solver.note.clone().unwrap_or_default();
+    let replayed = slow.replayed.into_inner();
+    assert_eq!(
+        replayed.len(),
+        1,
+        "only the all-host plan is replayed: {note}"
+    );
+    let (host, host_ns) = &replayed[0];
+    assert!(host.groups.iter().all(|g| g.decision == Decision::Host));
+    assert!(p.verification.is_none(), "{note}");
+    assert!(note.contains("not replayed"), "{note}");
+    assert!(
+        p.groups.iter().any(|g| g.decision != Decision::Host),
+        "{note}"
+    );
+    assert_eq!(p.prediction.host_iteration_ns, *host_ns);
+    // and the plan returned replays faster than the all-host plan it was preferred to
+    let planned = plan::Replayer::replay(&real(), &p).unwrap();
+    assert!(
+        planned.iteration_ns < *host_ns,
+        "plan {} vs all-host {host_ns}",
+        planned.iteration_ns
+    );
+}

@@ -204,7 +204,9 @@ struct Tried {
 /// back a second time, its prediction is within 2 % of its replay, or time runs out. The
 /// plan returned is the fastest *replayed* (the all-host plan when nothing beat it), with
 /// the prediction the model made for it before it was replayed and its replay recorded as
-/// the plan's verification.
+/// the plan's verification — but when the all-host replay leaves no time to replay a
+/// plan, the model's plan solved in what is left, unverified ([`unverified`]), if it
+/// predicts better than the all-host replay.
 fn repair(
     m: &mut Model,
     wl: &Workload,
@@ -222,6 +224,14 @@ fn repair(
             .map_err(|e| PlanError::Model(format!("replaying a candidate plan: {e}")))
     };
     let host_predicted = m.evaluate(&host, &mut scratch).t;
+    // When the all-host plan and a plan cannot both be replayed in time (cluster-scale
+    // jobs: GPT-3 175B on 8,192 GPUs takes ~30 s a replay), the model's plan is solved
+    // first and replayed alone, so the time goes to the plan returned.
+    let estimate = replay_estimate(m, wl);
+    let left = deadline.saturating_duration_since(Instant::now());
+    if estimate * 3 > left {
+        return tight(m, po, job, rp, started, estimate, host_predicted);
+    }
     let t0 = Instant::now();
     let r0 = replay(m, &host, po)?;
     let replay_cost = t0.elapsed();
@@ -239,20 +249,35 @@ fn repair(
     m.calibrate(wl, &measured(&host, &r0));
     let mut rounds = 0;
     let mut note = None;
+    // a plan solved when no time was left to replay it
+    let mut unreplayed: Option<Solved> = None;
     while rounds < po.replay_rounds {
-        // what a solve may take: what is left but two replays (the plan's, and slack)
+        // a round is a solve and the replay of its plan (a replay taken 20 % longer than
+        // the all-host one, to be safe); the rounds that still fit, each solve half as
+        // long as its replay at least, share what is left
         let left = deadline.saturating_duration_since(Instant::now());
-        let budget = left.saturating_sub(replay_cost * 2);
-        if budget < left / 10 || budget.is_zero() {
+        let replay_est = replay_cost.mul_f64(1.2);
+        let fit = (left.as_secs_f64() / (1.5 * replay_est.as_secs_f64()).max(1e-6)) as u32;
+        if fit == 0 {
             note = Some(format!(
                 "time limit: {rounds} plan(s) replayed (a replay takes {:.2} s)",
                 replay_cost.as_secs_f64()
             ));
+            if rounds == 0 {
+                // no plan solved yet: the model, calibrated on the all-host replay, gets
+                // what is left, so the limit never turns a better plan into the host's
+                let within = PlanOptions {
+                    time_limit: left,
+                    ..po.clone()
+                };
+                unreplayed = Some(solve(m, &within, Instant::now())?);
+            }
             break;
         }
+        let share = (po.replay_rounds - rounds).min(fit);
         rounds += 1;
         let round_po = PlanOptions {
-            time_limit: budget / (po.replay_rounds - rounds + 1),
+            time_limit: left.saturating_sub(replay_est * share) / share,
             ..po.clone()
         };
         let solved = solve(m, &round_po, Instant::now())?;
@@ -281,6 +306,9 @@ fn repair(
         m.calibrate(wl, &measured(&last, &r));
         tried[0].predicted = m.evaluate(&host, &mut scratch).t;
     }
+    if let Some(u) = unreplayed.filter(|u| u.eval.t < r0.iteration_ns) {
+        return Ok(unverified(m, po, job, u, started, &r0, replay_cost));
+    }
     let best = (0..tried.len())
         .min_by(|&a, &b| {
             let (x, y) = (&tried[a].replayed, &tried[b].replayed);
@@ -308,6 +336,109 @@ fn repair(
         replayed_ns: t.replayed.iteration_ns,
         error: (t.predicted - t.replayed.iteration_ns) / t.replayed.iteration_ns,
         host_replayed_ns: host_replayed,
+    });
+    Ok(f)
+}
+
+/// The model's plan `u`, solved after the all-host replay `r0` left no time to replay it:
+/// predicted by the model calibrated on `r0`, not verified (no replay of its own), the
+/// all-host replay named in its note.
+fn unverified(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    u: Solved,
+    started: Instant,
+    r0: &Replayed,
+    replay_cost: Duration,
+) -> PlanFile {
+    let why = format!(
+        "time limit: the all-host plan replayed {:.3} ms (a replay takes {:.1} s); this plan was solved on the model calibrated on that replay with what was left, and is not replayed",
+        r0.iteration_ns / 1e6,
+        replay_cost.as_secs_f64()
+    );
+    let mut f = file(m, po, job, u, started.elapsed());
+    f.prediction.host_iteration_ns = r0.iteration_ns;
+    f.solver.note = Some(match f.solver.note.take() {
+        Some(n) => format!("{n}; {why}"),
+        None => why,
+    });
+    f
+}
+
+/// Wall time one replay (trace generation included) is expected to take before any was
+/// measured: the records the groups' collectives lower to on their host option, and as
+/// many again for compute and pipeline records per collective step of a stage, at
+/// [`REPLAY_NS_PER_RECORD`] each. An estimate that errs long: it only decides whether
+/// the all-host plan is replayed before the plan.
+fn replay_estimate(m: &Model, wl: &Workload) -> Duration {
+    let colls: f64 = (0..m.groups.len())
+        .map(|g| m.opts[g][model::host_index(&m.opts[g], &m.groups[g])].records)
+        .sum();
+    let ops = wl.world() as f64 * wl.microbatches as f64 * 2.0;
+    Duration::from_secs_f64((2.0 * colls + ops) * REPLAY_NS_PER_RECORD * 1e-9)
+}
+
+/// Measured: GPT-3 175B TP8·PP16·DP64 on fat-tree k=32 generates and replays in ≈ 32 s
+/// on this project's 2-core machine (`cargo bench --bench plan`, scale section).
+pub const REPLAY_NS_PER_RECORD: f64 = 1500.0;
+
+/// The plan when replays are dear: solve the uncalibrated model with what the replay of
+/// its plan leaves, then replay the plan if that fits the time limit. The plan returned is
+/// the model's (the all-host plan only when the model predicts nothing better); its
+/// verification, when it was replayed, has no all-host replay to compare with (0).
+fn tight(
+    m: &Model,
+    po: &PlanOptions,
+    job: BTreeMap<String, String>,
+    rp: &dyn Replayer,
+    started: Instant,
+    estimate: Duration,
+    host_predicted: f64,
+) -> Result<PlanFile, PlanError> {
+    let deadline = started + po.time_limit;
+    let left = deadline.saturating_duration_since(Instant::now());
+    let replay_fits = estimate.mul_f64(1.2) < left.mul_f64(0.8);
+    let budget = if replay_fits {
+        left.saturating_sub(estimate.mul_f64(1.2))
+    } else {
+        left
+    };
+    let solved = solve(
+        m,
+        &PlanOptions {
+            time_limit: budget,
+            ..po.clone()
+        },
+        Instant::now(),
+    )?;
+    let predicted = solved.eval.t;
+    let mut f = file(m, po, job, solved, started.elapsed());
+    f.prediction.host_iteration_ns = host_predicted;
+    let now_left = deadline.saturating_duration_since(Instant::now());
+    if replay_fits && estimate.mul_f64(1.1) < now_left {
+        let r = rp
+            .replay(&f)
+            .map_err(|e| PlanError::Model(format!("replaying the plan: {e}")))?;
+        f.verification = Some(Verification {
+            replayed_ns: r.iteration_ns,
+            error: (predicted - r.iteration_ns) / r.iteration_ns,
+            host_replayed_ns: 0.0,
+        });
+        f.solver.solve_time_s = started.elapsed().as_secs_f64();
+    }
+    let why = format!(
+        "replays are dear here (~{:.0} s each, estimated): the plan was solved on the uncalibrated model{}",
+        estimate.as_secs_f64(),
+        if f.verification.is_some() {
+            " and replayed alone"
+        } else {
+            " and not replayed (no time left)"
+        }
+    );
+    f.solver.note = Some(match f.solver.note.take() {
+        Some(n) => format!("{n}; {why}"),
+        None => why,
     });
     Ok(f)
 }

@@ -145,6 +145,10 @@ pub struct Model {
     /// Added to every predicted iteration time: what a calibration left between the
     /// model and the replay (0 uncalibrated).
     pub offset: f64,
+    /// Factor on the times of the gradient sync's host collectives (DP buckets and
+    /// embedding all-reduces on a host algorithm): what a calibration on a replay with
+    /// such groups measured them at against the model (1 uncalibrated).
+    pub host_scale: f64,
 }
 
 /// The model's verdict on one assignment (one option index per group).
@@ -161,6 +165,31 @@ pub struct Eval {
     /// by `t`, then by this, so shortening one of several critical chains counts as
     /// progress even while another still sets `t`.
     pub pressure: f64,
+}
+
+/// The terms of an evaluation, folded as they come: their maximum (at least 0) and the
+/// sum of their 8th powers.
+#[derive(Default)]
+struct Terms {
+    max: f64,
+    pow8: f64,
+}
+
+impl Terms {
+    fn add(&mut self, x: f64) {
+        self.max = self.max.max(x);
+        self.pow8 += x.powi(8);
+    }
+
+    /// `T` and the pressure `Σ (term / T)^8` ([`Eval::pressure`]).
+    fn finish(&self) -> (f64, f64) {
+        let p = if self.max > 0.0 {
+            self.pow8 / self.max.powi(8)
+        } else {
+            0.0
+        };
+        (self.max, p)
+    }
 }
 
 impl Model {
@@ -217,15 +246,20 @@ impl Model {
         best
     }
 
-    /// End of the gradient sync `D` under `a` with shifts `de`.
-    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
-        let mut d = if self.dp.is_empty() {
+    /// What `D` is at least before any DP group: without DP groups, the pipeline's end.
+    fn sync_floor(&self, de: &[f64]) -> f64 {
+        if self.dp.is_empty() {
             (0..de.len())
                 .map(|s| self.timeline.stage_end[s] + de[s])
                 .fold(0.0, f64::max)
         } else {
             0.0
-        };
+        }
+    }
+
+    /// End of the gradient sync `D` under `a` with shifts `de`.
+    pub fn dp_end(&self, a: &[usize], de: &[f64], scratch: &mut [f64]) -> f64 {
+        let mut d = self.sync_floor(de);
         for &g in &self.dp {
             let s = self.groups[g].stage.unwrap_or(0) as usize;
             d = d.max(de[s] + self.vals[g][a[g]].end);
@@ -283,33 +317,59 @@ impl Model {
     }
 
     /// Evaluate an assignment.
+    ///
+    /// `T` is the largest of the terms below; the pressure `Σ (term / T)^8` is kept as
+    /// `Σ term^8 / T^8`, so no term is stored. The DP release sets are nested (each
+    /// holds the groups released at or after its time: [`Model::releases`]), so their
+    /// channel loads are summed once, from the latest release to the earliest.
     pub fn evaluate(&self, a: &[usize], scratch: &mut [f64]) -> Eval {
         let de = self.shifts(a);
-        let mut terms: Vec<f64> = Vec::with_capacity(self.rows.len() + 64);
+        let mut acc = Terms::default();
         for r in &self.rows {
-            terms.push(self.row_value(r, a, &de));
+            acc.add(self.row_value(r, a, &de));
         }
         // T ≥ d + L_tail for every term d of D, and ≥ D + load for every tail channel
-        let lt = self.load_max(&self.tail, a, true, scratch);
-        let d = self.dp_end(a, &de, scratch);
+        let mut tail: Vec<f64> = Vec::new();
+        self.loads_each(&self.tail, a, true, scratch, &mut |l| tail.push(l));
+        let lt = tail.iter().copied().fold(0.0, f64::max);
+        let mut d = self.sync_floor(&de);
         for &g in &self.dp {
             let s = self.groups[g].stage.unwrap_or(0) as usize;
-            terms.push(de[s] + self.vals[g][a[g]].end + lt);
+            let end = de[s] + self.vals[g][a[g]].end;
+            d = d.max(end);
+            acc.add(end + lt);
         }
-        for (r, s, gs) in &self.releases {
-            self.loads_each(gs, a, false, scratch, &mut |l| {
-                terms.push(r + de[*s] + l + lt)
-            });
+        let mut touched: Vec<u32> = Vec::new();
+        let mut later = 0;
+        for (r, s, gs) in self.releases.iter().rev() {
+            debug_assert!(gs.len() >= later, "release sets are nested");
+            for &g in &gs[..gs.len() - later] {
+                for &(c, l) in &self.opts[g][a[g]].loads {
+                    if scratch[c as usize] == 0.0 {
+                        touched.push(c);
+                    }
+                    scratch[c as usize] += l;
+                }
+            }
+            later = gs.len();
+            let at = r + de[*s];
+            let mut most = 0.0f64;
+            for &c in &touched {
+                let l = scratch[c as usize];
+                most = most.max(l);
+                acc.add(at + l + lt);
+            }
+            d = d.max(at + most);
         }
-        self.loads_each(&self.tail, a, true, scratch, &mut |l| terms.push(d + l));
-        self.loads_each(&self.pipe, a, false, scratch, &mut |l| terms.push(l));
-        terms.push(d + lt);
-        let t = terms.iter().copied().fold(0.0, f64::max);
-        let pressure = if t > 0.0 {
-            terms.iter().map(|x| (x / t).powi(8)).sum()
-        } else {
-            0.0
-        };
+        for &c in &touched {
+            scratch[c as usize] = 0.0;
+        }
+        for l in tail {
+            acc.add(d + l);
+        }
+        self.loads_each(&self.pipe, a, false, scratch, &mut |l| acc.add(l));
+        acc.add(d + lt);
+        let (t, pressure) = acc.finish();
         let t = t + self.offset;
         let exposed = a
             .iter()
@@ -543,7 +603,7 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
             let fits = levels.iter().copied().filter(|&k| k <= st.slots);
             let fits: Vec<u32> = fits.collect();
-            for root in options::roots(net, g) {
+            for root in candidate_roots(options::roots(net, g), gi) {
                 let mut seen: Vec<Vec<(NodeId, NodeId)>> = Vec::new();
                 for &form in &st.forms {
                     let edges = options::tree_edges(net, g, root, form, gi as u64).map_err(err)?;
@@ -582,6 +642,26 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         all.push(opts);
     }
     Ok(all)
+}
+
+/// Roots offered to one group at most: a k=32 fat-tree has 256 cores above a group that
+/// spans pods, and every root is a tree priced per bucket size and an option the search
+/// visits (MINA offers at most five per job). Beyond this many, an evenly spaced subset
+/// offset by the group's index, so different groups see different roots and trees can
+/// still spread over every candidate switch.
+pub const MAX_ROOTS: usize = 16;
+
+fn candidate_roots(roots: Vec<NodeId>, gi: usize) -> Vec<NodeId> {
+    let n = roots.len();
+    if n <= MAX_ROOTS {
+        return roots;
+    }
+    let mut picked: Vec<NodeId> = (0..MAX_ROOTS)
+        .map(|i| roots[(gi + i * n / MAX_ROOTS) % n])
+        .collect();
+    picked.sort_unstable();
+    picked.dedup();
+    picked
 }
 
 /// Why a group that must aggregate has no option.
@@ -693,6 +773,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
         base: tl,
         pend_stage,
         offset: 0.0,
+        host_scale: 1.0,
     };
     m.assemble(wl, &vec![0.0; pp]);
     Ok(m)
@@ -721,7 +802,15 @@ impl Model {
             }
         }
         let (groups, opts) = (&self.groups, &self.opts);
-        self.vals = values(wl, groups, opts, &tl, &self.cf, &self.cb, self.pend_stage);
+        self.vals = values(
+            wl,
+            groups,
+            opts,
+            &tl,
+            (&self.cf, &self.cb),
+            self.pend_stage,
+            self.host_scale,
+        );
         self.rows = chain_rows(wl, groups, opts, &self.vals, &tl);
         (self.phases, self.windows) = phases(groups, &self.vals, &tl);
         (self.releases, self.dp, self.tail, self.pipe) = link_sets(groups, opts, &tl);
@@ -750,11 +839,53 @@ impl Model {
                     .map_or(0.0, |e| e - (self.base.stage_end[s] + de[s]))
             })
             .collect();
-        self.assemble(wl, &off);
         self.offset = 0.0;
+        self.host_scale = 1.0;
+        self.assemble(wl, &off);
+        self.fit_host_scale(wl, &off, m);
         let mut scratch = vec![0.0; self.channels];
         let t = self.evaluate(&m.at, &mut scratch).t;
         self.offset = m.iteration - t;
+    }
+
+    /// When the replayed assignment syncs gradients on host algorithms, the difference
+    /// left after the stages' ends moved goes to those collectives' times first
+    /// ([`Model::host_scale`], by bisection within ¼–4×): a slower replayed ring (DCQCN's
+    /// cuts) then slows the plans that keep groups on the ring, not the INA trees, which
+    /// a constant offset would.
+    fn fit_host_scale(&mut self, wl: &Workload, off: &[f64], m: &Measured) {
+        let synced = m.at.iter().enumerate().any(|(g, &o)| {
+            matches!(self.groups[g].role, Role::Dp { .. } | Role::Emb(_))
+                && matches!(self.opts[g][o].kind, OptKind::Host(_))
+        });
+        let mut scratch = vec![0.0; self.channels];
+        let t1 = self.evaluate(&m.at, &mut scratch).t;
+        if !synced || (m.iteration - t1).abs() <= 0.005 * m.iteration {
+            return;
+        }
+        let mut at = |model: &mut Model, f: f64| {
+            model.host_scale = f;
+            model.assemble(wl, off);
+            model.evaluate(&m.at, &mut scratch).t
+        };
+        let (mut lo, mut hi) = if m.iteration > t1 {
+            (1.0, 4.0)
+        } else {
+            (0.25, 1.0)
+        };
+        for _ in 0..12 {
+            let mid = 0.5 * (lo + hi);
+            if at(self, mid) < m.iteration {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let f = 0.5 * (lo + hi);
+        // a factor at the bound of its range fits nothing (the sync does not set T)
+        let f = if (0.251..=3.99).contains(&f) { f } else { 1.0 };
+        self.host_scale = f;
+        self.assemble(wl, off);
     }
 }
 
@@ -792,14 +923,16 @@ fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
 }
 
 /// Values of every option.
+/// Values of every option, the sync's host collectives' times scaled by `host_scale`
+/// ([`Model::host_scale`]).
 fn values(
     wl: &Workload,
     groups: &[Group],
     opts: &[Vec<Opt>],
     tl: &Timeline,
-    cf: &[Vec<f64>],
-    cb: &[Vec<f64>],
+    (cf, cb): (&[Vec<f64>], &[Vec<f64>]),
     pend_stage: usize,
+    host_scale: f64,
 ) -> Vec<Vec<Vals>> {
     let mut out = Vec::with_capacity(groups.len());
     for (i, g) in groups.iter().enumerate() {
@@ -835,11 +968,12 @@ fn values(
                     ..
                 } => {
                     let s = g.stage.unwrap_or(0) as usize;
+                    let scale = sync_scale(o, host_scale);
                     let mut e = 0.0f64;
                     for (b, t) in o.times[..buckets.len()].iter().enumerate() {
                         let at = index.get(b).copied().unwrap_or(b);
                         let trig = tl.triggers[s].get(at).copied().unwrap_or(tl.stage_end[s]);
-                        e = e.max(trig) + t;
+                        e = e.max(trig) + t * scale;
                     }
                     let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]
                         .iter()
@@ -852,8 +986,8 @@ fn values(
                     }
                 }
                 Role::Emb(_) => Vals {
-                    end: o.times[0],
-                    exposed: o.times[0],
+                    end: o.times[0] * sync_scale(o, host_scale),
+                    exposed: o.times[0] * sync_scale(o, host_scale),
                     ..Vals::default()
                 },
             });
@@ -861,6 +995,16 @@ fn values(
         out.push(v);
     }
     out
+}
+
+/// The factor on a sync collective's time under option `o`: `host_scale` on a host
+/// algorithm, 1 on NVLink and INA.
+fn sync_scale(o: &Opt, host_scale: f64) -> f64 {
+    if matches!(o.kind, OptKind::Host(_)) {
+        host_scale
+    } else {
+        1.0
+    }
 }
 
 /// Per replica, per stage: the TP group that has a choice (more than one option).

@@ -77,6 +77,8 @@ pub struct Opt {
     pub loads: Vec<(u32, f64)>,
     /// The same for the tail's collectives ([`Group::in_tail`]).
     pub tail_loads: Vec<(u32, f64)>,
+    /// Trace records the group's collectives lower to per iteration.
+    pub records: f64,
 }
 
 impl Opt {
@@ -269,6 +271,7 @@ fn build(
     let mut loads = Vec::new();
     let mut tail = Vec::new();
     let mut times = Vec::new();
+    let mut records = 0.0;
     // a stage's buckets are mostly of one size: price each (kind, size) once
     let mut seen: HashMap<(CollKind, Bytes), Priced> = HashMap::new();
     for (i, c) in g.colls().into_iter().enumerate() {
@@ -283,6 +286,7 @@ fn build(
         let l = if g.in_tail(i) { &mut tail } else { &mut loads };
         l.extend(p.loads.iter().map(|&(ch, v)| (ch, v * c.count as f64)));
         times.push(p.time);
+        records += p.records as f64 * c.count as f64;
     }
     Ok(Opt {
         kind,
@@ -291,6 +295,7 @@ fn build(
         times,
         loads: merge(loads),
         tail_loads: merge(tail),
+        records,
     })
 }
 

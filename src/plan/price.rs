@@ -96,6 +96,8 @@ pub struct Priced {
     pub time: f64,
     /// Per channel (ascending), the ns its capacity needs for the collective's wire bytes.
     pub loads: Vec<(u32, f64)>,
+    /// Transfers (trace records) it lowers to.
+    pub records: usize,
 }
 
 impl PriceNet<'_> {
@@ -115,13 +117,26 @@ impl PriceNet<'_> {
     /// `slots` packets outstanding.
     pub fn price(&self, xfers: &[Xfer<u32>], slots: u32) -> Result<Priced, String> {
         let n = xfers.len();
-        let paths: Vec<Vec<Channel>> = xfers
-            .iter()
-            .map(|x| match x.mode {
-                Mode::Net | Mode::Ina => self.path(x),
-                _ => Ok(Vec::new()),
-            })
-            .collect::<Result<_, _>>()?;
+        // a ring's steps repeat their connections: route each once
+        let mut routed: HashMap<(NodeId, NodeId, u32, bool), Vec<Channel>> = HashMap::new();
+        let mut paths: Vec<Vec<Channel>> = Vec::with_capacity(n);
+        for x in xfers {
+            let p = match x.mode {
+                Mode::Net | Mode::Ina => {
+                    let key = (x.src, x.dst, x.channel, x.mode == Mode::Ina);
+                    match routed.get(&key) {
+                        Some(p) => p.clone(),
+                        None => {
+                            let p = self.path(x)?;
+                            routed.insert(key, p.clone());
+                            p
+                        }
+                    }
+                }
+                _ => Vec::new(),
+            };
+            paths.push(p);
+        }
         let wire = |x: &Xfer<u32>| -> f64 {
             let payload = if x.mode == Mode::Ina {
                 self.payload
@@ -202,6 +217,7 @@ impl PriceNet<'_> {
         Ok(Priced {
             time: end.iter().copied().fold(0.0, f64::max),
             loads,
+            records: n,
         })
     }
 
