@@ -359,10 +359,7 @@ fn unverified(
     );
     let mut f = file(m, po, job, u, started.elapsed());
     f.prediction.host_iteration_ns = r0.iteration_ns;
-    f.solver.note = Some(match f.solver.note.take() {
-        Some(n) => format!("{n}; {why}"),
-        None => why,
-    });
+    append_note(&mut f.solver.note, why);
     f
 }
 
@@ -436,11 +433,16 @@ fn tight(
             " and not replayed (no time left)"
         }
     );
-    f.solver.note = Some(match f.solver.note.take() {
+    append_note(&mut f.solver.note, why);
+    Ok(f)
+}
+
+/// `why` after the solver's note, if it has one.
+fn append_note(note: &mut Option<String>, why: String) {
+    *note = Some(match note.take() {
         Some(n) => format!("{n}; {why}"),
         None => why,
     });
-    Ok(f)
 }
 
 /// The plan file of a given assignment (an option index per group of `m`): what a

@@ -922,7 +922,6 @@ fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
     out
 }
 
-/// Values of every option.
 /// Values of every option, the sync's host collectives' times scaled by `host_scale`
 /// ([`Model::host_scale`]).
 fn values(
