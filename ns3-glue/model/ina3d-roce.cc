@@ -179,9 +179,7 @@ Ina3dRoceApplication::StartApplication()
     m_socket->Bind(InetSocketAddress(Dag::Get().nodeAddress[m_node], ROCE_PORT));
     m_socket->SetIpRecvTos(true);
     m_socket->SetRecvCallback(MakeCallback(&Ina3dRoceApplication::HandleRead, this));
-    Ptr<Ina3dPairRouting> routing =
-        DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
-    if (routing)
+    if (Ptr<Ina3dPairRouting> routing = Routing())
         routing->SetRelayHook([this](uint32_t interface, uint32_t src, uint32_t dst,
                                      uint32_t channel, std::function<void()> send) {
             Relay(interface, src, dst, channel, std::move(send));
@@ -193,9 +191,7 @@ Ina3dRoceApplication::StopApplication()
 {
     if (m_socket)
         m_socket->Close();
-    Ptr<Ina3dPairRouting> routing =
-        DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
-    if (routing)
+    if (Ptr<Ina3dPairRouting> routing = Routing())
         routing->SetRelayHook(nullptr);
     for (auto& [c, s] : m_channels)
         s->Close();
@@ -206,6 +202,12 @@ Ina3dRoceApplication::StopApplication()
         Simulator::Cancel(n.wake);
         Simulator::Cancel(n.dequeued);
     }
+}
+
+Ptr<Ina3dPairRouting>
+Ina3dRoceApplication::Routing() const
+{
+    return DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
 }
 
 Ina3dRoceApplication::Nic&
@@ -258,8 +260,7 @@ Ina3dRoceApplication::GetQp(uint32_t dst, uint32_t channel)
     q.channel = channel;
     q.addr = dag.nodeAddress[dst];
     ChannelSocket(channel);
-    Ptr<Ina3dPairRouting> routing =
-        DynamicCast<Ina3dPairRouting>(GetNode()->GetObject<Ipv4>()->GetRoutingProtocol());
+    Ptr<Ina3dPairRouting> routing = Routing();
     if (!routing || !routing->LookupPair(m_node, dst, channel, q.nic))
     {
         // no route: the send below is refused by routing, which reports the connection
@@ -381,12 +382,9 @@ Ina3dRoceApplication::Relay(uint32_t interface,
 {
     Nic& n = GetNic(interface);
     RelayKey key{src, dst, channel};
-    auto it = n.relayed.find(key);
-    if (it == n.relayed.end())
-    {
+    auto [it, first] = n.relayed.try_emplace(key);
+    if (first)
         n.relays.push_back(key);
-        it = n.relayed.emplace(key, std::deque<std::function<void()>>()).first;
-    }
     it->second.push_back(std::move(send));
     Pump(interface);
 }

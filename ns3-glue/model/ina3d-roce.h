@@ -49,6 +49,8 @@
 namespace ns3
 {
 
+class Ina3dPairRouting;
+
 /** UDP port of RoCEv2. */
 static const uint16_t ROCE_PORT = 4791;
 
@@ -159,6 +161,8 @@ class Ina3dRoceApplication : public Application
         Time lastCnp = Seconds(-1);
     };
 
+    /** This node's Ina3dPairRouting (null under another routing protocol). */
+    Ptr<Ina3dPairRouting> Routing() const;
     Qp& GetQp(uint32_t dst, uint32_t channel);
     /** The UDP socket channel `channel`'s queue pairs send from (its port registered). */
     Ptr<Socket> ChannelSocket(uint32_t channel);
