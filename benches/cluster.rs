@@ -16,6 +16,9 @@ use ina3d::pipeline::Reporter;
 use std::path::Path;
 use std::time::Instant;
 
+mod procfs;
+use procfs::vm_hwm_kib;
+
 struct Quiet;
 impl Reporter for Quiet {
     fn line(&mut self, _: &str) {}
@@ -37,14 +40,7 @@ fn spec(placement: &str, policies: &str) -> String {
 }
 
 fn peak_rss_gib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / (1024.0 * 1024.0))
+    vm_hwm_kib().map_or(f64::NAN, |kb| kb as f64 / (1024.0 * 1024.0))
 }
 
 fn case(placement: &str, policy: &str, dir: &Path) {

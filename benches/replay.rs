@@ -36,6 +36,9 @@ use ina3d::topology::{Routing, Topology};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use std::time::Instant;
 
+mod procfs;
+use procfs::vm_hwm_kib;
+
 struct Shape {
     tp: u32,
     pp: u32,
@@ -307,12 +310,6 @@ fn mem_available_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()
         .map(|k| k * 1024)
-}
-
-fn vm_hwm_kib() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    l.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn opts() -> ReplayOptions {
@@ -863,20 +860,12 @@ fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
-/// The 1-minute load average.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(String::from))
-        .unwrap_or_else(|| "?".into())
-}
-
 /// One cluster-scale case, in this process: replays from the generator or, given one,
 /// from a trace file; prints wall, CPU, peak RSS and bytes per record beside the targets
 /// (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
 fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
     let spec = scale_spec(dp, ina)?;
-    let (load0, cpu0) = (load_average(), cpu_seconds());
+    let (load0, cpu0) = (procfs::load_average(), cpu_seconds());
     let t0 = Instant::now();
     let r = match file {
         None => {
@@ -918,7 +907,7 @@ fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std:
         8 * 16 * dp,
         if file.is_some() { "file" } else { "generator" },
         if file.is_some() { "read" } else { "generate" },
-        load_average(),
+        procfs::load_average(),
         hwm / records as f64,
         r.summary.iteration_time_ns as f64 / 1e6
     );

@@ -25,6 +25,8 @@
 
 use std::time::{Duration, Instant};
 
+mod procfs;
+
 /// A size of the table: GPUs, data-parallel degree, fat-tree k, and a global batch size
 /// where GPT-3's 1,536 does not divide into the data-parallel ranks.
 struct Size {
@@ -91,27 +93,9 @@ fn list(var: &str, default: &str) -> Vec<String> {
         .collect()
 }
 
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .and_then(|s| s.split_whitespace().next().map(String::from))
-        .unwrap_or_else(|| "?".into())
-}
-
 /// CPU seconds (user + system) a running process has used so far, from `/proc`.
 fn proc_cpu(pid: u32) -> f64 {
-    // SAFETY: sysconf reads a constant of the system.
-    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // the fields after the command's closing parenthesis: utime and stime are
-            // the 12th and 13th of them
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / tick)
-        })
-        .unwrap_or(0.0)
+    procfs::stat_cpu(&format!("/proc/{pid}/stat"))
 }
 
 /// Run `cmd` until it ends, or until it has used `limit` of CPU time (or 20 × `limit`
@@ -268,7 +252,7 @@ fn row(case: &Case, o: &Outcome, limit: u64, ideal_cpu: Option<f64>, load0: &str
         fmt_secs(u.wall),
         fmt_secs(u.cpu),
         u.peak_rss_kib as f64 / (1024.0 * 1024.0),
-        load_average()
+        procfs::load_average()
     )
 }
 
@@ -304,7 +288,7 @@ fn main() {
                         channels: ch,
                         model,
                     };
-                    let load0 = load_average();
+                    let load0 = procfs::load_average();
                     match run_case(&case, &dir, Duration::from_secs(limit)) {
                         Ok(o) => {
                             if case.model == "ideal" && o.usage.code == Some(0) {

@@ -18,36 +18,19 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Instant;
 
-const TARGET: f64 = 5_000_000.0;
+mod procfs;
+use procfs::vm_hwm_kib;
 
-fn vm_hwm_kib() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
+const TARGET: f64 = 5_000_000.0;
 
 /// CPU time (user + system, all threads) of this process in seconds.
 fn cpu_secs() -> f64 {
-    stat_cpu("/proc/self/stat")
+    procfs::stat_cpu("/proc/self/stat")
 }
 
 /// CPU time of the calling thread (the generator's: it generates and formats the rows).
 fn thread_cpu_secs() -> f64 {
-    stat_cpu("/proc/thread-self/stat")
-}
-
-/// User + system seconds of a `/proc/…/stat` file.
-fn stat_cpu(path: &str) -> f64 {
-    let s = std::fs::read_to_string(path).unwrap_or_default();
-    let after = s.rsplit_once(')').map(|x| x.1).unwrap_or("");
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // fields 14 and 15 of /proc/self/stat (utime, stime) are at 11 and 12 after the `)`; 100 Hz ticks
-    (tick(11) + tick(12)) / 100.0
+    procfs::stat_cpu("/proc/thread-self/stat")
 }
 
 /// The 1-, 5- and 15-minute load averages.
