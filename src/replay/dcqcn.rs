@@ -16,11 +16,11 @@
 //!   pair offers `min(its DCQCN rate / its active transfers, its first hop's capacity /
 //!   the transfers sharing it)` (the sending NIC paces and serves its queue pairs in
 //!   turn); its bytes reach a port at that rate scaled by what each congested port
-//!   before it passes on (`capacity / arrivals`, FIFO: `Sim::cc_advance`). Packets
-//!   entering a queue of `Q` bytes are marked with RED's probability
-//!   ([`crate::netmodel::mark_probability`]); with ns-3 RED's uniformised marking (the
-//!   glue's ports, `Wait` on) the gap between marks is uniform in `[1/p, 2/p]` packets,
-//!   so a flow's expected marks grow at `p / 1.5` per packet that reaches the port.
+//!   before it passes on (`capacity / arrivals`, FIFO). Packets entering a queue of `Q`
+//!   bytes are marked with RED's probability ([`crate::netmodel::mark_probability`]);
+//!   with ns-3 RED's uniformised marking (the glue's ports, `Wait` on) the gap between
+//!   marks is uniform in `[1/p, 2/p]` packets, so a flow's expected marks grow at
+//!   `p / 1.5` per packet that reaches the port.
 //! - **Notification point**: once a pair's expected marks since its last CNP window reach
 //!   one, a CNP is sent (at most one per `cnp_interval` per pair) and reaches the sender
 //!   after the marked packet's queueing delay (`Q / capacity`) and the path's propagation
@@ -30,25 +30,34 @@
 //!   whose path has no backlog is capped at its pair's DCQCN rate (shared equally among
 //!   the pair's active transfers).
 //!
+//! **Event-driven, in closed form.** Between two changes of what arrives at a port, its
+//! queue is linear in time, so RED's probability is piecewise linear in time and the
+//! marks a transfer collects are an exact integral ([`Red::integral`]); the moment a
+//! pair's marks reach one is solved for ([`Red::cum_inv`]) instead of being looked for
+//! tick by tick. A port is brought up to date only when something it carries changes
+//! (a transfer starts or ends on it, a pair crossing it changes rate, a port before it
+//! changes what it passes on) and at its own events (its backlog empties, it reaches
+//! KMIN with transfers whose pair has no state yet); a pair only at its CNPs and timers.
+//! Nothing runs for the ports and pairs that nothing happens to. Until 3 Dec 2026 every
+//! watched port was advanced at every 4 µs tick and at every change anywhere
+//! (docs/model.md#dcqcn-rate-model gives the cost and the results it moved).
+//!
 //! **Approximations** (measured in `docs/model.md`): the queue is one fluid per port, not
 //! per flow, so a port's backlog serves every transfer crossing it and FIFO order is not
-//! kept (a transfer arriving at a backlogged port is not delayed behind it); the queue and
-//! the marks advance in ticks of `RATE_DECREASE_INTERVAL` with the offered rates of the
-//! tick's start; marking is the expected count, not random. Aggregation streams (their own
-//! window protocol) and fallback rings load the queues at their solved rate and are not
-//! rate controlled.
+//! kept (a transfer arriving at a backlogged port is not delayed behind it); marking is
+//! the expected count, not random; a marked packet's queueing delay is its port's backlog
+//! when the CNP is sent, and the CNP window's opening is placed at the port with the
+//! backlog of the port's last update. Aggregation streams (their own window protocol)
+//! and fallback rings load the queues at their solved rate and are not rate controlled.
 //! A transfer offers at most its path's line rate: a NIC faster than a slower link on its
 //! path does not overrun that link's port in the model (it does in the glue).
-//!
-//! **Cost.** Nothing runs while no switch port is oversubscribed and no queue pair is
-//! below line rate: the ticks are scheduled only while a congested port or a throttled
-//! queue pair with a transfer exists.
 
 use super::engine::{EventKind, Owner, Sim};
-use crate::netmodel::{bytes_per_ns, mark_probability, DcqcnParams};
+use crate::netmodel::{bytes_per_ns, red_params, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 /// How the replayer rates transfers on shared links.
 ///
@@ -82,15 +91,6 @@ impl RateModel {
 }
 
 crate::keyword::keyword_enum!(RateModel, "rate model", RateModel::Ideal => "ideal", RateModel::Dcqcn => "dcqcn");
-
-/// Passes over the watched ports per advance, so that each port's arrivals see the
-/// congested ports before it on their paths (a path crosses at most a few: host, leaf,
-/// spine tiers up and down).
-const UPSTREAM_ROUNDS: usize = 3;
-
-/// Packets leave a marked queue 1.5× rarer than RED's probability says: ns-3 RED's
-/// uniformised marking puts the next mark uniformly between `1/p` and `2/p` packets.
-const MARK_SPACING: f64 = 1.5;
 
 /// DCQCN's reaction point of one queue pair (module docs), times in ns, rates in B/ns.
 #[derive(Clone, Debug, PartialEq)]
@@ -202,6 +202,21 @@ impl Rp {
         }
     }
 
+    /// When a CNP arriving at `t` (with none waiting for a decrease check) is acted on:
+    /// the first check after it on the grid its first CNP started.
+    fn decrease_after(&self, t: u64, p: &DcqcnParams) -> u64 {
+        if let Some(d) = self.next_decrease.filter(|_| self.decrease_cnp) {
+            return d;
+        }
+        let origin = self.origin.unwrap_or(t);
+        let iv = p.rate_decrease_ns.max(1);
+        let k = match (t - origin).checked_sub(1) {
+            None => 1,
+            Some(x) => x / iv + 1,
+        };
+        origin + 1 + k * iv
+    }
+
     /// Run every timer due at or before `now`; true when the rate changed.
     pub fn advance(&mut self, now: u64, p: &DcqcnParams) -> bool {
         let mut changed = false;
@@ -245,19 +260,125 @@ impl Rp {
     }
 }
 
+/// Rounds of re-evaluating ports within one instant after a port before them on a path
+/// changed what it passes on (a path crosses at most a few congested ports: host, leaf,
+/// spine tiers up and down).
+const UPSTREAM_ROUNDS: usize = 4;
+
+/// Packets leave a marked queue 1.5× rarer than RED's probability says: ns-3 RED's
+/// uniformised marking puts the next mark uniformly between `1/p` and `2/p` packets.
+const MARK_SPACING: f64 = 1.5;
+
+/// Rounds of "bring the model's state up to date, then re-solve the rates" within one
+/// instant before the rest is left to the next nanosecond (each round settles what the
+/// previous one's re-solve changed: a port found congested, an aggregation's new rate).
+const SETTLE_ROUNDS: usize = 8;
+
+/// RED's marking profile of one port (bytes): probability 0 up to KMIN, rising linearly
+/// to PMAX at KMAX, 1 above ([`crate::netmodel::mark_probability`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Red {
+    kmin: f64,
+    kmax: f64,
+    pmax: f64,
+}
+
+impl Red {
+    /// The profile `ns3 emit` writes for a port of `rate` ([`red_params`]).
+    pub fn for_rate(rate: BitsPerSec) -> Red {
+        let (kmax, kmin, pmax) = red_params(rate);
+        Red {
+            kmin: kmin as f64 * 1000.0,
+            kmax: kmax as f64 * 1000.0,
+            pmax,
+        }
+    }
+
+    /// The marking probability at a backlog of `q` bytes.
+    pub fn p(&self, q: f64) -> f64 {
+        if q <= self.kmin {
+            0.0
+        } else if q >= self.kmax {
+            1.0
+        } else {
+            self.pmax * (q - self.kmin) / (self.kmax - self.kmin)
+        }
+    }
+
+    /// `∫₀^q p(x) dx`: continuous and non-decreasing in `q`.
+    pub fn cum(&self, q: f64) -> f64 {
+        let span = self.kmax - self.kmin;
+        if q <= self.kmin {
+            0.0
+        } else if q <= self.kmax {
+            let x = q - self.kmin;
+            self.pmax * x * x / (2.0 * span)
+        } else {
+            self.pmax * span / 2.0 + (q - self.kmax)
+        }
+    }
+
+    /// The backlog where [`Red::cum`] reaches `y > 0`.
+    pub fn cum_inv(&self, y: f64) -> f64 {
+        let span = self.kmax - self.kmin;
+        let mid = self.pmax * span / 2.0;
+        if y <= mid {
+            self.kmin + (2.0 * y * span / self.pmax).sqrt()
+        } else {
+            self.kmax + (y - mid)
+        }
+    }
+
+    /// `∫ p(Q(s)) ds` over `dt` ns in which the backlog moves linearly from `qa` to `qb`
+    /// (exact: `(cum(qb) − cum(qa)) / (qb − qa) · dt`). A backlog that runs dry within the
+    /// interval may be given as the negative value its line reaches: `p` is 0 below KMIN.
+    pub fn integral(&self, qa: f64, qb: f64, dt: f64) -> f64 {
+        if dt <= 0.0 {
+            return 0.0;
+        }
+        let dq = qb - qa;
+        if dq.abs() <= 1e-9 * qa.abs().max(qb.abs()).max(1.0) {
+            return self.p(0.5 * (qa + qb)) * dt;
+        }
+        (self.cum(qb) - self.cum(qa)) / dq * dt
+    }
+}
+
 /// A queue pair: its reaction point, its active transfers and its notification state.
 pub(super) struct Qp {
     pub rp: Rp,
     /// Active transfers (unit slots).
     pub units: Vec<u32>,
-    /// Expected marks since the current CNP window opened.
+    /// Expected marks since the current CNP window opened (already divided by
+    /// [`MARK_SPACING`]): a CNP leaves when they reach 1.
     marks: f64,
-    /// When the last CNP was sent.
+    /// When the last CNP was sent (at the receiver).
     last_cnp: Option<u64>,
     /// Arrival times of CNPs on their way back.
     pending: Vec<u64>,
-    /// In [`State::busy`].
-    busy: bool,
+    /// The time of its scheduled CNP ([`Ev::Cnp`]) and of its scheduled timer
+    /// ([`Ev::Timer`]); `u64::MAX`: none. An event whose time differs is stale.
+    cnp_at: u64,
+    timer_at: u64,
+    /// In the current flush's re-cap / re-prediction lists.
+    recap: bool,
+    predict: bool,
+    /// No CNP before this time (a CNP found due when its marks fell short by rounding
+    /// is looked for from the next nanosecond).
+    not_before: u64,
+}
+
+/// What the model's own events do, in processing order within one nanosecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// A port's backlog runs dry, or reaches KMIN (index: channel).
+    Port,
+    /// A transfer has put its last byte on the network (index: unit slot).
+    Sent,
+    /// A queue pair's marks reach one: it sends a CNP (index: queue pair).
+    Cnp,
+    /// A queue pair's CNP arrives or its timer fires (index: queue pair).
+    Timer,
 }
 
 /// The model's state (module docs).
@@ -265,49 +386,73 @@ pub(super) struct State {
     pub params: DcqcnParams,
     /// Per channel: it is a switch's egress port (only those queue and mark).
     queued: Vec<bool>,
-    /// Per channel: its link rate.
-    ch_rate: Vec<BitsPerSec>,
-    /// Per channel: backlog, bytes.
+    /// Per channel: its capacity (B/ns) and its RED profile.
+    cap: Vec<f64>,
+    red: Vec<Red>,
+    /// Per channel: backlog (bytes) as of `q_time`.
     pub queue: Vec<f64>,
-    /// Per channel: the rate its transfers offered over the last advance (B/ns; NaN:
-    /// not measured since it was watched), and its KMIN in bytes.
-    ch_offered: Vec<f64>,
-    kmin: Vec<f64>,
-    /// Per watched channel: the share of its arrivals it passes on over the last advance
-    /// (`capacity / arrivals` while it is congested or drains a backlog, else 1): what
-    /// the ports after it on a path see of a transfer's offered rate.
+    q_time: Vec<u64>,
+    /// Per watched channel: the rate bytes arrive at it (B/ns) since `q_time`, and the
+    /// share of its arrivals it passes on (`capacity / arrivals` while it is congested or
+    /// drains a backlog, else 1): what the ports after it on a path see of a transfer's
+    /// offered rate.
+    arr: Vec<f64>,
     pass: Vec<f64>,
-    /// Whether any watched port passes on less (or more) than it receives: when none
-    /// does, arrivals are the offered rates everywhere.
-    throttling: bool,
-    /// Channels congested or backlogged, checked at every tick.
-    pub hot: Vec<u32>,
-    hot_mark: Vec<bool>,
+    /// Watched ports that pass on other than 1: when none does, arrivals are the offered
+    /// rates everywhere.
+    passing: usize,
+    /// Per channel: watched (congested or backlogged), and congested at its last update
+    /// (`queue > 0` or arrivals above capacity: the transfers crossing it are fed by a
+    /// backlog).
+    watched: Vec<bool>,
+    backlog: Vec<bool>,
+    /// Watched ports, for the statistics.
+    pub hot: usize,
+    /// Per channel: the time of its scheduled [`Ev::Port`] (`u64::MAX`: none).
+    port_at: Vec<u64>,
+    /// Per arena slot (a unit's `k`-th channel): the rate the unit's bytes arrive there
+    /// (B/ns), as of the channel's last update.
+    slot_arr: Vec<f64>,
     /// Queue pairs by connection (source, destination, NCCL channel): each channel is
     /// its own queue pair, as in the glue.
     pub index: HashMap<QpKey, u32>,
     pub qps: Vec<Qp>,
+    /// Record transfers whose connection has no queue pair yet (it gets one when first
+    /// marked, and they join it).
+    orphans: HashMap<QpKey, Vec<u32>>,
     /// Per unit slot: its queue pair (`u32::MAX`: none), and its path's line rate.
     pub unit_qp: Vec<u32>,
     pub unit_line: Vec<f64>,
-    /// Per unit slot: the (source, destination) of a record transfer (rate controlled).
+    /// Per unit slot: the connection of a record transfer (rate controlled).
     pub unit_pair: Vec<Option<QpKey>>,
-    /// Per unit slot: wire bytes the sender has put on the network (a transfer never
-    /// offers more than it has), when it started, and its bytes offered in the tick
-    /// `unit_stamp` (counted once however many watched ports it crosses).
+    /// Per unit slot: watched ports on its path; the rate it offers (as the ports see
+    /// it); the wire bytes it has put on the network while crossing a watched port (it
+    /// never offers more than it has) as of `unit_t`; its [`Ev::Sent`] time.
+    unit_watch: Vec<u32>,
+    unit_off: Vec<f64>,
     unit_sent: Vec<f64>,
-    unit_since: Vec<u64>,
-    unit_stamp: Vec<u64>,
-    unit_bytes: Vec<f64>,
-    /// Queue pairs with an active transfer and a timer or CNP pending.
-    pub busy: Vec<u32>,
-    /// The next tick scheduled, if any.
+    unit_t: Vec<u64>,
+    unit_done_at: Vec<u64>,
+    unit_dirty: Vec<bool>,
+    /// Per channel: watched record transfers whose first hop it is (their NIC share
+    /// changes with the transfers on it).
+    first_watched: Vec<u32>,
+    /// Work of the current instant: transfers whose offered rate may have changed,
+    /// first hops whose transfers' NIC share changed, ports to re-evaluate, queue pairs
+    /// to re-cap and whose next CNP to predict.
+    dirty_units: Vec<u32>,
+    nic_dirty: Vec<u32>,
+    dirty_ports: Vec<u32>,
+    port_dirty: Vec<bool>,
+    recap_qps: Vec<u32>,
+    predict_qps: Vec<u32>,
+    /// The model's own events: (time, kind, index), smallest first.
+    events: BinaryHeap<Reverse<(u64, Ev, u32)>>,
+    /// The engine's next `CcTick`, if any.
     pub next_tick: Option<u64>,
-    /// When the queues were last advanced.
-    pub last_tick: u64,
     /// Wire bytes of a full packet (marks are counted per packet).
     pub packet: f64,
-    /// Ticks run (for the replay's statistics).
+    /// Events processed (for the replay's statistics).
     pub ticks: u64,
 }
 
@@ -316,6 +461,17 @@ pub type QpKey = (u32, u32, u32);
 
 /// No queue pair.
 pub(super) const NO_QP: u32 = u32::MAX;
+
+/// `t` rounded up to a whole nanosecond no earlier than `now` (saturating far away).
+fn at_or_after(now: u64, t: f64) -> u64 {
+    if t.is_nan() || t <= now as f64 {
+        now
+    } else if t >= 1.8e19 {
+        u64::MAX
+    } else {
+        (t.ceil() as u64).max(now)
+    }
+}
 
 impl State {
     /// The model for `topo`'s channels (two per link, `2·link + direction`).
@@ -329,81 +485,46 @@ impl State {
                 ch_rate[2 * l + d] = link.rate;
             }
         }
-        let kmin = ch_rate
-            .iter()
-            .map(|&r| crate::netmodel::red_params(r).1 as f64 * 1000.0)
-            .collect();
+        let red = ch_rate.iter().map(|&r| Red::for_rate(r)).collect();
+        let cap = ch_rate.iter().map(|&r| bytes_per_ns(r)).collect();
         State {
             params,
             queued,
-            ch_rate,
+            cap,
+            red,
             queue: vec![0.0; nch],
-            ch_offered: vec![f64::NAN; nch],
-            kmin,
+            q_time: vec![0; nch],
+            arr: vec![0.0; nch],
             pass: vec![1.0; nch],
-            throttling: false,
-            hot: Vec::new(),
-            hot_mark: vec![false; nch],
+            passing: 0,
+            watched: vec![false; nch],
+            backlog: vec![false; nch],
+            hot: 0,
+            port_at: vec![u64::MAX; nch],
+            slot_arr: Vec::new(),
             index: HashMap::new(),
             qps: Vec::new(),
+            orphans: HashMap::new(),
             unit_qp: Vec::new(),
             unit_line: Vec::new(),
             unit_pair: Vec::new(),
+            unit_watch: Vec::new(),
+            unit_off: Vec::new(),
             unit_sent: Vec::new(),
-            unit_since: Vec::new(),
-            unit_stamp: Vec::new(),
-            unit_bytes: Vec::new(),
-            busy: Vec::new(),
+            unit_t: Vec::new(),
+            unit_done_at: Vec::new(),
+            unit_dirty: Vec::new(),
+            first_watched: vec![0; nch],
+            dirty_units: Vec::new(),
+            nic_dirty: Vec::new(),
+            dirty_ports: Vec::new(),
+            port_dirty: vec![false; nch],
+            recap_qps: Vec::new(),
+            predict_qps: Vec::new(),
+            events: BinaryHeap::new(),
             next_tick: None,
-            last_tick: 0,
             packet: 1048.0,
             ticks: 0,
-        }
-    }
-
-    /// Channel `c` became congested at `now`: watch it (switch egress ports only).
-    pub fn heat(&mut self, c: u32, now: u64) {
-        let cu = c as usize;
-        if self.queued[cu] && !self.hot_mark[cu] {
-            if self.hot.is_empty() {
-                self.last_tick = now;
-            }
-            self.ch_offered[cu] = f64::NAN;
-            self.hot_mark[cu] = true;
-            self.hot.push(c);
-        }
-    }
-
-    /// Stop watching the channels `keep` (parallel to `hot`) says are done.
-    pub fn cool(&mut self, keep: &[bool]) {
-        let mut k = 0;
-        let mark = &mut self.hot_mark;
-        self.hot.retain(|&c| {
-            let stay = keep[k];
-            k += 1;
-            if !stay {
-                mark[c as usize] = false;
-            }
-            stay
-        });
-    }
-
-    /// Advance channel `c`'s queue over `dt` ns in which `bytes` arrived, against `cap`
-    /// B/ns; returns RED's marking probability over the interval (at the mean backlog).
-    pub fn grow(&mut self, c: u32, bytes: f64, cap: f64, dt: u64) -> f64 {
-        let cu = c as usize;
-        let q0 = self.queue[cu];
-        let q1 = (q0 + bytes - cap * dt as f64).max(0.0);
-        self.queue[cu] = q1;
-        mark_probability((q0 + q1) / 2.0, self.ch_rate[cu])
-    }
-
-    /// Watch queue pair `q`'s timers and CNPs at every tick.
-    fn make_busy(&mut self, q: u32) {
-        let x = &mut self.qps[q as usize];
-        if !x.busy {
-            x.busy = true;
-            self.busy.push(q);
         }
     }
 
@@ -419,29 +540,26 @@ impl State {
             marks: 0.0,
             last_cnp: None,
             pending: Vec::new(),
-            busy: false,
+            cnp_at: u64::MAX,
+            timer_at: u64::MAX,
+            recap: false,
+            predict: false,
+            not_before: 0,
         });
         self.index.insert(pair, q);
         q
     }
 
-    /// Add `marks` expected marks to queue pair `q`, on packets that reach the receiver
-    /// at `rx`; when they reach one (and the receiver's CNP window is open at `rx`), a CNP
-    /// leaves then and reaches the sender `back` ns later. True when a CNP was sent.
-    pub fn mark(&mut self, q: u32, marks: f64, rx: u64, back: u64) -> bool {
+    /// Send queue pair `q`'s CNP: its marked packet reaches the receiver at `rx`, the CNP
+    /// reaches the sender `back` ns later (at most one per `cnp_interval` at the
+    /// receiver: a window still closed at `rx` moves the CNP to its opening).
+    fn send_cnp(&mut self, q: u32, rx: u64, back: u64) {
         let iv = self.params.cnp_interval_ns;
         let x = &mut self.qps[q as usize];
-        if x.last_cnp.is_some_and(|t| rx < t + iv) {
-            return false;
-        }
-        x.marks += marks / MARK_SPACING;
-        if x.marks < 1.0 {
-            return false;
-        }
+        let rx = x.last_cnp.map_or(rx, |t| rx.max(t.saturating_add(iv)));
         x.marks = 0.0;
         x.last_cnp = Some(rx);
-        x.pending.push(rx + back);
-        true
+        x.pending.push(rx.saturating_add(back));
     }
 
     /// Deliver queue pair `q`'s CNPs due by `now` and run its timers; true when its rate
@@ -465,49 +583,248 @@ impl State {
         changed
     }
 
-    /// The earliest thing queue pair `q` waits for: a CNP arrival or a timer.
+    /// The earliest thing that changes queue pair `q`'s rate: a timer, or the decrease
+    /// check a CNP on its way back leads to (its arrival alone changes nothing: it is
+    /// delivered, in order, when the pair is next advanced).
     pub fn qp_next(&self, q: u32) -> Option<u64> {
         let x = &self.qps[q as usize];
-        let c = x.pending.iter().copied().min();
+        let c = x
+            .pending
+            .iter()
+            .copied()
+            .min()
+            .map(|t| x.rp.decrease_after(t, &self.params));
         match (c, x.rp.next_event()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
+
+    /// Whether the event `(t, kind, i)` is still the one scheduled.
+    fn current(&self, t: u64, kind: Ev, i: u32) -> bool {
+        let i = i as usize;
+        match kind {
+            Ev::Port => self.port_at[i] == t,
+            Ev::Sent => self.unit_done_at.get(i) == Some(&t),
+            Ev::Cnp => self.qps[i].cnp_at == t,
+            Ev::Timer => self.qps[i].timer_at == t,
+        }
+    }
+
+    /// The time of the earliest current event (stale ones on top are dropped).
+    fn earliest(&mut self) -> Option<u64> {
+        while let Some(&Reverse((t, kind, i))) = self.events.peek() {
+            if self.current(t, kind, i) {
+                return Some(t);
+            }
+            self.events.pop();
+        }
+        None
+    }
+
+    /// Schedule queue pair `q`'s next timer or CNP arrival (none without transfers: a
+    /// pair catches up when one starts).
+    fn schedule_timer(&mut self, q: u32) {
+        let t = if self.qps[q as usize].units.is_empty() {
+            None
+        } else {
+            self.qp_next(q)
+        };
+        let t = t.unwrap_or(u64::MAX);
+        let x = &mut self.qps[q as usize];
+        if x.timer_at != t {
+            x.timer_at = t;
+            if t < u64::MAX {
+                self.events.push(Reverse((t, Ev::Timer, q)));
+            }
+        }
+    }
+
+    fn mark_port(&mut self, c: u32) {
+        if !self.port_dirty[c as usize] {
+            self.port_dirty[c as usize] = true;
+            self.dirty_ports.push(c);
+        }
+    }
+
+    fn mark_unit(&mut self, u: u32) {
+        if !self.unit_dirty[u as usize] {
+            self.unit_dirty[u as usize] = true;
+            self.dirty_units.push(u);
+        }
+    }
+
+    fn mark_recap(&mut self, q: u32) {
+        let x = &mut self.qps[q as usize];
+        if !x.recap {
+            x.recap = true;
+            self.recap_qps.push(q);
+        }
+    }
+
+    fn mark_predict(&mut self, q: u32) {
+        let x = &mut self.qps[q as usize];
+        if !x.predict {
+            x.predict = true;
+            self.predict_qps.push(q);
+        }
+    }
+
+    /// Unit slot `u` holds a new transfer: its per-unit state starts afresh.
+    fn reset_unit(&mut self, u: u32, now: u64) {
+        let ui = u as usize;
+        if self.unit_qp.len() <= ui {
+            let n = ui + 1;
+            self.unit_qp.resize(n, NO_QP);
+            self.unit_line.resize(n, 0.0);
+            self.unit_pair.resize(n, None);
+            self.unit_watch.resize(n, 0);
+            self.unit_off.resize(n, 0.0);
+            self.unit_sent.resize(n, 0.0);
+            self.unit_t.resize(n, 0);
+            self.unit_done_at.resize(n, u64::MAX);
+            self.unit_dirty.resize(n, false);
+        }
+        self.unit_qp[ui] = NO_QP;
+        self.unit_pair[ui] = None;
+        self.unit_watch[ui] = 0;
+        self.unit_off[ui] = 0.0;
+        self.unit_sent[ui] = 0.0;
+        self.unit_t[ui] = now;
+        self.unit_done_at[ui] = u64::MAX;
+    }
+
+    /// Whether work is left for this instant.
+    fn dirty(&self) -> bool {
+        !(self.dirty_units.is_empty()
+            && self.nic_dirty.is_empty()
+            && self.dirty_ports.is_empty()
+            && self.recap_qps.is_empty()
+            && self.predict_qps.is_empty())
+    }
 }
 
 impl Sim<'_> {
+    /// The first channel of unit `u`'s path (its NIC, for a host's transfer).
+    fn first_hop(&self, u: u32) -> u32 {
+        self.p.arena[self.units[u as usize].off as usize]
+    }
+
+    fn is_rec(&self, u: u32) -> bool {
+        matches!(self.units[u as usize].owner, Owner::Rec(_))
+    }
+
+    /// Unit `u` was put on its channels (`Sim::add_unit`): it starts afresh and, if it
+    /// crosses watched ports, they carry it from now on.
+    pub(super) fn cc_added(&mut self, u: u32) {
+        let Some(mut cc) = self.cc.take() else { return };
+        let now = self.now;
+        cc.reset_unit(u, now);
+        let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
+        let arena_len = self.p.arena.len();
+        if cc.slot_arr.len() < arena_len {
+            cc.slot_arr.resize(arena_len, 0.0);
+        }
+        // the ports' integration up to now must not count it
+        cc.slot_arr[off as usize..(off + len) as usize].fill(0.0);
+        let mut watch = 0;
+        for k in off..off + len {
+            let c = self.p.arena[k as usize];
+            if cc.watched[c as usize] {
+                watch += 1;
+                cc.mark_port(c);
+            }
+            if cc.first_watched[c as usize] > 0 {
+                cc.nic_dirty.push(c);
+            }
+        }
+        if watch > 0 {
+            self.cc_watch_unit(&mut cc, u, watch);
+        }
+        self.cc = Some(cc);
+    }
+
+    /// Unit `u` (not watched before) now crosses `watch` watched ports: its bytes start
+    /// counting from now.
+    fn cc_watch_unit(&self, cc: &mut State, u: u32, watch: u32) {
+        let ui = u as usize;
+        if cc.unit_watch[ui] == 0 {
+            cc.unit_t[ui] = self.now;
+            if self.is_rec(u) {
+                cc.first_watched[self.first_hop(u) as usize] += 1;
+            }
+        }
+        cc.unit_watch[ui] += watch;
+        cc.mark_unit(u);
+    }
+
+    /// Unit `u` is about to leave its channels (`Sim::remove_unit`): the ports it crosses
+    /// are brought up to now with it.
+    pub(super) fn cc_removing(&mut self, u: u32) {
+        let Some(mut cc) = self.cc.take() else { return };
+        let ui = u as usize;
+        let (off, len) = (self.units[ui].off, self.units[ui].len);
+        if cc.unit_watch[ui] > 0 {
+            self.cc_advance_path(&mut cc, u);
+            for k in off..off + len {
+                let c = self.p.arena[k as usize];
+                if cc.watched[c as usize] {
+                    cc.mark_port(c);
+                }
+            }
+            if self.is_rec(u) {
+                cc.first_watched[self.first_hop(u) as usize] -= 1;
+            }
+            cc.unit_watch[ui] = 0;
+        }
+        cc.unit_done_at[ui] = u64::MAX;
+        cc.unit_dirty[ui] = false;
+        for k in off..off + len {
+            let c = self.p.arena[k as usize];
+            if cc.first_watched[c as usize] > 0 {
+                cc.nic_dirty.push(c);
+            }
+        }
+        self.cc = Some(cc);
+    }
+
     /// Record transfer `u` (from `src` to `dst`, its path's line rate `line`) started:
     /// it joins its pair's queue pair if the pair has one (a pair gets one when first
     /// marked) and is capped at its DCQCN share.
     pub(super) fn cc_start(&mut self, u: u32, conn: QpKey, line: f64) {
         let Some(mut cc) = self.cc.take() else { return };
         let ui = u as usize;
-        if cc.unit_qp.len() <= ui {
-            cc.unit_qp.resize(ui + 1, NO_QP);
-            cc.unit_line.resize(ui + 1, 0.0);
-            cc.unit_pair.resize(ui + 1, None);
-            cc.unit_sent.resize(ui + 1, 0.0);
-            cc.unit_since.resize(ui + 1, 0);
-            cc.unit_stamp.resize(ui + 1, u64::MAX);
-            cc.unit_bytes.resize(ui + 1, 0.0);
-        }
-        cc.unit_sent[ui] = 0.0;
-        cc.unit_since[ui] = self.now;
-        cc.unit_stamp[ui] = u64::MAX;
         cc.unit_line[ui] = line;
         cc.unit_pair[ui] = Some(conn);
         cc.unit_qp[ui] = NO_QP;
-        if let Some(&q) = cc.index.get(&conn) {
-            cc.advance_qp(q, self.now);
-            cc.qps[q as usize].units.push(u);
-            cc.unit_qp[ui] = q;
-            self.cc_recap(&cc, q);
-            if cc.qp_next(q).is_some() {
-                cc.make_busy(q);
+        cc.unit_sent[ui] = 0.0;
+        match cc.index.get(&conn).copied() {
+            Some(q) => {
+                if cc.advance_qp(q, self.now) {
+                    for i in 0..cc.qps[q as usize].units.len() {
+                        let v = cc.qps[q as usize].units[i];
+                        cc.mark_unit(v);
+                    }
+                }
+                self.cc_join(&mut cc, q, u);
             }
+            None => cc.orphans.entry(conn).or_default().push(u),
         }
+        cc.mark_unit(u);
         self.cc = Some(cc);
+    }
+
+    /// Unit `u` joins queue pair `q`: the pair's rate is shared among one more.
+    fn cc_join(&mut self, cc: &mut State, q: u32, u: u32) {
+        cc.qps[q as usize].units.push(u);
+        cc.unit_qp[u as usize] = q;
+        for i in 0..cc.qps[q as usize].units.len() {
+            let v = cc.qps[q as usize].units[i];
+            cc.mark_unit(v);
+        }
+        cc.mark_recap(q);
+        cc.mark_predict(q);
+        cc.schedule_timer(q);
     }
 
     /// Transfer `u` finished: it leaves its queue pair, whose other transfers share the
@@ -516,15 +833,34 @@ impl Sim<'_> {
         let Some(mut cc) = self.cc.take() else { return };
         let ui = u as usize;
         if ui < cc.unit_qp.len() {
+            if cc.unit_watch[ui] > 0 {
+                // its marks up to now count for its pair
+                self.cc_advance_path(&mut cc, u);
+            }
             let q = cc.unit_qp[ui];
             cc.unit_qp[ui] = NO_QP;
-            cc.unit_pair[ui] = None;
+            let pair = cc.unit_pair[ui].take();
             if q != NO_QP {
                 let units = &mut cc.qps[q as usize].units;
                 if let Some(k) = units.iter().position(|&x| x == u) {
                     units.swap_remove(k);
                 }
-                self.cc_recap(&cc, q);
+                for i in 0..cc.qps[q as usize].units.len() {
+                    let v = cc.qps[q as usize].units[i];
+                    cc.mark_unit(v);
+                }
+                cc.mark_recap(q);
+                cc.mark_predict(q);
+                cc.schedule_timer(q);
+            } else if let Some(pair) = pair {
+                if let Some(v) = cc.orphans.get_mut(&pair) {
+                    if let Some(k) = v.iter().position(|&x| x == u) {
+                        v.swap_remove(k);
+                    }
+                    if v.is_empty() {
+                        cc.orphans.remove(&pair);
+                    }
+                }
             }
         }
         self.cc = Some(cc);
@@ -533,25 +869,47 @@ impl Sim<'_> {
     /// Channel `c` is tight (found by the solver): watch its queue if its transfers offer
     /// more than it carries (caps can exceed a port while the NICs' shares do not).
     pub(super) fn cc_heat(&mut self, c: u32) {
-        let Some(cc) = self.cc.as_ref() else { return };
+        let Some(mut cc) = self.cc.take() else { return };
         let cu = c as usize;
-        if !cc.queued[cu] || cc.hot_mark[cu] {
-            return;
+        if cc.queued[cu] && !cc.watched[cu] {
+            let offered: f64 = self.ch_units[cu]
+                .iter()
+                .map(|&(u, _)| self.offered_now(&cc, u))
+                .sum();
+            if offered > cc.cap[cu] * (1.0 + 1e-9) {
+                cc.watched[cu] = true;
+                cc.hot += 1;
+                cc.queue[cu] = 0.0;
+                cc.q_time[cu] = self.now;
+                cc.arr[cu] = 0.0;
+                cc.pass[cu] = 1.0;
+                cc.backlog[cu] = false;
+                for i in 0..self.ch_units[cu].len() {
+                    let (u, k) = self.ch_units[cu][i];
+                    cc.slot_arr[(self.units[u as usize].off + k) as usize] = 0.0;
+                    self.cc_watch_unit(&mut cc, u, 1);
+                }
+                cc.mark_port(c);
+            }
         }
-        let offered: f64 = self.ch_units[cu]
-            .iter()
-            .map(|&(u, _)| self.offered_now(cc, u))
-            .sum();
-        if offered > self.p.ch_cap[cu] * (1.0 + 1e-9) {
-            let now = self.now;
-            self.cc.as_mut().expect("checked").heat(c, now);
+        self.cc = Some(cc);
+    }
+
+    /// The solver gave unit `u` a new rate: an aggregation stream or fallback ring offers
+    /// its solved rate to the ports it crosses.
+    pub(super) fn cc_rate_changed(&mut self, u: u32) {
+        let Some(cc) = self.cc.as_mut() else { return };
+        if !matches!(self.units[u as usize].owner, Owner::Rec(_))
+            && cc.unit_watch.get(u as usize).is_some_and(|&w| w > 0)
+        {
+            cc.mark_unit(u);
         }
     }
 
-    /// Whether any channel on unit `u`'s path has a backlog.
+    /// Whether any channel on unit `u`'s path is congested or has a backlog.
     fn backlogged(&self, cc: &State, u: u32) -> bool {
         let x = &self.units[u as usize];
-        (x.off..x.off + x.len).any(|k| cc.queue[self.p.arena[k as usize] as usize] > 0.0)
+        (x.off..x.off + x.len).any(|k| cc.backlog[self.p.arena[k as usize] as usize])
     }
 
     /// Give queue pair `q`'s transfers their caps: the pair's rate shared equally, or the
@@ -592,284 +950,6 @@ impl Sim<'_> {
         dcqcn.min(nic).min(line)
     }
 
-    /// Wire bytes unit `u` put on the network in the tick since `prev`: its offered
-    /// rate over the part of the tick it existed, at most what it had left to send
-    /// (the rest of a transfer sent faster than it is served waits in the queues).
-    fn tick_bytes(&self, cc: &mut State, u: u32, prev: u64) -> f64 {
-        let ui = u as usize;
-        let x = &self.units[ui];
-        let rec =
-            matches!(x.owner, Owner::Rec(_)) && cc.unit_pair.get(ui).is_some_and(|p| p.is_some());
-        if !rec {
-            return x.rate * self.now.saturating_sub(prev) as f64;
-        }
-        if cc.unit_stamp[ui] == cc.ticks {
-            return cc.unit_bytes[ui];
-        }
-        let since = prev.max(cc.unit_since[ui]);
-        let want = self.offered(cc, u) * self.now.saturating_sub(since) as f64;
-        let b = want.min((x.wire - cc.unit_sent[ui]).max(0.0));
-        cc.unit_sent[ui] += b;
-        cc.unit_stamp[ui] = cc.ticks;
-        cc.unit_bytes[ui] = b;
-        b
-    }
-
-    /// One tick: advance every watched port's queue, mark, send CNPs, run the queue pairs'
-    /// timers, re-cap what changed, and schedule the next tick.
-    pub(super) fn cc_tick(&mut self) {
-        match self.cc.as_mut() {
-            Some(cc) if cc.next_tick == Some(self.now) => cc.next_tick = None,
-            _ => return, // superseded, or the model is off
-        }
-        self.cc_advance();
-        let Some(mut cc) = self.cc.take() else { return };
-        let now = self.now;
-        let mut recap: Vec<u32> = Vec::new();
-        let busy = std::mem::take(&mut cc.busy);
-        for q in busy {
-            cc.qps[q as usize].busy = false;
-            if cc.advance_qp(q, now) {
-                recap.push(q);
-            }
-            if cc.qp_next(q).is_some() && !cc.qps[q as usize].units.is_empty() {
-                cc.make_busy(q);
-            }
-        }
-        // a backlog appearing or draining changes the caps of every pair crossing it
-        for &c in &cc.hot {
-            for &(u, _) in &self.ch_units[c as usize] {
-                let q = cc.unit_qp.get(u as usize).copied().unwrap_or(NO_QP);
-                if q != NO_QP {
-                    recap.push(q);
-                }
-            }
-        }
-        recap.sort_unstable();
-        recap.dedup();
-        for q in recap {
-            self.cc_recap(&cc, q);
-        }
-        let offered = &cc.ch_offered;
-        let queue = &cc.queue;
-        let cap = &self.p.ch_cap;
-        let keep: Vec<bool> = cc
-            .hot
-            .iter()
-            .map(|&c| {
-                let cu = c as usize;
-                queue[cu] > 0.0 || offered[cu].is_nan() || offered[cu] > cap[cu]
-            })
-            .collect();
-        cc.cool(&keep);
-        self.cc = Some(cc);
-        self.cc_schedule();
-    }
-
-    /// A transfer on `arena[off..off+len]` is about to start, end or change its cap: if
-    /// it crosses a watched port, bring the queues up to now first, at the rates offered
-    /// since the last advance (which held until this change).
-    pub(super) fn cc_touch(&mut self, off: u32, len: u32) {
-        let Some(cc) = self.cc.as_ref() else { return };
-        if cc.hot.is_empty() || cc.last_tick >= self.now {
-            return;
-        }
-        let arena = &self.p.arena[off as usize..(off + len) as usize];
-        if arena.iter().any(|&c| cc.hot_mark[c as usize]) {
-            self.cc_advance();
-        }
-    }
-
-    /// Bring every watched port's queue and marks up to now, at the rates offered since
-    /// the last advance: exact as long as every change to a watched port's transfers
-    /// advances first ([`Sim::cc_touch`]).
-    ///
-    /// A transfer's bytes reach a port at the rate its sender offers them only if no
-    /// watched port before it on its path is congested: a FIFO port that carries more
-    /// than its capacity (or drains a backlog) passes each transfer on in proportion to
-    /// its arrivals, `capacity / arrivals` of them (`State::pass`). So the arrivals at
-    /// each watched port are its transfers' offered bytes scaled by the ports before it,
-    /// iterated until every port has seen the ones upstream of it (a path crosses at most
-    /// a few watched ports).
-    pub(super) fn cc_advance(&mut self) {
-        let Some(mut cc) = self.cc.take() else { return };
-        if cc.hot.is_empty() || self.now <= cc.last_tick {
-            cc.last_tick = cc.last_tick.max(self.now);
-            self.cc = Some(cc);
-            return;
-        }
-        let prev = cc.last_tick;
-        cc.last_tick = self.now;
-        cc.ticks += 1;
-        let dt = self.now - prev;
-        let hot = std::mem::take(&mut cc.hot);
-        // each watched port's transfers: (unit, position on its path, bytes its sender
-        // offered in the interval)
-        let mut at: Vec<Vec<(u32, u32, f64)>> = Vec::with_capacity(hot.len());
-        for &c in &hot {
-            let mut v = Vec::with_capacity(self.ch_units[c as usize].len());
-            for i in 0..self.ch_units[c as usize].len() {
-                let (u, k) = self.ch_units[c as usize][i];
-                v.push((u, k, self.tick_bytes(&mut cc, u, prev)));
-            }
-            at.push(v);
-        }
-        for &c in &hot {
-            cc.pass[c as usize] = 1.0;
-        }
-        cc.throttling = false;
-        let mut arrived: Vec<f64> = at.iter().map(|v| v.iter().map(|x| x.2).sum()).collect();
-        for _ in 0..UPSTREAM_ROUNDS {
-            let mut changed = false;
-            for (i, &c) in hot.iter().enumerate() {
-                let cu = c as usize;
-                let cap = self.p.ch_cap[cu] * dt as f64;
-                // a backlogged port sends at capacity while it has bytes: what arrived and
-                // what was queued, never more (a port passing `cap / arrived` for the whole
-                // interval created bytes once its backlog ran dry, and ports after it
-                // grew queues of terabytes)
-                let pass = if arrived[i] > 0.0 && (cc.queue[cu] > 0.0 || arrived[i] > cap) {
-                    cap.min(cc.queue[cu] + arrived[i]) / arrived[i]
-                } else {
-                    1.0
-                };
-                changed |= pass != cc.pass[cu];
-                cc.pass[cu] = pass;
-            }
-            if !changed {
-                break;
-            }
-            cc.throttling = hot.iter().any(|&c| cc.pass[c as usize] != 1.0);
-            for (i, v) in at.iter().enumerate() {
-                arrived[i] = v
-                    .iter()
-                    .map(|&(u, k, b)| b * self.upstream(&cc, u, k))
-                    .sum();
-            }
-        }
-        for (i, &c) in hot.iter().enumerate() {
-            let v: Vec<(u32, f64)> = at[i]
-                .iter()
-                .map(|&(u, k, b)| (u, b * self.upstream(&cc, u, k)))
-                .collect();
-            self.cc_port(&mut cc, c, dt, arrived[i], &v);
-        }
-        cc.hot = hot;
-        self.cc = Some(cc);
-    }
-
-    /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
-    /// the product of what each watched port before it passes on (`State::pass`).
-    fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
-        if !cc.throttling {
-            return 1.0;
-        }
-        let off = self.units[u as usize].off as usize;
-        self.p.arena[off..off + k as usize]
-            .iter()
-            .filter(|&&c| cc.hot_mark[c as usize])
-            .map(|&c| cc.pass[c as usize])
-            .product()
-    }
-
-    /// Advance port `c`'s queue over `dt` ns in which `total` bytes arrived, `arrivals`
-    /// per transfer, and mark the transfers' queue pairs (a pair that sends a CNP is
-    /// watched for its arrival).
-    fn cc_port(&mut self, cc: &mut State, c: u32, dt: u64, total: f64, arrivals: &[(u32, f64)]) {
-        let cu = c as usize;
-        let cap = self.p.ch_cap[cu];
-        cc.ch_offered[cu] = if dt > 0 { total / dt as f64 } else { f64::NAN };
-        let p = cc.grow(c, total, cap, dt);
-        if p <= 0.0 || dt == 0 {
-            return;
-        }
-        let wait = (cc.queue[cu] / cap) as u64;
-        for &(u, bytes) in arrivals {
-            let Some(pair) = cc.unit_pair.get(u as usize).copied().flatten() else {
-                continue;
-            };
-            let q = match cc.unit_qp[u as usize] {
-                NO_QP => {
-                    let q = cc.qp(pair, cc.unit_line[u as usize]);
-                    // every transfer of the pair now in flight joins it
-                    self.cc_adopt(cc, q, pair);
-                    q
-                }
-                q => q,
-            };
-            let marks = p * bytes / cc.packet;
-            let lat = self.units[u as usize].latency;
-            if cc.mark(q, marks, self.now + wait + lat, lat) {
-                cc.make_busy(q);
-            }
-        }
-    }
-
-    /// A new queue pair `q` for `pair`: the pair's transfers in flight join it.
-    fn cc_adopt(&mut self, cc: &mut State, q: u32, pair: QpKey) {
-        for (u, p) in cc.unit_pair.iter().enumerate() {
-            if *p == Some(pair) && cc.unit_qp[u] == NO_QP {
-                let x = &self.units[u];
-                if x.rate > 0.0 && matches!(x.owner, Owner::Rec(_)) {
-                    cc.unit_qp[u] = q;
-                    cc.qps[q as usize].units.push(u as u32);
-                }
-            }
-        }
-    }
-
-    /// Schedule the next tick: every `RATE_DECREASE_INTERVAL` while a watched port's
-    /// backlog is above KMIN (it marks); else when a growing backlog will reach KMIN or a
-    /// draining one will empty (at the rates offered now), at the earliest timer or CNP
-    /// of a queue pair with a transfer, and never sooner than one interval.
-    pub(super) fn cc_schedule(&mut self) {
-        let Some(cc) = self.cc.as_ref() else { return };
-        let step = cc.params.rate_decrease_ns.max(1);
-        let mut next: Option<u64> = cc.busy.iter().filter_map(|&q| cc.qp_next(q)).min();
-        // a port asks for a tick one interval away at the soonest: with one already
-        // scheduled by then, no port can bring it forward (a marking port is then
-        // skipped at every event of the interval, not re-summed)
-        let ports = if cc.next_tick.is_some_and(|n| n <= self.now + step) {
-            &[][..]
-        } else {
-            &cc.hot[..]
-        };
-        for &c in ports {
-            let cu = c as usize;
-            let (q, cap) = (cc.queue[cu], self.p.ch_cap[cu]);
-            let kmin = cc.kmin[cu];
-            if q > kmin {
-                // marking: every interval, whatever arrives
-                next = Some(next.map_or(self.now + step, |n| n.min(self.now + step)));
-                continue;
-            }
-            let offered: f64 = self.ch_units[cu]
-                .iter()
-                .map(|&(u, k)| self.offered_now(cc, u) * self.upstream(cc, u, k))
-                .sum();
-            let dt = if !offered.is_finite() {
-                Some(step)
-            } else if offered > cap {
-                Some(((kmin - q) / (offered - cap)).ceil() as u64)
-            } else if q > 0.0 {
-                Some((q / (cap - offered).max(1e-9)).ceil() as u64)
-            } else {
-                Some(step) // idle: the next tick stops watching it
-            };
-            if let Some(dt) = dt {
-                // a backlog draining at a nearly zero net rate gives a huge (saturated) dt
-                let t = self.now.saturating_add(dt.max(step));
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        }
-        if let Some(t) = next.map(|t| t.max(self.now + 1)).filter(|&t| t < u64::MAX) {
-            if cc.next_tick.is_none_or(|n| t < n) {
-                self.cc.as_mut().expect("checked").next_tick = Some(t);
-                self.push(t, EventKind::CcTick, 0, 0);
-            }
-        }
-    }
-
     /// The rate unit `u` offers now: 0 once it has put all its bytes on the network.
     fn offered_now(&self, cc: &State, u: u32) -> f64 {
         let ui = u as usize;
@@ -880,6 +960,591 @@ impl Sim<'_> {
             return 0.0;
         }
         self.offered(cc, u)
+    }
+
+    /// Count the bytes watched unit `u` put on the network up to now.
+    fn cc_bring_sent(&self, cc: &mut State, u: u32) {
+        let ui = u as usize;
+        let now = self.now;
+        if cc.unit_watch[ui] > 0 && cc.unit_pair[ui].is_some() {
+            let dt = now.saturating_sub(cc.unit_t[ui]) as f64;
+            let wire = self.units[ui].wire;
+            cc.unit_sent[ui] = (cc.unit_sent[ui] + cc.unit_off[ui] * dt).min(wire);
+        }
+        cc.unit_t[ui] = now;
+    }
+
+    /// Schedule the moment watched record transfer `u` has offered all its bytes.
+    fn cc_schedule_sent(&self, cc: &mut State, u: u32) {
+        let ui = u as usize;
+        let wire = self.units[ui].wire;
+        let (off, sent) = (cc.unit_off[ui], cc.unit_sent[ui]);
+        let t = if cc.unit_watch[ui] > 0 && cc.unit_pair[ui].is_some() && off > 0.0 && sent < wire {
+            at_or_after(self.now, cc.unit_t[ui] as f64 + (wire - sent) / off).max(self.now + 1)
+        } else {
+            u64::MAX
+        };
+        if cc.unit_done_at[ui] != t {
+            cc.unit_done_at[ui] = t;
+            if t < u64::MAX {
+                cc.events.push(Reverse((t, Ev::Sent, u)));
+            }
+        }
+    }
+
+    /// Unit `u`'s offered rate may have changed: if it did, the watched ports it crosses
+    /// are brought up to now at the old rate and re-evaluated.
+    fn cc_refresh_unit(&self, cc: &mut State, u: u32) {
+        let ui = u as usize;
+        cc.unit_dirty[ui] = false;
+        if cc.unit_watch[ui] == 0 {
+            return;
+        }
+        let new = self.offered_now(cc, u);
+        let old = cc.unit_off[ui];
+        if new != old {
+            self.cc_bring_sent(cc, u);
+            self.cc_advance_path(cc, u);
+            let x = &self.units[ui];
+            for k in x.off..x.off + x.len {
+                let c = self.p.arena[k as usize];
+                if cc.watched[c as usize] {
+                    cc.mark_port(c);
+                }
+            }
+            cc.unit_off[ui] = new;
+        }
+        self.cc_schedule_sent(cc, u);
+    }
+
+    /// Bring every watched port on unit `u`'s path up to now.
+    fn cc_advance_path(&self, cc: &mut State, u: u32) {
+        let x = &self.units[u as usize];
+        for k in x.off..x.off + x.len {
+            let c = self.p.arena[k as usize];
+            if cc.watched[c as usize] {
+                self.cc_advance_port(cc, c, self.now);
+            }
+        }
+    }
+
+    /// Where queue pair `q`'s CNP window opens at port `c` for a transfer whose path
+    /// takes `lat` ns: packets reaching the receiver after the receiver's last CNP plus
+    /// `cnp_interval` count, and they left the port a queueing delay and `lat` earlier.
+    fn cc_open(&self, cc: &State, q: u32, c: usize, lat: u64) -> f64 {
+        match cc.qps[q as usize].last_cnp {
+            Some(t) => {
+                (t + cc.params.cnp_interval_ns) as f64 - lat as f64 - cc.queue[c] / cc.cap[c]
+            }
+            None => f64::NEG_INFINITY,
+        }
+    }
+
+    /// Bring watched port `c`'s backlog and the marks of the transfers crossing it up to
+    /// `t`, at the arrival rates since its last update (exact: they held).
+    fn cc_advance_port(&self, cc: &mut State, c: u32, t: u64) {
+        let cu = c as usize;
+        let t0 = cc.q_time[cu];
+        if t <= t0 {
+            return;
+        }
+        cc.ticks += 1;
+        let dt = (t - t0) as f64;
+        let q0 = cc.queue[cu];
+        let g = cc.arr[cu] - cc.cap[cu];
+        let q1 = q0 + g * dt;
+        let red = cc.red[cu];
+        if q0 > red.kmin || q1 > red.kmin {
+            let scale = 1.0 / (cc.packet * MARK_SPACING);
+            for i in 0..self.ch_units[cu].len() {
+                let (u, k) = self.ch_units[cu][i];
+                let ui = u as usize;
+                let Some(pair) = cc.unit_pair.get(ui).copied().flatten() else {
+                    continue;
+                };
+                let a = cc.slot_arr[(self.units[ui].off + k) as usize];
+                if a <= 0.0 {
+                    continue;
+                }
+                let lat = self.units[ui].latency;
+                let q = match cc.unit_qp[ui] {
+                    NO_QP => {
+                        if red.integral(q0, q1, dt) <= 0.0 {
+                            continue;
+                        }
+                        self.cc_make_qp(cc, pair, ui)
+                    }
+                    q => q,
+                };
+                let start = self.cc_open(cc, q, cu, lat).max(t0 as f64);
+                if start >= t as f64 {
+                    continue;
+                }
+                let qs = q0 + g * (start - t0 as f64);
+                let m = red.integral(qs, q1, t as f64 - start) * a * scale;
+                cc.qps[q as usize].marks += m;
+            }
+        }
+        cc.queue[cu] = if q1 > 1e-6 { q1 } else { 0.0 };
+        cc.q_time[cu] = t;
+    }
+
+    /// Pair `pair` is marked for the first time (its transfer in slot `ui`): its queue
+    /// pair is made at the transfer's line rate and every transfer of the pair in flight
+    /// joins it.
+    fn cc_make_qp(&self, cc: &mut State, pair: QpKey, ui: usize) -> u32 {
+        let q = cc.qp(pair, cc.unit_line[ui]);
+        let units = cc.orphans.remove(&pair).unwrap_or_default();
+        for u in units {
+            let x = &self.units[u as usize];
+            if x.rate > 0.0 && matches!(x.owner, Owner::Rec(_)) {
+                cc.qps[q as usize].units.push(u);
+                cc.unit_qp[u as usize] = q;
+            }
+        }
+        for i in 0..cc.qps[q as usize].units.len() {
+            let v = cc.qps[q as usize].units[i];
+            cc.mark_unit(v);
+        }
+        cc.mark_recap(q);
+        cc.mark_predict(q);
+        q
+    }
+
+    /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
+    /// the product of what each watched port before it passes on (`State::pass`).
+    fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
+        if cc.passing == 0 {
+            return 1.0;
+        }
+        let off = self.units[u as usize].off as usize;
+        self.p.arena[off..off + k as usize]
+            .iter()
+            .filter(|&&c| cc.watched[c as usize])
+            .map(|&c| cc.pass[c as usize])
+            .product()
+    }
+
+    /// Re-evaluate watched port `c` now: its arrivals, what it passes on (the ports after
+    /// it are re-evaluated when that changes, if `propagate`), whether it is congested
+    /// (its queue pairs re-capped when that changes), its next event, and whether it is
+    /// still watched.
+    fn cc_recompute(&self, cc: &mut State, c: u32, propagate: bool) {
+        let cu = c as usize;
+        let now = self.now;
+        self.cc_advance_port(cc, c, now);
+        let mut sum = 0.0;
+        let mut orphans = false;
+        for i in 0..self.ch_units[cu].len() {
+            let (u, k) = self.ch_units[cu][i];
+            let ui = u as usize;
+            let a = cc.unit_off[ui] * self.upstream(cc, u, k);
+            cc.slot_arr[(self.units[ui].off + k) as usize] = a;
+            sum += a;
+            match cc.unit_qp[ui] {
+                NO_QP => orphans |= a > 0.0 && cc.unit_pair[ui].is_some(),
+                q => cc.mark_predict(q),
+            }
+        }
+        cc.arr[cu] = sum;
+        let cap = cc.cap[cu];
+        let q = cc.queue[cu];
+        let congested = q > 0.0 || sum > cap * (1.0 + 1e-9);
+        let pass = if congested && sum > 0.0 {
+            cap / sum
+        } else {
+            1.0
+        };
+        let was = cc.pass[cu];
+        if pass != was {
+            match (was != 1.0, pass != 1.0) {
+                (false, true) => cc.passing += 1,
+                (true, false) => cc.passing -= 1,
+                _ => {}
+            }
+            cc.pass[cu] = pass;
+            if propagate {
+                for i in 0..self.ch_units[cu].len() {
+                    let (u, k) = self.ch_units[cu][i];
+                    let x = &self.units[u as usize];
+                    for j in x.off + k + 1..x.off + x.len {
+                        let d = self.p.arena[j as usize];
+                        if cc.watched[d as usize] {
+                            self.cc_advance_port(cc, d, now);
+                            cc.mark_port(d);
+                        }
+                    }
+                }
+            }
+        }
+        if congested != cc.backlog[cu] {
+            cc.backlog[cu] = congested;
+            for i in 0..self.ch_units[cu].len() {
+                let u = self.ch_units[cu][i].0;
+                if let Some(&q) = cc.unit_qp.get(u as usize) {
+                    if q != NO_QP {
+                        cc.mark_recap(q);
+                    }
+                }
+            }
+        }
+        // its next event: the backlog runs dry, or reaches KMIN where a transfer without
+        // a queue pair would be marked
+        let red = cc.red[cu];
+        let t = if q > 0.0 && sum < cap {
+            at_or_after(now, now as f64 + q / (cap - sum))
+        } else if orphans && q <= red.kmin && sum > cap {
+            at_or_after(now, now as f64 + (red.kmin - q) / (sum - cap))
+        } else {
+            u64::MAX
+        };
+        let t = if t < u64::MAX { t.max(now + 1) } else { t };
+        if cc.port_at[cu] != t {
+            cc.port_at[cu] = t;
+            if t < u64::MAX {
+                cc.events.push(Reverse((t, Ev::Port, c)));
+            }
+        }
+        if !congested {
+            self.cc_cool(cc, c);
+        }
+    }
+
+    /// Stop watching port `c` (no backlog, arrivals within its capacity).
+    fn cc_cool(&self, cc: &mut State, c: u32) {
+        let cu = c as usize;
+        cc.watched[cu] = false;
+        cc.hot -= 1;
+        cc.port_at[cu] = u64::MAX;
+        cc.arr[cu] = 0.0;
+        for i in 0..self.ch_units[cu].len() {
+            let u = self.ch_units[cu][i].0;
+            let ui = u as usize;
+            self.cc_bring_sent(cc, u);
+            cc.unit_watch[ui] -= 1;
+            if cc.unit_watch[ui] == 0 {
+                if self.is_rec(u) {
+                    cc.first_watched[self.first_hop(u) as usize] -= 1;
+                }
+                cc.unit_done_at[ui] = u64::MAX;
+            }
+        }
+    }
+
+    /// Predict when queue pair `q` sends its next CNP (its marks reach one at the rates
+    /// and backlogs of now) and schedule it.
+    fn cc_predict(&self, cc: &mut State, q: u32) {
+        cc.qps[q as usize].predict = false;
+        let now = self.now;
+        let t = self
+            .cc_next_cnp(cc, q)
+            .map_or(u64::MAX, |t| at_or_after(now, t));
+        let x = &mut cc.qps[q as usize];
+        let t = if t < u64::MAX { t.max(x.not_before) } else { t };
+        if x.cnp_at != t {
+            x.cnp_at = t;
+            if t < u64::MAX {
+                cc.events.push(Reverse((t, Ev::Cnp, q)));
+            }
+        }
+    }
+
+    /// The marking terms of queue pair `q`: per watched port one of its transfers
+    /// crosses, (port, marks per unit of `∫p`, when its window opens there).
+    fn cc_terms(&self, cc: &State, q: u32, terms: &mut Vec<(u32, f64, f64)>) {
+        terms.clear();
+        let scale = 1.0 / (cc.packet * MARK_SPACING);
+        for &u in &cc.qps[q as usize].units {
+            let x = &self.units[u as usize];
+            for k in 0..x.len {
+                let c = self.p.arena[(x.off + k) as usize];
+                let cu = c as usize;
+                if !cc.watched[cu] {
+                    continue;
+                }
+                let a = cc.slot_arr[(x.off + k) as usize];
+                if a > 0.0 {
+                    let start = self.cc_open(cc, q, cu, x.latency).max(cc.q_time[cu] as f64);
+                    terms.push((c, a * scale, start));
+                }
+            }
+        }
+    }
+
+    /// When queue pair `q`'s marks reach one, at the arrival rates of now (`None`: not
+    /// while they hold).
+    fn cc_next_cnp(&self, cc: &State, q: u32) -> Option<f64> {
+        let x = &cc.qps[q as usize];
+        if x.units.is_empty() {
+            return None;
+        }
+        let need = 1.0 - x.marks;
+        let mut terms = Vec::new();
+        self.cc_terms(cc, q, &mut terms);
+        if terms.is_empty() {
+            return None;
+        }
+        if need <= 0.0 {
+            return Some(self.now as f64);
+        }
+        if let [(c, r, start)] = terms[..] {
+            return self.cc_solve_one(cc, c, r, start, need);
+        }
+        // several ports: the marks grow monotonically in time; search, then bisect
+        let marks = |b: f64| -> f64 {
+            terms
+                .iter()
+                .map(|&(c, r, start)| {
+                    if b <= start {
+                        return 0.0;
+                    }
+                    let cu = c as usize;
+                    let g = cc.arr[cu] - cc.cap[cu];
+                    let t0 = cc.q_time[cu] as f64;
+                    let qs = cc.queue[cu] + g * (start - t0);
+                    let qb = cc.queue[cu] + g * (b - t0);
+                    r * cc.red[cu].integral(qs, qb, b - start)
+                })
+                .sum()
+        };
+        let lo0 = terms.iter().map(|t| t.2).fold(f64::INFINITY, f64::min);
+        let mut lo = lo0.max(self.now as f64 - 1.0);
+        if marks(lo.max(self.now as f64)) >= need {
+            return Some(self.now as f64);
+        }
+        let mut step = 1000.0;
+        let mut hi = lo + step;
+        while marks(hi) < need {
+            lo = hi;
+            step *= 2.0;
+            hi = lo + step;
+            if step > 1e13 {
+                return None;
+            }
+        }
+        while hi - lo > 0.5 {
+            let mid = 0.5 * (lo + hi);
+            if marks(mid) >= need {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        Some(hi)
+    }
+
+    /// When marks collected at `r` per unit of `∫p` at port `c` from `start` reach
+    /// `need`, its backlog moving at the rates of now.
+    fn cc_solve_one(&self, cc: &State, c: u32, r: f64, start: f64, need: f64) -> Option<f64> {
+        let cu = c as usize;
+        let red = cc.red[cu];
+        let g = cc.arr[cu] - cc.cap[cu];
+        let t0 = cc.q_time[cu] as f64;
+        let qs = cc.queue[cu] + g * (start - t0);
+        if g.abs() < 1e-12 {
+            let p = red.p(qs);
+            return (p > 0.0).then(|| start + need / (r * p));
+        }
+        // ∫ p dt = (cum(Q(b)) − cum(Q(start))) / g
+        let y = red.cum(qs) + need * g / r;
+        if y <= 0.0 {
+            return None;
+        }
+        let qb = red.cum_inv(y);
+        Some(start + (qb - qs) / g)
+    }
+
+    /// Queue pair `q`'s predicted CNP is due: its ports are brought up to now, and the
+    /// CNP leaves if its marks reached one.
+    fn cc_on_cnp(&self, cc: &mut State, q: u32) {
+        let now = self.now;
+        cc.qps[q as usize].cnp_at = u64::MAX;
+        let mut terms = Vec::new();
+        self.cc_terms(cc, q, &mut terms);
+        for &(c, ..) in &terms {
+            self.cc_advance_port(cc, c, now);
+        }
+        if cc.qps[q as usize].marks >= 1.0 - 1e-9 {
+            // the marked packet waited at the port marking it most now
+            let mut best: Option<(f64, u32, u64)> = None;
+            for &u in &cc.qps[q as usize].units {
+                let x = &self.units[u as usize];
+                for k in 0..x.len {
+                    let c = self.p.arena[(x.off + k) as usize] as usize;
+                    if !cc.watched[c] {
+                        continue;
+                    }
+                    let w = cc.slot_arr[(x.off + k) as usize] * cc.red[c].p(cc.queue[c]);
+                    if best.is_none_or(|b| w > b.0) {
+                        best = Some((w, c as u32, x.latency));
+                    }
+                }
+            }
+            if let Some((_, c, lat)) = best {
+                let wait = (cc.queue[c as usize] / cc.cap[c as usize]) as u64;
+                cc.send_cnp(q, now + wait + lat, lat);
+                cc.schedule_timer(q);
+            }
+        } else {
+            cc.qps[q as usize].not_before = now + 1;
+        }
+        cc.mark_predict(q);
+    }
+
+    /// Queue pair `q`'s CNP arrived or its timer fired.
+    fn cc_on_timer(&self, cc: &mut State, q: u32) {
+        cc.qps[q as usize].timer_at = u64::MAX;
+        if cc.advance_qp(q, self.now) {
+            for i in 0..cc.qps[q as usize].units.len() {
+                let v = cc.qps[q as usize].units[i];
+                cc.mark_unit(v);
+            }
+            cc.mark_recap(q);
+        }
+        cc.schedule_timer(q);
+    }
+
+    /// The model's events due now (`EventKind::CcTick`), and after them those due before
+    /// the engine's next event as long as they leave the transfers' rates as they are
+    /// (a re-cap that changes one returns to the engine, which re-solves).
+    pub(super) fn cc_tick(&mut self) {
+        match self.cc.as_mut() {
+            Some(cc) if cc.next_tick == Some(self.now) => cc.next_tick = None,
+            _ => return, // superseded, or the model is off
+        }
+        loop {
+            self.cc_events();
+            if !self.solved() {
+                return;
+            }
+            self.cc_flush();
+            if !self.solved() {
+                return;
+            }
+            let engine = self.next_event_time();
+            let Some(cc) = self.cc.as_mut() else { return };
+            if cc.dirty() {
+                return;
+            }
+            let Some(t) = cc.earliest() else { return };
+            // the engine's events of an instant come before the model's
+            if engine.is_some_and(|e| e <= t) || t > super::engine::TIME_HORIZON_NS {
+                return;
+            }
+            self.now = t;
+        }
+    }
+
+    /// Process the model's events due now.
+    fn cc_events(&mut self) {
+        let Some(mut cc) = self.cc.take() else { return };
+        let now = self.now;
+        while let Some(&Reverse((t, kind, i))) = cc.events.peek() {
+            if t > now {
+                break;
+            }
+            cc.events.pop();
+            if !cc.current(t, kind, i) {
+                continue;
+            }
+            match kind {
+                Ev::Port => {
+                    cc.port_at[i as usize] = u64::MAX;
+                    if cc.watched[i as usize] {
+                        cc.mark_port(i);
+                    }
+                }
+                Ev::Sent => {
+                    cc.unit_done_at[i as usize] = u64::MAX;
+                    self.cc_bring_sent(&mut cc, i);
+                    cc.mark_unit(i);
+                }
+                Ev::Cnp => self.cc_on_cnp(&mut cc, i),
+                Ev::Timer => self.cc_on_timer(&mut cc, i),
+            }
+        }
+        self.cc = Some(cc);
+    }
+
+    /// Bring the model's state up to now after a batch of events: offered rates, the
+    /// ports they load, caps, predicted CNPs.
+    fn cc_flush(&mut self) {
+        let Some(mut cc) = self.cc.take() else { return };
+        for _ in 0..SETTLE_ROUNDS {
+            let mut nics = std::mem::take(&mut cc.nic_dirty);
+            nics.sort_unstable();
+            nics.dedup();
+            for c in nics {
+                for i in 0..self.ch_units[c as usize].len() {
+                    let v = self.ch_units[c as usize][i].0;
+                    if cc.unit_watch[v as usize] > 0 && self.is_rec(v) && self.first_hop(v) == c {
+                        cc.mark_unit(v);
+                    }
+                }
+            }
+            let units = std::mem::take(&mut cc.dirty_units);
+            for &u in &units {
+                self.cc_refresh_unit(&mut cc, u);
+            }
+            cc.dirty_units = units;
+            cc.dirty_units.clear();
+            for round in 0..=UPSTREAM_ROUNDS {
+                if cc.dirty_ports.is_empty() {
+                    break;
+                }
+                let ports = std::mem::take(&mut cc.dirty_ports);
+                for &c in &ports {
+                    cc.port_dirty[c as usize] = false;
+                }
+                for &c in &ports {
+                    if cc.watched[c as usize] {
+                        self.cc_recompute(&mut cc, c, round < UPSTREAM_ROUNDS);
+                    }
+                }
+            }
+            for q in std::mem::take(&mut cc.recap_qps) {
+                cc.qps[q as usize].recap = false;
+                self.cc_recap(&cc, q);
+            }
+            if cc.dirty_units.is_empty() && cc.nic_dirty.is_empty() && cc.dirty_ports.is_empty() {
+                break;
+            }
+        }
+        for q in std::mem::take(&mut cc.predict_qps) {
+            self.cc_predict(&mut cc, q);
+        }
+        self.cc = Some(cc);
+    }
+
+    /// After a batch of events: bring the model up to date and re-solve the rates, until
+    /// neither changes the other (or [`SETTLE_ROUNDS`]), then schedule the model's next
+    /// event.
+    pub(super) fn settle(&mut self) {
+        if self.cc.is_none() {
+            self.resolve();
+            return;
+        }
+        let mut left = true;
+        for _ in 0..SETTLE_ROUNDS {
+            self.cc_flush();
+            self.resolve();
+            left = self.cc.as_ref().is_some_and(|cc| cc.dirty());
+            if !left {
+                break;
+            }
+        }
+        let Some(cc) = self.cc.as_mut() else { return };
+        let t = if left {
+            Some(self.now + 1)
+        } else {
+            cc.earliest()
+        };
+        if let Some(t) = t {
+            if cc.next_tick.is_none_or(|n| t < n || n < self.now) {
+                cc.next_tick = Some(t);
+                self.push(t, EventKind::CcTick, 0, 0);
+            }
+        }
     }
 }
 
@@ -958,45 +1623,75 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_grows_by_the_excess_and_marks_past_kmin() {
-        let topo = Topology::from_spec(
-            "leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,gpus-per-server=1,nvlink=off",
-        )
-        .expect("topology");
-        let mut s = State::new(&topo, DcqcnParams::default());
-        let c = (0..topo.links.len() as u32 * 2)
-            .find(|&c| s.queued[c as usize])
-            .expect("a switch port");
-        let rate = s.ch_rate[c as usize];
-        let (_, kmin, _) = crate::netmodel::red_params(rate);
-        let cap = crate::netmodel::bytes_per_ns(rate);
-        // offered twice the capacity: the queue grows at `cap` B/ns
-        let dt = (kmin * 1000) as f64 / cap;
-        let half = dt as u64 / 2;
-        assert_eq!(s.grow(c, 2.0 * cap * half as f64, cap, half), 0.0);
-        // to 2.5 KMIN: the mean backlog 1.5 KMIN marks with PMAX·0.5/(KMAX/KMIN − 1)
-        let p = s.grow(c, 4.0 * cap * dt, cap, 2 * dt as u64);
-        let (kmax, _, pmax) = crate::netmodel::red_params(rate);
-        let want = pmax * 0.5 * kmin as f64 / (kmax - kmin) as f64;
-        assert!((p - want).abs() < 1e-3, "{p} vs {want}");
-        // draining below the capacity empties it, never below 0
-        s.grow(c, 0.0, cap, 10 * dt as u64);
-        assert_eq!(s.queue[c as usize], 0.0);
+    fn red_marks_from_kmin_linearly_to_pmax_at_kmax_then_always() {
+        let red = Red::for_rate(BitsPerSec(100_000_000_000));
+        // 100 Gb/s: KMIN 400 KB, KMAX 1,600 KB, PMAX 0.2 (what `ns3 emit` writes)
+        assert_eq!(red.p(400_000.0), 0.0);
+        assert!((red.p(1_000_000.0) - 0.1).abs() < 1e-12);
+        assert_eq!(red.p(1_600_000.0), 1.0);
+        for q in [0.0, 399_999.0, 500_000.0, 1_599_999.0, 2_000_000.0] {
+            assert_eq!(
+                red.p(q),
+                crate::netmodel::mark_probability(q, BitsPerSec(100_000_000_000))
+            );
+        }
+    }
+
+    /// `∫ p(Q(s)) ds` summed in 1 ns slices, the queue linear from `qa` to `qb`.
+    fn brute_integral(red: &Red, qa: f64, qb: f64, dt: u64) -> f64 {
+        (0..dt)
+            .map(|i| red.p(qa + (qb - qa) * (i as f64 + 0.5) / dt as f64))
+            .sum()
     }
 
     #[test]
-    fn a_pair_sends_at_most_one_cnp_per_interval() {
+    fn the_marks_of_a_linear_backlog_are_its_exact_integral_across_kmin_and_kmax() {
+        let red = Red::for_rate(BitsPerSec(100_000_000_000));
+        // growing through both thresholds, draining through them, running dry (given as
+        // the negative value its line reaches), flat above KMAX and below KMIN
+        for (qa, qb, dt) in [
+            (300_000.0, 2_000_000.0, 200_000u64),
+            (2_000_000.0, 300_000.0, 150_000),
+            (500_000.0, -100_000.0, 80_000),
+            (1_700_000.0, 1_700_000.0, 1_000),
+            (100.0, 100.0, 1_000),
+        ] {
+            let exact = red.integral(qa, qb, dt as f64);
+            let brute = brute_integral(&red, qa, qb, dt);
+            assert!(
+                (exact - brute).abs() <= 1e-3 * brute.max(1.0),
+                "{qa} -> {qb} over {dt}: {exact} vs {brute}"
+            );
+        }
+    }
+
+    #[test]
+    fn where_the_marks_reach_a_level_inverts_their_cumulative() {
+        let red = Red::for_rate(BitsPerSec(100_000_000_000));
+        for q in [400_001.0, 900_000.0, 1_599_999.0, 1_600_000.0, 5_000_000.0] {
+            let back = red.cum_inv(red.cum(q));
+            assert!((back - q).abs() < 1e-3, "{q} -> {back}");
+        }
+    }
+
+    #[test]
+    fn a_pair_sends_at_most_one_cnp_per_interval_at_the_receiver() {
         let topo = Topology::from_spec(
             "leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,gpus-per-server=1,nvlink=off",
         )
         .expect("topology");
         let mut s = State::new(&topo, DcqcnParams::default());
         let q = s.qp((0, 1, 0), gbps(100));
-        // marked packets reaching the receiver at 0, 10, … ns; the CNP takes 100 ns back
-        assert!(!s.mark(q, 1.0, 0, 100)); // 1/1.5 expected marks: none yet
-        assert!(s.mark(q, 1.0, 10, 100));
-        assert!(!s.mark(q, 10.0, 50_009, 100));
-        assert!(s.mark(q, 10.0, 50_010, 100));
-        assert_eq!(s.qp_next(q), Some(110));
+        s.qps[q as usize].units.push(0);
+        // the first CNP's marked packet reaches the receiver at 10; the CNP takes 100 ns back
+        s.send_cnp(q, 10, 100);
+        assert_eq!(s.qps[q as usize].pending, vec![110]);
+        // marks found due 10 µs later move to the window's opening, 50 µs after the first
+        s.send_cnp(q, 10_010, 100);
+        assert_eq!(s.qps[q as usize].last_cnp, Some(50_010));
+        assert_eq!(s.qps[q as usize].pending, vec![110, 50_110]);
+        // the pair's next change is the decrease check after the first CNP arrives: the
+        // check grid starts 1 ns after it, every 4 µs
+        assert_eq!(s.qp_next(q), Some(110 + 1 + 4_000));
     }
 }

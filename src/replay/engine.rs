@@ -241,6 +241,16 @@ impl<'a> Sim<'a> {
         self.heap.push(Reverse((t, kind, idx, ver)));
     }
 
+    /// The time of the next event, if any.
+    pub(super) fn next_event_time(&self) -> Option<u64> {
+        self.heap.peek().map(|&Reverse((t, ..))| t)
+    }
+
+    /// Whether the rates are solved for every change so far (no re-solve pending).
+    pub(super) fn solved(&self) -> bool {
+        self.dirty.is_empty() && self.fresh.is_empty()
+    }
+
     /// The error for an event past the horizon, naming the record concerned.
     fn past_horizon(&self, kind: EventKind, idx: u32, records: &RecordTable) -> ReplayError {
         let what = match kind {
@@ -282,7 +292,7 @@ impl<'a> Sim<'a> {
             if let Some((kind, idx)) = self.beyond {
                 return Err(self.past_horizon(kind, idx, records));
             }
-            self.resolve();
+            self.settle();
             if let Some(b) = &bar {
                 if self.events & 0x3fff == 0 || self.heap.is_empty() {
                     b.set_position(self.done as u64);

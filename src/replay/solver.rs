@@ -64,7 +64,6 @@ impl Sim<'_> {
             }
         };
         self.slot_of.push(u);
-        self.cc_touch(off, len);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -77,6 +76,7 @@ impl Sim<'_> {
             }
         }
         self.fresh.push(u);
+        self.cc_added(u);
         u
     }
 
@@ -90,7 +90,6 @@ impl Sim<'_> {
         if (cap - old).abs() <= 1e-12 * cap.max(old) {
             return;
         }
-        self.cc_touch(off, len);
         self.units[u as usize].cap = cap;
         for k in 0..len {
             let c = self.p.arena[(off + k) as usize] as usize;
@@ -110,7 +109,7 @@ impl Sim<'_> {
             let x = &self.units[u as usize];
             (x.off, x.len, x.cap, x.wire)
         };
-        self.cc_touch(off, len);
+        self.cc_removing(u);
         for k in 0..len {
             let a = (off + k) as usize;
             let c = self.p.arena[a] as usize;
@@ -149,10 +148,14 @@ impl Sim<'_> {
         let comp_units = self.progressive_fill(comp_units, &comp_ch);
         self.apply_rates(&comp_units);
         if self.cc.is_some() {
+            // an aggregation stream or ring offers its solved rate to the DCQCN model's
+            // ports; a tight channel may be congested
+            for &u in &comp_units {
+                self.cc_rate_changed(u);
+            }
             for &c in &comp_ch {
                 self.cc_heat(c);
             }
-            self.cc_schedule();
         }
     }
 
