@@ -65,21 +65,36 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
     fn replay(
         &self,
         plan: &crate::formats::plan_json::PlanFile,
-    ) -> Result<crate::plan::Replayed, String> {
+        deadline: Option<std::time::Instant>,
+    ) -> Result<crate::plan::Replayed, crate::plan::ReplayFailure> {
+        use crate::plan::ReplayFailure;
+        let failed = |e: &PipelineError| ReplayFailure::Failed(super::error_chain(e));
         let mut o = self.opts.clone();
         o.plan = Some(plan.clone());
-        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
-            .map_err(|e| super::error_chain(&e))?;
-        let r = replay_records(
-            &t.records,
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {}).map_err(|e| failed(&e))?;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(ReplayFailure::OutOfTime);
+        }
+        let table = RecordTable::from_records(&t.records)
+            .map_err(|e| ReplayFailure::Failed(format!("a candidate plan: {e}")))?;
+        let r = replay_table_until(
+            table,
             &t.header,
             &self.job.topology,
             o.seed,
             "a candidate plan",
             false,
             self.model,
+            deadline,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            PipelineError::Replay { source, .. }
+                if matches!(*source, replay::ReplayError::OutOfTime { .. }) =>
+            {
+                ReplayFailure::OutOfTime
+            }
+            e => failed(&e),
+        })?;
         let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];
         for (rec, row) in t.records.iter().zip(r.row_iter()) {
             let pipeline = rec.microbatch.is_some() || rec.mode == crate::record::Mode::Compute;
@@ -316,6 +331,23 @@ pub fn replay_table(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
+    replay_table_until(
+        records, header, topo, seed, trace_name, progress, model, None,
+    )
+}
+
+/// [`replay_table`] stopped at `deadline` ([`replay::ReplayError::OutOfTime`]), if any.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_table_until(
+    records: RecordTable,
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+    deadline: Option<std::time::Instant>,
+) -> Result<ReplayResult, PipelineError> {
     // the table moves into huge pages on another core while the routes are computed
     let bar = progress.then(|| crate::progress::spinner("computing routes"));
     let routing = std::thread::scope(|s| {
@@ -336,6 +368,7 @@ pub fn replay_table(
     opts.progress = progress;
     opts.trace_name = trace_name.into();
     opts.rate_model = model;
+    opts.deadline = deadline;
     replay::simulate_table(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),

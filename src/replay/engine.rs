@@ -18,6 +18,7 @@ use crate::topology::Topology;
 use crate::units::{BitsPerSec, LinkId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::time::Instant;
 
 /// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
 /// the engine adds up saturates instead of wrapping, and an event past this horizon stops
@@ -268,6 +269,8 @@ impl<'a> Sim<'a> {
             }
         }
         let bar = self.opts.progress.then(|| progress_bar(n));
+        // the clock is read at the first batch of events, then every 16,384 events
+        let mut next_check = 0;
         while let Some(&Reverse((t, ..))) = self.heap.peek() {
             self.now = t;
             // every event of this nanosecond, then one re-solve for the batch
@@ -283,6 +286,20 @@ impl<'a> Sim<'a> {
                 return Err(self.past_horizon(kind, idx, records));
             }
             self.resolve();
+            // (reading it is negligible beside the events' handling)
+            if self.events >= next_check {
+                next_check = self.events + 0x4000;
+                if self.opts.deadline.is_some_and(|d| Instant::now() >= d) {
+                    if let Some(b) = bar {
+                        b.finish_and_clear();
+                    }
+                    return Err(ReplayError::OutOfTime {
+                        done: self.done,
+                        total: n,
+                        simulated_ns: t,
+                    });
+                }
+            }
             if let Some(b) = &bar {
                 if self.events & 0x3fff == 0 || self.heap.is_empty() {
                     b.set_position(self.done as u64);
