@@ -1041,12 +1041,12 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         opts: &j.opts,
         model: RateModel::Ideal,
     };
-    // a replay of 2 s against a 5 s limit: the all-host replay fits in the half of the
-    // limit it may take, and after it less than a solve and a replay of the plan
-    // (1.5 × 1.2 × 2 s) is left
+    // a replay of 4 s against a 10 s limit: the all-host replay fits in the half of the
+    // limit it may take (with up to 0.9 s for the real replay on a loaded machine), and
+    // after it less than a solve and a replay of the plan (1.5 × 1.2 × 4 s) is left
     let slow = SlowReplayer {
         inner: real(),
-        delay: Duration::from_secs(2),
+        delay: Duration::from_secs(4),
         replayed: Default::default(),
     };
     let st = settings(
@@ -1056,7 +1056,7 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         &[Class::Tp, Class::Dp, Class::Emb],
     );
     let po = PlanOptions {
-        time_limit: Duration::from_secs(5),
+        time_limit: Duration::from_secs(10),
         replay_rounds: 3,
         ..options(st, SolverKind::Auto)
     };
@@ -1092,5 +1092,49 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         planned.iteration_ns < *host_ns,
         "plan {} vs all-host {host_ns}",
         planned.iteration_ns
+    );
+}
+
+#[test]
+fn the_usage_map_judges_every_move_as_scanning_the_phases_does() {
+    // 256 slots and a quota of 2: pools and quotas bind, so moves that do not fit exist
+    let j = example("fat-tree:k=4,gpus-per-server=2", 256);
+    let m = model(
+        &j,
+        &settings(256, Some(2), &[1.0, 0.5], &[Class::Dp, Class::Emb]),
+    );
+    let mut a: Vec<usize> = (0..m.groups.len())
+        .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
+    let mut usage = m.usage(&a);
+    let (mut fit, mut refused) = (0, 0);
+    // walk: every group tries every option; the first that fits is taken
+    for round in 0..3 {
+        for g in 0..m.groups.len() {
+            for o in 0..m.opts[g].len() {
+                let scanned = m.fits_move(&a, g, o);
+                assert_eq!(
+                    usage.fits(&m, &a, g, o),
+                    scanned,
+                    "round {round}, group {g}, option {o}"
+                );
+                if scanned {
+                    fit += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+            let take = (0..m.opts[g].len())
+                .rev()
+                .find(|&o| (o + round) % 2 == 0 && m.fits_move(&a, g, o));
+            if let Some(o) = take {
+                usage.apply(&m, &mut a, g, o);
+                assert!(m.feasible(&a));
+            }
+        }
+    }
+    assert!(
+        fit > 0 && refused > 0,
+        "{fit} fitting, {refused} refused moves"
     );
 }
