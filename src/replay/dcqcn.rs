@@ -36,7 +36,10 @@
 //! the marks advance in ticks of `RATE_DECREASE_INTERVAL` with the offered rates of the
 //! tick's start; marking is the expected count, not random. Aggregation streams (their own
 //! window protocol) and fallback rings load the queues at their solved rate and are not
-//! rate controlled.
+//! DCQCN controlled; a stream's window rate counts the largest queueing delay on its tree
+//! ([`Sim::cc_window`]: one port's, not a chain's sum), and a host transfer whose bytes
+//! all wait in the queues is filled with the streams ([`Sim::cc_sent_all`]); fallback
+//! rings keep their line-rate cap (their window is not modelled).
 //! A transfer offers at most its path's line rate: a NIC faster than a slower link on its
 //! path does not overrun that link's port in the model (it does in the glue).
 //!
@@ -772,7 +775,14 @@ impl Sim<'_> {
             let mut v = Vec::with_capacity(self.ch_units[c as usize].len());
             for i in 0..self.ch_units[c as usize].len() {
                 let (u, k) = self.ch_units[c as usize][i];
+                let sent = cc.unit_sent.get(u as usize).copied();
                 v.push((u, k, self.tick_bytes(&mut cc, u, prev)));
+                // a transfer that has just put its last byte on the network is filled
+                // with the streams from now on (`Sim::cc_sent_all`): re-solve it
+                let wire = self.units[u as usize].wire;
+                if sent.is_some_and(|b| b < wire) && cc.unit_sent[u as usize] >= wire {
+                    self.fresh.push(u);
+                }
             }
             at.push(v);
         }
