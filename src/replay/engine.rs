@@ -522,7 +522,8 @@ impl<'a> Sim<'a> {
         agg.rounds = crate::netmodel::window_rounds(agg.wire, packet, in_flight);
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
-        let _ = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        let u = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        self.cc_stream_start(u);
     }
 
     fn fallback(&mut self, a: u32) {
