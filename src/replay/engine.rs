@@ -8,14 +8,14 @@ use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::route::PathSource;
-use super::table::RecordTable;
+use super::table::{Loc, RecordTable, Segment};
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
 use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
-use crate::units::{BitsPerSec, LinkId};
+use crate::units::{BitsPerSec, Bytes, LinkId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -81,12 +81,27 @@ impl RecState {
                 path: NONE,
             },
         );
-        for (i, r) in v.iter_mut().enumerate() {
-            r.pending = pending[i];
-            r.path = match records.mode(i) {
-                Mode::Compute | Mode::NvLink => TIMER,
-                _ => paths[i],
-            };
+        for seg in records.segments() {
+            match seg {
+                Segment::Rows { pos, row, len } => {
+                    for j in 0..len {
+                        let (i, r) = ((pos + j) as usize, row + j);
+                        v[i].path = match records.row_mode(r) {
+                            Mode::Compute | Mode::NvLink => TIMER,
+                            _ => paths[r as usize],
+                        };
+                    }
+                }
+                Segment::Block(b, x) => {
+                    let cols = &p.block_path[b as usize];
+                    for (j, r) in v[x.lo as usize..x.hi as usize].iter_mut().enumerate() {
+                        r.path = cols[j % x.n as usize];
+                    }
+                }
+            }
+        }
+        for (r, &k) in v.iter_mut().zip(pending.iter()) {
+            r.pending = k;
         }
         v
     }
@@ -421,48 +436,62 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Record `i` ended now: each record waiting for it has one dep fewer.
     fn finish(&mut self, i: u32, records: &RecordTable) {
         self.rec[i as usize].end = self.now;
         self.done += 1;
-        let (a, b) = (
-            self.p.dep_off[i as usize] as usize,
-            self.p.dep_off[i as usize + 1] as usize,
-        );
-        for k in a..b {
-            let d = self.p.dependants[k];
-            let du = d as usize;
-            let r = &mut self.rec[du];
-            r.start = r.start.max(self.now);
-            r.pending -= 1;
-            if r.pending == 0 {
-                self.ready(d, records);
+        match records.locate(i as usize) {
+            Loc::Row(r) => {
+                for k in self.p.deps.of_row(r) {
+                    let d = self.p.deps.at(k);
+                    self.release(d, records);
+                }
             }
+            Loc::Block { b, k, col } => {
+                let x = &records.blocks()[b as usize];
+                if k < x.rows() {
+                    let next = (x.pos(k + 1, col), x.pos(k + 1, (col + 1) % x.n));
+                    self.release(next.0, records);
+                    self.release(next.1, records);
+                }
+                for e in self.p.deps.of_block(b, i) {
+                    let d = self.p.deps.ext_at(b, e);
+                    self.release(d, records);
+                }
+            }
+        }
+    }
+
+    /// One dep of record `d` ended now.
+    #[inline]
+    fn release(&mut self, d: u32, records: &RecordTable) {
+        let r = &mut self.rec[d as usize];
+        r.start = r.start.max(self.now);
+        r.pending -= 1;
+        if r.pending == 0 {
+            self.ready(d, records);
         }
     }
 
     fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
         self.rec[iu].start = self.now;
+        let f = records.fields(iu);
         match self.rec[iu].path {
-            TIMER => self.push(
-                self.now.saturating_add(records.dur(iu)),
-                EventKind::End,
-                i,
-                0,
-            ),
+            TIMER => self.push(self.now.saturating_add(f.dur), EventKind::End, i, 0),
             path => {
                 let (len, delay) = match path {
                     NONE => (0, 0),
                     p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
                 };
-                let w = wire(records.bytes(iu), self.opts).0 as f64;
+                let w = wire(Bytes(f.bytes), self.opts).0 as f64;
                 if len == 0 || w == 0.0 {
                     self.push(self.now.saturating_add(delay), EventKind::End, i, 0);
                 } else {
                     let cap = self.p.paths.bottleneck[path as usize];
                     let off = self.region(len, path);
                     let u = self.add_unit(off, len, w, cap, delay, Owner::Rec(i));
-                    let conn = (records.src(iu).0, records.dst(iu).0, records.channel(iu));
+                    let conn = (f.src.0, f.dst.0, f.channel);
                     self.cc_start(u, conn, cap);
                 }
             }
@@ -591,8 +620,9 @@ impl<'a> Sim<'a> {
 
     /// Completion time of record `i` alone on an idle network.
     fn standalone(&self, i: usize, records: &RecordTable) -> u64 {
-        match records.mode(i) {
-            Mode::Compute | Mode::NvLink => records.dur(i),
+        let f = records.fields(i);
+        match f.mode {
+            Mode::Compute | Mode::NvLink => f.dur,
             Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
             Mode::Net => match self.rec[i].path {
                 NONE => 0,
@@ -600,7 +630,7 @@ impl<'a> Sim<'a> {
                 p => {
                     let rate = self.p.paths.min_rate[p as usize];
                     BitsPerSec(rate)
-                        .transmit_time(wire(records.bytes(i), self.opts))
+                        .transmit_time(wire(Bytes(f.bytes), self.opts))
                         .0
                         .saturating_add(self.p.paths.delay[p as usize])
                 }
