@@ -7,6 +7,7 @@
 use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
+use super::queue::EventQueue;
 use super::route::PathSource;
 use super::table::{Loc, RecordTable, Segment};
 use super::{ReplayError, ReplayOptions, ReplayResult};
@@ -16,8 +17,6 @@ use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
 use crate::units::{BitsPerSec, Bytes, LinkId};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
 /// the engine adds up saturates instead of wrapping, and an event past this horizon stops
@@ -43,9 +42,6 @@ pub(super) enum EventKind {
     /// The DCQCN model's tick (`dcqcn`; only with `RateModel::Dcqcn`).
     CcTick,
 }
-
-/// (time, kind, index, version), smallest first.
-type Event = Reverse<(u64, EventKind, u32, u32)>;
 
 /// What the event loop reads and writes of one record, side by side so that an event
 /// touches one cache line of it, not one per column (the records are visited in time
@@ -161,7 +157,11 @@ pub(super) struct Sim<'a> {
     pub p: Prepared,
     pub opts: &'a ReplayOptions,
     pub now: u64,
-    heap: BinaryHeap<Event>,
+    /// Pending events, popped by (time, kind, index, version).
+    queue: EventQueue<EventKind>,
+    /// Rows of each column of each ring block that have ended (a block record is ready
+    /// once its column and the one before have ended the row before; see `finish`).
+    ended: Vec<Vec<u32>>,
     /// The run-time state of each record, in one place (see [`RecState`]).
     rec: Vec<RecState>,
     /// Free arena regions for host transfers, by length: a transfer's path is copied into
@@ -212,7 +212,12 @@ impl<'a> Sim<'a> {
         Sim {
             opts,
             now: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::new(),
+            ended: records
+                .blocks()
+                .iter()
+                .map(|x| vec![0; x.n as usize])
+                .collect(),
             rec,
             regions: Vec::new(),
             done: 0,
@@ -253,7 +258,7 @@ impl<'a> Sim<'a> {
         if t > TIME_HORIZON_NS && !parked && self.beyond.is_none() {
             self.beyond = Some((kind, idx));
         }
-        self.heap.push(Reverse((t, kind, idx, ver)));
+        self.queue.push(t, (kind, idx, ver));
     }
 
     /// The error for an event past the horizon, naming the record concerned.
@@ -283,14 +288,10 @@ impl<'a> Sim<'a> {
             }
         }
         let bar = self.opts.progress.then(|| progress_bar(n));
-        while let Some(&Reverse((t, ..))) = self.heap.peek() {
+        while let Some(t) = self.queue.next_time() {
             self.now = t;
             // every event of this nanosecond, then one re-solve for the batch
-            while let Some(&Reverse((t2, kind, idx, ver))) = self.heap.peek() {
-                if t2 != t {
-                    break;
-                }
-                self.heap.pop();
+            while let Some((kind, idx, ver)) = self.queue.pop_now() {
                 self.events += 1;
                 self.handle(kind, idx, ver, records);
             }
@@ -299,7 +300,7 @@ impl<'a> Sim<'a> {
             }
             self.resolve();
             if let Some(b) = &bar {
-                if self.events & 0x3fff == 0 || self.heap.is_empty() {
+                if self.events & 0x3fff == 0 || self.queue.is_empty() {
                     b.set_position(self.done as u64);
                     b.set_message(format!("{:.3} ms", t as f64 / 1e6));
                 }
@@ -448,11 +449,19 @@ impl<'a> Sim<'a> {
                 }
             }
             Loc::Block { b, k, col } => {
+                // record (k + 1, c) waits for (k, c) and (k, c − 1), and each column's
+                // rows end in order: it is ready once both columns have ended row k
                 let x = &records.blocks()[b as usize];
+                let ended = &mut self.ended[b as usize];
+                ended[col as usize] = k;
                 if k < x.rows() {
-                    let next = (x.pos(k + 1, col), x.pos(k + 1, (col + 1) % x.n));
-                    self.release(next.0, records);
-                    self.release(next.1, records);
+                    let (left, right) = ((col + x.n - 1) % x.n, (col + 1) % x.n);
+                    let mine = (ended[left as usize] >= k).then(|| x.pos(k + 1, col));
+                    let next = (ended[right as usize] >= k).then(|| x.pos(k + 1, right));
+                    for d in [mine, next].into_iter().flatten() {
+                        // no gap inside a block: it starts now
+                        self.push(self.now, EventKind::Start, d, 0);
+                    }
                 }
                 for e in self.p.deps.of_block(b, i) {
                     let d = self.p.deps.ext_at(b, e);
@@ -476,8 +485,15 @@ impl<'a> Sim<'a> {
     fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
         self.rec[iu].start = self.now;
-        let f = records.fields(iu);
-        match self.rec[iu].path {
+        // a block record's run-time state is its block's: its own is only written
+        let (f, path) = match records.locate(iu) {
+            Loc::Row(r) => (records.row_fields(r), self.rec[iu].path),
+            Loc::Block { b, k, col } => (
+                records.block_fields(b, k, col),
+                self.p.block_path[b as usize][col as usize],
+            ),
+        };
+        match path {
             TIMER => self.push(self.now.saturating_add(f.dur), EventKind::End, i, 0),
             path => {
                 let (len, delay) = match path {

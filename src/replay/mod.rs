@@ -105,6 +105,7 @@ mod huge;
 mod output;
 mod pools;
 mod prepare;
+mod queue;
 mod route;
 mod solver;
 mod table;
