@@ -833,7 +833,13 @@ impl Sim<'_> {
     /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
     /// the product of what each watched port before it passes on (`State::pass`).
     fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
-        if !cc.throttling {
+        // an aggregation stream's arena is its tree's sorted channel multiset, not a path:
+        // its order says nothing about which port comes first, and a channel two tree
+        // edges share is listed twice, so a product over it fed a backlogged port's
+        // `pass` back into its own arrivals (queues grew 3.6× per tick until the clock
+        // overflowed). A stream loads every port of its tree at its solved, window-capped
+        // rate ([`Sim::cc_window`]).
+        if !cc.throttling || matches!(self.units[u as usize].owner, Owner::Agg(_)) {
             return 1.0;
         }
         let off = self.units[u as usize].off as usize;
