@@ -38,7 +38,7 @@
 //! (a transfer starts or ends on it, a pair crossing it changes rate, a port before it
 //! changes what it passes on) and at its own events (its backlog empties, it reaches
 //! KMIN with transfers whose pair has no state yet); a pair only at its CNPs and timers.
-//! Nothing runs for the ports and pairs that nothing happens to. Until 3 Dec 2026 every
+//! Nothing runs for the ports and pairs that nothing happens to. Until 2 Dec 2026 every
 //! watched port was advanced at every 4 µs tick and at every change anywhere
 //! (docs/model.md#dcqcn-rate-model gives the cost and the results it moved).
 //!
@@ -48,7 +48,12 @@
 //! the expected count, not random; a marked packet's queueing delay is its port's backlog
 //! when the CNP is sent, and the CNP window's opening is placed at the port with the
 //! backlog of the port's last update. Aggregation streams (their own window protocol)
-//! and fallback rings load the queues at their solved rate and are not rate controlled.
+//! and fallback rings load the queues at their solved rate and are not DCQCN controlled;
+//! a stream's window rate counts the largest queueing delay on its tree
+//! ([`Sim::cc_window`]: one port's, not a chain's sum, re-read every
+//! `RATE_DECREASE_INTERVAL` while a port on its tree queues), and a host transfer whose
+//! bytes all wait in the queues is filled with the streams ([`Sim::cc_sent_all`]);
+//! fallback rings keep their line-rate cap (their window is not modelled).
 //! A transfer offers at most its path's line rate: a NIC faster than a slower link on its
 //! path does not overrun that link's port in the model (it does in the glue).
 
@@ -379,6 +384,9 @@ enum Ev {
     Cnp,
     /// A queue pair's CNP arrives or its timer fires (index: queue pair).
     Timer,
+    /// An aggregation stream behind a backlog re-reads its window rate (index: unit
+    /// slot; [`Sim::cc_window`]).
+    Window,
 }
 
 /// The model's state (module docs).
@@ -434,6 +442,14 @@ pub(super) struct State {
     unit_t: Vec<u64>,
     unit_done_at: Vec<u64>,
     unit_dirty: Vec<bool>,
+    /// Per unit slot: an aggregation stream's next [`Ev::Window`] (`u64::MAX`: none).
+    unit_window_at: Vec<u64>,
+    /// Record transfers that have put their last byte on the network since the last
+    /// flush: the solver fills them with the streams from now on ([`Sim::cc_sent_all`]).
+    sent_all: Vec<u32>,
+    /// Aggregation streams on a port whose backlog line changed: their window rate is
+    /// re-read ([`Sim::cc_window`]).
+    window_dirty: Vec<u32>,
     /// Per channel: watched record transfers whose first hop it is (their NIC share
     /// changes with the transfers on it).
     first_watched: Vec<u32>,
@@ -514,6 +530,9 @@ impl State {
             unit_t: Vec::new(),
             unit_done_at: Vec::new(),
             unit_dirty: Vec::new(),
+            unit_window_at: Vec::new(),
+            sent_all: Vec::new(),
+            window_dirty: Vec::new(),
             first_watched: vec![0; nch],
             dirty_units: Vec::new(),
             nic_dirty: Vec::new(),
@@ -608,6 +627,7 @@ impl State {
             Ev::Sent => self.unit_done_at.get(i) == Some(&t),
             Ev::Cnp => self.qps[i].cnp_at == t,
             Ev::Timer => self.qps[i].timer_at == t,
+            Ev::Window => self.unit_window_at.get(i) == Some(&t),
         }
     }
 
@@ -684,6 +704,7 @@ impl State {
             self.unit_t.resize(n, 0);
             self.unit_done_at.resize(n, u64::MAX);
             self.unit_dirty.resize(n, false);
+            self.unit_window_at.resize(n, u64::MAX);
         }
         self.unit_qp[ui] = NO_QP;
         self.unit_pair[ui] = None;
@@ -692,6 +713,7 @@ impl State {
         self.unit_sent[ui] = 0.0;
         self.unit_t[ui] = now;
         self.unit_done_at[ui] = u64::MAX;
+        self.unit_window_at[ui] = u64::MAX;
     }
 
     /// Whether work is left for this instant.
@@ -700,7 +722,18 @@ impl State {
             && self.nic_dirty.is_empty()
             && self.dirty_ports.is_empty()
             && self.recap_qps.is_empty()
-            && self.predict_qps.is_empty())
+            && self.predict_qps.is_empty()
+            && self.sent_all.is_empty()
+            && self.window_dirty.is_empty())
+    }
+
+    /// Port `c`'s backlog at `t` (≥ its last update), on its current line.
+    fn backlog_at(&self, c: usize, t: u64) -> f64 {
+        if !self.watched[c] {
+            return self.queue[c];
+        }
+        let dt = t.saturating_sub(self.q_time[c]) as f64;
+        (self.queue[c] + (self.arr[c] - self.cap[c]) * dt).max(0.0)
     }
 }
 
@@ -778,6 +811,7 @@ impl Sim<'_> {
             cc.unit_watch[ui] = 0;
         }
         cc.unit_done_at[ui] = u64::MAX;
+        cc.unit_window_at[ui] = u64::MAX;
         cc.unit_dirty[ui] = false;
         for k in off..off + len {
             let c = self.p.arena[k as usize];
@@ -906,6 +940,80 @@ impl Sim<'_> {
         }
     }
 
+    /// Whether unit `u` is a host transfer whose sender has put all its bytes on the
+    /// network (they wait in the queues of the watched ports on its path): a FIFO port
+    /// serves them before the packets an aggregation stream sends after them, so the
+    /// solver fills them with the streams, not with the transfers the streams leave room
+    /// for ([`Sim::ina_first`]). Without this, a stream starting at a port where a pipeline
+    /// send's last 18 KB were queued took the whole port for its 814 µs and the send ended
+    /// after it (docs/model.md#dcqcn-rate-model, *Window-limited streams*).
+    pub(super) fn cc_sent_all(&self, u: u32) -> bool {
+        let Some(cc) = self.cc.as_ref() else {
+            return false;
+        };
+        let ui = u as usize;
+        let x = &self.units[ui];
+        matches!(x.owner, Owner::Rec(_))
+            && cc.unit_pair.get(ui).is_some_and(|p| p.is_some())
+            && cc.unit_sent[ui] >= x.wire
+    }
+
+    /// An aggregation stream started: cap it at what its window allows with the queues
+    /// now on its tree ([`Sim::cc_window`]).
+    pub(super) fn cc_stream_start(&mut self, u: u32) {
+        let Some(mut cc) = self.cc.take() else { return };
+        self.cc_window(&mut cc, u);
+        self.cc = Some(cc);
+    }
+
+    /// Cap aggregation stream `u` at its window's rate over the round trip its packets
+    /// see now: `w` packets per `RTT + D`, `D` the largest queueing delay (`Q / C`) among
+    /// the watched ports on its tree (docs/model.md#dcqcn-rate-model, *Window-limited
+    /// streams*). In the glue a worker sends a packet only when a result comes back, so a
+    /// queue on the tree slows the whole aggregation (its results wait for every
+    /// worker's packet) and it yields the port to the queue pairs beside it; at its
+    /// solved rate it kept the queue up and starved them, which DCQCN then cut as well.
+    /// **Approximation**: `D` is the largest single port's delay, not the longest
+    /// chain's sum (exact with one backlogged port on the tree, short when an up and a
+    /// down chain both queue); it is re-read when a port on the tree changes what it
+    /// carries and every `RATE_DECREASE_INTERVAL` while one queues ([`Ev::Window`]), not
+    /// followed continuously.
+    fn cc_window(&mut self, cc: &mut State, u: u32) {
+        let x = &self.units[u as usize];
+        let Owner::Agg(a) = x.owner else { return };
+        let g = &self.p.aggs[a as usize];
+        if !g.window.is_finite() || g.rtt == 0 {
+            return;
+        }
+        let now = self.now;
+        let arena = &self.p.arena[x.off as usize..(x.off + x.len) as usize];
+        let (mut wait, mut queues) = (0.0f64, false);
+        for &c in arena {
+            let cu = c as usize;
+            if cc.watched[cu] {
+                wait = wait.max(cc.backlog_at(cu, now) / self.p.ch_cap[cu]);
+                queues |= cc.queue[cu] > 0.0 || cc.arr[cu] > cc.cap[cu];
+            }
+        }
+        let rtt = g.rtt as f64;
+        let cap = g.tree_cap.min(g.window * rtt / (rtt + wait));
+        // while a port on the tree queues, its delay moves: read it again a decrease
+        // interval on (the tick the model used until 2 Dec 2026)
+        let t = if queues {
+            now.saturating_add(cc.params.rate_decrease_ns.max(1))
+        } else {
+            u64::MAX
+        };
+        let ui = u as usize;
+        if cc.unit_window_at[ui] != t {
+            cc.unit_window_at[ui] = t;
+            if t < u64::MAX {
+                cc.events.push(Reverse((t, Ev::Window, u)));
+            }
+        }
+        self.set_cap(u, cap);
+    }
+
     /// Whether any channel on unit `u`'s path is congested or has a backlog.
     fn backlogged(&self, cc: &State, u: u32) -> bool {
         let x = &self.units[u as usize];
@@ -969,9 +1077,22 @@ impl Sim<'_> {
         if cc.unit_watch[ui] > 0 && cc.unit_pair[ui].is_some() {
             let dt = now.saturating_sub(cc.unit_t[ui]) as f64;
             let wire = self.units[ui].wire;
-            cc.unit_sent[ui] = (cc.unit_sent[ui] + cc.unit_off[ui] * dt).min(wire);
+            let before = cc.unit_sent[ui];
+            cc.unit_sent[ui] = (before + cc.unit_off[ui] * dt).min(wire);
+            self.cc_check_sent_all(cc, u, before);
         }
         cc.unit_t[ui] = now;
+    }
+
+    /// Record transfer `u` had sent `before` bytes: if it has now put its last byte on
+    /// the network, the solver re-solves it at the next flush, filling it with the
+    /// streams ([`Sim::cc_sent_all`]; only a replay with aggregations, where that fill
+    /// differs).
+    fn cc_check_sent_all(&self, cc: &mut State, u: u32, before: f64) {
+        let wire = self.units[u as usize].wire;
+        if before < wire && cc.unit_sent[u as usize] >= wire && !self.p.aggs.is_empty() {
+            cc.sent_all.push(u);
+        }
     }
 
     /// Schedule the moment watched record transfer `u` has offered all its bytes.
@@ -1113,8 +1234,15 @@ impl Sim<'_> {
 
     /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
     /// the product of what each watched port before it passes on (`State::pass`).
+    ///
+    /// An aggregation stream's arena is its tree's sorted channel multiset, not a path:
+    /// its order says nothing about which port comes first, and a channel two tree edges
+    /// share is listed twice, so a product over it fed a backlogged port's `pass` back
+    /// into its own arrivals (queues grew 3.6× per 4 µs until the clock overflowed). A
+    /// stream loads every port of its tree at its solved, window-capped rate
+    /// ([`Sim::cc_window`]).
     fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
-        if cc.passing == 0 {
+        if cc.passing == 0 || matches!(self.units[u as usize].owner, Owner::Agg(_)) {
             return 1.0;
         }
         let off = self.units[u as usize].off as usize;
@@ -1145,6 +1273,10 @@ impl Sim<'_> {
                 NO_QP => orphans |= a > 0.0 && cc.unit_pair[ui].is_some(),
                 q => cc.mark_predict(q),
             }
+            // the port's backlog line changes: a stream across it re-reads its window
+            if matches!(self.units[ui].owner, Owner::Agg(_)) {
+                cc.window_dirty.push(u);
+            }
         }
         cc.arr[cu] = sum;
         let cap = cc.cap[cu];
@@ -1167,6 +1299,9 @@ impl Sim<'_> {
                 for i in 0..self.ch_units[cu].len() {
                     let (u, k) = self.ch_units[cu][i];
                     let x = &self.units[u as usize];
+                    if matches!(x.owner, Owner::Agg(_)) {
+                        continue; // not a path, and no port throttles it (`upstream`)
+                    }
                     for j in x.off + k + 1..x.off + x.len {
                         let d = self.p.arena[j as usize];
                         if cc.watched[d as usize] {
@@ -1457,10 +1592,18 @@ impl Sim<'_> {
                 Ev::Sent => {
                     cc.unit_done_at[i as usize] = u64::MAX;
                     self.cc_bring_sent(&mut cc, i);
+                    // it was scheduled for this moment: what rounding left is sent too
+                    let before = cc.unit_sent[i as usize];
+                    cc.unit_sent[i as usize] = self.units[i as usize].wire;
+                    self.cc_check_sent_all(&mut cc, i, before);
                     cc.mark_unit(i);
                 }
                 Ev::Cnp => self.cc_on_cnp(&mut cc, i),
                 Ev::Timer => self.cc_on_timer(&mut cc, i),
+                Ev::Window => {
+                    cc.unit_window_at[i as usize] = u64::MAX;
+                    self.cc_window(&mut cc, i);
+                }
             }
         }
         self.cc = Some(cc);
@@ -1506,12 +1649,24 @@ impl Sim<'_> {
                 cc.qps[q as usize].recap = false;
                 self.cc_recap(&cc, q);
             }
+            let mut streams = std::mem::take(&mut cc.window_dirty);
+            streams.sort_unstable();
+            streams.dedup();
+            for u in streams {
+                self.cc_window(&mut cc, u);
+            }
             if cc.dirty_units.is_empty() && cc.nic_dirty.is_empty() && cc.dirty_ports.is_empty() {
                 break;
             }
         }
         for q in std::mem::take(&mut cc.predict_qps) {
             self.cc_predict(&mut cc, q);
+        }
+        // transfers whose last byte is on the network: filled with the streams now
+        for u in std::mem::take(&mut cc.sent_all) {
+            if cc.unit_pair[u as usize].is_some() {
+                self.fresh.push(u);
+            }
         }
         self.cc = Some(cc);
     }
