@@ -20,9 +20,9 @@ pub struct RateArgs {
     /// congested: what the RoCE glue and SimAI run) or ideal (max-min fair rates reached
     /// at once, what TCP approaches). Default: the model of `--transport`. See
     /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
-    /// from ns-3. Cost: dcqcn ticks every 4 µs of simulated time while a port marks, 9–80×
-    /// the ideal model's CPU at 1,024–32,768 GPUs (README, "Scale by GPU count and rate
-    /// model"); for a quick answer at that scale, ideal.
+    /// from ns-3. Cost: dcqcn follows every CNP and rate change where ports mark, tens of
+    /// millions on large jobs (37× the ideal model's CPU on the 1,024-GPU GPT-3 job,
+    /// docs/model.md#dcqcn-rate-model); for a quick answer at that scale, ideal.
     #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
     pub rate_model: Option<RateModel>,
     /// The fabric's transport, which chooses the rate model unless `--rate-model` is
