@@ -674,6 +674,22 @@ impl State {
         }
     }
 
+    /// Queue pair `q`'s rate or membership changed: each of its transfers offers anew.
+    fn mark_pair_units(&mut self, q: u32) {
+        for i in 0..self.qps[q as usize].units.len() {
+            let v = self.qps[q as usize].units[i];
+            self.mark_unit(v);
+        }
+    }
+
+    /// Queue pair `q` gained or lost a transfer: its transfers offer anew, are re-capped,
+    /// and its next CNP is predicted again.
+    fn mark_pair_changed(&mut self, q: u32) {
+        self.mark_pair_units(q);
+        self.mark_recap(q);
+        self.mark_predict(q);
+    }
+
     fn mark_recap(&mut self, q: u32) {
         let x = &mut self.qps[q as usize];
         if !x.recap {
@@ -835,10 +851,7 @@ impl Sim<'_> {
         match cc.index.get(&conn).copied() {
             Some(q) => {
                 if cc.advance_qp(q, self.now) {
-                    for i in 0..cc.qps[q as usize].units.len() {
-                        let v = cc.qps[q as usize].units[i];
-                        cc.mark_unit(v);
-                    }
+                    cc.mark_pair_units(q);
                 }
                 self.cc_join(&mut cc, q, u);
             }
@@ -852,12 +865,7 @@ impl Sim<'_> {
     fn cc_join(&mut self, cc: &mut State, q: u32, u: u32) {
         cc.qps[q as usize].units.push(u);
         cc.unit_qp[u as usize] = q;
-        for i in 0..cc.qps[q as usize].units.len() {
-            let v = cc.qps[q as usize].units[i];
-            cc.mark_unit(v);
-        }
-        cc.mark_recap(q);
-        cc.mark_predict(q);
+        cc.mark_pair_changed(q);
         cc.schedule_timer(q);
     }
 
@@ -879,12 +887,7 @@ impl Sim<'_> {
                 if let Some(k) = units.iter().position(|&x| x == u) {
                     units.swap_remove(k);
                 }
-                for i in 0..cc.qps[q as usize].units.len() {
-                    let v = cc.qps[q as usize].units[i];
-                    cc.mark_unit(v);
-                }
-                cc.mark_recap(q);
-                cc.mark_predict(q);
+                cc.mark_pair_changed(q);
                 cc.schedule_timer(q);
             } else if let Some(pair) = pair {
                 if let Some(v) = cc.orphans.get_mut(&pair) {
@@ -1223,12 +1226,7 @@ impl Sim<'_> {
                 cc.unit_qp[u as usize] = q;
             }
         }
-        for i in 0..cc.qps[q as usize].units.len() {
-            let v = cc.qps[q as usize].units[i];
-            cc.mark_unit(v);
-        }
-        cc.mark_recap(q);
-        cc.mark_predict(q);
+        cc.mark_pair_changed(q);
         q
     }
 
@@ -1530,10 +1528,7 @@ impl Sim<'_> {
     fn cc_on_timer(&self, cc: &mut State, q: u32) {
         cc.qps[q as usize].timer_at = u64::MAX;
         if cc.advance_qp(q, self.now) {
-            for i in 0..cc.qps[q as usize].units.len() {
-                let v = cc.qps[q as usize].units[i];
-                cc.mark_unit(v);
-            }
+            cc.mark_pair_units(q);
             cc.mark_recap(q);
         }
         cc.schedule_timer(q);
