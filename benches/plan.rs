@@ -4,7 +4,8 @@
 //! ideal rate model and the scale series up to 8,192 GPUs (`-- quick`: the exact series to
 //! 64 GPUs, the scale series to 1,024). `-- table [dcqcn|ideal]`: the prediction table
 //! only, under DCQCN unless `ideal`; `-- scale`: the scale series only, to 32,768 GPUs;
-//! `-- case=TEXT`: only the jobs whose name contains TEXT.
+//! `-- hosts`: the host-algorithm section only; `-- case=TEXT`: only the jobs whose name
+//! contains TEXT.
 //!
 //! 1. Prediction table: 22 jobs outside `notebooks/study.toml` (pipelines 1F1B and
 //!    interleaved, TP on the network, CP, MoE, 1–4 NCCL channels, oversubscribed fabrics,
@@ -18,6 +19,9 @@
 //! 3. The exact solver (integer program, `good_lp` + `microlp`) on GPT-3 13B, TP4 (one
 //!    4-GPU server)·PP2·DP = GPUs/8 for 16–256 GPUs: instance size, solve time, status,
 //!    bound and gap, and the heuristic's gap to it (the model alone).
+//! 4. Host algorithms (`-- hosts` only): for each job and each host algorithm, the plan
+//!    with every group on it where it is offered (the ring elsewhere), its uncalibrated
+//!    prediction against its replay under the ideal and the DCQCN rate models.
 
 use ina3d::megatron;
 use ina3d::pipeline::{make_plan, InaSpec, Job, JobSpec, ParallelSizes};
