@@ -673,7 +673,7 @@ fn hosts(only: &[String]) {
                     opts: &opts,
                     model: rm,
                 };
-                let r = rp.replay(&f).expect("replay").iteration_ns;
+                let r = rp.replay(&f, None).expect("replay").iteration_ns;
                 let err = (predicted - r) / r;
                 worst[i] = worst[i].max(err.abs());
                 cols += &format!(" {:>9.3} {:>+7.2}", r / 1e6, 100.0 * err);
