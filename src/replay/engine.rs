@@ -181,6 +181,7 @@ pub(super) struct Sim<'a> {
     pub ch_units: super::solver::ChanTable,
     pub ch_bytes: Vec<f64>,
     // solver scratch
+    pub scratch: super::solver::Scratch,
     pub dirty: Vec<u32>,
     pub fresh: Vec<u32>,
     pub stamp: u32,
@@ -223,6 +224,7 @@ impl<'a> Sim<'a> {
             pos: vec![0; arena_len],
             ch_units: super::solver::ChanTable::new(&p.ch_cap),
             ch_bytes: huge::filled(nch, 0.0),
+            scratch: Default::default(),
             dirty: Vec::new(),
             fresh: Vec::new(),
             stamp: 0,
