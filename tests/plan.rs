@@ -14,7 +14,7 @@ use ina3d::topology::{NodeKind, Routing, Topology};
 use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
 use ina3d::units::NodeId;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
 fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
@@ -244,11 +244,12 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
     for (quota, slots) in [(Some(1), 8192), (None, 256)] {
         let st = settings(slots, quota, &[1.0], &[Class::Dp]);
         let m = model(&j, &st);
-        // By hand: the two DP groups are alike, so a tree for one of them cannot shorten
-        // the iteration while the other stays on the host (the iteration optimum is no
-        // better than both on their best host algorithm), but it removes that group's
-        // exposed time: minimising exposed communication, exactly one of them
-        // aggregates, at the spine.
+        // By hand: the two DP groups are alike, so a tree for one of them shortens the
+        // iteration only by what the other gains from having the links to itself (the
+        // iteration optimum is within 0.1 % of both on their best host algorithm: alone,
+        // halving-doubling is 12 µs faster than the ring on 37.3 ms, replayed), but it
+        // removes that group's exposed time: minimising exposed communication, exactly
+        // one of them aggregates, at the spine.
         let (best, _) = brute_force(&m);
         let p = make_plan(&j, &options(st.clone(), SolverKind::Ilp));
         assert_eq!(
@@ -261,24 +262,35 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
             p.prediction.iteration_ns
         );
         assert!(best <= p.prediction.host_iteration_ns * (1.0 + 1e-6));
+        // the best plan with every group on a host algorithm (every combination)
         let best_host = {
-            let mut a: Vec<usize> = (0..m.groups.len())
-                .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
-                .collect();
             let mut scratch = vec![0.0; m.channels];
-            // each DP group on its fastest host algorithm alone
-            for (g, ag) in a.iter_mut().enumerate() {
-                if let Some(o) = (0..m.opts[g].len())
-                    .filter(|&o| matches!(m.opts[g][o].kind, OptKind::Host(_)))
-                    .min_by(|&x, &y| m.vals[g][x].end.total_cmp(&m.vals[g][y].end))
-                {
-                    *ag = o;
-                }
-            }
-            m.evaluate(&a, &mut scratch).t
+            let hosts: Vec<Vec<usize>> = m
+                .opts
+                .iter()
+                .map(|o| {
+                    (0..o.len())
+                        .filter(|&i| matches!(o[i].kind, OptKind::Host(_) | OptKind::NvLink))
+                        .collect()
+                })
+                .collect();
+            let total: usize = hosts.iter().map(Vec::len).product();
+            (0..total)
+                .map(|mut k| {
+                    let a: Vec<usize> = hosts
+                        .iter()
+                        .map(|h| {
+                            let o = h[k % h.len()];
+                            k /= h.len();
+                            o
+                        })
+                        .collect();
+                    m.evaluate(&a, &mut scratch).t
+                })
+                .fold(f64::INFINITY, f64::min)
         };
         assert!(
-            (best - best_host).abs() <= 1e-6 * best,
+            best <= best_host * (1.0 + 1e-9) && best >= 0.999 * best_host,
             "{best} vs {best_host}"
         );
         assert_eq!(p.solver.gap, 0.0);
@@ -662,10 +674,11 @@ fn repaired_plan_under(j: &Job, po: &PlanOptions, model: RateModel) -> PlanFile 
     };
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     // a limit these small jobs' search and repair rounds never reach, even on a loaded
-    // machine: what is asserted of the plan must not depend on the load
+    // machine and with the DCQCN replays of an unoptimised test build (tens of seconds
+    // each): what is asserted of the plan must not depend on the load
     let po = PlanOptions {
         replay_rounds: 3,
-        time_limit: po.time_limit.max(Duration::from_secs(60)),
+        time_limit: po.time_limit.max(Duration::from_secs(600)),
         ..po.clone()
     };
     plan::plan(
@@ -858,6 +871,58 @@ fn context_parallel_and_moe_jobs_are_planned_with_their_attention_and_all_to_all
 }
 
 #[test]
+fn every_host_algorithms_all_host_plan_is_predicted_within_five_percent_of_its_replay() {
+    // Two DP groups of eight (TP pairs inside 4-GPU servers, so two members per server)
+    // on a k=4 fat-tree: ring, double binary tree, halving-doubling and the hierarchical
+    // algorithm all lower differently, and the two groups' flows meet on the fabric.
+    // Priced alone on the wave rule, the double binary tree was predicted 10.95 % short
+    // of its replay (the hierarchical algorithm 3.10 %).
+    let j = job(
+        small(2, 1, 8, 32),
+        "fat-tree:k=4,gpus-per-server=4",
+        InaSwitches::All,
+        8192,
+    );
+    let st = settings(8192, None, &[1.0], &[]);
+    let m = model(&j, &st);
+    let po = options(st, SolverKind::Heuristic);
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let mut scratch = vec![0.0; m.channels];
+    use ina3d::trace::Algorithm;
+    for algo in Algorithm::ALL {
+        // every group on `algo` where it is offered, the ring elsewhere
+        let mut on = 0;
+        let a: Vec<usize> = (0..m.groups.len())
+            .map(
+                |g| match m.opts[g].iter().position(|o| o.kind == OptKind::Host(algo)) {
+                    Some(o) => {
+                        on += (m.groups[g].class == Class::Dp) as usize;
+                        o
+                    }
+                    None => ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]),
+                },
+            )
+            .collect();
+        assert_eq!(on, 2, "{algo}: offered to both DP groups");
+        let predicted = m.evaluate(&a, &mut scratch).t;
+        let mut o = j.opts.clone();
+        o.plan = Some(plan::assignment_file(
+            &m,
+            &po,
+            trace::planned::plan_job(&h),
+            &a,
+        ));
+        let replayed = replayed_under(&j, &o, RateModel::Ideal);
+        let err = (predicted - replayed) / replayed;
+        assert!(
+            err.abs() <= 0.05,
+            "{algo}: predicted {predicted} replayed {replayed} ({:+.2} %)",
+            100.0 * err
+        );
+    }
+}
+
+#[test]
 fn the_host_option_is_the_best_host_algorithm_and_replays_no_slower_than_the_ring() {
     // DP groups of 8 single-GPU hosts: ring, double binary tree and halving-doubling all
     // lower differently
@@ -926,12 +991,103 @@ struct SlowReplayer<'a> {
 }
 
 impl plan::Replayer for SlowReplayer<'_> {
-    fn replay(&self, p: &PlanFile) -> Result<plan::Replayed, String> {
+    fn replay(
+        &self,
+        p: &PlanFile,
+        deadline: Option<Instant>,
+    ) -> Result<plan::Replayed, plan::ReplayFailure> {
         std::thread::sleep(self.delay);
-        let r = self.inner.replay(p)?;
+        let r = self.inner.replay(p, deadline)?;
         self.replayed.borrow_mut().push((p.clone(), r.iteration_ns));
         Ok(r)
     }
+}
+
+/// The real replayer, but a plan with any group aggregating takes `ina_delay` before its
+/// replay starts — a candidate whose replay is far dearer than the all-host plan's (as
+/// DCQCN replays of INA plans can be) — stopping at the deadline it is given, as the real
+/// replayer does; it keeps the deadlines it was given.
+struct DearInaReplayer<'a> {
+    inner: ina3d::pipeline::PlanReplayer<'a>,
+    ina_delay: Duration,
+    deadlines: std::cell::RefCell<Vec<Option<Instant>>>,
+}
+
+impl plan::Replayer for DearInaReplayer<'_> {
+    fn replay(
+        &self,
+        p: &PlanFile,
+        deadline: Option<Instant>,
+    ) -> Result<plan::Replayed, plan::ReplayFailure> {
+        self.deadlines.borrow_mut().push(deadline);
+        if p.groups.iter().any(|g| g.decision != Decision::Host) {
+            let wake = Instant::now() + self.ina_delay;
+            let until = deadline.map_or(wake, |d| d.min(wake));
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(plan::ReplayFailure::OutOfTime);
+            }
+        }
+        self.inner.replay(p, deadline)
+    }
+}
+
+#[test]
+fn a_candidate_replay_that_would_outlast_the_time_limit_is_stopped_at_it_and_the_plan_comes_back_unverified(
+) {
+    let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
+    let pj = ina3d::pipeline::Job {
+        cfg: j.cfg.clone(),
+        topology: j.topo.clone(),
+        workload: j.wl.clone(),
+        warnings: vec![],
+    };
+    let dear = DearInaReplayer {
+        inner: ina3d::pipeline::PlanReplayer {
+            job: &pj,
+            opts: &j.opts,
+            model: RateModel::Ideal,
+        },
+        // far beyond the limit: without a deadline the plan would take a minute
+        ina_delay: Duration::from_secs(60),
+        deadlines: Default::default(),
+    };
+    let st = settings(
+        8192,
+        None,
+        &[1.0, 0.5, 0.25],
+        &[Class::Tp, Class::Dp, Class::Emb],
+    );
+    let limit = Duration::from_secs(4);
+    let po = PlanOptions {
+        time_limit: limit,
+        replay_rounds: 3,
+        ..options(st, SolverKind::Auto)
+    };
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let started = Instant::now();
+    let p = plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        &po,
+        trace::planned::plan_job(&h),
+        Some(&dear),
+    )
+    .unwrap();
+    let note = p.solver.note.clone().unwrap_or_default();
+    let deadlines = dear.deadlines.into_inner();
+    assert!(deadlines.len() >= 2, "{note}");
+    for d in &deadlines {
+        let d = d.expect("every replay is given a deadline");
+        assert!(d <= started + limit, "a replay may run past the time limit");
+    }
+    assert!(p.verification.is_none(), "{note}");
+    assert!(note.contains("did not finish"), "{note}");
+    assert!(
+        p.groups.iter().any(|g| g.decision != Decision::Host),
+        "the model's plan, not the all-host one: {note}"
+    );
 }
 
 #[test]
@@ -949,11 +1105,12 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         opts: &j.opts,
         model: RateModel::Ideal,
     };
-    // a replay of 2 s against a 4 s limit: after the all-host replay, less than a solve
-    // and a replay of the plan (1.5 × 1.2 × 2 s) is left
+    // a replay of 4 s against a 10 s limit: the all-host replay fits in the half of the
+    // limit it may take (with up to 0.9 s for the real replay on a loaded machine), and
+    // after it less than a solve and a replay of the plan (1.5 × 1.2 × 4 s) is left
     let slow = SlowReplayer {
         inner: real(),
-        delay: Duration::from_secs(2),
+        delay: Duration::from_secs(4),
         replayed: Default::default(),
     };
     let st = settings(
@@ -963,7 +1120,7 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         &[Class::Tp, Class::Dp, Class::Emb],
     );
     let po = PlanOptions {
-        time_limit: Duration::from_secs(4),
+        time_limit: Duration::from_secs(10),
         replay_rounds: 3,
         ..options(st, SolverKind::Auto)
     };
@@ -994,10 +1151,54 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
     );
     assert_eq!(p.prediction.host_iteration_ns, *host_ns);
     // and the plan returned replays faster than the all-host plan it was preferred to
-    let planned = plan::Replayer::replay(&real(), &p).unwrap();
+    let planned = plan::Replayer::replay(&real(), &p, None).unwrap();
     assert!(
         planned.iteration_ns < *host_ns,
         "plan {} vs all-host {host_ns}",
         planned.iteration_ns
+    );
+}
+
+#[test]
+fn the_usage_map_judges_every_move_as_scanning_the_phases_does() {
+    // 256 slots and a quota of 2: pools and quotas bind, so moves that do not fit exist
+    let j = example("fat-tree:k=4,gpus-per-server=2", 256);
+    let m = model(
+        &j,
+        &settings(256, Some(2), &[1.0, 0.5], &[Class::Dp, Class::Emb]),
+    );
+    let mut a: Vec<usize> = (0..m.groups.len())
+        .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
+    let mut usage = m.usage(&a);
+    let (mut fit, mut refused) = (0, 0);
+    // walk: every group tries every option; the first that fits is taken
+    for round in 0..3 {
+        for g in 0..m.groups.len() {
+            for o in 0..m.opts[g].len() {
+                let scanned = m.fits_move(&a, g, o);
+                assert_eq!(
+                    usage.fits(&m, &a, g, o),
+                    scanned,
+                    "round {round}, group {g}, option {o}"
+                );
+                if scanned {
+                    fit += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+            let take = (0..m.opts[g].len())
+                .rev()
+                .find(|&o| (o + round) % 2 == 0 && m.fits_move(&a, g, o));
+            if let Some(o) = take {
+                usage.apply(&m, &mut a, g, o);
+                assert!(m.feasible(&a));
+            }
+        }
+    }
+    assert!(
+        fit > 0 && refused > 0,
+        "{fit} fitting, {refused} refused moves"
     );
 }

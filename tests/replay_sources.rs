@@ -110,6 +110,39 @@ fn a_trace_file_with_a_dangling_dep_is_refused_naming_the_record_and_the_dep() {
     );
 }
 
+#[test]
+fn a_replay_past_its_deadline_stops_with_out_of_time_and_one_without_a_deadline_ends() {
+    let spec = tiny("off");
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
+    let table = || ina3d::replay::RecordTable::from_records(&t.records).unwrap();
+    let run = |deadline| {
+        ina3d::pipeline::replay_table_until(
+            table(),
+            &t.header,
+            &job.topology,
+            spec.seed,
+            "t",
+            false,
+            ina3d::replay::RateModel::Dcqcn,
+            deadline,
+        )
+    };
+    let whole = run(None).unwrap();
+    assert_eq!(whole.summary.records as usize, t.records.len());
+    match run(Some(std::time::Instant::now())) {
+        Err(ina3d::pipeline::PipelineError::Replay { source, .. }) => match *source {
+            ina3d::replay::ReplayError::OutOfTime { done, total, .. } => {
+                assert_eq!(total, t.records.len());
+                assert!(done < total, "stopped before the end: {done} of {total}");
+            }
+            e => panic!("not out of time: {e}"),
+        },
+        other => panic!("not stopped: {:?}", other.map(|r| r.summary)),
+    }
+}
+
 /// The tiny model on 64 GPUs (DP 16: rings of 16 members, 30 steps for an all-reduce).
 fn wide(collective: Algorithm, channels: u32) -> JobSpec {
     JobSpec {

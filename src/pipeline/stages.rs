@@ -65,21 +65,36 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
     fn replay(
         &self,
         plan: &crate::formats::plan_json::PlanFile,
-    ) -> Result<crate::plan::Replayed, String> {
+        deadline: Option<std::time::Instant>,
+    ) -> Result<crate::plan::Replayed, crate::plan::ReplayFailure> {
+        use crate::plan::ReplayFailure;
+        let failed = |e: &PipelineError| ReplayFailure::Failed(super::error_chain(e));
         let mut o = self.opts.clone();
         o.plan = Some(plan.clone());
-        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
-            .map_err(|e| super::error_chain(&e))?;
-        let r = replay_records(
-            &t.records,
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {}).map_err(|e| failed(&e))?;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(ReplayFailure::OutOfTime);
+        }
+        let table = RecordTable::from_records(&t.records)
+            .map_err(|e| ReplayFailure::Failed(format!("a candidate plan: {e}")))?;
+        let r = replay_table_until(
+            table,
             &t.header,
             &self.job.topology,
             o.seed,
             "a candidate plan",
             false,
             self.model,
+            deadline,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            PipelineError::Replay { source, .. }
+                if matches!(*source, replay::ReplayError::OutOfTime { .. }) =>
+            {
+                ReplayFailure::OutOfTime
+            }
+            e => failed(&e),
+        })?;
         let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];
         for (rec, row) in t.records.iter().zip(r.row_iter()) {
             let pipeline = rec.microbatch.is_some() || rec.mode == crate::record::Mode::Compute;
@@ -316,13 +331,32 @@ pub fn replay_table(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
+    replay_table_until(
+        records, header, topo, seed, trace_name, progress, model, None,
+    )
+}
+
+/// [`replay_table`] stopped at `deadline` ([`replay::ReplayError::OutOfTime`]), if any.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_table_until(
+    records: RecordTable,
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+    deadline: Option<std::time::Instant>,
+) -> Result<ReplayResult, PipelineError> {
     let bar = progress.then(|| crate::progress::spinner("computing routes"));
     let routing = Routing::new(topo, seed);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let routing = routing.map_err(|e| routing_error(topo, e))?;
-    replay_routed(records, header, topo, &routing, trace_name, progress, model)
+    replay_routed(
+        records, header, topo, &routing, trace_name, progress, model, deadline,
+    )
 }
 
 /// The error of a topology that cannot be routed.
@@ -357,7 +391,8 @@ fn with_routes<T>(
     })
 }
 
-/// [`replay_table`] with the routes already computed.
+/// [`replay_table_until`] with the routes already computed.
+#[allow(clippy::too_many_arguments)]
 fn replay_routed(
     records: RecordTable,
     header: &TraceHeader,
@@ -366,6 +401,7 @@ fn replay_routed(
     trace_name: &str,
     progress: bool,
     model: replay::RateModel,
+    deadline: Option<std::time::Instant>,
 ) -> Result<ReplayResult, PipelineError> {
     records.use_huge_pages();
     let mut opts = ReplayOptions::from_header(header).map_err(|source| PipelineError::Replay {
@@ -375,6 +411,7 @@ fn replay_routed(
     opts.progress = progress;
     opts.trace_name = trace_name.into();
     opts.rate_model = model;
+    opts.deadline = deadline;
     replay::simulate_table(records, topo, routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),
@@ -433,7 +470,16 @@ pub fn replay_job(
         Ok((header, table))
     })?;
     let name = format!("{} (generated)", spec.input);
-    let result = replay_routed(table, &header, &job.topology, &routing, &name, bars, model)?;
+    let result = replay_routed(
+        table,
+        &header,
+        &job.topology,
+        &routing,
+        &name,
+        bars,
+        model,
+        None,
+    )?;
     Ok((job, result))
 }
 
@@ -491,7 +537,9 @@ pub fn replay_file(
     let ((table, kept), routing) =
         with_routes(&topo, seed, progress, || read_table(path, rd, progress))?;
     let name = path.display().to_string();
-    let result = replay_routed(table, &header, &topo, &routing, &name, progress, model)?;
+    let result = replay_routed(
+        table, &header, &topo, &routing, &name, progress, model, None,
+    )?;
     let bench = super::bench_spec(&header, path)?;
     let plan_prediction = header
         .get("plan_predicted_iteration_ns")

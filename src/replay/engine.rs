@@ -17,6 +17,7 @@ use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
 use crate::units::{BitsPerSec, Bytes, LinkId};
+use std::time::Instant;
 
 /// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
 /// the engine adds up saturates instead of wrapping, and an event past this horizon stops
@@ -344,6 +345,8 @@ impl<'a> Sim<'a> {
             }
         }
         let bar = self.opts.progress.then(|| progress_bar(n));
+        // the clock is read at the first batch of events, then every 16,384 events
+        let mut next_check = 0;
         while let Some(t) = self.queue.next_time() {
             self.now = t;
             // every event of this nanosecond, then one re-solve for the batch
@@ -355,6 +358,20 @@ impl<'a> Sim<'a> {
                 return Err(self.past_horizon(kind, idx, records));
             }
             self.resolve();
+            // (reading it is negligible beside the events' handling)
+            if self.events >= next_check {
+                next_check = self.events + 0x4000;
+                if self.opts.deadline.is_some_and(|d| Instant::now() >= d) {
+                    if let Some(b) = bar {
+                        b.finish_and_clear();
+                    }
+                    return Err(ReplayError::OutOfTime {
+                        done: self.done,
+                        total: n,
+                        simulated_ns: t,
+                    });
+                }
+            }
             if let Some(b) = &bar {
                 if self.events & 0x3fff == 0 || self.queue.is_empty() {
                     b.set_position(self.done as u64);
@@ -606,7 +623,8 @@ impl<'a> Sim<'a> {
         agg.rounds = crate::netmodel::window_rounds(agg.wire, packet, in_flight);
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
-        let _ = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        let u = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        self.cc_stream_start(u);
     }
 
     fn fallback(&mut self, a: u32) {

@@ -150,6 +150,9 @@ pub struct ReplayOptions {
     pub rate_model: RateModel,
     /// DCQCN's parameters, for [`RateModel::Dcqcn`].
     pub dcqcn: crate::netmodel::DcqcnParams,
+    /// Give up (with [`ReplayError::OutOfTime`]) once this wall-clock instant passes: the
+    /// planner's repair loop replays candidates within its time limit. `None`: no limit.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for ReplayOptions {
@@ -162,6 +165,7 @@ impl Default for ReplayOptions {
             trace_name: String::new(),
             rate_model: RateModel::default(),
             dcqcn: crate::netmodel::DcqcnParams::default(),
+            deadline: None,
         }
     }
 }
@@ -296,6 +300,16 @@ pub enum ReplayError {
     PastHorizon {
         /// The record or aggregation concerned.
         what: String,
+    },
+    /// The replay passed [`ReplayOptions::deadline`] before its last record ended.
+    #[error("out of time: the replay was stopped at its deadline, {done} of {total} records done, {simulated_ns} ns simulated")]
+    OutOfTime {
+        /// Records ended.
+        done: usize,
+        /// Records in the trace.
+        total: usize,
+        /// Simulated time reached (ns).
+        simulated_ns: u64,
     },
     /// Records left unfinished when no event remained (cannot happen on a validated
     /// trace; reported rather than hidden).

@@ -374,7 +374,7 @@ impl Sim<'_> {
             && comp_units.iter().any(|&u| !self.is_ina(u))
         {
             let (aggs, hosts): (Vec<u32>, Vec<u32>) =
-                comp_units.iter().partition(|&&u| self.is_ina(u));
+                comp_units.iter().partition(|&&u| self.filled_first(u));
             self.fill(&aggs, comp_ch, Some(true));
             self.fill(&hosts, comp_ch, Some(false));
         } else {
@@ -400,6 +400,13 @@ impl Sim<'_> {
         matches!(self.units[u as usize].owner, Owner::Agg(_) | Owner::Ring(_))
     }
 
+    /// Whether unit `u` is filled before host transfers under [`Sim::ina_first`]: an
+    /// aggregation stream or fallback ring, or a host transfer whose bytes all wait in
+    /// the queues ahead of them ([`Sim::cc_sent_all`]).
+    fn filled_first(&self, u: u32) -> bool {
+        self.is_ina(u) || self.cc_sent_all(u)
+    }
+
     /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
     /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
     /// the units not yet frozen, only aggregation streams with `Some(true)`.
@@ -415,7 +422,7 @@ impl Sim<'_> {
                 Some(_) => self.ch_units[cu]
                     .iter()
                     .filter(|&&(u, _)| {
-                        self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u))
+                        self.unit_frozen[u as usize] != st && (!aggs_only || self.filled_first(u))
                     })
                     .count(),
             };
@@ -456,7 +463,9 @@ impl Sim<'_> {
                     let share = share.max(1e-12);
                     for i in 0..self.ch_units[cu].len() {
                         let u = self.ch_units[cu][i].0;
-                        if self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u)) {
+                        if self.unit_frozen[u as usize] != st
+                            && (!aggs_only || self.filled_first(u))
+                        {
                             self.freeze(u, share, &mut heap);
                         }
                     }
