@@ -230,6 +230,11 @@ fn the_scale_study_is_a_star_of_one_axis_variations_around_each_model_s_base_cel
         let s = &c.spec;
         assert_eq!(s.get("rate-model").unwrap(), "ideal");
         assert_eq!(s.get("seeds").unwrap(), "0,1");
+        assert_eq!(
+            s.get("flows").unwrap(),
+            "false",
+            "no per-flow files at scale"
+        );
         // every fabric holds the job, with less than one leaf of 48 hosts left over
         let world: usize = ["tp", "pp", "dp"]
             .iter()
@@ -538,7 +543,7 @@ fn grid_keys_and_run_flags_are_the_same_options() {
     for k in RunSpec::option_names() {
         let as_flag = match k {
             "input" => continue, // the positional argument
-            "calibrate" | "traces" => format!("no-{k}"),
+            "calibrate" | "traces" | "flows" => format!("no-{k}"),
             _ => k.to_string(),
         };
         assert!(flag(&as_flag), "grid key `{k}` has no run flag --{as_flag}");
@@ -549,10 +554,96 @@ fn grid_keys_and_run_flags_are_the_same_options() {
             "out" | "help" | "version" | "no-ns3" | "verbose" => continue,
             "no-calibrate" => "calibrate",
             "no-traces" => "traces",
+            "no-flows" => "flows",
             other => other,
         };
         assert!(RunSpec::is_option(key), "run flag --{f} is not a grid key");
     }
+}
+
+/// The columns of a `results.csv` or `summary.csv` but wall times (which differ run to
+/// run) and the trace's name (which names the run's directory).
+fn simulated_columns(path: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let keep: Vec<usize> = r
+        .headers()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !h.contains("wall_time") && *h != "trace")
+        .map(|(i, _)| i)
+        .collect();
+    r.records()
+        .map(|row| {
+            let row = row.unwrap();
+            keep.iter().map(|&i| row[i].to_string()).collect()
+        })
+        .collect()
+}
+
+/// `--no-flows` (grid key `flows = false`, what the study at scale runs): every replay
+/// keeps its summary, links and switches (the last two byte for byte) but writes no
+/// per-flow files, and the results are the same; ns-3, whose comparison joins the
+/// per-flow files, is refused with it.
+#[test]
+fn without_flows_a_run_has_the_same_results_and_no_per_flow_files() {
+    let d = tempfile::tempdir().unwrap();
+    let input = tiny();
+    let run = |name: &str, extra: &[&str]| {
+        let out = d.path().join(name);
+        let mut args = vec![
+            "run",
+            input.as_str(),
+            "--no-ns3",
+            "--no-traces",
+            "--policies",
+            "ring,ina-dp",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&ina3d(&args));
+        out
+    };
+    let with = run("with", &[]);
+    let without = run("without", &["--no-flows"]);
+    assert_eq!(
+        simulated_columns(&with.join("results.csv")),
+        simulated_columns(&without.join("results.csv"))
+    );
+    for p in ["ring", "ina-dp"] {
+        let (a, b) = (with.join(p).join("replay"), without.join(p).join("replay"));
+        assert_eq!(
+            simulated_columns(&a.join("summary.csv")),
+            simulated_columns(&b.join("summary.csv"))
+        );
+        for f in ["links.csv", "switches.csv"] {
+            assert_eq!(
+                std::fs::read(a.join(f)).unwrap(),
+                std::fs::read(b.join(f)).unwrap(),
+                "{p}/replay/{f}"
+            );
+        }
+        for f in ["fct.csv", "fct.txt"] {
+            assert!(a.join(f).is_file(), "{p}/replay/{f} with flows");
+            assert!(!b.join(f).exists(), "{p}/replay/{f} without flows");
+        }
+    }
+    let o = ina3d(&[
+        "run",
+        &input,
+        "--ns3",
+        "--no-flows",
+        "-o",
+        d.path().join("refused").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let mut spec = RunSpec::default();
+    spec.set("ns3", &OptionValue::One("on".into())).unwrap();
+    spec.set("flows", &OptionValue::One("false".into()))
+        .unwrap();
+    let e = spec.validate().unwrap_err().to_string();
+    assert!(e.contains("--no-flows"), "{e}");
 }
 
 #[test]

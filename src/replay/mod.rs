@@ -107,7 +107,7 @@ mod table;
 
 pub use dcqcn::{RateModel, Rp};
 pub use engine::{simulate, simulate_table, TIME_HORIZON_NS};
-pub use output::write_outputs;
+pub use output::{write_outputs, write_totals};
 pub use route::PathSource;
 pub use table::RecordTable;
 
