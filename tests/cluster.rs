@@ -404,3 +404,34 @@ fn a_sweep_runs_every_point_once_and_tables_them_with_their_axes() {
         .to_string_lossy()
         .ends_with(".tmp")));
 }
+
+#[test]
+fn three_jobs_scattered_on_an_oversubscribed_leaf_spine_replay_under_dcqcn_without_runaway_queues()
+{
+    // notebooks/cluster.toml's point `ina_slots-256_placement-random-2_mix-a+b+c` under
+    // plan-fair (RoCE, so DCQCN): scattered GPUs put several members of one DP tree under
+    // one leaf, so the tree crosses that leaf's backlogged uplink more than once. Until
+    // 2 Dec 2026 the DCQCN model fed the port's own drain back into the stream's later
+    // crossings; the queue grew 3.6× per tick until the clock overflowed (a panic in
+    // `make notebooks`). No job may run more than three times slower than alone.
+    let t = root().join("traces/example/tiny.toml");
+    let text = format!(
+        "topology = \"leaf-spine:leaves=4,spines=2,hosts-per-leaf=8,gpus-per-server=2,oversub=2\"\n\
+         ina-slots = 256\npolicies = [\"plan-fair\"]\nplan-time-limit = 5\n\
+         [[job]]\nname = \"a\"\ninput = \"{t}\"\nplacement = \"random:2\"\n\
+         [[job]]\nname = \"b\"\ninput = \"{t}\"\nset = {{ hidden_size = 512 }}\nplacement = \"random:2\"\n\
+         [[job]]\nname = \"c\"\ninput = \"{t}\"\nset = {{ data_parallel_size = 4, global_batch_size = 16 }}\nplacement = \"random:2\"\n",
+        t = t.display()
+    );
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&text, d.path());
+    assert_eq!(o.jobs.len(), 3);
+    for j in &o.jobs {
+        let (shared, alone) = (j.shared.iteration_time_ns, j.alone.iteration_time_ns);
+        assert!(
+            shared < 3 * alone,
+            "job {}: {shared} ns shared, {alone} ns alone",
+            j.job
+        );
+    }
+}

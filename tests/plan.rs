@@ -14,7 +14,7 @@ use ina3d::topology::{NodeKind, Routing, Topology};
 use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
 use ina3d::units::NodeId;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A small GPT (4 layers, h=1024, 16 heads, s=512) with the given parallel sizes.
 fn small(tp: u32, pp: u32, dp: u32, gb: u64) -> TrainingConfig {
@@ -662,10 +662,11 @@ fn repaired_plan_under(j: &Job, po: &PlanOptions, model: RateModel) -> PlanFile 
     };
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     // a limit these small jobs' search and repair rounds never reach, even on a loaded
-    // machine: what is asserted of the plan must not depend on the load
+    // machine and with the DCQCN replays of an unoptimised test build (tens of seconds
+    // each): what is asserted of the plan must not depend on the load
     let po = PlanOptions {
         replay_rounds: 3,
-        time_limit: po.time_limit.max(Duration::from_secs(60)),
+        time_limit: po.time_limit.max(Duration::from_secs(600)),
         ..po.clone()
     };
     plan::plan(
@@ -926,12 +927,103 @@ struct SlowReplayer<'a> {
 }
 
 impl plan::Replayer for SlowReplayer<'_> {
-    fn replay(&self, p: &PlanFile) -> Result<plan::Replayed, String> {
+    fn replay(
+        &self,
+        p: &PlanFile,
+        deadline: Option<Instant>,
+    ) -> Result<plan::Replayed, plan::ReplayFailure> {
         std::thread::sleep(self.delay);
-        let r = self.inner.replay(p)?;
+        let r = self.inner.replay(p, deadline)?;
         self.replayed.borrow_mut().push((p.clone(), r.iteration_ns));
         Ok(r)
     }
+}
+
+/// The real replayer, but a plan with any group aggregating takes `ina_delay` before its
+/// replay starts — a candidate whose replay is far dearer than the all-host plan's (as
+/// DCQCN replays of INA plans can be) — stopping at the deadline it is given, as the real
+/// replayer does; it keeps the deadlines it was given.
+struct DearInaReplayer<'a> {
+    inner: ina3d::pipeline::PlanReplayer<'a>,
+    ina_delay: Duration,
+    deadlines: std::cell::RefCell<Vec<Option<Instant>>>,
+}
+
+impl plan::Replayer for DearInaReplayer<'_> {
+    fn replay(
+        &self,
+        p: &PlanFile,
+        deadline: Option<Instant>,
+    ) -> Result<plan::Replayed, plan::ReplayFailure> {
+        self.deadlines.borrow_mut().push(deadline);
+        if p.groups.iter().any(|g| g.decision != Decision::Host) {
+            let wake = Instant::now() + self.ina_delay;
+            let until = deadline.map_or(wake, |d| d.min(wake));
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(plan::ReplayFailure::OutOfTime);
+            }
+        }
+        self.inner.replay(p, deadline)
+    }
+}
+
+#[test]
+fn a_candidate_replay_that_would_outlast_the_time_limit_is_stopped_at_it_and_the_plan_comes_back_unverified(
+) {
+    let j = example("fat-tree:k=4,gpus-per-server=2", 8192);
+    let pj = ina3d::pipeline::Job {
+        cfg: j.cfg.clone(),
+        topology: j.topo.clone(),
+        workload: j.wl.clone(),
+        warnings: vec![],
+    };
+    let dear = DearInaReplayer {
+        inner: ina3d::pipeline::PlanReplayer {
+            job: &pj,
+            opts: &j.opts,
+            model: RateModel::Ideal,
+        },
+        // far beyond the limit: without a deadline the plan would take a minute
+        ina_delay: Duration::from_secs(60),
+        deadlines: Default::default(),
+    };
+    let st = settings(
+        8192,
+        None,
+        &[1.0, 0.5, 0.25],
+        &[Class::Tp, Class::Dp, Class::Emb],
+    );
+    let limit = Duration::from_secs(4);
+    let po = PlanOptions {
+        time_limit: limit,
+        replay_rounds: 3,
+        ..options(st, SolverKind::Auto)
+    };
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let started = Instant::now();
+    let p = plan::plan(
+        &j.wl,
+        &j.topo,
+        &j.opts,
+        &po,
+        trace::planned::plan_job(&h),
+        Some(&dear),
+    )
+    .unwrap();
+    let note = p.solver.note.clone().unwrap_or_default();
+    let deadlines = dear.deadlines.into_inner();
+    assert!(deadlines.len() >= 2, "{note}");
+    for d in &deadlines {
+        let d = d.expect("every replay is given a deadline");
+        assert!(d <= started + limit, "a replay may run past the time limit");
+    }
+    assert!(p.verification.is_none(), "{note}");
+    assert!(note.contains("did not finish"), "{note}");
+    assert!(
+        p.groups.iter().any(|g| g.decision != Decision::Host),
+        "the model's plan, not the all-host one: {note}"
+    );
 }
 
 #[test]
@@ -949,11 +1041,12 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         opts: &j.opts,
         model: RateModel::Ideal,
     };
-    // a replay of 2 s against a 4 s limit: after the all-host replay, less than a solve
-    // and a replay of the plan (1.5 × 1.2 × 2 s) is left
+    // a replay of 4 s against a 10 s limit: the all-host replay fits in the half of the
+    // limit it may take (with up to 0.9 s for the real replay on a loaded machine), and
+    // after it less than a solve and a replay of the plan (1.5 × 1.2 × 4 s) is left
     let slow = SlowReplayer {
         inner: real(),
-        delay: Duration::from_secs(2),
+        delay: Duration::from_secs(4),
         replayed: Default::default(),
     };
     let st = settings(
@@ -963,7 +1056,7 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
         &[Class::Tp, Class::Dp, Class::Emb],
     );
     let po = PlanOptions {
-        time_limit: Duration::from_secs(4),
+        time_limit: Duration::from_secs(10),
         replay_rounds: 3,
         ..options(st, SolverKind::Auto)
     };
@@ -994,10 +1087,54 @@ fn when_the_all_host_replay_leaves_no_time_to_replay_a_plan_the_models_plan_is_r
     );
     assert_eq!(p.prediction.host_iteration_ns, *host_ns);
     // and the plan returned replays faster than the all-host plan it was preferred to
-    let planned = plan::Replayer::replay(&real(), &p).unwrap();
+    let planned = plan::Replayer::replay(&real(), &p, None).unwrap();
     assert!(
         planned.iteration_ns < *host_ns,
         "plan {} vs all-host {host_ns}",
         planned.iteration_ns
+    );
+}
+
+#[test]
+fn the_usage_map_judges_every_move_as_scanning_the_phases_does() {
+    // 256 slots and a quota of 2: pools and quotas bind, so moves that do not fit exist
+    let j = example("fat-tree:k=4,gpus-per-server=2", 256);
+    let m = model(
+        &j,
+        &settings(256, Some(2), &[1.0, 0.5], &[Class::Dp, Class::Emb]),
+    );
+    let mut a: Vec<usize> = (0..m.groups.len())
+        .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
+    let mut usage = m.usage(&a);
+    let (mut fit, mut refused) = (0, 0);
+    // walk: every group tries every option; the first that fits is taken
+    for round in 0..3 {
+        for g in 0..m.groups.len() {
+            for o in 0..m.opts[g].len() {
+                let scanned = m.fits_move(&a, g, o);
+                assert_eq!(
+                    usage.fits(&m, &a, g, o),
+                    scanned,
+                    "round {round}, group {g}, option {o}"
+                );
+                if scanned {
+                    fit += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+            let take = (0..m.opts[g].len())
+                .rev()
+                .find(|&o| (o + round) % 2 == 0 && m.fits_move(&a, g, o));
+            if let Some(o) = take {
+                usage.apply(&m, &mut a, g, o);
+                assert!(m.feasible(&a));
+            }
+        }
+    }
+    assert!(
+        fit > 0 && refused > 0,
+        "{fit} fitting, {refused} refused moves"
     );
 }

@@ -1681,3 +1681,42 @@ fn under_dcqcn_an_aggregation_stream_takes_its_rate_before_the_queue_pairs_besid
         "the transfer under dcqcn",
     );
 }
+
+#[test]
+fn under_dcqcn_an_aggregation_stream_does_not_starve_transfers_queued_at_its_port() {
+    // 0→2 and 1→2 (2 MB each) overfill port 2: their senders put their bytes on the
+    // network faster than the port serves them, and DCQCN cuts them. At 100 µs hosts 2–4
+    // start a 10 MB aggregation whose results reach host 2 through that port. The glue's
+    // port is FIFO and the stream's window waits for its results: the bytes queued ahead
+    // of the stream leave first, and a stream behind a backlog slows to its window over
+    // the longer round trip. Filled before every host transfer at its line rate (as
+    // until 2 Dec 2026), the stream took the port and the transfers ended after it.
+    let topo = star(6, G100, Nanos(1000));
+    let s = 10_000_000;
+    let mut recs = vec![
+        net(0, 0, 2, 2_000_000, &[]),
+        net(1, 1, 2, 2_000_000, &[]),
+        compute(2, 3, 100_000, &[]),
+    ];
+    recs.extend(ina_allreduce(1, 3, &[2, 3, 4], 6, s, Class::Dp, &[2]));
+    let opts = |m| ReplayOptions {
+        rate_model: m,
+        ..ina_opts(8192, 256, InaPolicy::BestEffort)
+    };
+    let (a, b) = (
+        run(&recs, &topo, &opts(RateModel::Ideal)),
+        run(&recs, &topo, &opts(RateModel::Dcqcn)),
+    );
+    let stream_end = b.rows()[3..9].iter().map(|r| r.end_ns).max().unwrap();
+    for i in 0..2 {
+        let (got, fair) = (b.rows()[i].end_ns, a.rows()[i].end_ns);
+        assert!(
+            got < stream_end,
+            "transfer {i} ends at {got}, the stream at {stream_end}"
+        );
+        assert!(
+            (got as f64) < 1.25 * fair as f64,
+            "transfer {i} ends at {got}, under max-min at {fair}"
+        );
+    }
+}

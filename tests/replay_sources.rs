@@ -2,10 +2,12 @@
 //! table (`ina3d replay --from`), and a trace file read one record at a time (`ina3d
 //! replay FILE`) — replay one job identically: same rows, summary, links and slots.
 
+use ina3d::lower::Algorithm;
 use ina3d::pipeline::{
-    generate_trace, replay_file, replay_job, replay_records, InaSpec, Job, JobSpec,
+    generate_trace, replay_file, replay_job, replay_records, replay_table, InaSpec, Job, JobSpec,
+    ParallelSizes,
 };
-use ina3d::replay::ReplayResult;
+use ina3d::replay::{RateModel, RecordTable, ReplayResult};
 
 fn tiny(ina: &str) -> JobSpec {
     JobSpec {
@@ -106,4 +108,94 @@ fn a_trace_file_with_a_dangling_dep_is_refused_naming_the_record_and_the_dep() {
         )),
         "{msg}"
     );
+}
+
+#[test]
+fn a_replay_past_its_deadline_stops_with_out_of_time_and_one_without_a_deadline_ends() {
+    let spec = tiny("off");
+    let job = Job::prepare(&spec).unwrap();
+    let opts = spec.trace_options().unwrap();
+    let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
+    let table = || ina3d::replay::RecordTable::from_records(&t.records).unwrap();
+    let run = |deadline| {
+        ina3d::pipeline::replay_table_until(
+            table(),
+            &t.header,
+            &job.topology,
+            spec.seed,
+            "t",
+            false,
+            ina3d::replay::RateModel::Dcqcn,
+            deadline,
+        )
+    };
+    let whole = run(None).unwrap();
+    assert_eq!(whole.summary.records as usize, t.records.len());
+    match run(Some(std::time::Instant::now())) {
+        Err(ina3d::pipeline::PipelineError::Replay { source, .. }) => match *source {
+            ina3d::replay::ReplayError::OutOfTime { done, total, .. } => {
+                assert_eq!(total, t.records.len());
+                assert!(done < total, "stopped before the end: {done} of {total}");
+            }
+            e => panic!("not out of time: {e}"),
+        },
+        other => panic!("not stopped: {:?}", other.map(|r| r.summary)),
+    }
+}
+
+/// The tiny model on 64 GPUs (DP 16: rings of 16 members, 30 steps for an all-reduce).
+fn wide(collective: Algorithm, channels: u32) -> JobSpec {
+    JobSpec {
+        topology: "fat-tree:k=8,gpus-per-server=2".into(),
+        sizes: ParallelSizes {
+            dp: Some(16),
+            ..Default::default()
+        },
+        set: vec!["global_batch_size=32".into()],
+        collective,
+        nccl_channels: Some(channels),
+        ..tiny("off")
+    }
+}
+
+#[test]
+fn ring_steps_held_as_blocks_replay_exactly_as_one_row_per_record() {
+    for (collective, channels) in [
+        (Algorithm::Ring, 1),
+        (Algorithm::Ring, 2),
+        (Algorithm::Hierarchical, 1),
+    ] {
+        let spec = wide(collective, channels);
+        let job = Job::prepare(&spec).unwrap();
+        let opts = spec.trace_options().unwrap();
+        let t = generate_trace(&job, &opts, None, true, &mut |_| {}).unwrap();
+        let blocks = RecordTable::from_records(&t.records).unwrap();
+        let rows = RecordTable::new_explicit()
+            .with_records(&t.records)
+            .unwrap();
+        let what = format!("{collective:?}, {channels} channels");
+        assert!(
+            blocks.in_blocks() > t.records.len() / 2,
+            "{what}: most of the records are ring steps ({} of {} in blocks)",
+            blocks.in_blocks(),
+            t.records.len()
+        );
+        assert_eq!(rows.in_blocks(), 0);
+        for model in [RateModel::Ideal, RateModel::Dcqcn] {
+            let replay = |table| {
+                replay_table(
+                    table,
+                    &t.header,
+                    &job.topology,
+                    spec.seed,
+                    "t",
+                    false,
+                    model,
+                )
+                .unwrap()
+            };
+            let (a, b) = (replay(blocks.clone()), replay(rows.clone()));
+            same(&a, &b, &format!("{what}, {model:?}"));
+        }
+    }
 }

@@ -4,7 +4,8 @@
 //! Columns: `flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns`
 //! (README "Outputs and their columns"). A row must satisfy `fct_ns = end_ns − start_ns`.
 
-use super::csv_rows::{read_rows, write_rows};
+use super::csv_rows::read_rows;
+use super::digits::{put_u64, put_word, FIELD_MAX};
 use super::{write_atomic, FormatError};
 use crate::fct::FctRow;
 use std::borrow::Borrow;
@@ -24,22 +25,63 @@ pub const COLUMNS: [&str; 10] = [
     "standalone_fct_ns",
 ];
 
-/// Write `fct.csv` (header + one row per record, in the given order), atomically. The rows
-/// may be made one at a time as they are written (a large replay never holds them all).
+/// Write `fct.csv` (header + one row per record, in the given order; nothing at all
+/// without rows), atomically. The rows may be made one at a time as they are written (a
+/// large replay never holds them all); each is formatted straight into a buffer
+/// ([`super::digits`]: a 68-million-row file is a few seconds of formatting, not a minute).
 pub fn write<T: Borrow<FctRow>>(
     path: &Path,
     rows: impl IntoIterator<Item = T>,
 ) -> Result<(), FormatError> {
-    write_atomic(path, |w| write_rows(w, rows.into_iter().map(Row)))
+    write_atomic(path, |w| {
+        let mut rows = rows.into_iter().peekable();
+        if rows.peek().is_none() {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; CHUNK + ROW_MAX];
+        let head = COLUMNS.join(",");
+        buf[..head.len()].copy_from_slice(head.as_bytes());
+        buf[head.len()] = b'\n';
+        let mut at = head.len() + 1;
+        for r in rows {
+            at = format_row(&mut buf, at, r.borrow());
+            if at >= CHUNK {
+                w.write_all(&buf[..at])?;
+                at = 0;
+            }
+        }
+        w.write_all(&buf[..at])
+    })
 }
 
-/// A row as it serializes, whether owned or borrowed.
-struct Row<T>(T);
+/// Bytes formatted before they are handed to the file.
+const CHUNK: usize = 1 << 20;
 
-impl<T: Borrow<FctRow>> serde::Serialize for Row<T> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.borrow().serialize(s)
+/// The longest row: eight numbers and two keywords at [`FIELD_MAX`] each, and the newline.
+const ROW_MAX: usize = COLUMNS.len() * FIELD_MAX + 1;
+
+/// Write `r` as a row (with its newline) at `b[at..]`, which has [`ROW_MAX`] bytes of
+/// room; the position after it. The columns are [`COLUMNS`], as serde writes them.
+fn format_row(b: &mut [u8], at: usize, r: &FctRow) -> usize {
+    let mut p = at;
+    for v in [r.flow_id, r.src as u64, r.dst as u64] {
+        p = put_u64(b, p, v);
+        b[p] = b',';
+        p += 1;
     }
+    for w in [r.mode.as_str(), r.class.as_str()] {
+        p = put_word(b, p, w);
+        b[p] = b',';
+        p += 1;
+    }
+    for v in [r.size_bytes, r.start_ns, r.end_ns, r.fct_ns] {
+        p = put_u64(b, p, v);
+        b[p] = b',';
+        p += 1;
+    }
+    p = put_u64(b, p, r.standalone_fct_ns);
+    b[p] = b'\n';
+    p + 1
 }
 
 /// Read `fct.csv`. Errors name `path:line` and the field: a missing column, a value that
@@ -102,6 +144,34 @@ mod tests {
         assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
         assert!(text.contains(",nvlink,tp,"), "{text}");
         assert_eq!(read(&p).unwrap(), rows);
+    }
+
+    #[test]
+    fn rows_are_written_as_the_csv_serializer_writes_them() {
+        let rows: Vec<FctRow> = [Mode::Net, Mode::Ina, Mode::NvLink, Mode::Compute]
+            .into_iter()
+            .zip(Class::ALL)
+            .enumerate()
+            .map(|(i, (mode, class))| FctRow {
+                flow_id: u64::MAX - i as u64,
+                src: u32::MAX,
+                dst: i as u32,
+                size_bytes: 10u64.pow(i as u32 * 5),
+                start_ns: 0,
+                end_ns: 123_456_789_012,
+                fct_ns: 123_456_789_012,
+                standalone_fct_ns: 99_999_999,
+                ..row(0, mode, class)
+            })
+            .collect();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("fct.csv");
+        write(&p, &rows).unwrap();
+        let mut want = Vec::new();
+        super::super::csv_rows::write_rows(&mut want, &rows).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), want);
+        write(&p, Vec::<FctRow>::new()).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"", "no rows, no header");
     }
 
     #[test]

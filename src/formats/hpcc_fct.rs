@@ -6,6 +6,7 @@
 //! node id is `(ip >> 8) & 0xffff`. Checked against SimAI's output
 //! (`tests/fixtures/simai/fct.head40.txt`).
 
+use super::digits::{put_hex8, put_u64};
 use super::error::{numbered_lines, read_text};
 use super::{write_atomic, FormatError, Warning};
 use crate::fct::FctRow;
@@ -86,28 +87,55 @@ pub fn write<T: std::borrow::Borrow<FctRow>>(
     flavor: Flavor,
 ) -> Result<(), FormatError> {
     write_atomic(path, |w| {
+        let mut buf = vec![0u8; CHUNK + LINE_MAX];
+        let mut at = 0;
         for r in rows.into_iter() {
             let r = r.borrow();
             if !matches!(r.mode, Mode::Net | Mode::Ina) {
                 continue;
             }
-            if flavor == Flavor::Parsimon {
-                write!(w, "{} ", r.flow_id)?;
+            at = format_line(&mut buf, at, r, flavor);
+            if at >= CHUNK {
+                w.write_all(&buf[..at])?;
+                at = 0;
             }
-            writeln!(
-                w,
-                "{:08x} {:08x} {} 100 {} {} {} {}",
-                hpcc_ip(r.src),
-                hpcc_ip(r.dst),
-                10000 + r.flow_id % 50000,
-                r.size_bytes,
-                r.start_ns,
-                r.fct_ns,
-                r.standalone_fct_ns
-            )?;
         }
-        Ok(())
+        w.write_all(&buf[..at])
     })
+}
+
+/// Bytes formatted before they are handed to the file.
+const CHUNK: usize = 1 << 20;
+
+/// The longest line: two IPs of up to 16 hex digits, seven numbers of up to 20 digits,
+/// their separators and the newline.
+const LINE_MAX: usize = 2 * 17 + 7 * 21 + 1;
+
+/// Write `r`'s line (`[id ]sip dip sport 100 size start fct standalone`, with its
+/// newline) at `b[at..]`, which has [`LINE_MAX`] bytes of room; the position after it.
+fn format_line(b: &mut [u8], at: usize, r: &FctRow, flavor: Flavor) -> usize {
+    let mut p = at;
+    if flavor == Flavor::Parsimon {
+        p = put_u64(b, p, r.flow_id);
+        b[p] = b' ';
+        p += 1;
+    }
+    for ip in [hpcc_ip(r.src), hpcc_ip(r.dst)] {
+        p = put_hex8(b, p, ip as u64);
+        b[p] = b' ';
+        p += 1;
+    }
+    p = put_u64(b, p, 10000 + r.flow_id % 50000);
+    b[p..p + 5].copy_from_slice(b" 100 ");
+    p += 5;
+    for v in [r.size_bytes, r.start_ns, r.fct_ns] {
+        p = put_u64(b, p, v);
+        b[p] = b' ';
+        p += 1;
+    }
+    p = put_u64(b, p, r.standalone_fct_ns);
+    b[p] = b'\n';
+    p + 1
 }
 
 /// Read `fct.txt`. Blank lines are skipped; a line that is not an fct row (wrong field
@@ -198,6 +226,46 @@ mod tests {
         assert_eq!(hpcc_ip(256), 0x0b01_0001);
         for id in [0, 1, 255, 256, 4095, 65535] {
             assert_eq!(ip_node(hpcc_ip(id)), id);
+        }
+    }
+
+    #[test]
+    fn lines_are_written_as_std_formats_them() {
+        let mut b = vec![0u8; LINE_MAX + 8];
+        for (id, src, v) in [
+            (0u64, 0u32, 0u64),
+            (123_456, 70_000, 987_654_321_000),
+            (u64::MAX, u32::MAX / 300, u64::MAX),
+        ] {
+            let r = FctRow {
+                flow_id: id,
+                src,
+                dst: src / 3,
+                mode: Mode::Net,
+                class: Class::Pp,
+                size_bytes: v,
+                start_ns: v / 7,
+                end_ns: v,
+                fct_ns: v - v / 7,
+                standalone_fct_ns: v / 2,
+            };
+            let want = format!(
+                "{:08x} {:08x} {} 100 {} {} {} {}\n",
+                hpcc_ip(r.src),
+                hpcc_ip(r.dst),
+                10000 + r.flow_id % 50000,
+                r.size_bytes,
+                r.start_ns,
+                r.fct_ns,
+                r.standalone_fct_ns
+            );
+            let end = format_line(&mut b, 0, &r, Flavor::Hpcc);
+            assert_eq!(std::str::from_utf8(&b[..end]).unwrap(), want);
+            let end = format_line(&mut b, 0, &r, Flavor::Parsimon);
+            assert_eq!(
+                std::str::from_utf8(&b[..end]).unwrap(),
+                format!("{id} {want}")
+            );
         }
     }
 

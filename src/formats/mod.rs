@@ -43,6 +43,7 @@ pub mod chakra;
 pub mod cluster_csv;
 pub mod config_txt;
 mod csv_rows;
+mod digits;
 pub mod error;
 pub mod fct_csv;
 pub mod flow_txt;

@@ -37,8 +37,8 @@ pub use spec::{
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
     make_plan, ns3_bar, ns3_report, replay_file, replay_job, replay_records, replay_report,
-    replay_table, resolve_seed, resolve_topology, run_ns3, trace_report, FileReplay,
-    GeneratedTrace, Ns3Input, PlanReplayer,
+    replay_table, replay_table_until, resolve_seed, resolve_topology, run_ns3, trace_report,
+    FileReplay, GeneratedTrace, Ns3Input, PlanReplayer,
 };
 
 use std::path::PathBuf;

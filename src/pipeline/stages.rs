@@ -65,21 +65,36 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
     fn replay(
         &self,
         plan: &crate::formats::plan_json::PlanFile,
-    ) -> Result<crate::plan::Replayed, String> {
+        deadline: Option<std::time::Instant>,
+    ) -> Result<crate::plan::Replayed, crate::plan::ReplayFailure> {
+        use crate::plan::ReplayFailure;
+        let failed = |e: &PipelineError| ReplayFailure::Failed(super::error_chain(e));
         let mut o = self.opts.clone();
         o.plan = Some(plan.clone());
-        let t = generate_trace(self.job, &o, None, true, &mut |_| {})
-            .map_err(|e| super::error_chain(&e))?;
-        let r = replay_records(
-            &t.records,
+        let t = generate_trace(self.job, &o, None, true, &mut |_| {}).map_err(|e| failed(&e))?;
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(ReplayFailure::OutOfTime);
+        }
+        let table = RecordTable::from_records(&t.records)
+            .map_err(|e| ReplayFailure::Failed(format!("a candidate plan: {e}")))?;
+        let r = replay_table_until(
+            table,
             &t.header,
             &self.job.topology,
             o.seed,
             "a candidate plan",
             false,
             self.model,
+            deadline,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            PipelineError::Replay { source, .. }
+                if matches!(*source, replay::ReplayError::OutOfTime { .. }) =>
+            {
+                ReplayFailure::OutOfTime
+            }
+            e => failed(&e),
+        })?;
         let mut stage_end = vec![0.0f64; self.job.workload.pp() as usize];
         for (rec, row) in t.records.iter().zip(r.row_iter()) {
             let pipeline = rec.microbatch.is_some() || rec.mode == crate::record::Mode::Compute;
@@ -316,19 +331,79 @@ pub fn replay_table(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<ReplayResult, PipelineError> {
-    // the table moves into huge pages on another core while the routes are computed
+    replay_table_until(
+        records, header, topo, seed, trace_name, progress, model, None,
+    )
+}
+
+/// [`replay_table`] stopped at `deadline` ([`replay::ReplayError::OutOfTime`]), if any.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_table_until(
+    records: RecordTable,
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+    deadline: Option<std::time::Instant>,
+) -> Result<ReplayResult, PipelineError> {
     let bar = progress.then(|| crate::progress::spinner("computing routes"));
-    let routing = std::thread::scope(|s| {
-        s.spawn(|| records.use_huge_pages());
-        Routing::new(topo, seed)
-    });
+    let routing = Routing::new(topo, seed);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let routing = routing.map_err(|source| PipelineError::Routing {
+    let routing = routing.map_err(|e| routing_error(topo, e))?;
+    replay_routed(
+        records, header, topo, &routing, trace_name, progress, model, deadline,
+    )
+}
+
+/// The error of a topology that cannot be routed.
+fn routing_error(topo: &Topology, source: crate::topology::TopologyError) -> PipelineError {
+    PipelineError::Routing {
         spec: topo.source.clone(),
         source: Box::new(source),
-    })?;
+    }
+}
+
+/// The routes of `topo` computed on another core while `work` runs here: `work`'s
+/// result, then the routes (waited for under a spinner when `progress`). `work`'s error
+/// comes first.
+fn with_routes<T>(
+    topo: &Topology,
+    seed: u64,
+    progress: bool,
+    work: impl FnOnce() -> Result<T, PipelineError>,
+) -> Result<(T, Routing), PipelineError> {
+    std::thread::scope(|s| {
+        let routes = s.spawn(|| Routing::new(topo, seed));
+        let out = work()?;
+        let bar = (progress && !routes.is_finished())
+            .then(|| crate::progress::spinner("computing routes"));
+        let routing = routes
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        Ok((out, routing.map_err(|e| routing_error(topo, e))?))
+    })
+}
+
+/// [`replay_table_until`] with the routes already computed.
+#[allow(clippy::too_many_arguments)]
+fn replay_routed(
+    records: RecordTable,
+    header: &TraceHeader,
+    topo: &Topology,
+    routing: &Routing,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+    deadline: Option<std::time::Instant>,
+) -> Result<ReplayResult, PipelineError> {
+    records.use_huge_pages();
     let mut opts = ReplayOptions::from_header(header).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),
@@ -336,7 +411,8 @@ pub fn replay_table(
     opts.progress = progress;
     opts.trace_name = trace_name.into();
     opts.rate_model = model;
-    replay::simulate_table(records, topo, &routing, &opts).map_err(|source| PipelineError::Replay {
+    opts.deadline = deadline;
+    replay::simulate_table(records, topo, routing, &opts).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
         source: Box::new(source),
     })
@@ -356,29 +432,42 @@ pub fn replay_job(
 ) -> Result<(Job, ReplayResult), PipelineError> {
     let job = Job::prepare(spec)?;
     let opts = spec.trace_options()?;
-    let mut table = RecordTable::new();
     let budget = MemoryBudget::of_process().map_err(|source| PipelineError::Replay {
         trace: spec.input.clone(),
         source: Box::new(source),
     })?;
-    let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
-        table
-            .push(&r)
-            .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
-        // the generator streams: refuse as soon as the records exceed what fits, before
-        // the replay's own state (the larger part of its memory) exists
-        match budget.as_ref() {
-            Some(b) if table.len() as u64 > b.records() => {
-                let n = table.len() as u64;
-                b.check(n, &format!("at least {n}: the generator was still going"))
-                    .map_err(|e| trace::TraceError::Generate(e.to_string()))
+    // the routes depend on the topology and seed alone: computed while the records come
+    let ((header, table), routing) = with_routes(&job.topology, spec.seed, bars, || {
+        let mut table = RecordTable::new();
+        let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
+            table
+                .push(&r)
+                .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
+            // the generator streams: refuse as soon as the records exceed what fits,
+            // before the replay's own state (the larger part of its memory) exists
+            match budget.as_ref() {
+                Some(b) if table.len() as u64 > b.records() => {
+                    let n = table.len() as u64;
+                    b.check(n, &format!("at least {n}: the generator was still going"))
+                        .map_err(|e| trace::TraceError::Generate(e.to_string()))
+                }
+                _ => Ok(()),
             }
-            _ => Ok(()),
-        }
+        })?;
+        table.finish();
+        Ok((header, table))
     })?;
-    table.finish();
     let name = format!("{} (generated)", spec.input);
-    let result = replay_table(table, &header, &job.topology, spec.seed, &name, bars, model)?;
+    let result = replay_routed(
+        table,
+        &header,
+        &job.topology,
+        &routing,
+        &name,
+        bars,
+        model,
+        None,
+    )?;
     Ok((job, result))
 }
 
@@ -420,7 +509,11 @@ pub fn replay_file(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
-    let (header, table, kept) = read_table(path, progress)?;
+    let rd = TraceReader::open(path).map_err(|source| PipelineError::ReadTrace {
+        path: path.to_path_buf(),
+        source: Box::new(source),
+    })?;
+    let header = rd.header().clone();
     let spec = resolve_topology(topology, header_topology(&header), path)?;
     let mut warnings = Vec::new();
     let seed = resolve_seed(seed, header_seed(&header, path)?, "routes", &mut warnings);
@@ -428,8 +521,13 @@ pub fn replay_file(
         spec,
         source: Box::new(source),
     })?;
+    // the routes are computed while the records are read
+    let ((table, kept), routing) =
+        with_routes(&topo, seed, progress, || read_table(path, rd, progress))?;
     let name = path.display().to_string();
-    let result = replay_table(table, &header, &topo, seed, &name, progress, model)?;
+    let result = replay_routed(
+        table, &header, &topo, &routing, &name, progress, model, None,
+    )?;
     let bench = super::bench_spec(&header, path)?;
     let plan_prediction = header
         .get("plan_predicted_iteration_ns")
@@ -443,18 +541,18 @@ pub fn replay_file(
     })
 }
 
-/// Read the trace file `path` (validating it as [`trace::read`] does) into a record table:
-/// its header, the table, and — for a collective-bench trace only — the records. With
-/// `progress`, a bar follows the bytes of the file read.
+/// Read the records of trace file `path` from `rd`, opened on it (validating them as
+/// [`trace::read`] does), into a record table: the table and — for a collective-bench
+/// trace only — the records. With `progress`, a bar follows the bytes of the file read.
 fn read_table(
     path: &Path,
+    mut rd: TraceReader,
     progress: bool,
-) -> Result<(TraceHeader, RecordTable, Vec<FlowRecord>), PipelineError> {
+) -> Result<(RecordTable, Vec<FlowRecord>), PipelineError> {
     let read_err = |source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
         source: Box::new(source),
     };
-    let mut rd = TraceReader::open(path).map_err(read_err)?;
     let header = rd.header().clone();
     let replay_err = |source| PipelineError::Replay {
         trace: path.display().to_string(),
@@ -498,7 +596,7 @@ fn read_table(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok((header, table, kept))
+    Ok((table, kept))
 }
 
 /// The bar of reading a trace file of `size` bytes.

@@ -188,7 +188,13 @@ impl<'a> Searcher<'a> {
             .map(|g| super::model::host_index(&m.opts[g], &m.groups[g]))
             .collect();
         let mut trees: HashMap<u32, u32> = HashMap::new();
+        let mut usage = m.usage(&a);
         for g in 0..n {
+            // out of time, the groups left stay on the host (those without a host option
+            // are still placed: the assignment must fit)
+            if is_host(m, g, a[g]) && self.out_of_time() {
+                continue;
+            }
             let mut best: Option<(u32, f64, usize)> = None;
             for (o, opt) in m.opts[g].iter().enumerate() {
                 if !opt.is_ina() {
@@ -200,19 +206,22 @@ impl<'a> Searcher<'a> {
                     .map(|s| trees.get(&s.0).copied().unwrap_or(0))
                     .sum();
                 let key = (load, m.vals[g][o].exposed, o);
-                if m.fits_move(&a, g, o) && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
+                if usage.fits(m, &a, g, o) && best.is_none_or(|b| (key.0, key.1) < (b.0, b.1)) {
                     best = Some(key);
                 }
             }
             match best {
                 Some((_, _, o)) => {
-                    a[g] = o;
+                    usage.apply(m, &mut a, g, o);
                     for s in &m.opts[g][o].switches {
                         *trees.entry(s.0).or_default() += 1;
                     }
                 }
-                None if !is_host(m, g, a[g]) && !self.place_first_feasible(&mut a, g) => {
-                    return None
+                None if !is_host(m, g, a[g]) => {
+                    if !self.place_first_feasible(&mut a, g) {
+                        return None;
+                    }
+                    usage = m.usage(&a);
                 }
                 None => {}
             }

@@ -176,8 +176,28 @@ pub fn plan(
 /// `ina3d replay` replays it): what [`plan`] verifies and repairs its plans with. The
 /// pipeline implements it; the planner does not depend on the replayer.
 pub trait Replayer {
-    /// Replay `plan`.
-    fn replay(&self, plan: &PlanFile) -> Result<Replayed, String>;
+    /// Replay `plan`, giving up once `deadline` passes ([`ReplayFailure::OutOfTime`]): the
+    /// planner's time limit bounds its replays too.
+    fn replay(&self, plan: &PlanFile, deadline: Option<Instant>)
+        -> Result<Replayed, ReplayFailure>;
+}
+
+/// Why a replay of a plan gave no time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReplayFailure {
+    /// The deadline passed before the replay ended.
+    OutOfTime,
+    /// The replay failed (the message says why).
+    Failed(String),
+}
+
+impl std::fmt::Display for ReplayFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayFailure::OutOfTime => f.write_str("out of time"),
+            ReplayFailure::Failed(m) => f.write_str(m),
+        }
+    }
 }
 
 /// What a replay of a plan measured.
@@ -218,10 +238,10 @@ fn repair(
     let deadline = started + po.time_limit;
     let host = baseline(m, po)?;
     let mut scratch = vec![0.0; m.channels];
-    let replay = |m: &Model, a: &[usize], po: &PlanOptions| -> Result<Replayed, PlanError> {
+    // a replay still running at `until` is stopped: `None`
+    let replay = |m: &Model, a: &[usize], po: &PlanOptions, until: Instant| {
         let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
-        rp.replay(&f)
-            .map_err(|e| PlanError::Model(format!("replaying a candidate plan: {e}")))
+        replay_until(rp, &f, until)
     };
     let host_predicted = m.evaluate(&host, &mut scratch).t;
     // When the all-host plan and a plan cannot both be replayed in time (cluster-scale
@@ -232,8 +252,12 @@ fn repair(
     if estimate * 3 > left {
         return tight(m, po, job, rp, started, estimate, host_predicted);
     }
+    // the all-host replay may take half of what is left: the other half solves
     let t0 = Instant::now();
-    let r0 = replay(m, &host, po)?;
+    let Some(r0) = replay(m, &host, po, t0 + left / 2)? else {
+        let seen = t0.elapsed() * 2;
+        return tight(m, po, job, rp, started, estimate.max(seen), host_predicted);
+    };
     let replay_cost = t0.elapsed();
     let mut tried = vec![Tried {
         assign: host.clone(),
@@ -285,7 +309,16 @@ fn repair(
             break;
         }
         let predicted = solved.eval.t;
-        let r = replay(m, &solved.assign, po)?;
+        let Some(r) = replay(m, &solved.assign, po, replay_deadline(started, po))? else {
+            note = Some(format!(
+                "time limit: the replay of round {rounds}'s plan did not finish ({} plan(s) replayed before it)",
+                tried.len()
+            ));
+            if tried.len() == 1 {
+                unreplayed = Some(solved);
+            }
+            break;
+        };
         let close = (predicted - r.iteration_ns).abs() <= 0.02 * r.iteration_ns;
         m.calibrate(wl, &measured(&solved.assign, &r));
         tried.push(Tried {
@@ -307,7 +340,10 @@ fn repair(
         tried[0].predicted = m.evaluate(&host, &mut scratch).t;
     }
     if let Some(u) = unreplayed.filter(|u| u.eval.t < r0.iteration_ns) {
-        return Ok(unverified(m, po, job, u, started, &r0, replay_cost));
+        let cut = note
+            .as_deref()
+            .is_some_and(|n| n.contains("did not finish"));
+        return Ok(unverified(m, po, job, u, started, &r0, replay_cost, cut));
     }
     let best = (0..tried.len())
         .min_by(|&a, &b| {
@@ -340,9 +376,10 @@ fn repair(
     Ok(f)
 }
 
-/// The model's plan `u`, solved after the all-host replay `r0` left no time to replay it:
-/// predicted by the model calibrated on `r0`, not verified (no replay of its own), the
-/// all-host replay named in its note.
+/// The model's plan `u`, solved after the all-host replay `r0` left no time to replay it
+/// (or, `cut`, whose replay the time limit stopped): predicted by the model calibrated on
+/// `r0`, not verified (no replay of its own), the all-host replay named in its note.
+#[allow(clippy::too_many_arguments)]
 fn unverified(
     m: &Model,
     po: &PlanOptions,
@@ -351,11 +388,14 @@ fn unverified(
     started: Instant,
     r0: &Replayed,
     replay_cost: Duration,
+    cut: bool,
 ) -> PlanFile {
     let why = format!(
-        "time limit: the all-host plan replayed {:.3} ms (a replay takes {:.1} s); this plan was solved on the model calibrated on that replay with what was left, and is not replayed",
+        "time limit: the all-host plan replayed {:.3} ms (a replay takes {:.1} s); this plan was solved on the model calibrated on that replay{}, and is not replayed{}",
         r0.iteration_ns / 1e6,
-        replay_cost.as_secs_f64()
+        replay_cost.as_secs_f64(),
+        if cut { "" } else { " with what was left" },
+        if cut { " (its replay did not finish before the time limit)" } else { "" },
     );
     let mut f = file(m, po, job, u, started.elapsed());
     f.prediction.host_iteration_ns = r0.iteration_ns;
@@ -413,15 +453,18 @@ fn tight(
     let mut f = file(m, po, job, solved, started.elapsed());
     f.prediction.host_iteration_ns = host_predicted;
     let now_left = deadline.saturating_duration_since(Instant::now());
+    let mut cut = false;
     if replay_fits && estimate.mul_f64(1.1) < now_left {
-        let r = rp
-            .replay(&f)
-            .map_err(|e| PlanError::Model(format!("replaying the plan: {e}")))?;
-        f.verification = Some(Verification {
-            replayed_ns: r.iteration_ns,
-            error: (predicted - r.iteration_ns) / r.iteration_ns,
-            host_replayed_ns: 0.0,
-        });
+        match replay_until(rp, &f, replay_deadline(started, po))? {
+            Some(r) => {
+                f.verification = Some(Verification {
+                    replayed_ns: r.iteration_ns,
+                    error: (predicted - r.iteration_ns) / r.iteration_ns,
+                    host_replayed_ns: 0.0,
+                });
+            }
+            None => cut = true,
+        }
         f.solver.solve_time_s = started.elapsed().as_secs_f64();
     }
     let why = format!(
@@ -429,12 +472,35 @@ fn tight(
         estimate.as_secs_f64(),
         if f.verification.is_some() {
             " and replayed alone"
+        } else if cut {
+            " and not replayed (its replay did not finish before the time limit)"
         } else {
             " and not replayed (no time left)"
         }
     );
     append_note(&mut f.solver.note, why);
     Ok(f)
+}
+
+/// When the repair loop's replays must have ended: 2 % of the time limit stays for the
+/// wrap-up (the plan file, the host plan's re-evaluation), as in [`solve`].
+fn replay_deadline(started: Instant, po: &PlanOptions) -> Instant {
+    started + po.time_limit.mul_f64(0.98)
+}
+
+/// `plan` replayed by `rp`, `None` when `until` stopped it.
+fn replay_until(
+    rp: &dyn Replayer,
+    plan: &PlanFile,
+    until: Instant,
+) -> Result<Option<Replayed>, PlanError> {
+    match rp.replay(plan, Some(until)) {
+        Ok(r) => Ok(Some(r)),
+        Err(ReplayFailure::OutOfTime) => Ok(None),
+        Err(ReplayFailure::Failed(e)) => {
+            Err(PlanError::Model(format!("replaying a candidate plan: {e}")))
+        }
+    }
 }
 
 /// `why` after the solver's note, if it has one.

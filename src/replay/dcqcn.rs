@@ -36,7 +36,10 @@
 //! the marks advance in ticks of `RATE_DECREASE_INTERVAL` with the offered rates of the
 //! tick's start; marking is the expected count, not random. Aggregation streams (their own
 //! window protocol) and fallback rings load the queues at their solved rate and are not
-//! rate controlled.
+//! DCQCN controlled; a stream's window rate counts the largest queueing delay on its tree
+//! ([`Sim::cc_window`]: one port's, not a chain's sum), and a host transfer whose bytes
+//! all wait in the queues is filled with the streams ([`Sim::cc_sent_all`]); fallback
+//! rings keep their line-rate cap (their window is not modelled).
 //! A transfer offers at most its path's line rate: a NIC faster than a slower link on its
 //! path does not overrun that link's port in the model (it does in the glue).
 //!
@@ -570,6 +573,59 @@ impl Sim<'_> {
         }
     }
 
+    /// Whether unit `u` is a host transfer whose sender has put all its bytes on the
+    /// network (they wait in the queues of the watched ports on its path): a FIFO port
+    /// serves them before the packets an aggregation stream sends after them, so the
+    /// solver fills them with the streams, not with the transfers the streams leave room
+    /// for ([`Sim::ina_first`]). Without this, a stream starting at a port where a pipeline
+    /// send's last 18 KB were queued took the whole port for its 814 µs and the send ended
+    /// after it (docs/model.md#dcqcn-rate-model, *Window-limited streams*).
+    pub(super) fn cc_sent_all(&self, u: u32) -> bool {
+        let Some(cc) = self.cc.as_ref() else {
+            return false;
+        };
+        let ui = u as usize;
+        let x = &self.units[ui];
+        matches!(x.owner, Owner::Rec(_))
+            && cc.unit_pair.get(ui).is_some_and(|p| p.is_some())
+            && cc.unit_sent[ui] >= x.wire
+    }
+
+    /// An aggregation stream started: cap it at what its window allows with the queues
+    /// now on its tree ([`Sim::cc_window`]).
+    pub(super) fn cc_stream_start(&mut self, u: u32) {
+        let Some(cc) = self.cc.take() else { return };
+        self.cc_window(&cc, u);
+        self.cc = Some(cc);
+    }
+
+    /// Cap aggregation stream `u` at its window's rate over the round trip its packets
+    /// see now: `w` packets per `RTT + D`, `D` the largest queueing delay (`Q / C`) among
+    /// the watched ports on its tree (docs/model.md#dcqcn-rate-model, *Window-limited
+    /// streams*). In the glue a worker sends a packet only when a result comes back, so a
+    /// queue on the tree slows the whole aggregation (its results wait for every
+    /// worker's packet) and it yields the port to the queue pairs beside it; at its
+    /// solved rate, as before, it kept the queue up and starved them, which DCQCN then
+    /// cut as well. **Approximation**: `D` is the largest single port's delay, not the
+    /// longest chain's sum (exact with one backlogged port on the tree, short when an up
+    /// and a down chain both queue), and it is re-read at the model's ticks.
+    fn cc_window(&mut self, cc: &State, u: u32) {
+        let x = &self.units[u as usize];
+        let Owner::Agg(a) = x.owner else { return };
+        let g = &self.p.aggs[a as usize];
+        if !g.window.is_finite() || g.rtt == 0 {
+            return;
+        }
+        let arena = &self.p.arena[x.off as usize..(x.off + x.len) as usize];
+        let wait = arena
+            .iter()
+            .map(|&c| cc.queue[c as usize] / self.p.ch_cap[c as usize])
+            .fold(0.0, f64::max);
+        let rtt = g.rtt as f64;
+        let cap = g.tree_cap.min(g.window * rtt / (rtt + wait));
+        self.set_cap(u, cap);
+    }
+
     /// The rate unit `u` offers to the ports it crosses: its DCQCN share, at most its
     /// share of its first hop (the NIC serves its queue pairs in turn); an aggregation
     /// or ring flow offers its solved rate.
@@ -636,12 +692,16 @@ impl Sim<'_> {
                 cc.make_busy(q);
             }
         }
-        // a backlog appearing or draining changes the caps of every pair crossing it
+        // a backlog appearing or draining changes the caps of every pair crossing it, and
+        // the window rate of every aggregation stream crossing it
+        let mut streams: Vec<u32> = Vec::new();
         for &c in &cc.hot {
             for &(u, _) in &self.ch_units[c as usize] {
                 let q = cc.unit_qp.get(u as usize).copied().unwrap_or(NO_QP);
                 if q != NO_QP {
                     recap.push(q);
+                } else if matches!(self.units[u as usize].owner, Owner::Agg(_)) {
+                    streams.push(u);
                 }
             }
         }
@@ -649,6 +709,11 @@ impl Sim<'_> {
         recap.dedup();
         for q in recap {
             self.cc_recap(&cc, q);
+        }
+        streams.sort_unstable();
+        streams.dedup();
+        for u in streams {
+            self.cc_window(&cc, u);
         }
         let offered = &cc.ch_offered;
         let queue = &cc.queue;
@@ -710,7 +775,14 @@ impl Sim<'_> {
             let mut v = Vec::with_capacity(self.ch_units[c as usize].len());
             for i in 0..self.ch_units[c as usize].len() {
                 let (u, k) = self.ch_units[c as usize][i];
+                let sent = cc.unit_sent.get(u as usize).copied();
                 v.push((u, k, self.tick_bytes(&mut cc, u, prev)));
+                // a transfer that has just put its last byte on the network is filled
+                // with the streams from now on (`Sim::cc_sent_all`): re-solve it
+                let wire = self.units[u as usize].wire;
+                if sent.is_some_and(|b| b < wire) && cc.unit_sent[u as usize] >= wire {
+                    self.fresh.push(u);
+                }
             }
             at.push(v);
         }
@@ -761,7 +833,13 @@ impl Sim<'_> {
     /// The share of unit `u`'s offered bytes that reach the `k`-th channel of its path:
     /// the product of what each watched port before it passes on (`State::pass`).
     fn upstream(&self, cc: &State, u: u32, k: u32) -> f64 {
-        if !cc.throttling {
+        // an aggregation stream's arena is its tree's sorted channel multiset, not a path:
+        // its order says nothing about which port comes first, and a channel two tree
+        // edges share is listed twice, so a product over it fed a backlogged port's
+        // `pass` back into its own arrivals (queues grew 3.6× per tick until the clock
+        // overflowed). A stream loads every port of its tree at its solved, window-capped
+        // rate ([`Sim::cc_window`]).
+        if !cc.throttling || matches!(self.units[u as usize].owner, Owner::Agg(_)) {
             return 1.0;
         }
         let off = self.units[u as usize].off as usize;
@@ -847,7 +925,13 @@ impl Sim<'_> {
                 .iter()
                 .map(|&(u, k)| self.offered_now(cc, u) * self.upstream(cc, u, k))
                 .sum();
-            let dt = if !offered.is_finite() {
+            // a stream's window rate follows the backlog (`Sim::cc_window`): re-read it
+            // every interval while it queues
+            let windowed = q > 0.0
+                && self.ch_units[cu]
+                    .iter()
+                    .any(|&(u, _)| matches!(self.units[u as usize].owner, Owner::Agg(_)));
+            let dt = if !offered.is_finite() || windowed {
                 Some(step)
             } else if offered > cap {
                 Some(((kmin - q) / (offered - cap)).ceil() as u64)

@@ -7,17 +7,17 @@
 use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
+use super::queue::EventQueue;
 use super::route::PathSource;
-use super::table::RecordTable;
+use super::table::{Loc, RecordTable, Segment};
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
 use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
-use crate::units::{BitsPerSec, LinkId};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::units::{BitsPerSec, Bytes, LinkId};
+use std::time::Instant;
 
 /// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
 /// the engine adds up saturates instead of wrapping, and an event past this horizon stops
@@ -43,9 +43,6 @@ pub(super) enum EventKind {
     /// The DCQCN model's tick (`dcqcn`; only with `RateModel::Dcqcn`).
     CcTick,
 }
-
-/// (time, kind, index, version), smallest first.
-type Event = Reverse<(u64, EventKind, u32, u32)>;
 
 /// What the event loop reads and writes of one record, side by side so that an event
 /// touches one cache line of it, not one per column (the records are visited in time
@@ -81,12 +78,27 @@ impl RecState {
                 path: NONE,
             },
         );
-        for (i, r) in v.iter_mut().enumerate() {
-            r.pending = pending[i];
-            r.path = match records.mode(i) {
-                Mode::Compute | Mode::NvLink => TIMER,
-                _ => paths[i],
-            };
+        for seg in records.segments() {
+            match seg {
+                Segment::Rows { pos, row, len } => {
+                    for j in 0..len {
+                        let (i, r) = ((pos + j) as usize, row + j);
+                        v[i].path = match records.row_mode(r) {
+                            Mode::Compute | Mode::NvLink => TIMER,
+                            _ => paths[r as usize],
+                        };
+                    }
+                }
+                Segment::Block(b, x) => {
+                    let cols = &p.block_path[b as usize];
+                    for (j, r) in v[x.lo as usize..x.hi as usize].iter_mut().enumerate() {
+                        r.path = cols[j % x.n as usize];
+                    }
+                }
+            }
+        }
+        for (r, &k) in v.iter_mut().zip(pending.iter()) {
+            r.pending = k;
         }
         v
     }
@@ -146,7 +158,11 @@ pub(super) struct Sim<'a> {
     pub p: Prepared,
     pub opts: &'a ReplayOptions,
     pub now: u64,
-    heap: BinaryHeap<Event>,
+    /// Pending events, popped by (time, kind, index, version).
+    queue: EventQueue<EventKind>,
+    /// Rows of each column of each ring block that have ended (a block record is ready
+    /// once its column and the one before have ended the row before; see `finish`).
+    ended: Vec<Vec<u32>>,
     /// The run-time state of each record, in one place (see [`RecState`]).
     rec: Vec<RecState>,
     /// Free arena regions for host transfers, by length: a transfer's path is copied into
@@ -161,18 +177,14 @@ pub(super) struct Sim<'a> {
     /// The slot of each unit, by serial.
     pub slot_of: Vec<u32>,
     pub pos: Vec<u32>,
-    pub ch_units: Vec<Vec<(u32, u32)>>,
-    pub ch_demand: Vec<f64>,
+    /// Each channel's units (`ch_units[c]`: (unit, position in its path)) and the
+    /// solver's state of it, one cache line per channel ([`super::solver::ChanTable`]).
+    pub ch_units: super::solver::ChanTable,
     pub ch_bytes: Vec<f64>,
     // solver scratch
     pub dirty: Vec<u32>,
     pub fresh: Vec<u32>,
     pub stamp: u32,
-    pub ch_mark: Vec<u32>,
-    pub ch_comp: Vec<u32>,
-    pub ch_ver: Vec<u32>,
-    pub rem: Vec<f64>,
-    pub cnt: Vec<u32>,
     pub unit_mark: Vec<u32>,
     pub unit_frozen: Vec<u32>,
     pub new_rate: Vec<f64>,
@@ -197,7 +209,12 @@ impl<'a> Sim<'a> {
         Sim {
             opts,
             now: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::new(),
+            ended: records
+                .blocks()
+                .iter()
+                .map(|x| vec![0; x.n as usize])
+                .collect(),
             rec,
             regions: Vec::new(),
             done: 0,
@@ -205,17 +222,11 @@ impl<'a> Sim<'a> {
             free_units: Vec::new(),
             slot_of: Vec::new(),
             pos: vec![0; arena_len],
-            ch_units: huge::filled(nch, Vec::new()),
-            ch_demand: huge::filled(nch, 0.0),
+            ch_units: super::solver::ChanTable::new(&p.ch_cap),
             ch_bytes: huge::filled(nch, 0.0),
             dirty: Vec::new(),
             fresh: Vec::new(),
             stamp: 0,
-            ch_mark: huge::filled(nch, 0),
-            ch_comp: huge::filled(nch, 0),
-            ch_ver: huge::filled(nch, 0),
-            rem: huge::filled(nch, 0.0),
-            cnt: huge::filled(nch, 0),
             unit_mark: Vec::new(),
             unit_frozen: Vec::new(),
             new_rate: Vec::new(),
@@ -238,7 +249,7 @@ impl<'a> Sim<'a> {
         if t > TIME_HORIZON_NS && !parked && self.beyond.is_none() {
             self.beyond = Some((kind, idx));
         }
-        self.heap.push(Reverse((t, kind, idx, ver)));
+        self.queue.push(t, (kind, idx, ver));
     }
 
     /// The error for an event past the horizon, naming the record concerned.
@@ -268,14 +279,12 @@ impl<'a> Sim<'a> {
             }
         }
         let bar = self.opts.progress.then(|| progress_bar(n));
-        while let Some(&Reverse((t, ..))) = self.heap.peek() {
+        // the clock is read at the first batch of events, then every 16,384 events
+        let mut next_check = 0;
+        while let Some(t) = self.queue.next_time() {
             self.now = t;
             // every event of this nanosecond, then one re-solve for the batch
-            while let Some(&Reverse((t2, kind, idx, ver))) = self.heap.peek() {
-                if t2 != t {
-                    break;
-                }
-                self.heap.pop();
+            while let Some((kind, idx, ver)) = self.queue.pop_now() {
                 self.events += 1;
                 self.handle(kind, idx, ver, records);
             }
@@ -283,8 +292,22 @@ impl<'a> Sim<'a> {
                 return Err(self.past_horizon(kind, idx, records));
             }
             self.resolve();
+            // (reading it is negligible beside the events' handling)
+            if self.events >= next_check {
+                next_check = self.events + 0x4000;
+                if self.opts.deadline.is_some_and(|d| Instant::now() >= d) {
+                    if let Some(b) = bar {
+                        b.finish_and_clear();
+                    }
+                    return Err(ReplayError::OutOfTime {
+                        done: self.done,
+                        total: n,
+                        simulated_ns: t,
+                    });
+                }
+            }
             if let Some(b) = &bar {
-                if self.events & 0x3fff == 0 || self.heap.is_empty() {
+                if self.events & 0x3fff == 0 || self.queue.is_empty() {
                     b.set_position(self.done as u64);
                     b.set_message(format!("{:.3} ms", t as f64 / 1e6));
                 }
@@ -421,48 +444,77 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Record `i` ended now: each record waiting for it has one dep fewer.
     fn finish(&mut self, i: u32, records: &RecordTable) {
         self.rec[i as usize].end = self.now;
         self.done += 1;
-        let (a, b) = (
-            self.p.dep_off[i as usize] as usize,
-            self.p.dep_off[i as usize + 1] as usize,
-        );
-        for k in a..b {
-            let d = self.p.dependants[k];
-            let du = d as usize;
-            let r = &mut self.rec[du];
-            r.start = r.start.max(self.now);
-            r.pending -= 1;
-            if r.pending == 0 {
-                self.ready(d, records);
+        match records.locate(i as usize) {
+            Loc::Row(r) => {
+                for k in self.p.deps.of_row(r) {
+                    let d = self.p.deps.at(k);
+                    self.release(d, records);
+                }
             }
+            Loc::Block { b, k, col } => {
+                // record (k + 1, c) waits for (k, c) and (k, c − 1), and each column's
+                // rows end in order: it is ready once both columns have ended row k
+                let x = &records.blocks()[b as usize];
+                let ended = &mut self.ended[b as usize];
+                ended[col as usize] = k;
+                if k < x.rows() {
+                    let (left, right) = ((col + x.n - 1) % x.n, (col + 1) % x.n);
+                    let mine = (ended[left as usize] >= k).then(|| x.pos(k + 1, col));
+                    let next = (ended[right as usize] >= k).then(|| x.pos(k + 1, right));
+                    for d in [mine, next].into_iter().flatten() {
+                        // no gap inside a block: it starts now
+                        self.push(self.now, EventKind::Start, d, 0);
+                    }
+                }
+                for e in self.p.deps.of_block(b, i) {
+                    let d = self.p.deps.ext_at(b, e);
+                    self.release(d, records);
+                }
+            }
+        }
+    }
+
+    /// One dep of record `d` ended now.
+    #[inline]
+    fn release(&mut self, d: u32, records: &RecordTable) {
+        let r = &mut self.rec[d as usize];
+        r.start = r.start.max(self.now);
+        r.pending -= 1;
+        if r.pending == 0 {
+            self.ready(d, records);
         }
     }
 
     fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
         self.rec[iu].start = self.now;
-        match self.rec[iu].path {
-            TIMER => self.push(
-                self.now.saturating_add(records.dur(iu)),
-                EventKind::End,
-                i,
-                0,
+        // a block record's run-time state is its block's: its own is only written
+        let (f, path) = match records.locate(iu) {
+            Loc::Row(r) => (records.row_fields(r), self.rec[iu].path),
+            Loc::Block { b, k, col } => (
+                records.block_fields(b, k, col),
+                self.p.block_path[b as usize][col as usize],
             ),
+        };
+        match path {
+            TIMER => self.push(self.now.saturating_add(f.dur), EventKind::End, i, 0),
             path => {
                 let (len, delay) = match path {
                     NONE => (0, 0),
                     p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
                 };
-                let w = wire(records.bytes(iu), self.opts).0 as f64;
+                let w = wire(Bytes(f.bytes), self.opts).0 as f64;
                 if len == 0 || w == 0.0 {
                     self.push(self.now.saturating_add(delay), EventKind::End, i, 0);
                 } else {
                     let cap = self.p.paths.bottleneck[path as usize];
                     let off = self.region(len, path);
                     let u = self.add_unit(off, len, w, cap, delay, Owner::Rec(i));
-                    let conn = (records.src(iu).0, records.dst(iu).0, records.channel(iu));
+                    let conn = (f.src.0, f.dst.0, f.channel);
                     self.cc_start(u, conn, cap);
                 }
             }
@@ -505,7 +557,8 @@ impl<'a> Sim<'a> {
         agg.rounds = crate::netmodel::window_rounds(agg.wire, packet, in_flight);
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
-        let _ = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        let u = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        self.cc_stream_start(u);
     }
 
     fn fallback(&mut self, a: u32) {
@@ -591,8 +644,9 @@ impl<'a> Sim<'a> {
 
     /// Completion time of record `i` alone on an idle network.
     fn standalone(&self, i: usize, records: &RecordTable) -> u64 {
-        match records.mode(i) {
-            Mode::Compute | Mode::NvLink => records.dur(i),
+        let f = records.fields(i);
+        match f.mode {
+            Mode::Compute | Mode::NvLink => f.dur,
             Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
             Mode::Net => match self.rec[i].path {
                 NONE => 0,
@@ -600,7 +654,7 @@ impl<'a> Sim<'a> {
                 p => {
                     let rate = self.p.paths.min_rate[p as usize];
                     BitsPerSec(rate)
-                        .transmit_time(wire(records.bytes(i), self.opts))
+                        .transmit_time(wire(Bytes(f.bytes), self.opts))
                         .0
                         .saturating_add(self.p.paths.delay[p as usize])
                 }

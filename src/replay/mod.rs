@@ -84,7 +84,11 @@
 //! field the replayer reads, deps as `u32` positions; ≈ 42 B plus 4 B per dep, against
 //! ≈ 200 B for a `FlowRecord`), filled one record at a time from the generator or the
 //! trace reader, so no `Vec<FlowRecord>` of the whole trace exists on those paths
-//! (`ina3d replay --from` and `ina3d replay FILE`). Paths are interned per connection
+//! (`ina3d replay --from` and `ina3d replay FILE`). The steps of ring collectives — the
+//! records that grow with DP², 95 % of a 32,768-GPU ring trace — are recognised by their
+//! pattern as they arrive and held as *ring blocks* that take no row at all (`table`): a
+//! block record's fields and deps are computed from its position, and the records that
+//! wait for it are the two of the next step. Paths are interned per connection
 //! (sender, receiver, NCCL channel): one routing and one channel list per connection, a
 //! `u32` per record. The event loop keeps each record's run-time state in one 24 B struct
 //! (an event touches one cache line of it) and advises huge pages for the per-record and
@@ -101,6 +105,7 @@ mod huge;
 mod output;
 mod pools;
 mod prepare;
+mod queue;
 mod route;
 mod solver;
 mod table;
@@ -145,6 +150,9 @@ pub struct ReplayOptions {
     pub rate_model: RateModel,
     /// DCQCN's parameters, for [`RateModel::Dcqcn`].
     pub dcqcn: crate::netmodel::DcqcnParams,
+    /// Give up (with [`ReplayError::OutOfTime`]) once this wall-clock instant passes: the
+    /// planner's repair loop replays candidates within its time limit. `None`: no limit.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl Default for ReplayOptions {
@@ -157,6 +165,7 @@ impl Default for ReplayOptions {
             trace_name: String::new(),
             rate_model: RateModel::default(),
             dcqcn: crate::netmodel::DcqcnParams::default(),
+            deadline: None,
         }
     }
 }
@@ -287,6 +296,16 @@ pub enum ReplayError {
     PastHorizon {
         /// The record or aggregation concerned.
         what: String,
+    },
+    /// The replay passed [`ReplayOptions::deadline`] before its last record ended.
+    #[error("out of time: the replay was stopped at its deadline, {done} of {total} records done, {simulated_ns} ns simulated")]
+    OutOfTime {
+        /// Records ended.
+        done: usize,
+        /// Records in the trace.
+        total: usize,
+        /// Simulated time reached (ns).
+        simulated_ns: u64,
     },
     /// Records left unfinished when no event remained (cannot happen on a validated
     /// trace; reported rather than hidden).

@@ -7,7 +7,7 @@
 
 use super::huge;
 use super::route::PathSource;
-use super::table::{RecordTable, UNRESOLVED};
+use super::table::{Loc, RecordTable, Segment, UNRESOLVED};
 use super::{InaPolicy, ReplayError, ReplayOptions};
 use crate::fct;
 use crate::netmodel::{self, EdgeDir};
@@ -97,14 +97,16 @@ pub(super) struct Prepared {
     pub rec_agg: Vec<u32>,
     /// Deps of each record (taken into the event loop's record state).
     pub pending: Vec<u32>,
-    pub dep_off: Vec<u32>,
-    pub dependants: Vec<u32>,
+    /// Who waits for whom.
+    pub deps: Dependants,
     /// Channel lists of the aggregation trees and fallback rings (fixed here), then of
     /// the active host transfers (one region per unit, reused: see the event loop).
     pub arena: Vec<u32>,
-    /// The path of each record ([`NONE`]: it crosses no channel), into `paths` (taken
-    /// into the event loop's record state).
+    /// The path of each explicit row ([`NONE`]: it crosses no channel), into `paths`
+    /// (taken into the event loop's record state).
     pub rec_path: Vec<u32>,
+    /// The path of each column of each ring block.
+    pub block_path: Vec<Vec<u32>>,
     /// The distinct routed paths.
     pub paths: Paths,
     pub ch_cap: Vec<f64>,
@@ -153,8 +155,8 @@ pub(super) fn prepare<R: PathSource + ?Sized>(
     }
     let (rec_agg, members) = group_aggregations(records, topo.node_count())?;
     let agg_of = |i: usize| rec_agg.get(i).copied().unwrap_or(NONE);
-    let deps = Dependants::build(records, &agg_of)?;
-    check_acyclic(records, &agg_of, &members, &deps)?;
+    let (deps, pending) = Dependants::build(records, &agg_of)?;
+    check_acyclic(records, &agg_of, &members, &deps, &pending)?;
     let channels = Channels::new(topo);
     let mut arena = Vec::new();
     let paths = RecordPaths::route(records, topo, routing, &channels)?;
@@ -173,11 +175,11 @@ pub(super) fn prepare<R: PathSource + ?Sized>(
     }
     Ok(Prepared {
         rec_agg,
-        pending: deps.pending,
-        dep_off: deps.off,
-        dependants: deps.list,
+        pending,
+        deps,
         arena,
         rec_path: paths.of,
+        block_path: paths.blocks,
         paths: paths.paths,
         ch_cap: channels.cap,
         aggs,
@@ -193,60 +195,100 @@ fn group_aggregations(
     records: &RecordTable,
     nodes: usize,
 ) -> Result<(Vec<u32>, Vec<Vec<u32>>), ReplayError> {
-    let mut agg_of: HashMap<u64, u32> = HashMap::new();
-    let any_ina = records.has_tags() || (0..records.len()).any(|i| records.mode(i) == Mode::Ina);
-    let mut rec_agg = if any_ina {
-        huge::filled(records.len(), NONE)
-    } else {
-        Vec::new()
+    let any_ina =
+        records.has_tags() || (0..records.rows() as u32).any(|r| records.row_mode(r) == Mode::Ina);
+    let mut g = Grouping {
+        agg_of: HashMap::new(),
+        rec_agg: if any_ina {
+            huge::filled(records.len(), NONE)
+        } else {
+            Vec::new()
+        },
+        members: Vec::new(),
     };
-    let mut members: Vec<Vec<u32>> = Vec::new();
-    for i in 0..records.len() {
-        let id = records.id(i);
-        for node in [records.src(i), records.dst(i)] {
-            if node.idx() >= nodes {
-                return Err(ReplayError::UnknownNode { id, node, nodes });
+    for seg in records.segments() {
+        let (pos, row, len) = match seg {
+            Segment::Rows { pos, row, len } => (pos, row, len),
+            Segment::Block(_, x) => {
+                // a block's columns repeat its first row: the first bad record is there
+                for c in 0..x.n as usize {
+                    for node in [x.src[c], x.dst[c]] {
+                        if node.idx() >= nodes {
+                            let id = records.id(x.lo as usize + c);
+                            return Err(ReplayError::UnknownNode { id, node, nodes });
+                        }
+                    }
+                }
+                continue;
             }
+        };
+        for j in 0..len {
+            let (i, f) = ((pos + j) as usize, records.row_fields(row + j));
+            let id = records.id(i);
+            for node in [f.src, f.dst] {
+                if node.idx() >= nodes {
+                    return Err(ReplayError::UnknownNode { id, node, nodes });
+                }
+            }
+            if !any_ina {
+                continue;
+            }
+            g.add(i, id, f.mode, f.class, records.row_agg(row + j))?;
         }
-        if !any_ina {
-            continue;
-        }
-        let mode = records.mode(i);
-        match (mode, records.agg(i)) {
+    }
+    let (rec_agg, members) = in_id_order(g.rec_agg, g.members, &g.agg_of);
+    Ok((rec_agg, members))
+}
+
+/// The aggregations found so far: the dense index of each id (first appearance), of each
+/// record ([`NONE`]: none; empty when no record aggregates), and each one's members.
+struct Grouping {
+    agg_of: HashMap<u64, u32>,
+    rec_agg: Vec<u32>,
+    members: Vec<Vec<u32>>,
+}
+
+impl Grouping {
+    /// Check record `i`'s aggregation tag against its mode and class, and add an `Ina`
+    /// record to its aggregation.
+    fn add(
+        &mut self,
+        i: usize,
+        id: FlowId,
+        mode: Mode,
+        class: Class,
+        tag: Option<crate::record::AggTag>,
+    ) -> Result<(), ReplayError> {
+        match (mode, tag) {
             (Mode::Ina, Some(a)) => {
-                if records.class(i) == Class::Compute {
+                if class == Class::Compute {
                     return Err(ReplayError::BadAggregation {
                         agg: a.id,
                         msg: format!("record {id} has class compute"),
                     });
                 }
-                let next = members.len() as u32;
-                let ai = *agg_of.entry(a.id).or_insert(next);
+                let next = self.members.len() as u32;
+                let ai = *self.agg_of.entry(a.id).or_insert(next);
                 if ai == next {
-                    members.push(Vec::new());
+                    self.members.push(Vec::new());
                 }
-                if let Some(slot) = rec_agg.get_mut(i) {
+                if let Some(slot) = self.rec_agg.get_mut(i) {
                     *slot = ai;
                 }
-                members[ai as usize].push(i as u32);
+                self.members[ai as usize].push(i as u32);
+                Ok(())
             }
-            (Mode::Ina, None) => {
-                return Err(ReplayError::BadAggregation {
-                    agg: u64::MAX,
-                    msg: format!("record {id} has mode ina but no aggregation tag"),
-                })
-            }
-            (_, Some(a)) => {
-                return Err(ReplayError::BadAggregation {
-                    agg: a.id,
-                    msg: format!("record {id} carries an aggregation tag but its mode is {mode}"),
-                })
-            }
-            _ => {}
+            (Mode::Ina, None) => Err(ReplayError::BadAggregation {
+                agg: u64::MAX,
+                msg: format!("record {id} has mode ina but no aggregation tag"),
+            }),
+            (_, Some(a)) => Err(ReplayError::BadAggregation {
+                agg: a.id,
+                msg: format!("record {id} carries an aggregation tag but its mode is {mode}"),
+            }),
+            _ => Ok(()),
         }
     }
-    let (rec_agg, members) = in_id_order(rec_agg, members, &agg_of);
-    Ok((rec_agg, members))
 }
 
 /// Renumber the aggregations (first-appearance order) in aggregation-id order. The
@@ -285,76 +327,176 @@ fn in_id_order(
     (rec_agg, members)
 }
 
-/// Who waits for whom, as CSR: the dependants of record `d` are
-/// `list[off[d]..off[d+1]]`; `pending[i]` counts `i`'s deps. Deps between members of one
-/// aggregation are internal to the unit and left out.
-struct Dependants {
-    pending: Vec<u32>,
+/// Who waits for whom. An explicit row's dependants are a CSR by row:
+/// `list[off[r]..off[r + 1]]`. A ring block record's are implicit — the two records of
+/// the next row that wait for it ([`Block::deps`](super::table::Block::deps)) — plus any
+/// explicit record that names it, kept per block as (record, dependant) pairs sorted by
+/// record. Deps between members of one aggregation are internal to the unit and left
+/// out.
+pub(super) struct Dependants {
     off: Vec<u32>,
     list: Vec<u32>,
+    ext: Vec<Vec<(u32, u32)>>,
+    /// Some counted dep names a record after its dependant.
+    forward: bool,
 }
 
 impl Dependants {
-    /// Two passes over the deps (count, then fill), so no list of pairs is built.
+    /// The dependants and each record's dep count, in two passes over the explicit deps
+    /// (count, then fill), so no list of pairs is built for the rows.
     fn build(
         records: &RecordTable,
         agg_of: &impl Fn(usize) -> u32,
-    ) -> Result<Dependants, ReplayError> {
+    ) -> Result<(Dependants, Vec<u32>), ReplayError> {
         let n = records.len();
+        let rows = records.rows();
         let mut pending = huge::filled(n, 0u32);
-        // off[d + 1] counts d's dependants, then becomes the CSR offsets
-        let mut off = huge::filled(n + 1, 0u32);
+        // off[r + 1] counts row r's dependants, then becomes the CSR offsets
+        let mut off = huge::filled(rows + 1, 0u32);
+        let mut ext: Vec<Vec<(u32, u32)>> = vec![Vec::new(); records.blocks().len()];
+        let mut forward = false;
         let counted = |i: usize, d: u32| {
             let a = agg_of(i);
             !(a != NONE && a == agg_of(d as usize))
         };
-        for (i, pend) in pending.iter_mut().enumerate() {
-            for (k, &d) in records.deps_of(i).iter().enumerate() {
-                if d == UNRESOLVED {
-                    return Err(ReplayError::DanglingDep {
-                        id: records.id(i),
-                        dep: records.dangling_id(i, k),
-                    });
+        let segments = records.segments();
+        // the explicit edges (dep d → record i), in record order: every dep of a row, and
+        // the deps of a block's first row
+        let each_edge = |f: &mut dyn FnMut(usize, usize, u32) -> Result<(), ReplayError>| {
+            for seg in &segments {
+                match *seg {
+                    Segment::Rows { pos, row, len } => {
+                        for j in 0..len {
+                            for (k, &d) in records.row_deps(row + j).iter().enumerate() {
+                                f((pos + j) as usize, k, d)?;
+                            }
+                        }
+                    }
+                    Segment::Block(_, x) => {
+                        for c in 0..x.n {
+                            for (k, d) in x.deps(1, c).into_iter().enumerate() {
+                                f((x.lo + c) as usize, k, d)?;
+                            }
+                        }
+                    }
                 }
-                if !counted(i, d) {
-                    continue;
-                }
-                if d as usize == i {
-                    return Err(ReplayError::Cycle(records.id(i), 1));
-                }
-                *pend += 1;
-                off[d as usize + 1] += 1;
             }
+            Ok(())
+        };
+        each_edge(&mut |i, k, d| {
+            if d == UNRESOLVED {
+                return Err(ReplayError::DanglingDep {
+                    id: records.id(i),
+                    dep: records.dangling_id(i, k),
+                });
+            }
+            if !counted(i, d) {
+                return Ok(());
+            }
+            if d as usize == i {
+                return Err(ReplayError::Cycle(records.id(i), 1));
+            }
+            forward |= d as usize > i;
+            pending[i] += 1;
+            match records.locate(d as usize) {
+                Loc::Row(r) => off[r as usize + 1] += 1,
+                Loc::Block { b, .. } => ext[b as usize].push((d, i as u32)),
+            }
+            Ok(())
+        })?;
+        // rows 2.. of a block wait for two records of the row before
+        for x in records.blocks() {
+            pending[(x.lo + x.n) as usize..x.hi as usize].fill(2);
         }
-        for i in 0..n {
-            off[i + 1] += off[i];
+        for r in 0..rows {
+            off[r + 1] += off[r];
         }
         let mut fill = off.clone();
-        let mut list = huge::filled(off[n] as usize, 0u32);
-        for i in 0..n {
-            for &d in records.deps_of(i) {
-                if counted(i, d) {
-                    list[fill[d as usize] as usize] = i as u32;
-                    fill[d as usize] += 1;
+        let mut list = huge::filled(off[rows] as usize, 0u32);
+        each_edge(&mut |i, _, d| {
+            if counted(i, d) {
+                if let Loc::Row(r) = records.locate(d as usize) {
+                    list[fill[r as usize] as usize] = i as u32;
+                    fill[r as usize] += 1;
                 }
             }
+            Ok(())
+        })?;
+        for e in &mut ext {
+            e.sort_unstable();
         }
-        Ok(Dependants { pending, off, list })
+        let deps = Dependants {
+            off,
+            list,
+            ext,
+            forward,
+        };
+        Ok((deps, pending))
     }
 
-    fn of(&self, r: u32) -> &[u32] {
-        &self.list[self.off[r as usize] as usize..self.off[r as usize + 1] as usize]
+    /// The dependants of explicit row `r`: `list[range]`.
+    #[inline]
+    pub fn of_row(&self, r: u32) -> std::ops::Range<usize> {
+        self.off[r as usize] as usize..self.off[r as usize + 1] as usize
+    }
+
+    /// The dependant at `k` of [`Dependants::of_row`]'s range.
+    #[inline]
+    pub fn at(&self, k: usize) -> u32 {
+        self.list[k]
+    }
+
+    /// The explicit dependants of record `p` of block `b`: `ext_at(b, k)` for `k` in the
+    /// range (empty for most block records).
+    #[inline]
+    pub fn of_block(&self, b: u32, p: u32) -> std::ops::Range<usize> {
+        let e = &self.ext[b as usize];
+        match e.first() {
+            Some(&(first, _)) if p >= first => {
+                let a = e.partition_point(|&(t, _)| t < p);
+                let z = a + e[a..].partition_point(|&(t, _)| t == p);
+                a..z
+            }
+            _ => 0..0,
+        }
+    }
+
+    /// The dependant at `k` of [`Dependants::of_block`]'s range.
+    #[inline]
+    pub fn ext_at(&self, b: u32, k: usize) -> u32 {
+        self.ext[b as usize][k].1
+    }
+
+    /// Calls `f` with each dependant of record `r`.
+    fn each(&self, records: &RecordTable, r: u32, mut f: impl FnMut(u32)) {
+        match records.locate(r as usize) {
+            Loc::Row(row) => self.of_row(row).for_each(|k| f(self.at(k))),
+            Loc::Block { b, k, col } => {
+                let x = &records.blocks()[b as usize];
+                if k < x.rows() {
+                    f(x.pos(k + 1, col));
+                    f(x.pos(k + 1, (col + 1) % x.n));
+                }
+                self.of_block(b, r).for_each(|e| f(self.ext_at(b, e)));
+            }
+        }
     }
 }
 
 /// Kahn's algorithm over records with each aggregation contracted to one node: an error
-/// naming a record that can never start, and how many cannot, when there is a cycle.
+/// naming a record that can never start, and how many cannot, when there is a cycle. A
+/// trace without aggregations whose every dep names an earlier record is acyclic as it
+/// stands (positions are a topological order) and is not walked.
 fn check_acyclic(
     records: &RecordTable,
     agg_of: &impl Fn(usize) -> u32,
     members: &[Vec<u32>],
     deps: &Dependants,
+    pending: &[u32],
 ) -> Result<(), ReplayError> {
+    if members.is_empty() && !deps.forward {
+        return Ok(());
+    }
     let n = records.len();
     let node = |i: usize| {
         if agg_of(i) != NONE {
@@ -365,7 +507,7 @@ fn check_acyclic(
     };
     let mut indeg = huge::filled(n + members.len(), 0u32);
     for i in 0..n {
-        indeg[node(i)] += deps.pending[i];
+        indeg[node(i)] += pending[i];
     }
     // a member record is not a node of its own: its aggregation is
     let is_node = |v: usize| v >= n || agg_of(v) == NONE;
@@ -383,13 +525,13 @@ fn check_acyclic(
             &one
         };
         for &r in recs {
-            for &d in deps.of(r) {
+            deps.each(records, r, |d| {
                 let t = node(d as usize);
                 indeg[t] -= 1;
                 if indeg[t] == 0 {
                     stack.push(t);
                 }
-            }
+            });
         }
     }
     let total = (0..n + members.len()).filter(|&v| is_node(v)).count();
@@ -528,11 +670,83 @@ impl Hasher for KeyHasher {
 }
 
 /// The routed path of every `Net` and `Ina` record between distinct nodes (an index into
-/// the interned [`Paths`]), and the trace's switch bytes.
+/// the interned [`Paths`]): per explicit row, and per column of each ring block (its rows
+/// repeat the columns' connections); and the trace's switch bytes.
 struct RecordPaths {
     of: Vec<u32>,
+    blocks: Vec<Vec<u32>>,
     paths: Paths,
     switch_bytes: u64,
+}
+
+/// The interned paths while they are found, in order of first use.
+struct Interner<'a, R: PathSource + ?Sized> {
+    topo: &'a Topology,
+    routing: &'a R,
+    channels: &'a Channels,
+    paths: Paths,
+    keys: HashMap<(NodeId, NodeId, u32), u32, BuildHasherDefault<KeyHasher>>,
+    /// Switch hops of each path (`fct::switch_hops` of its sender and channels).
+    hops: Vec<u64>,
+}
+
+impl<R: PathSource + ?Sized> Interner<'_, R> {
+    /// The path of a transfer `src → dst` on NCCL channel `channel` ([`NONE`] when it
+    /// moves nothing on the network), routed for record `id` the first time.
+    fn path(
+        &mut self,
+        mode: Mode,
+        src: NodeId,
+        dst: NodeId,
+        channel: u32,
+        id: impl FnOnce() -> FlowId,
+    ) -> Result<u32, ReplayError> {
+        if !matches!(mode, Mode::Net | Mode::Ina) || src == dst {
+            return Ok(NONE);
+        }
+        let key = (src, dst, channel);
+        if let Some(&k) = self.keys.get(&key) {
+            return Ok(k);
+        }
+        let k = self.paths.off.len() as u32;
+        let (off, len, delay, route) = self.channels.route(
+            self.topo,
+            self.routing,
+            id(),
+            src,
+            dst,
+            channel,
+            &mut self.paths.channels,
+        )?;
+        let ps = &mut self.paths;
+        ps.off.push(off);
+        ps.len.push(len);
+        ps.delay.push(delay);
+        ps.min_rate.push(
+            route
+                .iter()
+                .map(|c| self.channels.rate[c.idx()])
+                .min()
+                .unwrap_or(0),
+        );
+        ps.bottleneck.push(
+            route
+                .iter()
+                .map(|c| self.channels.cap[c.idx()])
+                .fold(f64::INFINITY, f64::min),
+        );
+        self.hops.push(fct::switch_hops(self.topo, src, &route));
+        self.keys.insert(key, k);
+        Ok(k)
+    }
+
+    /// Switch bytes of `bytes` on path `p`.
+    fn switch_bytes(&self, bytes: u64, p: u32) -> u64 {
+        match p {
+            NONE => 0,
+            p => bytes * self.hops[p as usize],
+        }
+    }
 }
 
 impl RecordPaths {
@@ -542,61 +756,59 @@ impl RecordPaths {
         routing: &R,
         channels: &Channels,
     ) -> Result<RecordPaths, ReplayError> {
-        let n = records.len();
-        let mut p = RecordPaths {
-            of: huge::filled(n, NONE),
+        let mut of = huge::filled(records.rows(), NONE);
+        let mut blocks = Vec::with_capacity(records.blocks().len());
+        let mut switch_bytes = 0u64;
+        let mut paths = Interner {
+            topo,
+            routing,
+            channels,
             paths: Paths::default(),
-            switch_bytes: 0,
+            keys: HashMap::default(),
+            hops: Vec::new(),
         };
-        let mut interned: HashMap<(NodeId, NodeId, u32), u32, BuildHasherDefault<KeyHasher>> =
-            HashMap::default();
-        // switch hops of each path (`fct::switch_hops` of its sender and channels)
-        let mut hops: Vec<u64> = Vec::new();
-        for i in 0..n {
-            let (src, dst) = (records.src(i), records.dst(i));
-            if !matches!(records.mode(i), Mode::Net | Mode::Ina) || src == dst {
-                continue;
-            }
-            let key = (src, dst, records.channel(i));
-            let path = match interned.get(&key) {
-                Some(&k) => k,
-                None => {
-                    let k = p.paths.off.len() as u32;
-                    let (off, len, delay, route) = channels.route(
-                        topo,
-                        routing,
-                        records.id(i),
-                        src,
-                        dst,
-                        key.2,
-                        &mut p.paths.channels,
-                    )?;
-                    let ps = &mut p.paths;
-                    ps.off.push(off);
-                    ps.len.push(len);
-                    ps.delay.push(delay);
-                    ps.min_rate.push(
-                        route
-                            .iter()
-                            .map(|c| channels.rate[c.idx()])
-                            .min()
-                            .unwrap_or(0),
-                    );
-                    ps.bottleneck.push(
-                        route
-                            .iter()
-                            .map(|c| channels.cap[c.idx()])
-                            .fold(f64::INFINITY, f64::min),
-                    );
-                    hops.push(fct::switch_hops(topo, src, &route));
-                    interned.insert(key, k);
-                    k
+        // in position order, so paths are routed (and numbered) at their first record
+        for seg in records.segments() {
+            match seg {
+                Segment::Rows { pos, row, len } => {
+                    for j in 0..len {
+                        let f = records.row_fields(row + j);
+                        let id = || records.id((pos + j) as usize);
+                        let p = paths.path(f.mode, f.src, f.dst, f.channel, id)?;
+                        of[(row + j) as usize] = p;
+                        switch_bytes += paths.switch_bytes(f.bytes, p);
+                    }
                 }
-            };
-            p.of[i] = path;
-            p.switch_bytes += records.bytes(i).0 * hops[path as usize];
+                Segment::Block(b, x) => {
+                    let mut cols = Vec::with_capacity(x.n as usize);
+                    for c in 0..x.n {
+                        let f = records.block_fields(b, 1, c);
+                        let id = || records.id((x.lo + c) as usize);
+                        cols.push(paths.path(f.mode, f.src, f.dst, f.channel, id)?);
+                    }
+                    for k in 1..=x.rows() {
+                        for (c, &p) in cols.iter().enumerate() {
+                            switch_bytes += paths.switch_bytes(x.bytes_at(k, c as u32), p);
+                        }
+                    }
+                    blocks.push(cols);
+                }
+            }
         }
-        Ok(p)
+        Ok(RecordPaths {
+            of,
+            blocks,
+            paths: paths.paths,
+            switch_bytes,
+        })
+    }
+
+    /// The path of record `i` (an explicit row or a block record).
+    fn of_record(&self, records: &RecordTable, i: u32) -> u32 {
+        match records.locate(i as usize) {
+            Loc::Row(r) => self.of[r as usize],
+            Loc::Block { b, col, .. } => self.blocks[b as usize][col as usize],
+        }
     }
 }
 
@@ -635,7 +847,7 @@ struct AggContext<'a, R: PathSource + ?Sized> {
 impl<R: PathSource + ?Sized> AggContext<'_, R> {
     /// The channels of member record `m` (none when it crosses no channel).
     fn path_of(&self, m: u32) -> &[u32] {
-        match self.paths.of[m as usize] {
+        match self.paths.of_record(self.records, m) {
             NONE => &[],
             p => self.paths.paths.of(p),
         }
@@ -643,7 +855,7 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
 
     /// The propagation delay of member record `m`'s path.
     fn delay_of(&self, m: u32) -> u64 {
-        match self.paths.of[m as usize] {
+        match self.paths.of_record(self.records, m) {
             NONE => 0,
             p => self.paths.paths.delay[p as usize],
         }

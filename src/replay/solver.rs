@@ -16,10 +16,72 @@ use std::collections::BinaryHeap;
 /// channel's version (stale entries are skipped).
 type ShareHeap = BinaryHeap<Reverse<(u64, u32, u32)>>;
 
+/// The solver's state of one channel, in one cache line: adding, removing and re-solving
+/// a transfer touch every channel of its path, and with the fields in separate arrays
+/// each touch cost a cache miss per field.
+#[repr(C, align(64))]
+#[derive(Clone, Debug, Default)]
+pub(super) struct Chan {
+    /// Capacity, bytes per ns (`Prepared::ch_cap`, kept here beside the demand it is
+    /// compared with).
+    cap: f64,
+    /// Sum of the rate caps of its units.
+    demand: f64,
+    /// Capacity not yet given out in a progressive fill.
+    rem: f64,
+    /// Stamp of the last re-solve that reached it.
+    mark: u32,
+    /// Stamp of the last re-solve whose component it is a tight channel of.
+    comp: u32,
+    /// Version of its entries in the fill's share heap.
+    ver: u32,
+    /// Units not yet frozen in a progressive fill.
+    cnt: u32,
+    /// The units on it: (unit, position of the channel in its path).
+    units: Vec<(u32, u32)>,
+}
+
+/// Every channel's [`Chan`]; indexing gives a channel's units.
+pub(super) struct ChanTable(Vec<Chan>);
+
+impl ChanTable {
+    /// Channels of capacities `cap` (bytes per ns), no units on them.
+    pub fn new(cap: &[f64]) -> ChanTable {
+        let mut v = super::huge::filled(cap.len(), Chan::default());
+        for (x, &c) in v.iter_mut().zip(cap) {
+            x.cap = c;
+        }
+        ChanTable(v)
+    }
+}
+
+impl std::ops::Index<usize> for ChanTable {
+    type Output = Vec<(u32, u32)>;
+    #[inline]
+    fn index(&self, c: usize) -> &Vec<(u32, u32)> {
+        &self.0[c].units
+    }
+}
+
+impl std::ops::IndexMut<usize> for ChanTable {
+    #[inline]
+    fn index_mut(&mut self, c: usize) -> &mut Vec<(u32, u32)> {
+        &mut self.0[c].units
+    }
+}
+
 impl Sim<'_> {
     /// True when the caps of the units on `c` sum above its capacity.
+    #[inline]
     pub(super) fn tight(&self, c: usize) -> bool {
-        self.ch_demand[c] > self.p.ch_cap[c] * (1.0 + 1e-9)
+        let x = &self.ch_units.0[c];
+        x.demand > x.cap * (1.0 + 1e-9)
+    }
+
+    /// Channel `c`'s state.
+    #[inline]
+    fn ch(&mut self, c: usize) -> &mut Chan {
+        &mut self.ch_units.0[c]
     }
 
     /// Put a new unit on the channels `arena[off..off+len]`, with its own rate limit `cap`;
@@ -71,7 +133,7 @@ impl Sim<'_> {
             let before = self.tight(c);
             self.pos[a] = self.ch_units[c].len() as u32;
             self.ch_units[c].push((u, k));
-            self.ch_demand[c] += cap;
+            self.ch(c).demand += cap;
             if before || self.tight(c) {
                 self.dirty.push(c as u32);
             }
@@ -95,7 +157,7 @@ impl Sim<'_> {
         for k in 0..len {
             let c = self.p.arena[(off + k) as usize] as usize;
             let before = self.tight(c);
-            self.ch_demand[c] += cap - old;
+            self.ch(c).demand += cap - old;
             if before || self.tight(c) {
                 self.dirty.push(c as u32);
             }
@@ -122,10 +184,11 @@ impl Sim<'_> {
             if let Some(&(u2, k2)) = self.ch_units[c].get(p) {
                 self.pos[(self.units[u2 as usize].off + k2) as usize] = p as u32;
             }
-            self.ch_demand[c] = if self.ch_units[c].is_empty() {
+            let x = self.ch(c);
+            x.demand = if x.units.is_empty() {
                 0.0
             } else {
-                self.ch_demand[c] - cap
+                x.demand - cap
             };
             if account {
                 self.ch_bytes[c] += wire;
@@ -165,8 +228,8 @@ impl Sim<'_> {
         let mut stack: Vec<u32> = Vec::new();
         let dirty = std::mem::take(&mut self.dirty);
         for &c in &dirty {
-            if self.ch_mark[c as usize] != st {
-                self.ch_mark[c as usize] = st;
+            if self.ch(c as usize).mark != st {
+                self.ch(c as usize).mark = st;
                 stack.push(c);
             }
         }
@@ -178,7 +241,7 @@ impl Sim<'_> {
             let cu = c as usize;
             if self.tight(cu) {
                 comp_ch.push(c);
-                self.ch_comp[cu] = st;
+                self.ch(cu).comp = st;
             }
             for i in 0..self.ch_units[cu].len() {
                 let u = self.ch_units[cu][i].0;
@@ -203,8 +266,8 @@ impl Sim<'_> {
         let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
         for k in off..off + len {
             let c = self.p.arena[k as usize] as usize;
-            if self.ch_mark[c] != st && self.tight(c) {
-                self.ch_mark[c] = st;
+            if self.ch(c).mark != st && self.tight(c) {
+                self.ch(c).mark = st;
                 stack.push(c as u32);
             }
         }
@@ -218,7 +281,8 @@ impl Sim<'_> {
     /// host transfers share what they leave ([`Sim::ina_first`]).
     fn progressive_fill(&mut self, mut comp_units: Vec<u32>, comp_ch: &[u32]) -> Vec<u32> {
         for &c in comp_ch {
-            self.rem[c as usize] = self.p.ch_cap[c as usize];
+            let x = self.ch(c as usize);
+            x.rem = x.cap;
         }
         comp_units.sort_unstable_by(|&a, &b| {
             self.units[a as usize]
@@ -235,7 +299,7 @@ impl Sim<'_> {
             && comp_units.iter().any(|&u| !self.is_ina(u))
         {
             let (aggs, hosts): (Vec<u32>, Vec<u32>) =
-                comp_units.iter().partition(|&&u| self.is_ina(u));
+                comp_units.iter().partition(|&&u| self.filled_first(u));
             self.fill(&aggs, comp_ch, Some(true));
             self.fill(&hosts, comp_ch, Some(false));
         } else {
@@ -261,6 +325,13 @@ impl Sim<'_> {
         matches!(self.units[u as usize].owner, Owner::Agg(_) | Owner::Ring(_))
     }
 
+    /// Whether unit `u` is filled before host transfers under [`Sim::ina_first`]: an
+    /// aggregation stream or fallback ring, or a host transfer whose bytes all wait in
+    /// the queues ahead of them ([`Sim::cc_sent_all`]).
+    fn filled_first(&self, u: u32) -> bool {
+        self.is_ina(u) || self.cc_sent_all(u)
+    }
+
     /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
     /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
     /// the units not yet frozen, only aggregation streams with `Some(true)`.
@@ -275,15 +346,16 @@ impl Sim<'_> {
                 Some(_) => self.ch_units[cu]
                     .iter()
                     .filter(|&&(u, _)| {
-                        self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u))
+                        self.unit_frozen[u as usize] != st && (!aggs_only || self.filled_first(u))
                     })
                     .count(),
             };
-            self.cnt[cu] = counted as u32;
-            self.ch_ver[cu] = self.ch_ver[cu].wrapping_add(1);
+            let x = self.ch(cu);
+            x.cnt = counted as u32;
+            x.ver = x.ver.wrapping_add(1);
             if counted > 0 {
-                let share = self.rem[cu] / counted as f64;
-                heap.push(Reverse((share.to_bits(), c, self.ch_ver[cu])));
+                let share = x.rem / counted as f64;
+                heap.push(Reverse((share.to_bits(), c, x.ver)));
             }
         }
         let mut ui = 0;
@@ -292,7 +364,8 @@ impl Sim<'_> {
                 ui += 1;
             }
             while let Some(&Reverse((_, c, v))) = heap.peek() {
-                if self.ch_ver[c as usize] != v || self.cnt[c as usize] == 0 {
+                let x = &self.ch_units.0[c as usize];
+                if x.ver != v || x.cnt == 0 {
                     heap.pop();
                 } else {
                     break;
@@ -308,12 +381,15 @@ impl Sim<'_> {
                     heap.pop();
                     let cu = c as usize;
                     // saturated: nothing left for a later fill
-                    self.cnt[cu] = 0;
-                    self.rem[cu] = 0.0;
+                    let x = self.ch(cu);
+                    x.cnt = 0;
+                    x.rem = 0.0;
                     let share = share.max(1e-12);
                     for i in 0..self.ch_units[cu].len() {
                         let u = self.ch_units[cu][i].0;
-                        if self.unit_frozen[u as usize] != st && (!aggs_only || self.is_ina(u)) {
+                        if self.unit_frozen[u as usize] != st
+                            && (!aggs_only || self.filled_first(u))
+                        {
                             self.freeze(u, share, &mut heap);
                         }
                     }
@@ -336,15 +412,16 @@ impl Sim<'_> {
         let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
         for k in off..off + len {
             let c = self.p.arena[k as usize] as usize;
-            if self.ch_comp[c] != st || self.cnt[c] == 0 {
+            let x = self.ch(c);
+            if x.comp != st || x.cnt == 0 {
                 continue;
             }
-            self.rem[c] = (self.rem[c] - rate).max(0.0);
-            self.cnt[c] -= 1;
-            self.ch_ver[c] = self.ch_ver[c].wrapping_add(1);
-            if self.cnt[c] > 0 {
-                let share = self.rem[c] / self.cnt[c] as f64;
-                heap.push(Reverse((share.to_bits(), c as u32, self.ch_ver[c])));
+            x.rem = (x.rem - rate).max(0.0);
+            x.cnt -= 1;
+            x.ver = x.ver.wrapping_add(1);
+            if x.cnt > 0 {
+                let share = x.rem / x.cnt as f64;
+                heap.push(Reverse((share.to_bits(), c as u32, x.ver)));
             }
         }
     }

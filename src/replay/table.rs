@@ -1,8 +1,27 @@
 //! The trace records as the replayer keeps them: one column per field it reads, deps as
-//! positions in one flat list. A [`FlowRecord`] is ≈ 170 B plus a heap block for its
-//! deps; a row here is ≈ 42 B plus 4 B per dep, so a 68-million-record trace fits in
-//! memory. The columns are filled one record at a time ([`RecordTable::push`]) straight
-//! from the generator or the trace reader; no `Vec<FlowRecord>` is needed.
+//! positions in one flat list, and the steps of ring collectives as *ring blocks*, held by
+//! their pattern instead of a row each. A [`FlowRecord`] is ≈ 170 B plus a heap block for
+//! its deps; an explicit row here is ≈ 42 B plus 4 B per dep, and a record of a ring block
+//! takes nothing here. The columns are filled one record at a time
+//! ([`RecordTable::push`]) straight from the generator or the trace reader; no
+//! `Vec<FlowRecord>` is needed.
+//!
+//! **Ring blocks.** A ring collective over `n` members sends, in step `k`, member `i`'s
+//! chunk to member `i+1` after its own step `k−1` and the step `k−1` it received from
+//! `i−1` (`lower::host`, `Lowering::ring_schedule`): `2(n−1)` rows of `n` records whose
+//! deps, endpoints and sizes repeat, and whose count grows with `n²` (a data-parallel ring
+//! of 1,024 ranks: 2 M records per bucket). The table recognises that pattern in the
+//! records as they arrive, whoever wrote them, and keeps rows `1…` of it as one [`Block`]:
+//! from row 1 on, record `(k, i)` is a `net` record at position `lo + (k−1)·n + i` with
+//! no gap, duration or aggregation tag, whose deps are exactly `[(k−1, i), (k−1, i−1 mod
+//! n)]` (row 0 being the explicit records `first[i]`), whose sender and receiver are
+//! column `i`'s, whose size is `bytes[(i − k) mod n]` (each chunk moves one member on per
+//! step), and whose class and NCCL channel are the block's. Every field of every record is
+//! recovered exactly from the block, so the replay is the same whichever way a record is
+//! held (`tests/replay_sources.rs` replays jobs both ways and compares every output); a
+//! record that breaks the pattern ends the block and is kept as an explicit row, as are
+//! the rows of a block shorter than [`MIN_BLOCK`] records. Only what the trace says is
+//! used: nothing depends on the generator having written the records.
 //!
 //! The fields the replayer never reads (iteration, collective, step, micro-batch, layer,
 //! stage, group size) are not kept.
@@ -18,14 +37,32 @@ use std::collections::HashMap;
 /// dangling by the replayer's validation.
 pub(super) const UNRESOLVED: u32 = u32::MAX;
 
-/// The records of one trace, by position (trace order), as columns.
+/// The fewest records a ring block holds; a shorter run of the pattern stays explicit
+/// rows (its rows would save less than the block's own columns cost).
+const MIN_BLOCK: u32 = 64;
+
+/// The most members a ring block may have: the first row is buffered while the members
+/// are counted.
+const MAX_MEMBERS: usize = 1 << 16;
+
+/// Positions per entry of the index [`RecordTable::locate`] starts from.
+const CHUNK_SHIFT: u32 = 12;
+
+/// "No aggregation tag" in `tag_of`.
+const NO_TAG: u32 = u32::MAX;
+
+/// The records of one trace, by position (trace order): explicit rows as columns, and
+/// ring blocks (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecordTable {
-    /// Each record's id; empty while the ids are 0, 1, 2, … in order (what the
-    /// generator writes), so the position is the id.
+    /// Records (positions), explicit or in blocks.
+    len: usize,
+    /// Each record's id, by position; empty while the ids are 0, 1, 2, … in order (what
+    /// the generator writes), so the position is the id.
     ids: Vec<u64>,
     /// Id → position, built only once the ids stop being dense.
     map: HashMap<u64, u32>,
+    // The explicit rows, in position order (row `r` is the `r`-th record outside blocks).
     src: Vec<NodeId>,
     dst: Vec<NodeId>,
     bytes: Vec<u64>,
@@ -34,22 +71,184 @@ pub struct RecordTable {
     mode: Vec<Mode>,
     class: Vec<Class>,
     channel: Vec<u32>,
-    /// Deps of record `i`: `deps[dep_off[i]..dep_off[i + 1]]`.
+    /// Deps of row `r`: `deps[dep_off[r]..dep_off[r + 1]]`.
     dep_off: Vec<u32>,
     /// Dep positions ([`UNRESOLVED`]: not found).
     deps: Vec<u32>,
     /// Deps not resolved when pushed: (slot in `deps`, id), in push order. After
     /// [`RecordTable::finish`], only the dangling ones remain.
     unresolved: Vec<(u32, u64)>,
-    /// Index into `tags` of each record, [`NO_TAG`] for none; empty while no record has one.
+    /// Index into `tags` of each row, [`NO_TAG`] for none; empty while no row has one.
     tag_of: Vec<u32>,
     tags: Vec<AggTag>,
     /// The first id pushed twice.
     duplicate: Option<FlowId>,
+    /// The ring blocks, in position order.
+    blocks: Vec<Block>,
+    /// For each run of `2^CHUNK_SHIFT` positions, the first block ending after its start
+    /// (built by [`RecordTable::finish`]).
+    chunk: Vec<u32>,
+    /// The first row of a possible block, still being read (it holds the last positions).
+    cand: Option<Box<Candidate>>,
+    /// The last block is still taking records (it holds the last positions).
+    open: bool,
+    /// The dep positions of the record being pushed.
+    scratch: Vec<u32>,
+    /// Keep every record as an explicit row (no blocks).
+    explicit_only: bool,
 }
 
-/// "No aggregation tag" in `tag_of`.
-const NO_TAG: u32 = u32::MAX;
+/// Rows `1..` of a ring collective's records, held by their pattern (module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Block {
+    /// Position of record (1, 0).
+    pub lo: u32,
+    /// One past the last position (while open: the records taken so far).
+    pub hi: u32,
+    /// Members (columns).
+    pub n: u32,
+    /// Records in the blocks before this one.
+    pub before: u32,
+    /// The records row 1 waits for: record (1, i) waits for `first[i]` and `first[i−1]`.
+    pub first: Vec<u32>,
+    /// Sender of column `i`.
+    pub src: Vec<NodeId>,
+    /// Receiver of column `i`.
+    pub dst: Vec<NodeId>,
+    /// Size of chunk `c`: record (k, i) carries chunk `(i − k) mod n`.
+    pub bytes: Vec<u64>,
+    pub class: Class,
+    pub channel: u32,
+}
+
+impl Block {
+    /// Complete rows.
+    pub fn rows(&self) -> u32 {
+        (self.hi - self.lo) / self.n
+    }
+
+    /// Position of record (k, i), k ≥ 1.
+    pub fn pos(&self, k: u32, i: u32) -> u32 {
+        self.lo + (k - 1) * self.n + i
+    }
+
+    /// Position of record (k, i) with row 0 the records before the block.
+    fn at(&self, k: u32, i: u32) -> u32 {
+        if k == 0 {
+            self.first[i as usize]
+        } else {
+            self.pos(k, i)
+        }
+    }
+
+    /// Deps of record (k, i), in their trace order.
+    pub fn deps(&self, k: u32, i: u32) -> [u32; 2] {
+        [self.at(k - 1, i), self.at(k - 1, (i + self.n - 1) % self.n)]
+    }
+
+    /// Payload bytes of record (k, i).
+    pub fn bytes_at(&self, k: u32, i: u32) -> u64 {
+        self.bytes[((i + self.n - k % self.n) % self.n) as usize]
+    }
+}
+
+/// The first row of a possible block: records whose second dep is the previous one's
+/// first (module docs), read until a record waits for the row's first record.
+#[derive(Clone, Debug, PartialEq)]
+struct Candidate {
+    lo: u32,
+    a: Vec<u32>,
+    b: Vec<u32>,
+    src: Vec<NodeId>,
+    dst: Vec<NodeId>,
+    bytes: Vec<u64>,
+    class: Class,
+    channel: u32,
+}
+
+impl Candidate {
+    fn new(p: u32, r: &FlowRecord, d: [u32; 2]) -> Candidate {
+        Candidate {
+            lo: p,
+            a: vec![d[0]],
+            b: vec![d[1]],
+            src: vec![r.src],
+            dst: vec![r.dst],
+            bytes: vec![r.bytes.0],
+            class: r.class,
+            channel: r.channel,
+        }
+    }
+
+    fn add(&mut self, r: &FlowRecord, d: [u32; 2]) {
+        self.a.push(d[0]);
+        self.b.push(d[1]);
+        self.src.push(r.src);
+        self.dst.push(r.dst);
+        self.bytes.push(r.bytes.0);
+    }
+
+    /// The members, if record `d` (the deps of the record after the row) closes the ring.
+    fn closes(&self, d: [u32; 2]) -> bool {
+        let n = self.a.len();
+        n >= 2 && d[0] == self.lo && d[1] == self.lo + n as u32 - 1 && self.b[0] == self.a[n - 1]
+    }
+
+    /// Whether `r` with deps `d` is the row's next record.
+    fn continues(&self, r: &FlowRecord, d: [u32; 2]) -> bool {
+        let n = self.a.len();
+        n < MAX_MEMBERS
+            && d[1] == self.a[n - 1]
+            && r.class == self.class
+            && r.channel == self.channel
+    }
+}
+
+/// Where a position's record is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Loc {
+    /// Explicit row.
+    Row(u32),
+    /// Record (k, col) of block `b`.
+    Block { b: u32, k: u32, col: u32 },
+}
+
+/// A run of positions held one way: explicit rows from `row` on, or a block.
+pub(super) enum Segment<'a> {
+    /// Positions `pos..pos + len`, explicit rows `row..row + len`.
+    Rows { pos: u32, row: u32, len: u32 },
+    /// Block `.0`.
+    Block(u32, &'a Block),
+}
+
+/// A record's deps: a row's slice, or a block record's two.
+pub(super) enum DepList<'a> {
+    Row(&'a [u32]),
+    Pair([u32; 2]),
+}
+
+impl std::ops::Deref for DepList<'_> {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            DepList::Row(s) => s,
+            DepList::Pair(p) => p,
+        }
+    }
+}
+
+/// The fields of one record the replay reads.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Fields {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: u64,
+    pub gap: u64,
+    pub dur: u64,
+    pub mode: Mode,
+    pub class: Class,
+    pub channel: u32,
+}
 
 impl RecordTable {
     /// An empty table.
@@ -60,49 +259,235 @@ impl RecordTable {
         }
     }
 
+    /// An empty table that keeps every record as an explicit row, never in a ring block:
+    /// the reference the blocks are tested against.
+    pub fn new_explicit() -> RecordTable {
+        RecordTable {
+            explicit_only: true,
+            ..RecordTable::new()
+        }
+    }
+
     /// The table of `records` (what [`super::simulate`] replays).
     pub fn from_records(records: &[FlowRecord]) -> Result<RecordTable, ReplayError> {
-        let mut t = RecordTable::new();
+        RecordTable::new().with_records(records)
+    }
+
+    /// `self` with `records` pushed and finished.
+    pub fn with_records(mut self, records: &[FlowRecord]) -> Result<RecordTable, ReplayError> {
         for r in records {
-            t.push(r)?;
+            self.push(r)?;
         }
-        t.finish();
-        Ok(t)
+        self.finish();
+        Ok(self)
     }
 
     /// Append one record. Its deps are resolved to positions when their ids are already
     /// in the table, else by [`RecordTable::finish`]. An error only when the table is
     /// full (positions and dep offsets are `u32`).
     pub fn push(&mut self, r: &FlowRecord) -> Result<(), ReplayError> {
-        let n = self.len();
-        let deps_after = self.deps.len() as u64 + r.deps.len() as u64;
+        let n = self.len;
+        // a block record may become an explicit row of two deps when its block ends
+        let held = (n - self.src.len()) as u64;
+        let deps_after = self.deps.len() as u64 + r.deps.len() as u64 + 2 * held;
         if n as u64 >= UNRESOLVED as u64 - 1 || deps_after >= u32::MAX as u64 {
             return Err(ReplayError::TooLarge(n));
         }
         self.index_id(r.id.0, n as u32);
-        for d in &r.deps {
-            let slot = self.deps.len() as u32;
-            match self.position(d.0) {
-                Some(p) => self.deps.push(p),
-                None => {
-                    self.deps.push(UNRESOLVED);
-                    self.unresolved.push((slot, d.0));
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        scratch.extend(
+            r.deps
+                .iter()
+                .map(|d| self.position(d.0).unwrap_or(UNRESOLVED)),
+        );
+        let p = n as u32;
+        let ring_like = !self.explicit_only
+            && r.mode == Mode::Net
+            && r.gap.0 == 0
+            && r.dur.0 == 0
+            && r.agg.is_none()
+            && scratch.len() == 2
+            && scratch.iter().all(|&d| d < p);
+        if !(ring_like && self.take(p, r, [scratch[0], scratch[1]])) {
+            self.settle();
+            self.push_record(r, &scratch);
+        }
+        self.scratch = scratch;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Take ring-like record `r` (deps `d`) at position `p` into the open block, the
+    /// candidate row, or a new candidate row; false when it must be an explicit row.
+    fn take(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
+        if self.open {
+            if self.block_takes(p, r, d) {
+                return true;
+            }
+            self.close_block();
+        }
+        if let Some(c) = self.cand.as_deref() {
+            if c.closes(d) {
+                self.establish();
+                if self.block_takes(p, r, d) {
+                    return true;
                 }
+                self.close_block();
+            } else if c.continues(r, d) {
+                if let Some(c) = self.cand.as_deref_mut() {
+                    c.add(r, d);
+                }
+                return true;
+            } else {
+                self.flush_candidate();
             }
         }
+        self.cand = Some(Box::new(Candidate::new(p, r, d)));
+        true
+    }
+
+    /// Whether the open block's next record is `r` with deps `d`; if so it is taken.
+    fn block_takes(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
+        let Some(x) = self.blocks.last_mut() else {
+            return false;
+        };
+        let j = p - x.lo;
+        let (k, i) = (j / x.n + 1, j % x.n);
+        let ok = p == x.hi
+            && d == x.deps(k, i)
+            && r.src == x.src[i as usize]
+            && r.dst == x.dst[i as usize]
+            && r.bytes.0 == x.bytes_at(k, i)
+            && r.class == x.class
+            && r.channel == x.channel;
+        if ok {
+            x.hi = p + 1;
+        }
+        ok
+    }
+
+    /// The candidate row becomes an open block of one row.
+    fn establish(&mut self) {
+        let Some(c) = self.cand.take() else { return };
+        let n = c.a.len() as u32;
+        let mut bytes = vec![0; n as usize];
+        for (i, &b) in c.bytes.iter().enumerate() {
+            bytes[(i + n as usize - 1) % n as usize] = b;
+        }
+        let before = self.blocks.last().map_or(0, |x| x.before + (x.hi - x.lo));
+        self.blocks.push(Block {
+            lo: c.lo,
+            hi: c.lo + n,
+            n,
+            before,
+            first: c.a,
+            src: c.src,
+            dst: c.dst,
+            bytes,
+            class: c.class,
+            channel: c.channel,
+        });
+        self.open = true;
+    }
+
+    /// End the open block: a partial last row, or the whole block when it is shorter than
+    /// [`MIN_BLOCK`], becomes explicit rows.
+    fn close_block(&mut self) {
+        if !std::mem::take(&mut self.open) {
+            return;
+        }
+        let Some(mut x) = self.blocks.pop() else {
+            return;
+        };
+        let full = x.lo + x.rows() * x.n;
+        let keep = full - x.lo >= MIN_BLOCK;
+        let from = if keep { full } else { x.lo };
+        for p in from..x.hi {
+            let j = p - x.lo;
+            let (k, i) = (j / x.n + 1, j % x.n);
+            let f = Fields {
+                src: x.src[i as usize],
+                dst: x.dst[i as usize],
+                bytes: x.bytes_at(k, i),
+                gap: 0,
+                dur: 0,
+                mode: Mode::Net,
+                class: x.class,
+                channel: x.channel,
+            };
+            self.push_row(f, None, &x.deps(k, i), &[]);
+        }
+        if keep {
+            x.hi = full;
+            self.blocks.push(x);
+        }
+    }
+
+    /// The candidate row's records become explicit rows.
+    fn flush_candidate(&mut self) {
+        let Some(c) = self.cand.take() else { return };
+        for i in 0..c.a.len() {
+            let f = Fields {
+                src: c.src[i],
+                dst: c.dst[i],
+                bytes: c.bytes[i],
+                gap: 0,
+                dur: 0,
+                mode: Mode::Net,
+                class: c.class,
+                channel: c.channel,
+            };
+            self.push_row(f, None, &[c.a[i], c.b[i]], &[]);
+        }
+    }
+
+    /// Every record pushed so far is final: the open block ends, the candidate row
+    /// becomes rows.
+    fn settle(&mut self) {
+        self.close_block();
+        self.flush_candidate();
+    }
+
+    /// Record `r` as an explicit row, its deps at `deps` (positions, [`UNRESOLVED`] for
+    /// ids not seen yet).
+    fn push_record(&mut self, r: &FlowRecord, deps: &[u32]) {
+        let f = Fields {
+            src: r.src,
+            dst: r.dst,
+            bytes: r.bytes.0,
+            gap: r.gap.0,
+            dur: r.dur.0,
+            mode: r.mode,
+            class: r.class,
+            channel: r.channel,
+        };
+        self.push_row(f, r.agg, deps, &r.deps);
+    }
+
+    /// Append an explicit row; `ids` names the deps for those [`UNRESOLVED`] (empty when
+    /// every dep is resolved).
+    fn push_row(&mut self, f: Fields, agg: Option<AggTag>, deps: &[u32], ids: &[FlowId]) {
+        let row = self.src.len();
+        for (k, &d) in deps.iter().enumerate() {
+            if d == UNRESOLVED {
+                self.unresolved.push((self.deps.len() as u32, ids[k].0));
+            }
+            self.deps.push(d);
+        }
         self.dep_off.push(self.deps.len() as u32);
-        self.src.push(r.src);
-        self.dst.push(r.dst);
-        self.bytes.push(r.bytes.0);
-        self.gap.push(r.gap.0);
-        self.dur.push(r.dur.0);
-        self.mode.push(r.mode);
-        self.class.push(r.class);
-        self.channel.push(r.channel);
-        match r.agg {
+        self.src.push(f.src);
+        self.dst.push(f.dst);
+        self.bytes.push(f.bytes);
+        self.gap.push(f.gap);
+        self.dur.push(f.dur);
+        self.mode.push(f.mode);
+        self.class.push(f.class);
+        self.channel.push(f.channel);
+        match agg {
             Some(tag) => {
-                if self.tag_of.len() < n {
-                    self.tag_of.resize(n, NO_TAG);
+                if self.tag_of.len() < row {
+                    self.tag_of.resize(row, NO_TAG);
                 }
                 self.tag_of.push(self.tags.len() as u32);
                 self.tags.push(tag);
@@ -110,7 +495,6 @@ impl RecordTable {
             None if !self.tag_of.is_empty() => self.tag_of.push(NO_TAG),
             None => {}
         }
-        Ok(())
     }
 
     /// Record that id `id` is at position `pos` (the map only once ids stop being dense).
@@ -132,15 +516,17 @@ impl RecordTable {
     /// The position of the record with id `id`, if pushed.
     fn position(&self, id: u64) -> Option<u32> {
         if self.ids.is_empty() {
-            (id < self.len() as u64).then_some(id as u32)
+            (id < self.len as u64).then_some(id as u32)
         } else {
             self.map.get(&id).copied()
         }
     }
 
     /// Resolve the deps that named records pushed after them; those naming no record stay
-    /// [`UNRESOLVED`] (the replayer reports them). The id map is freed.
+    /// [`UNRESOLVED`] (the replayer reports them). The id map is freed, and the blocks
+    /// indexed for [`RecordTable::locate`].
     pub fn finish(&mut self) {
+        self.settle();
         let pending = std::mem::take(&mut self.unresolved);
         for (slot, id) in pending {
             match self.position(id) {
@@ -148,16 +534,102 @@ impl RecordTable {
                 None => self.unresolved.push((slot, id)),
             }
         }
-        if !self.tag_of.is_empty() && self.tag_of.len() < self.len() {
-            self.tag_of.resize(self.len(), NO_TAG);
+        if !self.tag_of.is_empty() && self.tag_of.len() < self.src.len() {
+            self.tag_of.resize(self.src.len(), NO_TAG);
         }
         self.map = HashMap::new();
+        self.scratch = Vec::new();
+        self.index_blocks();
+    }
+
+    /// For each chunk of positions, the first block that ends after its start.
+    fn index_blocks(&mut self) {
+        let chunks = (self.len >> CHUNK_SHIFT) + 1;
+        let mut chunk = Vec::with_capacity(chunks);
+        let mut b = 0;
+        for c in 0..chunks {
+            let start = c << CHUNK_SHIFT;
+            while b < self.blocks.len() && self.blocks[b].hi as usize <= start {
+                b += 1;
+            }
+            chunk.push(b as u32);
+        }
+        self.chunk = chunk;
+    }
+
+    /// Where the record at position `p` is held.
+    #[inline]
+    pub(super) fn locate(&self, p: usize) -> Loc {
+        if self.blocks.is_empty() {
+            return Loc::Row(p as u32);
+        }
+        let c = p >> CHUNK_SHIFT;
+        let all = self.blocks.len();
+        let (from, to) = match (self.chunk.get(c), self.chunk.get(c + 1)) {
+            (Some(&a), Some(&z)) => (a as usize, (z as usize + 1).min(all)),
+            (Some(&a), None) => (a as usize, all),
+            _ => (0, all),
+        };
+        let b = from + self.blocks[from..to].partition_point(|x| x.hi as usize <= p);
+        match self.blocks.get(b) {
+            Some(x) if x.lo as usize <= p => {
+                let j = p as u32 - x.lo;
+                Loc::Block {
+                    b: b as u32,
+                    k: j / x.n + 1,
+                    col: j % x.n,
+                }
+            }
+            Some(x) => Loc::Row(p as u32 - x.before),
+            None => Loc::Row(p as u32 - self.held()),
+        }
+    }
+
+    /// Records held in blocks.
+    fn held(&self) -> u32 {
+        self.blocks.last().map_or(0, |x| x.before + (x.hi - x.lo))
+    }
+
+    /// The ring blocks, in position order.
+    pub(super) fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// Explicit rows.
+    pub(super) fn rows(&self) -> usize {
+        self.src.len()
+    }
+
+    /// The positions in order, as runs of explicit rows and blocks.
+    pub(super) fn segments(&self) -> Vec<Segment<'_>> {
+        let mut out = Vec::with_capacity(2 * self.blocks.len() + 1);
+        let (mut pos, mut row) = (0u32, 0u32);
+        for (b, x) in self.blocks.iter().enumerate() {
+            if x.lo > pos {
+                out.push(Segment::Rows {
+                    pos,
+                    row,
+                    len: x.lo - pos,
+                });
+                row += x.lo - pos;
+            }
+            out.push(Segment::Block(b as u32, x));
+            pos = x.hi;
+        }
+        if self.len as u32 > pos {
+            out.push(Segment::Rows {
+                pos,
+                row,
+                len: self.len as u32 - pos,
+            });
+        }
+        out
     }
 
     /// Back the columns the event loop reads at random with huge pages now (see `huge`):
-    /// the kernel copies them into 2 MiB pages, ≈ 2 s for a 32,768-GPU trace, so callers
-    /// at that scale run it beside other work ([`crate::pipeline`] does, while routes
-    /// are computed). Contents never change.
+    /// the kernel copies them into 2 MiB pages (≈ 2 s for the 17.7 M rows of a
+    /// 32,768-GPU ring trace; a few hundred ms now that ring blocks hold 94 % of them).
+    /// Contents never change.
     pub fn use_huge_pages(&self) {
         huge::advise(&self.deps, true);
         huge::advise(&self.dep_off, true);
@@ -169,12 +641,17 @@ impl RecordTable {
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.src.len()
+        self.len
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.src.is_empty()
+        self.len == 0
+    }
+
+    /// Records held in ring blocks (the rest are explicit rows).
+    pub fn in_blocks(&self) -> usize {
+        self.held() as usize
     }
 
     /// The first id that appears twice.
@@ -190,56 +667,120 @@ impl RecordTable {
             self.ids[i]
         })
     }
+
+    /// The fields of record `i` the replay reads.
+    #[inline]
+    pub(super) fn fields(&self, i: usize) -> Fields {
+        match self.locate(i) {
+            Loc::Row(r) => self.row_fields(r),
+            Loc::Block { b, k, col } => self.block_fields(b, k, col),
+        }
+    }
+
+    /// The fields of explicit row `r`.
+    #[inline]
+    pub(super) fn row_fields(&self, r: u32) -> Fields {
+        let r = r as usize;
+        Fields {
+            src: self.src[r],
+            dst: self.dst[r],
+            bytes: self.bytes[r],
+            gap: self.gap[r],
+            dur: self.dur[r],
+            mode: self.mode[r],
+            class: self.class[r],
+            channel: self.channel[r],
+        }
+    }
+
+    /// The fields of record (k, col) of block `b`.
+    #[inline]
+    pub(super) fn block_fields(&self, b: u32, k: u32, col: u32) -> Fields {
+        let x = &self.blocks[b as usize];
+        Fields {
+            src: x.src[col as usize],
+            dst: x.dst[col as usize],
+            bytes: x.bytes_at(k, col),
+            gap: 0,
+            dur: 0,
+            mode: Mode::Net,
+            class: x.class,
+            channel: x.channel,
+        }
+    }
+
     /// Sender.
     pub fn src(&self, i: usize) -> NodeId {
-        self.src[i]
+        self.fields(i).src
     }
     /// Receiver.
     pub fn dst(&self, i: usize) -> NodeId {
-        self.dst[i]
+        self.fields(i).dst
     }
     /// Payload bytes.
     pub fn bytes(&self, i: usize) -> Bytes {
-        Bytes(self.bytes[i])
+        Bytes(self.fields(i).bytes)
     }
     /// Gap, ns.
     pub fn gap(&self, i: usize) -> u64 {
-        self.gap[i]
+        self.fields(i).gap
     }
     /// Duration, ns.
     pub fn dur(&self, i: usize) -> u64 {
-        self.dur[i]
+        self.fields(i).dur
     }
     /// Mode.
     pub fn mode(&self, i: usize) -> Mode {
-        self.mode[i]
+        self.fields(i).mode
     }
     /// Class.
     pub fn class(&self, i: usize) -> Class {
-        self.class[i]
+        self.fields(i).class
     }
     /// NCCL channel.
     pub fn channel(&self, i: usize) -> u32 {
-        self.channel[i]
+        self.fields(i).channel
     }
     /// Aggregation tag.
     pub fn agg(&self, i: usize) -> Option<AggTag> {
-        match self.tag_of.get(i) {
+        match self.locate(i) {
+            Loc::Row(r) => self.row_agg(r),
+            Loc::Block { .. } => None,
+        }
+    }
+    /// Aggregation tag of explicit row `r`.
+    pub(super) fn row_agg(&self, r: u32) -> Option<AggTag> {
+        match self.tag_of.get(r as usize) {
             Some(&t) if t != NO_TAG => Some(self.tags[t as usize]),
             _ => None,
         }
+    }
+    /// Mode of explicit row `r`.
+    pub(super) fn row_mode(&self, r: u32) -> Mode {
+        self.mode[r as usize]
     }
     /// True when some record carries an aggregation tag.
     pub(super) fn has_tags(&self) -> bool {
         !self.tags.is_empty()
     }
     /// Dep positions of record `i` ([`UNRESOLVED`] for a dangling dep).
-    pub(super) fn deps_of(&self, i: usize) -> &[u32] {
-        &self.deps[self.dep_off[i] as usize..self.dep_off[i + 1] as usize]
+    pub(super) fn deps_of(&self, i: usize) -> DepList<'_> {
+        match self.locate(i) {
+            Loc::Row(r) => DepList::Row(self.row_deps(r)),
+            Loc::Block { b, k, col } => DepList::Pair(self.blocks[b as usize].deps(k, col)),
+        }
+    }
+    /// Dep positions of explicit row `r`.
+    pub(super) fn row_deps(&self, r: u32) -> &[u32] {
+        let r = r as usize;
+        &self.deps[self.dep_off[r] as usize..self.dep_off[r + 1] as usize]
     }
     /// The id a dangling dep slot of record `i` named (`k`-th dep).
     pub(super) fn dangling_id(&self, i: usize, k: usize) -> FlowId {
-        let slot = self.dep_off[i] + k as u32;
+        let Loc::Row(r) = self.locate(i) else {
+            return FlowId(u64::MAX);
+        };
+        let slot = self.dep_off[r as usize] + k as u32;
         let at = self.unresolved.partition_point(|&(s, _)| s < slot);
         FlowId(self.unresolved.get(at).map_or(u64::MAX, |u| u.1))
     }
@@ -247,13 +788,14 @@ impl RecordTable {
     /// The `fct.csv` row of record `i` ([`FctRow::of_record`] of the fields a row holds;
     /// the rest — timing, channel, INA tag — are not looked up for each of the rows).
     pub fn row(&self, i: usize, start_ns: u64, end_ns: u64, standalone_ns: u64) -> FctRow {
+        let f = self.fields(i);
         let r = FlowRecord {
             id: self.id(i),
-            src: self.src[i],
-            dst: self.dst[i],
-            bytes: Bytes(self.bytes[i]),
-            mode: self.mode[i],
-            class: self.class[i],
+            src: f.src,
+            dst: f.dst,
+            bytes: Bytes(f.bytes),
+            mode: f.mode,
+            class: f.class,
             ..FlowRecord::default()
         };
         FctRow::of_record(&r, start_ns, end_ns, standalone_ns)
@@ -268,22 +810,22 @@ impl TraceView for RecordTable {
         RecordTable::id(self, i).0
     }
     fn src(&self, i: usize) -> NodeId {
-        self.src[i]
+        RecordTable::src(self, i)
     }
     fn mode(&self, i: usize) -> Mode {
-        self.mode[i]
+        RecordTable::mode(self, i)
     }
     fn class(&self, i: usize) -> Class {
-        self.class[i]
+        RecordTable::class(self, i)
     }
     fn gap(&self, i: usize) -> u64 {
-        self.gap[i]
+        RecordTable::gap(self, i)
     }
     fn dur(&self, i: usize) -> u64 {
-        self.dur[i]
+        RecordTable::dur(self, i)
     }
     fn bytes(&self, i: usize) -> u64 {
-        self.bytes[i]
+        RecordTable::bytes(self, i).0
     }
     fn agg(&self, i: usize) -> Option<AggTag> {
         RecordTable::agg(self, i)
@@ -311,13 +853,60 @@ mod tests {
         }
     }
 
+    /// A ring all-reduce over `n` members (nodes `10 + i`) after one compute record per
+    /// member, as `Lowering::ring_schedule` writes it: ids from `base`, chunk `c` of
+    /// `1000 + c` bytes, then one record waiting for the last step of member 0.
+    fn ring(base: u64, n: u64, steps: u64) -> Vec<FlowRecord> {
+        let mut out: Vec<FlowRecord> = (0..n)
+            .map(|i| FlowRecord {
+                src: NodeId(10 + i as u32),
+                dst: NodeId(10 + i as u32),
+                dur: crate::units::Nanos(5),
+                ..rec(base + i, &[])
+            })
+            .collect();
+        let mut prev: Vec<u64> = (base..base + n).collect();
+        let mut id = base + n;
+        for k in 0..steps {
+            let mut cur = Vec::new();
+            for i in 0..n {
+                let deps = if k == 0 {
+                    vec![prev[i as usize]]
+                } else {
+                    vec![prev[i as usize], prev[((i + n - 1) % n) as usize]]
+                };
+                out.push(FlowRecord {
+                    src: NodeId(10 + i as u32),
+                    dst: NodeId(10 + ((i + 1) % n) as u32),
+                    bytes: Bytes(1000 + (i + 2 * n - k % n) % n),
+                    mode: Mode::Net,
+                    class: Class::Dp,
+                    channel: 1,
+                    ..rec(id, &deps)
+                });
+                cur.push(id);
+                id += 1;
+            }
+            prev = cur;
+        }
+        out.push(rec(id, &[prev[0], prev[n as usize - 1]]));
+        out
+    }
+
+    /// Every field of every record, as the table gives it back.
+    fn fields(t: &RecordTable) -> Vec<(FlowId, Fields, Option<AggTag>, Vec<u32>)> {
+        (0..t.len())
+            .map(|i| (t.id(i), t.fields(i), t.agg(i), t.deps_of(i).to_vec()))
+            .collect()
+    }
+
     #[test]
     fn dense_ids_are_positions_and_deps_resolve_backwards_and_forwards() {
         let recs = [rec(0, &[2]), rec(1, &[0]), rec(2, &[1, 0])];
         let t = RecordTable::from_records(&recs).unwrap();
-        assert_eq!(t.deps_of(0), &[2]);
-        assert_eq!(t.deps_of(1), &[0]);
-        assert_eq!(t.deps_of(2), &[1, 0]);
+        assert_eq!(&*t.deps_of(0), &[2]);
+        assert_eq!(&*t.deps_of(1), &[0]);
+        assert_eq!(&*t.deps_of(2), &[1, 0]);
         assert_eq!(t.id(2), FlowId(2));
         assert!(t.ids.is_empty(), "dense ids need no id column");
     }
@@ -328,9 +917,9 @@ mod tests {
         let t = RecordTable::from_records(&recs).unwrap();
         assert_eq!(t.id(0), FlowId(10));
         assert_eq!(t.id(1), FlowId(7));
-        assert_eq!(t.deps_of(1), &[0, UNRESOLVED]);
+        assert_eq!(&*t.deps_of(1), &[0, UNRESOLVED]);
         assert_eq!(t.dangling_id(1, 1), FlowId(99));
-        assert_eq!(t.deps_of(2), &[1]);
+        assert_eq!(&*t.deps_of(2), &[1]);
         assert_eq!(t.duplicate(), None);
     }
 
@@ -354,5 +943,89 @@ mod tests {
         };
         let t = RecordTable::from_records(std::slice::from_ref(&r)).unwrap();
         assert_eq!(t.row(0, 10, 25, 7), FctRow::of_record(&r, 10, 25, 7));
+    }
+
+    #[test]
+    fn a_ring_s_steps_after_the_first_are_held_as_a_block_and_read_back_exactly() {
+        // two rings back to back: 8 members × 14 steps, then 12 × 22
+        let mut recs = ring(0, 8, 14);
+        let next = recs.len() as u64;
+        recs.extend(ring(next, 12, 22));
+        let t = RecordTable::from_records(&recs).unwrap();
+        let x = RecordTable::new_explicit().with_records(&recs).unwrap();
+        assert_eq!(x.in_blocks(), 0);
+        assert_eq!(t.blocks().len(), 2);
+        assert_eq!(t.in_blocks(), 8 * 13 + 12 * 21, "steps 1.. of both rings");
+        assert_eq!(t.rows(), recs.len() - t.in_blocks());
+        assert_eq!(fields(&t), fields(&x));
+        for (i, r) in recs.iter().enumerate() {
+            assert_eq!(t.row(i, 1, 2, 3), x.row(i, 1, 2, 3));
+            assert_eq!(t.bytes(i), r.bytes, "record {i}");
+        }
+    }
+
+    #[test]
+    fn a_record_that_breaks_the_pattern_ends_the_block_and_stays_a_row() {
+        let mut recs = ring(0, 8, 14);
+        // step 9 of member 3 carries another size: steps 1..8 stay a block (64 records),
+        // the rest of the ring is explicit
+        let at = 8 + 9 * 8 + 3;
+        recs[at].bytes = Bytes(1);
+        let t = RecordTable::from_records(&recs).unwrap();
+        let x = RecordTable::new_explicit().with_records(&recs).unwrap();
+        assert_eq!(t.blocks().len(), 1);
+        assert_eq!(t.in_blocks(), 64);
+        assert_eq!(fields(&t), fields(&x));
+    }
+
+    #[test]
+    fn short_rings_and_lookalikes_stay_rows() {
+        // 4 members × 6 steps: 20 records past the first step, under the minimum block
+        let recs = ring(0, 4, 6);
+        let t = RecordTable::from_records(&recs).unwrap();
+        assert_eq!(t.in_blocks(), 0);
+        // a chain of two-dep records that never closes into a ring
+        let mut chain = vec![rec(0, &[]), rec(1, &[])];
+        for i in 2..200 {
+            chain.push(FlowRecord {
+                mode: Mode::Net,
+                ..rec(i, &[i - 1, i - 2])
+            });
+        }
+        let t = RecordTable::from_records(&chain).unwrap();
+        let x = RecordTable::new_explicit().with_records(&chain).unwrap();
+        assert_eq!(t.in_blocks(), 0);
+        assert_eq!(fields(&t), fields(&x));
+    }
+
+    #[test]
+    fn positions_are_located_in_blocks_and_rows_across_chunks() {
+        // enough rings that blocks cross several index chunks
+        let mut recs = Vec::new();
+        for _ in 0..40 {
+            let next = recs.len() as u64;
+            recs.extend(ring(next, 16, 30));
+        }
+        let t = RecordTable::from_records(&recs).unwrap();
+        let x = RecordTable::new_explicit().with_records(&recs).unwrap();
+        assert!(t.len() > 3 << CHUNK_SHIFT);
+        assert_eq!(t.blocks().len(), 40);
+        assert_eq!(fields(&t), fields(&x));
+        let mut pos = 0;
+        for s in t.segments() {
+            match s {
+                Segment::Rows { pos: p, row, len } => {
+                    assert_eq!(p, pos);
+                    assert_eq!(t.locate(p as usize), Loc::Row(row));
+                    pos += len;
+                }
+                Segment::Block(b, blk) => {
+                    assert_eq!(blk.lo, pos);
+                    assert_eq!(t.locate(pos as usize), Loc::Block { b, k: 1, col: 0 });
+                    pos = blk.hi;
+                }
+            }
+        }
+        assert_eq!(pos as usize, t.len());
     }
 }
