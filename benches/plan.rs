@@ -4,7 +4,8 @@
 //! ideal rate model and the scale series up to 8,192 GPUs (`-- quick`: the exact series to
 //! 64 GPUs, the scale series to 1,024). `-- table [dcqcn|ideal]`: the prediction table
 //! only, under DCQCN unless `ideal`; `-- scale`: the scale series only, to 32,768 GPUs;
-//! `-- case=TEXT`: only the jobs whose name contains TEXT.
+//! `-- hosts`: the host-algorithm section only; `-- case=TEXT`: only the jobs whose name
+//! contains TEXT.
 //!
 //! 1. Prediction table: 22 jobs outside `notebooks/study.toml` (pipelines 1F1B and
 //!    interleaved, TP on the network, CP, MoE, 1–4 NCCL channels, oversubscribed fabrics,
@@ -18,6 +19,9 @@
 //! 3. The exact solver (integer program, `good_lp` + `microlp`) on GPT-3 13B, TP4 (one
 //!    4-GPU server)·PP2·DP = GPUs/8 for 16–256 GPUs: instance size, solve time, status,
 //!    bound and gap, and the heuristic's gap to it (the model alone).
+//! 4. Host algorithms (`-- hosts` only): for each job and each host algorithm, the plan
+//!    with every group on it where it is offered (the ring elsewhere), its uncalibrated
+//!    prediction against its replay under the ideal and the DCQCN rate models.
 
 use ina3d::megatron;
 use ina3d::pipeline::{make_plan, InaSpec, Job, JobSpec, ParallelSizes};
@@ -532,6 +536,164 @@ fn exact(quick: bool) {
     }
 }
 
+/// One job of the host-algorithm section.
+struct HostCase {
+    name: &'static str,
+    input: &'static str,
+    topology: &'static str,
+    sizes: [u32; 6],
+    set: &'static [&'static str],
+    seed: u64,
+    channels: Option<u32>,
+}
+
+fn host_cases() -> Vec<HostCase> {
+    const LLAMA: &str = "fat-tree:k=8,gpus-per-server=4";
+    let llama = |name, seed, channels| HostCase {
+        name,
+        input: "llama2-7b",
+        topology: LLAMA,
+        sizes: [4, 2, 4, 0, 0, 0],
+        set: SMALL,
+        seed,
+        channels,
+    };
+    vec![
+        llama("Llama-2 7B TP4·PP2·DP4, seed 0, 1 ch", 0, Some(1)),
+        llama("Llama-2 7B TP4·PP2·DP4, seed 1, 1 ch", 1, Some(1)),
+        llama("Llama-2 7B TP4·PP2·DP4, seed 0, 2 ch", 0, Some(2)),
+        llama("Llama-2 7B TP4·PP2·DP4, seed 1, 2 ch", 1, Some(2)),
+        HostCase {
+            name: "BERT-large DP16, k=4",
+            input: "bert-large",
+            topology: "fat-tree:k=4,nvlink=off",
+            sizes: [1, 1, 16, 0, 0, 0],
+            set: &["global_batch_size=64"],
+            seed: 5,
+            channels: None,
+        },
+        HostCase {
+            name: "GPT-3 1.3B TP2·PP2·DP4, leaf-spine 2:1",
+            input: "gpt3-1.3b",
+            topology: "leaf-spine:leaves=4,spines=2,hosts-per-leaf=4,oversub=2,gpus-per-server=4",
+            sizes: [2, 2, 4, 0, 0, 0],
+            set: SMALL,
+            seed: 0,
+            channels: None,
+        },
+        HostCase {
+            name: "GPT-3 1.3B TP-net·PP2·DP4, ls 2:1",
+            input: "gpt3-1.3b",
+            topology: "leaf-spine:leaves=4,spines=2,hosts-per-leaf=4,oversub=2,nvlink=off",
+            sizes: [2, 2, 4, 0, 0, 0],
+            set: SMALL,
+            seed: 0,
+            channels: None,
+        },
+        HostCase {
+            name: "tiny, TP on the network, PP2",
+            input: TINY,
+            topology: "fat-tree:k=4,nvlink=off",
+            sizes: [0; 6],
+            set: &[],
+            seed: 0,
+            channels: None,
+        },
+    ]
+}
+
+/// Section 4: every host algorithm's all-host plan (every group on that algorithm where
+/// it lowers differently, the ring elsewhere), the uncalibrated model's prediction
+/// against its replay under the ideal and the DCQCN rate models.
+fn hosts(only: &[String]) {
+    use ina3d::formats::plan_json::PlanFile;
+    use ina3d::plan::options::OptKind;
+    use ina3d::plan::Replayer;
+    use ina3d::trace::Algorithm;
+    println!("== 4. host algorithms: all-host plans, the uncalibrated model against the replay");
+    println!("   job                                      algorithm     groups  predicted ms  ideal ms   err %  dcqcn ms   err %");
+    let mut worst = [0.0f64; 2];
+    for c in host_cases() {
+        if !only.is_empty() && !only.iter().any(|o| c.name.contains(o.as_str())) {
+            continue;
+        }
+        let s = c.sizes;
+        let nz = |x: u32| (x > 0).then_some(x);
+        let sp = JobSpec {
+            input: c.input.into(),
+            topology: c.topology.into(),
+            sizes: ParallelSizes {
+                tp: nz(s[0]),
+                pp: nz(s[1]),
+                dp: nz(s[2]),
+                vpp: nz(s[3]),
+                cp: nz(s[4]),
+                ep: nz(s[5]),
+            },
+            set: c.set.iter().map(|x| x.to_string()).collect(),
+            seed: c.seed,
+            nccl_channels: c.channels,
+            ina: InaSpec {
+                mode: InaMode::Planned,
+                ..InaSpec::default()
+            },
+            ..JobSpec::default()
+        };
+        let job = Job::prepare(&sp).expect("job");
+        let opts = sp.trace_options().expect("options");
+        let st = Settings {
+            classes: vec![],
+            ..settings(opts.ina.slots)
+        };
+        let m = plan::build_model(&job.workload, &job.topology, &opts, &st).expect("model");
+        let po = PlanOptions {
+            settings: st,
+            ..PlanOptions::default()
+        };
+        let h = trace::header(&job.cfg, &job.workload, &job.topology, &opts);
+        for algo in Algorithm::ALL {
+            let mut on = 0;
+            let a: Vec<usize> = (0..m.groups.len())
+                .map(|g| {
+                    let i = m.opts[g].iter().position(|o| o.kind == OptKind::Host(algo));
+                    on += i.is_some() as usize;
+                    i.unwrap_or_else(|| plan::model::host_index(&m.opts[g], &m.groups[g]))
+                })
+                .collect();
+            if on == 0 {
+                continue;
+            }
+            let mut scratch = vec![0.0; m.channels];
+            let predicted = m.evaluate(&a, &mut scratch).t;
+            let f: PlanFile = plan::assignment_file(&m, &po, trace::planned::plan_job(&h), &a);
+            let mut cols = String::new();
+            for (i, rm) in [RateModel::Ideal, RateModel::Dcqcn].into_iter().enumerate() {
+                let rp = ina3d::pipeline::PlanReplayer {
+                    job: &job,
+                    opts: &opts,
+                    model: rm,
+                };
+                let r = rp.replay(&f, None).expect("replay").iteration_ns;
+                let err = (predicted - r) / r;
+                worst[i] = worst[i].max(err.abs());
+                cols += &format!(" {:>9.3} {:>+7.2}", r / 1e6, 100.0 * err);
+            }
+            println!(
+                "   {:<40} {:<13} {:>6} {:>12.3}{cols}",
+                c.name,
+                algo.as_str(),
+                on,
+                predicted / 1e6
+            );
+        }
+    }
+    println!(
+        "   largest |error|: ideal {:.2} %, dcqcn {:.2} %",
+        100.0 * worst[0],
+        100.0 * worst[1]
+    );
+}
+
 fn main() {
     let arg = |x: &str| std::env::args().any(|a| a == x);
     let quick = arg("quick");
@@ -548,6 +710,10 @@ fn main() {
     let only: Vec<String> = std::env::args()
         .filter_map(|a| a.strip_prefix("case=").map(str::to_string))
         .collect();
+    if arg("hosts") {
+        hosts(&only);
+        return;
+    }
     if arg("scale") {
         // the 32,768-GPU plan (5 minutes) only when asked for
         scale(if quick { 1_024 } else { 32_768 }, &only);

@@ -862,7 +862,7 @@ fn cpu_seconds() -> f64 {
 
 /// One cluster-scale case, in this process: replays from the generator or, given one,
 /// from a trace file; prints wall, CPU, peak RSS and bytes per record beside the targets
-/// (60 s and 4 GiB at 32,768 GPUs; 65,536 GPUs must only run).
+/// (60 s and 4 GiB at 32,768 GPUs; 150 s and 8 GiB at 65,536).
 fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
     let spec = scale_spec(dp, ina)?;
     let (load0, cpu0) = (procfs::load_average(), cpu_seconds());
@@ -883,12 +883,19 @@ fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std:
             .result
         }
     };
-    // the outputs are part of a replay: write them as `ina3d replay -o` does
+    // the outputs are part of a replay: write them as `ina3d replay -o` does; at 65,536
+    // GPUs as `--no-fct` does (the per-record files would be 9 GB)
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(format!("target/bench-scale/out-dp{dp}-{ina}"));
-    ina3d::replay::write_outputs(&out, &r)?;
+    let per_record = if dp >= 512 {
+        ina3d::replay::PerRecord::Skip
+    } else {
+        ina3d::replay::PerRecord::Write
+    };
+    ina3d::replay::write_outputs_with(&out, &r, per_record)?;
     let wall = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
+    let _ = std::fs::remove_dir_all(&out);
     let hwm = vm_hwm_kib().unwrap_or(0) as f64 * 1024.0;
     let gib = hwm / (1u64 << 30) as f64;
     let records = r.summary.records.max(1);
@@ -900,7 +907,12 @@ fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std:
             gib / 4.0
         )
     } else {
-        " (target: runs)".into()
+        format!(
+            " (no fct.csv, fct.txt; target ≤ 150 s: {:.2}× wall, {:.2}× CPU; ≤ 8 GiB: {:.2}×)",
+            wall / 150.0,
+            cpu / 150.0,
+            gib / 8.0
+        )
     };
     println!(
         "  {} GPUs DP{dp} INA {ina} [{}]: {records} records, {} + replay + outputs: wall {wall:.1} s, CPU {cpu:.1} s (load average {load0} → {}), peak RSS {gib:.2} GiB, {:.0} B/record{targets}; iteration {:.1} ms",

@@ -11,6 +11,9 @@
 //! - `INA3D_SCALE_INA`: `off` (ring) and/or `hierarchical` (default both);
 //! - `INA3D_SCALE_MODELS`: `ideal` and/or `dcqcn` (default both);
 //! - `INA3D_SCALE_CHANNELS`: NCCL channels per collective (default `1`);
+//! - `INA3D_SCALE_FCT`: `on` (write `fct.csv` and `fct.txt`, the default below 65,536
+//!   GPUs) or `off` (`--no-fct`, the default from 65,536 GPUs on, where they take 9 GB
+//!   and more of disk);
 //! - `INA3D_SCALE_LIMIT`: CPU seconds (user + system) a case may use before it is
 //!   stopped and reported as unfinished (default 60; CPU time, not wall time, so that the
 //!   bound means the same on a shared machine; a case is also stopped after 20 times as
@@ -158,12 +161,14 @@ fn fmt_secs(s: f64) -> String {
     }
 }
 
-/// One case of the table: a size, INA mode, channel count and rate model.
+/// One case of the table: a size, INA mode, channel count and rate model, and whether
+/// the per-record files are written.
 struct Case<'a> {
     size: &'a Size,
     ina: &'a str,
     channels: &'a str,
     model: &'a str,
+    fct: bool,
 }
 
 impl Case<'_> {
@@ -183,6 +188,9 @@ impl Case<'_> {
             .arg(out);
         if let Some(g) = self.size.global_batch {
             cmd.args(["--global-batch-size", &g.to_string()]);
+        }
+        if !self.fct {
+            cmd.arg("--no-fct");
         }
         cmd
     }
@@ -242,13 +250,14 @@ fn row(case: &Case, o: &Outcome, limit: u64, ideal_cpu: Option<f64>, load0: &str
         _ => "—".to_string(),
     };
     format!(
-        "| {} ({}, {}) | {} | {} | {} | {records} | {iteration} | {} | {} | {:.2} GiB | {load0} → {} | {ratio} |",
+        "| {} ({}, {}) | {} | {} | {} | {} | {records} | {iteration} | {} | {} | {:.2} GiB | {load0} → {} | {ratio} |",
         fmt_count(case.size.gpus as u64),
         case.size.dp,
         case.size.k,
         if case.ina == "off" { "off (ring)" } else { case.ina },
         case.channels,
         case.model,
+        if case.fct { "written" } else { "--no-fct" },
         fmt_secs(u.wall),
         fmt_secs(u.cpu),
         u.peak_rss_kib as f64 / (1024.0 * 1024.0),
@@ -272,8 +281,8 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!();
-    println!("| GPUs (DP, fat-tree k) | INA | channels | rate model | records | iteration | wall | CPU | peak RSS | load (start → end) | CPU ÷ ideal |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| GPUs (DP, fat-tree k) | INA | channels | rate model | fct.csv, fct.txt | records | iteration | wall | CPU | peak RSS | load (start → end) | CPU ÷ ideal |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     let sizes = SIZES
         .iter()
         .filter(|s| all || gpus.contains(&s.gpus.to_string()));
@@ -282,11 +291,17 @@ fn main() {
             for ch in &channels {
                 let mut ideal_cpu: Option<f64> = None;
                 for model in &models {
+                    let fct = match std::env::var("INA3D_SCALE_FCT").as_deref() {
+                        Ok("on") => true,
+                        Ok("off") => false,
+                        _ => size.gpus < 65536,
+                    };
                     let case = Case {
                         size,
                         ina,
                         channels: ch,
                         model,
+                        fct,
                     };
                     let load0 = procfs::load_average();
                     match run_case(&case, &dir, Duration::from_secs(limit)) {

@@ -380,6 +380,33 @@ pub fn summarize_times<V: TraceView + ?Sized>(
     end: &[u64],
     ctx: &SummaryContext,
 ) -> Summary {
+    summarize_timed(v, &(start, end), ctx)
+}
+
+/// Each record's start and end, by position (slices of them, or a back-end's own
+/// run-time state).
+pub trait Times {
+    /// Start of record `i`, ns.
+    fn start(&self, i: usize) -> u64;
+    /// End of record `i`, ns.
+    fn end(&self, i: usize) -> u64;
+}
+
+impl Times for (&[u64], &[u64]) {
+    fn start(&self, i: usize) -> u64 {
+        self.0[i]
+    }
+    fn end(&self, i: usize) -> u64 {
+        self.1[i]
+    }
+}
+
+/// [`summarize_times`] of times held as the back-end holds them.
+pub fn summarize_timed<V: TraceView + ?Sized, T: Times + ?Sized>(
+    v: &V,
+    t: &T,
+    ctx: &SummaryContext,
+) -> Summary {
     let mut s = Summary {
         backend: ctx.backend.clone(),
         trace: ctx.trace.clone(),
@@ -387,11 +414,11 @@ pub fn summarize_times<V: TraceView + ?Sized>(
         switch_bytes: ctx.switch_bytes,
         ina_slot_peak: ctx.ina_slot_peak,
         wall_time_ns: ctx.wall_time_ns,
-        iteration_time_ns: end.iter().copied().max().unwrap_or(0),
+        iteration_time_ns: (0..v.len()).map(|i| t.end(i)).max().unwrap_or(0),
         ..Summary::default()
     };
     busy_compute_and_bytes(v, &mut s);
-    let buckets = critical_path(v, start, end);
+    let buckets = critical_path(v, t);
     s.exposed_tp_ns = buckets[0];
     s.exposed_pp_ns = buckets[1];
     s.exposed_dp_ns = buckets[2];
@@ -506,7 +533,7 @@ fn busy_compute_and_bytes<V: TraceView + ?Sized>(v: &V, s: &mut Summary) {
 }
 
 /// Critical-path time per bucket `[tp, pp, dp, emb, compute, cp, ep]` (see [`summarize`]).
-fn critical_path<V: TraceView + ?Sized>(v: &V, start: &[u64], end: &[u64]) -> [u64; 7] {
+fn critical_path<V: TraceView + ?Sized, T: Times + ?Sized>(v: &V, t: &T) -> [u64; 7] {
     let n = v.len();
     let mut buckets = [0u64; 7];
     // Aggregation members, for jumping across a coupled INA unit.
@@ -516,21 +543,21 @@ fn critical_path<V: TraceView + ?Sized>(v: &V, start: &[u64], end: &[u64]) -> [u
             agg_members.entry(a.id).or_default().push(i);
         }
     }
-    let Some(mut cur) = (0..n).max_by(|&a, &b| end[a].cmp(&end[b]).then(b.cmp(&a))) else {
+    let Some(mut cur) = (0..n).max_by(|&a, &b| t.end(a).cmp(&t.end(b)).then(b.cmp(&a))) else {
         return buckets;
     };
     let mut scratch = Vec::new();
     // Each step moves to a strictly earlier end; the guard only bounds inconsistent rows.
     for _ in 0..=n {
-        let best = binding_dep(v, &agg_members, end, cur, &mut scratch);
+        let best = binding_dep(v, &agg_members, t, cur, &mut scratch);
         let (prev_end, gap) = match best {
-            Some((d, owner)) => (end[d], v.gap(owner)),
+            Some((d, owner)) => (t.end(d), v.gap(owner)),
             None => (0, v.gap(cur)),
         };
         // prev_end + gap + wait + dur = end[cur]; clamp for back-ends whose rows are not
         // exactly consistent (the walk still terminates and sums to the makespan).
-        let span = end[cur].saturating_sub(prev_end);
-        let dur = (end[cur] - start[cur]).min(span);
+        let span = t.end(cur).saturating_sub(prev_end);
+        let dur = (t.end(cur) - t.start(cur)).min(span);
         let gap = gap.min(span - dur);
         let wait = span - dur - gap;
         buckets[4] += gap;
@@ -564,10 +591,10 @@ fn bucket(c: Class) -> usize {
 /// The dep that bound `cur`'s start — the latest-ending one (ties: smallest id) — with the
 /// record whose dep it is. For an INA edge the deps of every edge of its aggregation are
 /// candidates (the aggregation moves as one unit) and deps inside the aggregation are not.
-fn binding_dep<V: TraceView + ?Sized>(
+fn binding_dep<V: TraceView + ?Sized, T: Times + ?Sized>(
     v: &V,
     agg_members: &HashMap<u64, Vec<usize>>,
-    end: &[u64],
+    t: &T,
     cur: usize,
     scratch: &mut Vec<usize>,
 ) -> Option<(usize, usize)> {
@@ -583,7 +610,7 @@ fn binding_dep<V: TraceView + ?Sized>(
             }
             let better = match best {
                 None => true,
-                Some((b, _)) => end[d] > end[b] || (end[d] == end[b] && v.id(d) < v.id(b)),
+                Some((b, _)) => t.end(d) > t.end(b) || (t.end(d) == t.end(b) && v.id(d) < v.id(b)),
             };
             if better {
                 best = Some((d, owner));

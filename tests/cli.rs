@@ -321,3 +321,44 @@ fn a_replay_that_would_not_fit_in_memory_is_refused_with_the_estimate_and_the_li
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("INA3D_MEMORY_LIMIT"));
 }
+
+/// `ina3d replay --no-fct` writes the summary, links and switch slots of the same replay
+/// and neither per-record file, removing those an earlier replay left in the directory.
+#[test]
+fn a_replay_without_per_record_files_writes_the_same_summary_and_removes_stale_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let tiny = concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml");
+    let replay = |extra: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+            .args([
+                "replay",
+                "--from",
+                tiny,
+                "--topology",
+                "fat-tree:k=4,gpus-per-server=2",
+            ])
+            .args(extra)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+        // the summary without its wall time (its last column)
+        let summary = read("summary.csv")
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect::<Vec<_>>();
+        (summary, read("links.csv"), read("switches.csv"))
+    };
+    let with = replay(&[]);
+    assert!(out.join("fct.csv").exists() && out.join("fct.txt").exists());
+    let without = replay(&["--no-fct"]);
+    assert_eq!(with, without);
+    assert!(
+        !out.join("fct.csv").exists(),
+        "the earlier replay's fct.csv is gone"
+    );
+    assert!(!out.join("fct.txt").exists());
+}

@@ -244,11 +244,12 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
     for (quota, slots) in [(Some(1), 8192), (None, 256)] {
         let st = settings(slots, quota, &[1.0], &[Class::Dp]);
         let m = model(&j, &st);
-        // By hand: the two DP groups are alike, so a tree for one of them cannot shorten
-        // the iteration while the other stays on the host (the iteration optimum is no
-        // better than both on their best host algorithm), but it removes that group's
-        // exposed time: minimising exposed communication, exactly one of them
-        // aggregates, at the spine.
+        // By hand: the two DP groups are alike, so a tree for one of them shortens the
+        // iteration only by what the other gains from having the links to itself (the
+        // iteration optimum is within 0.1 % of both on their best host algorithm: alone,
+        // halving-doubling is 12 µs faster than the ring on 37.3 ms, replayed), but it
+        // removes that group's exposed time: minimising exposed communication, exactly
+        // one of them aggregates, at the spine.
         let (best, _) = brute_force(&m);
         let p = make_plan(&j, &options(st.clone(), SolverKind::Ilp));
         assert_eq!(
@@ -261,24 +262,35 @@ fn with_one_tree_per_switch_exactly_one_of_two_dp_groups_aggregates_and_the_exac
             p.prediction.iteration_ns
         );
         assert!(best <= p.prediction.host_iteration_ns * (1.0 + 1e-6));
+        // the best plan with every group on a host algorithm (every combination)
         let best_host = {
-            let mut a: Vec<usize> = (0..m.groups.len())
-                .map(|g| ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]))
-                .collect();
             let mut scratch = vec![0.0; m.channels];
-            // each DP group on its fastest host algorithm alone
-            for (g, ag) in a.iter_mut().enumerate() {
-                if let Some(o) = (0..m.opts[g].len())
-                    .filter(|&o| matches!(m.opts[g][o].kind, OptKind::Host(_)))
-                    .min_by(|&x, &y| m.vals[g][x].end.total_cmp(&m.vals[g][y].end))
-                {
-                    *ag = o;
-                }
-            }
-            m.evaluate(&a, &mut scratch).t
+            let hosts: Vec<Vec<usize>> = m
+                .opts
+                .iter()
+                .map(|o| {
+                    (0..o.len())
+                        .filter(|&i| matches!(o[i].kind, OptKind::Host(_) | OptKind::NvLink))
+                        .collect()
+                })
+                .collect();
+            let total: usize = hosts.iter().map(Vec::len).product();
+            (0..total)
+                .map(|mut k| {
+                    let a: Vec<usize> = hosts
+                        .iter()
+                        .map(|h| {
+                            let o = h[k % h.len()];
+                            k /= h.len();
+                            o
+                        })
+                        .collect();
+                    m.evaluate(&a, &mut scratch).t
+                })
+                .fold(f64::INFINITY, f64::min)
         };
         assert!(
-            (best - best_host).abs() <= 1e-6 * best,
+            best <= best_host * (1.0 + 1e-9) && best >= 0.999 * best_host,
             "{best} vs {best_host}"
         );
         assert_eq!(p.solver.gap, 0.0);
@@ -854,6 +866,58 @@ fn context_parallel_and_moe_jobs_are_planned_with_their_attention_and_all_to_all
         assert!(
             p.groups.iter().any(|g| g.decision != Decision::Host),
             "{name}: some group aggregates"
+        );
+    }
+}
+
+#[test]
+fn every_host_algorithms_all_host_plan_is_predicted_within_five_percent_of_its_replay() {
+    // Two DP groups of eight (TP pairs inside 4-GPU servers, so two members per server)
+    // on a k=4 fat-tree: ring, double binary tree, halving-doubling and the hierarchical
+    // algorithm all lower differently, and the two groups' flows meet on the fabric.
+    // Priced alone on the wave rule, the double binary tree was predicted 10.95 % short
+    // of its replay (the hierarchical algorithm 3.10 %).
+    let j = job(
+        small(2, 1, 8, 32),
+        "fat-tree:k=4,gpus-per-server=4",
+        InaSwitches::All,
+        8192,
+    );
+    let st = settings(8192, None, &[1.0], &[]);
+    let m = model(&j, &st);
+    let po = options(st, SolverKind::Heuristic);
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let mut scratch = vec![0.0; m.channels];
+    use ina3d::trace::Algorithm;
+    for algo in Algorithm::ALL {
+        // every group on `algo` where it is offered, the ring elsewhere
+        let mut on = 0;
+        let a: Vec<usize> = (0..m.groups.len())
+            .map(
+                |g| match m.opts[g].iter().position(|o| o.kind == OptKind::Host(algo)) {
+                    Some(o) => {
+                        on += (m.groups[g].class == Class::Dp) as usize;
+                        o
+                    }
+                    None => ina3d::plan::model::host_index(&m.opts[g], &m.groups[g]),
+                },
+            )
+            .collect();
+        assert_eq!(on, 2, "{algo}: offered to both DP groups");
+        let predicted = m.evaluate(&a, &mut scratch).t;
+        let mut o = j.opts.clone();
+        o.plan = Some(plan::assignment_file(
+            &m,
+            &po,
+            trace::planned::plan_job(&h),
+            &a,
+        ));
+        let replayed = replayed_under(&j, &o, RateModel::Ideal);
+        let err = (predicted - replayed) / replayed;
+        assert!(
+            err.abs() <= 0.05,
+            "{algo}: predicted {predicted} replayed {replayed} ({:+.2} %)",
+            100.0 * err
         );
     }
 }

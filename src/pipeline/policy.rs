@@ -10,7 +10,8 @@
 //! The planner's policies (`plan`, `plan-exact`, `sharp`) plan for the run's ECMP seed:
 //! with several seeds each seed is planned again for its own routes (a plan names the seed
 //! it was made for, and the lowering refuses another), and written to
-//! `<policy>/plan.json`. The host ring is always one of the planner's options.
+//! `<policy>/plan.json`. The host algorithms (the run's `--collective` and every other
+//! one that lowers differently for a group) are always among the planner's options.
 
 use super::{make_plan, Job, PipelineError};
 use crate::keyword::keyword_enum;
@@ -31,8 +32,8 @@ pub enum Policy {
     InaTp,
     /// Both, TP first in slot priority.
     InaTpDp,
-    /// The planner's plan (`ina3d plan --solver heuristic`): per group host ring, a tree at
-    /// a chosen root, or Rina, with reserved slots.
+    /// The planner's plan (`ina3d plan --solver heuristic`): per group a host algorithm, a
+    /// tree at a chosen root, or Rina, with reserved slots.
     Plan,
     /// The planner's exact integer program (`ina3d plan --solver ilp`, warm-started from
     /// the heuristic; at the time limit the best plan found, with its gap).

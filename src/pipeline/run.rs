@@ -241,11 +241,12 @@ impl Runner<'_> {
             rep.bars(),
             self.spec.rate_model(),
         )?;
-        if self.spec.flows {
-            crate::replay::write_outputs(&replay_dir, &r)?;
+        let per_record = if self.spec.flows {
+            crate::replay::PerRecord::Write
         } else {
-            crate::replay::write_totals(&replay_dir, &r)?;
-        }
+            crate::replay::PerRecord::Skip
+        };
+        crate::replay::write_outputs_with(&replay_dir, &r, per_record)?;
         rep.line(&format!(
             "[{tag}] replay: {}",
             replay_report(&r, &replay_dir)

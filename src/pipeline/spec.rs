@@ -52,7 +52,7 @@ pub struct RunSpec {
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
     /// Write each replay's per-flow files (`replay/fct.csv`, `fct.txt`); without, only its
-    /// summary, links and switches ([`crate::replay::write_totals`]), and no ns-3 run
+    /// summary, links and switches ([`crate::replay::PerRecord::Skip`]), and no ns-3 run
     /// (whose comparison joins the per-flow files).
     pub flows: bool,
     /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,

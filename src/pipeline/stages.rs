@@ -446,15 +446,27 @@ pub fn replay_job(
             // the generator streams: refuse as soon as the records exceed what fits,
             // before the replay's own state (the larger part of its memory) exists
             match budget.as_ref() {
-                Some(b) if table.len() as u64 > b.records() => {
-                    let n = table.len() as u64;
-                    b.check(n, &format!("at least {n}: the generator was still going"))
-                        .map_err(|e| trace::TraceError::Generate(e.to_string()))
+                Some(b) if table.len().is_multiple_of(1 << 16) => {
+                    let (n, rows) = (table.len() as u64, table.rows() as u64);
+                    b.check(
+                        n,
+                        rows,
+                        &format!("at least {n}: the generator was still going"),
+                    )
+                    .map_err(|e| trace::TraceError::Generate(e.to_string()))
                 }
                 _ => Ok(()),
             }
         })?;
         table.finish();
+        if let Some(b) = budget.as_ref() {
+            let (n, rows) = (table.len() as u64, table.rows() as u64);
+            b.check(n, rows, "the whole trace")
+                .map_err(|source| PipelineError::Replay {
+                    trace: spec.input.clone(),
+                    source: Box::new(source),
+                })?;
+        }
         Ok((header, table))
     })?;
     let name = format!("{} (generated)", spec.input);
@@ -578,8 +590,12 @@ fn read_table(
             let n = table.len() as u64;
             let (read, size) = rd.file_progress().unwrap_or((0, 0));
             let pct = 100.0 * read as f64 / size.max(1) as f64;
+            let all = budget::extrapolate(n, read, size).max(n);
+            // rows in the proportion of the part read
+            let rows = (table.rows() as u128 * all as u128 / n as u128) as u64;
             b.check(
-                budget::extrapolate(n, read, size).max(n),
+                all,
+                rows,
                 &format!("estimated from the first {n} records, {pct:.1} % of the file"),
             )
             .map_err(replay_err)?;
@@ -588,11 +604,11 @@ fn read_table(
             kept.push(r);
         }
     }
+    table.finish();
     if let Some(b) = budget.as_ref() {
-        b.check(table.len() as u64, "the whole file")
+        b.check(table.len() as u64, table.rows() as u64, "the whole file")
             .map_err(replay_err)?;
     }
-    table.finish();
     if let Some(b) = bar {
         b.finish_and_clear();
     }

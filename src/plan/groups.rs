@@ -18,6 +18,11 @@ pub struct Coll {
 }
 
 impl Coll {
+    /// The same collective (primitive and size), whatever its count.
+    pub fn same(&self, other: &Coll) -> bool {
+        (self.kind, self.bytes) == (other.kind, other.bytes)
+    }
+
     /// INA can sum it (all-reduce, reduce-scatter); all-gathers stay on the hosts.
     pub fn aggregatable(&self) -> bool {
         matches!(self.kind, CollKind::AllReduce | CollKind::ReduceScatter)

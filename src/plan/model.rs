@@ -20,7 +20,13 @@
 //!   (groups sharing a link cannot beat the link); the tail's collectives (layer-norm,
 //!   embedding, parameter all-gathers) then need at least the largest load they put on
 //!   one channel, `T ≥ D + L_tail`; and the TP traffic of the whole pipeline bounds `T` by
-//!   its largest channel load.
+//!   its largest channel load;
+//! - *contention rows*, one per cohort of DP (or embedding) groups that run together: the
+//!   chain rows take each group's collectives at their time alone, the link rows take a
+//!   channel's load as perfectly packed, but the all-host plan replays slower than both
+//!   (a double binary tree's dependent steps wait behind the other groups' flows); each
+//!   group on a host algorithm adds its share of the cohort's all-host sync, replayed
+//!   ([`Model::contention`]).
 //!
 //! **Phases.** A group is active from its earliest possible start to its latest possible
 //! end over all its options (TP groups for the whole iteration); groups whose windows
@@ -29,8 +35,9 @@
 
 use super::groups::{Group, Role};
 use super::options::{self, Form, Net, Opt, OptKind};
-use super::timeline::{self, LayerTimes, Timeline};
+use super::timeline::{self, EdgeTimes, LayerTimes, Timeline};
 use super::PlanError;
+use crate::lower::Algorithm;
 use crate::record::Class;
 use crate::schedule::{CollKind, LayerStep, Pass, Workload};
 use crate::units::{NodeId, Rank};
@@ -60,6 +67,9 @@ pub struct Settings {
 pub struct Vals {
     /// DP: end of the gradient stream; embedding: its all-reduce.
     pub end: f64,
+    /// The same with every collective at its time in the all-host plan of the option's
+    /// algorithm ([`Opt::joint`]): what the cohort's contention load derives from.
+    pub end_joint: f64,
     /// TP: change of the forward TP time per layer against the host option.
     pub dfwd: f64,
     /// TP: the same for backward.
@@ -178,8 +188,22 @@ pub struct Model {
     pub slots: u32,
     /// Tree quota.
     pub quota: Option<u32>,
-    /// Channels of the topology.
+    /// Channels of the topology, then one *contention channel* per cohort of DP or
+    /// embedding groups ([`Model::contention`]).
     pub channels: usize,
+    /// The contention channels, from channel `channels − contention.len()` on: per
+    /// channel, its cohort (groups that run the same collectives at the same time, more
+    /// than one) and whether it bounds the tail (embedding) or the gradient sync (DP).
+    ///
+    /// A group's own time (`Opt::times`) leaves out its cohort's traffic, which the
+    /// all-host plan shares NICs and links with; the link rows add loads but take a
+    /// channel's load as perfectly packed. The contention channel closes the gap: each
+    /// group on host algorithm A puts `(E_A − r) / K` on it, `E_A` the latest end of the
+    /// cohort's streams with every collective at its all-host time (`Opt::joint`), `r`
+    /// the cohort's release, `K` its size: with every group on A the row is `r + E_A`,
+    /// the all-host plan replayed; with fewer on the hosts, proportionally less (the
+    /// cohort's traffic shrinks as groups move to switches).
+    pub contention: Vec<(Vec<usize>, bool)>,
     /// The timeline the rows use: the base one, calibrated ([`Model::calibrate`]).
     pub timeline: Timeline,
     /// The contention-free timeline (host TP) of the workload.
@@ -598,6 +622,50 @@ fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError>
     Ok(out)
 }
 
+/// Per stage, the embedding's and the LM head's steps (per micro-batch): compute, the TP
+/// steps at the time of the stage's TP group's host option (replica 0; those steps are
+/// not among the group's decided collectives), the loss's all-reduces as
+/// [`Net::layer_step_time`] prices them.
+fn edge_times(
+    wl: &Workload,
+    net: &Net,
+    groups: &[Group],
+    opts: &[Vec<Opt>],
+    tp_of: &HashMap<(usize, u32), usize>,
+) -> Result<Vec<EdgeTimes>, PlanError> {
+    let mut out = Vec::with_capacity(wl.pp() as usize);
+    for (s, plan) in wl.stages.iter().enumerate() {
+        let s = s as u32;
+        let tp = tp_of.get(&(0, s)).copied();
+        let time = |steps: &[LayerStep]| -> Result<f64, PlanError> {
+            let mut t = 0.0;
+            for st in steps {
+                t += match (st, tp) {
+                    (LayerStep::Tp(kind), Some(g)) => {
+                        let Role::Tp { per_layer, .. } = &groups[g].role else {
+                            continue;
+                        };
+                        let host = &opts[g][host_index(&opts[g], &groups[g])];
+                        per_layer
+                            .iter()
+                            .position(|c| c.kind == *kind)
+                            .map_or(0.0, |i| host.times[i])
+                    }
+                    _ => net.layer_step_time(wl, s, st).map_err(PlanError::Model)?,
+                };
+            }
+            Ok(t)
+        };
+        out.push(EdgeTimes {
+            emb_fwd: time(&plan.embedding_fwd)?,
+            emb_bwd: time(&plan.embedding_bwd)?,
+            head_fwd: time(&plan.head_fwd)?,
+            head_bwd: time(&plan.head_bwd)?,
+        });
+    }
+    Ok(out)
+}
+
 /// TP time per layer (forward, backward) of a TP group under option `o`: each TP step's
 /// collective at the option's time for its kind.
 fn tp_layer(wl: &Workload, g: &Group, o: &Opt) -> (f64, f64) {
@@ -646,13 +714,14 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
                 .min()
                 .is_some_and(|h| dense_first.contains(h))
     };
+    let mut hosts = cohort_hosts(net, groups)?;
     let mut all = Vec::with_capacity(groups.len());
     for (gi, g) in groups.iter().enumerate() {
         let err = |msg: String| PlanError::Model(format!("{}: {msg}", g.name()));
         let mut opts = Vec::new();
         let required = st.required.contains(&g.class) && !g.nvlink;
         if !required {
-            opts.extend(options::hosts(net, g).map_err(err)?);
+            opts.append(&mut hosts[gi]);
         }
         let aggregatable = g.colls().iter().any(|c| c.aggregatable());
         if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
@@ -697,6 +766,48 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         all.push(opts);
     }
     Ok(all)
+}
+
+/// What the groups of a cohort do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum CohortRole {
+    Tp,
+    Dp,
+    ExpertDp,
+    Emb,
+}
+
+/// The cohorts of `groups`: the groups of one role on one stage (embedding groups: one
+/// cohort), which run the same collectives at the same time.
+fn cohorts(groups: &[Group]) -> BTreeMap<(CohortRole, Option<u32>), Vec<usize>> {
+    let mut out: BTreeMap<(CohortRole, Option<u32>), Vec<usize>> = BTreeMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        let role = match g.role {
+            Role::Tp { .. } => CohortRole::Tp,
+            Role::Dp { expert: false, .. } => CohortRole::Dp,
+            Role::Dp { expert: true, .. } => CohortRole::ExpertDp,
+            Role::Emb(_) => CohortRole::Emb,
+        };
+        out.entry((role, g.stage)).or_default().push(i);
+    }
+    out
+}
+
+/// Every group's host options, priced per cohort ([`options::hosts`]): the groups of one
+/// role (TP, dense DP, expert DP, embedding) on one stage run the same collectives at
+/// the same time.
+fn cohort_hosts(net: &Net, groups: &[Group]) -> Result<Vec<Vec<Opt>>, PlanError> {
+    let mut out = vec![Vec::new(); groups.len()];
+    for members in cohorts(groups).values() {
+        let cohort: Vec<&Group> = members.iter().map(|&i| &groups[i]).collect();
+        let priced = options::hosts(net, &cohort).map_err(|e| {
+            PlanError::Model(format!("the host options of the {}: {e}", cohort[0].name()))
+        })?;
+        for (&i, o) in members.iter().zip(priced) {
+            out[i] = o;
+        }
+    }
+    Ok(out)
 }
 
 /// Roots offered to one group at most: a k=32 fat-tree has 256 cores above a group that
@@ -775,9 +886,10 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             }
         }
     }
+    let edge = edge_times(wl, net, &groups, &opts, &tp_of)?;
     let p2p = p2p_times(wl, net);
     let p2p_fn = |a: u32, b: u32| p2p.get(&(a, b)).copied().unwrap_or(0.0);
-    let tl = timeline::run(wl, &base, &p2p_fn)
+    let tl = timeline::run(wl, &base, &edge, &p2p_fn)
         .ok_or_else(|| PlanError::Model("the pipeline schedule cannot progress".into()))?;
     // sensitivities of each stage end to each stage's per-layer TP time
     let delta = 1000.0;
@@ -791,7 +903,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
             } else {
                 lt[s].bwd += delta;
             }
-            let t2 = timeline::run(wl, &lt, &p2p_fn)
+            let t2 = timeline::run(wl, &lt, &edge, &p2p_fn)
                 .ok_or_else(|| PlanError::Model("the pipeline schedule cannot progress".into()))?;
             for (sp, row) in c.iter_mut().enumerate() {
                 row[s] = (t2.stage_end[sp] - tl.stage_end[sp]) / delta;
@@ -806,6 +918,16 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
         }
     });
     let replicas = replica_table(wl, &opts, &tp_of);
+    let contention: Vec<(Vec<usize>, bool)> = cohorts(&groups)
+        .into_iter()
+        .filter(|((role, _), _)| *role != CohortRole::Tp)
+        .map(|((role, _), members)| {
+            let net_members: Vec<usize> =
+                members.into_iter().filter(|&g| !groups[g].nvlink).collect();
+            (net_members, role == CohortRole::Emb)
+        })
+        .filter(|(members, _)| members.len() > 1)
+        .collect();
     let mut m = Model {
         windows: Vec::new(),
         phases_of: Vec::new(),
@@ -823,7 +945,8 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
         phases: Vec::new(),
         slots: st.slots,
         quota: st.quota,
-        channels: net.topo.links.len() * 2,
+        channels: net.topo.links.len() * 2 + contention.len(),
+        contention,
         timeline: tl.clone(),
         base: tl,
         pend_stage,
@@ -866,6 +989,8 @@ impl Model {
             self.pend_stage,
             self.host_scale,
         );
+        self.contention_loads(&tl);
+        let (groups, opts) = (&self.groups, &self.opts);
         self.rows = chain_rows(wl, groups, opts, &self.vals, &tl);
         (self.phases, self.windows) = phases(groups, &self.vals, &tl);
         (self.releases, self.dp, self.tail, self.pipe) = link_sets(groups, opts, &tl);
@@ -876,6 +1001,53 @@ impl Model {
             }
         }
         self.timeline = tl;
+    }
+
+    /// Each host option's load on its cohort's contention channel ([`Model::contention`]),
+    /// from the values on the timeline `tl`.
+    fn contention_loads(&mut self, tl: &Timeline) {
+        let first = (self.channels - self.contention.len()) as u32;
+        for (k, (members, tail)) in self.contention.iter().enumerate() {
+            let ch = first + k as u32;
+            let release = match (*tail, self.groups[members[0]].stage) {
+                (false, Some(s)) => {
+                    let s = s as usize;
+                    tl.triggers[s]
+                        .iter()
+                        .copied()
+                        .fold(tl.stage_end[s], f64::min)
+                }
+                _ => 0.0,
+            };
+            // per host algorithm, the cohort's latest stream end in its all-host plan
+            let mut latest: BTreeMap<Algorithm, f64> = BTreeMap::new();
+            for &g in members {
+                for (o, opt) in self.opts[g].iter().enumerate() {
+                    if let OptKind::Host(a) = opt.kind {
+                        let e = latest.entry(a).or_insert(0.0);
+                        *e = e.max(self.vals[g][o].end_joint);
+                    }
+                }
+            }
+            let size = members.len() as f64;
+            for &g in members {
+                for opt in &mut self.opts[g] {
+                    let loads = if *tail {
+                        &mut opt.tail_loads
+                    } else {
+                        &mut opt.loads
+                    };
+                    loads.retain(|l| l.0 != ch);
+                    if let OptKind::Host(a) = opt.kind {
+                        let v = (latest[&a] - release) / size;
+                        if v > 0.0 {
+                            // after every link's channel: the order stays ascending
+                            loads.push((ch, v));
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// Fit the model to a replay: each stage's pipeline end (and its buckets' triggers)
@@ -951,26 +1123,29 @@ pub fn host_index(opts: &[Opt], _g: &Group) -> usize {
         .unwrap_or(0)
 }
 
-/// Time of one PP transfer between adjacent stages (TP rank 0 of replica 0; NVLink when
-/// both sit in one server).
+/// Time of one PP hop between the stages that send to each other: every rank of the
+/// sending stage to its counterpart at once ([`Net::p2p_time`]).
 fn p2p_times(wl: &Workload, net: &Net) -> HashMap<(u32, u32), f64> {
     let g = &wl.groups;
     let mut out = HashMap::new();
-    let rank = |s: u32| {
-        g.rank(crate::schedule::Coords {
-            tp: 0,
-            cp: 0,
-            dp: 0,
-            pp: s,
-        })
-    };
     let pp = wl.pp();
     for s in 0..pp {
         for t in [s + 1, s.wrapping_sub(1), 0, pp - 1] {
             if t >= pp || t == s || out.contains_key(&(s, t)) {
                 continue;
             }
-            let time = net.p2p_time(rank(s), rank(t), wl.pp_bytes).unwrap_or(0.0);
+            let pairs: Vec<(Rank, Rank)> = (0..wl.world())
+                .map(Rank)
+                .filter(|&r| g.coords(r).pp == s)
+                .map(|r| {
+                    let to = crate::schedule::Coords {
+                        pp: t,
+                        ..g.coords(r)
+                    };
+                    (r, g.rank(to))
+                })
+                .collect();
+            let time = net.p2p_time(&pairs, wl.pp_bytes).unwrap_or(0.0);
             out.insert((s, t), time);
         }
     }
@@ -1023,17 +1198,24 @@ fn values(
                 } => {
                     let s = g.stage.unwrap_or(0) as usize;
                     let scale = sync_scale(o, host_scale);
-                    let mut e = 0.0f64;
-                    for (b, t) in o.times[..buckets.len()].iter().enumerate() {
-                        let at = index.get(b).copied().unwrap_or(b);
-                        let trig = tl.triggers[s].get(at).copied().unwrap_or(tl.stage_end[s]);
-                        e = e.max(trig) + t * scale;
-                    }
-                    let gather: f64 = o.times[buckets.len()..buckets.len() + gathers.len()]
+                    // the buckets one after the other, each from its trigger
+                    let stream = |times: &[f64]| {
+                        let mut e = 0.0f64;
+                        for (b, t) in times[..buckets.len()].iter().enumerate() {
+                            let at = index.get(b).copied().unwrap_or(b);
+                            let trig = tl.triggers[s].get(at).copied().unwrap_or(tl.stage_end[s]);
+                            e = e.max(trig) + t * scale;
+                        }
+                        e
+                    };
+                    let e = stream(&o.times);
+                    // every group's parameter all-gathers run on the hosts together
+                    let gather: f64 = o.joint[buckets.len()..buckets.len() + gathers.len()]
                         .iter()
                         .sum();
                     Vals {
                         end: e,
+                        end_joint: stream(&o.joint),
                         gather,
                         exposed: (e - tl.stage_end[s]).max(0.0),
                         ..Vals::default()
@@ -1041,6 +1223,7 @@ fn values(
                 }
                 Role::Emb(_) => Vals {
                     end: o.times[0] * sync_scale(o, host_scale),
+                    end_joint: o.joint[0] * sync_scale(o, host_scale),
                     exposed: o.times[0] * sync_scale(o, host_scale),
                     ..Vals::default()
                 },

@@ -1,9 +1,10 @@
 //! The options of one group — host algorithm, an aggregation tree under each candidate
 //! root (hierarchical or root-only), Rina — each at each slot level, with the time of one
 //! collective and the time it occupies every channel: each collective lowered exactly as
-//! the trace of the plan lowers it ([`crate::lower`]) and priced alone on the replay's
-//! routes ([`super::price`]). A group inside one NVLink domain has one option, its
-//! `nvlink` records.
+//! the trace of the plan lowers it ([`crate::lower`]) and priced on the replay's routes
+//! ([`super::price`]): a host algorithm alone and beside its cohort ([`hosts`]), an
+//! aggregation alone. A group inside one NVLink domain has one option, its `nvlink`
+//! records.
 
 use super::groups::{Coll, Group};
 use super::price::{PriceNet, Priced, Recorder};
@@ -72,6 +73,10 @@ pub struct Opt {
     pub switches: Vec<NodeId>,
     /// Per collective of [`Group::colls`]: the time of one (ns).
     pub times: Vec<f64>,
+    /// Per collective: the time of one when every group of the group's cohort runs it on
+    /// the same host algorithm ([`hosts`]); `times` for the options that are not a host
+    /// algorithm.
+    pub joint: Vec<f64>,
     /// Channel occupancy per iteration: (channel, ns = wire bytes / capacity), ascending
     /// channel, of the collectives before the iteration's tail.
     pub loads: Vec<(u32, f64)>,
@@ -138,6 +143,7 @@ impl Net<'_> {
         };
         r.map_err(|e| e.to_string())?;
         let p = PriceNet {
+            topo: self.topo,
             routing: self.routing,
             payload: self.payload,
         };
@@ -146,18 +152,26 @@ impl Net<'_> {
 }
 
 impl Net<'_> {
-    /// Time of one point-to-point transfer of `bytes` from rank `a` to `b` alone, lowered
-    /// as the trace lowers a pipeline send (an NVLink record inside a server).
-    pub fn p2p_time(&self, a: Rank, b: Rank, bytes: Bytes) -> Result<f64, String> {
+    /// Time of one pipeline hop: every pair of `pairs` (each rank of a stage sending to
+    /// its counterpart in the next one, as the trace sends activations and gradients from
+    /// every TP rank of every replica at once) moves `bytes` at the same time, lowered as
+    /// the trace lowers a pipeline send (an NVLink record inside a server) and replayed
+    /// together ([`PriceNet::price_together`]): the slowest transfer's time, which the
+    /// replicas' gradient syncs wait for.
+    pub fn p2p_time(&self, pairs: &[(Rank, Rank)], bytes: Bytes) -> Result<f64, String> {
         let mut rec = Recorder::new(self.topo);
-        self.lw
-            .p2p(&mut rec, a, b, bytes, vec![], Nanos(0), None, None)
-            .map_err(|e| e.to_string())?;
+        for &(a, b) in pairs {
+            self.lw
+                .p2p(&mut rec, a, b, bytes, vec![], Nanos(0), None, None)
+                .map_err(|e| e.to_string())?;
+        }
         let p = PriceNet {
+            topo: self.topo,
             routing: self.routing,
             payload: self.payload,
         };
-        Ok(p.price(&rec.xfers, 1)?.time)
+        let all = 0..rec.xfers.len();
+        Ok(p.price_together(&rec.xfers, std::slice::from_ref(&all))?[0].time)
     }
 }
 
@@ -171,6 +185,7 @@ impl Net<'_> {
     pub fn layer_step_time(&self, wl: &Workload, s: u32, st: &LayerStep) -> Result<f64, String> {
         let price = |rec: Recorder| {
             PriceNet {
+                topo: self.topo,
                 routing: self.routing,
                 payload: self.payload,
             }
@@ -292,6 +307,7 @@ fn build(
         kind,
         slots,
         switches,
+        joint: times.clone(),
         times,
         loads: merge(loads),
         tail_loads: merge(tail),
@@ -299,22 +315,12 @@ fn build(
     })
 }
 
-/// The host options: the trace's `--collective` first, then every other host algorithm
-/// that lowers differently for this group (double binary tree: all-reduces of three or
-/// more; halving-doubling: a power of two from four; hierarchical: several servers with
-/// the same number of members, more than one each) — so "INA against the host" is
-/// against the best host algorithm. A group inside one server has the NVLink option only.
-pub fn hosts(net: &Net, g: &Group) -> Result<Vec<Opt>, String> {
-    if g.nvlink {
-        return Ok(vec![build(
-            net,
-            g,
-            OptKind::NvLink,
-            0,
-            vec![],
-            &How::Host(net.host),
-        )?]);
-    }
+/// The host algorithms offered to `g`: the trace's `--collective` first, then every other
+/// host algorithm that lowers differently for this group (double binary tree: all-reduces
+/// of three or more; halving-doubling: a power of two from four; hierarchical: several
+/// servers with the same number of members, more than one each) — so "INA against the
+/// host" is against the best host algorithm.
+pub fn host_algorithms(net: &Net, g: &Group) -> Vec<Algorithm> {
     let n = g.members.len();
     let mut per_server: std::collections::BTreeMap<u32, usize> = Default::default();
     for &r in &g.members {
@@ -343,10 +349,171 @@ pub fn hosts(net: &Net, g: &Group) -> Result<Vec<Opt>, String> {
             .filter(|&a| a != net.host && differs(a)),
     );
     algos
-        .into_iter()
-        .filter(|&a| a == net.host || differs(a))
-        .map(|a| build(net, g, OptKind::Host(a), 0, vec![], &How::Host(a)))
-        .collect()
+}
+
+/// The host options of a *cohort*: groups that run the same collectives at the same time
+/// (a stage's TP groups, a stage's DP groups, the embedding groups). Every collective of
+/// every option ([`host_algorithms`]) is lowered as the trace lowers it and replayed
+/// ([`PriceNet::price_together`]) twice: alone, and with every group of the cohort
+/// running the same collective on the same algorithm (where the group is offered it;
+/// all-gathers, and groups it is not offered to, on `--collective`), all started
+/// together — its time in the all-host plan of that algorithm, where the cohort's
+/// collectives share NICs and fabric links as the replay shares them ([`Opt::joint`]).
+/// A TP group's `times` are the joint ones (its replicas' layers run in step, and the
+/// slowest sets the pipeline's pace); a DP or embedding group's are its own, the model
+/// adding the cohort's contention as a load ([`super::model`]). A group inside one NVLink
+/// domain has the NVLink option only (its records are timers: nothing to share).
+pub fn hosts(net: &Net, cohort: &[&Group]) -> Result<Vec<Vec<Opt>>, String> {
+    let mut out: Vec<Vec<Opt>> = vec![Vec::new(); cohort.len()];
+    let mut shared: Vec<usize> = Vec::new();
+    for (i, g) in cohort.iter().enumerate() {
+        if g.nvlink {
+            let how = How::Host(net.host);
+            out[i].push(build(net, g, OptKind::NvLink, 0, vec![], &how)?);
+        } else {
+            shared.push(i);
+        }
+    }
+    let algos: Vec<Vec<Algorithm>> = cohort.iter().map(|g| host_algorithms(net, g)).collect();
+    let mut offered = vec![net.host];
+    offered.extend(
+        Algorithm::ALL
+            .into_iter()
+            .filter(|&a| a != net.host && shared.iter().any(|&i| algos[i].contains(&a))),
+    );
+    let mut pricer = CohortPricer {
+        net,
+        cohort,
+        joint: HashMap::new(),
+        alone: HashMap::new(),
+    };
+    for &a in &offered {
+        // under `a`, a group's algorithm for a collective of `kind`
+        let algo = |i: usize, kind: CollKind| {
+            if kind != CollKind::AllGather && algos[i].contains(&a) {
+                a
+            } else {
+                net.host
+            }
+        };
+        for &i in shared.iter().filter(|&&i| algos[i].contains(&a)) {
+            let g = cohort[i];
+            let own = !matches!(g.role, super::groups::Role::Tp { .. });
+            let mut opt = Opt {
+                kind: OptKind::Host(a),
+                slots: 0,
+                switches: vec![],
+                times: Vec::new(),
+                joint: Vec::new(),
+                loads: Vec::new(),
+                tail_loads: Vec::new(),
+                records: 0.0,
+            };
+            let mut loads = Vec::new();
+            let mut tail = Vec::new();
+            for (ci, c) in g.colls().into_iter().enumerate() {
+                // the groups running this collective, each on its algorithm under `a`
+                let runs: Vec<(usize, Algorithm)> = shared
+                    .iter()
+                    .filter(|&&j| cohort[j].colls().iter().any(|d| d.same(&c)))
+                    .map(|&j| (j, algo(j, c.kind)))
+                    .collect();
+                let joint = pricer.joint(&runs, c.kind, c.bytes, i)?;
+                let time = if own && runs.len() > 1 {
+                    pricer.alone(i, algo(i, c.kind), c.kind, c.bytes)?.time
+                } else {
+                    joint.time
+                };
+                let l = if g.in_tail(ci) { &mut tail } else { &mut loads };
+                l.extend(joint.loads.iter().map(|&(ch, v)| (ch, v * c.count as f64)));
+                opt.times.push(time);
+                opt.joint.push(joint.time);
+                opt.records += joint.records as f64 * c.count as f64;
+            }
+            opt.loads = merge(loads);
+            opt.tail_loads = merge(tail);
+            out[i].push(opt);
+        }
+    }
+    Ok(out)
+}
+
+/// A joint run: the collective (primitive, size) and each running group's algorithm.
+type JointKey = (CollKind, Bytes, Vec<(usize, Algorithm)>);
+
+/// Replays a cohort's host collectives, each (collective, algorithm of every group) once.
+struct CohortPricer<'n, 'g> {
+    net: &'n Net<'n>,
+    cohort: &'g [&'g Group],
+    /// (kind, size, each running group's algorithm) → per group, its joint price.
+    joint: HashMap<JointKey, HashMap<usize, Priced>>,
+    /// (group, algorithm, kind, size) → its price alone.
+    alone: HashMap<(usize, Algorithm, CollKind, Bytes), Priced>,
+}
+
+impl CohortPricer<'_, '_> {
+    /// `runs` (group, algorithm) lowered together and priced
+    /// ([`PriceNet::price_together`]; a ring alone by the wave rule, which it follows step
+    /// for step: its steps' flows start together and share equally, and a replay costs
+    /// more).
+    fn price(
+        &self,
+        runs: &[(usize, Algorithm)],
+        kind: CollKind,
+        b: Bytes,
+    ) -> Result<Vec<Priced>, String> {
+        let mut rec = Recorder::new(self.net.topo);
+        let mut lw = self.net.lw;
+        let mut parts = Vec::with_capacity(runs.len());
+        for &(i, algo) in runs {
+            let from = rec.xfers.len();
+            lw.host(&mut rec, algo, kind, b, &self.cohort[i].members, i as u64)
+                .map_err(|e| e.to_string())?;
+            parts.push(from..rec.xfers.len());
+        }
+        let p = PriceNet {
+            topo: self.net.topo,
+            routing: self.net.routing,
+            payload: self.net.payload,
+        };
+        match runs {
+            [(_, Algorithm::Ring)] => Ok(vec![p.price(&rec.xfers, 1)?]),
+            _ => p.price_together(&rec.xfers, &parts),
+        }
+    }
+
+    /// Group `i`'s price when `runs` run the collective together.
+    fn joint(
+        &mut self,
+        runs: &[(usize, Algorithm)],
+        kind: CollKind,
+        b: Bytes,
+        i: usize,
+    ) -> Result<Priced, String> {
+        let key = (kind, b, runs.to_vec());
+        if !self.joint.contains_key(&key) {
+            let priced = self.price(runs, kind, b)?;
+            let by_group = runs.iter().map(|r| r.0).zip(priced).collect();
+            self.joint.insert(key.clone(), by_group);
+        }
+        Ok(self.joint[&key][&i].clone())
+    }
+
+    /// Group `i`'s price alone on `algo`.
+    fn alone(
+        &mut self,
+        i: usize,
+        algo: Algorithm,
+        kind: CollKind,
+        b: Bytes,
+    ) -> Result<Priced, String> {
+        let key = (i, algo, kind, b);
+        if !self.alone.contains_key(&key) {
+            let p = self.price(&[(i, algo)], kind, b)?.remove(0);
+            self.alone.insert(key, p);
+        }
+        Ok(self.alone[&key].clone())
+    }
 }
 
 /// Candidate roots of `g` (empty when no aggregating switch sits above all members).

@@ -3,11 +3,15 @@
 //!
 //! It walks the same per-stage op order the trace generator lowers (the workload's
 //! 1F1B / interleaved order, [`crate::schedule::StagePlan::order`]) with fixed durations:
-//! an op takes its layers' time (compute and TP collectives) plus the output head on the
-//! last chunk of the last stage, then its point-to-point send, which the sender waits for
-//! (the trace's sends are synchronous). An op starts when its stage is free and its input
-//! has arrived. Approximations (the replay measures their effect): no contention between
-//! replicas or with gradient traffic, and every TP rank of a stage takes the same time.
+//! an op takes its layers' time (compute and TP collectives) plus the embedding on the
+//! first chunk of the first stage and the LM head and loss on the last chunk of the last
+//! stage ([`EdgeTimes`]), then its point-to-point send, which the sender waits for (the
+//! trace's sends are synchronous). An op starts when its stage is free and its input has
+//! arrived. The durations come from the planner's pricing, which replays every replica's
+//! collectives (and sends) of one step together, so the contention between replicas is
+//! in them; what is left out (the replay measures its effect): the gradient traffic of
+//! replicas or stages that finished earlier, and differences between the TP ranks and
+//! replicas of a stage (each hop takes its slowest send's time).
 
 use crate::schedule::{Pass, Workload};
 
@@ -19,6 +23,21 @@ pub struct LayerTimes {
     pub fwd: f64,
     /// Backward (recomputation included).
     pub bwd: f64,
+}
+
+/// Times of one stage's steps around its layers (ns, per micro-batch): the embedding's
+/// (first stage, first chunk) and the LM head's and loss's (last stage, last chunk),
+/// compute and collectives.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EdgeTimes {
+    /// Embedding, forward (before the first layer).
+    pub emb_fwd: f64,
+    /// Embedding, backward (after the first layer's backward).
+    pub emb_bwd: f64,
+    /// LM head and loss, forward (after the last layer).
+    pub head_fwd: f64,
+    /// LM head and loss, backward (before the last layer's backward).
+    pub head_bwd: f64,
 }
 
 /// What the timeline gives back.
@@ -37,10 +56,15 @@ impl Timeline {
     }
 }
 
-/// Run the timeline: `layer[s]` per stage, `p2p(from, to)` the time of one activation or
-/// gradient transfer between stages. `None` if the order cannot progress (a workload the
-/// trace generator would refuse too).
-pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -> Option<Timeline> {
+/// Run the timeline: `layer[s]` and `edge[s]` per stage, `p2p(from, to)` the time of one
+/// activation or gradient transfer between stages. `None` if the order cannot progress (a
+/// workload the trace generator would refuse too).
+pub fn run(
+    wl: &Workload,
+    layer: &[LayerTimes],
+    edge: &[EdgeTimes],
+    p2p: &dyn Fn(u32, u32) -> f64,
+) -> Option<Timeline> {
     let (pp, m) = (wl.pp(), wl.microbatches);
     let mut free = vec![0.0f64; pp as usize];
     let mut cursor = vec![0usize; pp as usize];
@@ -69,37 +93,36 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
                 let start = free[si].max(arrival);
                 let layers = plan.chunks.get(op.chunk as usize)?.clone();
                 let nl = layers.len() as f64;
-                let head_here = wl.is_last_chunk(s, op.chunk);
+                let e = &edge[si];
+                let head = if wl.is_last_chunk(s, op.chunk) {
+                    (e.head_fwd, e.head_bwd)
+                } else {
+                    (0.0, 0.0)
+                };
+                let emb = if wl.is_first_chunk(s, op.chunk) {
+                    (e.emb_fwd, e.emb_bwd)
+                } else {
+                    (0.0, 0.0)
+                };
                 let end = match op.pass {
-                    Pass::Fwd => {
-                        start
-                            + nl * layer[si].fwd
-                            + if head_here {
-                                compute_ns(&plan.head_fwd)
-                            } else {
-                                0.0
-                            }
-                    }
+                    Pass::Fwd => start + emb.0 + nl * layer[si].fwd + head.0,
                     Pass::Bwd => {
-                        let t0 = start
-                            + if head_here {
-                                compute_ns(&plan.head_bwd)
-                            } else {
-                                0.0
-                            };
+                        let t0 = start + head.1;
                         if op.microbatch == m - 1 {
                             for (b, bucket) in plan.buckets.iter().enumerate() {
                                 if bucket.chunk != op.chunk {
                                     continue;
                                 }
                                 if let Some(l) = bucket.trigger_layer {
-                                    // backward runs the chunk's layers in reverse
+                                    // backward runs the chunk's layers in reverse, the
+                                    // embedding's after the first layer's
                                     let done_layers = (layers.end - l) as f64;
-                                    triggers[si][b] = t0 + done_layers * layer[si].bwd;
+                                    let emb_done = if l == layers.start { emb.1 } else { 0.0 };
+                                    triggers[si][b] = t0 + done_layers * layer[si].bwd + emb_done;
                                 }
                             }
                         }
-                        t0 + nl * layer[si].bwd
+                        t0 + nl * layer[si].bwd + emb.1
                     }
                 };
                 free[si] = match wl.next_hop(s, op) {
@@ -135,17 +158,4 @@ pub fn run(wl: &Workload, layer: &[LayerTimes], p2p: &dyn Fn(u32, u32) -> f64) -
         stage_end: free,
         triggers,
     })
-}
-
-/// The compute of a stage's head steps (LM head and loss). Approximation: the head's TP
-/// collectives (SP all-gather, the cross-entropy's three small all-reduces) are left out
-/// of the timeline; they are a few KiB to MiB against the layers' traffic.
-fn compute_ns(steps: &[crate::schedule::LayerStep]) -> f64 {
-    steps
-        .iter()
-        .map(|s| match s {
-            crate::schedule::LayerStep::Compute(t) => t.0 as f64,
-            _ => 0.0,
-        })
-        .sum()
 }

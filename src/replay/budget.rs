@@ -2,18 +2,26 @@
 //! fit is refused with the estimate and the limit before the replay holds it, instead of
 //! being killed by the system half way.
 //!
-//! A replay's peak memory is proportional to its records: the compact record table, the
-//! per-record run-time state, the dependants and the times kept for the outputs, measured
-//! at 101–108 B per record at 32,768–65,536 GPUs (README, Benchmarks); [`BYTES_PER_RECORD`]
-//! rounds that up. The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
+//! A replay's peak memory is proportional to its records: every record has a run-time
+//! state that also holds its times for the outputs (24 B) and a dep count while the
+//! replay is prepared, [`BYTES_PER_RECORD`] with the fixed part spread over it; a record
+//! held as an explicit row of the table (not in a ring block, `table`) adds its columns,
+//! deps, dependants and path, [`BYTES_PER_ROW`]. Measured: 31.6 B per record for the
+//! 68.0 M records of a 65,536-GPU ring job (2.05 GiB, 99 % in ring blocks); 101–108 B per
+//! record before ring blocks, when every record was a row (README, Benchmarks). The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
 //! `G` suffix, powers of 1,024) or else the memory the system reports available when the
 //! replay starts (`MemAvailable` of `/proc/meminfo`); where neither is known nothing is
 //! checked.
 
 use super::ReplayError;
 
-/// Peak bytes of a replay per record (measured 101–108 B, rounded up).
-pub const BYTES_PER_RECORD: u64 = 120;
+/// Peak bytes of a replay per record, whether a row or in a ring block (measured
+/// 31.6 B, rounded up).
+pub const BYTES_PER_RECORD: u64 = 32;
+
+/// Peak bytes of a replay per explicit row, beyond [`BYTES_PER_RECORD`] (an all-row
+/// replay measured 101–108 B per record before; the sum is rounded up to 120 B).
+pub const BYTES_PER_ROW: u64 = 88;
 
 /// The environment variable that sets the limit.
 pub const LIMIT_VAR: &str = "INA3D_MEMORY_LIMIT";
@@ -45,25 +53,29 @@ impl MemoryBudget {
         }))
     }
 
-    /// The records that fit.
-    pub fn records(&self) -> u64 {
-        self.limit / BYTES_PER_RECORD
-    }
-
-    /// Refuses a replay of `records` records (an estimate, `how` says of what) that does
-    /// not fit.
-    pub fn check(&self, records: u64, how: &str) -> Result<(), ReplayError> {
-        if records <= self.records() {
+    /// Refuses a replay of `records` records of which `rows` are explicit rows (an
+    /// estimate, `how` says of what) that does not fit.
+    pub fn check(&self, records: u64, rows: u64, how: &str) -> Result<(), ReplayError> {
+        let need = need(records, rows);
+        if need <= self.limit {
             return Ok(());
         }
         Err(ReplayError::OverBudget {
             records,
+            rows,
             how: how.to_string(),
-            need: records.saturating_mul(BYTES_PER_RECORD),
+            need,
             limit: self.limit,
             origin: self.source.clone(),
         })
     }
+}
+
+/// Peak bytes of a replay of `records` records of which `rows` are explicit rows.
+pub fn need(records: u64, rows: u64) -> u64 {
+    records
+        .saturating_mul(BYTES_PER_RECORD)
+        .saturating_add(rows.saturating_mul(BYTES_PER_ROW))
 }
 
 /// The records of a file of `size` bytes of which `read` bytes gave `records` records.
@@ -136,14 +148,17 @@ mod tests {
             limit: 1200,
             source: "test".into(),
         };
-        assert_eq!(b.records(), 10);
-        assert!(b.check(10, "exact").is_ok());
-        let e = b.check(11, "11 so far").unwrap_err().to_string();
+        // ten rows fit, as do 37 records in ring blocks
+        assert!(b.check(10, 10, "exact").is_ok());
+        assert!(b.check(37, 0, "blocks").is_ok());
+        assert!(b.check(38, 0, "blocks").is_err());
+        let e = b.check(11, 11, "11 so far").unwrap_err().to_string();
         assert!(e.contains("11 records") && e.contains("11 so far"), "{e}");
         assert!(
-            e.contains("120 B per record") && e.contains("1.29 KiB"),
+            e.contains("11 of them rows") && e.contains("32 B per record, 88 B more per row"),
             "{e}"
         );
+        assert!(e.contains("1.29 KiB"), "{e}");
         assert!(e.contains("limit of 1.17 KiB"), "{e}");
         assert!(e.contains("test"), "{e}");
     }

@@ -47,7 +47,7 @@ pub(super) enum EventKind {
 /// What the event loop reads and writes of one record, side by side so that an event
 /// touches one cache line of it, not one per column (the records are visited in time
 /// order, which is far from trace order at scale).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct RecState {
     /// When the record became ready (its last dep ended) until it starts; then its start.
     pub start: u64,
@@ -101,6 +101,70 @@ impl RecState {
             r.pending = k;
         }
         v
+    }
+}
+
+/// What a record's standalone FCT (alone on an idle network) is computed from, kept after
+/// the replay instead of one value per record (`fct.csv` rows are made on demand).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Standalone {
+    /// Per interned path: channels, propagation delay, smallest rate (bits/s).
+    len: Vec<u32>,
+    delay: Vec<u64>,
+    min_rate: Vec<u64>,
+    /// Per aggregation: its unit's standalone time.
+    agg: Vec<u64>,
+    /// Aggregation of each record ([`NONE`]; empty when no record aggregates).
+    rec_agg: Vec<u32>,
+    /// Wire bytes of a host transfer: payload and header of a packet.
+    payload: Bytes,
+    header: Bytes,
+}
+
+impl Standalone {
+    /// Taken out of the prepared tables of a finished replay.
+    fn take(p: &mut Prepared, opts: &ReplayOptions) -> Standalone {
+        Standalone {
+            len: std::mem::take(&mut p.paths.len),
+            delay: std::mem::take(&mut p.paths.delay),
+            min_rate: std::mem::take(&mut p.paths.min_rate),
+            agg: p.aggs.iter().map(|a| a.standalone).collect(),
+            rec_agg: std::mem::take(&mut p.rec_agg),
+            payload: opts.payload,
+            header: opts.header,
+        }
+    }
+
+    /// Completion time of record `i` (state `r`) alone on an idle network.
+    pub fn of(&self, i: usize, r: &RecState, records: &RecordTable) -> u64 {
+        let f = records.fields(i);
+        match f.mode {
+            Mode::Compute | Mode::NvLink => f.dur,
+            Mode::Ina => self.agg[self.rec_agg[i] as usize],
+            Mode::Net => match r.path {
+                NONE => 0,
+                p if self.len[p as usize] == 0 => self.delay[p as usize],
+                p => {
+                    let wire = Bytes(f.bytes).with_headers(self.payload, self.header);
+                    BitsPerSec(self.min_rate[p as usize])
+                        .transmit_time(wire)
+                        .0
+                        .saturating_add(self.delay[p as usize])
+                }
+            },
+        }
+    }
+}
+
+/// The records' times, by position, from their run-time states.
+struct Times<'a>(&'a [RecState]);
+
+impl fct::Times for Times<'_> {
+    fn start(&self, i: usize) -> u64 {
+        self.0[i].start
+    }
+    fn end(&self, i: usize) -> u64 {
+        self.0[i].end
     }
 }
 
@@ -182,6 +246,7 @@ pub(super) struct Sim<'a> {
     pub ch_units: super::solver::ChanTable,
     pub ch_bytes: Vec<f64>,
     // solver scratch
+    pub scratch: super::solver::Scratch,
     pub dirty: Vec<u32>,
     pub fresh: Vec<u32>,
     pub stamp: u32,
@@ -224,6 +289,7 @@ impl<'a> Sim<'a> {
             pos: vec![0; arena_len],
             ch_units: super::solver::ChanTable::new(&p.ch_cap),
             ch_bytes: huge::filled(nch, 0.0),
+            scratch: Default::default(),
             dirty: Vec::new(),
             fresh: Vec::new(),
             stamp: 0,
@@ -642,34 +708,6 @@ impl<'a> Sim<'a> {
         self.serve_waiting();
     }
 
-    /// Completion time of record `i` alone on an idle network.
-    fn standalone(&self, i: usize, records: &RecordTable) -> u64 {
-        let f = records.fields(i);
-        match f.mode {
-            Mode::Compute | Mode::NvLink => f.dur,
-            Mode::Ina => self.p.aggs[self.p.agg_of(i) as usize].standalone,
-            Mode::Net => match self.rec[i].path {
-                NONE => 0,
-                p if self.p.paths.len[p as usize] == 0 => self.p.paths.delay[p as usize],
-                p => {
-                    let rate = self.p.paths.min_rate[p as usize];
-                    BitsPerSec(rate)
-                        .transmit_time(wire(Bytes(f.bytes), self.opts))
-                        .0
-                        .saturating_add(self.p.paths.delay[p as usize])
-                }
-            },
-        }
-    }
-
-    /// Each record's standalone FCT, trace order (what the rows need of the prepared
-    /// tables, so those can be freed before the rows are built).
-    fn standalones(&self, records: &RecordTable) -> Vec<u64> {
-        (0..records.len())
-            .map(|i| self.standalone(i, records))
-            .collect()
-    }
-
     /// Statistics of every channel that carried bytes, channel order.
     fn channel_stats(&self, topo: &Topology) -> Vec<ChannelStat> {
         let makespan = self.rec.iter().map(|r| r.end).max().unwrap_or(0);
@@ -748,16 +786,13 @@ pub fn simulate_table<R: PathSource + ?Sized>(
     let channels = sim.channel_stats(topo);
     let tenant_slots = sim.occupancy.tenant_slots(opts.ina.tenants.len());
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
-    let standalone = sim.standalones(&records);
+    let standalone = Standalone::take(&mut sim.p, opts);
     let rec = std::mem::take(&mut sim.rec);
     let (switch_bytes, ina_fallbacks, events, resolves) =
         (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
     // the prepared tables and the solver's state are done with: free them before the
-    // times are taken apart and the summary made
+    // summary is made (each record's state is kept: its times are the rows')
     drop(sim);
-    let start: Vec<u64> = rec.iter().map(|r| r.start).collect();
-    let end: Vec<u64> = rec.iter().map(|r| r.end).collect();
-    drop(rec);
     let ctx = SummaryContext {
         backend: "replay".into(),
         trace: opts.trace_name.clone(),
@@ -765,7 +800,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         ina_slot_peak: fct::slot_peak(&slots),
         wall_time_ns: wall.elapsed().as_nanos() as u64,
     };
-    let summary = fct::summarize_times(&records, &start, &end, &ctx);
+    let summary = fct::summarize_timed(&records, &Times(&rec), &ctx);
     Ok(ReplayResult {
         summary,
         channels,
@@ -776,8 +811,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         resolves,
         times: super::RecordTimes {
             records,
-            start,
-            end,
+            rec,
             standalone,
         },
     })

@@ -112,7 +112,7 @@ mod table;
 
 pub use dcqcn::{RateModel, Rp};
 pub use engine::{simulate, simulate_table, TIME_HORIZON_NS};
-pub use output::{write_outputs, write_totals};
+pub use output::{write_outputs, write_outputs_with, PerRecord};
 pub use route::PathSource;
 pub use table::RecordTable;
 
@@ -203,14 +203,14 @@ pub struct TenantSlots {
     pub slot_time: u64,
 }
 
-/// The records replayed with each one's start, end and standalone FCT (by position): the
-/// rows of `fct.csv` without their repeated fields.
+/// The records replayed with each one's run-time state (its start and end, by position)
+/// and what its standalone FCT is computed from: the rows of `fct.csv` without their
+/// repeated fields, made on demand.
 #[derive(Clone, Debug, PartialEq)]
 struct RecordTimes {
     records: RecordTable,
-    start: Vec<u64>,
-    end: Vec<u64>,
-    standalone: Vec<u64>,
+    rec: Vec<engine::RecState>,
+    standalone: engine::Standalone,
 }
 
 impl ReplayResult {
@@ -218,7 +218,11 @@ impl ReplayResult {
     /// written from without holding every row).
     pub fn row_iter(&self) -> impl ExactSizeIterator<Item = FctRow> + '_ {
         let t = &self.times;
-        (0..t.records.len()).map(|i| t.records.row(i, t.start[i], t.end[i], t.standalone[i]))
+        (0..t.records.len()).map(|i| {
+            let r = &t.rec[i];
+            let alone = t.standalone.of(i, r, &t.records);
+            t.records.row(i, r.start, r.end, alone)
+        })
     }
 
     /// One row per record, in trace order.
@@ -318,10 +322,12 @@ pub enum ReplayError {
     #[error("{var}=`{0}` is not a size in bytes (e.g. 8G, 512M, 1073741824)", var = budget::LIMIT_VAR)]
     BadLimit(String),
     /// The replay would not fit in memory ([`budget`]).
-    #[error("the replay would need about {} ({records} records × {} B per record; {how}), more than the limit of {} ({origin})", budget::size(*need), budget::BYTES_PER_RECORD, budget::size(*limit))]
+    #[error("the replay would need about {} ({records} records, {rows} of them rows outside ring blocks: {} B per record, {} B more per row; {how}), more than the limit of {} ({origin})", budget::size(*need), budget::BYTES_PER_RECORD, budget::BYTES_PER_ROW, budget::size(*limit))]
     OverBudget {
         /// Records, estimated.
         records: u64,
+        /// Of them, explicit rows (not in ring blocks), estimated.
+        rows: u64,
         /// How the estimate was made.
         how: String,
         /// Bytes needed, estimated.

@@ -11,38 +11,59 @@ use std::path::Path;
 /// threads at once, each from its own pass over the rows (an error in `fct.csv` is
 /// reported first, as if written one after the other).
 pub fn write_outputs(dir: &Path, r: &ReplayResult) -> Result<(), FormatError> {
-    write(dir, r, true)
+    write_outputs_with(dir, r, PerRecord::Write)
 }
 
-/// [`write_outputs`] without the two per-record files: `summary.csv`, `links.csv` and
-/// `switches.csv` only. At thousands of GPUs `fct.csv` and `fct.txt` take hundreds of MB
-/// per replay (the first run of `notebooks/study-scale.toml` wrote about 13 GB of them in
-/// its first 49 replays, at 1,024 and 8,192 GPUs, and filled the disk), which a sweep reading
-/// only the summaries does not need.
-pub fn write_totals(dir: &Path, r: &ReplayResult) -> Result<(), FormatError> {
-    write(dir, r, false)
+/// Whether a replay's per-record files (`fct.csv`, `fct.txt`) are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PerRecord {
+    /// Written (the default).
+    Write,
+    /// Not written, and any left in the directory by an earlier run removed, so that
+    /// what is there is one replay's (`ina3d replay --no-fct`: at cluster scale they are
+    /// gigabytes, ≈ 135 B per record).
+    Skip,
 }
 
-fn write(dir: &Path, r: &ReplayResult, flows: bool) -> Result<(), FormatError> {
+/// [`write_outputs`], the per-record files only if `per_record` says so.
+pub fn write_outputs_with(
+    dir: &Path,
+    r: &ReplayResult,
+    per_record: PerRecord,
+) -> Result<(), FormatError> {
     // marked until the files are all there (formats::atomic::OutputSet)
     let set = crate::formats::atomic::OutputSet::begin(dir, "ina3d replay")?;
-    if flows {
-        let (csv, txt) = std::thread::scope(|s| {
-            let txt = s.spawn(|| {
-                hpcc_fct::write(&dir.join("fct.txt"), r.row_iter(), hpcc_fct::Flavor::Hpcc)
-            });
-            let csv = fct_csv::write(&dir.join("fct.csv"), r.row_iter());
-            (
-                csv,
-                txt.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            )
-        });
-        csv?;
-        txt?;
+    if per_record == PerRecord::Skip {
+        for name in ["fct.csv", "fct.txt"] {
+            let p = dir.join(name);
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(FormatError::Io { path: p, source: e })
+                }
+                _ => {}
+            }
+        }
+    } else {
+        write_per_record(dir, r)?;
     }
     summary_csv::write(&dir.join("summary.csv"), &r.summary)?;
     links_csv::write(&dir.join("links.csv"), &r.channels)?;
     switches_csv::write(&dir.join("switches.csv"), &r.slots)?;
     set.finish()
+}
+
+/// `fct.csv` and `fct.txt`, on two threads.
+fn write_per_record(dir: &Path, r: &ReplayResult) -> Result<(), FormatError> {
+    let (csv, txt) = std::thread::scope(|s| {
+        let txt =
+            s.spawn(|| hpcc_fct::write(&dir.join("fct.txt"), r.row_iter(), hpcc_fct::Flavor::Hpcc));
+        let csv = fct_csv::write(&dir.join("fct.csv"), r.row_iter());
+        (
+            csv,
+            txt.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+        )
+    });
+    csv?;
+    txt
 }

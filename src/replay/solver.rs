@@ -16,9 +16,20 @@ use std::collections::BinaryHeap;
 /// channel's version (stale entries are skipped).
 type ShareHeap = BinaryHeap<Reverse<(u64, u32, u32)>>;
 
+/// The re-solve's lists, kept between re-solves so that each batch does not allocate.
+#[derive(Default)]
+pub(super) struct Scratch {
+    units: Vec<u32>,
+    channels: Vec<u32>,
+    stack: Vec<u32>,
+    heap: ShareHeap,
+}
+
 /// The solver's state of one channel, in one cache line: adding, removing and re-solving
 /// a transfer touch every channel of its path, and with the fields in separate arrays
-/// each touch cost a cache miss per field.
+/// (and the unit list on the heap) each touch cost a cache miss per field. A channel with
+/// at most [`INLINE`] units (most of them: a NIC carries one or two transfers at a time)
+/// keeps them here; a longer list lives in [`ChanTable`]'s spill lists.
 #[repr(C, align(64))]
 #[derive(Clone, Debug, Default)]
 pub(super) struct Chan {
@@ -37,12 +48,26 @@ pub(super) struct Chan {
     ver: u32,
     /// Units not yet frozen in a progressive fill.
     cnt: u32,
-    /// The units on it: (unit, position of the channel in its path).
-    units: Vec<(u32, u32)>,
+    /// Units on it.
+    len: u32,
+    /// Its spill list, when `len` > [`INLINE`].
+    spill: u32,
+    /// The units, while they fit: (unit, position of the channel in its path).
+    inline: [(u32, u32); INLINE],
 }
 
-/// Every channel's [`Chan`]; indexing gives a channel's units.
-pub(super) struct ChanTable(Vec<Chan>);
+/// Units a channel holds in its own cache line.
+const INLINE: usize = 2;
+
+/// Every channel's [`Chan`]; indexing gives a channel's units, (unit, position of the
+/// channel in its path), in the order a `Vec` with `push` and `swap_remove` keeps them.
+pub(super) struct ChanTable {
+    chans: Vec<Chan>,
+    /// Unit lists of the channels with more than [`INLINE`] units.
+    spill: Vec<Vec<(u32, u32)>>,
+    /// Spill lists not in use.
+    free: Vec<u32>,
+}
 
 impl ChanTable {
     /// Channels of capacities `cap` (bytes per ns), no units on them.
@@ -51,22 +76,71 @@ impl ChanTable {
         for (x, &c) in v.iter_mut().zip(cap) {
             x.cap = c;
         }
-        ChanTable(v)
+        ChanTable {
+            chans: v,
+            spill: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// Append `e` to channel `c`'s units.
+    #[inline]
+    fn push(&mut self, c: usize, e: (u32, u32)) {
+        let x = &mut self.chans[c];
+        let n = x.len as usize;
+        if n < INLINE {
+            x.inline[n] = e;
+        } else if n == INLINE {
+            let s = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.spill.push(Vec::new());
+                    (self.spill.len() - 1) as u32
+                }
+            };
+            let list = &mut self.spill[s as usize];
+            list.clear();
+            list.extend_from_slice(&x.inline);
+            list.push(e);
+            x.spill = s;
+        } else {
+            self.spill[x.spill as usize].push(e);
+        }
+        x.len += 1;
+    }
+
+    /// Remove channel `c`'s unit at `p`, the last one taking its place (`Vec::swap_remove`);
+    /// the unit now at `p`, if any.
+    #[inline]
+    fn swap_remove(&mut self, c: usize, p: usize) -> Option<(u32, u32)> {
+        let x = &mut self.chans[c];
+        let n = x.len as usize;
+        x.len -= 1;
+        if n <= INLINE {
+            x.inline[p] = x.inline[n - 1];
+            return (p < n - 1).then(|| x.inline[p]);
+        }
+        let list = &mut self.spill[x.spill as usize];
+        list.swap_remove(p);
+        let moved = list.get(p).copied();
+        if n - 1 == INLINE {
+            x.inline.copy_from_slice(&list[..INLINE]);
+            self.free.push(x.spill);
+        }
+        moved
     }
 }
 
 impl std::ops::Index<usize> for ChanTable {
-    type Output = Vec<(u32, u32)>;
+    type Output = [(u32, u32)];
     #[inline]
-    fn index(&self, c: usize) -> &Vec<(u32, u32)> {
-        &self.0[c].units
-    }
-}
-
-impl std::ops::IndexMut<usize> for ChanTable {
-    #[inline]
-    fn index_mut(&mut self, c: usize) -> &mut Vec<(u32, u32)> {
-        &mut self.0[c].units
+    fn index(&self, c: usize) -> &[(u32, u32)] {
+        let x = &self.chans[c];
+        if x.len as usize <= INLINE {
+            &x.inline[..x.len as usize]
+        } else {
+            &self.spill[x.spill as usize]
+        }
     }
 }
 
@@ -74,14 +148,14 @@ impl Sim<'_> {
     /// True when the caps of the units on `c` sum above its capacity.
     #[inline]
     pub(super) fn tight(&self, c: usize) -> bool {
-        let x = &self.ch_units.0[c];
+        let x = &self.ch_units.chans[c];
         x.demand > x.cap * (1.0 + 1e-9)
     }
 
     /// Channel `c`'s state.
     #[inline]
     fn ch(&mut self, c: usize) -> &mut Chan {
-        &mut self.ch_units.0[c]
+        &mut self.ch_units.chans[c]
     }
 
     /// Put a new unit on the channels `arena[off..off+len]`, with its own rate limit `cap`;
@@ -132,7 +206,7 @@ impl Sim<'_> {
             let c = self.p.arena[a] as usize;
             let before = self.tight(c);
             self.pos[a] = self.ch_units[c].len() as u32;
-            self.ch_units[c].push((u, k));
+            self.ch_units.push(c, (u, k));
             self.ch(c).demand += cap;
             if before || self.tight(c) {
                 self.dirty.push(c as u32);
@@ -180,16 +254,11 @@ impl Sim<'_> {
                 self.dirty.push(c as u32);
             }
             let p = self.pos[a] as usize;
-            self.ch_units[c].swap_remove(p);
-            if let Some(&(u2, k2)) = self.ch_units[c].get(p) {
+            if let Some((u2, k2)) = self.ch_units.swap_remove(c, p) {
                 self.pos[(self.units[u2 as usize].off + k2) as usize] = p as u32;
             }
             let x = self.ch(c);
-            x.demand = if x.units.is_empty() {
-                0.0
-            } else {
-                x.demand - cap
-            };
+            x.demand = if x.len == 0 { 0.0 } else { x.demand - cap };
             if account {
                 self.ch_bytes[c] += wire;
             }
@@ -217,15 +286,20 @@ impl Sim<'_> {
             }
             self.cc_schedule();
         }
+        // the lists go back for the next re-solve (one per batch: millions at scale)
+        self.scratch.units = comp_units;
+        self.scratch.channels = comp_ch;
     }
 
     /// The units and tight channels reachable from this batch's dirty channels and new
     /// units through tight channels (channels marked with the current stamp).
     fn component(&mut self) -> (Vec<u32>, Vec<u32>) {
         let st = self.stamp;
-        let mut comp_units: Vec<u32> = Vec::new();
-        let mut comp_ch: Vec<u32> = Vec::new();
-        let mut stack: Vec<u32> = Vec::new();
+        let mut comp_units = std::mem::take(&mut self.scratch.units);
+        let mut comp_ch = std::mem::take(&mut self.scratch.channels);
+        let mut stack = std::mem::take(&mut self.scratch.stack);
+        comp_units.clear();
+        comp_ch.clear();
         let dirty = std::mem::take(&mut self.dirty);
         for &c in &dirty {
             if self.ch(c as usize).mark != st {
@@ -252,6 +326,7 @@ impl Sim<'_> {
         self.dirty.clear();
         self.fresh = fresh;
         self.fresh.clear();
+        self.scratch.stack = stack;
         (comp_units, comp_ch)
     }
 
@@ -338,7 +413,8 @@ impl Sim<'_> {
     fn fill(&mut self, units: &[u32], comp_ch: &[u32], class: Option<bool>) {
         let st = self.stamp;
         let aggs_only = class == Some(true);
-        let mut heap: ShareHeap = BinaryHeap::with_capacity(comp_ch.len());
+        let mut heap = std::mem::take(&mut self.scratch.heap);
+        heap.clear();
         for &c in comp_ch {
             let cu = c as usize;
             let counted = match class {
@@ -364,7 +440,7 @@ impl Sim<'_> {
                 ui += 1;
             }
             while let Some(&Reverse((_, c, v))) = heap.peek() {
-                let x = &self.ch_units.0[c as usize];
+                let x = &self.ch_units.chans[c as usize];
                 if x.ver != v || x.cnt == 0 {
                     heap.pop();
                 } else {
@@ -401,6 +477,7 @@ impl Sim<'_> {
                 (Some(_), None) => unreachable!("guarded above"),
             }
         }
+        self.scratch.heap = heap;
     }
 
     /// Fix unit `u` at `rate`: take it off the remaining capacity and count of every

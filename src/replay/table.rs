@@ -595,8 +595,9 @@ impl RecordTable {
         &self.blocks
     }
 
-    /// Explicit rows.
-    pub(super) fn rows(&self) -> usize {
+    /// Explicit rows (records not held in ring blocks; while records are still pushed,
+    /// the last few, which may yet join a block, are not counted).
+    pub fn rows(&self) -> usize {
         self.src.len()
     }
 
