@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate study
+.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate study study-scale
 
 ## run: the main job on the bundled example over eight ECMP seeds (parse → trace → replay
 ## each INA policy → table, results.csv and results.svg). Built without polars
@@ -122,3 +122,20 @@ STUDY_OUT ?= target/study
 study: venv build
 	$(INA3D_BIN) sweep notebooks/study.toml -o $(STUDY_OUT)
 	INA3D_STUDY=$(STUDY_OUT) $(PY) notebooks/execute.py --out $(STUDY_OUT) notebooks/study.ipynb
+
+## study-scale: the study at cluster scale (README "The study at scale"): `ina3d sweep
+## notebooks/study-scale.toml` — GPT-3 175B, Llama-2 70B and Mixtral 8x7B at full depth on
+## 1,024 and 8,192 GPUs (fat-tree, leaf-spine 3:1, rail; two layouts each; 1 K-64 K slots),
+## ECMP seeds 0-1, the ideal rate model — with the release binary, then
+## notebooks/study_scale.ipynb on the cells that finished (writes study_scale.csv,
+## study_scale_plans.csv and study_scale_cells.csv into STUDY_SCALE_OUT; exits with the
+## sweep's status: 1 when a cell failed or is missing). About 1.5 hours on 2 shared cores; resumes a
+## killed run. Not part of `make test`. STUDY_SCALE_FLAGS="--slurm --wait [--partition P]"
+## runs the cells as a Slurm job array instead (README "Sweeps", Slurm).
+STUDY_SCALE_OUT ?= target/study-scale
+STUDY_SCALE_FLAGS ?= --jobs 2
+study-scale: venv
+	$(CARGO) run --release --quiet -- sweep notebooks/study-scale.toml -o $(STUDY_SCALE_OUT) $(STUDY_SCALE_FLAGS); \
+	rc=$$?; [ $$rc -le 1 ] || exit $$rc; \
+	INA3D_STUDY_SCALE=$(STUDY_SCALE_OUT) $(PY) notebooks/execute.py --out $(STUDY_SCALE_OUT) notebooks/study_scale.ipynb \
+	    && exit $$rc

@@ -150,6 +150,125 @@ fn a_cell_toml_is_a_grid_of_that_one_cell_with_the_same_id() {
 }
 
 // ---------------------------------------------------------------------------------------
+// The study at scale (notebooks/study-scale.toml): the star its README section describes
+// ---------------------------------------------------------------------------------------
+
+/// The one-axis variations of a scale cell against its model's base cell, by name.
+fn scale_variations(c: &Cell, base: &Cell) -> Vec<&'static str> {
+    let kind = |c: &Cell| value(c, "topology").split(':').next().unwrap().to_string();
+    let gpus = |c: &Cell| {
+        ["tp", "pp", "dp"]
+            .iter()
+            .map(|k| value(c, k).parse::<u64>().unwrap())
+            .product::<u64>()
+    };
+    let mut v = Vec::new();
+    if gpus(c) != gpus(base) {
+        v.push("gpus");
+    }
+    if value(c, "ina-slots") != value(base, "ina-slots") {
+        v.push("slots");
+    }
+    if kind(c) != kind(base) {
+        v.push("fabric");
+    }
+    if value(c, "pp") != value(base, "pp") {
+        v.push("layout");
+    }
+    v
+}
+
+#[test]
+fn the_scale_study_is_a_star_of_one_axis_variations_around_each_model_s_base_cell() {
+    let path = root().join("notebooks/study-scale.toml");
+    let g = Grid::read(&path).unwrap();
+    let cells = g.expand().unwrap();
+    let models = ["gpt3-175b", "llama2-70b", "mixtral-8x7b"];
+    assert_eq!(cells.len(), 28, "10 cells for GPT-3, 9 for the others");
+    for m in models {
+        let of: Vec<&Cell> = cells.iter().filter(|c| value(c, "input") == m).collect();
+        // the base: 8,192 GPUs on the k=32 fat-tree, 8,192 slots, layout A (the first listed)
+        let base = of
+            .iter()
+            .find(|c| {
+                value(c, "topology") == "fat-tree:k=32"
+                    && value(c, "ina-slots") == "8192"
+                    && value(c, "pp") == if m == "gpt3-175b" { "16" } else { "8" }
+            })
+            .unwrap_or_else(|| panic!("{m} has its base cell"));
+        let mut seen: Vec<Vec<&str>> = of.iter().map(|c| scale_variations(c, base)).collect();
+        seen.sort();
+        let mut want: Vec<Vec<&str>> = vec![
+            vec![],
+            vec!["slots"],
+            vec!["slots"],
+            vec!["fabric"],
+            vec!["fabric"],
+            vec!["layout"],
+            // 1,024 GPUs: its own base, then fabric and layout around it
+            vec!["gpus"],
+            vec!["gpus", "fabric"],
+            vec!["gpus", "fabric"],
+            vec!["gpus", "layout"],
+        ];
+        if m != "gpt3-175b" {
+            // 65,536 slots only on GPT-3
+            want.remove(1);
+        }
+        want.sort();
+        assert_eq!(seen, want, "{m}: the cells vary one axis from the base");
+        let slots: std::collections::BTreeSet<String> =
+            of.iter().map(|c| value(c, "ina-slots")).collect();
+        let want: &[&str] = if m == "gpt3-175b" {
+            &["1024", "65536", "8192"]
+        } else {
+            &["1024", "8192"]
+        };
+        assert_eq!(slots, want.iter().map(|s| s.to_string()).collect());
+    }
+    for c in &cells {
+        let s = &c.spec;
+        assert_eq!(s.get("rate-model").unwrap(), "ideal");
+        assert_eq!(s.get("seeds").unwrap(), "0,1");
+        assert_eq!(
+            s.get("flows").unwrap(),
+            "false",
+            "no per-flow files at scale"
+        );
+        // every fabric holds the job, with less than one leaf of 48 hosts left over
+        let world: usize = ["tp", "pp", "dp"]
+            .iter()
+            .map(|k| value(c, k).parse::<usize>().unwrap())
+            .product();
+        let topo = ina3d::topology::Topology::from_spec(&value(c, "topology")).unwrap();
+        let hosts = topo.hosts().len();
+        assert!(
+            (world..world + 48).contains(&hosts),
+            "{}: {hosts} hosts for {world} GPUs",
+            value(c, "topology")
+        );
+        if value(c, "topology").starts_with("leaf-spine") {
+            // 3:1: every leaf's host links carry three times its spine links
+            for leaf in topo.switches() {
+                let (mut down, mut up) = (0u128, 0u128);
+                for l in topo.links.iter().filter(|l| l.a == leaf || l.b == leaf) {
+                    let other = if l.a == leaf { l.b } else { l.a };
+                    match topo.kind(other) {
+                        Some(ina3d::topology::NodeKind::Host) => down += l.rate.0 as u128,
+                        Some(ina3d::topology::NodeKind::Switch) => up += l.rate.0 as u128,
+                        _ => {}
+                    }
+                }
+                assert!(
+                    down == 0 || down == 3 * up,
+                    "leaf {leaf:?}: {down} down, {up} up"
+                );
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Bad grids: errors name file, line and column
 // ---------------------------------------------------------------------------------------
 
@@ -424,7 +543,7 @@ fn grid_keys_and_run_flags_are_the_same_options() {
     for k in RunSpec::option_names() {
         let as_flag = match k {
             "input" => continue, // the positional argument
-            "calibrate" | "traces" => format!("no-{k}"),
+            "calibrate" | "traces" | "flows" => format!("no-{k}"),
             _ => k.to_string(),
         };
         assert!(flag(&as_flag), "grid key `{k}` has no run flag --{as_flag}");
@@ -435,10 +554,96 @@ fn grid_keys_and_run_flags_are_the_same_options() {
             "out" | "help" | "version" | "no-ns3" | "verbose" => continue,
             "no-calibrate" => "calibrate",
             "no-traces" => "traces",
+            "no-flows" => "flows",
             other => other,
         };
         assert!(RunSpec::is_option(key), "run flag --{f} is not a grid key");
     }
+}
+
+/// The columns of a `results.csv` or `summary.csv` but wall times (which differ run to
+/// run) and the trace's name (which names the run's directory).
+fn simulated_columns(path: &Path) -> Vec<Vec<String>> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let keep: Vec<usize> = r
+        .headers()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, h)| !h.contains("wall_time") && *h != "trace")
+        .map(|(i, _)| i)
+        .collect();
+    r.records()
+        .map(|row| {
+            let row = row.unwrap();
+            keep.iter().map(|&i| row[i].to_string()).collect()
+        })
+        .collect()
+}
+
+/// `--no-flows` (grid key `flows = false`, what the study at scale runs): every replay
+/// keeps its summary, links and switches (the last two byte for byte) but writes no
+/// per-flow files, and the results are the same; ns-3, whose comparison joins the
+/// per-flow files, is refused with it.
+#[test]
+fn without_flows_a_run_has_the_same_results_and_no_per_flow_files() {
+    let d = tempfile::tempdir().unwrap();
+    let input = tiny();
+    let run = |name: &str, extra: &[&str]| {
+        let out = d.path().join(name);
+        let mut args = vec![
+            "run",
+            input.as_str(),
+            "--no-ns3",
+            "--no-traces",
+            "--policies",
+            "ring,ina-dp",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        ok(&ina3d(&args));
+        out
+    };
+    let with = run("with", &[]);
+    let without = run("without", &["--no-flows"]);
+    assert_eq!(
+        simulated_columns(&with.join("results.csv")),
+        simulated_columns(&without.join("results.csv"))
+    );
+    for p in ["ring", "ina-dp"] {
+        let (a, b) = (with.join(p).join("replay"), without.join(p).join("replay"));
+        assert_eq!(
+            simulated_columns(&a.join("summary.csv")),
+            simulated_columns(&b.join("summary.csv"))
+        );
+        for f in ["links.csv", "switches.csv"] {
+            assert_eq!(
+                std::fs::read(a.join(f)).unwrap(),
+                std::fs::read(b.join(f)).unwrap(),
+                "{p}/replay/{f}"
+            );
+        }
+        for f in ["fct.csv", "fct.txt"] {
+            assert!(a.join(f).is_file(), "{p}/replay/{f} with flows");
+            assert!(!b.join(f).exists(), "{p}/replay/{f} without flows");
+        }
+    }
+    let o = ina3d(&[
+        "run",
+        &input,
+        "--ns3",
+        "--no-flows",
+        "-o",
+        d.path().join("refused").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let mut spec = RunSpec::default();
+    spec.set("ns3", &OptionValue::One("on".into())).unwrap();
+    spec.set("flows", &OptionValue::One("false".into()))
+        .unwrap();
+    let e = spec.validate().unwrap_err().to_string();
+    assert!(e.contains("--no-flows"), "{e}");
 }
 
 #[test]

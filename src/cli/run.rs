@@ -71,6 +71,10 @@ pub struct Args {
     /// Keep traces in memory only (no DIR/<policy>/trace.csv.gz).
     #[arg(long)]
     pub no_traces: bool,
+    /// Write only each replay's summary, links and switches, not its per-flow fct.csv and
+    /// fct.txt (hundreds of MB per replay at thousands of GPUs); ns-3 does not run then.
+    #[arg(long, conflicts_with = "ns3")]
+    pub no_flows: bool,
     /// Output directory.
     #[arg(short, long, value_name = "DIR")]
     pub out: PathBuf,
@@ -110,6 +114,7 @@ impl Args {
             tcp_connections: self.tcp_connections,
             rate_model: self.rate_model,
             traces: !self.no_traces,
+            flows: !self.no_flows,
             plan_time_limit: self.plan_time_limit,
         })
     }

@@ -20,7 +20,7 @@ Grid file (TOML):
   dp = [4, 2]
 
 Keys are `ina3d run`'s options without `--` (booleans by their positive name: calibrate,
-traces; ns3 = auto|on|off) and Megatron's own flag names (num-layers, …). Filters use
+traces, flows; ns3 = auto|on|off) and Megatron's own flag names (num-layers, …). Filters use
 == != < <= > >= in [..] and or not + - * / % on option values (write `a - b` with spaces:
 names may contain `-`).
 

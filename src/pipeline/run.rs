@@ -8,7 +8,7 @@
 //! results.svg                 its picture: speed-ups (with their seed range), exposed time
 //! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
 //! <policy>/plan.json          the plan of a planner policy (plan, plan-exact, sharp)
-//! <policy>/replay/            fct.csv, fct.txt, summary.csv, links.csv, switches.csv
+//! <policy>/replay/            fct.csv, fct.txt (unless flows are off), summary.csv, links.csv, switches.csv
 //! <policy>/ns3/               ns-3 inputs and outputs (when ns-3 ran)
 //! <policy>/compare/           fct_error.csv, iteration.csv, flows.csv (when ns-3 ran)
 //! ```
@@ -107,7 +107,9 @@ pub fn run(
     )?;
     set.finish()?;
     let ns3_note = (!ctx.ns3_ran && spec.ns3 == Ns3Choice::Auto).then(|| {
-        if ctx.ns3_installed {
+        if !spec.flows {
+            "flows are off: the comparison needs the replay's per-flow files".to_string()
+        } else if ctx.ns3_installed {
             "the trace moves more than 256 MiB over the network".to_string()
         } else {
             "not installed".to_string()
@@ -239,7 +241,12 @@ impl Runner<'_> {
             rep.bars(),
             self.spec.rate_model(),
         )?;
-        crate::replay::write_outputs(&replay_dir, &r)?;
+        let per_record = if self.spec.flows {
+            crate::replay::PerRecord::Write
+        } else {
+            crate::replay::PerRecord::Skip
+        };
+        crate::replay::write_outputs_with(&replay_dir, &r, per_record)?;
         rep.line(&format!(
             "[{tag}] replay: {}",
             replay_report(&r, &replay_dir)
@@ -248,7 +255,9 @@ impl Runner<'_> {
             Ns3Choice::On => true,
             Ns3Choice::Off => false,
             Ns3Choice::Auto => {
-                self.ns3_installed && net_bytes(&r.summary) <= AUTO_NS3_MAX_NET_BYTES
+                self.spec.flows
+                    && self.ns3_installed
+                    && net_bytes(&r.summary) <= AUTO_NS3_MAX_NET_BYTES
             }
         };
         let ns3 = if ns3 {

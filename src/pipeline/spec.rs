@@ -2,7 +2,7 @@
 //! sweep grid sets them, echoes them and hashes them into a cell id.
 //!
 //! Each name is the `ina3d run` flag without its dashes (boolean flags by their positive
-//! name: `calibrate`, `traces`; `ns3` is `auto`, `on` or `off`), plus every Megatron
+//! name: `calibrate`, `traces`, `flows`; `ns3` is `auto`, `on` or `off`), plus every Megatron
 //! argument of [`MEGATRON_FLAGS`] by its own flag name. To make a new option sweepable, add
 //! its field and one row to [`RUN_OPTIONS`]; the flag of the same name goes on `ina3d run`
 //! (a test checks the two lists agree).
@@ -51,6 +51,10 @@ pub struct RunSpec {
     pub rate_model: Option<RateModel>,
     /// Keep each policy's trace file (`trace.csv.gz`); without, traces stay in memory.
     pub traces: bool,
+    /// Write each replay's per-flow files (`replay/fct.csv`, `fct.txt`); without, only its
+    /// summary, links and switches ([`crate::replay::PerRecord::Skip`]), and no ns-3 run
+    /// (whose comparison joins the per-flow files).
+    pub flows: bool,
     /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,
     /// `sharp`), per seed.
     pub plan_time_limit: f64,
@@ -75,6 +79,7 @@ impl Default for RunSpec {
             tcp_connections: TcpConnections::default(),
             rate_model: None,
             traces: true,
+            flows: true,
             plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
         }
     }
@@ -457,6 +462,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         },
         get: |s| s.traces.to_string(),
     },
+    RunOption {
+        name: "flows",
+        help: "write each replay's per-flow fct.csv and fct.txt (flag: --no-flows; hundreds of MB per replay at thousands of GPUs)",
+        set: |s, v| {
+            s.flows = boolean(v)?;
+            Ok(())
+        },
+        get: |s| s.flows.to_string(),
+    },
 ];
 
 fn positive<T: FromStr + Default + PartialEq>(
@@ -651,6 +665,12 @@ impl RunSpec {
             return Err(PipelineError::Option {
                 option: "--plan-time-limit".into(),
                 msg: "must be a positive number of seconds".into(),
+            });
+        }
+        if !self.flows && self.ns3 == Ns3Choice::On {
+            return Err(PipelineError::Option {
+                option: "--ns3 / --no-flows".into(),
+                msg: "ns-3 is compared with the replay flow by flow, which needs the replay's per-flow files: drop --no-flows (flows = false)".into(),
             });
         }
         if !self.policies.contains(&Policy::Ring) || self.seeds.is_empty() {
