@@ -1202,3 +1202,78 @@ fn the_usage_map_judges_every_move_as_scanning_the_phases_does() {
         "{fit} fitting, {refused} refused moves"
     );
 }
+
+#[test]
+fn a_moe_jobs_dense_dp_tree_is_lowered_beside_its_expert_dp_group_of_the_same_members() {
+    // Mixtral with TP2 and EP2 over the same two ranks (expert TP 1): the expert-DP groups
+    // have the dense DP groups' members ({0,2,4,6}, {1,3,5,7}) but sync other gradients.
+    // The model offers the expert group no tree (its reservation key would be the dense
+    // group's: src/plan/model.rs), so a plan aggregates the dense group and keeps the
+    // expert one on the host. Looked up by class and members alone, the expert group's
+    // host decision (written after the dense one) was applied to both: the Mixtral plans
+    // of the study at scale lowered no tree at all.
+    let mut c = megatron::preset("mixtral-8x7b").unwrap();
+    for (k, v) in [
+        ("num_layers", "2"),
+        ("seq_length", "256"),
+        ("hidden_size", "512"),
+        ("ffn_hidden_size", "1024"),
+        ("num_attention_heads", "8"),
+        ("tensor_model_parallel_size", "2"),
+        ("pipeline_model_parallel_size", "1"),
+        ("expert_model_parallel_size", "2"),
+        ("expert_tensor_parallel_size", "1"),
+        ("sequence_parallel", "true"),
+        ("data_parallel_size", "4"),
+        ("global_batch_size", "8"),
+    ] {
+        c.set(k, v).unwrap();
+    }
+    let j = job(c, "fat-tree:k=4,nvlink=off", InaSwitches::All, 8192);
+    let st = settings(8192, None, &[1.0], &[Class::Dp]);
+    let m = model(&j, &st);
+    let po = options(st, SolverKind::Heuristic);
+    let dense = (0..m.groups.len())
+        .find(|&g| m.groups[g].class == Class::Dp && !m.groups[g].is_expert())
+        .expect("a dense DP group");
+    assert!(
+        (0..m.groups.len())
+            .any(|g| m.groups[g].is_expert() && m.groups[g].members == m.groups[dense].members),
+        "an expert-DP group with the dense group's members"
+    );
+    let tree = |g: usize| {
+        m.opts[g]
+            .iter()
+            .position(|o| matches!(o.kind, OptKind::Tree { .. }))
+            .expect("a tree option")
+    };
+    let host: Vec<usize> = (0..m.groups.len())
+        .map(|g| plan::model::host_index(&m.opts[g], &m.groups[g]))
+        .collect();
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    // INA bytes the trace sends when group `g` aggregates and every other is on the host
+    let ina_bytes = |g: usize| -> u64 {
+        let mut a = host.clone();
+        a[g] = tree(g);
+        let mut o = j.opts.clone();
+        o.plan = Some(plan::assignment_file(
+            &m,
+            &po,
+            trace::planned::plan_job(&h),
+            &a,
+        ));
+        let mut bytes = 0;
+        trace::generate_workload(&j.wl, &j.topo, &o, &mut |r| {
+            if r.mode == ina3d::record::Mode::Ina {
+                bytes += r.bytes.0;
+            }
+            Ok(())
+        })
+        .unwrap();
+        bytes
+    };
+    assert!(
+        ina_bytes(dense) > 0,
+        "the dense group's tree was not lowered"
+    );
+}

@@ -136,6 +136,12 @@ pub struct PlannedGroup {
     pub stage: Option<u32>,
     /// Member ranks, ascending.
     pub members: Vec<Rank>,
+    /// The expert-DP group of a MoE model (its expert gradients), not the dense DP×CP
+    /// group: with the experts spread over the tensor-parallel ranks (expert TP 1) the two
+    /// have the same members, and only this tells their decisions apart. Written only
+    /// when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert: bool,
     /// What to do.
     pub decision: Decision,
     /// Slots reserved per aggregating switch (0 for host).
@@ -315,6 +321,7 @@ mod tests {
                     class: Class::Dp,
                     stage: Some(0),
                     members: vec![Rank(0), Rank(2)],
+                    expert: false,
                     decision: Decision::Tree {
                         form: "hierarchical".into(),
                         root: NodeId(20),
@@ -336,6 +343,7 @@ mod tests {
                     class: Class::Emb,
                     stage: None,
                     members: vec![Rank(0), Rank(8)],
+                    expert: false,
                     decision: Decision::Host,
                     slots: 0,
                     reservations: vec![],

@@ -78,6 +78,12 @@ pub struct Group {
 }
 
 impl Group {
+    /// Whether this is a MoE model's expert-DP group (its key beside class and members:
+    /// [`crate::formats::plan_json::PlannedGroup::expert`]).
+    pub fn is_expert(&self) -> bool {
+        matches!(self.role, Role::Dp { expert: true, .. })
+    }
+
     /// Every collective of the group with its count.
     pub fn colls(&self) -> Vec<Coll> {
         match &self.role {

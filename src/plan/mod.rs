@@ -720,6 +720,7 @@ pub fn file(
                 class: grp.class,
                 stage: grp.stage,
                 members: grp.members.clone(),
+                expert: grp.is_expert(),
                 decision: match &o.kind {
                     OptKind::Host(_) | OptKind::NvLink => Decision::Host,
                     OptKind::Tree { form, root, edges } => Decision::Tree {

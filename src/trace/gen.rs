@@ -538,7 +538,7 @@ impl<'a> Gen<'a> {
         let opts = self.opts;
         let plan = opts.plan.as_ref().expect("planned mode has a plan");
         let index = self.plan.as_ref().expect("planned mode has an index");
-        let g = index.group(plan, tag.class, members)?;
+        let g = index.group(plan, tag.class, matches!(s, Stream::ExpertDp), members)?;
         let lw = self.lw;
         match &g.decision {
             Decision::Host => {

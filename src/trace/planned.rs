@@ -132,8 +132,12 @@ pub fn check_plan_job(plan: &PlanFile, h: &TraceHeader) -> Result<(), TraceError
 
 /// The plan's groups by (class, members), checked against the job and topology.
 pub(super) struct PlanIndex {
-    by_members: HashMap<(Class, Vec<Rank>), usize>,
+    by_members: HashMap<GroupKey, usize>,
 }
+
+/// A group's identity in a plan: class, whether it is a MoE model's expert-DP group (the
+/// dense and the expert DP groups can have the same members), members ascending.
+type GroupKey = (Class, bool, Vec<Rank>);
 
 impl PlanIndex {
     /// Check `plan` for lowering `wl` on `topo` with `opts` ([`check_plan`]) and index it.
@@ -148,27 +152,30 @@ impl PlanIndex {
             .groups
             .iter()
             .enumerate()
-            .map(|(i, g)| ((g.class, g.members.clone()), i))
+            .map(|(i, g)| ((g.class, g.expert, g.members.clone()), i))
             .collect();
         Ok(PlanIndex { by_members })
     }
 
-    /// The plan's group for a collective of `class` over `members`.
+    /// The plan's group for a collective of `class` over `members` (`expert`: a MoE
+    /// model's expert gradients).
     pub(super) fn group<'p>(
         &self,
         plan: &'p PlanFile,
         class: Class,
+        expert: bool,
         members: &[Rank],
     ) -> Result<&'p PlannedGroup, TraceError> {
         let mut m = members.to_vec();
         m.sort_unstable();
         let g = self
             .by_members
-            .get(&(class, m.clone()))
+            .get(&(class, expert, m.clone()))
             .map(|&i| &plan.groups[i]);
         g.ok_or_else(|| {
             TraceError::Generate(format!(
-                "the plan has no {class} group of ranks {} (was it made for this job?)",
+                "the plan has no {}{class} group of ranks {} (was it made for this job?)",
+                if expert { "expert " } else { "" },
                 ranks(&m)
             ))
         })
@@ -236,25 +243,25 @@ pub fn check_plan(
         can_agg: &can_agg,
         tor: &tor,
     };
-    let job: HashMap<(Class, Vec<Rank>), crate::plan::groups::Group> =
-        crate::plan::groups::groups(wl, topo)
-            .into_iter()
-            .map(|g| ((g.class, g.members.clone()), g))
-            .collect();
-    let mut planned: BTreeSet<(Class, &[Rank])> = BTreeSet::new();
+    let job: HashMap<GroupKey, crate::plan::groups::Group> = crate::plan::groups::groups(wl, topo)
+        .into_iter()
+        .map(|g| ((g.class, g.is_expert(), g.members.clone()), g))
+        .collect();
+    let mut planned: BTreeSet<(Class, bool, &[Rank])> = BTreeSet::new();
     for (i, g) in plan.groups.iter().enumerate() {
         let here = (i, g);
-        let Some(jg) = job.get(&(g.class, g.members.clone())) else {
+        let Some(jg) = job.get(&(g.class, g.expert, g.members.clone())) else {
             return Err(refuse(
                 here,
                 "members",
                 format!(
-                    "the job has no {} group of these ranks (was the plan made for this job?)",
+                    "the job has no {}{} group of these ranks (was the plan made for this job?)",
+                    if g.expert { "expert " } else { "" },
                     g.class
                 ),
             ));
         };
-        planned.insert((g.class, &g.members));
+        planned.insert((g.class, g.expert, &g.members));
         if jg.stage != g.stage {
             return Err(refuse(
                 here,
@@ -315,7 +322,7 @@ pub fn check_plan(
     }
     if let Some(missing) = job
         .values()
-        .filter(|g| !g.nvlink && !planned.contains(&(g.class, &g.members[..])))
+        .filter(|g| !g.nvlink && !planned.contains(&(g.class, g.is_expert(), &g.members[..])))
         .min_by_key(|g| (g.class, g.members[0]))
     {
         return Err(TraceError::Generate(format!(
