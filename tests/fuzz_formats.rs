@@ -327,6 +327,9 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                         class,
                         stage: (c != 2).then_some(c),
                         members,
+                        // a DP group may be a MoE model's expert-DP group (written only
+                        // when true: both shapes round-trip)
+                        expert: class == Class::Dp && k % 2 == 1,
                         decision,
                         slots: k,
                         reservations: vec![(root, k)],
