@@ -1647,6 +1647,22 @@ fn under_dcqcn_a_port_behind_a_congested_uplink_sees_only_what_the_uplink_passes
     }
 }
 
+/// `records` replayed with 8,192 slots, a 256-packet window and best effort, under the
+/// ideal and the DCQCN rate models.
+fn ideal_and_dcqcn(
+    records: &[FlowRecord],
+    topo: &Topology,
+) -> (ina3d::replay::ReplayResult, ina3d::replay::ReplayResult) {
+    let opts = |m| ReplayOptions {
+        rate_model: m,
+        ..ina_opts(8192, 256, InaPolicy::BestEffort)
+    };
+    (
+        run(records, topo, &opts(RateModel::Ideal)),
+        run(records, topo, &opts(RateModel::Dcqcn)),
+    )
+}
+
 #[test]
 fn under_dcqcn_an_aggregation_stream_takes_its_rate_before_the_queue_pairs_beside_it() {
     // hosts 0–2 aggregate 10 MB on the switch while host 0 also sends 10 MB to host 3. In
@@ -1657,14 +1673,7 @@ fn under_dcqcn_an_aggregation_stream_takes_its_rate_before_the_queue_pairs_besid
     let s = 10_000_000;
     let mut recs = ina_allreduce(1, 0, &[0, 1, 2], 5, s, Class::Dp, &[]);
     recs.push(net(6, 0, 3, s, &[]));
-    let opts = |m| ReplayOptions {
-        rate_model: m,
-        ..ina_opts(8192, 256, InaPolicy::BestEffort)
-    };
-    let (a, b) = (
-        run(&recs, &topo, &opts(RateModel::Ideal)),
-        run(&recs, &topo, &opts(RateModel::Dcqcn)),
-    );
+    let (a, b) = ideal_and_dcqcn(&recs, &topo);
     let alone = ina_wire(s, 1000) as f64 / B100 + 2000.0;
     let (ideal_agg, dcqcn_agg) = (a.rows()[0].end_ns, b.rows()[0].end_ns);
     assert_close(dcqcn_agg, alone, 2.0, "the stream under dcqcn");
@@ -1699,14 +1708,7 @@ fn under_dcqcn_an_aggregation_stream_does_not_starve_transfers_queued_at_its_por
         compute(2, 3, 100_000, &[]),
     ];
     recs.extend(ina_allreduce(1, 3, &[2, 3, 4], 6, s, Class::Dp, &[2]));
-    let opts = |m| ReplayOptions {
-        rate_model: m,
-        ..ina_opts(8192, 256, InaPolicy::BestEffort)
-    };
-    let (a, b) = (
-        run(&recs, &topo, &opts(RateModel::Ideal)),
-        run(&recs, &topo, &opts(RateModel::Dcqcn)),
-    );
+    let (a, b) = ideal_and_dcqcn(&recs, &topo);
     let stream_end = b.rows()[3..9].iter().map(|r| r.end_ns).max().unwrap();
     for i in 0..2 {
         let (got, fair) = (b.rows()[i].end_ns, a.rows()[i].end_ns);
