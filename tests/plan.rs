@@ -522,6 +522,20 @@ fn replayed_under(j: &Job, opts: &TraceOptions, model: RateModel) -> f64 {
     r.summary.iteration_time_ns as f64
 }
 
+/// The job's trace options lowering the plan of assignment `a` (one option per group of
+/// `m`), as `ina3d trace --plan` would.
+fn assigned(j: &Job, m: &Model, po: &PlanOptions, a: &[usize]) -> TraceOptions {
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
+    let mut o = j.opts.clone();
+    o.plan = Some(plan::assignment_file(
+        m,
+        po,
+        trace::planned::plan_job(&h),
+        a,
+    ));
+    o
+}
+
 /// The job's options with INA off: the ring every plan is measured against.
 fn ring_options(j: &Job) -> TraceOptions {
     let mut ring = j.opts.clone();
@@ -705,7 +719,6 @@ fn replay_every_placement(j: &Job, po: &PlanOptions, rm: RateModel) -> Vec<(Vec<
         total <= 256,
         "instance too large to replay every placement ({total})"
     );
-    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     let mut out = Vec::new();
     let mut a = vec![0usize; m.groups.len()];
     for mut k in 0..total {
@@ -716,10 +729,7 @@ fn replay_every_placement(j: &Job, po: &PlanOptions, rm: RateModel) -> Vec<(Vec<
         if !m.feasible(&a) {
             continue;
         }
-        let f = plan::assignment_file(&m, po, trace::planned::plan_job(&h), &a);
-        let mut o = j.opts.clone();
-        o.plan = Some(f);
-        out.push((a.clone(), replayed_under(j, &o, rm)));
+        out.push((a.clone(), replayed_under(j, &assigned(j, &m, po, &a), rm)));
     }
     out
 }
@@ -886,7 +896,6 @@ fn every_host_algorithms_all_host_plan_is_predicted_within_five_percent_of_its_r
     let st = settings(8192, None, &[1.0], &[]);
     let m = model(&j, &st);
     let po = options(st, SolverKind::Heuristic);
-    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     let mut scratch = vec![0.0; m.channels];
     use ina3d::trace::Algorithm;
     for algo in Algorithm::ALL {
@@ -905,14 +914,7 @@ fn every_host_algorithms_all_host_plan_is_predicted_within_five_percent_of_its_r
             .collect();
         assert_eq!(on, 2, "{algo}: offered to both DP groups");
         let predicted = m.evaluate(&a, &mut scratch).t;
-        let mut o = j.opts.clone();
-        o.plan = Some(plan::assignment_file(
-            &m,
-            &po,
-            trace::planned::plan_job(&h),
-            &a,
-        ));
-        let replayed = replayed_under(&j, &o, RateModel::Ideal);
+        let replayed = replayed_under(&j, &assigned(&j, &m, &po, &a), RateModel::Ideal);
         let err = (predicted - replayed) / replayed;
         assert!(
             err.abs() <= 0.05,
@@ -1250,20 +1252,12 @@ fn a_moe_jobs_dense_dp_tree_is_lowered_beside_its_expert_dp_group_of_the_same_me
     let host: Vec<usize> = (0..m.groups.len())
         .map(|g| plan::model::host_index(&m.opts[g], &m.groups[g]))
         .collect();
-    let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
     // INA bytes the trace sends when group `g` aggregates and every other is on the host
     let ina_bytes = |g: usize| -> u64 {
         let mut a = host.clone();
         a[g] = tree(g);
-        let mut o = j.opts.clone();
-        o.plan = Some(plan::assignment_file(
-            &m,
-            &po,
-            trace::planned::plan_job(&h),
-            &a,
-        ));
         let mut bytes = 0;
-        trace::generate_workload(&j.wl, &j.topo, &o, &mut |r| {
+        trace::generate_workload(&j.wl, &j.topo, &assigned(&j, &m, &po, &a), &mut |r| {
             if r.mode == ina3d::record::Mode::Ina {
                 bytes += r.bytes.0;
             }
