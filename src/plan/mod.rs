@@ -259,6 +259,9 @@ fn repair(
         return tight(m, po, job, rp, started, estimate.max(seen), host_predicted);
     };
     let replay_cost = t0.elapsed();
+    // the all-host plan as the uncalibrated model sees it: the windows its required
+    // groups (if any) were fitted in
+    let host_windows = m.windows.clone();
     let mut tried = vec![Tried {
         assign: host.clone(),
         solved: None,
@@ -353,7 +356,12 @@ fn repair(
         .expect("the host plan was replayed");
     let host_replayed = tried[0].replayed.iteration_ns;
     let t = tried.swap_remove(best);
-    let mut solved = t.solved.unwrap_or_else(|| fixed(m, &t.assign));
+    // the windows stay those the plan was solved on ([`Solved::windows`]); the
+    // evaluation is the last-calibrated model's
+    let mut solved = t.solved.unwrap_or_else(|| Solved {
+        windows: host_windows,
+        ..fixed(m, &t.assign)
+    });
     if best == 0 && tried.len() > 1 {
         solved.note = Some(format!(
             "no plan replayed faster than the all-host plan ({} tried)",
@@ -563,6 +571,7 @@ fn fixed(m: &Model, a: &[usize]) -> Solved {
         status: "heuristic",
         size: (0, 0),
         note: None,
+        windows: m.windows.clone(),
     }
 }
 
@@ -582,6 +591,12 @@ pub struct Solved {
     pub size: (u64, u64),
     /// Why the exact answer was not kept, if so.
     pub note: Option<String>,
+    /// Every group's activity window in the model the assignment was solved (or
+    /// evaluated) on: the windows its slot pools were checked against, and so the ones
+    /// its plan file must record. A calibration moves the model's windows
+    /// ([`Model::calibrate`]); an assignment written with a later model's windows could
+    /// over-fill a pool that its own phases kept within bounds.
+    pub windows: Vec<(f64, f64)>,
 }
 
 /// Run the requested solver on a model.
@@ -642,6 +657,7 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
                 po.auto_max_variables
             )
         }),
+        windows: m.windows.clone(),
     };
     if let Some(n) = start_note {
         out.note = Some(match out.note.take() {
@@ -745,7 +761,7 @@ pub fn file(
                     _ => None,
                 },
                 active: {
-                    let (from, until) = m.windows[g];
+                    let (from, until) = s.windows[g];
                     Activity {
                         from_ns: from,
                         until_ns: until.is_finite().then_some(until),
@@ -792,3 +808,4 @@ pub fn file(
         verification: None,
     }
 }
+

@@ -217,6 +217,20 @@ pub struct Model {
     /// embedding all-reduces on a host algorithm): what a calibration on a replay with
     /// such groups measured them at against the model (1 uncalibrated).
     pub host_scale: f64,
+    /// Factor on the host algorithm's TP time per layer where TP crosses the network,
+    /// against which the other TP options' shifts are taken (`dfwd = f − tp_scale·f_host`;
+    /// 1 uncalibrated): what the first replay with every such TP group on its host
+    /// algorithm measured the pipeline's end at against the contention-free timeline
+    /// ([`Model::calibrate`]). Host TP rings share the fabric with each other and with the
+    /// pipeline's sends; a tree takes its traffic off the links, so the pipeline the
+    /// replay stretched does not stretch under it.
+    pub tp_scale: f64,
+    /// Per stage, the network time per layer (forward and backward) of every
+    /// communication step but TP's, each priced alone (ring attention's exchanges
+    /// without the compute they overlap, all-to-alls, expert collectives): the traffic
+    /// that contends with host TP in the pipeline and stays when TP moves to switches
+    /// ([`Model::tp_scale`] takes only TP's share of the contention).
+    pub other_comm: Vec<f64>,
 }
 
 /// The model's verdict on one assignment (one option index per group).
@@ -622,6 +636,46 @@ fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError>
     Ok(out)
 }
 
+/// Per stage, the network time of one layer's forward and backward communication steps
+/// other than TP's, each priced alone as [`layer_compute`] prices it, ring attention
+/// without its compute (averaged over the stage's layers): [`Model::other_comm`].
+fn layer_network_comm(wl: &Workload, net: &Net) -> Result<Vec<f64>, PlanError> {
+    let mut out = Vec::with_capacity(wl.pp() as usize);
+    for (s, plan) in wl.stages.iter().enumerate() {
+        let layers: Vec<u32> = plan.chunks.iter().flat_map(|c| c.clone()).collect();
+        let mut cache: HashMap<usize, f64> = HashMap::new();
+        let mut sum = 0.0;
+        for &l in &layers {
+            for pass in [Pass::Fwd, Pass::Bwd] {
+                let steps = wl.layer_steps(l, pass);
+                let key = steps.as_ptr() as usize;
+                if let Some(t) = cache.get(&key) {
+                    sum += t;
+                    continue;
+                }
+                let mut t = 0.0;
+                for st in steps {
+                    let comm = match *st {
+                        LayerStep::Coll { .. } | LayerStep::AllToAll { .. } => *st,
+                        LayerStep::CpRing { pass, .. } => LayerStep::CpRing {
+                            pass,
+                            core: crate::units::Nanos(0),
+                        },
+                        _ => continue,
+                    };
+                    t += net
+                        .layer_step_time(wl, s as u32, &comm)
+                        .map_err(PlanError::Model)?;
+                }
+                cache.insert(key, t);
+                sum += t;
+            }
+        }
+        out.push(sum / layers.len().max(1) as f64);
+    }
+    Ok(out)
+}
+
 /// Per stage, the embedding's and the LM head's steps (per micro-batch): compute, the TP
 /// steps at the time of the stage's TP group's host option (replica 0; those steps are
 /// not among the group's decided collectives), the loss's all-reduces as
@@ -865,6 +919,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let opts = build_options(net, &groups, st)?;
     let pp = wl.pp() as usize;
     let compute = layer_compute(wl, net)?;
+    let other_comm = layer_network_comm(wl, net)?;
     // base per-stage layer times: the host option of each stage's TP group (replica 0)
     let mut base: Vec<LayerTimes> = compute
         .iter()
@@ -952,6 +1007,8 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
         pend_stage,
         offset: 0.0,
         host_scale: 1.0,
+        tp_scale: 1.0,
+        other_comm,
     };
     m.assemble(wl, &vec![0.0; pp]);
     Ok(m)
@@ -987,7 +1044,7 @@ impl Model {
             &tl,
             (&self.cf, &self.cb),
             self.pend_stage,
-            self.host_scale,
+            (self.host_scale, self.tp_scale),
         );
         self.contention_loads(&tl);
         let (groups, opts) = (&self.groups, &self.opts);
@@ -1058,6 +1115,7 @@ impl Model {
     /// model's differences: contention the model leaves out (between replicas, with
     /// pipeline and gradient traffic) is measured once instead of estimated.
     pub fn calibrate(&mut self, wl: &Workload, m: &Measured) {
+        self.fit_tp_scale(wl, m);
         let de = self.shifts(&m.at);
         let off: Vec<f64> = (0..self.base.stage_end.len())
             .map(|s| {
@@ -1073,6 +1131,60 @@ impl Model {
         let mut scratch = vec![0.0; self.channels];
         let t = self.evaluate(&m.at, &mut scratch).t;
         self.offset = m.iteration - t;
+    }
+
+    /// When the replayed assignment runs every TP group that crosses the network on its
+    /// host algorithm and its pipeline ended later than the contention-free timeline
+    /// says, that excess is the host TP traffic's contention ([`Model::tp_scale`]): the
+    /// factor makes the shift of moving every such group off its host algorithm, at the
+    /// pipeline's end stage, include TP's share of it — the host TP time per layer over
+    /// that plus every other communication step's ([`Model::other_comm`]), which keeps
+    /// its contention — (at most 4×). Fitted once, on the first such replay (the
+    /// all-host plan's); later calibrations keep it and measure the rest as each stage's
+    /// offset.
+    ///
+    /// Measured on the tiny job with TP on the network on a 2:1 leaf-spine
+    /// (docs/plan.md#measured): the planned INA TP trees' pipeline ended 118 µs before the
+    /// all-host one in the replay; without the factor the model foresaw 22 µs of it.
+    fn fit_tp_scale(&mut self, wl: &Workload, m: &Measured) {
+        let on_host = |g: usize| m.at[g] == host_index(&self.opts[g], &self.groups[g]);
+        let net_tp: Vec<usize> = self.replicas.iter().flatten().flatten().copied().collect();
+        if self.tp_scale != 1.0 || net_tp.is_empty() || !net_tp.iter().all(|&g| on_host(g)) {
+            return;
+        }
+        let s = self.pend_stage;
+        let Some(&ended) = m.stage_end.get(s) else {
+            return;
+        };
+        let excess = ended - self.base.stage_end[s];
+        // TP's share of the pipeline's network time per layer, replica 0's groups
+        let (mut tp_layer_ns, mut other_ns) = (0.0, 0.0);
+        for (st, g) in self.replicas[0].iter().enumerate() {
+            if let Some(g) = *g {
+                let (f, b) = tp_layer(wl, &self.groups[g], &self.opts[g][m.at[g]]);
+                tp_layer_ns += f + b;
+                other_ns += self.other_comm[st];
+            }
+        }
+        let share = tp_layer_ns / (tp_layer_ns + other_ns).max(f64::MIN_POSITIVE);
+        // the pipeline's end stage's shift if every such group's TP time vanished
+        let host_tp = self
+            .replicas
+            .iter()
+            .map(|rep| {
+                rep.iter()
+                    .enumerate()
+                    .filter_map(|(st, g)| g.map(|g| (st, g)))
+                    .map(|(st, g)| {
+                        let (f, b) = tp_layer(wl, &self.groups[g], &self.opts[g][m.at[g]]);
+                        self.cf[s][st] * f + self.cb[s][st] * b
+                    })
+                    .sum::<f64>()
+            })
+            .fold(0.0, f64::max);
+        if excess > 0.0 && host_tp > 0.0 {
+            self.tp_scale = 1.0 + (share * excess / host_tp).min(3.0);
+        }
     }
 
     /// When the replayed assignment syncs gradients on host algorithms, the difference
@@ -1161,13 +1273,13 @@ fn values(
     tl: &Timeline,
     (cf, cb): (&[Vec<f64>], &[Vec<f64>]),
     pend_stage: usize,
-    host_scale: f64,
+    (host_scale, tp_scale): (f64, f64),
 ) -> Vec<Vec<Vals>> {
     let mut out = Vec::with_capacity(groups.len());
     for (i, g) in groups.iter().enumerate() {
         let host = host_index(&opts[i], g);
         let mut v = Vec::with_capacity(opts[i].len());
-        for o in &opts[i] {
+        for (oi, o) in opts[i].iter().enumerate() {
             v.push(match &g.role {
                 Role::Tp {
                     per_layer,
@@ -1176,6 +1288,8 @@ fn values(
                 } => {
                     let s = g.stage.unwrap_or(0) as usize;
                     let (f, b) = tp_layer(wl, g, o);
+                    // the host option's own shift is 0 whatever its scale
+                    let k = if oi == host { 1.0 } else { tp_scale };
                     let (hf, hb) = tp_layer(wl, g, &opts[i][host]);
                     let ln = if layernorm.is_some() {
                         o.times[per_layer.len()]
@@ -1183,8 +1297,8 @@ fn values(
                         0.0
                     };
                     Vals {
-                        dfwd: f - hf,
-                        dbwd: b - hb,
+                        dfwd: f - k * hf,
+                        dbwd: b - k * hb,
                         ln,
                         exposed: cf[pend_stage][s] * f + cb[pend_stage][s] * b + ln,
                         ..Vals::default()
