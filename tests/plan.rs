@@ -1301,7 +1301,10 @@ fn a_plan_records_the_activity_windows_it_was_solved_on_not_those_of_a_later_cal
     let trees = (0..m.groups.len())
         .filter(|&g| !m.opts[g][solved.assign[g]].switches.is_empty())
         .count();
-    assert!(trees > 0, "the plan aggregates no group: nothing to hold a pool");
+    assert!(
+        trees > 0,
+        "the plan aggregates no group: nothing to hold a pool"
+    );
     let solved_on = m.windows.clone();
     // a replay whose pipeline stages ended up to 40 % later than the model's
     let stage_end: Vec<f64> = m
@@ -1322,7 +1325,13 @@ fn a_plan_records_the_activity_windows_it_was_solved_on_not_those_of_a_later_cal
     );
     assert_ne!(m.windows, solved_on, "the calibration moved no window");
     let h = trace::header(&j.cfg, &j.wl, &j.topo, &j.opts);
-    let f = plan::file(&m, &po, trace::planned::plan_job(&h), solved, Duration::ZERO);
+    let f = plan::file(
+        &m,
+        &po,
+        trace::planned::plan_job(&h),
+        solved,
+        Duration::ZERO,
+    );
     for (g, (p, w)) in f.groups.iter().zip(&solved_on).enumerate() {
         assert_eq!(p.active.interval(), *w, "group {g}'s window");
     }

@@ -808,4 +808,3 @@ pub fn file(
         verification: None,
     }
 }
-
