@@ -738,6 +738,7 @@ fn of_every_placement_of_two_groups_trace_accepts_exactly_those_whose_reservatio
             bound: 0.0,
             size: (0, 0),
             note: None,
+            windows: m.windows.clone(),
         };
         let p = plan::file(&m, &po, j.identity(&j.opts), solved, Duration::ZERO);
         let fits = peak_reserved(&p).values().all(|&k| k <= 256);
