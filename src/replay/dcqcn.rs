@@ -61,8 +61,8 @@ use super::engine::{EventKind, Owner, Sim};
 use crate::netmodel::{bytes_per_ns, red_params, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use super::timers::Timers;
+use std::collections::HashMap;
 
 /// How the replayer rates transfers on shared links.
 ///
@@ -361,10 +361,6 @@ pub(super) struct Qp {
     last_cnp: Option<u64>,
     /// Arrival times of CNPs on their way back.
     pending: Vec<u64>,
-    /// The time of its scheduled CNP ([`Ev::Cnp`]) and of its scheduled timer
-    /// ([`Ev::Timer`]); `u64::MAX`: none. An event whose time differs is stale.
-    cnp_at: u64,
-    timer_at: u64,
     /// In the current flush's re-cap / re-prediction lists.
     recap: bool,
     predict: bool,
@@ -387,6 +383,17 @@ enum Ev {
     /// An aggregation stream behind a backlog re-reads its window rate (index: unit
     /// slot; [`Sim::cc_window`]).
     Window,
+}
+
+impl Ev {
+    /// The kinds, in processing order.
+    const ALL: [Ev; 5] = [Ev::Port, Ev::Sent, Ev::Cnp, Ev::Timer, Ev::Window];
+    const KINDS: usize = Ev::ALL.len();
+
+    /// Its key kind in [`Timers`] (its processing order).
+    fn id(self) -> usize {
+        self as usize
+    }
 }
 
 /// The model's state (module docs).
@@ -416,8 +423,6 @@ pub(super) struct State {
     backlog: Vec<bool>,
     /// Watched ports, for the statistics.
     pub hot: usize,
-    /// Per channel: the time of its scheduled [`Ev::Port`] (`u64::MAX`: none).
-    port_at: Vec<u64>,
     /// Per arena slot (a unit's `k`-th channel): the rate the unit's bytes arrive there
     /// (B/ns), as of the channel's last update.
     slot_arr: Vec<f64>,
@@ -435,15 +440,13 @@ pub(super) struct State {
     pub unit_pair: Vec<Option<QpKey>>,
     /// Per unit slot: watched ports on its path; the rate it offers (as the ports see
     /// it); the wire bytes it has put on the network while crossing a watched port (it
-    /// never offers more than it has) as of `unit_t`; its [`Ev::Sent`] time.
+    /// never offers more than it has) as of `unit_t` (its [`Ev::Sent`] time is in
+    /// `events`).
     unit_watch: Vec<u32>,
     unit_off: Vec<f64>,
     unit_sent: Vec<f64>,
     unit_t: Vec<u64>,
-    unit_done_at: Vec<u64>,
     unit_dirty: Vec<bool>,
-    /// Per unit slot: an aggregation stream's next [`Ev::Window`] (`u64::MAX`: none).
-    unit_window_at: Vec<u64>,
     /// Record transfers that have put their last byte on the network since the last
     /// flush: the solver fills them with the streams from now on ([`Sim::cc_sent_all`]).
     sent_all: Vec<u32>,
@@ -462,8 +465,12 @@ pub(super) struct State {
     port_dirty: Vec<bool>,
     recap_qps: Vec<u32>,
     predict_qps: Vec<u32>,
-    /// The model's own events: (time, kind, index), smallest first.
-    events: BinaryHeap<Reverse<(u64, Ev, u32)>>,
+    /// The model's own events: at most one time per (kind, index), popped by (time,
+    /// kind, index) (`src/replay/timers.rs`).
+    events: Timers,
+    /// Scratch list of a queue pair's marking terms ([`Sim::cc_terms`]), kept between
+    /// uses: a CNP is predicted tens of millions of times on a large job.
+    terms: Vec<(u32, f64, f64)>,
     /// The engine's next `CcTick`, if any.
     pub next_tick: Option<u64>,
     /// Wire bytes of a full packet (marks are counted per packet).
@@ -516,7 +523,6 @@ impl State {
             watched: vec![false; nch],
             backlog: vec![false; nch],
             hot: 0,
-            port_at: vec![u64::MAX; nch],
             slot_arr: Vec::new(),
             index: HashMap::new(),
             qps: Vec::new(),
@@ -528,9 +534,7 @@ impl State {
             unit_off: Vec::new(),
             unit_sent: Vec::new(),
             unit_t: Vec::new(),
-            unit_done_at: Vec::new(),
             unit_dirty: Vec::new(),
-            unit_window_at: Vec::new(),
             sent_all: Vec::new(),
             window_dirty: Vec::new(),
             first_watched: vec![0; nch],
@@ -540,7 +544,8 @@ impl State {
             port_dirty: vec![false; nch],
             recap_qps: Vec::new(),
             predict_qps: Vec::new(),
-            events: BinaryHeap::new(),
+            events: Timers::new(Ev::KINDS),
+            terms: Vec::new(),
             next_tick: None,
             packet: 1048.0,
             ticks: 0,
@@ -559,8 +564,6 @@ impl State {
             marks: 0.0,
             last_cnp: None,
             pending: Vec::new(),
-            cnp_at: u64::MAX,
-            timer_at: u64::MAX,
             recap: false,
             predict: false,
             not_before: 0,
@@ -619,27 +622,15 @@ impl State {
         }
     }
 
-    /// Whether the event `(t, kind, i)` is still the one scheduled.
-    fn current(&self, t: u64, kind: Ev, i: u32) -> bool {
-        let i = i as usize;
-        match kind {
-            Ev::Port => self.port_at[i] == t,
-            Ev::Sent => self.unit_done_at.get(i) == Some(&t),
-            Ev::Cnp => self.qps[i].cnp_at == t,
-            Ev::Timer => self.qps[i].timer_at == t,
-            Ev::Window => self.unit_window_at.get(i) == Some(&t),
-        }
+    /// Schedule event `kind` of index `i` at `t`, replacing its pending time
+    /// (`u64::MAX`: cancel it).
+    fn schedule(&mut self, kind: Ev, i: u32, t: u64) {
+        self.events.set(kind.id(), i, t);
     }
 
-    /// The time of the earliest current event (stale ones on top are dropped).
-    fn earliest(&mut self) -> Option<u64> {
-        while let Some(&Reverse((t, kind, i))) = self.events.peek() {
-            if self.current(t, kind, i) {
-                return Some(t);
-            }
-            self.events.pop();
-        }
-        None
+    /// The time of the earliest event.
+    fn earliest(&self) -> Option<u64> {
+        self.events.peek().map(|(t, ..)| t)
     }
 
     /// Schedule queue pair `q`'s next timer or CNP arrival (none without transfers: a
@@ -650,14 +641,7 @@ impl State {
         } else {
             self.qp_next(q)
         };
-        let t = t.unwrap_or(u64::MAX);
-        let x = &mut self.qps[q as usize];
-        if x.timer_at != t {
-            x.timer_at = t;
-            if t < u64::MAX {
-                self.events.push(Reverse((t, Ev::Timer, q)));
-            }
-        }
+        self.schedule(Ev::Timer, q, t.unwrap_or(u64::MAX));
     }
 
     fn mark_port(&mut self, c: u32) {
@@ -718,9 +702,7 @@ impl State {
             self.unit_off.resize(n, 0.0);
             self.unit_sent.resize(n, 0.0);
             self.unit_t.resize(n, 0);
-            self.unit_done_at.resize(n, u64::MAX);
             self.unit_dirty.resize(n, false);
-            self.unit_window_at.resize(n, u64::MAX);
         }
         self.unit_qp[ui] = NO_QP;
         self.unit_pair[ui] = None;
@@ -728,8 +710,8 @@ impl State {
         self.unit_off[ui] = 0.0;
         self.unit_sent[ui] = 0.0;
         self.unit_t[ui] = now;
-        self.unit_done_at[ui] = u64::MAX;
-        self.unit_window_at[ui] = u64::MAX;
+        self.schedule(Ev::Sent, u, u64::MAX);
+        self.schedule(Ev::Window, u, u64::MAX);
     }
 
     /// Whether work is left for this instant.
@@ -826,8 +808,8 @@ impl Sim<'_> {
             }
             cc.unit_watch[ui] = 0;
         }
-        cc.unit_done_at[ui] = u64::MAX;
-        cc.unit_window_at[ui] = u64::MAX;
+        cc.schedule(Ev::Sent, u, u64::MAX);
+        cc.schedule(Ev::Window, u, u64::MAX);
         cc.unit_dirty[ui] = false;
         for k in off..off + len {
             let c = self.p.arena[k as usize];
@@ -1007,13 +989,7 @@ impl Sim<'_> {
         } else {
             u64::MAX
         };
-        let ui = u as usize;
-        if cc.unit_window_at[ui] != t {
-            cc.unit_window_at[ui] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Window, u)));
-            }
-        }
+        cc.schedule(Ev::Window, u, t);
         self.set_cap(u, cap);
     }
 
@@ -1108,12 +1084,7 @@ impl Sim<'_> {
         } else {
             u64::MAX
         };
-        if cc.unit_done_at[ui] != t {
-            cc.unit_done_at[ui] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Sent, u)));
-            }
-        }
+        cc.schedule(Ev::Sent, u, t);
     }
 
     /// Unit `u`'s offered rate may have changed: if it did, the watched ports it crosses
@@ -1332,12 +1303,7 @@ impl Sim<'_> {
             u64::MAX
         };
         let t = if t < u64::MAX { t.max(now + 1) } else { t };
-        if cc.port_at[cu] != t {
-            cc.port_at[cu] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Port, c)));
-            }
-        }
+        cc.schedule(Ev::Port, c, t);
         if !congested {
             self.cc_cool(cc, c);
         }
@@ -1348,7 +1314,7 @@ impl Sim<'_> {
         let cu = c as usize;
         cc.watched[cu] = false;
         cc.hot -= 1;
-        cc.port_at[cu] = u64::MAX;
+        cc.schedule(Ev::Port, c, u64::MAX);
         cc.arr[cu] = 0.0;
         for i in 0..self.ch_units[cu].len() {
             let u = self.ch_units[cu][i].0;
@@ -1359,7 +1325,7 @@ impl Sim<'_> {
                 if self.is_rec(u) {
                     cc.first_watched[self.first_hop(u) as usize] -= 1;
                 }
-                cc.unit_done_at[ui] = u64::MAX;
+                cc.schedule(Ev::Sent, u, u64::MAX);
             }
         }
     }
@@ -1369,17 +1335,17 @@ impl Sim<'_> {
     fn cc_predict(&self, cc: &mut State, q: u32) {
         cc.qps[q as usize].predict = false;
         let now = self.now;
+        let mut terms = std::mem::take(&mut cc.terms);
         let t = self
-            .cc_next_cnp(cc, q)
+            .cc_next_cnp(cc, q, &mut terms)
             .map_or(u64::MAX, |t| at_or_after(now, t));
-        let x = &mut cc.qps[q as usize];
-        let t = if t < u64::MAX { t.max(x.not_before) } else { t };
-        if x.cnp_at != t {
-            x.cnp_at = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Cnp, q)));
-            }
-        }
+        cc.terms = terms;
+        let t = if t < u64::MAX {
+            t.max(cc.qps[q as usize].not_before)
+        } else {
+            t
+        };
+        cc.schedule(Ev::Cnp, q, t);
     }
 
     /// The marking terms of queue pair `q`: per watched port one of its transfers
@@ -1405,15 +1371,14 @@ impl Sim<'_> {
     }
 
     /// When queue pair `q`'s marks reach one, at the arrival rates of now (`None`: not
-    /// while they hold).
-    fn cc_next_cnp(&self, cc: &State, q: u32) -> Option<f64> {
+    /// while they hold); `terms` is scratch space.
+    fn cc_next_cnp(&self, cc: &State, q: u32, terms: &mut Vec<(u32, f64, f64)>) -> Option<f64> {
         let x = &cc.qps[q as usize];
         if x.units.is_empty() {
             return None;
         }
         let need = 1.0 - x.marks;
-        let mut terms = Vec::new();
-        self.cc_terms(cc, q, &mut terms);
+        self.cc_terms(cc, q, terms);
         if terms.is_empty() {
             return None;
         }
@@ -1491,12 +1456,12 @@ impl Sim<'_> {
     /// CNP leaves if its marks reached one.
     fn cc_on_cnp(&self, cc: &mut State, q: u32) {
         let now = self.now;
-        cc.qps[q as usize].cnp_at = u64::MAX;
-        let mut terms = Vec::new();
+        let mut terms = std::mem::take(&mut cc.terms);
         self.cc_terms(cc, q, &mut terms);
         for &(c, ..) in &terms {
             self.cc_advance_port(cc, c, now);
         }
+        cc.terms = terms;
         if cc.qps[q as usize].marks >= 1.0 - 1e-9 {
             // the marked packet waited at the port marking it most now
             let mut best: Option<(f64, u32, u64)> = None;
@@ -1526,7 +1491,6 @@ impl Sim<'_> {
 
     /// Queue pair `q`'s CNP arrived or its timer fired.
     fn cc_on_timer(&self, cc: &mut State, q: u32) {
-        cc.qps[q as usize].timer_at = u64::MAX;
         if cc.advance_qp(q, self.now) {
             cc.mark_pair_units(q);
             cc.mark_recap(q);
@@ -1569,23 +1533,19 @@ impl Sim<'_> {
     fn cc_events(&mut self) {
         let Some(mut cc) = self.cc.take() else { return };
         let now = self.now;
-        while let Some(&Reverse((t, kind, i))) = cc.events.peek() {
+        // (popping an event unschedules it: its handler may schedule it again)
+        while let Some((t, kind, i)) = cc.events.peek() {
             if t > now {
                 break;
             }
             cc.events.pop();
-            if !cc.current(t, kind, i) {
-                continue;
-            }
-            match kind {
+            match Ev::ALL[kind] {
                 Ev::Port => {
-                    cc.port_at[i as usize] = u64::MAX;
                     if cc.watched[i as usize] {
                         cc.mark_port(i);
                     }
                 }
                 Ev::Sent => {
-                    cc.unit_done_at[i as usize] = u64::MAX;
                     self.cc_bring_sent(&mut cc, i);
                     // it was scheduled for this moment: what rounding left is sent too
                     let before = cc.unit_sent[i as usize];
@@ -1596,7 +1556,6 @@ impl Sim<'_> {
                 Ev::Cnp => self.cc_on_cnp(&mut cc, i),
                 Ev::Timer => self.cc_on_timer(&mut cc, i),
                 Ev::Window => {
-                    cc.unit_window_at[i as usize] = u64::MAX;
                     self.cc_window(&mut cc, i);
                 }
             }
