@@ -13,9 +13,21 @@
 //! heap's exactly: it popped the current entries by the same total order, and equal
 //! entries of one key were one event.
 
-/// An entry: its time, then its key packed as `kind << 32 | index` (so the tuple order
-/// is `(time, kind, index)`).
-type Entry = (u64, u64);
+/// An entry: its time in the high 64 bits, its key `kind << 32 | index` in the low ones,
+/// so that the integer order is the `(time, kind, index)` order and comparing two is
+/// one branch-free compare (the heap is small, a few hundred entries, and its cost was
+/// mispredicted branches, not memory).
+type Entry = u128;
+
+#[inline]
+fn entry(t: u64, key: u64) -> Entry {
+    ((t as u128) << 64) | key as u128
+}
+
+#[inline]
+fn time(e: Entry) -> u64 {
+    (e >> 64) as u64
+}
 
 /// Children per node.
 const ARITY: usize = 4;
@@ -59,7 +71,7 @@ impl Timers {
     pub fn at(&self, kind: usize, i: u32) -> u64 {
         match self.slot(kind, i) {
             NIL => u64::MAX,
-            p => self.heap[p as usize].0,
+            p => time(self.heap[p as usize]),
         }
     }
 
@@ -75,20 +87,20 @@ impl Timers {
                 v.resize(i as usize + 1, NIL);
             }
             let n = self.heap.len();
-            self.heap.push((t, Self::key(kind, i)));
+            self.heap.push(entry(t, Self::key(kind, i)));
             self.pos[kind][i as usize] = n as u32;
             self.sift_up(n);
             return;
         }
         let p = p as usize;
-        let old = self.heap[p].0;
+        let old = time(self.heap[p]);
         if t == old {
             return;
         }
         if t == u64::MAX {
             self.remove_at(p);
         } else {
-            self.heap[p].0 = t;
+            self.heap[p] = entry(t, self.heap[p] as u64);
             if t < old {
                 self.sift_up(p);
             } else {
@@ -100,22 +112,67 @@ impl Timers {
     /// The earliest pending timer, `(time, kind, index)`.
     #[inline]
     pub fn peek(&self) -> Option<(u64, usize, u32)> {
-        self.heap.first().map(|&(t, key)| {
-            let (kind, i) = Self::unkey(key);
-            (t, kind, i)
+        self.heap.first().map(|&e| {
+            let (kind, i) = Self::unkey(e as u64);
+            (time(e), kind, i)
         })
     }
 
     /// Take the earliest pending timer off (its key is then not scheduled).
+    ///
+    /// The hole at the top moves down to a leaf along the smaller children, and the last
+    /// entry fills it and moves up (it nearly always belongs near the bottom): one
+    /// compare per level fewer than sifting the last entry down from the top.
     pub fn pop(&mut self) -> Option<(u64, usize, u32)> {
         let top = self.peek()?;
-        self.remove_at(0);
+        let (kind, i) = (top.1, top.2);
+        self.pos[kind][i as usize] = NIL;
+        let last = self.heap.pop().expect("a top entry");
+        let n = self.heap.len();
+        if n == 0 {
+            return Some(top);
+        }
+        let mut p = 0;
+        loop {
+            let first = p * ARITY + 1;
+            if first >= n {
+                break;
+            }
+            let best = self.min_child(first, n);
+            self.heap[p] = self.heap[best];
+            self.place(p);
+            p = best;
+        }
+        self.heap[p] = last;
+        self.sift_up(p);
         Some(top)
+    }
+
+    /// The smallest of the children `first..` of a node (`first < n`, the heap's length).
+    #[inline]
+    fn min_child(&self, first: usize, n: usize) -> usize {
+        let h = &self.heap;
+        if first + ARITY <= n {
+            // a full node: a tournament of selects, no data-dependent branch
+            let a = first + usize::from(h[first + 1] < h[first]);
+            let b = first + 2 + usize::from(h[first + 3] < h[first + 2]);
+            if h[b] < h[a] {
+                b
+            } else {
+                a
+            }
+        } else {
+            let mut best = first;
+            for c in first + 1..n {
+                best = if h[c] < h[best] { c } else { best };
+            }
+            best
+        }
     }
 
     /// Take the entry at position `p` off, the last entry taking its place.
     fn remove_at(&mut self, p: usize) {
-        let (kind, i) = Self::unkey(self.heap[p].1);
+        let (kind, i) = Self::unkey(self.heap[p] as u64);
         self.pos[kind][i as usize] = NIL;
         let last = self.heap.pop().expect("an entry at p");
         if p < self.heap.len() {
@@ -134,7 +191,7 @@ impl Timers {
     /// Record the position of the entry at `p`.
     #[inline]
     fn place(&mut self, p: usize) {
-        let (kind, i) = Self::unkey(self.heap[p].1);
+        let (kind, i) = Self::unkey(self.heap[p] as u64);
         self.pos[kind][i as usize] = p as u32;
     }
 
@@ -161,13 +218,7 @@ impl Timers {
             if first >= n {
                 break;
             }
-            let last = (first + ARITY).min(n);
-            let mut best = first;
-            for c in first + 1..last {
-                if self.heap[c] < self.heap[best] {
-                    best = c;
-                }
-            }
+            let best = self.min_child(first, n);
             if self.heap[best] >= e {
                 break;
             }
