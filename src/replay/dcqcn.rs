@@ -58,10 +58,10 @@
 //! path does not overrun that link's port in the model (it does in the glue).
 
 use super::engine::{EventKind, Owner, Sim};
+use super::timers::Timers;
 use crate::netmodel::{bytes_per_ns, red_params, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
-use super::timers::Timers;
 use std::collections::HashMap;
 
 /// How the replayer rates transfers on shared links.

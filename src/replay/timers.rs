@@ -293,9 +293,9 @@ mod tests {
                     }
                 }
             }
-            for k in 0..kinds {
-                for j in 0..n {
-                    assert_eq!(timers.at(k, j), cur[k][j as usize]);
+            for (k, times) in cur.iter().enumerate() {
+                for (j, &t) in times.iter().enumerate() {
+                    assert_eq!(timers.at(k, j as u32), t);
                 }
             }
         }
