@@ -58,11 +58,11 @@
 //! path does not overrun that link's port in the model (it does in the glue).
 
 use super::engine::{EventKind, Owner, Sim};
+use super::timers::Timers;
 use crate::netmodel::{bytes_per_ns, red_params, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
 /// How the replayer rates transfers on shared links.
 ///
@@ -164,7 +164,7 @@ impl Rp {
             self.alpha_cnp = false;
             n -= 1;
         }
-        self.alpha *= keep.powf(n as f64);
+        self.alpha *= decay(keep, n);
         self.alpha_ticks = due;
     }
 
@@ -265,6 +265,33 @@ impl Rp {
     }
 }
 
+/// `keep^n`, alpha's decay over `n` updates without a CNP: `powf`'s value, remembered
+/// (per thread, for the `keep` last asked) for the `n` below [`DECAY_MEMO`]. Alpha decays
+/// at every decrease check and CNP of every marked pair, tens of millions of times on a
+/// large job, over a few to a few hundred updates (`alpha_resume_ns` 1 µs against the
+/// 4 µs checks and 50 µs CNP windows, `netmodel::DcqcnParams`), and `powf` was 5 % of
+/// the replay's CPU. The values are `powf`'s own, so the results do not change.
+fn decay(keep: f64, n: u64) -> f64 {
+    use std::cell::RefCell;
+    thread_local! {
+        static TABLE: RefCell<(u64, Vec<f64>)> = const { RefCell::new((0, Vec::new())) };
+    }
+    if n >= DECAY_MEMO {
+        return keep.powf(n as f64);
+    }
+    TABLE.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.1.is_empty() || t.0 != keep.to_bits() {
+            t.0 = keep.to_bits();
+            t.1 = (0..DECAY_MEMO).map(|k| keep.powf(k as f64)).collect();
+        }
+        t.1[n as usize]
+    })
+}
+
+/// Update counts whose decay [`decay`] remembers.
+const DECAY_MEMO: u64 = 1024;
+
 /// Rounds of re-evaluating ports within one instant after a port before them on a path
 /// changed what it passes on (a path crosses at most a few congested ports: host, leaf,
 /// spine tiers up and down).
@@ -361,10 +388,6 @@ pub(super) struct Qp {
     last_cnp: Option<u64>,
     /// Arrival times of CNPs on their way back.
     pending: Vec<u64>,
-    /// The time of its scheduled CNP ([`Ev::Cnp`]) and of its scheduled timer
-    /// ([`Ev::Timer`]); `u64::MAX`: none. An event whose time differs is stale.
-    cnp_at: u64,
-    timer_at: u64,
     /// In the current flush's re-cap / re-prediction lists.
     recap: bool,
     predict: bool,
@@ -387,6 +410,17 @@ enum Ev {
     /// An aggregation stream behind a backlog re-reads its window rate (index: unit
     /// slot; [`Sim::cc_window`]).
     Window,
+}
+
+impl Ev {
+    /// The kinds, in processing order.
+    const ALL: [Ev; 5] = [Ev::Port, Ev::Sent, Ev::Cnp, Ev::Timer, Ev::Window];
+    const KINDS: usize = Ev::ALL.len();
+
+    /// Its key kind in [`Timers`] (its processing order).
+    fn id(self) -> usize {
+        self as usize
+    }
 }
 
 /// The model's state (module docs).
@@ -416,8 +450,6 @@ pub(super) struct State {
     backlog: Vec<bool>,
     /// Watched ports, for the statistics.
     pub hot: usize,
-    /// Per channel: the time of its scheduled [`Ev::Port`] (`u64::MAX`: none).
-    port_at: Vec<u64>,
     /// Per arena slot (a unit's `k`-th channel): the rate the unit's bytes arrive there
     /// (B/ns), as of the channel's last update.
     slot_arr: Vec<f64>,
@@ -435,15 +467,13 @@ pub(super) struct State {
     pub unit_pair: Vec<Option<QpKey>>,
     /// Per unit slot: watched ports on its path; the rate it offers (as the ports see
     /// it); the wire bytes it has put on the network while crossing a watched port (it
-    /// never offers more than it has) as of `unit_t`; its [`Ev::Sent`] time.
+    /// never offers more than it has) as of `unit_t` (its [`Ev::Sent`] time is in
+    /// `events`).
     unit_watch: Vec<u32>,
     unit_off: Vec<f64>,
     unit_sent: Vec<f64>,
     unit_t: Vec<u64>,
-    unit_done_at: Vec<u64>,
     unit_dirty: Vec<bool>,
-    /// Per unit slot: an aggregation stream's next [`Ev::Window`] (`u64::MAX`: none).
-    unit_window_at: Vec<u64>,
     /// Record transfers that have put their last byte on the network since the last
     /// flush: the solver fills them with the streams from now on ([`Sim::cc_sent_all`]).
     sent_all: Vec<u32>,
@@ -459,11 +489,17 @@ pub(super) struct State {
     dirty_units: Vec<u32>,
     nic_dirty: Vec<u32>,
     dirty_ports: Vec<u32>,
+    /// The allocation of the last round's `dirty_ports`, for the next.
+    spare_ports: Vec<u32>,
     port_dirty: Vec<bool>,
     recap_qps: Vec<u32>,
     predict_qps: Vec<u32>,
-    /// The model's own events: (time, kind, index), smallest first.
-    events: BinaryHeap<Reverse<(u64, Ev, u32)>>,
+    /// The model's own events: at most one time per (kind, index), popped by (time,
+    /// kind, index) (`src/replay/timers.rs`).
+    events: Timers,
+    /// Scratch list of a queue pair's marking terms ([`Sim::cc_terms`]), kept between
+    /// uses: a CNP is predicted tens of millions of times on a large job.
+    terms: Vec<(u32, f64, f64)>,
     /// The engine's next `CcTick`, if any.
     pub next_tick: Option<u64>,
     /// Wire bytes of a full packet (marks are counted per packet).
@@ -485,7 +521,26 @@ fn at_or_after(now: u64, t: f64) -> u64 {
     } else if t >= 1.8e19 {
         u64::MAX
     } else {
-        (t.ceil() as u64).max(now)
+        ceil_ns(t).max(now)
+    }
+}
+
+/// `t.ceil() as u64` for `0 ≤ t < 2⁶⁴`, without the call to libm's `ceil` (the release
+/// build targets baseline x86-64, which has no rounding instruction; it was 1.5 % of a
+/// large replay): the truncation is exact, and it is below `t` only when `t` has a
+/// fraction.
+#[inline]
+fn ceil_ns(t: f64) -> u64 {
+    let whole = t as u64;
+    whole + u64::from((whole as f64) < t)
+}
+
+/// Hand a work list's allocation back to its slot once processed (`std::mem::take`
+/// left an empty one there; if the processing refilled it, that list stays).
+fn recycle(slot: &mut Vec<u32>, mut list: Vec<u32>) {
+    if slot.is_empty() {
+        list.clear();
+        *slot = list;
     }
 }
 
@@ -516,7 +571,6 @@ impl State {
             watched: vec![false; nch],
             backlog: vec![false; nch],
             hot: 0,
-            port_at: vec![u64::MAX; nch],
             slot_arr: Vec::new(),
             index: HashMap::new(),
             qps: Vec::new(),
@@ -528,19 +582,19 @@ impl State {
             unit_off: Vec::new(),
             unit_sent: Vec::new(),
             unit_t: Vec::new(),
-            unit_done_at: Vec::new(),
             unit_dirty: Vec::new(),
-            unit_window_at: Vec::new(),
             sent_all: Vec::new(),
             window_dirty: Vec::new(),
             first_watched: vec![0; nch],
             dirty_units: Vec::new(),
             nic_dirty: Vec::new(),
             dirty_ports: Vec::new(),
+            spare_ports: Vec::new(),
             port_dirty: vec![false; nch],
             recap_qps: Vec::new(),
             predict_qps: Vec::new(),
-            events: BinaryHeap::new(),
+            events: Timers::new(Ev::KINDS),
+            terms: Vec::new(),
             next_tick: None,
             packet: 1048.0,
             ticks: 0,
@@ -559,8 +613,6 @@ impl State {
             marks: 0.0,
             last_cnp: None,
             pending: Vec::new(),
-            cnp_at: u64::MAX,
-            timer_at: u64::MAX,
             recap: false,
             predict: false,
             not_before: 0,
@@ -619,27 +671,15 @@ impl State {
         }
     }
 
-    /// Whether the event `(t, kind, i)` is still the one scheduled.
-    fn current(&self, t: u64, kind: Ev, i: u32) -> bool {
-        let i = i as usize;
-        match kind {
-            Ev::Port => self.port_at[i] == t,
-            Ev::Sent => self.unit_done_at.get(i) == Some(&t),
-            Ev::Cnp => self.qps[i].cnp_at == t,
-            Ev::Timer => self.qps[i].timer_at == t,
-            Ev::Window => self.unit_window_at.get(i) == Some(&t),
-        }
+    /// Schedule event `kind` of index `i` at `t`, replacing its pending time
+    /// (`u64::MAX`: cancel it).
+    fn schedule(&mut self, kind: Ev, i: u32, t: u64) {
+        self.events.set(kind.id(), i, t);
     }
 
-    /// The time of the earliest current event (stale ones on top are dropped).
-    fn earliest(&mut self) -> Option<u64> {
-        while let Some(&Reverse((t, kind, i))) = self.events.peek() {
-            if self.current(t, kind, i) {
-                return Some(t);
-            }
-            self.events.pop();
-        }
-        None
+    /// The time of the earliest event.
+    fn earliest(&self) -> Option<u64> {
+        self.events.peek().map(|(t, ..)| t)
     }
 
     /// Schedule queue pair `q`'s next timer or CNP arrival (none without transfers: a
@@ -650,14 +690,7 @@ impl State {
         } else {
             self.qp_next(q)
         };
-        let t = t.unwrap_or(u64::MAX);
-        let x = &mut self.qps[q as usize];
-        if x.timer_at != t {
-            x.timer_at = t;
-            if t < u64::MAX {
-                self.events.push(Reverse((t, Ev::Timer, q)));
-            }
-        }
+        self.schedule(Ev::Timer, q, t.unwrap_or(u64::MAX));
     }
 
     fn mark_port(&mut self, c: u32) {
@@ -718,9 +751,7 @@ impl State {
             self.unit_off.resize(n, 0.0);
             self.unit_sent.resize(n, 0.0);
             self.unit_t.resize(n, 0);
-            self.unit_done_at.resize(n, u64::MAX);
             self.unit_dirty.resize(n, false);
-            self.unit_window_at.resize(n, u64::MAX);
         }
         self.unit_qp[ui] = NO_QP;
         self.unit_pair[ui] = None;
@@ -728,8 +759,8 @@ impl State {
         self.unit_off[ui] = 0.0;
         self.unit_sent[ui] = 0.0;
         self.unit_t[ui] = now;
-        self.unit_done_at[ui] = u64::MAX;
-        self.unit_window_at[ui] = u64::MAX;
+        self.schedule(Ev::Sent, u, u64::MAX);
+        self.schedule(Ev::Window, u, u64::MAX);
     }
 
     /// Whether work is left for this instant.
@@ -826,8 +857,8 @@ impl Sim<'_> {
             }
             cc.unit_watch[ui] = 0;
         }
-        cc.unit_done_at[ui] = u64::MAX;
-        cc.unit_window_at[ui] = u64::MAX;
+        cc.schedule(Ev::Sent, u, u64::MAX);
+        cc.schedule(Ev::Window, u, u64::MAX);
         cc.unit_dirty[ui] = false;
         for k in off..off + len {
             let c = self.p.arena[k as usize];
@@ -1007,13 +1038,7 @@ impl Sim<'_> {
         } else {
             u64::MAX
         };
-        let ui = u as usize;
-        if cc.unit_window_at[ui] != t {
-            cc.unit_window_at[ui] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Window, u)));
-            }
-        }
+        cc.schedule(Ev::Window, u, t);
         self.set_cap(u, cap);
     }
 
@@ -1108,12 +1133,7 @@ impl Sim<'_> {
         } else {
             u64::MAX
         };
-        if cc.unit_done_at[ui] != t {
-            cc.unit_done_at[ui] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Sent, u)));
-            }
-        }
+        cc.schedule(Ev::Sent, u, t);
     }
 
     /// Unit `u`'s offered rate may have changed: if it did, the watched ports it crosses
@@ -1332,12 +1352,7 @@ impl Sim<'_> {
             u64::MAX
         };
         let t = if t < u64::MAX { t.max(now + 1) } else { t };
-        if cc.port_at[cu] != t {
-            cc.port_at[cu] = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Port, c)));
-            }
-        }
+        cc.schedule(Ev::Port, c, t);
         if !congested {
             self.cc_cool(cc, c);
         }
@@ -1348,7 +1363,7 @@ impl Sim<'_> {
         let cu = c as usize;
         cc.watched[cu] = false;
         cc.hot -= 1;
-        cc.port_at[cu] = u64::MAX;
+        cc.schedule(Ev::Port, c, u64::MAX);
         cc.arr[cu] = 0.0;
         for i in 0..self.ch_units[cu].len() {
             let u = self.ch_units[cu][i].0;
@@ -1359,7 +1374,7 @@ impl Sim<'_> {
                 if self.is_rec(u) {
                     cc.first_watched[self.first_hop(u) as usize] -= 1;
                 }
-                cc.unit_done_at[ui] = u64::MAX;
+                cc.schedule(Ev::Sent, u, u64::MAX);
             }
         }
     }
@@ -1369,17 +1384,17 @@ impl Sim<'_> {
     fn cc_predict(&self, cc: &mut State, q: u32) {
         cc.qps[q as usize].predict = false;
         let now = self.now;
+        let mut terms = std::mem::take(&mut cc.terms);
         let t = self
-            .cc_next_cnp(cc, q)
+            .cc_next_cnp(cc, q, &mut terms)
             .map_or(u64::MAX, |t| at_or_after(now, t));
-        let x = &mut cc.qps[q as usize];
-        let t = if t < u64::MAX { t.max(x.not_before) } else { t };
-        if x.cnp_at != t {
-            x.cnp_at = t;
-            if t < u64::MAX {
-                cc.events.push(Reverse((t, Ev::Cnp, q)));
-            }
-        }
+        cc.terms = terms;
+        let t = if t < u64::MAX {
+            t.max(cc.qps[q as usize].not_before)
+        } else {
+            t
+        };
+        cc.schedule(Ev::Cnp, q, t);
     }
 
     /// The marking terms of queue pair `q`: per watched port one of its transfers
@@ -1405,15 +1420,14 @@ impl Sim<'_> {
     }
 
     /// When queue pair `q`'s marks reach one, at the arrival rates of now (`None`: not
-    /// while they hold).
-    fn cc_next_cnp(&self, cc: &State, q: u32) -> Option<f64> {
+    /// while they hold); `terms` is scratch space.
+    fn cc_next_cnp(&self, cc: &State, q: u32, terms: &mut Vec<(u32, f64, f64)>) -> Option<f64> {
         let x = &cc.qps[q as usize];
         if x.units.is_empty() {
             return None;
         }
         let need = 1.0 - x.marks;
-        let mut terms = Vec::new();
-        self.cc_terms(cc, q, &mut terms);
+        self.cc_terms(cc, q, terms);
         if terms.is_empty() {
             return None;
         }
@@ -1491,12 +1505,12 @@ impl Sim<'_> {
     /// CNP leaves if its marks reached one.
     fn cc_on_cnp(&self, cc: &mut State, q: u32) {
         let now = self.now;
-        cc.qps[q as usize].cnp_at = u64::MAX;
-        let mut terms = Vec::new();
+        let mut terms = std::mem::take(&mut cc.terms);
         self.cc_terms(cc, q, &mut terms);
         for &(c, ..) in &terms {
             self.cc_advance_port(cc, c, now);
         }
+        cc.terms = terms;
         if cc.qps[q as usize].marks >= 1.0 - 1e-9 {
             // the marked packet waited at the port marking it most now
             let mut best: Option<(f64, u32, u64)> = None;
@@ -1526,7 +1540,6 @@ impl Sim<'_> {
 
     /// Queue pair `q`'s CNP arrived or its timer fired.
     fn cc_on_timer(&self, cc: &mut State, q: u32) {
-        cc.qps[q as usize].timer_at = u64::MAX;
         if cc.advance_qp(q, self.now) {
             cc.mark_pair_units(q);
             cc.mark_recap(q);
@@ -1569,23 +1582,19 @@ impl Sim<'_> {
     fn cc_events(&mut self) {
         let Some(mut cc) = self.cc.take() else { return };
         let now = self.now;
-        while let Some(&Reverse((t, kind, i))) = cc.events.peek() {
+        // (popping an event unschedules it: its handler may schedule it again)
+        while let Some((t, kind, i)) = cc.events.peek() {
             if t > now {
                 break;
             }
             cc.events.pop();
-            if !cc.current(t, kind, i) {
-                continue;
-            }
-            match kind {
+            match Ev::ALL[kind] {
                 Ev::Port => {
-                    cc.port_at[i as usize] = u64::MAX;
                     if cc.watched[i as usize] {
                         cc.mark_port(i);
                     }
                 }
                 Ev::Sent => {
-                    cc.unit_done_at[i as usize] = u64::MAX;
                     self.cc_bring_sent(&mut cc, i);
                     // it was scheduled for this moment: what rounding left is sent too
                     let before = cc.unit_sent[i as usize];
@@ -1596,7 +1605,6 @@ impl Sim<'_> {
                 Ev::Cnp => self.cc_on_cnp(&mut cc, i),
                 Ev::Timer => self.cc_on_timer(&mut cc, i),
                 Ev::Window => {
-                    cc.unit_window_at[i as usize] = u64::MAX;
                     self.cc_window(&mut cc, i);
                 }
             }
@@ -1612,7 +1620,7 @@ impl Sim<'_> {
             let mut nics = std::mem::take(&mut cc.nic_dirty);
             nics.sort_unstable();
             nics.dedup();
-            for c in nics {
+            for &c in &nics {
                 for i in 0..self.ch_units[c as usize].len() {
                     let v = self.ch_units[c as usize][i].0;
                     if cc.unit_watch[v as usize] > 0 && self.is_rec(v) && self.first_hop(v) == c {
@@ -1620,6 +1628,7 @@ impl Sim<'_> {
                     }
                 }
             }
+            recycle(&mut cc.nic_dirty, nics);
             let units = std::mem::take(&mut cc.dirty_units);
             for &u in &units {
                 self.cc_refresh_unit(&mut cc, u);
@@ -1630,7 +1639,9 @@ impl Sim<'_> {
                 if cc.dirty_ports.is_empty() {
                     break;
                 }
-                let ports = std::mem::take(&mut cc.dirty_ports);
+                // (re-evaluating a port marks the ports after it: they go to a fresh list)
+                let spare = std::mem::take(&mut cc.spare_ports);
+                let mut ports = std::mem::replace(&mut cc.dirty_ports, spare);
                 for &c in &ports {
                     cc.port_dirty[c as usize] = false;
                 }
@@ -1639,30 +1650,39 @@ impl Sim<'_> {
                         self.cc_recompute(&mut cc, c, round < UPSTREAM_ROUNDS);
                     }
                 }
+                ports.clear();
+                cc.spare_ports = ports;
             }
-            for q in std::mem::take(&mut cc.recap_qps) {
+            let recap = std::mem::take(&mut cc.recap_qps);
+            for &q in &recap {
                 cc.qps[q as usize].recap = false;
                 self.cc_recap(&cc, q);
             }
+            recycle(&mut cc.recap_qps, recap);
             let mut streams = std::mem::take(&mut cc.window_dirty);
             streams.sort_unstable();
             streams.dedup();
-            for u in streams {
+            for &u in &streams {
                 self.cc_window(&mut cc, u);
             }
+            recycle(&mut cc.window_dirty, streams);
             if cc.dirty_units.is_empty() && cc.nic_dirty.is_empty() && cc.dirty_ports.is_empty() {
                 break;
             }
         }
-        for q in std::mem::take(&mut cc.predict_qps) {
+        let predict = std::mem::take(&mut cc.predict_qps);
+        for &q in &predict {
             self.cc_predict(&mut cc, q);
         }
+        recycle(&mut cc.predict_qps, predict);
         // transfers whose last byte is on the network: filled with the streams now
-        for u in std::mem::take(&mut cc.sent_all) {
+        let sent = std::mem::take(&mut cc.sent_all);
+        for &u in &sent {
             if cc.unit_pair[u as usize].is_some() {
                 self.fresh.push(u);
             }
         }
+        recycle(&mut cc.sent_all, sent);
         self.cc = Some(cc);
     }
 
@@ -1821,6 +1841,26 @@ mod tests {
         for q in [400_001.0, 900_000.0, 1_599_999.0, 1_600_000.0, 5_000_000.0] {
             let back = red.cum_inv(red.cum(q));
             assert!((back - q).abs() < 1e-3, "{q} -> {back}");
+        }
+    }
+
+    #[test]
+    fn rounding_up_to_the_nanosecond_is_ceil() {
+        for t in [
+            0.0,
+            0.25,
+            1.0,
+            1.5,
+            4_000.000_000_1,
+            123_456_789.999,
+            9_007_199_254_740_991.0,
+            9_007_199_254_740_993.0,
+            1.2e19,
+            1.799_999e19,
+        ] {
+            assert_eq!(ceil_ns(t), t.ceil() as u64, "{t}");
+            let below = f64::from_bits(t.to_bits().saturating_sub(1)).max(0.0);
+            assert_eq!(ceil_ns(below), below.ceil() as u64, "{below}");
         }
     }
 

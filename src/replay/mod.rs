@@ -109,6 +109,7 @@ mod queue;
 mod route;
 mod solver;
 mod table;
+mod timers;
 
 pub use dcqcn::{RateModel, Rp};
 pub use engine::{simulate, simulate_table, TIME_HORIZON_NS};
