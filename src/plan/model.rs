@@ -598,29 +598,30 @@ pub fn least_loads(opts: &[Opt], tail: bool) -> Vec<(u32, f64)> {
 /// (averaged over the stage's layers, dense and MoE alike): compute, and every other
 /// communication step (ring attention, all-to-alls, expert collectives) lowered as the
 /// trace lowers it over the stage's first group of its kind and priced alone
-/// ([`Net::layer_step_time`]).
-fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError> {
+/// ([`Net::layer_step_time`]); and beside it the network part of that time, forward and
+/// backward together ([`Model::other_comm`]: those steps alone, ring attention without
+/// the compute it overlaps).
+#[allow(clippy::type_complexity)]
+fn layer_compute(wl: &Workload, net: &Net) -> Result<(Vec<(f64, f64)>, Vec<f64>), PlanError> {
     let mut out = Vec::with_capacity(wl.pp() as usize);
+    let mut comm_out = Vec::with_capacity(wl.pp() as usize);
     for (s, plan) in wl.stages.iter().enumerate() {
         let layers: Vec<u32> = plan.chunks.iter().flat_map(|c| c.clone()).collect();
-        let mut cache: HashMap<(bool, usize), f64> = HashMap::new();
+        // (time, its network part) per step list
+        let mut cache: HashMap<(bool, usize), (f64, f64)> = HashMap::new();
         let mut sum = (0.0, 0.0);
+        let mut comm = 0.0;
         for &l in &layers {
             for (fwd, pass) in [(true, Pass::Fwd), (false, Pass::Bwd)] {
                 let steps = wl.layer_steps(l, pass);
                 // dense and MoE layers have their own step lists: price each list once
                 let key = (fwd, steps.as_ptr() as usize);
-                let t = match cache.get(&key) {
-                    Some(&t) => t,
+                let (t, c) = match cache.get(&key) {
+                    Some(&tc) => tc,
                     None => {
-                        let mut t = 0.0;
-                        for st in steps {
-                            t += net
-                                .layer_step_time(wl, s as u32, st)
-                                .map_err(PlanError::Model)?;
-                        }
-                        cache.insert(key, t);
-                        t
+                        let tc = price_steps(wl, net, s as u32, steps)?;
+                        cache.insert(key, tc);
+                        tc
                     }
                 };
                 if fwd {
@@ -628,52 +629,39 @@ fn layer_compute(wl: &Workload, net: &Net) -> Result<Vec<(f64, f64)>, PlanError>
                 } else {
                     sum.1 += t;
                 }
+                comm += c;
             }
         }
         let n = layers.len().max(1) as f64;
         out.push((sum.0 / n, sum.1 / n));
+        comm_out.push(comm / n);
     }
-    Ok(out)
+    Ok((out, comm_out))
 }
 
-/// Per stage, the network time of one layer's forward and backward communication steps
-/// other than TP's, each priced alone as [`layer_compute`] prices it, ring attention
-/// without its compute (averaged over the stage's layers): [`Model::other_comm`].
-fn layer_network_comm(wl: &Workload, net: &Net) -> Result<Vec<f64>, PlanError> {
-    let mut out = Vec::with_capacity(wl.pp() as usize);
-    for (s, plan) in wl.stages.iter().enumerate() {
-        let layers: Vec<u32> = plan.chunks.iter().flat_map(|c| c.clone()).collect();
-        let mut cache: HashMap<usize, f64> = HashMap::new();
-        let mut sum = 0.0;
-        for &l in &layers {
-            for pass in [Pass::Fwd, Pass::Bwd] {
-                let steps = wl.layer_steps(l, pass);
-                let key = steps.as_ptr() as usize;
-                if let Some(t) = cache.get(&key) {
-                    sum += t;
-                    continue;
-                }
-                let mut t = 0.0;
-                for st in steps {
-                    let comm = match *st {
-                        LayerStep::Coll { .. } | LayerStep::AllToAll { .. } => *st,
-                        LayerStep::CpRing { pass, .. } => LayerStep::CpRing {
-                            pass,
-                            core: crate::units::Nanos(0),
-                        },
-                        _ => continue,
-                    };
-                    t += net
-                        .layer_step_time(wl, s as u32, &comm)
-                        .map_err(PlanError::Model)?;
-                }
-                cache.insert(key, t);
-                sum += t;
-            }
-        }
-        out.push(sum / layers.len().max(1) as f64);
+/// One layer pass's steps on stage `s`: their time, and its network part (collectives
+/// and all-to-alls as priced, ring attention's exchanges priced without their compute).
+fn price_steps(
+    wl: &Workload,
+    net: &Net,
+    s: u32,
+    steps: &[LayerStep],
+) -> Result<(f64, f64), PlanError> {
+    let price = |st: &LayerStep| net.layer_step_time(wl, s, st).map_err(PlanError::Model);
+    let (mut t, mut comm) = (0.0, 0.0);
+    for st in steps {
+        let x = price(st)?;
+        t += x;
+        comm += match *st {
+            LayerStep::Coll { .. } | LayerStep::AllToAll { .. } => x,
+            LayerStep::CpRing { pass, .. } => price(&LayerStep::CpRing {
+                pass,
+                core: crate::units::Nanos(0),
+            })?,
+            _ => 0.0,
+        };
     }
-    Ok(out)
+    Ok((t, comm))
 }
 
 /// Per stage, the embedding's and the LM head's steps (per micro-batch): compute, the TP
@@ -918,8 +906,7 @@ pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError
     let groups = super::groups::groups(wl, net.topo);
     let opts = build_options(net, &groups, st)?;
     let pp = wl.pp() as usize;
-    let compute = layer_compute(wl, net)?;
-    let other_comm = layer_network_comm(wl, net)?;
+    let (compute, other_comm) = layer_compute(wl, net)?;
     // base per-stage layer times: the host option of each stage's TP group (replica 0)
     let mut base: Vec<LayerTimes> = compute
         .iter()
