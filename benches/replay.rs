@@ -30,7 +30,7 @@
 //!    transports, `roce` and `tcp`) and the replayer:
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
-use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions};
 use ina3d::topology::{Routing, Topology};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
@@ -241,6 +241,7 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
                                 switch: e.parent,
                                 fanin: e.fanin_at_parent,
                                 dir: AggDir::Up,
+                                group: AggGroup::Dense,
                             });
                             up_of.entry(e.parent).or_default().push(id);
                             ups.push(id);
@@ -261,6 +262,7 @@ fn synth(s: &Shape, topo: &Topology, routing: &Routing) -> Vec<FlowRecord> {
                                 switch: e.parent,
                                 fanin: e.fanin_at_parent,
                                 dir: AggDir::Down,
+                                group: AggGroup::Dense,
                             });
                             if let Some(d) = members.iter().position(|&x| x == e.child) {
                                 down_to[d] = id;

@@ -627,7 +627,7 @@ fn binding_dep<V: TraceView + ?Sized, T: Times + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::AggTag;
+    use crate::record::{AggGroup, AggTag};
     use crate::units::{Bytes, FlowId, Nanos, NodeId};
 
     fn rec(
@@ -742,6 +742,7 @@ mod tests {
                 switch: NodeId(9),
                 fanin: 2,
                 dir,
+                group: AggGroup::Dense,
             });
         }
         let rows: Vec<FctRow> = [(0, 100), (0, 300), (300, 400), (300, 400), (300, 400)]

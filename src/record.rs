@@ -105,6 +105,24 @@ pub enum AggDir {
 
 keyword_enum!(AggDir, "aggregation direction", AggDir::Up => "up", AggDir::Down => "down");
 
+/// Which gradients an aggregation reduces. A MoE model's expert-data-parallel group can
+/// have exactly the members of a dense data-parallel group (expert TP 1, EP dividing DP:
+/// docs/model.md#expert-parallelism) while it syncs other gradients at other times, so a
+/// plan's slot reservation ([`crate::trace::Reservation`]) tells them apart by this.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum AggGroup {
+    /// Every aggregation but a MoE model's expert gradients (TP, dense DP, embedding).
+    #[default]
+    Dense,
+    /// A MoE model's expert gradients, over an expert-data-parallel group.
+    Expert,
+}
+
+keyword_enum!(AggGroup, "aggregation group", AggGroup::Dense => "dense", AggGroup::Expert => "expert");
+
 /// Membership of a record in an in-network aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AggTag {
@@ -116,6 +134,8 @@ pub struct AggTag {
     pub fanin: u32,
     /// Edge direction.
     pub dir: AggDir,
+    /// Which gradients the aggregation reduces (dense or a MoE model's expert ones).
+    pub group: AggGroup,
 }
 
 /// One record of the trace DAG.

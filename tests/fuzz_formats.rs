@@ -19,7 +19,7 @@ use ina3d::formats::{
     reservations_txt, routes_txt, simai_end_to_end, summary_csv, switches_csv, trace_csv,
     FormatError,
 };
-use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
 use proptest::prelude::*;
 use std::path::Path;
@@ -248,6 +248,7 @@ fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
                     switch: d,
                     fanin: 2,
                     dir: AggDir::Up,
+                    group: AggGroup::Dense,
                 }),
                 channel: if ina { 0 } else { channel },
                 ..Default::default()
@@ -396,6 +397,12 @@ fn trace_records() -> impl Strategy<Value = Vec<FlowRecord>> {
             }
             r.iteration = 0;
             r.layer = Some(r.id.0 as u32);
+            // trace files carry an aggregation's group (the glue's trace does not)
+            if let Some(a) = &mut r.agg {
+                if a.id % 2 == 1 {
+                    a.group = AggGroup::Expert;
+                }
+            }
         }
         recs
     })

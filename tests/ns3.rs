@@ -13,7 +13,7 @@ use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
 };
 use ina3d::ns3::{emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource};
-use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::BTreeMap;
@@ -118,6 +118,7 @@ fn ina_edge(
         switch: NodeId(switch),
         fanin,
         dir,
+        group: AggGroup::Dense,
     });
     r
 }

@@ -7,7 +7,7 @@ use ina3d::megatron::{self, TrainingConfig};
 use ina3d::plan::model::{Model, Settings};
 use ina3d::plan::options::{Form, OptKind};
 use ina3d::plan::{self, Objective, PlanError, PlanOptions, SolverKind};
-use ina3d::record::Class;
+use ina3d::record::{AggGroup, Class};
 use ina3d::replay::{self, RateModel, ReplayOptions};
 use ina3d::schedule::{self, Workload};
 use ina3d::topology::{NodeKind, Routing, Topology};
@@ -1210,14 +1210,13 @@ fn the_usage_map_judges_every_move_as_scanning_the_phases_does() {
 }
 
 #[test]
-fn a_moe_jobs_dense_dp_tree_is_lowered_beside_its_expert_dp_group_of_the_same_members() {
+fn a_moe_jobs_dense_and_expert_dp_groups_of_the_same_members_aggregate_on_reservations_of_their_own(
+) {
     // Mixtral with TP2 and EP2 over the same two ranks (expert TP 1): the expert-DP groups
     // have the dense DP groups' members ({0,2,4,6}, {1,3,5,7}) but sync other gradients.
-    // The model offers the expert group no tree (its reservation key would be the dense
-    // group's: src/plan/model.rs), so a plan aggregates the dense group and keeps the
-    // expert one on the host. Looked up by class and members alone, the expert group's
-    // host decision (written after the dense one) was applied to both: the Mixtral plans
-    // of the study at scale lowered no tree at all.
+    // Slots are reserved per (switch, class, group, first member): keyed without the
+    // group, the two would share one key, so the model offered the expert groups no tree
+    // and the Mixtral plans of the study at scale trailed the fixed INA policies.
     let mut c = megatron::preset("mixtral-8x7b").unwrap();
     for (k, v) in [
         ("num_layers", "2"),
@@ -1236,43 +1235,77 @@ fn a_moe_jobs_dense_dp_tree_is_lowered_beside_its_expert_dp_group_of_the_same_me
         c.set(k, v).unwrap();
     }
     let j = job(c, "fat-tree:k=4,nvlink=off", InaSwitches::All, 8192);
-    let st = settings(8192, None, &[1.0], &[Class::Dp]);
+    let st = settings(8192, None, &[1.0, 0.5], &[Class::Dp]);
     let m = model(&j, &st);
     let po = options(st, SolverKind::Heuristic);
     let dense = (0..m.groups.len())
         .find(|&g| m.groups[g].class == Class::Dp && !m.groups[g].is_expert())
         .expect("a dense DP group");
-    assert!(
-        (0..m.groups.len())
-            .any(|g| m.groups[g].is_expert() && m.groups[g].members == m.groups[dense].members),
-        "an expert-DP group with the dense group's members"
-    );
-    let tree = |g: usize| {
+    let expert = (0..m.groups.len())
+        .find(|&g| m.groups[g].is_expert() && m.groups[g].members == m.groups[dense].members)
+        .expect("an expert-DP group with the dense group's members");
+    // a tree of `g` at `slots` per switch
+    let tree = |g: usize, slots: u32| {
         m.opts[g]
             .iter()
-            .position(|o| matches!(o.kind, OptKind::Tree { .. }))
-            .expect("a tree option")
+            .position(|o| matches!(o.kind, OptKind::Tree { .. }) && o.slots == slots)
+            .unwrap_or_else(|| panic!("{}: no tree at {slots} slots", m.groups[g].name()))
     };
-    let host: Vec<usize> = (0..m.groups.len())
+    let full = m.opts[dense].iter().map(|o| o.slots).max().unwrap();
+    let half = full / 2;
+    // the dense group aggregates at the full window, its expert twin at half of it
+    let mut a: Vec<usize> = (0..m.groups.len())
         .map(|g| plan::model::host_index(&m.opts[g], &m.groups[g]))
         .collect();
-    // INA bytes the trace sends when group `g` aggregates and every other is on the host
-    let ina_bytes = |g: usize| -> u64 {
-        let mut a = host.clone();
-        a[g] = tree(g);
-        let mut bytes = 0;
-        trace::generate_workload(&j.wl, &j.topo, &assigned(&j, &m, &po, &a), &mut |r| {
-            if r.mode == ina3d::record::Mode::Ina {
-                bytes += r.bytes.0;
-            }
-            Ok(())
-        })
-        .unwrap();
-        bytes
+    a[dense] = tree(dense, full);
+    a[expert] = tree(expert, half);
+    let opts = assigned(&j, &m, &po, &a);
+    let mut recs = Vec::new();
+    trace::generate_workload(&j.wl, &j.topo, &opts, &mut |r| {
+        recs.push(r);
+        Ok(())
+    })
+    .unwrap();
+    let ina = |g: AggGroup| {
+        recs.iter()
+            .filter(|r| r.agg.is_some_and(|a| a.group == g))
+            .count()
     };
     assert!(
-        ina_bytes(dense) > 0,
+        ina(AggGroup::Dense) > 0,
         "the dense group's tree was not lowered"
+    );
+    assert!(
+        ina(AggGroup::Expert) > 0,
+        "the expert group's tree was not lowered"
+    );
+
+    // both back-ends find each aggregation's own reservation: the glue's
+    // reservations.txt holds the expert aggregations at half the dense ones' slots
+    let h = trace::header(&j.cfg, &j.wl, &j.topo, &opts);
+    let sw = ina3d::ns3::ina_model(&h).unwrap();
+    let text = ina3d::ns3::emit::reservations_text(&recs, &sw, &j.topo)
+        .unwrap()
+        .expect("the planned policy writes reservations");
+    let group_of: BTreeMap<u64, AggGroup> = recs
+        .iter()
+        .filter_map(|r| r.agg.map(|a| (a.id, a.group)))
+        .collect();
+    let mut slots: BTreeMap<AggGroup, Vec<u32>> = BTreeMap::new();
+    let lines =
+        ina3d::formats::reservations_txt::parse(std::path::Path::new("reservations.txt"), &text)
+            .unwrap();
+    for (id, _switch, k) in lines {
+        slots.entry(group_of[&id]).or_default().push(k);
+    }
+    assert!(
+        slots[&AggGroup::Dense].iter().all(|&k| k == full)
+            && slots[&AggGroup::Expert].iter().all(|&k| k == half),
+        "reservations.txt: {slots:?}, want dense at {full}, expert at {half}"
+    );
+    assert!(
+        replayed(&j, &opts) > 0.0,
+        "the replayer resolves both groups' slots"
     );
 }
 

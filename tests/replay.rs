@@ -1,6 +1,6 @@
 //! The replayer against closed forms on small hand-built topologies.
 
-use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::replay::{
     simulate, InaPolicy, InaSwitchModel, PathSource, RateModel, ReplayError, ReplayOptions,
 };
@@ -307,6 +307,7 @@ fn ina_allreduce(
             switch: NodeId(sw),
             fanin,
             dir: AggDir::Up,
+            group: AggGroup::Dense,
         });
         v.push(r);
     }
@@ -327,6 +328,7 @@ fn ina_allreduce(
             switch: NodeId(sw),
             fanin,
             dir: AggDir::Down,
+            group: AggGroup::Dense,
         });
         v.push(r);
     }
@@ -694,6 +696,7 @@ fn each_switch_of_a_two_level_tree_holds_slots_by_its_own_chain() {
         switch: NodeId(sw),
         fanin,
         dir,
+        group: AggGroup::Dense,
     };
     let mut edge = |id: u64, src: u32, dst: u32, deps: &[u64], t: AggTag| {
         let mut r = rec(id, src, dst, s, deps, 0, Mode::Ina, Class::Dp);
@@ -1101,6 +1104,7 @@ fn ina_allreduce_on(
             switch: e.parent,
             fanin: e.fanin_at_parent,
             dir: AggDir::Up,
+            group: AggGroup::Dense,
         });
         ups.push(id);
         v.push(r);
@@ -1113,6 +1117,7 @@ fn ina_allreduce_on(
             switch: e.parent,
             fanin: e.fanin_at_parent,
             dir: AggDir::Down,
+            group: AggGroup::Dense,
         });
         v.push(r);
         id += 1;

@@ -1,7 +1,7 @@
 //! Trace file format: lossless round trip, validation errors naming file:line:column.
 
 use ina3d::formats::FormatError;
-use ina3d::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::trace::{self, TraceHeader};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use proptest::prelude::*;
@@ -93,6 +93,11 @@ fn arb_records() -> impl Strategy<Value = Vec<FlowRecord>> {
                 switch: NodeId(if up { dst } else { a }),
                 fanin,
                 dir: if up { AggDir::Up } else { AggDir::Down },
+                group: if aid % 2 == 1 {
+                    AggGroup::Expert
+                } else {
+                    AggGroup::Dense
+                },
             });
             out.push(FlowRecord {
                 id: FlowId(next_id),
@@ -157,10 +162,10 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let txt = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
     assert!(txt.starts_with(
-        "# ina3d-trace schema=2\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
+        "# ina3d-trace schema=3\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
     ));
     assert!(
-        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,,\n"),
+        txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,,,\n"),
         "{txt}"
     );
     assert!(!dir.path().join("a.csv.tmp").exists());
@@ -225,6 +230,58 @@ fn mode_and_field_mismatches_name_the_column() {
     assert!(msg.contains("unknown mode"), "{msg}");
     let (_, _, msg) = expect_invalid(&format!("{HEAD}0,1,2,8,,0,0,net,dp,0\n"));
     assert!(msg.contains("10 fields"), "{msg}");
+}
+
+#[test]
+fn an_aggregations_group_is_written_read_back_and_dense_in_files_of_older_schemas() {
+    let cols2 = "id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel";
+    let up = "0,1,9,8,,0,0,ina,dp,0,,,,,,,4,9,2,up,";
+    // schema 2 has no agg_group: every aggregation is dense
+    let t = trace::read_str(
+        &format!("# ina3d-trace schema=2\n{cols2}\n{up}\n"),
+        "old.csv",
+    )
+    .unwrap();
+    assert_eq!(t.records[0].agg.unwrap().group, AggGroup::Dense);
+    // schema 3 names it, and a written expert aggregation reads back as one
+    let head3 = format!("# ina3d-trace schema=3\n{cols2},agg_group\n");
+    let t = trace::read_str(&format!("{head3}{up},expert\n"), "new.csv").unwrap();
+    assert_eq!(t.records[0].agg.unwrap().group, AggGroup::Expert);
+    let dir = tempfile::tempdir().unwrap();
+    trace::write(dir.path().join("t.csv"), &t.header, &t.records).unwrap();
+    let text = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
+    assert!(
+        text.ends_with("\n0,1,9,8,,0,0,ina,dp,0,,,,,,,4,9,2,up,,expert\n"),
+        "{text}"
+    );
+    // an unknown group, a missing one and one without an aggregation name the column
+    for (row, want) in [
+        (format!("{up},sparse"), "`dense` or `expert`"),
+        (format!("{up},"), "`dense` or `expert`"),
+        (
+            "0,1,9,8,,0,0,net,dp,0,,,,,,,,,,,,expert".to_string(),
+            "agg_id",
+        ),
+    ] {
+        let e = trace::read_str(&format!("{head3}{row}\n"), "bad.csv").unwrap_err();
+        let FormatError::Syntax {
+            line,
+            column: Some(column),
+            msg,
+            ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!(*line, 3, "{e}");
+        assert!(msg.contains(want), "{row}: {msg}");
+        assert_eq!(
+            *column,
+            (row.rfind(',').unwrap() + 2) as u64,
+            "{row}: agg_group's column"
+        );
+        assert!(e.to_string().contains("agg_group"), "{e}");
+    }
 }
 
 #[test]
@@ -908,9 +965,12 @@ mod gen_props {
 fn row_by_format(r: &FlowRecord) -> String {
     let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
     let deps: Vec<String> = r.deps.iter().map(|d| d.0.to_string()).collect();
-    let agg = match r.agg {
-        Some(a) => format!("{},{},{},{}", a.id, a.switch.0, a.fanin, a.dir),
-        None => ",,,".into(),
+    let (agg, group) = match r.agg {
+        Some(a) => (
+            format!("{},{},{},{}", a.id, a.switch.0, a.fanin, a.dir),
+            a.group.to_string(),
+        ),
+        None => (",,,".into(), String::new()),
     };
     let channel = if r.channel == 0 {
         String::new()
@@ -918,7 +978,7 @@ fn row_by_format(r: &FlowRecord) -> String {
         r.channel.to_string()
     };
     format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{agg},{channel}\n",
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{agg},{channel},{group}\n",
         r.id.0,
         r.src.0,
         r.dst.0,
@@ -948,7 +1008,7 @@ proptest! {
         trace::write(&path, &header(), &records).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let rows: String = records.iter().map(row_by_format).collect();
-        let head = "# ina3d-trace schema=2\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\n";
+        let head = "# ina3d-trace schema=3\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\n";
         prop_assert_eq!(text, format!("{head}{}\n{rows}", trace::COLUMNS.join(",")));
     }
 }

@@ -221,7 +221,7 @@ pub fn header(first: &TraceHeader, names: &[String], m: &Merged) -> TraceHeader 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::AggDir;
+    use crate::record::{AggDir, AggGroup};
 
     fn rec(id: u64, deps: &[u64], gap: u64) -> FlowRecord {
         FlowRecord {
@@ -243,6 +243,7 @@ mod tests {
                 switch: NodeId(20),
                 fanin: 2,
                 dir: AggDir::Up,
+                group: AggGroup::Dense,
             }),
             collective: Some(4),
             ..rec(1, &[0], 7)
@@ -257,6 +258,7 @@ mod tests {
                 switch: NodeId(20),
                 fanin: 2,
                 dir: AggDir::Up,
+                group: AggGroup::Dense,
             }),
             collective: Some(0),
             ..rec(11, &[10], 7)

@@ -9,12 +9,14 @@
 //! `channel` is the record's NCCL channel (0 outside host collectives): the glue carries
 //! each (src, dst, channel) on its own connection and routes it on that channel's path in
 //! `routes.txt`. The four `agg_*` fields are `-` for records outside an aggregation. Tags
-//! the glue does not need (iteration, layer, …) are not written and read back as `None`.
+//! the glue does not need (iteration, layer, …) are not written and read back as `None`;
+//! so is an aggregation's group (dense or expert: the glue takes each aggregation's
+//! planned slots from `reservations.txt` by its id), read back as dense.
 //! A version 1 file (no `channel` field) is refused naming its header comment.
 
 use super::error::numbered_lines;
 use super::FormatError;
-use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
+use crate::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -138,6 +140,7 @@ fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), Forma
             fanin: u32::try_from(num(12, "agg_fanin")?)
                 .map_err(|_| err("agg_fanin", format!("`{}` does not fit 32 bits", t[12])))?,
             dir: t[13].parse::<AggDir>().map_err(|e| err("agg_dir", e))?,
+            group: AggGroup::Dense,
         })
     };
     let nd = num(14, "ndeps")?;
@@ -193,6 +196,7 @@ mod tests {
                     switch: NodeId(9),
                     fanin: 2,
                     dir: AggDir::Up,
+                    group: AggGroup::Dense,
                 }),
                 ..Default::default()
             },

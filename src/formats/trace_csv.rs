@@ -1,16 +1,18 @@
 //! Trace files: CSV (gzip when the name ends in `.gz`) with metadata comment lines.
 //!
-//! Layout (schema 2, documented for users in `traces/README.md`):
+//! Layout (schema 3, documented for users in `traces/README.md`):
 //!
 //! ```text
-//! # ina3d-trace schema=2
+//! # ina3d-trace schema=3
 //! # key=value            (any number, keys sorted; topology, seed, INA config, model, ...)
-//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel
-//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,,
+//! id,src,dst,bytes,deps,gap_ns,dur_ns,mode,class,iteration,collective,step,microbatch,layer,stage,group_size,agg_id,agg_switch,agg_fanin,agg_dir,channel,agg_group
+//! 0,3,3,0,,0,1200,compute,compute,0,,,,,,,,,,,,
 //! ```
 //!
-//! Schema 2 added the last column, `channel` (the NCCL channel of a `net` record, empty
-//! for 0). Schema 1 files (without it) are still read, every record on channel 0.
+//! Schema 2 added `channel` (the NCCL channel of a `net` record, empty for 0); schema 3
+//! added `agg_group` (`dense` or `expert`: which gradients an aggregation reduces, given
+//! exactly when the other `agg_*` fields are). Older files are still read: schema 1
+//! records are on channel 0, and every aggregation of schema 1 and 2 is `dense`.
 //!
 //! Every field is an unsigned integer, a `;`-separated list of them (`deps`), a lower-case
 //! keyword or empty (absent optional). No field needs quoting, so rows are formatted and
@@ -38,16 +40,18 @@ mod read;
 pub use read::{TraceReader, MAX_RECORD_VALUE};
 
 /// Version of the file layout written in the first line. Bump on any column change.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
-/// The oldest schema this build still reads (schema 1: no `channel` column).
+/// The oldest schema this build still reads (schema 1: no `channel` column; schema 2: no
+/// `agg_group`).
 pub const OLDEST_SCHEMA: u32 = 1;
 
 /// First line of every trace file (followed by ` schema=N`).
 pub const MAGIC: &str = "# ina3d-trace";
 
-/// The column header row of the current schema (schema 1 is the first 20).
-pub const COLUMNS: [&str; 21] = [
+/// The column header row of the current schema (schema 1 is the first 20, schema 2 the
+/// first 21).
+pub const COLUMNS: [&str; 22] = [
     "id",
     "src",
     "dst",
@@ -69,14 +73,16 @@ pub const COLUMNS: [&str; 21] = [
     "agg_fanin",
     "agg_dir",
     "channel",
+    "agg_group",
 ];
 
-/// Columns of a file of schema `schema` (schema 1 has no `channel`).
+/// Columns of a file of schema `schema` (schema 1 has no `channel`, schema 2 no
+/// `agg_group`).
 fn columns_of(schema: u32) -> &'static [&'static str] {
-    if schema == 1 {
-        &COLUMNS[..20]
-    } else {
-        &COLUMNS
+    match schema {
+        1 => &COLUMNS[..20],
+        2 => &COLUMNS[..21],
+        _ => &COLUMNS,
     }
 }
 
@@ -405,6 +411,11 @@ fn format_row(b: &mut [u8], at: usize, r: &FlowRecord) -> usize {
     p += 1;
     if r.channel != 0 {
         p = put_u64(b, p, r.channel as u64);
+    }
+    b[p] = b',';
+    p += 1;
+    if let Some(a) = &r.agg {
+        p = put_word(b, p, a.group.as_str());
     }
     b[p] = b'\n';
     p + 1

@@ -137,6 +137,7 @@ impl Lowering<'_> {
                     switch: p,
                     fanin,
                     dir: AggDir::Up,
+                    group: sink.agg_group(),
                 },
             )?;
             up_into.entry(p).or_default().push(id);
@@ -177,6 +178,7 @@ impl Lowering<'_> {
                     switch: p,
                     fanin,
                     dir: AggDir::Down,
+                    group: sink.agg_group(),
                 },
             )?;
             down_into.insert(c, id);
@@ -276,6 +278,7 @@ impl Lowering<'_> {
                     switch: tor,
                     fanin: rs.len() as u32,
                     dir: AggDir::Up,
+                    group: sink.agg_group(),
                 },
             )?);
         }
@@ -345,6 +348,7 @@ impl Lowering<'_> {
                     switch: down.tor,
                     fanin: rs.len() as u32,
                     dir: AggDir::Down,
+                    group: sink.agg_group(),
                 },
             )?;
             sink.set_tail(r, &[id]);

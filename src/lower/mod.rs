@@ -201,6 +201,11 @@ pub trait Sink {
     fn new_coll(&mut self) -> u64;
     /// A new aggregation's id.
     fn new_agg(&mut self) -> u64;
+    /// Which gradients this sink's aggregations reduce: the lowering does not know whose
+    /// collective it lowers, the sink does (a MoE model's expert-DP gradient stream).
+    fn agg_group(&self) -> crate::record::AggGroup {
+        crate::record::AggGroup::Dense
+    }
     /// Something worth counting happened.
     fn note(&mut self, _n: Note) {}
 

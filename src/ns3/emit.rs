@@ -490,29 +490,38 @@ pub fn reservations_text(
     ina: &InaSwitchModel,
     topo: &Topology,
 ) -> Result<Option<String>, Ns3Error> {
-    use crate::record::AggDir;
+    use crate::record::{AggDir, AggGroup};
     if ina.policy != crate::trace::InaPolicy::Planned {
         return Ok(None);
     }
-    // per aggregation: class, first member (lowest host sending up), aggregating switches
-    let mut aggs: BTreeMap<u64, (crate::record::Class, Option<NodeId>, BTreeSet<NodeId>)> =
-        BTreeMap::new();
+    // per aggregation: class, group, first member (lowest host sending up), aggregating
+    // switches
+    type Agg = (
+        crate::record::Class,
+        AggGroup,
+        Option<NodeId>,
+        BTreeSet<NodeId>,
+    );
+    let mut aggs: BTreeMap<u64, Agg> = BTreeMap::new();
     for r in records {
         let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
             continue;
         };
-        let e = aggs.entry(a.id).or_insert((r.class, None, BTreeSet::new()));
-        e.2.insert(a.switch);
+        let e = aggs
+            .entry(a.id)
+            .or_insert((r.class, a.group, None, BTreeSet::new()));
+        e.3.insert(a.switch);
         if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
-            e.1 = Some(e.1.map_or(r.src, |f| f.min(r.src)));
+            e.2 = Some(e.2.map_or(r.src, |f| f.min(r.src)));
         }
     }
     let mut out = Vec::new();
-    for (id, (class, first, switches)) in aggs {
+    for (id, (class, group, first, switches)) in aggs {
         for sw in switches {
-            let slots = first.and_then(|f| ina.reservation(sw, class, f)).ok_or_else(|| {
+            let slots = first.and_then(|f| ina.reservation(sw, class, group, f)).ok_or_else(|| {
                 Ns3Error::BadTrace(format!(
-                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {class} group (first member {})",
+                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {}{class} group (first member {})",
+                    if group == AggGroup::Expert { "expert " } else { "" },
                     first.map_or("none".to_string(), |f| f.to_string())
                 ))
             })?;

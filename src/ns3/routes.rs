@@ -168,7 +168,7 @@ impl PairRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Class;
+    use crate::record::{AggGroup, Class};
     use crate::topology::{connection_key, Link};
     use crate::units::FlowId;
 
@@ -301,6 +301,7 @@ mod tests {
                 switch: NodeId(sw),
                 fanin: 2,
                 dir,
+                group: AggGroup::Dense,
             }),
             ..net(id, src, dst)
         };

@@ -741,21 +741,6 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
         v.dedup();
         v
     };
-    // An aggregation's slots are reserved under (class, lowest member host): an expert-DP
-    // group whose lowest host is a dense DP group's cannot hold a reservation of its own,
-    // so it stays on the host algorithms (priced, not aggregated).
-    let dense_first: std::collections::HashSet<NodeId> = groups
-        .iter()
-        .filter(|g| matches!(g.role, Role::Dp { expert: false, .. }))
-        .filter_map(|g| g.hosts.iter().min().copied())
-        .collect();
-    let keyless = |g: &Group| {
-        matches!(g.role, Role::Dp { expert: true, .. })
-            && g.hosts
-                .iter()
-                .min()
-                .is_some_and(|h| dense_first.contains(h))
-    };
     let mut hosts = cohort_hosts(net, groups)?;
     let mut all = Vec::with_capacity(groups.len());
     for (gi, g) in groups.iter().enumerate() {
@@ -766,7 +751,7 @@ fn build_options(net: &Net, groups: &[Group], st: &Settings) -> Result<Vec<Vec<O
             opts.append(&mut hosts[gi]);
         }
         let aggregatable = g.colls().iter().any(|c| c.aggregatable());
-        if !g.nvlink && aggregatable && st.classes.contains(&g.class) && !keyless(g) {
+        if !g.nvlink && aggregatable && st.classes.contains(&g.class) {
             let fits = levels.iter().copied().filter(|&k| k <= st.slots);
             let fits: Vec<u32> = fits.collect();
             for root in candidate_roots(options::roots(net, g), gi) {

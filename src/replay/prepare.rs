@@ -11,7 +11,7 @@ use super::table::{Loc, RecordTable, Segment, UNRESOLVED};
 use super::{InaPolicy, ReplayError, ReplayOptions};
 use crate::fct;
 use crate::netmodel::{self, EdgeDir};
-use crate::record::{AggDir, Class, Mode};
+use crate::record::{AggDir, AggGroup, Class, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
 use crate::units::{Bytes, FlowId, NodeId};
 use std::collections::HashMap;
@@ -1131,8 +1131,9 @@ impl<R: PathSource + ?Sized> AggContext<'_, R> {
 }
 
 /// The slots an aggregation's group reserves on each of its switches under the `planned`
-/// policy (the smallest, should they differ): matched by class and first member (the
-/// lowest host sending an up edge), see [`crate::trace::Reservation`]. 0 for other policies
+/// policy (the smallest, should they differ): matched by class, group (dense or expert)
+/// and first member (the lowest host sending an up edge), see
+/// [`crate::trace::Reservation`]. 0 for other policies
 /// and for multicast-only aggregations; an error when a switch has no reservation for it
 /// or one larger than the pool.
 #[allow(clippy::too_many_arguments)]
@@ -1150,17 +1151,25 @@ fn planned_reservation(
         return Ok(0);
     }
     let first = first_member(records, mem, topo);
+    let group = mem
+        .first()
+        .and_then(|&m| records.agg(m as usize))
+        .map_or(AggGroup::Dense, |a| a.group);
+    let kind = match group {
+        AggGroup::Dense => "",
+        AggGroup::Expert => "expert ",
+    };
     let mut k = u32::MAX;
     for &sw in switches {
         let node = switch_nodes[sw as usize];
-        let r = first.and_then(|f| opts.ina.reservation(node, class, f));
+        let r = first.and_then(|f| opts.ina.reservation(node, class, group, f));
         let msg = match (r, first) {
             (Some(x), _) if x <= opts.ina.slots => {
                 k = k.min(x);
                 continue;
             }
             (Some(x), _) => format!("reserves {x} slots on switch {node} but its pool holds {}", opts.ina.slots),
-            (None, Some(f)) => format!("the planned slot policy has no reservation on switch {node} for the {class} aggregation of first member {f}"),
+            (None, Some(f)) => format!("the planned slot policy has no reservation on switch {node} for the {kind}{class} aggregation of first member {f}"),
             (None, None) => "the planned slot policy needs a host among its up-edge senders".into(),
         };
         return Err(ReplayError::BadAggregation { agg: id, msg });

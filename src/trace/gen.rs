@@ -143,6 +143,12 @@ impl Sink for At<'_, '_> {
         self.g.next_agg += 1;
         a
     }
+    fn agg_group(&self) -> crate::record::AggGroup {
+        match self.s {
+            Stream::ExpertDp => crate::record::AggGroup::Expert,
+            _ => crate::record::AggGroup::Dense,
+        }
+    }
     fn note(&mut self, n: Note) {
         match n {
             Note::HdFallback => self.g.stats.hd_fallbacks += 1,

@@ -1,6 +1,6 @@
 //! Options of trace generation: collective algorithm and INA configuration.
 
-use crate::record::Class;
+use crate::record::{AggGroup, Class};
 use crate::schedule::ScheduleOptions;
 use crate::units::{Bytes, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
@@ -201,28 +201,42 @@ pub fn parse_tenants(v: &str) -> Result<Vec<Tenant>, String> {
 }
 
 /// Slots a plan reserves on one switch for the aggregations of one group. An aggregation
-/// is matched by its class and its *first member*: the lowest-numbered host among the
-/// senders of its up edges (for a tree, the group's lowest GPU; for a Rina rack, the
-/// rack's), which no other group of the class shares.
+/// is matched by its class, its group (dense, or a MoE model's expert gradients: an
+/// expert-DP group can have a dense DP group's members) and its *first member*: the
+/// lowest-numbered host among the senders of its up edges (for a tree, the group's lowest
+/// GPU; for a Rina rack, the rack's), which no other group of that class and kind shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Reservation {
     /// The switch.
     pub switch: NodeId,
     /// Class of the group.
     pub class: Class,
+    /// Dense or expert gradients (the aggregations' [`AggTag::group`](crate::record::AggTag)).
+    pub group: AggGroup,
     /// First member (host) of the aggregation.
     pub first: NodeId,
     /// Slots.
     pub slots: u32,
 }
 
-/// Header key of the reservations: `SWITCH:CLASS:FIRST=SLOTS` entries joined by `;`.
+impl Reservation {
+    /// What an aggregation is matched by: switch, class, group, first member.
+    pub fn key(&self) -> (NodeId, Class, AggGroup, NodeId) {
+        (self.switch, self.class, self.group, self.first)
+    }
+}
+
+/// Header key of the reservations: `SWITCH:CLASS:FIRST=SLOTS` entries (a dense group's) or
+/// `SWITCH:CLASS:FIRST:expert=SLOTS` (a MoE model's expert-DP group's) joined by `;`.
 pub const INA_RESERVATIONS_KEY: &str = "ina_reservations";
 
 /// The header value of a reservation list.
 pub fn format_reservations(r: &[Reservation]) -> String {
     r.iter()
-        .map(|x| format!("{}:{}:{}={}", x.switch, x.class, x.first, x.slots))
+        .map(|x| match x.group {
+            AggGroup::Dense => format!("{}:{}:{}={}", x.switch, x.class, x.first, x.slots),
+            g => format!("{}:{}:{}:{g}={}", x.switch, x.class, x.first, x.slots),
+        })
         .collect::<Vec<_>>()
         .join(";")
 }
@@ -231,11 +245,15 @@ pub fn format_reservations(r: &[Reservation]) -> String {
 pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
     let mut out = Vec::new();
     for e in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
-        let bad = || format!("entry `{e}` is not SWITCH:CLASS:FIRST=SLOTS");
+        let bad = || {
+            format!(
+                "entry `{e}` is not SWITCH:CLASS:FIRST=SLOTS or SWITCH:CLASS:FIRST:expert=SLOTS"
+            )
+        };
         let (key, slots) = e.split_once('=').ok_or_else(bad)?;
         let mut it = key.split(':');
-        let (Some(sw), Some(class), Some(first), None) =
-            (it.next(), it.next(), it.next(), it.next())
+        let (Some(sw), Some(class), Some(first), group, None) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
         else {
             return Err(bad());
         };
@@ -246,18 +264,25 @@ pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
                 .trim()
                 .parse()
                 .map_err(|m: String| format!("entry `{e}`: {m}"))?,
+            group: group
+                .map_or(Ok(AggGroup::Dense), str::parse)
+                .map_err(|m: String| format!("entry `{e}`: {m}"))?,
             first: NodeId(num(first)?),
             slots: num(slots)?,
         });
     }
     out.sort_unstable();
-    if let Some(w) = out
-        .windows(2)
-        .find(|w| (w[0].switch, w[0].class, w[0].first) == (w[1].switch, w[1].class, w[1].first))
-    {
+    if let Some(w) = out.windows(2).find(|w| w[0].key() == w[1].key()) {
         return Err(format!(
-            "switch {} has two reservations for the {} aggregation of first member {}",
-            w[0].switch, w[0].class, w[0].first
+            "switch {} has two reservations for the {}{} aggregation of first member {}",
+            w[0].switch,
+            if w[0].group == AggGroup::Expert {
+                "expert "
+            } else {
+                ""
+            },
+            w[0].class,
+            w[0].first
         ));
     }
     Ok(out)
@@ -360,11 +385,18 @@ impl InaSwitchModel {
 }
 
 impl InaSwitchModel {
-    /// Slots reserved on `switch` for the `class` aggregation whose first member is
-    /// `first` (the `planned` policy), if any.
-    pub fn reservation(&self, switch: NodeId, class: Class, first: NodeId) -> Option<u32> {
+    /// Slots reserved on `switch` for the `class` aggregation of `group` whose first
+    /// member is `first` (the `planned` policy), if any.
+    pub fn reservation(
+        &self,
+        switch: NodeId,
+        class: Class,
+        group: AggGroup,
+        first: NodeId,
+    ) -> Option<u32> {
+        let key = (switch, class, group, first);
         self.reservations
-            .binary_search_by(|r| (r.switch, r.class, r.first).cmp(&(switch, class, first)))
+            .binary_search_by(|r| r.key().cmp(&key))
             .ok()
             .map(|i| self.reservations[i].slots)
     }

@@ -19,7 +19,7 @@ use super::options::Reservation;
 use super::{TraceError, TraceHeader, TraceOptions};
 use crate::formats::plan_json::{Decision, PlanFile, PlannedGroup};
 use crate::formats::topology_txt::Flavor;
-use crate::record::Class;
+use crate::record::{AggGroup, Class};
 use crate::schedule::{CollKind, Workload};
 use crate::topology::{NodeKind, Routing, Topology};
 use crate::units::{NodeId, Rank};
@@ -662,11 +662,16 @@ fn check_tree(
 
 /// The slots `plan` reserves, keyed as the back-ends match aggregations
 /// ([`Reservation`]): a tree's switches for the group's first GPU, a Rina ToR for the
-/// first GPU of its rack.
+/// first GPU of its rack; an expert-DP group's apart from the dense group's.
 pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
     let tor = tors(topo);
     let mut out = Vec::new();
     for g in &plan.groups {
+        let group = if g.expert {
+            AggGroup::Expert
+        } else {
+            AggGroup::Dense
+        };
         let hosts: Vec<NodeId> = g
             .members
             .iter()
@@ -680,6 +685,7 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
                 out.extend(g.reservations.iter().map(|&(switch, slots)| Reservation {
                     switch,
                     class: g.class,
+                    group,
                     first,
                     slots,
                 }));
@@ -695,6 +701,7 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
                         out.push(Reservation {
                             switch,
                             class: g.class,
+                            group,
                             first,
                             slots,
                         });

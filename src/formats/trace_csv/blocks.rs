@@ -221,8 +221,12 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
         match (RowParser { ctx, line }).parse(s) {
             Ok(rec) => rows.push(ParsedRow { rec, line, at }),
             Err(mut e) => {
-                e.at = at;
-                end = ParsedEnd::Row(e);
+                // in gzip input whose inflating failed later in this block, the damage
+                // explains the bad row: the read error is what the file gets
+                if !(ctx.gz && matches!(end, ParsedEnd::Read(_))) {
+                    e.at = at;
+                    end = ParsedEnd::Row(e);
+                }
                 break;
             }
         }

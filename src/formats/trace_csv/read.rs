@@ -10,7 +10,7 @@ use super::{check_consistency, OLDEST_SCHEMA, SCHEMA_VERSION};
 use super::{columns_of, io_err, is_gz, RecordCheck, TraceHeader, COLUMNS, MAGIC};
 use crate::formats::gz_members::MemberReader;
 use crate::formats::FormatError;
-use crate::record::{AggDir, AggTag, FlowRecord};
+use crate::record::{AggDir, AggGroup, AggTag, FlowRecord};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use std::collections::HashSet;
 use std::fs::File;
@@ -49,6 +49,11 @@ impl LineCtx {
         }
     }
 }
+
+/// How much text past a row error in gzip input [`TraceReader`] inflates to find damage:
+/// the writer's gzip members hold 1 MiB of rows each, so the member holding the row ends
+/// (and its checksum is checked) within it.
+const DAMAGE_PROBE: usize = 4 << 20;
 
 /// Set of seen ids: a bitmap for the dense ids generators produce, a hash set for the
 /// rest. The bitmap only grows to cover ids up to twice the number of records seen (plus a
@@ -311,6 +316,41 @@ impl<'t> TraceReader<'t> {
         }
     }
 
+    /// A row error in gzip input may be damage to the compressed data that inflated to
+    /// text (a flipped bit often does) and whose checksum fails only at the member's end:
+    /// the text up to [`DAMAGE_PROBE`] past the block is inflated, and if it fails, the
+    /// error names the damage at the row's line instead. Otherwise the row error stands.
+    fn damage_behind(&mut self, row: FormatError) -> FormatError {
+        let Some(line) = row.line() else { return row };
+        self.body.recycle(std::mem::take(&mut self.text));
+        let mut seen = 0;
+        while seen < DAMAGE_PROBE {
+            let p = self.body.next_block();
+            seen += p.text.len();
+            match p.end {
+                ParsedEnd::More | ParsedEnd::Row(_) => self.body.recycle(p.text),
+                ParsedEnd::Read(e) => {
+                    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+                    if !matches!(e.kind(), InvalidData | InvalidInput | UnexpectedEof) {
+                        break; // the OS's error, not the data's
+                    }
+                    let why = match &row {
+                        FormatError::Syntax { field, msg, .. } => format!("{field}: {msg}"),
+                        other => other.to_string(),
+                    };
+                    return FormatError::syntax(
+                        &self.ctx.path,
+                        line,
+                        "gzip",
+                        format!("the compressed data is damaged or truncated (its checksum or stream fails further on), so this line is not what was written: {why}"),
+                    );
+                }
+                _ => break,
+            }
+        }
+        row
+    }
+
     /// Move on to the next block (`None` at the end of the file, `Some(Err)` at an error).
     fn next_block(&mut self) -> Option<Result<(), FormatError>> {
         match self.end.take() {
@@ -319,7 +359,15 @@ impl<'t> TraceReader<'t> {
                 self.base += self.lines;
                 self.body.recycle(std::mem::take(&mut self.text));
             }
-            Some(end) => return self.end_error(end).map(Err),
+            Some(end) => {
+                let row = matches!(end, ParsedEnd::Row(_));
+                let e = self.end_error(end)?;
+                return Some(Err(if row && self.ctx.gz {
+                    self.damage_behind(e)
+                } else {
+                    e
+                }));
+            }
         }
         let Parsed {
             text,
@@ -568,7 +616,7 @@ fn read_header(
 }
 
 /// The fields of one data line with the 1-based column each starts at.
-type Row<'l> = [(&'l str, usize); 21];
+type Row<'l> = [(&'l str, usize); 22];
 
 /// Parses the data lines of one block: every check that needs only the line itself.
 pub(super) struct RowParser<'a> {
@@ -653,10 +701,10 @@ impl RowParser<'_> {
     }
 
     /// The line's fields with the column each starts at: exactly the schema's columns
-    /// (a schema-1 row leaves `channel` empty).
+    /// (an older schema's row leaves the columns it lacks empty: `channel`, `agg_group`).
     fn split_row<'l>(&self, line: &'l str) -> Result<Row<'l>, RowError> {
         let want = columns_of(self.ctx.schema);
-        let mut fields: Row<'l> = [("", 0); 21];
+        let mut fields: Row<'l> = [("", 0); 22];
         let mut n = 0;
         let mut start = 0;
         // a byte loop: fields are a few bytes, too short for `str::split`'s searcher
@@ -773,9 +821,19 @@ impl RowParser<'_> {
         Ok(())
     }
 
-    /// The four aggregation fields: all empty (no aggregation) or all given.
+    /// The aggregation fields (`agg_id` … `agg_dir`, and `agg_group` from schema 3): all
+    /// empty (no aggregation) or all given. Before schema 3 every aggregation is dense.
     fn agg(&self, f: &Row<'_>) -> Result<Option<AggTag>, RowError> {
+        const GROUP: usize = 21;
+        let has_group = self.ctx.schema >= 3;
         if (16..20).all(|i| f[i].0.is_empty()) {
+            if has_group && !f[GROUP].0.is_empty() {
+                return Err(self.err(
+                    GROUP,
+                    f[GROUP].1,
+                    "agg_group is given but agg_id, agg_switch, agg_fanin and agg_dir are empty",
+                ));
+            }
             return Ok(None);
         }
         let (id, switch, fanin) = (self.num(f, 16)?, self.num32(f, 17)?, self.num32(f, 18)?);
@@ -790,11 +848,23 @@ impl RowParser<'_> {
                 ))
             }
         };
+        let group = match (has_group, f[GROUP].0) {
+            (false, _) | (true, "dense") => AggGroup::Dense,
+            (true, "expert") => AggGroup::Expert,
+            (true, other) => {
+                return Err(self.err(
+                    GROUP,
+                    f[GROUP].1,
+                    format!("agg_group must be `dense` or `expert`, found `{other}`"),
+                ))
+            }
+        };
         Ok(Some(AggTag {
             id,
             switch: NodeId(switch),
             fanin,
             dir,
+            group,
         }))
     }
 }
