@@ -58,11 +58,19 @@
 //! path does not overrun that link's port in the model (it does in the glue).
 
 use super::engine::{EventKind, Owner, Sim};
+use super::prepare::KeyHasher;
 use super::timers::Timers;
 use crate::netmodel::{bytes_per_ns, red_params, DcqcnParams};
 use crate::topology::{NodeKind, Topology};
 use crate::units::BitsPerSec;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+
+/// A map keyed by connection, hashed with the path interner's multiplicative hash: a
+/// record's start looks its connection's queue pair up (tens of millions of times on a
+/// large job), and SipHash cost more than the rest of the lookup. Neither map is
+/// iterated, so the hash does not reach the results.
+pub type ConnMap<V> = HashMap<QpKey, V, BuildHasherDefault<KeyHasher>>;
 
 /// How the replayer rates transfers on shared links.
 ///
@@ -455,11 +463,11 @@ pub(super) struct State {
     slot_arr: Vec<f64>,
     /// Queue pairs by connection (source, destination, NCCL channel): each channel is
     /// its own queue pair, as in the glue.
-    pub index: HashMap<QpKey, u32>,
+    pub index: ConnMap<u32>,
     pub qps: Vec<Qp>,
     /// Record transfers whose connection has no queue pair yet (it gets one when first
     /// marked, and they join it).
-    orphans: HashMap<QpKey, Vec<u32>>,
+    orphans: ConnMap<Vec<u32>>,
     /// Per unit slot: its queue pair (`u32::MAX`: none), and its path's line rate.
     pub unit_qp: Vec<u32>,
     pub unit_line: Vec<f64>,
@@ -572,9 +580,9 @@ impl State {
             backlog: vec![false; nch],
             hot: 0,
             slot_arr: Vec::new(),
-            index: HashMap::new(),
+            index: ConnMap::default(),
             qps: Vec::new(),
-            orphans: HashMap::new(),
+            orphans: ConnMap::default(),
             unit_qp: Vec::new(),
             unit_line: Vec::new(),
             unit_pair: Vec::new(),
@@ -1538,7 +1546,8 @@ impl Sim<'_> {
         cc.mark_predict(q);
     }
 
-    /// Queue pair `q`'s CNP arrived or its timer fired.
+    /// Queue pair `q`'s CNP arrived or its timer fired. Its entry is still scheduled
+    /// ([`Sim::cc_events`] leaves it): this must end by scheduling it anew.
     fn cc_on_timer(&self, cc: &mut State, q: u32) {
         if cc.advance_qp(q, self.now) {
             cc.mark_pair_units(q);
@@ -1587,7 +1596,13 @@ impl Sim<'_> {
             if t > now {
                 break;
             }
-            cc.events.pop();
+            // a queue pair's timer reschedules itself whatever it does ([`State::
+            // schedule_timer`]): its entry is moved from the top to its next time in one
+            // step instead of popped and pushed again (the timers' order is total, so
+            // where an entry sits does not change what pops next)
+            if Ev::ALL[kind] != Ev::Timer {
+                cc.events.pop();
+            }
             match Ev::ALL[kind] {
                 Ev::Port => {
                     if cc.watched[i as usize] {
@@ -1615,6 +1630,11 @@ impl Sim<'_> {
     /// Bring the model's state up to now after a batch of events: offered rates, the
     /// ports they load, caps, predicted CNPs.
     fn cc_flush(&mut self) {
+        // nothing to bring up to date (most calls: the engine settles every batch of its
+        // events, the model's tick loop after every instant of its own)
+        if !self.cc.as_ref().is_some_and(|cc| cc.dirty()) {
+            return;
+        }
         let Some(mut cc) = self.cc.take() else { return };
         for _ in 0..SETTLE_ROUNDS {
             let mut nics = std::mem::take(&mut cc.nic_dirty);

@@ -648,9 +648,10 @@ impl Paths {
 
 /// A multiplicative hash for the path keys (small integers): the default SipHash costs more
 /// than the rest of a lookup, and the keys are not attacker-chosen hash-flooding material
-/// beyond what the trace's length already bounds.
+/// beyond what the trace's length already bounds. The DCQCN model's queue pairs are keyed
+/// by connection with it too (`dcqcn::State::index`).
 #[derive(Default)]
-struct KeyHasher(u64);
+pub(super) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
