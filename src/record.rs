@@ -123,6 +123,25 @@ pub enum AggGroup {
 
 keyword_enum!(AggGroup, "aggregation group", AggGroup::Dense => "dense", AggGroup::Expert => "expert");
 
+impl AggGroup {
+    /// The group of a collective over an expert-DP group (`expert`) or any other.
+    pub fn of_expert(expert: bool) -> Self {
+        if expert {
+            AggGroup::Expert
+        } else {
+            AggGroup::Dense
+        }
+    }
+
+    /// How messages name the group before a class: `expert ` or nothing.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            AggGroup::Dense => "",
+            AggGroup::Expert => "expert ",
+        }
+    }
+}
+
 /// Membership of a record in an in-network aggregation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AggTag {

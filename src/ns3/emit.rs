@@ -521,7 +521,7 @@ pub fn reservations_text(
             let slots = first.and_then(|f| ina.reservation(sw, class, group, f)).ok_or_else(|| {
                 Ns3Error::BadTrace(format!(
                     "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {}{class} group (first member {})",
-                    if group == AggGroup::Expert { "expert " } else { "" },
+                    group.prefix(),
                     first.map_or("none".to_string(), |f| f.to_string())
                 ))
             })?;

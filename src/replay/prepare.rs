@@ -1156,10 +1156,7 @@ fn planned_reservation(
         .first()
         .and_then(|&m| records.agg(m as usize))
         .map_or(AggGroup::Dense, |a| a.group);
-    let kind = match group {
-        AggGroup::Dense => "",
-        AggGroup::Expert => "expert ",
-    };
+    let kind = group.prefix();
     let mut k = u32::MAX;
     for &sw in switches {
         let node = switch_nodes[sw as usize];

@@ -144,10 +144,7 @@ impl Sink for At<'_, '_> {
         a
     }
     fn agg_group(&self) -> crate::record::AggGroup {
-        match self.s {
-            Stream::ExpertDp => crate::record::AggGroup::Expert,
-            _ => crate::record::AggGroup::Dense,
-        }
+        crate::record::AggGroup::of_expert(matches!(self.s, Stream::ExpertDp))
     }
     fn note(&mut self, n: Note) {
         match n {

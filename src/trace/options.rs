@@ -276,11 +276,7 @@ pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
         return Err(format!(
             "switch {} has two reservations for the {}{} aggregation of first member {}",
             w[0].switch,
-            if w[0].group == AggGroup::Expert {
-                "expert "
-            } else {
-                ""
-            },
+            w[0].group.prefix(),
             w[0].class,
             w[0].first
         ));

@@ -175,7 +175,7 @@ impl PlanIndex {
         g.ok_or_else(|| {
             TraceError::Generate(format!(
                 "the plan has no {}{class} group of ranks {} (was it made for this job?)",
-                if expert { "expert " } else { "" },
+                AggGroup::of_expert(expert).prefix(),
                 ranks(&m)
             ))
         })
@@ -256,7 +256,7 @@ pub fn check_plan(
                 "members",
                 format!(
                     "the job has no {}{} group of these ranks (was the plan made for this job?)",
-                    if g.expert { "expert " } else { "" },
+                    AggGroup::of_expert(g.expert).prefix(),
                     g.class
                 ),
             ));
@@ -667,11 +667,7 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
     let tor = tors(topo);
     let mut out = Vec::new();
     for g in &plan.groups {
-        let group = if g.expert {
-            AggGroup::Expert
-        } else {
-            AggGroup::Dense
-        };
+        let group = AggGroup::of_expert(g.expert);
         let hosts: Vec<NodeId> = g
             .members
             .iter()

@@ -35,10 +35,10 @@ impl LineCtx {
     /// or truncated gzip data and text that is not UTF-8 name the line reached; other
     /// errors are the OS's.
     pub(super) fn read_error(&self, after: u64, e: std::io::Error) -> FormatError {
-        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        use std::io::ErrorKind::InvalidData;
         let line = after + 1;
         match e.kind() {
-            InvalidData | InvalidInput | UnexpectedEof if self.gz => FormatError::syntax(
+            _ if self.damaged_gzip(&e) => FormatError::syntax(
                 &self.path,
                 line,
                 "gzip",
@@ -47,6 +47,12 @@ impl LineCtx {
             InvalidData => FormatError::syntax(&self.path, line, "text", format!("{e}")),
             _ => io_err(&self.path, e),
         }
+    }
+
+    /// A read error that is damaged or truncated gzip data (not the OS's).
+    fn damaged_gzip(&self, e: &std::io::Error) -> bool {
+        use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
+        self.gz && matches!(e.kind(), InvalidData | InvalidInput | UnexpectedEof)
     }
 }
 
@@ -330,8 +336,7 @@ impl<'t> TraceReader<'t> {
             match p.end {
                 ParsedEnd::More | ParsedEnd::Row(_) => self.body.recycle(p.text),
                 ParsedEnd::Read(e) => {
-                    use std::io::ErrorKind::{InvalidData, InvalidInput, UnexpectedEof};
-                    if !matches!(e.kind(), InvalidData | InvalidInput | UnexpectedEof) {
+                    if !self.ctx.damaged_gzip(&e) {
                         break; // the OS's error, not the data's
                     }
                     let why = match &row {
