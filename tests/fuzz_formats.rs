@@ -248,7 +248,8 @@ fn glue_records() -> impl Strategy<Value = (Vec<FlowRecord>, Vec<Nanos>)> {
                     switch: d,
                     fanin: 2,
                     dir: AggDir::Up,
-                    group: AggGroup::Dense,
+                    // the group rides on the id's parity (trace.txt v3 carries it)
+                    group: AggGroup::of_expert(i / 3 % 2 == 1),
                 }),
                 channel: if ina { 0 } else { channel },
                 ..Default::default()

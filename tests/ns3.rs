@@ -625,21 +625,80 @@ fn config_has_red_maps_for_every_link_rate_including_proxy_ports() {
     }
 }
 
-#[test]
-fn glue_trace_text_reads_back_into_the_same_records() {
+/// `trace` emitted for the glue on a 4-host star under the best-effort slot policy.
+fn emitted_best_effort_on_star(trace: &[FlowRecord]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let trace = snapshot_trace();
     emit(
-        &trace,
+        trace,
         &ina_params(InaPolicy::BestEffort),
         &star(4),
         &EmitOptions::default(),
         dir.path(),
     )
     .unwrap();
+    dir
+}
+
+#[test]
+fn glue_trace_text_reads_back_into_the_same_records() {
+    let trace = snapshot_trace();
+    let dir = emitted_best_effort_on_star(&trace);
     let p = dir.path().join("trace.txt");
     let (back, _) = glue_trace_txt::parse(&p, &std::fs::read_to_string(&p).unwrap()).unwrap();
     assert_eq!(back, trace);
+}
+
+#[test]
+fn the_glue_checks_an_aggregations_group_and_reads_version_2_files_without_one() {
+    // the snapshot trace without its 5 GB transfer (seconds of ns-3 per run)
+    let trace: Vec<FlowRecord> = snapshot_trace()
+        .into_iter()
+        .filter(|r| r.bytes.0 < 1 << 30)
+        .collect();
+    let dir = emitted_best_effort_on_star(&trace);
+    let p = dir.path().join("trace.txt");
+    let v3 = std::fs::read_to_string(&p).unwrap();
+    let glue_run = || {
+        std::process::Command::new(glue())
+            .arg(format!("--dir={}", dir.path().display()))
+            .output()
+            .unwrap()
+    };
+    // the glue binary itself, on a group it does not know
+    std::fs::write(&p, v3.replacen(" up dense ", " up sparse ", 1)).unwrap();
+    let o = glue_run();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("trace.txt:") && e.contains("field agg_group"),
+        "{e}"
+    );
+    // the same file as version 2 wrote it (no group field) runs, to the same fct.csv
+    std::fs::write(&p, &v3).unwrap();
+    assert!(glue_run().status.success());
+    let fct3 = std::fs::read_to_string(dir.path().join("fct.csv")).unwrap();
+    assert!(fct3.lines().count() > 8, "fct.csv: {fct3}");
+    let v2: String = v3
+        .lines()
+        .map(|l| {
+            if l.starts_with("# ina3d-ns3 trace v3") {
+                return "# ina3d-ns3 trace v2".to_string();
+            }
+            let t: Vec<&str> = l.split_whitespace().collect();
+            if l.starts_with('#') || t.len() < 16 {
+                return l.to_string();
+            }
+            let mut t = t;
+            t.remove(14);
+            t.join(" ")
+        })
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(&p, v2).unwrap();
+    let o = glue_run();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fct2 = std::fs::read_to_string(dir.path().join("fct.csv")).unwrap();
+    assert_eq!(fct2, fct3);
 }
 
 #[test]

@@ -1303,6 +1303,44 @@ fn a_moe_jobs_dense_and_expert_dp_groups_of_the_same_members_aggregate_on_reserv
             && slots[&AggGroup::Expert].iter().all(|&k| k == half),
         "reservations.txt: {slots:?}, want dense at {full}, expert at {half}"
     );
+    // and so does `ina3d ns3 emit DIR/trace.txt`: the glue's files emitted again from
+    // the glue's trace.txt, params.txt and reservations.txt (read back, not the records
+    // in memory) reserve the same slots (before, the reservations were not read back at
+    // all, and trace.txt did not carry the group: its expert aggregations read back
+    // dense)
+    let first = tempfile::tempdir().unwrap();
+    let eo = ina3d::ns3::emit::EmitOptions::default();
+    ina3d::ns3::emit::emit(&recs, &sw, &j.topo, &eo, first.path()).unwrap();
+    let again = ina3d::pipeline::load_ns3_input(&first.path().join("trace.txt")).unwrap();
+    let second = tempfile::tempdir().unwrap();
+    let ina_again = again.ina_on(&j.topo).unwrap();
+    ina3d::ns3::emit::emit(&again.records, &ina_again, &j.topo, &eo, second.path()).unwrap();
+    let read =
+        |d: &tempfile::TempDir| std::fs::read_to_string(d.path().join("reservations.txt")).unwrap();
+    assert_eq!(
+        read(&first),
+        text,
+        "emit writes the reservations computed above"
+    );
+    assert_eq!(read(&second), text, "emitted again from trace.txt");
+    // a reservations.txt naming an aggregation trace.txt lacks is refused with its line
+    std::fs::write(
+        first.path().join("reservations.txt"),
+        format!("{text}999999 16 8\n"),
+    )
+    .unwrap();
+    let e = ina3d::pipeline::load_ns3_input(&first.path().join("trace.txt"))
+        .unwrap()
+        .ina_on(&j.topo)
+        .unwrap_err()
+        .to_string();
+    let line = text.lines().count() + 1;
+    assert!(
+        e.contains(&format!(
+            "reservations.txt:{line}: agg_id: aggregation 999999"
+        )),
+        "{e}"
+    );
     assert!(
         replayed(&j, &opts) > 0.0,
         "the replayer resolves both groups' slots"

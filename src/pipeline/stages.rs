@@ -663,6 +663,24 @@ pub struct Ns3Input {
     pub seed: Option<u64>,
     /// The bench the trace's header describes, if it is one.
     pub bench: Option<trace::BenchSpec>,
+    /// A glue `trace.txt`'s planned slots: the `reservations.txt` beside it (its path and
+    /// numbered lines), matched to the records' aggregations by [`Ns3Input::ina_on`].
+    pub reservations: Option<(PathBuf, Vec<(u64, crate::formats::reservations_txt::Line)>)>,
+}
+
+impl Ns3Input {
+    /// The INA switch model to emit with on `topo`: [`Ns3Input::ina`], with a glue
+    /// `trace.txt`'s planned reservations restored from its `reservations.txt` (the model
+    /// keys them by switch, class, group and first member, which needs the topology to
+    /// tell hosts from switches).
+    pub fn ina_on(&self, topo: &Topology) -> Result<InaSwitchModel, PipelineError> {
+        let mut ina = self.ina.clone();
+        if let Some((path, lines)) = &self.reservations {
+            ina.reservations = ns3::emit::reservations_from_lines(&self.records, topo, path, lines)
+                .map_err(|e| PipelineError::Ns3(Box::new(e)))?;
+        }
+        Ok(ina)
+    }
 }
 
 /// Reads the input of `ina3d ns3 emit`: a trace (`.csv`, `.csv.gz`) or a glue `trace.txt`
@@ -683,12 +701,25 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
             };
             let (records, _) = crate::formats::glue_trace_txt::parse(path, &text)
                 .map_err(|e| PipelineError::Ns3(Box::new(e.into())))?;
+            let reservations = if ina.policy == trace::InaPolicy::Planned {
+                let rp = path.with_file_name("reservations.txt");
+                let text = std::fs::read_to_string(&rp).map_err(|source| PipelineError::Io {
+                    path: rp.clone(),
+                    source,
+                })?;
+                let lines = crate::formats::reservations_txt::parse_numbered(&rp, &text)
+                    .map_err(|e| PipelineError::Ns3(Box::new(e.into())))?;
+                Some((rp, lines))
+            } else {
+                None
+            };
             return Ok(Ns3Input {
                 records,
                 ina,
                 topology: None,
                 seed,
                 bench: None,
+                reservations,
             });
         }
     }
@@ -706,6 +737,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
         seed: header_seed(&t.header, path)?,
         records: t.records,
         ina,
+        reservations: None,
     })
 }
 
