@@ -649,6 +649,35 @@ fn glue_trace_text_reads_back_into_the_same_records() {
 }
 
 #[test]
+fn a_glue_trace_to_emit_again_takes_its_params_txt_the_defaults_without_one_and_an_unreadable_one_is_an_error(
+) {
+    let trace = snapshot_trace();
+    let dir = emitted_best_effort_on_star(&trace);
+    let tp = dir.path().join("trace.txt");
+    let params = dir.path().join("params.txt");
+    let read = ina3d::pipeline::load_ns3_input(&tp).unwrap();
+    assert_eq!(
+        read.ina.policy,
+        InaPolicy::BestEffort,
+        "params.txt's policy"
+    );
+    assert!(read.reservations.is_none(), "not the planned policy");
+    std::fs::remove_file(&params).unwrap();
+    let read = ina3d::pipeline::load_ns3_input(&tp).unwrap();
+    assert_eq!(
+        read.ina,
+        InaSwitchModel::default(),
+        "no params.txt: the defaults"
+    );
+    // a params.txt that is there but cannot be read is not taken for a missing one
+    std::fs::create_dir(&params).unwrap();
+    let e = ina3d::pipeline::load_ns3_input(&tp)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("params.txt"), "{e}");
+}
+
+#[test]
 fn the_glue_checks_an_aggregations_group_and_reads_version_2_files_without_one() {
     // the snapshot trace without its 5 GB transfer (seconds of ns-3 per run)
     let trace: Vec<FlowRecord> = snapshot_trace()

@@ -684,7 +684,8 @@ impl Ns3Input {
 }
 
 /// Reads the input of `ina3d ns3 emit`: a trace (`.csv`, `.csv.gz`) or a glue `trace.txt`
-/// beside a `params.txt` (without one, the INA model keeps its defaults).
+/// beside a `params.txt` (without one, the INA model keeps its defaults; one that cannot
+/// be read is an error) and, when that says the planned slot policy, a `reservations.txt`.
 pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
     let io = |source| PipelineError::Io {
         path: path.to_path_buf(),
@@ -697,7 +698,17 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
             let (ina, seed) = match std::fs::read_to_string(&params) {
                 Ok(t) => ns3::emit::read_params(&params, &t)
                     .map_err(|e| PipelineError::Ns3(Box::new(e)))?,
-                Err(_) => (InaSwitchModel::default(), None),
+                // no params.txt: the defaults (the doc above); one that cannot be read
+                // (a directory, no permission, not UTF-8) is an error, not the defaults
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    (InaSwitchModel::default(), None)
+                }
+                Err(source) => {
+                    return Err(PipelineError::Io {
+                        path: params,
+                        source,
+                    })
+                }
             };
             let (records, _) = crate::formats::glue_trace_txt::parse(path, &text)
                 .map_err(|e| PipelineError::Ns3(Box::new(e.into())))?;
