@@ -28,8 +28,9 @@ use crate::fct::FctRow;
 use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
 use crate::formats::{glue_trace_txt, params_txt, topology_txt, write_atomic_bytes};
 use crate::keyword::keyword_enum;
-use crate::record::{AggDir, FlowRecord, Mode};
+use crate::record::{AggDir, AggGroup, Class, FlowRecord, Mode};
 use crate::topology::{Link, LinkKind, NodeKind, Topology};
+use crate::trace::Reservation;
 use crate::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
@@ -487,8 +488,8 @@ pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u6
 /// group, first member (the lowest host sending up; `None` if no host does) and its
 /// aggregating switches.
 struct AggKey {
-    class: crate::record::Class,
-    group: crate::record::AggGroup,
+    class: Class,
+    group: AggGroup,
     first: Option<NodeId>,
     switches: BTreeSet<NodeId>,
 }
@@ -507,7 +508,7 @@ fn aggregation_keys(records: &[FlowRecord], topo: &Topology) -> BTreeMap<u64, Ag
             switches: BTreeSet::new(),
         });
         e.switches.insert(a.switch);
-        if topo.kind(r.src) == Some(crate::topology::NodeKind::Host) {
+        if topo.kind(r.src) == Some(NodeKind::Host) {
             e.first = Some(e.first.map_or(r.src, |f| f.min(r.src)));
         }
     }
@@ -553,11 +554,12 @@ pub fn reservations_text(
 pub fn reservations_from_lines(
     records: &[FlowRecord],
     topo: &Topology,
-    path: &std::path::Path,
+    path: &Path,
     lines: &[(u64, crate::formats::reservations_txt::Line)],
-) -> Result<Vec<crate::trace::Reservation>, Ns3Error> {
+) -> Result<Vec<Reservation>, Ns3Error> {
     let keys = aggregation_keys(records, topo);
-    let mut by_key: BTreeMap<_, (u32, u64)> = BTreeMap::new();
+    // per reservation key: the reservation and the aggregation that first gave it
+    let mut by_key: BTreeMap<_, (Reservation, u64)> = BTreeMap::new();
     let err = |no: u64, field: &str, msg: String| Ns3Error::Parse {
         path: path.to_path_buf(),
         line: no as usize,
@@ -579,40 +581,28 @@ pub fn reservations_from_lines(
                 format!("aggregation {id} has no host sending up"),
             )
         })?;
-        let r = crate::trace::Reservation {
+        let r = Reservation {
             switch: sw,
             class: k.class,
             group: k.group,
             first,
             slots,
         };
-        match by_key.insert(r.key(), (slots, id)) {
-            Some((other, was)) if other != slots => {
-                return Err(err(
-                    no,
-                    "slots",
-                    format!(
-                        "{slots} slots on switch {sw} for aggregation {id}, but {other} for aggregation {was} of the same {}{} group",
-                        k.group.prefix(),
-                        k.class
-                    ),
-                ))
-            }
-            _ => {}
+        let (held, was) = by_key.entry(r.key()).or_insert((r, id));
+        if held.slots != slots {
+            return Err(err(
+                no,
+                "slots",
+                format!(
+                    "{slots} slots on switch {sw} for aggregation {id}, but {} for aggregation {was} of the same {}{} group",
+                    held.slots,
+                    k.group.prefix(),
+                    k.class
+                ),
+            ));
         }
     }
-    Ok(by_key
-        .into_iter()
-        .map(
-            |((switch, class, group, first), (slots, _))| crate::trace::Reservation {
-                switch,
-                class,
-                group,
-                first,
-                slots,
-            },
-        )
-        .collect())
+    Ok(by_key.into_values().map(|(r, _)| r).collect())
 }
 
 /// Write every input file for `records` on `topo` into `dir` (created if needed), in
