@@ -8,7 +8,7 @@ NS3_PKGS := ns3 libns3-dev libgsl-dev
 NS3_STAMP := /usr/include/ns3/core-module.h
 EXAMPLE_OUT ?= out/example
 
-.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate study study-scale
+.PHONY: run test bench ns3-deps build clean venv notebooks glue dcqcn-test slurm-test validate reality study study-scale
 
 ## run: the main job on the bundled example over eight ECMP seeds (parse → trace → replay
 ## each INA policy → table, results.csv and results.svg). Built without polars
@@ -49,6 +49,13 @@ VALIDATE_OUT ?= out/validate
 TRANSPORT ?= roce
 validate: ns3-deps glue
 	$(CARGO) run --quiet --no-default-features -- validate -o $(VALIDATE_OUT) --transport $(TRANSPORT)
+
+## reality: the published-run suite (docs/compute.md): real Megatron-LM, NeMo and
+## Megatron-DeepSpeed runs' published iteration times against the prediction, fit and
+## held-out rows apart (ina3d validate --reality; $(REALITY_OUT)/reality.csv). No ns-3.
+REALITY_OUT ?= out/reality
+reality:
+	$(CARGO) run --release --quiet --no-default-features -- validate --reality -o $(REALITY_OUT)
 
 build:
 	$(CARGO) build --all-targets --quiet

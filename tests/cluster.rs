@@ -143,8 +143,9 @@ fn two_jobs_sharing_one_oversubscribed_uplink_take_the_hand_derived_slowdown() {
         let by_hand = (compute + shared_dp) as f64 / (compute + alone_dp) as f64;
         assert!((j.slowdown() - by_hand).abs() < 1e-12, "{}", j.slowdown());
         assert!(
-            j.slowdown() > 1.9,
-            "the DP phase, most of the iteration, doubles"
+            shared_dp > alone_dp * 19 / 10 && j.slowdown() > 1.1,
+            "the DP phase doubles and slows the iteration: {}",
+            j.slowdown()
         );
     }
 }

@@ -116,6 +116,79 @@ fn an_unknown_tokenizer_falls_back_to_gpt2_with_a_warning_naming_it() {
     assert!(e.to_string().contains("vocab_size"), "{e}");
 }
 
+/// A SentencePiece `ModelProto` of `n` pieces (field 1, each a `SentencePiece` message
+/// with its piece string in field 1) and a trainer spec (field 2), as protobuf bytes.
+fn sentencepiece_model(n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend([0x12, 0x02, 0x10, 0x01]); // trainer_spec { … }
+    for i in 0..n {
+        let piece = format!("p{i}");
+        let body: Vec<u8> = [vec![0x0a, piece.len() as u8], piece.into_bytes()].concat();
+        out.extend([0x0a, body.len() as u8]);
+        out.extend(body);
+    }
+    out
+}
+
+#[test]
+fn a_tokenizer_file_on_disk_is_read_for_its_size_and_a_llama_sentencepiece_path_is_llamas() {
+    let dir = tempfile::tempdir().unwrap();
+    // a SentencePiece model of 300 pieces next to the job file: 300 → 384 (128·TP 1)
+    std::fs::write(dir.path().join("tok.model"), sentencepiece_model(300)).unwrap();
+    let c = load(
+        &[toml(
+            &dir,
+            "tokenizer_type = \"GPTSentencePieceTokenizer\"\ntokenizer_model = \"tok.model\"\n",
+        )],
+        &[],
+    )
+    .unwrap();
+    assert_eq!((c.vocab_size, c.padded_vocab_size), (Some(300), Some(384)));
+    assert!(c.warnings.iter().all(|w| w.field != "tokenizer_type"));
+    // a Hugging Face directory: one past the largest id of its vocabulary and added tokens
+    let hf = dir.path().join("hf");
+    std::fs::create_dir(&hf).unwrap();
+    std::fs::write(
+        hf.join("tokenizer.json"),
+        r#"{"model": {"vocab": {"a": 0, "b": 1, "c": 1999}}, "added_tokens": [{"id": 2049}]}"#,
+    )
+    .unwrap();
+    let c = load(
+        &[toml(
+            &dir,
+            &format!(
+                "tokenizer_type = \"HuggingFaceTokenizer\"\ntokenizer_model = \"{}\"\n",
+                hf.display()
+            ),
+        )],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.vocab_size, Some(2050));
+    // a file that is not a tokenizer is an error naming the argument, not a guess
+    std::fs::write(dir.path().join("bad.model"), b"\xff\xff\xff").unwrap();
+    let e = load(
+        &[toml(
+            &dir,
+            "tokenizer_type = \"SentencePieceTokenizer\"\ntokenizer_model = \"bad.model\"\n",
+        )],
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tokenizer_model") && e.contains("bad.model"),
+        "{e}"
+    );
+    // not on disk, but a Llama SentencePiece path: Llama 1/2's 32,000, not GPT-2's
+    let c = load(
+        &[toml(&dir, "tokenizer_type = \"SentencePieceTokenizer\"\ntokenizer_model = \"/ckpt/llama/tokenizer.model\"\n")],
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.vocab_size, Some(32_000));
+}
+
 #[test]
 fn pad_vocab_size_to_sets_the_padded_vocabulary_as_megatron_deepspeed_does() {
     let dir = tempfile::tempdir().unwrap();

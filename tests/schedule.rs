@@ -307,17 +307,22 @@ fn preset_on(name: &str, tp: u32, pp: u32, gb: u64) -> TrainingConfig {
     c
 }
 
-const UNCALIBRATED: ScheduleOptions = ScheduleOptions {
-    gpu: schedule::Gpu {
-        name: String::new(),
-        peak_tflops: 312.0,
-    },
-    mfu: 0.45,
-    calibrate: false,
-    factor: None,
-    moe_routing: schedule::MoeRouting::Uniform,
-    warmup_rule: schedule::WarmupRule::Current,
-};
+/// The flat compute model (every FLOP at peak · MFU), uncalibrated: the model these
+/// FLOP counts are read back through.
+fn uncalibrated() -> ScheduleOptions {
+    ScheduleOptions {
+        calibrate: false,
+        ..flat()
+    }
+}
+
+/// The flat compute model (`--mfu 0.45` on an A100).
+fn flat() -> ScheduleOptions {
+    ScheduleOptions {
+        compute: schedule::ComputeModel::Mfu,
+        ..ScheduleOptions::default()
+    }
+}
 
 #[test]
 fn gpt3_microbatch_flops_match_megatrons_formula_without_the_causal_halving() {
@@ -330,7 +335,7 @@ fn gpt3_microbatch_flops_match_megatrons_formula_without_the_causal_halving() {
     ] {
         let c = preset_on(name, tp, pp, 16);
         let vpad = megatron_padded_vocab(vocab, tp as u64);
-        let wl = schedule::build(&c, &UNCALIBRATED).unwrap();
+        let wl = schedule::build(&c, &uncalibrated()).unwrap();
         assert_eq!(wl.padded_vocab, vpad, "{name}");
         let want = megatron_microbatch_flops(&c, vpad, false);
         // Forward FLOPs of one layer on one GPU: a third of the layer part, over TP.
@@ -371,7 +376,7 @@ fn against_todays_causal_attention_count_the_model_over_counts_175b_by_1_4_and_1
     ] {
         let c = preset_on(name, tp, pp, 16);
         let vpad = megatron_padded_vocab(50_257, tp as u64);
-        let wl = schedule::build(&c, &UNCALIBRATED).unwrap();
+        let wl = schedule::build(&c, &uncalibrated()).unwrap();
         let got: f64 = (0..pp as usize)
             .map(|r| scheduled_stage_flops(&wl, r))
             .sum::<f64>()
@@ -431,7 +436,7 @@ fn calibration_factor_is_the_logs_measured_compute_over_the_hand_derived_model()
     let head = 2.0 * b * s * h * vpad;
     let per_mb = 3.0 * (12.0 * layer + head) / tp;
     let modelled_ms = 4.0 * per_mb / (312e12 * 0.45) * 1e3;
-    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let wl = schedule::build(&c, &flat()).unwrap();
     assert_eq!(wl.calibration.source, CalibrationSource::Timers);
     assert_eq!(wl.calibration.measured_ms, Some(measured));
     let want = measured / modelled_ms;
@@ -461,7 +466,7 @@ fn without_timers_calibration_uses_the_median_iteration_time_over_compute_plus_b
     // GPT-3 13B (h=5120, L=40) on TP8·PP2, m = 8: the model of an iteration is the busiest
     // stage's micro-batch time × (m + (PP−1)/v); one logged iteration of 5 s sets the factor.
     let mut c = cfg(8, 2, 1, 40, 8);
-    let base = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let base = schedule::build(&c, &flat()).unwrap();
     assert_eq!(base.calibration.source, CalibrationSource::None);
     assert_eq!(base.calibration.factor, 1.0);
     c.iterations.push(megatron::IterationRecord {
@@ -474,7 +479,7 @@ fn without_timers_calibration_uses_the_median_iteration_time_over_compute_plus_b
     let layer = 24.0 * b * s * h * h + 4.0 * b * s * s * h;
     let busiest = 3.0 * (20.0 * layer + 2.0 * b * s * h * vpad) / 8.0;
     let modelled_ms = busiest / (312e12 * 0.45) * 1e3 * (8.0 + 1.0);
-    let wl = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let wl = schedule::build(&c, &flat()).unwrap();
     assert_eq!(wl.calibration.source, CalibrationSource::IterationTime);
     let want = 5000.0 / modelled_ms;
     assert!(
@@ -492,7 +497,7 @@ fn without_timers_calibration_uses_the_median_iteration_time_over_compute_plus_b
             },
         );
     }
-    let wl2 = schedule::build(&c, &ScheduleOptions::default()).unwrap();
+    let wl2 = schedule::build(&c, &flat()).unwrap();
     assert_eq!(wl2.calibration.source, CalibrationSource::Timers);
     let want2 = 3000.0 / (busiest / (312e12 * 0.45) * 1e3 * 8.0);
     assert!((wl2.calibration.factor / want2 - 1.0).abs() < 1e-12);
@@ -885,4 +890,262 @@ fn crafted_sizes_are_refused_naming_the_product_not_overflowed() {
     refused("num_layers", "4000000000", "num_layers");
     // a real job's sizes stay far below the limits
     assert!(schedule::build(&cfg(2, 2, 2, 8, 16), &opts).is_ok());
+}
+
+mod compute_model {
+    //! The roofline compute model (docs/compute.md#the-roofline-compute-model): what it
+    //! must do, checked against facts obtained without it.
+    use ina3d::megatron::{self, TrainingConfig};
+    use ina3d::schedule::{self, ComputeModel, Gpu, LayerStep, ScheduleOptions, Workload};
+
+    /// A GPT of `layers`×`h` (heads of 128, ffn 4h), micro-batch 1, s = 2048, on TP×PP.
+    fn gpt(layers: u32, h: u64, tp: u32, pp: u32) -> TrainingConfig {
+        let mut c = megatron::preset("gpt3-175b").unwrap();
+        for (k, v) in [
+            ("num_layers", layers.to_string()),
+            ("hidden_size", h.to_string()),
+            ("num_attention_heads", (h / 128).to_string()),
+            ("ffn_hidden_size", (4 * h).to_string()),
+            ("tensor_model_parallel_size", tp.to_string()),
+            ("pipeline_model_parallel_size", pp.to_string()),
+            ("data_parallel_size", "1".into()),
+            ("global_batch_size", (8 * pp).to_string()),
+        ] {
+            c.set(k, &v).unwrap();
+        }
+        c
+    }
+
+    fn on(gpu: &str) -> ScheduleOptions {
+        ScheduleOptions {
+            gpu: Gpu::preset(gpu).unwrap(),
+            calibrate: false,
+            ..ScheduleOptions::default()
+        }
+    }
+
+    fn compute_ns(steps: &[LayerStep]) -> u64 {
+        steps
+            .iter()
+            .map(|s| match s {
+                LayerStep::Compute(t) => t.0,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// Forward + backward compute of one layer, ns.
+    fn layer_ns(wl: &Workload) -> u64 {
+        compute_ns(&wl.fwd_steps) + compute_ns(&wl.bwd_steps)
+    }
+
+    /// The layer's matmul FLOPs (forward + backward = 3 × forward; Megatron's count
+    /// without the causal halving, as the model's `layer_fwd_flops`).
+    fn model_flops_per_s(wl: &Workload) -> f64 {
+        3.0 * wl.layer_fwd_flops.0 as f64 / (layer_ns(wl) as f64 * 1e-9)
+    }
+
+    #[test]
+    fn larger_models_reach_more_of_the_peak_as_published_runs_do() {
+        // Narayanan et al. 2021 (Table 1): 44 % of peak at h = 2304, 52 % at h = 25600 on
+        // A100s. The flat model gives every shape the same fraction; the roofline must
+        // give the larger shapes more: smaller GEMMs and relatively more element-wise
+        // work in the small ones.
+        let frac = |h, tp| {
+            let wl = schedule::build(&gpt(8, h, tp, 1), &on("a100")).unwrap();
+            model_flops_per_s(&wl) / 312e12
+        };
+        let (small, mid, large) = (frac(2304, 1), frac(8192, 8), frac(25600, 8));
+        assert!(small < mid && mid < large, "{small} {mid} {large}");
+        assert!(large < 1.0 && small > 0.2, "{small} {large}");
+        let flat = ScheduleOptions {
+            compute: ComputeModel::Mfu,
+            ..on("a100")
+        };
+        let f = |h, tp| {
+            let wl = schedule::build(&gpt(8, h, tp, 1), &flat).unwrap();
+            model_flops_per_s(&wl) / 312e12
+        };
+        assert!(
+            (f(2304, 1) - f(25600, 8)).abs() < 1e-3,
+            "the flat model is flat"
+        );
+    }
+
+    #[test]
+    fn fp8_speeds_up_gemm_bound_layers_only_on_gpus_with_fp8_tensor_cores() {
+        let mut c = gpt(4, 12288, 8, 1);
+        let base_h = layer_ns(&schedule::build(&c, &on("h100")).unwrap());
+        let base_a = layer_ns(&schedule::build(&c, &on("a100")).unwrap());
+        c.set("fp8_format", "hybrid").unwrap();
+        let fp8_h = layer_ns(&schedule::build(&c, &on("h100")).unwrap());
+        let fp8_a = layer_ns(&schedule::build(&c, &on("a100")).unwrap());
+        assert!((fp8_h as f64) < 0.9 * base_h as f64, "{fp8_h} vs {base_h}");
+        assert_eq!(fp8_a, base_a, "A100 has no FP8 tensor cores");
+    }
+
+    #[test]
+    fn the_same_job_is_faster_on_a_gpu_with_more_peak_and_more_hbm() {
+        let c = gpt(4, 8192, 8, 1);
+        let ns = |g: &str| layer_ns(&schedule::build(&c, &on(g)).unwrap());
+        assert!(ns("h100") < ns("a100-80gb"));
+        assert!(
+            ns("a100-80gb") < ns("a100-40gb"),
+            "same peak, more HBM bandwidth"
+        );
+        assert!(ns("h200") < ns("h100"), "same peak, more HBM bandwidth");
+        assert!(ns("b200") < ns("h200"));
+    }
+
+    #[test]
+    fn selective_recomputation_adds_the_attention_cores_forward_and_full_the_whole_forward() {
+        let mut c = gpt(4, 4096, 4, 1);
+        c.set("transformer_impl", "local").unwrap(); // unfused: the core is sizeable
+        let none = schedule::build(&c, &on("a100")).unwrap();
+        let fwd = compute_ns(&none.fwd_steps);
+        let bwd = compute_ns(&none.bwd_steps);
+        c.set("recompute_granularity", "selective").unwrap();
+        let sel = schedule::build(&c, &on("a100")).unwrap();
+        assert_eq!(compute_ns(&sel.fwd_steps), fwd);
+        let extra = compute_ns(&sel.bwd_steps) - bwd;
+        assert!(
+            extra > 0 && extra < fwd / 2,
+            "{extra} of a {fwd} ns forward"
+        );
+        c.set("recompute_granularity", "full").unwrap();
+        let full = schedule::build(&c, &on("a100")).unwrap();
+        let d = compute_ns(&full.bwd_steps) as i64 - (bwd + fwd) as i64;
+        assert!(
+            d.abs() <= 8,
+            "full recomputation re-runs the forward ({d} ns off)"
+        );
+    }
+
+    #[test]
+    fn unfused_attention_costs_more_than_flash_and_old_arguments_blocks_are_unfused() {
+        let mut c = gpt(4, 4096, 4, 1);
+        let flash = layer_ns(&schedule::build(&c, &on("a100")).unwrap());
+        c.set("transformer_impl", "local").unwrap();
+        let unfused = layer_ns(&schedule::build(&c, &on("a100")).unwrap());
+        assert!(unfused > flash, "{unfused} vs {flash}");
+        c.set("use_flash_attn", "True").unwrap();
+        assert_eq!(layer_ns(&schedule::build(&c, &on("a100")).unwrap()), flash);
+        // A log of 2024 names transformer_impl local and use_flash_attn False: unfused.
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/megatron/args_block_2024.log");
+        let c24 = megatron::load(&[p]).unwrap();
+        assert!(!c24.from_legacy_arguments_block());
+        assert!(!schedule::roofline::flash_attention(&c24));
+        // The same log with neither flag in its arguments block is Megatron before 2023.
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/megatron/args_block_2024.log"),
+        )
+        .unwrap();
+        let old: String = text
+            .lines()
+            .filter(|l| !l.contains("transformer_impl") && !l.contains("use_flash_attn"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("old.log");
+        std::fs::write(&f, old).unwrap();
+        let c21 = megatron::load(&[f]).unwrap();
+        assert!(c21.from_legacy_arguments_block());
+        assert!(!schedule::roofline::flash_attention(&c21));
+    }
+
+    #[test]
+    fn the_optimizer_step_is_adams_bytes_over_hbm_and_the_distributed_optimizer_shards_them() {
+        // GPT 4×4096 on TP4·DP8: each GPU holds P parameters; plain Adam moves 34 bytes per
+        // parameter it owns (all P) plus 4 to zero the gradient buffer; the distributed
+        // optimizer owns P/8.
+        let mut c = gpt(4, 4096, 4, 1);
+        c.set("data_parallel_size", "8").unwrap();
+        c.set("global_batch_size", "64").unwrap();
+        let plain = schedule::build(&c, &on("a100")).unwrap();
+        c.set("use_distributed_optimizer", "True").unwrap();
+        let dist = schedule::build(&c, &on("a100")).unwrap();
+        let st = &plain.stages[0];
+        let p = (st.params_per_gpu + st.expert_params_per_gpu) as f64;
+        let (a, d) = (
+            plain.stages[0].optimizer.0 as f64,
+            dist.stages[0].optimizer.0 as f64,
+        );
+        let want = (34.0 / 8.0 + 4.0) / (34.0 + 4.0);
+        assert!((d / a - want).abs() < 1e-3, "{d}/{a} vs {want}");
+        // 38 bytes a parameter at a fraction of the A100-80GB's 2,039 GB/s: between half and
+        // all of it.
+        let at_full = 38.0 * p / 2039e9 * 1e9;
+        assert!(
+            a > at_full && a < 2.0 * at_full,
+            "{a} ns vs {at_full} at full bandwidth"
+        );
+        // The flat model prices no optimizer.
+        let flat = ScheduleOptions {
+            compute: ComputeModel::Mfu,
+            ..on("a100")
+        };
+        assert_eq!(schedule::build(&c, &flat).unwrap().stages[0].optimizer.0, 0);
+    }
+
+    #[test]
+    fn scatter_gather_sends_one_tp_share_and_deepspeeds_pipeline_engine_does_the_same() {
+        let mut c = gpt(4, 4096, 4, 2);
+        let whole = c.micro_batch_size * c.seq_length * c.hidden_size * 2;
+        let wl = schedule::build(&c, &on("a100")).unwrap();
+        assert_eq!((wl.pp_bytes.0, wl.pp_gather), (whole, false));
+        c.set("scatter_gather_tensors_in_pipeline", "True").unwrap();
+        let wl = schedule::build(&c, &on("a100")).unwrap();
+        assert_eq!((wl.pp_bytes.0, wl.pp_gather), (whole / 4, true));
+        // sequence parallelism already splits the activation: no gather
+        c.set("sequence_parallel", "True").unwrap();
+        let wl = schedule::build(&c, &on("a100")).unwrap();
+        assert_eq!((wl.pp_bytes.0, wl.pp_gather), (whole / 4, false));
+        c.set("sequence_parallel", "False").unwrap();
+        c.set("scatter_gather_tensors_in_pipeline", "False")
+            .unwrap();
+        c.set("deepspeed", "True").unwrap();
+        let wl = schedule::build(&c, &on("a100")).unwrap();
+        assert_eq!((wl.pp_bytes.0, wl.pp_gather), (whole / 4, true));
+    }
+
+    /// DeepSpeed's `TrainSchedule` (deepspeed/runtime/pipe/schedule.py): step `t` of
+    /// `2(M + S − 1)` runs a forward on even stages at even steps and odd stages at odd
+    /// steps, a backward otherwise, of the micro-batch its four formulas give; ids outside
+    /// `0..M` are idle steps.
+    fn deepspeed_train_schedule(m: i64, stages: i64, s: i64) -> Vec<(bool, i64)> {
+        let mut out = Vec::new();
+        for t in 0..2 * (m + stages - 1) {
+            let (mb, fwd) = match (t % 2 == 0, s % 2 == 0) {
+                (true, true) => (t / 2 - s / 2, true),
+                (false, false) => ((t - 1) / 2 - s / 2, true),
+                (true, false) => (t / 2 - stages + (s + 1) / 2, false),
+                (false, true) => ((t - 1) / 2 - stages + 1 + s / 2, false),
+            };
+            if (0..m).contains(&mb) {
+                out.push((fwd, mb));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn deepspeeds_train_schedule_is_the_1f1b_order_the_schedule_runs() {
+        for stages in 1..=8u32 {
+            for m in 1..=16u32 {
+                for s in 0..stages {
+                    let ours: Vec<(bool, i64)> = schedule::stage_order(stages, s, m, 1)
+                        .iter()
+                        .map(|op| (op.pass == schedule::Pass::Fwd, op.microbatch as i64))
+                        .collect();
+                    assert_eq!(
+                        ours,
+                        deepspeed_train_schedule(m as i64, stages as i64, s as i64),
+                        "PP {stages}, stage {s}, {m} micro-batches"
+                    );
+                }
+            }
+        }
+    }
 }

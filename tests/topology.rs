@@ -861,3 +861,45 @@ fn sized_uplinks_are_standard_link_speeds_or_the_error_names_the_ratios_that_are
         }
     }
 }
+
+#[test]
+fn a_superpod_puts_each_rail_of_each_scalable_unit_on_its_own_leaf_non_blocking() {
+    // DGX A100 SuperPOD: units of 20 servers, HDR 200 Gb/s per GPU. 45 servers = 3 units
+    // (the last one of 5 servers): 3 × 8 leaves, 20 spines, each leaf linked once to each
+    // spine at 200 Gb/s, so a leaf's 20 downlinks of 200 Gb/s match its 20 uplinks.
+    let t = topo("superpod:gen=a100,servers=45");
+    assert_eq!(t.gpus.len(), 360);
+    assert_eq!(t.nvlink_rate, Some(BitsPerSec::gbps(2400)));
+    let leaves: Vec<NodeId> = t.switches()[..24].to_vec();
+    assert_eq!(t.switches().len(), 24 + 20);
+    for (r, &g) in t.gpus.iter().enumerate() {
+        let nic: Vec<(NodeId, BitsPerSec)> = t
+            .neighbors(g)
+            .into_iter()
+            .filter(|(c, _)| t.links[c.link().idx()].kind == LinkKind::Nic)
+            .map(|(c, w)| (w, t.links[c.link().idx()].rate))
+            .collect();
+        let (server, rail) = (r / 8, r % 8);
+        let leaf = leaves[(server / 20) * 8 + rail];
+        assert_eq!(nic, vec![(leaf, BitsPerSec::gbps(200))], "rank {r}");
+    }
+    let fabric: Vec<_> = t
+        .links
+        .iter()
+        .filter(|l| l.kind == LinkKind::Fabric)
+        .collect();
+    assert_eq!(fabric.len(), 24 * 20);
+    assert!(fabric.iter().all(|l| l.rate == BitsPerSec::gbps(200)));
+    // DGX H100 and B200: units of 32 servers on NDR 400 Gb/s, NVLink 4 and 5
+    let h = topo("superpod:gen=h100,servers=4");
+    assert_eq!(
+        (h.switches().len(), h.nvlink_rate),
+        (8 + 32, Some(BitsPerSec::gbps(3600)))
+    );
+    let b = topo("superpod:gen=b200,servers=2");
+    assert_eq!(b.nvlink_rate, Some(BitsPerSec::gbps(7200)));
+    let e = Topology::from_spec("superpod:gen=v100")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gen") && e.contains("a100"), "{e}");
+}

@@ -349,6 +349,41 @@ pub mod gen {
         out
     }
 
+    #[test]
+    fn scatter_gather_sends_one_tp_share_between_stages_and_all_gathers_it_on_arrival() {
+        // TP2·PP2·DP1, global batch 4 (m = 4), on 2-GPU NVLink servers: each boundary
+        // crossing is a p2p per TP rank, stage 0 → 1 forward and 1 → 0 backward.
+        let topo = Topology::from_spec("fat-tree:k=4,gpus-per-server=2").unwrap();
+        let opts = TraceOptions::default();
+        let whole = 512 * 1024 * 2; // s·b·h, bf16
+        let mut c = small(2, 2, 1, 4);
+        let pp = |recs: &[FlowRecord]| -> Vec<u64> {
+            recs.iter()
+                .filter(|r| r.class == Class::Pp && r.mode != Mode::Compute)
+                .map(|r| r.bytes.0)
+                .collect()
+        };
+        let tp_nvlink = |recs: &[FlowRecord]| -> usize {
+            recs.iter()
+                .filter(|r| r.class == Class::Tp && r.mode == Mode::NvLink)
+                .count()
+        };
+        let plain = collect(&c, &topo, &opts);
+        // 4 micro-batches × 2 directions × 2 TP ranks, each the whole activation
+        assert_eq!(pp(&plain), vec![whole; 16]);
+        c.set("scatter_gather_tensors_in_pipeline", "True").unwrap();
+        let sg = collect(&c, &topo, &opts);
+        assert_eq!(pp(&sg), vec![whole / 2; 16]);
+        // every received activation and gradient (4 + 4) is all-gathered once by the
+        // receiving TP pair, inside its server
+        let added = tp_nvlink(&sg) - tp_nvlink(&plain);
+        assert_eq!(added % 8, 0);
+        assert!(added > 0);
+        let wl = schedule::build(&c, &opts.schedule).unwrap();
+        let h = trace::header(&c, &wl, &topo, &opts);
+        assert_eq!(h.get("pp_scatter_gather"), Some("true"));
+    }
+
     /// Network bytes (net + ina) sent and received per node for one class.
     fn per_node(recs: &[FlowRecord], class: Class) -> (BTreeMap<u32, u64>, BTreeMap<u32, u64>) {
         let (mut tx, mut rx) = (BTreeMap::new(), BTreeMap::new());

@@ -116,6 +116,7 @@ fn print_text(out: &mut String, r: &Report) {
         "ina_window",
         "seed",
         "gpu",
+        "compute_model",
         "mfu",
     ] {
         if let Some(v) = r.metadata.get(k) {

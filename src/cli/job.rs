@@ -4,7 +4,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ina3d::pipeline::{InaSpec, JobSpec, ParallelSizes, MEGATRON_FLAGS};
-use ina3d::schedule::WarmupRule;
+use ina3d::schedule::{ComputeModel, WarmupRule};
 use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
 
 /// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
@@ -169,12 +169,21 @@ impl SizeArgs {
 /// Shared by every command that builds the workload (`trace`, `run`, `plan`, `export aicb`).
 #[derive(clap::Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// GPU preset for compute time: a100 (312 TF), h100 (989), h800 (989), h20 (148), or NAME:TFLOPS.
+    /// The GPU compute is priced on: a100-40gb, a100-80gb (alias a100), h100-sxm (alias
+    /// h100), h800, h20, h200, b200, gb200 (dense peak per precision, HBM and NVLink
+    /// bandwidth from the datasheets: docs/compute.md), or NAME:TFLOPS[:HBM_GBPS].
     #[arg(long, default_value = "a100")]
     pub gpu: String,
-    /// Model FLOPs utilisation before calibration.
-    #[arg(long, default_value_t = 0.45)]
-    pub mfu: f64,
+    /// How compute is priced: `roofline` (each GEMM by its shape on the GPU, memory-bound
+    /// element-wise work, attention by kernel, the optimizer step; efficiencies fitted per
+    /// GPU generation on published runs) or `mfu` (every matmul FLOP at peak·MFU).
+    /// Calibration from a log's timers scales either.
+    #[arg(long, value_parser = super::keyword::<ComputeModel>(ComputeModel::NAMES))]
+    pub compute_model: Option<ComputeModel>,
+    /// Model FLOPs utilisation of the flat model; giving it selects `--compute-model mfu`
+    /// (default 0.45 there).
+    #[arg(long)]
+    pub mfu: Option<f64>,
     /// Do not calibrate compute against the log's timers / iteration time.
     #[arg(long)]
     pub no_calibrate: bool,
@@ -247,7 +256,14 @@ impl ModelArgs {
         spec.set = self.sizes.set.clone();
         spec.env = ina3d::pipeline::env_pairs(&self.sizes.env)?;
         spec.gpu = self.gpu.clone();
-        spec.mfu = self.mfu;
+        spec.compute = match (self.compute_model, self.mfu) {
+            (Some(c), _) => c,
+            (None, Some(_)) => ComputeModel::Mfu,
+            (None, None) => ComputeModel::Roofline,
+        };
+        if let Some(m) = self.mfu {
+            spec.mfu = m;
+        }
         spec.calibrate = !self.no_calibrate;
         spec.calibration_factor = self.calibration_factor;
         spec.moe_routing = self

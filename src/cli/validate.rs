@@ -52,12 +52,103 @@ pub struct Args {
     /// List the cases and exit.
     #[arg(long)]
     pub list: bool,
+    /// Instead of the ns-3 suite: predict the published real runs of `--suite`
+    /// (iteration times of Megatron-LM and NeMo runs on A100, H100, H200 and B200
+    /// clusters, each on its own fabric) with the compute model and the replayer, and
+    /// print them beside the published figures, fit and held-out rows apart; writes
+    /// `OUT/reality.csv`. No ns-3 is needed (`make reality`).
+    #[arg(long, conflicts_with_all = ["cases", "ci", "trace"])]
+    pub reality: bool,
+    /// The published-run suite (TOML; docs/compute.md#the-published-run-suite).
+    #[arg(long, default_value = ina3d::pipeline::reality::SUITE, requires = "reality")]
+    pub suite: PathBuf,
+    /// With `--reality`: refit this GPU generation's efficiencies (ampere, hopper,
+    /// blackwell) on its fit rows and print them (the constants in
+    /// `src/schedule/roofline.rs` come from this), instead of predicting.
+    #[arg(long, requires = "reality", value_parser = super::keyword::<ina3d::schedule::Generation>(ina3d::schedule::Generation::NAMES))]
+    pub fit: Option<ina3d::schedule::Generation>,
+    /// With `--reality`: only these runs (comma-separated ids).
+    #[arg(long, value_delimiter = ',', requires = "reality")]
+    pub runs_only: Vec<String>,
+}
+
+/// `ina3d validate --reality`.
+fn reality(a: &Args) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use ina3d::formats::reality_csv::{self, RealityRow};
+    use ina3d::pipeline::reality as r;
+    let runs = r::load_suite(&a.suite)?;
+    let base = a.suite.parent().unwrap_or(std::path::Path::new("."));
+    if let Some(gen) = a.fit {
+        let (eff, preds) = r::fit(&runs, base, gen, &mut |s| eprintln!("{s}"))?;
+        print!("{}", r::table(&preds));
+        println!("fitted {gen}: {eff:?}");
+        return Ok(());
+    }
+    if let Some(u) = a
+        .runs_only
+        .iter()
+        .find(|w| !runs.iter().any(|x| &x.id == *w))
+    {
+        anyhow::bail!("--runs-only: no run `{u}` in {}", a.suite.display());
+    }
+    let chosen: Vec<_> = runs
+        .iter()
+        .filter(|x| a.runs_only.is_empty() || a.runs_only.contains(&x.id))
+        .collect();
+    let bar = ina3d::progress::bar(
+        chosen.len() as u64,
+        "published runs {bar:30} {pos}/{len} {msg} [{elapsed}]",
+    );
+    let mut preds = Vec::with_capacity(chosen.len());
+    let mut failed = Vec::new();
+    for run in chosen {
+        bar.set_message(run.id.clone());
+        match r::predict(run, base, None) {
+            Ok(p) => preds.push(p),
+            Err(e) => {
+                bar.suspend(|| eprintln!("{}", ina3d::pipeline::error_chain(&e)));
+                failed.push(run.id.clone());
+            }
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    print!("{}", r::table(&preds));
+    let rows: Vec<RealityRow> = preds
+        .iter()
+        .map(|p| RealityRow {
+            run: p.id.clone(),
+            group: p.group.as_str().into(),
+            gpu: p.gpu.clone(),
+            gpus: p.gpus,
+            published_ms: p.published_ms,
+            predicted_ms: p.predicted_ms,
+            compute_ms: p.compute_ms,
+            error: p.error(),
+        })
+        .collect();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let path = a.out.join("reality.csv");
+    reality_csv::write(&path, &rows)?;
+    println!("wrote {}", path.display());
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} run(s) could not be predicted: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Run `ina3d validate`.
 pub fn run(a: Args) -> anyhow::Result<()> {
     use anyhow::bail;
     use ina3d::pipeline::validate::{self, CI_CASES};
+    if a.reality {
+        return reality(&a);
+    }
     let all = validate::cases();
     if a.list {
         for c in &all {

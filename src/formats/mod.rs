@@ -53,6 +53,7 @@ pub mod hpcc_fct;
 pub mod links_csv;
 pub mod params_txt;
 pub mod plan_json;
+pub mod reality_csv;
 pub mod reservations_txt;
 pub mod results_csv;
 pub mod routes_txt;

@@ -399,6 +399,40 @@ impl TrainingConfig {
         Ok(())
     }
 
+    /// The size of the tokenizer file `model` names, when it is on disk (as given, or
+    /// beside the input that names it); `None` when it is not. A file that is there but
+    /// is no tokenizer is an error naming it.
+    fn tokenizer_file_size(
+        &self,
+        key: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<Option<(u64, String)>, MegatronError> {
+        let (Some(key), Some(model)) = (key, model) else {
+            return Ok(None);
+        };
+        let given = std::path::Path::new(model.trim());
+        let mut candidates = vec![given.to_path_buf()];
+        if let Some(Source::File { path, .. }) = self.sources.get(key) {
+            if let Some(dir) = std::path::Path::new(path).parent() {
+                candidates.push(dir.join(given));
+            }
+        }
+        for c in candidates {
+            match super::tokenizer::read_tokenizer_size(&c) {
+                Ok(Some(found)) => return Ok(Some(found)),
+                Ok(None) => continue,
+                Err(msg) => {
+                    return Err(MegatronError::Syntax {
+                        at: self.place(key),
+                        field: key.into(),
+                        expected: format!("a tokenizer file: {msg}"),
+                    })
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The unpadded vocabulary and how it was found; warns when it is assumed. `None`
     /// when it is unknown and `padded_given` (the padded size does not depend on it).
     fn vocabulary(&mut self, padded_given: bool) -> Result<Option<(u64, String)>, MegatronError> {
@@ -418,7 +452,10 @@ impl TrainingConfig {
         } else {
             model_key.unwrap_or("tokenizer_type")
         });
-        let tv = tokenizer_vocab(ttype.as_deref(), model.as_deref());
+        let tv = match self.tokenizer_file_size(model_key, model.as_deref())? {
+            Some((n, how)) => TokenizerVocab::Known(n, how),
+            None => tokenizer_vocab(ttype.as_deref(), model.as_deref()),
+        };
         if padded_given
             && given.is_none()
             && matches!(tv, TokenizerVocab::Unknown(_) | TokenizerVocab::None)

@@ -192,6 +192,27 @@ fn apply_all(c: &mut TrainingConfig, args: &[Assignment]) -> Result<(), Megatron
 /// Timer readings of every log, by name: (mins, maxes).
 type TimerReadings = BTreeMap<String, (Vec<f64>, Vec<f64>)>;
 
+/// A log's arguments block that names none of `--transformer-impl`, `--use-flash-attn`
+/// and `--attention-backend` comes from Megatron before 2023, whose attention is its own
+/// unfused softmax: recorded as the source [`TrainingConfig::LEGACY_ATTENTION`], which
+/// the compute model reads (docs/compute.md#attention).
+fn mark_legacy_attention(c: &mut TrainingConfig, path: &str, log: &LogScan) {
+    let Some(line) = log.args_header_line else {
+        return;
+    };
+    let names = ["transformer_impl", "use_flash_attn", "attention_backend"];
+    if log.args.iter().any(|a| names.contains(&a.key.as_str())) {
+        return;
+    }
+    c.sources.insert(
+        TrainingConfig::LEGACY_ATTENTION.into(),
+        Source::File {
+            path: path.to_string(),
+            line,
+        },
+    );
+}
+
 fn apply_log(
     c: &mut TrainingConfig,
     path: &str,
@@ -201,6 +222,7 @@ fn apply_log(
     apply_all(c, &log.early)?;
     apply_all(c, &log.args)?;
     apply_all(c, &log.late)?;
+    mark_legacy_attention(c, path, log);
     if !log.iterations.is_empty() {
         c.sources
             .entry("iterations".into())

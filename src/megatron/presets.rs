@@ -14,6 +14,8 @@
 //! training batch is not published, so sequence 4096, global batch 256 and the all-to-all
 //! dispatcher are those of NVIDIA's Megatron-LM Mixtral example script.
 //!
+//! Llama-3 and Nemotron-4 shapes: see [`llama3`] and [`nemotron4`].
+//!
 //! Every preset runs on one GPU (TP1 PP1 DP1, EP1), micro-batch 1, in bf16: override the
 //! parallel sizes and batch for the job you mean (`preset` then `set`).
 
@@ -30,6 +32,11 @@ pub const PRESETS: &[&str] = &[
     "llama2-7b",
     "llama2-13b",
     "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3-405b",
+    "nemotron4-15b",
+    "nemotron4-340b",
     "bert-large",
     "mixtral-8x7b",
     "mixtral-8x22b",
@@ -89,6 +96,52 @@ fn llama2(
     v
 }
 
+/// A Llama-3 model (Meta's model cards and `config.json`: GQA with 8 KV heads, SwiGLU,
+/// RMSNorm, RoPE, untied, no biases, the 128,256-token tiktoken vocabulary, 8,192-token
+/// sequences as NeMo's pre-training recipes run them; batch 128 as those recipes).
+fn llama3(l: &str, h: &str, heads: &str, ffn: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("num_layers", l.into()),
+        ("hidden_size", h.into()),
+        ("num_attention_heads", heads.into()),
+        ("ffn_hidden_size", ffn.into()),
+        ("group_query_attention", "True".into()),
+        ("num_query_groups", "8".into()),
+        ("seq_length", "8192".into()),
+        ("max_position_embeddings", "8192".into()),
+        ("global_batch_size", "128".into()),
+        ("swiglu", "True".into()),
+        ("untie_embeddings_and_output_weights", "True".into()),
+        ("normalization", "RMSNorm".into()),
+        ("position_embedding_type", "rope".into()),
+        ("add_bias_linear", "False".into()),
+        ("tokenizer_type", "HuggingFaceTokenizer".into()),
+        ("tokenizer_model", "meta-llama/Meta-Llama-3-8B".into()),
+    ]
+}
+
+/// A Nemotron-4 model (Parmar et al. 2024, "Nemotron-4 15B Technical Report", and the
+/// 340B report: GQA with 8 KV heads, squared-ReLU MLP (not gated), RoPE, untied, no
+/// biases, a 256,000-token SentencePiece vocabulary, 4,096-token sequences).
+fn nemotron4(l: &str, h: &str, heads: &str, ffn: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("num_layers", l.into()),
+        ("hidden_size", h.into()),
+        ("num_attention_heads", heads.into()),
+        ("ffn_hidden_size", ffn.into()),
+        ("group_query_attention", "True".into()),
+        ("num_query_groups", "8".into()),
+        ("seq_length", "4096".into()),
+        ("max_position_embeddings", "4096".into()),
+        ("global_batch_size", "256".into()),
+        ("untie_embeddings_and_output_weights", "True".into()),
+        ("position_embedding_type", "rope".into()),
+        ("add_bias_linear", "False".into()),
+        ("tokenizer_type", "SentencePieceTokenizer".into()),
+        ("tokenizer_model", "nemotron-4-tokenizer.model".into()),
+    ]
+}
+
 /// A Mixtral-style MoE model: Llama-like attention (GQA 8), SwiGLU experts in every layer.
 fn mixtral(
     l: &str,
@@ -131,6 +184,11 @@ fn shape(name: &str) -> Option<Vec<(&'static str, String)>> {
         "llama2-7b" => llama2("32", "4096", "32", "11008", None),
         "llama2-13b" => llama2("40", "5120", "40", "13824", None),
         "llama2-70b" => llama2("80", "8192", "64", "28672", Some("8")),
+        "llama3-8b" => llama3("32", "4096", "32", "14336"),
+        "llama3-70b" => llama3("80", "8192", "64", "28672"),
+        "llama3-405b" => llama3("126", "16384", "128", "53248"),
+        "nemotron4-15b" => nemotron4("32", "6144", "48", "24576"),
+        "nemotron4-340b" => nemotron4("96", "18432", "96", "73728"),
         "mixtral-8x7b" => mixtral("32", "4096", "32", "14336", "32000", "32768"),
         "mixtral-8x22b" => mixtral("56", "6144", "48", "16384", "32768", "65536"),
         "bert-large" => vec![

@@ -49,6 +49,28 @@ impl TrainingConfig {
             .filter(|v| !v.is_empty() && !matches!(*v, "None" | "null"))
     }
 
+    /// The `sources` key that marks a log whose arguments block predates Megatron's
+    /// attention-kernel flags (unfused attention).
+    pub const LEGACY_ATTENTION: &'static str = "legacy_arguments_block";
+
+    /// Whether the job came from an arguments block older than `--transformer-impl` and
+    /// `--use-flash-attn` (Megatron before 2023): its attention is unfused.
+    pub fn from_legacy_arguments_block(&self) -> bool {
+        self.sources.contains_key(Self::LEGACY_ATTENTION)
+    }
+
+    /// Whether each TP rank sends 1/TP of a pipeline activation (or gradient) and the
+    /// receiving TP group all-gathers it: Megatron's `--scatter-gather-tensors-in-pipeline`
+    /// (before core's p2p rewrite, on by default there; skipped under sequence
+    /// parallelism, whose activations are already split), and DeepSpeed's pipeline engine
+    /// with TP, whose `pipe_partitioned` and `grad_partitioned` (on by default) do the same
+    /// with its `PartitionedTensor`.
+    pub fn scatter_gather_in_pipeline(&self) -> bool {
+        let megatron =
+            self.extra_flag("scatter_gather_tensors_in_pipeline") && !self.sequence_parallel;
+        self.tensor_model_parallel_size > 1 && (megatron || self.deepspeed_pipeline())
+    }
+
     fn extra_flag(&self, key: &str) -> bool {
         self.extra
             .get(key)

@@ -4,7 +4,9 @@
 use super::PipelineError;
 use crate::megatron::{self, TrainingConfig};
 use crate::record::Class;
-use crate::schedule::{self, Gpu, MoeRouting, ScheduleOptions, WarmupRule, Workload};
+use crate::schedule::{
+    self, ComputeModel, Efficiency, Gpu, MoeRouting, ScheduleOptions, WarmupRule, Workload,
+};
 use crate::topology::Topology;
 use crate::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
 use crate::units::{Bytes, Nanos};
@@ -155,7 +157,12 @@ pub struct JobSpec {
     pub env: Vec<(String, String)>,
     /// GPU preset (`a100`, `h100`, … or `NAME:TFLOPS`).
     pub gpu: String,
-    /// Model FLOPs utilisation before calibration.
+    /// How compute is priced.
+    pub compute: ComputeModel,
+    /// Efficiencies instead of the GPU generation's fitted ones (the suite's fit; not an
+    /// option of the command line).
+    pub efficiency: Option<Efficiency>,
+    /// Model FLOPs utilisation of the flat compute model.
     pub mfu: f64,
     /// Calibrate compute against the log's timers / iteration time.
     pub calibrate: bool,
@@ -191,6 +198,8 @@ impl Default for JobSpec {
             set: Vec::new(),
             env: Vec::new(),
             gpu: t.schedule.gpu.name.clone(),
+            compute: t.schedule.compute,
+            efficiency: t.schedule.efficiency,
             mfu: t.schedule.mfu,
             calibrate: t.schedule.calibrate,
             calibration_factor: t.schedule.factor,
@@ -295,10 +304,12 @@ impl JobSpec {
         }
         let gpu = Gpu::preset(&self.gpu).ok_or_else(|| PipelineError::Option {
             option: format!("--gpu `{}`", self.gpu),
-            msg: "expected a100, h100, h800, h20 or NAME:TFLOPS".into(),
+            msg: format!("expected {} or NAME:TFLOPS[:HBM_GBPS]", Gpu::NAMES),
         })?;
         let schedule = ScheduleOptions {
             gpu,
+            compute: self.compute,
+            efficiency: self.efficiency,
             mfu: self.mfu,
             calibrate: self.calibrate,
             factor: self.calibration_factor,

@@ -15,6 +15,7 @@
 mod bench;
 mod job;
 mod policy;
+pub mod reality;
 mod run;
 mod spec;
 mod stages;

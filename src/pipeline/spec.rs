@@ -235,11 +235,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     },
     RunOption {
         name: "gpu",
-        help: "GPU preset for compute time (a100, h100, h800, h20 or NAME:TFLOPS)",
+        help: "GPU for compute time (a preset or NAME:TFLOPS[:HBM_GBPS])",
         set: |s, v| {
             let g = one(v)?;
-            crate::schedule::Gpu::preset(g)
-                .ok_or_else(|| format!("`{g}`: expected a100, h100, h800, h20 or NAME:TFLOPS"))?;
+            crate::schedule::Gpu::preset(g).ok_or_else(|| {
+                format!(
+                    "`{g}`: expected {} or NAME:TFLOPS[:HBM_GBPS]",
+                    crate::schedule::Gpu::NAMES
+                )
+            })?;
             s.job.gpu = g.to_string();
             Ok(())
         },
@@ -247,13 +251,23 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     },
     RunOption {
         name: "mfu",
-        help: "model FLOPs utilisation before calibration",
+        help: "model FLOPs utilisation: prices compute with the flat model (every FLOP at peak·MFU)",
         set: |s, v| {
             // Its range is the schedule's to check (one place for `--mfu` and grids).
             s.job.mfu = num(v, "a number")?;
+            s.job.compute = crate::schedule::ComputeModel::Mfu;
             Ok(())
         },
         get: |s| s.job.mfu.to_string(),
+    },
+    RunOption {
+        name: "compute-model",
+        help: "how compute is priced: roofline (per-GEMM, by GPU and shape; default) or mfu",
+        set: |s, v| {
+            s.job.compute = one(v)?.parse()?;
+            Ok(())
+        },
+        get: |s| s.job.compute.to_string(),
     },
     RunOption {
         name: "calibrate",

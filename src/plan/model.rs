@@ -9,7 +9,8 @@
 //!   trigger from the [`super::timeline`] or when the previous bucket ends, each taking
 //!   its option's time), then the layer-norm all-reduce of the rank's TP group (sequence
 //!   parallel), the embedding all-reduce of the rank's embedding group, the parameter
-//!   all-gathers (distributed optimizer). Every stage end is shifted by `ΔE[s]`, the
+//!   all-gathers (distributed optimizer), with the stage's optimizer step between the
+//!   last two. Every stage end is shifted by `ΔE[s]`, the
 //!   change of the pipeline that TP decisions cause, linearised: `ΔE[s] = max over
 //!   replicas of Σ_stage ∂E[s]/∂(TP time per layer) · Δ(TP time per layer)`, the
 //!   derivatives by finite differences on the timeline;
@@ -1399,9 +1400,12 @@ fn chain_rows(
                 let konst = |g: Option<usize>, f: fn(&Vals) -> f64| {
                     fixed(g).map_or(0.0, |g| f(&vals[g][0]))
                 };
+                // the optimizer step runs after the embedding all-reduce, before the
+                // parameter all-gathers: a constant of the chain
                 c += konst(dp, |x| x.end)
                     + konst(tp, |x| x.ln)
                     + konst(e, |x| x.end)
+                    + wl.stages[s].optimizer.0 as f64
                     + konst(ag, |x| x.gather);
                 let row = Row {
                     c,

@@ -6,6 +6,7 @@ use super::buckets::{self, BucketRules, LayerTensors};
 use super::calibrate::calibrate;
 use super::layers::{self, MoeShape, Shape, Times};
 use super::moe::{self, Routing};
+use super::roofline::{self, ComputeModel, PartCosts, Roofline};
 use super::shape::{self, Flops as LayerFlops, RawShape};
 use super::{
     chunk_layers, pipeline, CpPlan, ExpertSizes, Groups, MoePlan, RankOrder, ScheduleError,
@@ -31,7 +32,9 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     );
     let tp = cfg.tensor_model_parallel_size;
     let sp = cfg.sequence_parallel && tp > 1;
-    let pp_bytes = Bytes(if sp {
+    // Sequence parallelism and Megatron's older scatter/gather both send 1/TP per rank.
+    let pp_gather = cfg.scatter_gather_in_pipeline();
+    let pp_bytes = Bytes(if sp || pp_gather {
         tp_bytes.0 / tp as u64
     } else {
         tp_bytes.0
@@ -48,16 +51,19 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
             opts.moe_routing,
         )
     });
-    let peak = opts.gpu.peak_tflops * 1e12 * opts.mfu;
-    let busiest = busiest_stage_ms(cfg, &split, &raw, &fl, routing.as_ref(), peak);
+    let model = CostModel::new(cfg, opts, &raw, &fl);
+    let busiest = busiest_stage_ms(cfg, &split, &model.parts, routing.as_ref());
     let calibration = calibrate(cfg, opts, busiest, m, v);
     let factor = calibration.factor;
-    let ns = move |flops: f64| Nanos((flops / peak * factor * 1e9).round() as u64);
-    let times = times(cfg, &raw, &fl, ns);
+    let ns = move |secs: f64| Nanos((secs * factor * 1e9).round() as u64);
+    let times = times(&model.parts, ns);
     let shp = step_shape(cfg, el);
     let (fwd_steps, bwd_steps) = layers::dense_layer(&shp, &times);
-    let moe = routing.map(|r| moe_plan(cfg, opts, &shp, &times, &r, el, ns));
-    let stages = plan_stages(cfg, opts, &split, &shp, &times, m, v);
+    let moe = routing.map(|r| moe_plan(cfg, opts, &shp, &times, &r, el, &model.parts, ns));
+    let mut stages = plan_stages(cfg, opts, &split, &shp, &times, m, v);
+    for st in &mut stages {
+        st.optimizer = model.optimizer(cfg, st);
+    }
     let grad_el = grad_dtype_bytes(cfg);
     let tied = !cfg.untie_embeddings_and_output_weights;
     let emb_bytes = (tied && cfg.pipeline_model_parallel_size > 1)
@@ -70,6 +76,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
         num_layers: cfg.num_layers,
         tp_bytes,
         pp_bytes,
+        pp_gather,
         fwd_steps,
         bwd_steps,
         layer_fwd_flops: Flops(layer_f.round() as u64),
@@ -148,26 +155,23 @@ fn stage_chunks(cfg: &TrainingConfig, split: &[u32], v: u32, r: u32) -> Vec<std:
 fn busiest_stage_ms(
     cfg: &TrainingConfig,
     split: &[u32],
-    raw: &RawShape,
-    fl: &LayerFlops,
+    c: &PartCosts,
     routing: Option<&Routing>,
-    peak: f64,
 ) -> f64 {
-    let (pp, tpf) = (
-        cfg.pipeline_model_parallel_size,
-        cfg.tensor_model_parallel_size as f64,
-    );
+    let pp = cfg.pipeline_model_parallel_size;
     let v = cfg.virtual_pipeline_model_parallel_size.unwrap_or(1).max(1);
-    let layer_f = (raw.attn_fwd + raw.mlp_fwd) / tpf;
-    let head_f = raw.head_fwd / tpf;
-    let moe_f = routing.map_or(0.0, |r| {
-        raw.attn_fwd / tpf + fl.router + fl.shared + max_expert_flops(cfg, fl, r)
+    let full = cfg.recompute_granularity == Recompute::Full;
+    // forward, backward and (full recomputation) the forward again
+    let both = |p: (f64, f64)| p.0 + p.1 + if full { p.0 } else { 0.0 };
+    let attn = both(c.attn());
+    let layer = attn + both(c.mlp);
+    let head = both(c.head);
+    let moe = routing.map_or(0.0, |r| {
+        let tokens = max_expert_tokens(cfg, r);
+        attn + both(c.router)
+            + both(c.shared)
+            + both((c.per_expert_token.0 * tokens, c.per_expert_token.1 * tokens))
     });
-    let bwd_mult = if cfg.recompute_granularity == Recompute::Full {
-        3.0
-    } else {
-        2.0
-    };
     (0..pp)
         .map(|r| {
             let chunks = stage_chunks(cfg, split, v, r);
@@ -177,43 +181,87 @@ fn busiest_stage_ms(
                 .filter(|l| routing.is_some() && cfg.moe_layer_freq.is_moe_layer(*l))
                 .count() as u32;
             let dense = split[r as usize] - moe_layers;
-            let head = if r == pp - 1 { head_f } else { 0.0 };
-            let f = dense as f64 * layer_f + moe_layers as f64 * moe_f + head;
-            f * (1.0 + bwd_mult) / peak * 1e3
+            let head = if r == pp - 1 { head } else { 0.0 };
+            (dense as f64 * layer + moe_layers as f64 * moe + head) * 1e3
         })
         .fold(0.0, f64::max)
 }
 
-/// The experts' forward FLOPs at EP index `j`: the tokens every EP rank sent it, through
-/// its experts (the expert-TP split cancels against the gathered tokens).
-fn expert_flops(cfg: &TrainingConfig, fl: &LayerFlops, r: &Routing, j: usize) -> f64 {
-    r.to_rank[j] * cfg.expert_model_parallel_size as f64 * fl.per_expert_token
+/// The tokens the experts at EP index `j` run: every EP rank's share routed to it.
+fn expert_tokens(cfg: &TrainingConfig, r: &Routing, j: usize) -> f64 {
+    r.to_rank[j] * cfg.expert_model_parallel_size as f64
 }
 
-fn max_expert_flops(cfg: &TrainingConfig, fl: &LayerFlops, r: &Routing) -> f64 {
+fn max_expert_tokens(cfg: &TrainingConfig, r: &Routing) -> f64 {
     (0..r.to_rank.len())
-        .map(|j| expert_flops(cfg, fl, r, j))
+        .map(|j| expert_tokens(cfg, r, j))
         .fold(0.0, f64::max)
 }
 
-/// Compute time of each layer part, forward and backward (backward = 2× forward FLOPs).
-fn times(
-    cfg: &TrainingConfig,
-    raw: &RawShape,
-    fl: &LayerFlops,
-    ns: impl Fn(f64) -> Nanos,
-) -> Times {
-    let tpf = cfg.tensor_model_parallel_size as f64;
-    let fb = |f: f64| (ns(f), ns(2.0 * f));
+/// The compute model of a job: each layer part's cost, and what prices the optimizer.
+struct CostModel<'a> {
+    parts: PartCosts,
+    roofline: Option<Roofline<'a>>,
+    /// Ranks the distributed optimizer shards a parameter over (DP×CP), else 1.
+    shard: u32,
+}
+
+impl<'a> CostModel<'a> {
+    fn new(
+        cfg: &TrainingConfig,
+        opts: &'a ScheduleOptions,
+        raw: &RawShape,
+        fl: &LayerFlops,
+    ) -> CostModel<'a> {
+        let shard = if cfg.use_distributed_optimizer {
+            cfg.data_parallel_size * cfg.context_parallel_size
+        } else {
+            1
+        };
+        match opts.compute {
+            ComputeModel::Mfu => {
+                let peak = opts.gpu.peak_tflops * 1e12 * opts.mfu;
+                let tp = cfg.tensor_model_parallel_size as f64;
+                CostModel {
+                    parts: roofline::flat(fl, raw, tp, peak),
+                    roofline: None,
+                    shard,
+                }
+            }
+            ComputeModel::Roofline => {
+                let r = Roofline::new(cfg, &opts.gpu, opts.efficiency);
+                CostModel {
+                    parts: r.parts(cfg),
+                    roofline: Some(r),
+                    shard,
+                }
+            }
+        }
+    }
+
+    /// The optimizer step of a rank of stage `st` (the roofline only; not calibrated:
+    /// the log's compute timers do not include it).
+    fn optimizer(&self, _cfg: &TrainingConfig, st: &StagePlan) -> Nanos {
+        let Some(r) = &self.roofline else {
+            return Nanos(0);
+        };
+        let params = st.params_per_gpu + st.expert_params_per_gpu;
+        Nanos((r.optimizer(params, self.shard) * 1e9).round() as u64)
+    }
+}
+
+/// Compute time of each layer part, forward and backward, calibrated.
+fn times(c: &PartCosts, ns: impl Fn(f64) -> Nanos) -> Times {
+    let fb = |p: (f64, f64)| (ns(p.0), ns(p.1));
     Times {
-        attn: fb(raw.attn_fwd / tpf),
-        qkv: fb(fl.qkv),
-        core: fb(fl.core),
-        proj: fb(fl.proj),
-        mlp: fb(raw.mlp_fwd / tpf),
-        router: fb(fl.router),
-        shared: fb(fl.shared),
-        head: fb(raw.head_fwd / tpf),
+        attn: fb(c.attn()),
+        qkv: fb(c.qkv),
+        core: fb(c.core),
+        proj: fb(c.proj),
+        mlp: fb(c.mlp),
+        router: fb(c.router),
+        shared: fb(c.shared),
+        head: fb(c.head),
     }
 }
 
@@ -247,6 +295,7 @@ fn moe_plan(
     times: &Times,
     r: &Routing,
     el: u64,
+    costs: &PartCosts,
     ns: impl Fn(f64) -> Nanos,
 ) -> MoePlan {
     let h = cfg.hidden_size;
@@ -254,7 +303,6 @@ fn moe_plan(
         cfg.expert_model_parallel_size,
         cfg.expert_tensor_parallel_size,
     );
-    let fl = shape::flops(cfg);
     let bytes = |tokens: f64| Bytes((tokens * (h * el) as f64).round() as u64);
     let dispatch_bytes: Vec<Bytes> = r.to_rank.iter().map(|t| bytes(*t)).collect();
     let etp_gather_bytes = r
@@ -263,7 +311,7 @@ fn moe_plan(
         .map(|t| bytes(t * ep as f64 * etp as f64))
         .collect();
     let per_ep: Vec<f64> = (0..r.to_rank.len())
-        .map(|j| expert_flops(cfg, &fl, r, j))
+        .map(|j| expert_tokens(cfg, r, j))
         .collect();
     let tokens = shape::moe_tokens(cfg);
     let ms = MoeShape {
@@ -284,8 +332,14 @@ fn moe_plan(
         dropped: r.dropped,
         dispatch_bytes,
         etp_gather_bytes,
-        expert_fwd: per_ep.iter().map(|f| ns(*f)).collect(),
-        expert_bwd: per_ep.iter().map(|f| ns(2.0 * f)).collect(),
+        expert_fwd: per_ep
+            .iter()
+            .map(|t| ns(t * costs.per_expert_token.0))
+            .collect(),
+        expert_bwd: per_ep
+            .iter()
+            .map(|t| ns(t * costs.per_expert_token.1))
+            .collect(),
         fwd_steps,
         bwd_steps,
     }
@@ -360,6 +414,7 @@ fn plan_stages(
                 } else {
                     vec![]
                 },
+                optimizer: Nanos(0),
             }
         })
         .collect()

@@ -52,6 +52,7 @@ pub(crate) fn calibrate(
     };
     Calibration {
         gpu: opts.gpu.clone(),
+        compute: opts.compute,
         mfu: opts.mfu,
         factor,
         source,

@@ -31,18 +31,22 @@
 mod buckets;
 mod build;
 mod calibrate;
+pub mod gpu;
 pub mod groups;
 mod layers;
 pub mod moe;
 pub mod pipeline;
+pub mod roofline;
 mod shape;
 
 pub use build::build;
+pub use gpu::{Generation, Gpu};
 pub use groups::{Coords, ExpertCoords, ExpertSizes, Groups, RankOrder};
 pub use moe::MoeRouting;
 pub use pipeline::{
     chunk_layers, stage_order, stage_order_with, warmup, warmup_with, Pass, PipeOp, WarmupRule,
 };
+pub use roofline::{ComputeModel, Efficiency};
 
 use crate::megatron::{CpCommType, MoeDispatcher, MoeLayerFreq};
 use crate::units::{Bytes, Flops, Nanos};
@@ -101,52 +105,18 @@ pub enum ScheduleError {
     Option(String),
 }
 
-/// A GPU's dense bf16 peak, used for compute time before calibration.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Gpu {
-    /// Preset name.
-    pub name: String,
-    /// Dense bf16 tensor-core peak, TFLOP/s.
-    pub peak_tflops: f64,
-}
-
-impl Gpu {
-    /// Named presets, dense bf16 peak from the vendors' datasheets (no sparsity):
-    /// `a100` 312, `h100` 989 (SXM), `h800` 989 (an H100 with reduced NVLink/NVLink-C2C),
-    /// `h20` 148. `<name>:<tflops>` defines any other GPU.
-    pub fn preset(name: &str) -> Option<Gpu> {
-        let n = name.trim().to_ascii_lowercase();
-        if let Some((nm, tf)) = n.split_once(':') {
-            let tf: f64 = tf
-                .trim()
-                .parse()
-                .ok()
-                .filter(|t: &f64| t.is_finite() && *t > 0.0)?;
-            return Some(Gpu {
-                name: nm.to_string(),
-                peak_tflops: tf,
-            });
-        }
-        let tf = match n.as_str() {
-            "a100" => 312.0,
-            "h100" => 989.0,
-            "h800" => 989.0,
-            "h20" => 148.0,
-            _ => return None,
-        };
-        Some(Gpu {
-            name: n,
-            peak_tflops: tf,
-        })
-    }
-}
-
 /// How compute time is derived, and the modelling choices that are not Megatron arguments.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleOptions {
-    /// GPU peak.
+    /// The GPU.
     pub gpu: Gpu,
-    /// Model FLOPs utilisation assumed before calibration.
+    /// How compute time is derived: the roofline (default) or the flat `peak · MFU`.
+    #[serde(default)]
+    pub compute: ComputeModel,
+    /// The roofline's efficiencies instead of the GPU generation's fitted ones.
+    #[serde(skip)]
+    pub efficiency: Option<Efficiency>,
+    /// Model FLOPs utilisation of the flat model ([`ComputeModel::Mfu`]).
     pub mfu: f64,
     /// Calibrate against the log's timers / iteration time when present.
     pub calibrate: bool,
@@ -173,6 +143,8 @@ impl Default for ScheduleOptions {
     fn default() -> Self {
         ScheduleOptions {
             gpu: Gpu::preset("a100").expect("preset"),
+            compute: ComputeModel::Roofline,
+            efficiency: None,
             mfu: 0.45,
             calibrate: true,
             factor: None,
@@ -214,6 +186,9 @@ impl CalibrationSource {
 pub struct Calibration {
     /// GPU used.
     pub gpu: Gpu,
+    /// How compute was priced.
+    #[serde(default)]
+    pub compute: ComputeModel,
     /// MFU assumed.
     pub mfu: f64,
     /// Multiplier on `FLOPs / (peak·MFU)`.
@@ -420,6 +395,10 @@ pub struct StagePlan {
     pub embedding_fwd: Vec<LayerStep>,
     /// After the first layer of chunk 0 in backward (first stage).
     pub embedding_bwd: Vec<LayerStep>,
+    /// The optimizer step of each rank of this stage, at the end of the iteration
+    /// (before the distributed optimizer's parameter all-gathers; 0 under the flat model).
+    #[serde(default)]
+    pub optimizer: Nanos,
     /// After the last layer of the last chunk in forward (last stage): the LM head's
     /// all-gather (SP), the logits, the cross-entropy all-reduces.
     pub head_fwd: Vec<LayerStep>,
@@ -526,6 +505,10 @@ pub struct Workload {
     pub tp_bytes: Bytes,
     /// PP p2p bytes per boundary crossing per TP rank.
     pub pp_bytes: Bytes,
+    /// Megatron's pipeline scatter/gather: each TP rank sent 1/TP of the activation
+    /// (`pp_bytes`), and the receiving TP group all-gathers `pp_bytes · TP` before using it.
+    #[serde(default)]
+    pub pp_gather: bool,
     /// Forward steps of one dense layer.
     pub fwd_steps: Vec<LayerStep>,
     /// Backward steps of one dense layer (includes recomputation).

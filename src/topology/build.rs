@@ -7,10 +7,11 @@ use crate::units::{parse_delay, BitsPerSec, Nanos, NodeId};
 use std::collections::BTreeMap;
 
 /// Builder names accepted before the `:` of a spec.
-pub(super) const KINDS: [&str; 10] = [
+pub(super) const KINDS: [&str; 11] = [
     "fat-tree",
     "leaf-spine",
     "rail",
+    "superpod",
     "dual-plane",
     "jellyfish",
     "dragonfly",
@@ -42,6 +43,10 @@ Topology: a file or a builder spec KIND[:key=value,...]
   fat-tree:k=4              k-ary fat-tree: k^3/4 hosts, k^2/2 ToRs, k^2/2 aggregation, k^2/4 core
   leaf-spine:leaves=4,spines=2,hosts-per-leaf=8[,oversub=R]
                             two tiers; every leaf linked to every spine
+  superpod:gen=a100|h100|b200,servers=N[,su=S]
+                            NVIDIA DGX SuperPOD, rail-optimised and non-blocking: units of
+                            su servers (a100: 20, HDR 200Gbps; h100, b200: 32, NDR 400Gbps;
+                            NVLink 2400/3600/7200Gbps), a leaf per rail per unit, su spines
   rail:servers=4,gpus-per-server=8[,spines=2][,oversub=R]
                             rail-optimised: GPU i of every server on leaf (rail) i, leaves under spines
   dual-plane:servers=4,gpus-per-server=8[,servers-per-tor=SERVERS][,spines=2][,oversub=R]
@@ -491,6 +496,7 @@ fn build(spec: &str, kind: &str, body: &str) -> Result<Topology, TopologyError> 
             body,
             &["servers", "spines", "oversub"],
         )?),
+        "superpod" => superpod(&Opts::parse(spec, kind, body, &["gen", "servers", "su"])?),
         "dual-plane" => dual_plane(&Opts::parse(
             spec,
             kind,
@@ -612,6 +618,70 @@ fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let up = o.leaf_uplink((servers * c.ports) as u128 * c.nic.0 as u128, spines)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     two_tier(&mut net, &c, hosts, c.gps, spines, up, |g| g % c.gps);
+    Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
+}
+
+/// A DGX SuperPOD generation's compute fabric (docs/compute.md#fabrics-of-the-published-runs).
+struct PodGen {
+    /// Servers per scalable unit.
+    su: u64,
+    /// Compute NIC rate (one per GPU).
+    nic: BitsPerSec,
+    /// NVLink rate per GPU and direction.
+    nvlink: BitsPerSec,
+}
+
+/// NVIDIA DGX SuperPOD, rail-optimised: scalable units of `su` DGX servers (20 for A100
+/// with HDR 200 Gb/s InfiniBand, 32 for H100 and B200 with NDR 400 Gb/s), 8 GPUs each with its own
+/// NIC; in every unit, rail `r` (GPU `r` of each server) has its own leaf; every leaf links
+/// once to each of `su` spines at the NIC rate, so the fabric is non-blocking. (The real
+/// design adds a core tier above 4–7 units; at the same non-blocking capacity a fluid model
+/// sees the same rates, and the difference is a hop of latency.) Node order: hosts,
+/// NVSwitches, leaves (unit-major, rail order), spines.
+fn superpod(o: &Opts<'_>) -> Result<Topology, TopologyError> {
+    let gen = match o.text("gen").map(str::to_ascii_lowercase).as_deref() {
+        None | Some("a100") => PodGen {
+            su: 20,
+            nic: BitsPerSec::gbps(200),
+            nvlink: BitsPerSec::gbps(2400),
+        },
+        Some("h100") | Some("h200") => PodGen {
+            su: 32,
+            nic: BitsPerSec::gbps(400),
+            nvlink: BitsPerSec::gbps(3600),
+        },
+        Some("b200") => PodGen {
+            su: 32,
+            nic: BitsPerSec::gbps(400),
+            nvlink: BitsPerSec::gbps(7200),
+        },
+        Some(g) => {
+            return Err(o.err(
+                "gen",
+                format!("`{g}`: expected a100, h100 (also for H200 servers) or b200"),
+            ))
+        }
+    };
+    let servers = o.count("servers", gen.su, 1)?;
+    let su = o.count("su", gen.su, 1)?;
+    let mut c = common(o, 8, 1)?;
+    c.fixed_ports(o, 1, "a DGX SuperPOD gives every GPU one compute NIC")?;
+    if !o.has("nic") {
+        c.nic = gen.nic;
+    }
+    if !o.has("nvlink") {
+        c.nvlink = Some(gen.nvlink);
+    }
+    let hosts = servers.saturating_mul(c.gps);
+    let units = servers.div_ceil(su);
+    let leaves = units.saturating_mul(c.gps);
+    let spines = su;
+    let up = o.leaf_uplink(su as u128 * c.nic.0 as u128, spines)?;
+    let mut net = hosts_and_nvlink(o, &c, hosts)?;
+    let gps = c.gps;
+    two_tier(&mut net, &c, hosts, leaves, spines, up, |g| {
+        (g / gps / su) * gps + g % gps
+    });
     Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
 }
 

@@ -220,6 +220,16 @@ impl Gen<'_> {
                 self.flush(Stream::Main, r, tag)?;
                 self.main[r.idx()].tail.push(flows[i]);
             }
+            if self.wl.pp_gather {
+                // Megatron's scatter/gather: the TP group reassembles the activation its
+                // ranks received in parts (`gather_split_1d_tensor` over TP).
+                let whole = Bytes(self.wl.pp_bytes.0 * ranks.len() as u64);
+                let tp_tag = Tag {
+                    class: Class::Tp,
+                    ..tag
+                };
+                self.collective(CollKind::AllGather, whole, ranks, Stream::Main, tp_tag)?;
+            }
         }
         Ok(true)
     }
@@ -544,8 +554,31 @@ impl Gen<'_> {
         }
     }
 
+    /// Each rank's optimizer step after its gradients are reduced, as a compute record
+    /// (the iteration ends with it; the distributed optimizer's all-gathers follow it).
+    fn optimizer_step(&mut self) -> Result<(), TraceError> {
+        let wl = self.wl;
+        for r in 0..wl.world() {
+            let r = Rank(r);
+            let stage = wl.groups.coords(r).pp;
+            let t = wl.stages[stage as usize].optimizer;
+            if t.0 == 0 {
+                continue;
+            }
+            self.main[r.idx()].pending += t;
+            let tag = Tag {
+                class: Class::Dp,
+                microbatch: None,
+                layer: None,
+                stage: Some(stage),
+            };
+            self.flush(Stream::Main, r, tag)?;
+        }
+        Ok(())
+    }
+
     /// Sequence-parallel gradients over TP, the tied embedding over the embedding group,
-    /// and the distributed optimizer's parameter all-gathers.
+    /// the optimizer step, and the distributed optimizer's parameter all-gathers.
     fn end_of_iteration(&mut self) -> Result<(), TraceError> {
         let wl = self.wl;
         let g = &wl.groups;
@@ -568,6 +601,7 @@ impl Gen<'_> {
                 self.collective(CollKind::AllReduce, b, eg, Stream::Main, tag)?;
             }
         }
+        self.optimizer_step()?;
         if !wl.distributed_optimizer {
             return Ok(());
         }
