@@ -396,3 +396,71 @@ fn run_writes_one_timeline_per_policy() {
         assert_eq!(ina > 0, p == "ina-dp", "{p}: {ina} INA up edges");
     }
 }
+
+#[test]
+fn a_trace_file_gives_the_timeline_the_generator_gives_and_one_without_a_layout_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    let st = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args([
+            "trace",
+            TINY,
+            "--topology",
+            TOPO,
+            "--ina",
+            "hierarchical",
+            "-o",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let from_file = dir.path().join("file.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .arg("replay")
+        .arg(&trace)
+        .arg("-o")
+        .arg(dir.path().join("out-file"))
+        .arg("--timeline")
+        .arg(&from_file)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let generated = dir.path().join("gen.json");
+    let (ok, err) = replay(dir.path(), &["--timeline", generated.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        std::fs::read(&from_file).unwrap(),
+        std::fs::read(&generated).unwrap()
+    );
+    // the same trace without its `tp` line: no layout to place ranks on stages
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let cut: String = text
+        .lines()
+        .filter(|l| !l.starts_with("# tp="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let bare = dir.path().join("bare.csv");
+    std::fs::write(&bare, cut).unwrap();
+    let st = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .arg("replay")
+        .arg(&bare)
+        .arg("-o")
+        .arg(dir.path().join("out-bare"))
+        .arg("--timeline")
+        .arg(dir.path().join("bare.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&st.stderr);
+    assert_eq!(st.status.code(), Some(2), "{err}");
+    assert!(err.contains("the trace header's `tp` is missing"), "{err}");
+    assert!(!dir.path().join("bare.json").exists());
+}

@@ -261,7 +261,6 @@ impl Spans {
                     args.push(("layer", l.into()));
                 }
                 args.push(("records_on_this_rank", n.into()));
-                args.push(("mode", e.mode.as_str().into()));
                 (
                     format!("{} collective {}", e.class, e.collective.unwrap_or(0)),
                     e.class.as_str(),
