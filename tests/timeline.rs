@@ -464,3 +464,64 @@ fn a_trace_file_gives_the_timeline_the_generator_gives_and_one_without_a_layout_
     assert!(err.contains("the trace header's `tp` is missing"), "{err}");
     assert!(!dir.path().join("bare.json").exists());
 }
+
+#[test]
+fn a_link_track_carries_the_bytes_links_csv_counts_for_that_link() {
+    // no INA: every transfer is a host flow of 1,000 B packets with 48 B of headers each,
+    // so a link's wire bytes in links.csv are its payload × 1.048 (up to each transfer's
+    // last, partial packet)
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.json");
+    let st = Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(["replay", "--from", TINY, "--topology", TOPO, "-o"])
+        .arg(dir.path().join("out"))
+        .arg("--timeline")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let v = read_json(&file);
+    // per track: (time, utilisation) samples, each holding until the next
+    let mut tracks: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
+    for e in v["traceEvents"].as_array().unwrap() {
+        let name = e["name"].as_str().unwrap();
+        if e["ph"] == "C" && name.starts_with("link ") {
+            tracks
+                .entry(name.to_string())
+                .or_default()
+                .push((ns(&e["ts"]), e["args"]["utilisation"].as_f64().unwrap()));
+        }
+    }
+    assert_eq!(tracks.len(), 8, "the eight busiest link directions");
+    let links = std::fs::read_to_string(dir.path().join("out/links.csv")).unwrap();
+    let mut wire_of = BTreeMap::new();
+    for row in links.lines().skip(1) {
+        let f: Vec<&str> = row.split(',').collect();
+        // link,from,to,rate_bps,bytes,utilisation
+        let key = format!("link {} node {} to {} utilisation", f[0], f[1], f[2]);
+        let rate: f64 = f[3].parse().unwrap();
+        let bytes: f64 = f[4].parse().unwrap();
+        wire_of.insert(key, (rate, bytes));
+    }
+    let mut busiest: Vec<f64> = wire_of.values().map(|v| v.1).collect();
+    busiest.sort_by(|a, b| b.partial_cmp(a).unwrap());
+    for (name, samples) in &tracks {
+        let (rate, wire) = wire_of[name];
+        assert!(wire >= busiest[7], "{name} is not among the eight busiest");
+        let bits: f64 = samples
+            .windows(2)
+            .map(|w| w[0].1 * rate / 1e9 * (w[1].0 - w[0].0) as f64)
+            .sum();
+        let payload = bits / 8.0;
+        let err = (payload * 1.048 - wire).abs() / wire;
+        assert!(
+            err < 0.01,
+            "{name}: {payload} B payload against {wire} B on the wire"
+        );
+        assert_eq!(samples.last().unwrap().1, 0.0, "{name} ends idle");
+    }
+}
