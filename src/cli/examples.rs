@@ -35,7 +35,9 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "replay",
         "  ina3d replay ring.csv.gz -o out/replay
   ina3d replay ring.csv.gz --rate-model dcqcn -o out/dcqcn   # DCQCN-capped rates (RoCE)
-  ina3d replay --from gpt3-175b --topology fat-tree:k=16 --tp 8 --pp 8 --dp 16 -o out/big",
+  ina3d replay --from gpt3-175b --topology fat-tree:k=16 --tp 8 --pp 8 --dp 16 -o out/big
+  ina3d replay ring.csv.gz -o out/replay --timeline out/t.json   # open in ui.perfetto.dev
+  ina3d replay ring.csv.gz -o out/replay --timeline out/t.json --timeline-ranks 0-7,8",
     ),
     (
         "ns3 emit",
@@ -73,7 +75,8 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "run",
         "  ina3d run -o out/example   # the bundled 16-GPU job, every policy
   ina3d run --seeds 0,1,2,3 --policies ring,ina-dp,plan -o out/seeds   # median, range
-  ina3d run traces/example/tiny.toml --ns3 -o out/tiny      # replay and ns-3 side by side",
+  ina3d run traces/example/tiny.toml --ns3 -o out/tiny      # replay and ns-3 side by side
+  ina3d run traces/example/tiny.toml --timeline -o out/tl   # out/tl/<policy>/timeline.json",
     ),
     (
         "sweep",

@@ -5,8 +5,9 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::ns3::Transport;
-use ina3d::pipeline::{replay_file, replay_job, replay_report};
+use ina3d::pipeline::{replay_file_timeline, replay_job_timeline, replay_report};
 use ina3d::progress::spinner;
+use ina3d::replay::timeline::{RankSelection, TimelineOptions, DEFAULT_LINKS, DEFAULT_MAX_EVENTS};
 use ina3d::replay::{PerRecord, RateModel};
 use ina3d::trace::{parse_classes, InaMode};
 use std::io::IsTerminal;
@@ -74,6 +75,29 @@ pub struct Args {
     /// The rate model (`--rate-model`, `--transport`).
     #[command(flatten)]
     pub rate: RateArgs,
+    /// Also write the replay as a timeline to FILE (Chrome trace-event JSON): open it in
+    /// ui.perfetto.dev or chrome://tracing, beside an Nsight Systems profile of the real
+    /// run. One process per pipeline stage, per rank a compute and comm threads (each
+    /// micro-batch's compute, every collective with its steps, pipeline sends), and a
+    /// `network` process with counters for INA slots in use per switch and the
+    /// utilisation of the busiest links. By default only representative ranks have tracks
+    /// (`--timeline-ranks`). See docs/timeline.md.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+    /// With --timeline: the ranks with tracks. `representative` (every stage of the first
+    /// pipeline, and the DP and CP groups of rank 0, 16 of each evenly spread when larger:
+    /// a few dozen ranks even at tens of thousands of GPUs), `all`, or a list of ranks and ranges (`0,8,16-23`).
+    #[arg(long, value_name = "RANKS", default_value = "representative", requires = "timeline", value_parser = RankSelection::from_str_arg)]
+    pub timeline_ranks: RankSelection,
+    /// With --timeline: the most spans and counter samples the file holds (≈ 150 B
+    /// each). A selection with more records is refused before the replay; past the cap
+    /// once the replay has run, the timeline stops at the time that keeps it under, with a
+    /// warning saying from when.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_EVENTS, requires = "timeline")]
+    pub timeline_max_events: usize,
+    /// With --timeline: how many of the busiest link directions get a utilisation track.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LINKS, requires = "timeline")]
+    pub timeline_links: usize,
     /// With `--from`: in-network aggregation (off, switchml, hierarchical, atp, rina).
     #[arg(long, value_parser = super::keyword::<InaMode>(InaMode::NAMES), default_value = "off")]
     pub ina: InaMode,
@@ -105,6 +129,11 @@ fn untouched_job_spec() -> ina3d::pipeline::JobSpec {
 pub fn run(a: Args) -> anyhow::Result<()> {
     let progress = std::io::stderr().is_terminal();
     let model = a.rate.model();
+    let timeline = a.timeline.as_ref().map(|_| TimelineOptions {
+        ranks: a.timeline_ranks.clone(),
+        max_events: a.timeline_max_events,
+        links: a.timeline_links,
+    });
     let result = match (&a.trace, &a.from) {
         (Some(trace), None) => {
             if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()
@@ -113,12 +142,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             {
                 bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
             }
-            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress, model)?;
+            let r = replay_file_timeline(
+                trace,
+                a.topology.as_deref(),
+                a.seed,
+                progress,
+                model,
+                timeline.as_ref(),
+            )?;
             for w in &r.warnings {
                 eprintln!("warning: {w}");
             }
             let plan = r.plan_report();
-            (r.result, plan, r.bench)
+            (r.result, plan, r.bench, r.timeline)
         }
         (None, Some(input)) => {
             let Some(topology) = a.topology.as_deref() else {
@@ -134,20 +170,26 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 .job
                 .spec(input, topology, a.ina, classes, a.seed.unwrap_or(0))?;
             let bar = progress.then(|| spinner("generating the trace"));
-            let (job, result) = replay_job(&spec, progress, model, &mut |n| {
-                if let Some(b) = &bar {
-                    b.set_message(format!("generating the trace: {n} records"));
-                    b.tick();
-                }
-            })?;
+            let (job, result, t) = replay_job_timeline(
+                &spec,
+                progress,
+                model,
+                &mut |n| {
+                    if let Some(b) = &bar {
+                        b.set_message(format!("generating the trace: {n} records"));
+                        b.tick();
+                    }
+                },
+                timeline.as_ref(),
+            )?;
             for w in &job.warnings {
                 eprintln!("warning: {w}");
             }
-            (result, None, None)
+            (result, None, None, t)
         }
         _ => bail!("give a trace file or `--from INPUT`, not both"),
     };
-    let (result, plan, bench) = result;
+    let (result, plan, bench, made) = result;
     let (files, per_record) = if a.no_fct {
         ("summary.csv, links.csv, switches.csv", PerRecord::Skip)
     } else {
@@ -169,5 +211,27 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(line) = plan {
         println!("{line}");
     }
+    if let (Some(path), Some(t)) = (&a.timeline, made) {
+        write_timeline(path, &t)?;
+    }
+    Ok(())
+}
+
+/// Write a replay's timeline to `path`, warning of what its cap dropped, and say so.
+pub fn write_timeline(
+    path: &std::path::Path,
+    t: &ina3d::replay::timeline::Timeline,
+) -> anyhow::Result<()> {
+    if let Some(note) = &t.note {
+        eprintln!("warning: {note}");
+    }
+    t.write(path)?;
+    println!(
+        "timeline: {} spans on {} ranks, {} events -> {}",
+        t.spans(),
+        t.ranks,
+        t.events.len(),
+        path.display()
+    );
     Ok(())
 }

@@ -75,6 +75,13 @@ pub struct Args {
     /// fct.txt (hundreds of MB per replay at thousands of GPUs); ns-3 does not run then.
     #[arg(long, conflicts_with = "ns3")]
     pub no_flows: bool,
+    /// Also write each policy's replay as a timeline, DIR/<policy>/timeline.json (with
+    /// several seeds DIR/seed-<s>/<policy>/timeline.json): Chrome trace-event JSON of
+    /// representative ranks (every stage of the first pipeline, the DP and CP groups of
+    /// rank 0), to open in ui.perfetto.dev beside an Nsight Systems profile. `ina3d replay
+    /// --timeline` chooses other ranks. See docs/timeline.md.
+    #[arg(long)]
+    pub timeline: bool,
     /// Output directory.
     #[arg(short, long, value_name = "DIR")]
     pub out: PathBuf,
@@ -115,6 +122,7 @@ impl Args {
             rate_model: self.rate_model,
             traces: !self.no_traces,
             flows: !self.no_flows,
+            timeline: self.timeline,
             plan_time_limit: self.plan_time_limit,
         })
     }

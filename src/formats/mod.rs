@@ -30,6 +30,7 @@
 //! | `bench.csv` (algbw/busbw per size of a collective bench) | [`bench_csv`] | replay, `ns3 run` | `compare` |
 //! | SimAI `EndToEnd.csv` | [`simai_end_to_end`] (reader) | SimAI | `compare`, `ns3 ingest` |
 //! | `jobs.csv`, `cluster.csv` | [`cluster_csv`] | `cluster` | tests, notebooks |
+//! | `timeline.json` (Chrome/Perfetto trace events) | [`timeline_json`] (writer) | `replay --timeline`, `run --timeline` | ui.perfetto.dev, chrome://tracing, tests |
 //! | Chakra execution trace (`<prefix>.<rank>.et`, v1.0.0) | [`chakra`] | `export chakra` | ASTRA-sim, mlc-chakra, tests |
 //!
 //! Files are written atomically ([`write_atomic`]): a crash never leaves a half-written
@@ -60,6 +61,7 @@ pub mod routes_txt;
 pub mod simai_end_to_end;
 pub mod summary_csv;
 pub mod switches_csv;
+pub mod timeline_json;
 pub mod topology_txt;
 pub mod trace_csv;
 pub mod validate_csv;

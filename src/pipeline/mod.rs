@@ -37,9 +37,10 @@ pub use spec::{
 };
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
-    make_plan, ns3_bar, ns3_report, replay_file, replay_job, replay_records, replay_report,
-    replay_table, replay_table_until, resolve_seed, resolve_topology, run_ns3, trace_report,
-    FileReplay, GeneratedTrace, Ns3Input, PlanReplayer,
+    make_plan, ns3_bar, ns3_report, replay_file, replay_file_timeline, replay_job,
+    replay_job_timeline, replay_records, replay_records_timeline, replay_report, replay_table,
+    replay_table_until, resolve_seed, resolve_topology, run_ns3, trace_report, FileReplay,
+    GeneratedTrace, Ns3Input, PlanReplayer,
 };
 
 use std::path::PathBuf;
@@ -226,6 +227,9 @@ pub enum PipelineError {
     /// The planner could not plan the job.
     #[error("planning")]
     Plan(#[source] Box<crate::plan::PlanError>),
+    /// The timeline of a replay cannot be made.
+    #[error("making the timeline")]
+    Timeline(#[source] Box<crate::replay::timeline::TimelineError>),
     /// One policy (at one seed) of a run failed.
     #[error("policy `{policy}`, seed {seed}")]
     Policy {

@@ -9,6 +9,7 @@
 //! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
 //! <policy>/plan.json          the plan of a planner policy (plan, plan-exact, sharp)
 //! <policy>/replay/            fct.csv, fct.txt (unless flows are off), summary.csv, links.csv, switches.csv
+//! <policy>/timeline.json      the replay as Chrome/Perfetto trace events (with `timeline`)
 //! <policy>/ns3/               ns-3 inputs and outputs (when ns-3 ran)
 //! <policy>/compare/           fct_error.csv, iteration.csv, flows.csv (when ns-3 ran)
 //! ```
@@ -22,7 +23,7 @@
 //! and says where `ina3d compare` (of a full build) would write the rest.
 
 use super::stages::{
-    emit_ns3, generate_trace, glue, replay_records, replay_report, run_ns3, trace_report,
+    emit_ns3, generate_trace, glue, replay_records_timeline, replay_report, run_ns3, trace_report,
 };
 use super::{
     Job, Ns3Choice, PipelineError, Policy, PolicyContext, Reporter, RunSpec, AUTO_NS3_MAX_NET_BYTES,
@@ -232,7 +233,11 @@ impl Runner<'_> {
         let t = generate_trace(self.job, &opts, file.as_deref(), true, &mut |_| {})?;
         rep.line(&prefixed(tag, &trace_report(self.job, &opts, &t)));
         let replay_dir = dir.join("replay");
-        let r = replay_records(
+        let timeline = self
+            .spec
+            .timeline
+            .then(crate::replay::timeline::TimelineOptions::default);
+        let (r, made) = replay_records_timeline(
             &t.records,
             &t.header,
             &self.job.topology,
@@ -240,7 +245,21 @@ impl Runner<'_> {
             &name,
             rep.bars(),
             self.spec.rate_model(),
+            timeline.as_ref(),
         )?;
+        if let Some(t) = made {
+            let path = dir.join("timeline.json");
+            if let Some(note) = &t.note {
+                rep.warn(&format!("[{tag}] {note}"));
+            }
+            t.write(&path)?;
+            rep.line(&format!(
+                "[{tag}] timeline: {} spans on {} ranks -> {}",
+                t.spans(),
+                t.ranks,
+                path.display()
+            ));
+        }
         let per_record = if self.spec.flows {
             crate::replay::PerRecord::Write
         } else {

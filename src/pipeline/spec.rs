@@ -55,6 +55,9 @@ pub struct RunSpec {
     /// summary, links and switches ([`crate::replay::PerRecord::Skip`]), and no ns-3 run
     /// (whose comparison joins the per-flow files).
     pub flows: bool,
+    /// Write each replay's timeline, `<policy>/timeline.json` (representative ranks,
+    /// [`crate::replay::timeline`]).
+    pub timeline: bool,
     /// Wall-time budget (seconds) of each planner policy's solve (`plan`, `plan-exact`,
     /// `sharp`), per seed.
     pub plan_time_limit: f64,
@@ -80,6 +83,7 @@ impl Default for RunSpec {
             rate_model: None,
             traces: true,
             flows: true,
+            timeline: false,
             plan_time_limit: DEFAULT_PLAN_TIME_LIMIT,
         }
     }
@@ -484,6 +488,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
             Ok(())
         },
         get: |s| s.flows.to_string(),
+    },
+    RunOption {
+        name: "timeline",
+        help: "write each replay's timeline, <policy>/timeline.json (Chrome/Perfetto trace events of representative ranks: docs/timeline.md)",
+        set: |s, v| {
+            s.timeline = boolean(v)?;
+            Ok(())
+        },
+        get: |s| s.timeline.to_string(),
     },
 ];
 

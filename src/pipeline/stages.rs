@@ -7,6 +7,7 @@ use crate::formats::write_atomic;
 use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
 use crate::record::FlowRecord;
 use crate::replay::budget::{self, MemoryBudget};
+use crate::replay::timeline::{Timeline, TimelineOptions, TimelineSampler};
 use crate::replay::{self, RecordTable, ReplayOptions, ReplayResult};
 use crate::topology::{Routing, Topology};
 use crate::trace::{self, TraceHeader, TraceOptions, TraceReader, TraceStats, TraceWriter};
@@ -320,6 +321,53 @@ pub fn replay_records(
     replay_table(table, header, topo, seed, trace_name, progress, model)
 }
 
+/// [`replay_records`], and the timeline of the replay when `timeline` asks for one
+/// ([`crate::replay::timeline`]).
+#[allow(clippy::too_many_arguments)]
+pub fn replay_records_timeline(
+    records: &[FlowRecord],
+    header: &TraceHeader,
+    topo: &Topology,
+    seed: u64,
+    trace_name: &str,
+    progress: bool,
+    model: replay::RateModel,
+    timeline: Option<&TimelineOptions>,
+) -> Result<(ReplayResult, Option<Timeline>), PipelineError> {
+    let Some(opts) = timeline else {
+        let r = replay_records(records, header, topo, seed, trace_name, progress, model)?;
+        return Ok((r, None));
+    };
+    let mut sampler = sampler(header, topo, opts)?;
+    for (i, r) in records.iter().enumerate() {
+        sampler.observe(i, r).map_err(timeline_err)?;
+    }
+    let table = RecordTable::from_records(records).map_err(|source| PipelineError::Replay {
+        trace: trace_name.into(),
+        source: Box::new(source),
+    })?;
+    let routing = Routing::new(topo, seed).map_err(|e| routing_error(topo, e))?;
+    let result = replay_routed(
+        table, header, topo, &routing, trace_name, progress, model, None,
+    )?;
+    let t = sampler.assemble(&result, topo, &routing);
+    Ok((result, Some(t)))
+}
+
+/// The sampler of a timeline of the job `header` describes on `topo`.
+fn sampler(
+    header: &TraceHeader,
+    topo: &Topology,
+    opts: &TimelineOptions,
+) -> Result<TimelineSampler, PipelineError> {
+    TimelineSampler::new(header, topo, opts).map_err(timeline_err)
+}
+
+/// A timeline error as the pipeline's.
+fn timeline_err(e: replay::timeline::TimelineError) -> PipelineError {
+    PipelineError::Timeline(Box::new(e))
+}
+
 /// [`replay_records`] of records already in the replayer's compact table, under the
 /// rate model `model`.
 pub fn replay_table(
@@ -430,8 +478,27 @@ pub fn replay_job(
     model: replay::RateModel,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Job, ReplayResult), PipelineError> {
+    let (job, result, _) = replay_job_timeline(spec, bars, model, progress, None)?;
+    Ok((job, result))
+}
+
+/// [`replay_job`], and the timeline of the replay when `timeline` asks for one
+/// ([`crate::replay::timeline`]).
+pub fn replay_job_timeline(
+    spec: &super::JobSpec,
+    bars: bool,
+    model: replay::RateModel,
+    progress: &mut dyn FnMut(u64),
+    timeline: Option<&TimelineOptions>,
+) -> Result<(Job, ReplayResult, Option<Timeline>), PipelineError> {
     let job = Job::prepare(spec)?;
     let opts = spec.trace_options()?;
+    let mut sampler = timeline
+        .map(|o| {
+            let h = trace::header(&job.cfg, &job.workload, &job.topology, &opts);
+            self::sampler(&h, &job.topology, o)
+        })
+        .transpose()?;
     let budget = MemoryBudget::of_process().map_err(|source| PipelineError::Replay {
         trace: spec.input.clone(),
         source: Box::new(source),
@@ -440,6 +507,10 @@ pub fn replay_job(
     let ((header, table), routing) = with_routes(&job.topology, spec.seed, bars, || {
         let mut table = RecordTable::new();
         let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
+            if let Some(s) = sampler.as_mut() {
+                s.observe(table.len(), &r)
+                    .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
+            }
             table
                 .push(&r)
                 .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
@@ -480,7 +551,8 @@ pub fn replay_job(
         model,
         None,
     )?;
-    Ok((job, result))
+    let t = sampler.map(|s| s.assemble(&result, &job.topology, &routing));
+    Ok((job, result, t))
 }
 
 /// A replay of a trace file, with the warnings met on the way.
@@ -495,6 +567,8 @@ pub struct FileReplay {
     pub plan_prediction: Option<(String, f64)>,
     /// For a collective-bench trace: its spec and records (for [`super::write_bench`]).
     pub bench: Option<(trace::BenchSpec, Vec<FlowRecord>)>,
+    /// The replay's timeline, when asked for ([`replay_file_timeline`]).
+    pub timeline: Option<Timeline>,
 }
 
 impl FileReplay {
@@ -521,6 +595,19 @@ pub fn replay_file(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
+    replay_file_timeline(path, topology, seed, progress, model, None)
+}
+
+/// [`replay_file`], with the timeline of the replay when `timeline` asks for one
+/// ([`crate::replay::timeline`]).
+pub fn replay_file_timeline(
+    path: &Path,
+    topology: Option<&str>,
+    seed: Option<u64>,
+    progress: bool,
+    model: replay::RateModel,
+    timeline: Option<&TimelineOptions>,
+) -> Result<FileReplay, PipelineError> {
     let rd = TraceReader::open(path).map_err(|source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
         source: Box::new(source),
@@ -533,13 +620,16 @@ pub fn replay_file(
         spec,
         source: Box::new(source),
     })?;
+    let mut sampler = timeline.map(|o| sampler(&header, &topo, o)).transpose()?;
     // the routes are computed while the records are read
-    let ((table, kept), routing) =
-        with_routes(&topo, seed, progress, || read_table(path, rd, progress))?;
+    let ((table, kept), routing) = with_routes(&topo, seed, progress, || {
+        read_table(path, rd, progress, sampler.as_mut())
+    })?;
     let name = path.display().to_string();
     let result = replay_routed(
         table, &header, &topo, &routing, &name, progress, model, None,
     )?;
+    let timeline = sampler.map(|s| s.assemble(&result, &topo, &routing));
     let bench = super::bench_spec(&header, path)?;
     let plan_prediction = header
         .get("plan_predicted_iteration_ns")
@@ -550,16 +640,19 @@ pub fn replay_file(
         warnings,
         plan_prediction,
         bench: bench.map(|b| (b, kept)),
+        timeline,
     })
 }
 
 /// Read the records of trace file `path` from `rd`, opened on it (validating them as
 /// [`trace::read`] does), into a record table: the table and — for a collective-bench
 /// trace only — the records. With `progress`, a bar follows the bytes of the file read.
+/// A timeline's `sampler` sees every record as it goes into the table.
 fn read_table(
     path: &Path,
     mut rd: TraceReader,
     progress: bool,
+    mut sampler: Option<&mut TimelineSampler>,
 ) -> Result<(RecordTable, Vec<FlowRecord>), PipelineError> {
     let read_err = |source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
@@ -580,6 +673,9 @@ fn read_table(
         if let Some(b) = bar.as_ref().filter(|_| table.len().is_multiple_of(65_536)) {
             b.set_position(rd.file_progress().map_or(0, |(n, _)| n));
             b.set_message(format!("{} records", table.len()));
+        }
+        if let Some(s) = sampler.as_deref_mut() {
+            s.observe(table.len(), &r).map_err(timeline_err)?;
         }
         table.push(&r).map_err(replay_err)?;
         // the records of the whole file, extrapolated from the part read, must fit

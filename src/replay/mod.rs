@@ -109,6 +109,7 @@ mod queue;
 mod route;
 mod solver;
 mod table;
+pub mod timeline;
 mod timers;
 
 pub use dcqcn::{RateModel, Rp};
