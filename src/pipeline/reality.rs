@@ -415,11 +415,10 @@ pub fn fit(
     let mut best_l = loss(best)?;
     let mut step = 0.16;
     for round in 0..8 {
-        for field in 0..5 {
+        for (field, &(lo, hi)) in BOUNDS.iter().enumerate() {
             for dir in [1.0, -1.0] {
                 let mut e = best;
                 let f = field_mut(&mut e, field);
-                let (lo, hi) = BOUNDS[field];
                 *f = (*f * (1.0 + dir * step)).clamp(lo, hi);
                 let l = loss(e)?;
                 if l < best_l {

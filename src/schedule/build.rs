@@ -288,6 +288,7 @@ fn step_shape(cfg: &TrainingConfig, el: u64) -> Shape {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn moe_plan(
     cfg: &TrainingConfig,
     opts: &ScheduleOptions,
