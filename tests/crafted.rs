@@ -237,3 +237,258 @@ fn times_summing_past_the_horizon_stop_the_replay_naming_the_record() {
     let e = ina3d::pipeline::error_chain(&e);
     assert!(e.contains("record 1") && e.contains("2^62 ns"), "{e}");
 }
+
+// ------------------------------------------------ the CLI at its edges (issue 37, item 1)
+
+/// Runs `ina3d ARGS` in the crate root: (exit code, stderr).
+fn ina3d(args: &[&str]) -> (Option<i32>, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `ina3d trace` of the tiny job with `extra` flags, into `dir`: (exit code, stderr).
+fn trace_tiny(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = dir.join("t.csv");
+    let mut args = vec![
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        // two GPUs per server: TP runs over NVLink, so its step latency is used
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=2",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ina3d(&args)
+}
+
+/// Each flag value that wrapped, became infinite or was accepted out of range is refused
+/// with exit 2, naming the flag and the range; the bounds themselves are accepted.
+#[test]
+fn flags_out_of_range_are_refused_naming_the_flag_and_the_range() {
+    let d = tempfile::tempdir().unwrap();
+    let refused: [(&[&str], &[&str]); 9] = [
+        (
+            &["--nvlink-step-latency", "18446744073709551615"],
+            &["--nvlink-step-latency", "[0, 1000000000] ns"],
+        ),
+        (
+            &["--calibration-factor", "1e20"],
+            &["--calibration-factor", "1e20", "(0, 1000]"],
+        ),
+        (
+            &["--calibration-factor", "NaN"],
+            &["--calibration-factor", "(0, 1000]"],
+        ),
+        (
+            &["--calibration-factor=-1"],
+            &["--calibration-factor", "(0, 1000]"],
+        ),
+        (&["--mfu", "0"], &["--mfu", "(0, 1]"]),
+        // a positive MFU so small that compute would take 10^297 ms
+        (&["--mfu", "1e-300"], &["--mfu", "more than a day"]),
+        (&["--gpu", "x:1e-300"], &["--gpu", "more than a day"]),
+        (
+            &["--nccl-channels", "100000"],
+            &["--nccl-channels", "[1, 64]"],
+        ),
+        (
+            &["--iterations", "4294967295"],
+            &["--iterations", "[1, 1000]"],
+        ),
+    ];
+    for (flags, words) in refused {
+        let (code, e) = trace_tiny(d.path(), flags);
+        assert_eq!(code, Some(2), "{flags:?}: {e}");
+        for w in words {
+            assert!(e.contains(w), "{flags:?}: `{w}` not in {e}");
+        }
+        assert!(!e.contains("panicked"), "{flags:?}: {e}");
+    }
+    for flags in [
+        &["--nvlink-step-latency", "1000000000"][..],
+        &["--calibration-factor", "1000"],
+        &["--nccl-channels", "64"],
+    ] {
+        let (code, e) = trace_tiny(d.path(), flags);
+        assert_eq!(code, Some(0), "{flags:?}: {e}");
+    }
+}
+
+/// The example log with its `forward-compute` timer lines' values replaced by `value`.
+fn log_with_timer(dir: &Path, value: &str) -> (std::path::PathBuf, usize) {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log"),
+    )
+    .unwrap();
+    let mut first = None;
+    let lines: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match l.split_once("forward-compute ") {
+            Some((head, rest)) if rest.starts_with('.') => {
+                first.get_or_insert(i + 1);
+                let dots = rest.split_once(':').unwrap().0;
+                format!("{head}forward-compute {dots}: {value}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    let p = dir.join("m.log");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    (
+        p,
+        first.expect("the example log has forward-compute timers"),
+    )
+}
+
+/// A Megatron timer of inf, NaN, 10^308 or below zero made the calibration infinite (and
+/// gaps u64::MAX) or silently disabled it: refused at its file:line, naming the timer and
+/// the range. A timer in range that calibrates compute 10^7× slower than the model is
+/// refused too, naming the factor and its range.
+#[test]
+fn log_timers_out_of_range_are_refused_at_their_line() {
+    let d = tempfile::tempdir().unwrap();
+    for v in [
+        "(inf, inf)",
+        "(nan, nan)",
+        "(1e308, 1e308)",
+        "(-5.0, -5.0)",
+        "inf",
+    ] {
+        let (log, line) = log_with_timer(d.path(), v);
+        let out = d.path().join("t.csv");
+        let (code, e) = ina3d(&[
+            "trace",
+            log.to_str().unwrap(),
+            "--topology",
+            "fat-tree:k=4,gpus-per-server=2",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{v}: {e}");
+        assert!(
+            e.contains(&format!("m.log:{line}:")) && e.contains("timer forward-compute"),
+            "{v}: {e}"
+        );
+        assert!(e.contains("[0, 1e9]") && e.contains(v), "{v}: {e}");
+    }
+    let (log, _) = log_with_timer(d.path(), "(900000000, 900000000)");
+    let out = d.path().join("t.csv");
+    let (code, e) = ina3d(&[
+        "trace",
+        log.to_str().unwrap(),
+        "--topology",
+        "fat-tree:k=4,gpus-per-server=2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("calibration factor") && e.contains("(0, 1000]") && e.contains("timers"),
+        "{e}"
+    );
+}
+
+/// An iteration time of 10^308 ms is refused at its line.
+#[test]
+fn an_absurd_iteration_time_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log"),
+    )
+    .unwrap();
+    let (n, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("elapsed time per iteration (ms): "))
+        .unwrap();
+    let (head, rest) = line
+        .split_once("elapsed time per iteration (ms): ")
+        .unwrap();
+    let tail = rest.split_once(' ').unwrap().1;
+    let bad = format!("{head}elapsed time per iteration (ms): 1e308 {tail}");
+    let log = d.path().join("m.log");
+    std::fs::write(&log, text.replacen(line, &bad, 1)).unwrap();
+    let (code, e) = ina3d(&["parse", log.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains(&format!("m.log:{}:", n + 1)) && e.contains("elapsed time per iteration"),
+        "{e}"
+    );
+    assert!(e.contains("1e308") && e.contains("[0, 1e9]"), "{e}");
+}
+
+/// A cluster job starting at 2^50 + 1 ns ran into a merged trace its own reader refuses:
+/// now refused at the field's file:line, with the range.
+#[test]
+fn a_cluster_job_starting_past_a_day_is_refused_at_its_field() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = d.path().join("c.toml");
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "policies = [\"ring\"]\n[[job]]\nname = \"a\"\ninput = \"{0}\"\n[[job]]\nname = \"b\"\ninput = \"{0}\"\nstart-ns = {1}\n",
+            tiny.display(),
+            (1u64 << 50) + 1
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("out");
+    let (code, e) = ina3d(&[
+        "cluster",
+        spec.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("c.toml:8:") && e.contains("b.start-ns") && e.contains("[0, 86400000000000]"),
+        "{e}"
+    );
+}
+
+/// Integers past i64 in a grid filter were read as inexact decimals (so `2^63 > 2^63 − 1`
+/// was false), and decimal arithmetic overflowed to infinity silently: both are refused,
+/// naming the filter's place.
+#[test]
+fn a_filter_number_past_its_type_is_refused_naming_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    for (filter, words) in [
+        (
+            "9223372036854775808 > 9223372036854775807",
+            &["g.toml:1:11", "9223372036854775808 is out of range"][..],
+        ),
+        ("1e308 * 1e308 > 0", &["g.toml:1:", "overflows"][..]),
+    ] {
+        let grid = d.path().join("g.toml");
+        std::fs::write(
+            &grid,
+            format!(
+                "filter = '{filter}'\n[base]\ninput = '{}/traces/example/tiny.toml'\n[axes]\nhidden-size = [512, 1024]\n",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .unwrap();
+        let out = d.path().join("sw");
+        let (code, e) = ina3d(&[
+            "sweep",
+            grid.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--dry-run",
+        ]);
+        assert_eq!(code, Some(2), "{filter}: {e}");
+        for w in words {
+            assert!(e.contains(w), "{filter}: `{w}` not in {e}");
+        }
+    }
+}
