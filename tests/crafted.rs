@@ -492,3 +492,129 @@ fn a_filter_number_past_its_type_is_refused_naming_its_place() {
         }
     }
 }
+
+// -------------------------------- resources estimated before they are spent (item 2)
+
+/// Topology specs whose host count is within the cap but whose nodes or links are not
+/// (`bcube:n=2,k=21`: 2^22 hosts, 92 M links, aborted allocating 5 GB) are refused
+/// before anything is allocated, naming the key and both caps; the host cap alone is
+/// no longer the only bound.
+#[test]
+fn topologies_past_the_node_or_link_cap_are_refused_before_allocating() {
+    let d = tempfile::tempdir().unwrap();
+    for (spec, key, numbers) in [
+        ("bcube:n=2,k=21", "k:", "50331648 nodes and 92274688 links"),
+        (
+            "leaf-spine:leaves=4194304,spines=4194304,hosts-per-leaf=1,gpus-per-server=1",
+            "spines:",
+            "17592194433024 links",
+        ),
+        (
+            "jellyfish:switches=4000000,ports=3000000,hosts-per-switch=1",
+            "ports:",
+            "6000002000000 links",
+        ),
+        (
+            "topoopt:servers=4000000,degree=3999998",
+            "degree:",
+            "7999996000000 links",
+        ),
+    ] {
+        let t0 = std::time::Instant::now();
+        let out = d.path().join("t.csv");
+        let (code, e) = ina3d(&[
+            "trace",
+            "traces/example/tiny.toml",
+            "--topology",
+            spec,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{spec}: {e}");
+        assert!(e.contains(key) && e.contains(numbers), "{spec}: {e}");
+        assert!(
+            e.contains("16777216 nodes and 33554432 links supported"),
+            "{spec}: {e}"
+        );
+        // refused from the spec's numbers, not after building
+        assert!(t0.elapsed().as_secs() < 30, "{spec}: {:?}", t0.elapsed());
+    }
+}
+
+/// A topology file whose header declares 3 nodes but whose link names node 16777215 built
+/// a 16 M-node topology with a warning: refused at the id's line and field.
+#[test]
+fn a_topology_file_id_past_its_declared_count_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("topo.txt");
+    std::fs::write(
+        &p,
+        "3 1 2\n2\n0 2 100Gbps 0.001ms 0\n1 16777215 100Gbps 0.001ms 0\n",
+    )
+    .unwrap();
+    let e = topology_txt::read_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("topo.txt:4: dst") && e.contains("beyond the 3 node(s) the header declares"),
+        "{e}"
+    );
+    let out = d.path().join("t.csv");
+    let (code, e) = ina3d(&[
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        p.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("topo.txt:4: dst") && e.contains("16777215"),
+        "{e}"
+    );
+    // the same file with ids inside its count still reads
+    std::fs::write(
+        &p,
+        "3 1 2\n2\n0 2 100Gbps 0.001ms 0\n1 2 100Gbps 0.001ms 0\n",
+    )
+    .unwrap();
+    let (f, warnings) = topology_txt::read_file(&p).unwrap();
+    assert_eq!((f.nodes, f.links.len(), warnings.len()), (3, 2, 0));
+}
+
+/// `export chakra` of GPT-3 175B at DP 16384 holds 6.3 M nodes (4.5 GiB): under a 1 GiB
+/// address-space limit (`ulimit -v`) it aborted out of memory; now it is refused up front,
+/// with the estimate, the limit and where the limit came from (RLIMIT_AS, which the
+/// budget used to ignore) — and `INA3D_MEMORY_LIMIT` is the override it names.
+#[test]
+fn a_chakra_export_over_the_address_space_limit_is_refused_with_its_estimate() {
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ch");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"));
+    cmd.args(["export", "chakra", "gpt3-175b", "--dp", "16384"])
+        .args(["--set", "global_batch_size=16384", "-o"])
+        .arg(&out)
+        .env_remove("INA3D_MEMORY_LIMIT");
+    // SAFETY: setrlimit is async-signal-safe and only changes the child's own limit.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("6340608 nodes over 16384 ranks") && e.contains("RLIMIT_AS"),
+        "{e}"
+    );
+    assert!(e.contains("INA3D_MEMORY_LIMIT sets another"), "{e}");
+    assert!(!out.join("workload.0.et").exists(), "nothing written");
+}
