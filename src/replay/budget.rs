@@ -131,7 +131,7 @@ fn address_space_left() -> Option<u64> {
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .map_or(0, |pages| pages.saturating_mul(page_size()));
-    Some((r.rlim_cur as u64).saturating_sub(mapped))
+    Some(r.rlim_cur.saturating_sub(mapped))
 }
 
 fn page_size() -> u64 {
