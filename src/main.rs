@@ -107,8 +107,9 @@ fn parse_args() -> Cli {
 }
 
 /// SIGINT, SIGTERM and SIGHUP end the command cleanly: a thread waits for them (they are
-/// blocked everywhere else; child processes start with them unblocked, std resets the
-/// mask), removes every temporary the command has open and exits with 128 + the signal.
+/// blocked everywhere else, and inherited blocked by children, so the ns-3 glue starts
+/// through `ina3d::ns3::child`, which unblocks them), kills the glue runs still going,
+/// removes every temporary the command has open and exits with 128 + the signal.
 /// Directories being written keep their incompleteness marker, so no reader takes the
 /// half set for a result (`ina3d::formats::atomic`).
 fn clean_up_on_signals() {
@@ -131,6 +132,8 @@ fn clean_up_on_signals() {
                 if libc::sigwait(&set, &mut sig) != 0 {
                     continue;
                 }
+                // first, so no glue writes on while its directory is cleaned up
+                ina3d::ns3::child::kill_all();
                 let removed = ina3d::formats::atomic::remove_temporaries();
                 eprintln!(
                     "\ninterrupted (signal {sig}): {removed} unfinished file(s) removed; \

@@ -237,3 +237,384 @@ fn times_summing_past_the_horizon_stop_the_replay_naming_the_record() {
     let e = ina3d::pipeline::error_chain(&e);
     assert!(e.contains("record 1") && e.contains("2^62 ns"), "{e}");
 }
+
+// ------------------------------------------------ the CLI at its edges (issue 37, item 1)
+
+/// Runs `ina3d ARGS` in the crate root: (exit code, stderr).
+fn ina3d(args: &[&str]) -> (Option<i32>, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `ina3d trace` of the tiny job with `extra` flags, into `dir`: (exit code, stderr).
+fn trace_tiny(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = dir.join("t.csv");
+    let mut args = vec![
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        // two GPUs per server: TP runs over NVLink, so its step latency is used
+        "leaf-spine:leaves=2,spines=2,hosts-per-leaf=4,gpus-per-server=2",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    ina3d(&args)
+}
+
+/// Each flag value that wrapped, became infinite or was accepted out of range is refused
+/// with exit 2, naming the flag and the range; the bounds themselves are accepted.
+#[test]
+fn flags_out_of_range_are_refused_naming_the_flag_and_the_range() {
+    let d = tempfile::tempdir().unwrap();
+    let refused: [(&[&str], &[&str]); 9] = [
+        (
+            &["--nvlink-step-latency", "18446744073709551615"],
+            &["--nvlink-step-latency", "[0, 1000000000] ns"],
+        ),
+        (
+            &["--calibration-factor", "1e20"],
+            &["--calibration-factor", "1e20", "(0, 1000]"],
+        ),
+        (
+            &["--calibration-factor", "NaN"],
+            &["--calibration-factor", "(0, 1000]"],
+        ),
+        (
+            &["--calibration-factor=-1"],
+            &["--calibration-factor", "(0, 1000]"],
+        ),
+        (&["--mfu", "0"], &["--mfu", "(0, 1]"]),
+        // a positive MFU so small that compute would take 10^297 ms
+        (&["--mfu", "1e-300"], &["--mfu", "more than a day"]),
+        (&["--gpu", "x:1e-300"], &["--gpu", "more than a day"]),
+        (
+            &["--nccl-channels", "100000"],
+            &["--nccl-channels", "[1, 64]"],
+        ),
+        (
+            &["--iterations", "4294967295"],
+            &["--iterations", "[1, 1000]"],
+        ),
+    ];
+    for (flags, words) in refused {
+        let (code, e) = trace_tiny(d.path(), flags);
+        assert_eq!(code, Some(2), "{flags:?}: {e}");
+        for w in words {
+            assert!(e.contains(w), "{flags:?}: `{w}` not in {e}");
+        }
+        assert!(!e.contains("panicked"), "{flags:?}: {e}");
+    }
+    for flags in [
+        &["--nvlink-step-latency", "1000000000"][..],
+        &["--calibration-factor", "1000"],
+        &["--nccl-channels", "64"],
+    ] {
+        let (code, e) = trace_tiny(d.path(), flags);
+        assert_eq!(code, Some(0), "{flags:?}: {e}");
+    }
+}
+
+/// The example log with its `forward-compute` timer lines' values replaced by `value`.
+fn log_with_timer(dir: &Path, value: &str) -> (std::path::PathBuf, usize) {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log"),
+    )
+    .unwrap();
+    let mut first = None;
+    let lines: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match l.split_once("forward-compute ") {
+            Some((head, rest)) if rest.starts_with('.') => {
+                first.get_or_insert(i + 1);
+                let dots = rest.split_once(':').unwrap().0;
+                format!("{head}forward-compute {dots}: {value}")
+            }
+            _ => l.to_string(),
+        })
+        .collect();
+    let p = dir.join("m.log");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    (
+        p,
+        first.expect("the example log has forward-compute timers"),
+    )
+}
+
+/// A Megatron timer of inf, NaN, 10^308 or below zero made the calibration infinite (and
+/// gaps u64::MAX) or silently disabled it: refused at its file:line, naming the timer and
+/// the range. A timer in range that calibrates compute 10^7× slower than the model is
+/// refused too, naming the factor and its range.
+#[test]
+fn log_timers_out_of_range_are_refused_at_their_line() {
+    let d = tempfile::tempdir().unwrap();
+    for v in [
+        "(inf, inf)",
+        "(nan, nan)",
+        "(1e308, 1e308)",
+        "(-5.0, -5.0)",
+        "inf",
+    ] {
+        let (log, line) = log_with_timer(d.path(), v);
+        let out = d.path().join("t.csv");
+        let (code, e) = ina3d(&[
+            "trace",
+            log.to_str().unwrap(),
+            "--topology",
+            "fat-tree:k=4,gpus-per-server=2",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{v}: {e}");
+        assert!(
+            e.contains(&format!("m.log:{line}:")) && e.contains("timer forward-compute"),
+            "{v}: {e}"
+        );
+        assert!(e.contains("[0, 1e9]") && e.contains(v), "{v}: {e}");
+    }
+    let (log, _) = log_with_timer(d.path(), "(900000000, 900000000)");
+    let out = d.path().join("t.csv");
+    let (code, e) = ina3d(&[
+        "trace",
+        log.to_str().unwrap(),
+        "--topology",
+        "fat-tree:k=4,gpus-per-server=2",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("calibration factor") && e.contains("(0, 1000]") && e.contains("timers"),
+        "{e}"
+    );
+}
+
+/// An iteration time of 10^308 ms is refused at its line.
+#[test]
+fn an_absurd_iteration_time_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/megatron.log"),
+    )
+    .unwrap();
+    let (n, line) = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("elapsed time per iteration (ms): "))
+        .unwrap();
+    let (head, rest) = line
+        .split_once("elapsed time per iteration (ms): ")
+        .unwrap();
+    let tail = rest.split_once(' ').unwrap().1;
+    let bad = format!("{head}elapsed time per iteration (ms): 1e308 {tail}");
+    let log = d.path().join("m.log");
+    std::fs::write(&log, text.replacen(line, &bad, 1)).unwrap();
+    let (code, e) = ina3d(&["parse", log.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains(&format!("m.log:{}:", n + 1)) && e.contains("elapsed time per iteration"),
+        "{e}"
+    );
+    assert!(e.contains("1e308") && e.contains("[0, 1e9]"), "{e}");
+}
+
+/// A cluster job starting at 2^50 + 1 ns ran into a merged trace its own reader refuses:
+/// now refused at the field's file:line, with the range.
+#[test]
+fn a_cluster_job_starting_past_a_day_is_refused_at_its_field() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = d.path().join("c.toml");
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/example/tiny.toml");
+    std::fs::write(
+        &spec,
+        format!(
+            "policies = [\"ring\"]\n[[job]]\nname = \"a\"\ninput = \"{0}\"\n[[job]]\nname = \"b\"\ninput = \"{0}\"\nstart-ns = {1}\n",
+            tiny.display(),
+            (1u64 << 50) + 1
+        ),
+    )
+    .unwrap();
+    let out = d.path().join("out");
+    let (code, e) = ina3d(&[
+        "cluster",
+        spec.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("c.toml:8:") && e.contains("b.start-ns") && e.contains("[0, 86400000000000]"),
+        "{e}"
+    );
+}
+
+/// Integers past i64 in a grid filter were read as inexact decimals (so `2^63 > 2^63 − 1`
+/// was false), and decimal arithmetic overflowed to infinity silently: both are refused,
+/// naming the filter's place.
+#[test]
+fn a_filter_number_past_its_type_is_refused_naming_its_place() {
+    let d = tempfile::tempdir().unwrap();
+    for (filter, words) in [
+        (
+            "9223372036854775808 > 9223372036854775807",
+            &["g.toml:1:11", "9223372036854775808 is out of range"][..],
+        ),
+        ("1e308 * 1e308 > 0", &["g.toml:1:", "overflows"][..]),
+    ] {
+        let grid = d.path().join("g.toml");
+        std::fs::write(
+            &grid,
+            format!(
+                "filter = '{filter}'\n[base]\ninput = '{}/traces/example/tiny.toml'\n[axes]\nhidden-size = [512, 1024]\n",
+                env!("CARGO_MANIFEST_DIR")
+            ),
+        )
+        .unwrap();
+        let out = d.path().join("sw");
+        let (code, e) = ina3d(&[
+            "sweep",
+            grid.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--dry-run",
+        ]);
+        assert_eq!(code, Some(2), "{filter}: {e}");
+        for w in words {
+            assert!(e.contains(w), "{filter}: `{w}` not in {e}");
+        }
+    }
+}
+
+// -------------------------------- resources estimated before they are spent (item 2)
+
+/// Topology specs whose host count is within the cap but whose nodes or links are not
+/// (`bcube:n=2,k=21`: 2^22 hosts, 92 M links, aborted allocating 5 GB) are refused
+/// before anything is allocated, naming the key and both caps; the host cap alone is
+/// no longer the only bound.
+#[test]
+fn topologies_past_the_node_or_link_cap_are_refused_before_allocating() {
+    let d = tempfile::tempdir().unwrap();
+    for (spec, key, numbers) in [
+        ("bcube:n=2,k=21", "k:", "50331648 nodes and 92274688 links"),
+        (
+            "leaf-spine:leaves=4194304,spines=4194304,hosts-per-leaf=1,gpus-per-server=1",
+            "spines:",
+            "17592194433024 links",
+        ),
+        (
+            "jellyfish:switches=4000000,ports=3000000,hosts-per-switch=1",
+            "ports:",
+            "6000002000000 links",
+        ),
+        (
+            "topoopt:servers=4000000,degree=3999998",
+            "degree:",
+            "7999996000000 links",
+        ),
+    ] {
+        let t0 = std::time::Instant::now();
+        let out = d.path().join("t.csv");
+        let (code, e) = ina3d(&[
+            "trace",
+            "traces/example/tiny.toml",
+            "--topology",
+            spec,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{spec}: {e}");
+        assert!(e.contains(key) && e.contains(numbers), "{spec}: {e}");
+        assert!(
+            e.contains("16777216 nodes and 33554432 links supported"),
+            "{spec}: {e}"
+        );
+        // refused from the spec's numbers, not after building
+        assert!(t0.elapsed().as_secs() < 30, "{spec}: {:?}", t0.elapsed());
+    }
+}
+
+/// A topology file whose header declares 3 nodes but whose link names node 16777215 built
+/// a 16 M-node topology with a warning: refused at the id's line and field.
+#[test]
+fn a_topology_file_id_past_its_declared_count_is_refused_at_its_line() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("topo.txt");
+    std::fs::write(
+        &p,
+        "3 1 2\n2\n0 2 100Gbps 0.001ms 0\n1 16777215 100Gbps 0.001ms 0\n",
+    )
+    .unwrap();
+    let e = topology_txt::read_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains("topo.txt:4: dst") && e.contains("beyond the 3 node(s) the header declares"),
+        "{e}"
+    );
+    let out = d.path().join("t.csv");
+    let (code, e) = ina3d(&[
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        p.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{e}");
+    assert!(
+        e.contains("topo.txt:4: dst") && e.contains("16777215"),
+        "{e}"
+    );
+    // the same file with ids inside its count still reads
+    std::fs::write(
+        &p,
+        "3 1 2\n2\n0 2 100Gbps 0.001ms 0\n1 2 100Gbps 0.001ms 0\n",
+    )
+    .unwrap();
+    let (f, warnings) = topology_txt::read_file(&p).unwrap();
+    assert_eq!((f.nodes, f.links.len(), warnings.len()), (3, 2, 0));
+}
+
+/// `export chakra` of GPT-3 175B at DP 16384 holds 6.3 M nodes (4.5 GiB): under a 1 GiB
+/// address-space limit (`ulimit -v`) it aborted out of memory; now it is refused up front,
+/// with the estimate, the limit and where the limit came from (RLIMIT_AS, which the
+/// budget used to ignore) — and `INA3D_MEMORY_LIMIT` is the override it names.
+#[test]
+fn a_chakra_export_over_the_address_space_limit_is_refused_with_its_estimate() {
+    use std::os::unix::process::CommandExt;
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("ch");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ina3d"));
+    cmd.args(["export", "chakra", "gpt3-175b", "--dp", "16384"])
+        .args(["--set", "global_batch_size=16384", "-o"])
+        .arg(&out)
+        .env_remove("INA3D_MEMORY_LIMIT");
+    // SAFETY: setrlimit is async-signal-safe and only changes the child's own limit.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1 << 30,
+                rlim_max: 1 << 30,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("6340608 nodes over 16384 ranks") && e.contains("RLIMIT_AS"),
+        "{e}"
+    );
+    assert!(e.contains("INA3D_MEMORY_LIMIT sets another"), "{e}");
+    assert!(!out.join("workload.0.et").exists(), "nothing written");
+}

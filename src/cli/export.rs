@@ -66,11 +66,36 @@ fn workload(input: &str, model: &ModelArgs) -> Result<schedule::Workload> {
     schedule::build(&cfg, &opts.schedule).context("building the workload")
 }
 
+/// Refuses an export whose programs would not fit in memory (every rank's program is
+/// held until written), with the estimate, the limit and how to set another.
+fn check_chakra_memory(wl: &schedule::Workload) -> Result<()> {
+    use ina3d::replay::budget::{self, MemoryBudget};
+    // every rank's program is held until written: nodes × their bytes, before any is built
+    let Some(limit) = MemoryBudget::of_process()? else {
+        return Ok(());
+    };
+    let est = ina3d::ns3::chakra::estimate(wl)?;
+    if est.bytes > limit.limit {
+        anyhow::bail!(
+            "export chakra would hold about {} nodes over {} ranks, {} in memory (estimated \
+             from one rank per pipeline stage), more than the limit of {} ({}); or export \
+             a smaller job (--dp, --pp, --set)",
+            est.nodes,
+            wl.world(),
+            budget::size(est.bytes),
+            budget::size(limit.limit),
+            limit.source,
+        );
+    }
+    Ok(())
+}
+
 /// Run `ina3d export`.
 pub fn run(c: Command) -> Result<()> {
     match c {
         Command::Chakra(a) => {
             let wl = workload(&a.input, &a.model)?;
+            check_chakra_memory(&wl)?;
             let e = ina3d::ns3::chakra::from_workload(&wl)?;
             if a.prefix.is_empty() || a.prefix.contains('/') {
                 anyhow::bail!(

@@ -187,7 +187,7 @@ pub struct ModelArgs {
     /// Do not calibrate compute against the log's timers / iteration time.
     #[arg(long)]
     pub no_calibrate: bool,
-    /// Use this compute scale factor instead of calibrating.
+    /// Use this compute scale factor instead of calibrating, in (0, 1000].
     #[arg(long)]
     pub calibration_factor: Option<f64>,
     /// How MoE tokens spread over the experts: `uniform`, or `zipf:S` (expert e gets a
@@ -230,16 +230,17 @@ pub struct JobArgs {
     /// Slot policy: static, best-effort, priority (default: best-effort for atp, else static).
     #[arg(long, value_parser = super::keyword::<InaPolicy>(InaPolicy::NAMES))]
     pub ina_policy: Option<InaPolicy>,
-    /// Iterations to generate.
+    /// Iterations to generate (1 to 1000).
     #[arg(long, default_value_t = 1)]
     pub iterations: u32,
     /// Latency α (ns) per algorithm step of collectives inside an NVLink domain
     /// (default 3400: NCCL's own estimate for a ring step over NVLink with its Simple
-    /// protocol, `src/graph/tuning.cc`).
+    /// protocol, `src/graph/tuning.cc`; at most 1 s).
     #[arg(long, value_name = "NS")]
     pub nvlink_step_latency: Option<u64>,
     /// NCCL channels each network collective is split over, each its own connection with
-    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU).
+    /// its own ECMP path (default: NCCL's rule, 2 per NIC port of a GPU; at most 64, NCCL's
+    /// own limit).
     #[arg(long, value_name = "N")]
     pub nccl_channels: Option<u32>,
     /// The model and its compute.

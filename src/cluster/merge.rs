@@ -78,7 +78,9 @@ impl Merged {
 
 impl JobAppender<'_> {
     /// Appends one record of the job (its local id, deps, aggregation and collective).
-    pub fn push(&mut self, mut r: FlowRecord) {
+    /// A record without deps starts at its gap after the job's start: an error when that
+    /// sum does not fit in u64 ns.
+    pub fn push(&mut self, mut r: FlowRecord) -> Result<(), String> {
         let local = (self.m.records.len() - self.begin) as u64;
         let id = self.m.records.len() as u64;
         if self.remap.is_none() && r.id.0 != local {
@@ -105,9 +107,16 @@ impl JobAppender<'_> {
             *c += self.m.next_coll;
         }
         if r.deps.is_empty() {
-            r.gap = Nanos(r.gap.0 + self.start);
+            let gap = r.gap.0.checked_add(self.start).ok_or_else(|| {
+                format!(
+                    "record {}: gap {} ns after the start at {} ns is past u64 ns",
+                    r.id, r.gap.0, self.start
+                )
+            })?;
+            r.gap = Nanos(gap);
         }
         self.m.records.push(r);
+        Ok(())
     }
 
     /// Ends the job.
@@ -236,7 +245,7 @@ mod tests {
     fn merging_renumbers_ids_deps_aggregations_and_delays_only_first_records() {
         let mut m = Merged::default();
         let mut a = m.job(0);
-        a.push(rec(0, &[], 5));
+        a.push(rec(0, &[], 5)).unwrap();
         a.push(FlowRecord {
             agg: Some(AggTag {
                 id: 3,
@@ -247,11 +256,12 @@ mod tests {
             }),
             collective: Some(4),
             ..rec(1, &[0], 7)
-        });
+        })
+        .unwrap();
         a.finish();
         let mut b = m.job(100);
         // ids not from 0 in this job: remapped
-        b.push(rec(10, &[], 5));
+        b.push(rec(10, &[], 5)).unwrap();
         b.push(FlowRecord {
             agg: Some(AggTag {
                 id: 0,
@@ -262,7 +272,8 @@ mod tests {
             }),
             collective: Some(0),
             ..rec(11, &[10], 7)
-        });
+        })
+        .unwrap();
         b.finish();
         let r = &m.records;
         assert_eq!(r.iter().map(|r| r.id.0).collect::<Vec<_>>(), [0, 1, 2, 3]);
@@ -285,11 +296,13 @@ mod tests {
             j.push(FlowRecord {
                 dur: Nanos(50),
                 ..rec(0, &[], 10)
-            });
+            })
+            .unwrap();
             j.push(FlowRecord {
                 dur: Nanos(40),
                 ..rec(1, &[0], 0)
-            });
+            })
+            .unwrap();
             j.finish();
         }
         // job b runs 1000 ns later and its second record waits 30 ns more (contention)

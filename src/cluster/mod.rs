@@ -502,7 +502,16 @@ impl Runner<'_> {
             first_header.get_or_insert_with(|| t.header.clone());
             let mut a = merged.job(pj.start_ns);
             for r in t.records {
-                a.push(r);
+                a.push(r).map_err(|msg| {
+                    self.job_err(
+                        j,
+                        p,
+                        PipelineError::Option {
+                            option: "start-ns".into(),
+                            msg,
+                        },
+                    )
+                })?;
             }
             a.finish();
         }

@@ -93,6 +93,11 @@ pub struct ClusterSpec {
     pub sweep: Option<Sweep>,
 }
 
+/// The latest a job may start after the common start (`start-ns`): a day, in ns. Far
+/// beyond any study of jobs sharing a fabric, and low enough that a start plus any time
+/// of a trace stays inside the trace format's 2^50 ns.
+pub const MAX_START_NS: u64 = 86_400_000_000_000;
+
 /// One `[[job]]`.
 #[derive(Clone, Debug)]
 pub struct ClusterJob {
@@ -102,7 +107,7 @@ pub struct ClusterJob {
     pub spec: JobSpec,
     /// Where its ranks go.
     pub placement: Placement,
-    /// When it starts, ns after the others' common start.
+    /// When it starts, ns after the others' common start (at most [`MAX_START_NS`]).
     pub start_ns: u64,
     spans: BTreeMap<&'static str, Range<usize>>,
 }
@@ -545,7 +550,19 @@ impl ClusterSpec {
         if let Some(x) = &j.start_ns {
             job.spans.insert("start-ns", x.span());
             job.start_ns = u64::try_from(*x.get_ref())
-                .map_err(|_| self.error(&job, i, "start-ns", "a start is ≥ 0 ns".into()))?;
+                .ok()
+                .filter(|s| *s <= MAX_START_NS)
+                .ok_or_else(|| {
+                    self.error(
+                        &job,
+                        i,
+                        "start-ns",
+                        format!(
+                            "{} must be in [0, {MAX_START_NS}] ns (up to a day)",
+                            x.get_ref()
+                        ),
+                    )
+                })?;
         }
         // the input (and its overrides) must make a valid job: read it now
         if let Err(e) = job.spec.config() {

@@ -10,9 +10,10 @@
 //! Nodes not listed are hosts. The reader is line based and forgiving where real files
 //! are sloppy — CRLF endings, trailing blanks, header counts that disagree with the rows,
 //! free text after a blank line — returning each oddity as a [`Warning`]; it fails with
-//! `path:line: field: …` only where it cannot know what was meant. It never allocates by
-//! a header count: ids are bounded by [`MAX_NODES`] and the node count by what the rows
-//! use or the file's length. Checked against HPCC's `fat.txt` and SimAI's
+//! `path:line: field: …` only where it cannot know what was meant, and for a node id at or
+//! beyond the header's node count (which would make a topology of that many nodes). It
+//! never allocates by a header count: ids are bounded by [`MAX_NODES`] and the node count
+//! by what the rows use or the file's length. Checked against HPCC's `fat.txt` and SimAI's
 //! `Spectrum-X_16g_8gps_100Gbps_A100.txt` (tests/fixtures).
 
 use super::error::{numbered_lines, read_text};
@@ -147,6 +148,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(TopologyFile, Vec<Warning>), Fo
     let mut r = Reader {
         path,
         warnings: Vec::new(),
+        declared: MAX_NODES,
     };
     let file = r.parse(text)?;
     Ok((file, r.warnings))
@@ -155,6 +157,8 @@ pub fn parse(path: &Path, text: &str) -> Result<(TopologyFile, Vec<Warning>), Fo
 struct Reader<'a> {
     path: &'a Path,
     warnings: Vec<Warning>,
+    /// The node count the header declares (ids run below it), once it is read.
+    declared: u64,
 }
 
 /// What the header announced.
@@ -189,6 +193,18 @@ impl Reader<'_> {
                 format!("node id {v} is beyond the supported {MAX_NODES}"),
             ));
         }
+        // an id past the declared count would make a topology of that many nodes
+        if v >= self.declared {
+            return Err(self.err(
+                line,
+                field,
+                format!(
+                    "node id {v} is beyond the {} node(s) the header declares (ids 0 to {})",
+                    self.declared,
+                    self.declared.saturating_sub(1)
+                ),
+            ));
+        }
         Ok(NodeId(v as u32))
     }
 
@@ -204,6 +220,7 @@ impl Reader<'_> {
             ));
         };
         let h = self.header(hl, header)?;
+        self.declared = h.nodes.min(MAX_NODES);
         let mut rest = rest.peekable();
         let (id_line, ids) = self.id_line(hl, &h, &mut rest)?;
         let (links, last_line) = self.links(&lines, &h, id_line, rest)?;
@@ -365,18 +382,8 @@ impl Reader<'_> {
             .chain(links.iter().flat_map(|l| [l.a, l.b]))
             .map(|v| v.0)
             .max();
+        // every id is below the declared count ([`Reader::id`])
         let need = max_id.map_or(0, |m| m as u64 + 1);
-        if need > h.nodes {
-            self.warn(
-                hl,
-                format!(
-                    "the header announces {} nodes but ids go up to {}; using {need} nodes",
-                    h.nodes,
-                    need - 1
-                ),
-            );
-            return Ok(need as u32);
-        }
         let bound = MAX_NODES.min(need.max(text_len as u64));
         if h.nodes > bound {
             return Err(self.err(

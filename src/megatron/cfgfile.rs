@@ -269,13 +269,23 @@ fn read_iterations(
     loc: &Loc,
     v: &Value,
 ) -> Result<Vec<IterationRecord>, MegatronError> {
-    serde_json::from_value(v.clone()).map_err(|e| {
+    let its: Vec<IterationRecord> = serde_json::from_value(v.clone()).map_err(|e| {
         MegatronError::at(
             loc,
             "iterations",
             format!("expected a list of {{iteration, elapsed_ms, fields}} ({e}) in {path}"),
         )
-    })
+    })?;
+    for it in &its {
+        super::scan::check_log_ms(&[it.elapsed_ms]).map_err(|m| {
+            MegatronError::at(
+                loc,
+                "iterations",
+                format!("iteration {}: elapsed_ms {m}", it.iteration),
+            )
+        })?;
+    }
+    Ok(its)
 }
 
 /// The `timers` section: `{name: {min, max}}`.
@@ -287,15 +297,9 @@ fn read_timers(loc: &Loc, v: &Value) -> Result<BTreeMap<String, TimerStat>, Mega
             format!("expected {{name: {{min, max}}}} ({e})"),
         )
     })?;
-    if let Some((n, _)) = t
-        .iter()
-        .find(|(_, s)| !(s.min.is_finite() && s.max.is_finite()))
-    {
-        return Err(MegatronError::at(
-            loc,
-            "timers",
-            format!("timer {n}: expected finite numbers"),
-        ));
+    for (n, s) in &t {
+        super::scan::check_log_ms(&[s.min, s.max])
+            .map_err(|m| MegatronError::at(loc, "timers", format!("timer {n}: {m}")))?;
     }
     Ok(t)
 }

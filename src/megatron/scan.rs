@@ -217,6 +217,21 @@ fn first_number(v: &str) -> Option<f64> {
     t[..end].parse::<f64>().ok().filter(|x| x.is_finite())
 }
 
+/// The longest timer reading or iteration time a log may give, ms: 10^9 ms (about 11.6
+/// days), far above any real iteration and low enough that the calibration and every
+/// compute time derived from it stay finite and fit in nanoseconds.
+pub const MAX_LOG_MS: f64 = 1e9;
+
+/// `Err` with what is wrong unless every one of `xs` is a time in [0, [`MAX_LOG_MS`]] ms.
+pub fn check_log_ms(xs: &[f64]) -> Result<(), String> {
+    match xs.iter().find(|x| !(0.0..=MAX_LOG_MS).contains(*x)) {
+        None => Ok(()),
+        Some(x) => Err(format!(
+            "`{x:?}` ms is not a time in [0, {MAX_LOG_MS:e}] ms (0 to about 11.6 days)"
+        )),
+    }
+}
+
 /// Parses an iteration line starting at `iteration` (prefixes already stripped).
 /// `Ok(None)` when the line is not an iteration line; `Err` when it is one but its
 /// elapsed time is missing or not a number.
@@ -282,6 +297,10 @@ pub fn iteration_line(
             Some(m) => segs = m,
             None => break,
         }
+    }
+    if let Some(e) = elapsed {
+        check_log_ms(&[e])
+            .map_err(|m| MegatronError::at(loc, "elapsed time per iteration (ms)", m))?;
     }
     match elapsed {
         Some(elapsed_ms) => Ok(Some(IterationRecord {
@@ -547,6 +566,28 @@ fn timer_line(s: &str) -> TimerLine<'_> {
     }
 }
 
+/// A timer reading that is a number but not a time a log can mean (negative, infinite,
+/// NaN, beyond [`MAX_LOG_MS`]), at its place in the line.
+fn timer_range(
+    path: &str,
+    line_no: usize,
+    line: &str,
+    part: &str,
+    name: &str,
+    xs: &[f64],
+) -> Result<(), MegatronError> {
+    check_log_ms(xs).map_err(|_| {
+        MegatronError::at(
+            &Loc::new(path, line_no, col(line, part)),
+            format!("timer {name}"),
+            format!(
+                "expected milliseconds in [0, {MAX_LOG_MS:e}] (0 to about 11.6 days), found `{}`",
+                part.trim()
+            ),
+        )
+    })
+}
+
 fn timer_error(path: &str, line_no: usize, line: &str, part: &str, name: &str) -> MegatronError {
     MegatronError::at(
         &Loc::new(path, line_no, col(line, part)),
@@ -674,6 +715,7 @@ impl Scanner<'_> {
     ) -> Result<bool, MegatronError> {
         match timer_values(v) {
             Ok((r, (min, max))) if r.trim().is_empty() => {
+                timer_range(self.path, line_no, line, v, name, &[min, max])?;
                 self.out.timers.push(TimerReading {
                     name: self.names.get(name),
                     min,
@@ -710,6 +752,7 @@ impl Scanner<'_> {
                 if let Some((n, lo, hi, k)) = self.ranks.as_mut() {
                     match first_number(v) {
                         Some(x) => {
+                            timer_range(self.path, line_no, line, v, n, &[x])?;
                             *lo = lo.min(x);
                             *hi = hi.max(x);
                             *k += 1;
@@ -741,12 +784,15 @@ impl Scanner<'_> {
             let Some(p) = seg.rfind(':') else { continue };
             let (name, v) = (seg[..p].trim(), seg[p + 1..].trim());
             match first_number(v) {
-                Some(x) => self.out.timers.push(TimerReading {
-                    name: self.names.get(name),
-                    min: x,
-                    max: x,
-                    line: line_no,
-                }),
+                Some(x) => {
+                    timer_range(self.path, line_no, line, v, name, &[x])?;
+                    self.out.timers.push(TimerReading {
+                        name: self.names.get(name),
+                        min: x,
+                        max: x,
+                        line: line_no,
+                    })
+                }
                 None => return Err(timer_error(self.path, line_no, line, v, name)),
             }
         }

@@ -6,7 +6,8 @@
 //!   `params.txt`), which runs the trace **closed-loop** with INA switch applications on
 //!   Debian's stock ns-3.37.
 //! - [`run::run_glue`]: builds the glue when needed, runs it, checks the run is complete
-//!   (every record finished, bytes conserved) and writes `summary.csv`.
+//!   (every record finished, bytes conserved) and writes `summary.csv`; the glue runs as
+//!   a [`child`] that never outlives ina3d.
 //! - [`ingest`]: reads the simulators' outputs (HPCC `fct.txt` with 8 or 9 fields, `pfc`,
 //!   `qlen`, SimAI `EndToEnd.csv`, the glue's `summary.csv`) into tidy CSV.
 //! - [`aicb`]: the AICB/SimAI workload text for a training config.
@@ -32,6 +33,7 @@
 
 pub mod aicb;
 pub mod chakra;
+pub mod child;
 pub mod emit;
 pub mod external;
 pub mod ingest;

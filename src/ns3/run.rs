@@ -190,14 +190,16 @@ pub fn run_glue(
         let _ = std::fs::remove_file(dir.join(f));
     }
     let wall0 = std::time::Instant::now();
-    let mut child = Command::new(binary)
-        .arg(format!("--dir={}", dir.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Ns3Error::io(binary, e))?;
+    // its own process group, killed with ina3d (super::child)
+    let mut child = super::child::spawn(
+        Command::new(binary)
+            .arg(format!("--dir={}", dir.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|e| Ns3Error::io(binary, e))?;
     let mut messages = Vec::new();
-    if let Some(err) = child.stderr.take() {
+    if let Some(err) = child.inner().stderr.take() {
         for line in BufReader::new(err).lines().map_while(Result::ok) {
             let t: Vec<&str> = line.split_whitespace().collect();
             match (

@@ -296,12 +296,6 @@ impl JobSpec {
     /// The generator's options. Errors name the flag at fault.
     pub fn trace_options(&self) -> Result<TraceOptions, PipelineError> {
         let ina = self.ina.config()?;
-        if self.nccl_channels == Some(0) {
-            return Err(PipelineError::Option {
-                option: "--nccl-channels".into(),
-                msg: "must be at least 1".into(),
-            });
-        }
         let gpu = Gpu::preset(&self.gpu).ok_or_else(|| PipelineError::Option {
             option: format!("--gpu `{}`", self.gpu),
             msg: format!("expected {} or NAME:TFLOPS[:HBM_GBPS]", Gpu::NAMES),
@@ -320,7 +314,7 @@ impl JobSpec {
             option: "--mfu / --calibration-factor".into(),
             msg: e.to_string(),
         })?;
-        Ok(TraceOptions {
+        let opts = TraceOptions {
             schedule,
             collective: self.collective,
             ina,
@@ -329,7 +323,12 @@ impl JobSpec {
             nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
             nccl_channels: self.nccl_channels,
             plan: None,
-        })
+        };
+        opts.check().map_err(|(flag, msg)| PipelineError::Option {
+            option: flag.into(),
+            msg,
+        })?;
+        Ok(opts)
     }
 }
 

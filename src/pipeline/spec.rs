@@ -14,7 +14,7 @@ use crate::keyword::keyword_enum;
 use crate::megatron::{Loc, Source, TrainingConfig};
 use crate::ns3::{TcpConnections, Transport};
 use crate::replay::RateModel;
-use crate::trace::InaMode;
+use crate::trace::{InaMode, MAX_ITERATIONS, MAX_NCCL_CHANNELS, MAX_NVLINK_STEP_LATENCY};
 use std::str::FromStr;
 
 /// Whether `run` also simulates each policy on ns-3.
@@ -305,8 +305,8 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         help: "iterations to generate",
         set: |s, v| {
             let n: u32 = num(v, POS)?;
-            if n == 0 {
-                return Err("must be at least 1".into());
+            if !(1..=MAX_ITERATIONS).contains(&n) {
+                return Err(format!("must be in [1, {MAX_ITERATIONS}]"));
             }
             s.job.iterations = n;
             Ok(())
@@ -317,7 +317,11 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         name: "nvlink-step-latency",
         help: "latency (ns) per algorithm step inside an NVLink domain",
         set: |s, v| {
-            s.job.nvlink_step_latency = Some(num(v, U32)?);
+            let a: u64 = num(v, U32)?;
+            if a > MAX_NVLINK_STEP_LATENCY.0 {
+                return Err(format!("must be in [0, {}] ns", MAX_NVLINK_STEP_LATENCY.0));
+            }
+            s.job.nvlink_step_latency = Some(a);
             Ok(())
         },
         get: |s| opt_text(&s.job.nvlink_step_latency),
@@ -327,8 +331,8 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         help: "NCCL channels per network collective (default: NCCL's rule for the topology)",
         set: |s, v| {
             let n: u32 = num(v, POS)?;
-            if n == 0 {
-                return Err("must be at least 1".into());
+            if !(1..=MAX_NCCL_CHANNELS).contains(&n) {
+                return Err(format!("must be in [1, {MAX_NCCL_CHANNELS}]"));
             }
             s.job.nccl_channels = Some(n);
             Ok(())

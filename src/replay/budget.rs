@@ -10,8 +10,9 @@
 //! 68.0 M records of a 65,536-GPU ring job (2.05 GiB, 99 % in ring blocks); 101–108 B per
 //! record before ring blocks, when every record was a row (README, Benchmarks). The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
 //! `G` suffix, powers of 1,024) or else the memory the system reports available when the
-//! replay starts (`MemAvailable` of `/proc/meminfo`); where neither is known nothing is
-//! checked.
+//! replay starts (`MemAvailable` of `/proc/meminfo`) or, when lower, what the process's
+//! address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves of its address space; where none
+//! is known nothing is checked.
 
 use super::ReplayError;
 
@@ -47,10 +48,22 @@ impl MemoryBudget {
                 source: format!("{LIMIT_VAR}={v}"),
             }));
         }
-        Ok(mem_available().map(|limit| MemoryBudget {
+        let free = mem_available().map(|limit| MemoryBudget {
             limit,
             source: format!("the memory available now, MemAvailable; {LIMIT_VAR} sets another"),
-        }))
+        });
+        let space = address_space_left().map(|limit| MemoryBudget {
+            limit,
+            source: format!(
+                "what the process's address-space limit (RLIMIT_AS, ulimit -v) leaves; \
+                 {LIMIT_VAR} sets another"
+            ),
+        });
+        // the tighter of the two; a limit that is not known does not count
+        Ok(match (free, space) {
+            (Some(f), Some(s)) => Some(if s.limit < f.limit { s } else { f }),
+            (f, s) => f.or(s),
+        })
     }
 
     /// Refuses a replay of `records` records of which `rows` are explicit rows (an
@@ -100,6 +113,31 @@ fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(1u64 << shift)
+}
+
+/// The soft address-space limit (`RLIMIT_AS`) less the address space the process maps
+/// now (`/proc/self/statm`), bytes; `None` when unlimited or not known.
+fn address_space_left() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given and nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } != 0 || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let mapped = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |pages| pages.saturating_mul(page_size()));
+    Some(r.rlim_cur.saturating_sub(mapped))
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf only reads a system constant.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(p).unwrap_or(4096)
 }
 
 /// `MemAvailable` of `/proc/meminfo`, bytes.

@@ -3,7 +3,7 @@
 //! calibrate, assemble the op sequences, plan each stage.
 
 use super::buckets::{self, BucketRules, LayerTensors};
-use super::calibrate::calibrate;
+use super::calibrate::{calibrate, MAX_CALIBRATION_FACTOR};
 use super::layers::{self, MoeShape, Shape, Times};
 use super::moe::{self, Routing};
 use super::roofline::{self, ComputeModel, PartCosts, Roofline};
@@ -53,8 +53,9 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     });
     let model = CostModel::new(cfg, opts, &raw, &fl);
     let busiest = busiest_stage_ms(cfg, &split, &model.parts, routing.as_ref());
-    let calibration = calibrate(cfg, opts, busiest, m, v);
+    let calibration = calibrate(cfg, opts, busiest, m, v)?;
     let factor = calibration.factor;
+    check_compute(busiest * factor, opts, factor)?;
     let ns = move |secs: f64| Nanos((secs * factor * 1e9).round() as u64);
     let times = times(&model.parts, ns);
     let shp = step_shape(cfg, el);
@@ -737,6 +738,25 @@ fn check_experts(cfg: &TrainingConfig) -> Result<(), ScheduleError> {
 
 /// The options' own ranges (MFU in (0, 1], a positive finite calibration factor): what
 /// [`ScheduleOptions::check`] runs before anything is built.
+/// The longest compute of one micro-batch on the busiest stage, after calibration: a
+/// day, in ms. Every compute time of the workload is a part of it, so every one stays
+/// finite and far inside u64 nanoseconds.
+pub const MAX_MICROBATCH_MS: f64 = 86_400_000.0;
+
+/// Refuses options (a GPU of a tiny peak, a tiny MFU, a large factor) under which one
+/// micro-batch of the busiest stage computes `ms` for longer than [`MAX_MICROBATCH_MS`].
+fn check_compute(ms: f64, opts: &ScheduleOptions, factor: f64) -> Result<(), ScheduleError> {
+    if ms.is_finite() && ms <= MAX_MICROBATCH_MS {
+        return Ok(());
+    }
+    Err(ScheduleError::Option(format!(
+        "one micro-batch of the busiest stage would compute for {ms:.3e} ms (GPU {} at {:?} \
+         TFLOP/s, MFU {:?}, calibration factor {factor:?}), more than a day \
+         ({MAX_MICROBATCH_MS} ms): check --gpu, --mfu and --calibration-factor",
+        opts.gpu.name, opts.gpu.peak_tflops, opts.mfu
+    )))
+}
+
 pub(super) fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError> {
     if !(opts.mfu > 0.0 && opts.mfu <= 1.0) {
         return Err(ScheduleError::Option(format!(
@@ -745,9 +765,9 @@ pub(super) fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError>
         )));
     }
     if let Some(f) = opts.factor {
-        if !(f.is_finite() && f > 0.0) {
+        if !(f > 0.0 && f <= MAX_CALIBRATION_FACTOR) {
             return Err(ScheduleError::Option(format!(
-                "calibration factor {f} must be positive"
+                "calibration factor {f:?} must be in (0, {MAX_CALIBRATION_FACTOR}]"
             )));
         }
     }

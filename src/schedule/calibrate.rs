@@ -1,18 +1,24 @@
 //! The compute calibration factor (docs/model.md#compute-and-calibration): given, from the
 //! log's `forward-compute` + `backward-compute` timers, from the median iteration time, or 1.
 
-use super::{Calibration, CalibrationSource, ScheduleOptions};
+use super::{Calibration, CalibrationSource, ScheduleError, ScheduleOptions};
 use crate::megatron::TrainingConfig;
+
+/// The largest calibration factor, given or measured: a job whose compute runs 1,000×
+/// slower than `FLOPs / (peak·MFU)` says its timers or options are wrong, not its GPUs.
+pub const MAX_CALIBRATION_FACTOR: f64 = 1000.0;
 
 /// Calibrate against `busiest_ms`, the uncalibrated compute of the busiest stage for one
 /// micro-batch (forward + backward, ms), with `m` micro-batches and `v` chunks per stage.
+/// A factor measured outside (0, [`MAX_CALIBRATION_FACTOR`]] is an error naming what it
+/// was measured from (a given factor is checked with the options).
 pub(crate) fn calibrate(
     cfg: &TrainingConfig,
     opts: &ScheduleOptions,
     busiest_ms: f64,
     m: u32,
     v: u32,
-) -> Calibration {
+) -> Result<Calibration, ScheduleError> {
     let pp = cfg.pipeline_model_parallel_size;
     let none = (1.0, CalibrationSource::None, None, None);
     let (factor, source, measured_ms, modelled_ms) = if let Some(f) = opts.factor {
@@ -50,7 +56,21 @@ pub(crate) fn calibrate(
     } else {
         none
     };
-    Calibration {
+    if !(factor > 0.0 && factor <= MAX_CALIBRATION_FACTOR) {
+        let from = match source {
+            CalibrationSource::Timers => "the log's forward-compute + backward-compute timers",
+            CalibrationSource::IterationTime => "the log's median iteration time",
+            _ => "the options",
+        };
+        return Err(ScheduleError::Option(format!(
+            "calibration factor {factor:?} (measured {:?} ms / modelled {:?} ms, from {from}) is \
+             outside (0, {MAX_CALIBRATION_FACTOR}]: check those figures, or give \
+             --calibration-factor or --no-calibrate",
+            measured_ms.unwrap_or(f64::NAN),
+            modelled_ms.unwrap_or(f64::NAN),
+        )));
+    }
+    Ok(Calibration {
         gpu: opts.gpu.clone(),
         compute: opts.compute,
         mfu: opts.mfu,
@@ -58,5 +78,5 @@ pub(crate) fn calibrate(
         source,
         measured_ms,
         modelled_ms,
-    }
+    })
 }

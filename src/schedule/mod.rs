@@ -31,6 +31,7 @@
 mod buckets;
 mod build;
 mod calibrate;
+pub use calibrate::MAX_CALIBRATION_FACTOR;
 pub mod gpu;
 pub mod groups;
 mod layers;
@@ -131,8 +132,8 @@ pub struct ScheduleOptions {
 }
 
 impl ScheduleOptions {
-    /// Whether these options can be used at all (MFU in (0, 1], a positive finite
-    /// calibration factor), checked on their own, before any job is read: a grid or a
+    /// Whether these options can be used at all (MFU in (0, 1], a calibration factor in
+    /// (0, [`MAX_CALIBRATION_FACTOR`]]), checked on their own, before any job is read: a grid or a
     /// command line with `mfu = NaN` stops before anything runs.
     pub fn check(&self) -> Result<(), ScheduleError> {
         build::check_options(self)

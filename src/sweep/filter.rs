@@ -373,6 +373,13 @@ impl<'s> P<'s> {
         if let Ok((r, n)) = number {
             let v = match n.parse::<i64>() {
                 Ok(v) => Value::Int(v),
+                // digits alone past i64: refused, not read as an inexact decimal
+                Err(_) if n.bytes().all(|c| c.is_ascii_digit()) => {
+                    return Err(nom::Err::Failure(nom::error::Error::new(
+                        i.trim_start(),
+                        nom::error::ErrorKind::Digit,
+                    )))
+                }
                 Err(_) => match n.parse::<f64>() {
                     Ok(x) if x.is_finite() => Value::Float(x),
                     _ => return Err(fail(i)),
@@ -444,6 +451,17 @@ impl Filter {
                 Err(FilterError {
                     offset: p.at(e.input),
                     msg: format!("nested more than {MAX_DEPTH} deep (parentheses, `not`, `-`)"),
+                })
+            }
+            Err(nom::Err::Failure(e)) if e.code == nom::error::ErrorKind::Digit => {
+                let digits: String = e.input.chars().take_while(char::is_ascii_digit).collect();
+                Err(FilterError {
+                    offset: p.at(e.input),
+                    msg: format!(
+                        "integer {digits} is out of range (at most {}); a decimal ({digits}.0) \
+                         compares approximately",
+                        i64::MAX
+                    ),
                 })
             }
             Err(nom::Err::Failure(e)) if e.code == nom::error::ErrorKind::Count => {
@@ -525,6 +543,8 @@ fn compare(at: usize, a: &Value, b: &Value) -> Result<Ordering, FilterError> {
         (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
         (Value::Str(x), Value::Str(y)) => Some(x.cmp(y)),
         (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
+        (Value::Int(x), Value::Float(y)) => cmp_int_float(*x, *y),
+        (Value::Float(x), Value::Int(y)) => cmp_int_float(*y, *x).map(Ordering::reverse),
         _ => match (a.number(), b.number()) {
             (Some(x), Some(y)) => x.partial_cmp(&y),
             _ => None,
@@ -569,16 +589,42 @@ fn arith(at: usize, op: Op, a: &Value, b: &Value) -> Result<Value, FilterError> 
             ),
         );
     };
-    match op {
-        Op::Div if y == 0.0 => err(at, format!("{a} / 0")),
-        Op::Rem => err(at, "% needs integers".into()),
-        _ => Ok(Value::Float(match op {
-            Op::Add => x + y,
-            Op::Sub => x - y,
-            Op::Mul => x * y,
-            _ => x / y,
-        })),
+    let r = match op {
+        Op::Div if y == 0.0 => return err(at, format!("{a} / 0")),
+        Op::Rem => return err(at, "% needs integers".into()),
+        Op::Add => x + y,
+        Op::Sub => x - y,
+        Op::Mul => x * y,
+        _ => x / y,
+    };
+    if !r.is_finite() {
+        return err(
+            at,
+            format!("{x:?} and {y:?}: the result overflows a decimal"),
+        );
     }
+    Ok(Value::Float(r))
+}
+
+/// An integer against a decimal, exactly (`2^53 + 1` is not `2^53` as a decimal is):
+/// the decimal's whole part as an integer first, then its fraction. `None` for NaN.
+fn cmp_int_float(i: i64, f: f64) -> Option<Ordering> {
+    // 2^63 as a decimal: every decimal in [-2^63, 2^63) has a whole part that is an i64
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_nan() {
+        return None;
+    }
+    if f >= TWO_63 {
+        return Some(Ordering::Less);
+    }
+    if f < -TWO_63 {
+        return Some(Ordering::Greater);
+    }
+    let whole = f.trunc();
+    Some(i.cmp(&(whole as i64)).then_with(|| {
+        // same whole part: the fraction decides
+        0.0f64.partial_cmp(&(f - whole)).unwrap_or(Ordering::Equal)
+    }))
 }
 
 fn eval(n: &Node, lookup: &dyn Fn(&str) -> Option<Value>) -> Result<Value, FilterError> {
@@ -701,6 +747,36 @@ mod tests {
             .msg
             .contains("overflow"));
         assert!(keeps("tp % 0 == 0").is_err());
+    }
+
+    #[test]
+    fn integers_and_decimals_compare_exactly_and_nothing_overflows_silently() {
+        // 2^53 + 1 has no decimal of its own: as a decimal it was 2^53, "equal" to 2^53.0
+        assert_eq!(keeps("9007199254740993 == 9007199254740992.0"), Ok(false));
+        assert_eq!(keeps("9007199254740993 > 9007199254740992.0"), Ok(true));
+        assert_eq!(keeps("9007199254740992.0 < 9007199254740993"), Ok(true));
+        // i64::MAX is below 2^63, which is what 9223372036854775807.0 rounds to
+        assert_eq!(
+            keeps("9223372036854775807 < 9223372036854775807.0"),
+            Ok(true)
+        );
+        assert_eq!(keeps("-3 < -2.5 and -2 > -2.5 and 2 == 2.0"), Ok(true));
+        // integers past i64 are refused where they stand, not read as decimals
+        let e = keeps("tp < 9223372036854775808").unwrap_err();
+        assert_eq!(e.offset, 5);
+        assert!(
+            e.msg.contains("9223372036854775808 is out of range"),
+            "{}",
+            e.msg
+        );
+        assert!(keeps("1e308 * 10.0 > 0")
+            .unwrap_err()
+            .msg
+            .contains("overflows"));
+        assert!(keeps("-1e308 - 1e308 < 0")
+            .unwrap_err()
+            .msg
+            .contains("overflows"));
     }
 
     #[test]

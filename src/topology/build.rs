@@ -35,6 +35,16 @@ const COMMON: [&str; 7] = [
 /// Hard cap on hosts, so a typo such as `k=4000` is an error, not an out-of-memory.
 pub(super) const MAX_HOSTS: u64 = 1 << 22;
 
+/// Hard cap on nodes (hosts, NVSwitches, switches): hosts alone do not bound them (a
+/// leaf-spine of one host under 10^8 spines). 2^24 keeps every builder at [`MAX_HOSTS`]
+/// hosts valid, an NVSwitch per GPU included.
+pub const MAX_NODES: u64 = 1 << 24;
+
+/// Hard cap on links: `bcube:n=2,k=21` has 2^22 hosts but 22 links each (92 M links,
+/// 3.7 GB before routing). 2^25 (1.3 GB of links) keeps the largest fat-tree (k=256,
+/// 16.8 M links with NVLink) valid.
+pub const MAX_LINKS: u64 = 1 << 25;
+
 impl Topology {
     /// What `--topology` accepts; the CLI prints it in `--help`.
     pub const SPEC_HELP: &'static str = "\
@@ -403,6 +413,39 @@ pub(super) fn common(
 }
 
 impl Common {
+    /// Refuses, before anything is allocated, a topology of `hosts` hosts (with their
+    /// NVSwitches and NVLink links when NVLink is on), `switches` more nodes and
+    /// `net_links` more links beyond [`MAX_NODES`] or [`MAX_LINKS`], blaming `key`.
+    /// Counts are u128 so no product of spec values wraps before the check.
+    pub(super) fn check_size(
+        &self,
+        o: &Opts<'_>,
+        key: &str,
+        hosts: u64,
+        switches: u128,
+        net_links: u128,
+    ) -> Result<(), TopologyError> {
+        let hosts = hosts as u128;
+        let (nvswitches, nvlinks) = match self.nvlink {
+            Some(_) => (hosts / self.gps as u128, hosts),
+            None => (0, 0),
+        };
+        let nodes = hosts + nvswitches + switches;
+        let links = nvlinks + net_links;
+        if nodes <= MAX_NODES as u128 && links <= MAX_LINKS as u128 {
+            return Ok(());
+        }
+        let bytes = links.saturating_mul(std::mem::size_of::<Link>() as u128);
+        Err(o.err(
+            key,
+            format!(
+                "gives {nodes} nodes and {links} links ({} of links alone), more than the \
+                 {MAX_NODES} nodes and {MAX_LINKS} links supported",
+                crate::replay::budget::size(u64::try_from(bytes).unwrap_or(u64::MAX))
+            ),
+        ))
+    }
+
     /// Refuse a `nics-per-server` other than the `ports` per GPU the shape fixes; `why`
     /// says what fixes it.
     pub(super) fn fixed_ports(
@@ -524,6 +567,15 @@ fn fat_tree(o: &Opts<'_>) -> Result<Topology, TopologyError> {
         Some(r) => o.sized_uplink((h * c.ports) as u128 * c.nic.0 as u128, h, Some(r))?,
         None => fabric,
     };
+    let (k2, h2) = (k as u128, h as u128);
+    let nics = hosts as u128 * c.ports as u128;
+    c.check_size(
+        o,
+        "k",
+        hosts,
+        2 * k2 * h2 + h2 * h2,
+        nics + 2 * k2 * h2 * h2,
+    )?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     let tor0 = net.nodes(k * h, NodeKind::Switch) as u64;
     let agg0 = net.nodes(k * h, NodeKind::Switch) as u64;
@@ -570,6 +622,9 @@ fn leaf_spine(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let c = common(o, 8, 1)?;
     let hosts = leaves.saturating_mul(hpl);
     let up = o.leaf_uplink((hpl * c.ports) as u128 * c.nic.0 as u128, spines)?;
+    let nics = hosts as u128 * c.ports as u128;
+    let (l2, s2) = (leaves as u128, spines as u128);
+    c.check_size(o, "spines", hosts, l2 + s2, nics + l2 * s2)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     two_tier(&mut net, &c, hosts, leaves, spines, up, |g| g / hpl);
     Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
@@ -616,6 +671,9 @@ fn rail(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let c = common(o, 8, 1)?;
     let hosts = servers.saturating_mul(c.gps);
     let up = o.leaf_uplink((servers * c.ports) as u128 * c.nic.0 as u128, spines)?;
+    let nics = hosts as u128 * c.ports as u128;
+    let (r2, s2) = (c.gps as u128, spines as u128);
+    c.check_size(o, "spines", hosts, r2 + s2, nics + r2 * s2)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     two_tier(&mut net, &c, hosts, c.gps, spines, up, |g| g % c.gps);
     Ok(finish(net, &c, hosts, o.spec, Fabric::Clos))
@@ -699,6 +757,14 @@ fn dual_plane(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let hosts = servers.saturating_mul(c.gps);
     let tors = servers.div_ceil(spt);
     let up = o.leaf_uplink(spt as u128 * c.gps as u128 * c.nic.0 as u128, spines)?;
+    let (t2, s2) = (tors as u128, spines as u128);
+    c.check_size(
+        o,
+        "spines",
+        hosts,
+        2 * (t2 + s2),
+        2 * hosts as u128 + 2 * t2 * s2,
+    )?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     let tor0 = net.nodes(2 * tors, NodeKind::Switch) as u64;
     let spine0 = net.nodes(2 * spines, NodeKind::Switch) as u64;

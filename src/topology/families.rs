@@ -146,6 +146,14 @@ fn jellyfish(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     if hosts > MAX_HOSTS {
         return Err(too_many(o, "switches", hosts as u128));
     }
+    let nics = hosts as u128 * c.ports as u128;
+    c.check_size(
+        o,
+        "ports",
+        hosts,
+        n as u128,
+        nics + n as u128 * r as u128 / 2,
+    )?;
     let edges = random_regular(n as usize, r as usize, seed).ok_or_else(|| {
         o.err(
             "seed",
@@ -347,6 +355,11 @@ fn dragonfly(o: &Opts<'_>) -> Result<Topology, TopologyError> {
         return Err(too_many(o, "groups", hosts as u128));
     }
     let fabric = o.rate("fabric", c.nic)?;
+    let nics = hosts as u128 * c.ports as u128;
+    // local links a·(a−1)/2 per group; at most g·ports/2 global ones
+    let local = g as u128 * a as u128 * (a as u128 - 1) / 2;
+    let global = g as u128 * ports as u128 / 2;
+    c.check_size(o, "groups", hosts, routers as u128, nics + local + global)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     let r0 = net.nodes(routers, NodeKind::Switch) as u64;
     for h in 0..hosts {
@@ -443,6 +456,9 @@ fn torus(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let nodes = hosts / hpn;
     let c = family_common(o, hpn, 1)?;
     let fabric = o.rate("fabric", c.nic)?;
+    let nics = hosts as u128 * c.ports as u128;
+    let ring_links = nodes as u128 * dims.len() as u128;
+    c.check_size(o, "dims", hosts, nodes as u128, nics + ring_links)?;
     let mut net = hosts_and_nvlink(o, &c, hosts)?;
     let r0 = net.nodes(nodes, NodeKind::Switch) as u64;
     for h in 0..hosts {
@@ -504,6 +520,9 @@ fn bcube(o: &Opts<'_>) -> Result<Topology, TopologyError> {
     let c = family_common(o, 1, k + 1)?;
     c.fixed_ports(o, k + 1, "a BCube server has one NIC per level, k+1")?;
     let per_level = servers / n;
+    let levels = k as u128 + 1;
+    let nics = servers as u128 * levels;
+    c.check_size(o, "k", servers, levels * per_level as u128, nics)?;
     let mut net = hosts_and_nvlink(o, &c, servers)?;
     let sw0 = net.nodes((k + 1) * per_level, NodeKind::Switch) as u64;
     for s in 0..servers {
@@ -570,6 +589,9 @@ fn dcell(o: &Opts<'_>) -> Result<Topology, TopologyError> {
         k + 1,
         "a DCell_k server has one NIC to its switch and one per level",
     )?;
+    // one switch link per server, and under one link per server per level above 0
+    let links = servers as u128 * (k as u128 + 1);
+    c.check_size(o, "k", servers, (servers / n) as u128, links)?;
     let mut net = hosts_and_nvlink(o, &c, servers)?;
     let sw0 = net.nodes(servers / n, NodeKind::Switch) as u64;
     for s in 0..servers {
@@ -652,6 +674,13 @@ fn topoopt(o: &Opts<'_>) -> Result<Topology, TopologyError> {
             format!("an odd degree needs the matching i <-> i + N/2, and N = {hosts} is odd"),
         ));
     }
+    let rings = hosts as u128 * (degree / 2) as u128;
+    let matching = if degree % 2 == 1 {
+        hosts as u128 / 2
+    } else {
+        0
+    };
+    c.check_size(o, "degree", hosts, 0, rings + matching)?;
     let perms = totient_perms(hosts, degree / 2).ok_or_else(|| {
         o.err(
             "degree",

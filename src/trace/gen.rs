@@ -189,20 +189,9 @@ impl<'a> Gen<'a> {
         sink: &'a mut dyn FnMut(FlowRecord) -> Result<(), TraceError>,
     ) -> Result<Self, TraceError> {
         topo.check_world(wl.world(), wl.tp())?;
-        if opts.iterations == 0 {
-            return Err(TraceError::Generate(
-                "--iterations must be at least 1".into(),
-            ));
-        }
-        let channels = match opts.nccl_channels {
-            Some(0) => {
-                return Err(TraceError::Generate(
-                    "--nccl-channels must be at least 1".into(),
-                ))
-            }
-            Some(c) => c,
-            None => default_channels(topo),
-        };
+        opts.check()
+            .map_err(|(flag, msg)| TraceError::Generate(format!("{flag} {msg}")))?;
+        let channels = opts.nccl_channels.unwrap_or_else(|| default_channels(topo));
         let (can_agg, tor) = if opts.ina.mode != InaMode::Off {
             aggregating_switches(topo, &opts.ina.switches)?
         } else {

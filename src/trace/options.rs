@@ -445,6 +445,56 @@ pub struct TraceOptions {
     pub nccl_channels: Option<u32>,
 }
 
+/// The most iterations a trace may have (`--iterations`).
+pub const MAX_ITERATIONS: u32 = 1000;
+
+/// The longest NVLink step latency α (`--nvlink-step-latency`): 1 s, about 300,000 times
+/// NCCL's own estimate; every NVLink record's `steps · α` then fits easily in u64 ns.
+pub const MAX_NVLINK_STEP_LATENCY: Nanos = Nanos(1_000_000_000);
+
+/// The most NCCL channels a collective may be split over (`--nccl-channels`): NCCL's
+/// `MAXCHANNELS` (`src/include/device.h`; 32 in older releases, 64 in recent ones).
+pub const MAX_NCCL_CHANNELS: u32 = 64;
+
+impl TraceOptions {
+    /// The counts and times of these options in range (checked before anything is sized
+    /// by them): iterations in [1, [`MAX_ITERATIONS`]], an NVLink step latency up to
+    /// [`MAX_NVLINK_STEP_LATENCY`], NCCL channels in [1, [`MAX_NCCL_CHANNELS`]]. An error
+    /// is the flag and what is wrong with its value, the range included.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if !(1..=MAX_ITERATIONS).contains(&self.iterations) {
+            return Err((
+                "--iterations",
+                format!(
+                    "{} must be in [1, {MAX_ITERATIONS}] (every iteration repeats the same \
+                     schedule)",
+                    self.iterations
+                ),
+            ));
+        }
+        if let Some(a) = self.nvlink_step_latency {
+            if a > MAX_NVLINK_STEP_LATENCY {
+                return Err((
+                    "--nvlink-step-latency",
+                    format!(
+                        "{} ns must be in [0, {}] ns (up to 1 s)",
+                        a.0, MAX_NVLINK_STEP_LATENCY.0
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = self.nccl_channels {
+            if !(1..=MAX_NCCL_CHANNELS).contains(&c) {
+                return Err((
+                    "--nccl-channels",
+                    format!("{c} must be in [1, {MAX_NCCL_CHANNELS}] (NCCL's own limit)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for TraceOptions {
     fn default() -> Self {
         TraceOptions {
