@@ -5,7 +5,7 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::ns3::Transport;
-use ina3d::pipeline::{replay_file, replay_job, replay_report};
+use ina3d::pipeline::{replay_file_routed, replay_job, replay_report};
 use ina3d::progress::spinner;
 use ina3d::replay::{PerRecord, RateModel};
 use ina3d::trace::{parse_classes, InaMode};
@@ -107,13 +107,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let model = a.rate.model();
     let result = match (&a.trace, &a.from) {
         (Some(trace), None) => {
-            if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()
+            let mut flags = a.job.spec("", "", InaMode::Off, Vec::new(), 0)?;
+            flags.routing = Default::default(); // --routing is checked against the header
+            if flags != untouched_job_spec()
                 || a.ina != InaMode::Off
                 || a.ina_classes != "tp,dp,emb"
             {
                 bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
             }
-            let r = replay_file(trace, a.topology.as_deref(), a.seed, progress, model)?;
+            let r = replay_file_routed(
+                trace,
+                a.topology.as_deref(),
+                a.seed,
+                a.job.routing,
+                progress,
+                model,
+            )?;
             for w in &r.warnings {
                 eprintln!("warning: {w}");
             }

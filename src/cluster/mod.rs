@@ -685,6 +685,7 @@ impl Runner<'_> {
         let model = crate::ns3::ina_model(h).map_err(|e| err(PipelineError::Ns3(Box::new(e))))?;
         let emit = crate::ns3::EmitOptions {
             seed: self.c.spec.seed,
+            routing: Default::default(),
             gpu_type: "A100".into(),
             ..crate::ns3::EmitOptions::default()
         };

@@ -171,6 +171,8 @@ pub struct JobSpec {
     pub ina: InaSpec,
     /// ECMP / tie-break seed.
     pub seed: u64,
+    /// How equal-cost paths are chosen (`--routing`).
+    pub routing: crate::topology::RoutingMode,
     /// Iterations to generate.
     pub iterations: u32,
     /// Latency α (ns) per algorithm step inside an NVLink domain (`None`: from the topology).
@@ -199,6 +201,7 @@ impl Default for JobSpec {
             collective: t.collective,
             ina: InaSpec::default(),
             seed: t.seed,
+            routing: t.routing,
             iterations: t.iterations,
             nvlink_step_latency: None,
             nccl_channels: t.nccl_channels,
@@ -314,6 +317,7 @@ impl JobSpec {
             collective: self.collective,
             ina,
             seed: self.seed,
+            routing: self.routing,
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
             nccl_channels: self.nccl_channels,

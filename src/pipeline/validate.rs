@@ -524,6 +524,7 @@ impl CaseSetup {
             crate::ns3::ina_model(&self.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
         let emit = EmitOptions {
             seed: self.seed,
+            routing: Default::default(),
             transport: self.transport,
             ..EmitOptions::default()
         };
