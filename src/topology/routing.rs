@@ -15,6 +15,9 @@
 //! **ECMP.** Among the equal-cost next hops of node `v` (ascending [`Channel`] id), the
 //! flow with key `key` takes index [`ecmp_choice`]`(seed, key, v, n)`. The functions are
 //! specified bit for bit below so the ns-3 glue can reproduce every path.
+//!
+//! **Modes.** That is the default, [`RoutingMode::Ecmp`]; under `dmodk` and `spray` every
+//! such choice goes through the mode's rule instead (`routing/mode.rs`).
 
 use super::{Channel, Fabric, LinkKind, NodeKind, Topology, TopologyError};
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
