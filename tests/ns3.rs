@@ -347,6 +347,7 @@ fn emit_is_deterministic_and_leaves_no_temporary_files() {
             &leaf_spine(),
             &EmitOptions {
                 seed: 7,
+                routing: Default::default(),
                 ..Default::default()
             },
             d.path(),
@@ -438,6 +439,7 @@ fn glue_routes_give_each_connection_one_path_its_reverse_and_the_replayers_choic
         &leaf_spine(),
         &EmitOptions {
             seed: 3,
+            routing: Default::default(),
             ..Default::default()
         },
         dir.path(),

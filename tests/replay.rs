@@ -1378,6 +1378,7 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took_on_its_cha
     let dir = tempfile::tempdir().unwrap();
     let opts = ina3d::ns3::EmitOptions {
         seed,
+        routing: Default::default(),
         ..Default::default()
     };
     let report = ina3d::ns3::emit(

@@ -12,7 +12,7 @@ The cluster file (TOML):
   policies = [\"ring\", \"split\", \"atp\", \"plan\", \"plan-fair\"]   # default: all five
   ina-classes = [\"tp\", \"dp\", \"emb\"]   # classes that may aggregate (default)
   # optional: ina-switches (all|tor|ids), ina (hierarchical|switchml, the trees of split),
-  # seed (ECMP), objective (slowest|sum-slowdown, of plan), fair-slowdown (1.2, plan-fair's
+  # seed (ECMP), routing (ecmp|dmodk|spray, as `ina3d trace --routing`), objective (slowest|sum-slowdown, of plan), fair-slowdown (1.2, plan-fair's
   # bound), plan-time-limit (s, each solve), plan-solver (heuristic|ilp|auto),
   # ns3 (true: also run each merged trace, and each job alone, on ns-3), traces (false:
   # keep them in memory), rate-model (ideal|dcqcn: the replayer's, see `ina3d replay --help`)

@@ -5,6 +5,7 @@
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use ina3d::pipeline::{InaSpec, JobSpec, ParallelSizes, MEGATRON_FLAGS};
 use ina3d::schedule::{ComputeModel, WarmupRule};
+use ina3d::topology::RoutingMode;
 use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
 
 /// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
@@ -243,6 +244,12 @@ pub struct JobArgs {
     /// own limit).
     #[arg(long, value_name = "N")]
     pub nccl_channels: Option<u32>,
+    /// How equal-cost paths are chosen: ecmp (per-connection hash, RoCE/Ethernet; the
+    /// default), dmodk (InfiniBand's static destination-mod-k tables), spray (adaptive
+    /// routing / packet spraying: each transfer split evenly over its equal-cost next
+    /// hops). Recorded in the trace header.
+    #[arg(long, value_parser = super::keyword::<RoutingMode>(RoutingMode::NAMES))]
+    pub routing: Option<RoutingMode>,
     /// The model and its compute.
     #[command(flatten)]
     pub model: ModelArgs,
@@ -312,6 +319,7 @@ impl JobArgs {
                 classes,
             },
             seed,
+            routing: self.routing.unwrap_or_default(),
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency,
             nccl_channels: self.nccl_channels,

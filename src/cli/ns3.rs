@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use ina3d::ns3::{self, EmitOptions, Flavor, InaPolicy, StartSource};
 use ina3d::pipeline;
-use ina3d::topology::Topology;
+use ina3d::topology::{RoutingMode, Topology};
 use ina3d::units::Bytes;
 use std::path::PathBuf;
 
@@ -43,6 +43,11 @@ pub struct EmitArgs {
     /// `ina3d replay` uses, so both back-ends take the same paths.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// How the glue's routes choose among equal-cost paths (ecmp, dmodk; spray is not
+    /// forwarded by the glue yet). Must agree with the trace header's `routing` (absent:
+    /// ecmp).
+    #[arg(long, value_parser = super::keyword::<RoutingMode>(RoutingMode::NAMES))]
+    pub routing: Option<RoutingMode>,
     /// Aggregator slots per switch (default: the trace header's).
     #[arg(long)]
     pub slots: Option<u32>,
@@ -99,6 +104,17 @@ pub fn run(c: Command) -> Result<()> {
             let mut warnings = Vec::new();
             let seed =
                 pipeline::resolve_seed(a.seed, input.seed, "the glue's routes", &mut warnings);
+            let routing = match (a.routing, input.routing) {
+                (Some(g), Some(h)) if g != h => {
+                    return Err(pipeline::PipelineError::RoutingMismatch {
+                        given: g,
+                        header: h,
+                        trace: a.trace.clone(),
+                    }
+                    .into())
+                }
+                (g, h) => g.or(h).unwrap_or_default(),
+            };
             let spec = pipeline::resolve_topology(
                 a.topology.as_deref(),
                 input.topology.as_deref(),
@@ -128,6 +144,7 @@ pub fn run(c: Command) -> Result<()> {
             let opts = EmitOptions {
                 flavor: a.flavor,
                 seed,
+                routing,
                 start: a.starts.map(StartSource::Replay).unwrap_or_default(),
                 gpu_type: a.gpu_type,
                 tcp: a.tcp_connections,

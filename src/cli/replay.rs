@@ -136,7 +136,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     });
     let result = match (&a.trace, &a.from) {
         (Some(trace), None) => {
-            if a.job.spec("", "", InaMode::Off, Vec::new(), 0)? != untouched_job_spec()
+            let mut flags = a.job.spec("", "", InaMode::Off, Vec::new(), 0)?;
+            flags.routing = Default::default(); // --routing is checked against the header
+            if flags != untouched_job_spec()
                 || a.ina != InaMode::Off
                 || a.ina_classes != "tp,dp,emb"
             {
@@ -146,6 +148,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 trace,
                 a.topology.as_deref(),
                 a.seed,
+                a.job.routing,
                 progress,
                 model,
                 timeline.as_ref(),

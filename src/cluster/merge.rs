@@ -194,6 +194,7 @@ pub fn header(first: &TraceHeader, names: &[String], m: &Merged) -> TraceHeader 
         "topology",
         "topology_hash",
         "seed",
+        "routing",
         "collective",
         "ina",
         "ina_switches",

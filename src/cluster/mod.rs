@@ -333,6 +333,7 @@ impl Runner<'_> {
             .trace_options()
             .map_err(|e| self.job_err(j, p, e))?;
         o.seed = s.seed;
+        o.routing = s.routing;
         o.ina.slots = s.ina_slots;
         o.ina.classes = s.ina_classes.clone();
         o.ina.switches = s.ina_switches.clone();
@@ -694,6 +695,7 @@ impl Runner<'_> {
         let model = crate::ns3::ina_model(h).map_err(|e| err(PipelineError::Ns3(Box::new(e))))?;
         let emit = crate::ns3::EmitOptions {
             seed: self.c.spec.seed,
+            routing: self.c.spec.routing,
             gpu_type: "A100".into(),
             ..crate::ns3::EmitOptions::default()
         };

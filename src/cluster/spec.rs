@@ -73,6 +73,8 @@ pub struct ClusterSpec {
     pub ina: InaMode,
     /// ECMP seed (every job's routes and trees).
     pub seed: u64,
+    /// How the fabric chooses among equal-cost paths (`routing`, every job).
+    pub routing: crate::topology::RoutingMode,
     /// The joint planner's objective.
     pub objective: Objective,
     /// `plan-fair`: the largest predicted slowdown a job may get.
@@ -122,6 +124,7 @@ struct RawCluster {
     ina_switches: Option<Spanned<String>>,
     ina: Option<Spanned<String>>,
     seed: Option<Spanned<i64>>,
+    routing: Option<Spanned<String>>,
     objective: Option<Spanned<String>>,
     fair_slowdown: Option<Spanned<f64>>,
     plan_time_limit: Option<Spanned<f64>>,
@@ -209,6 +212,7 @@ impl ClusterSpec {
             ina_switches: InaSwitches::All,
             ina: InaMode::Hierarchical,
             seed: 0,
+            routing: Default::default(),
             objective: Objective::Slowest,
             fair_slowdown: 1.2,
             plan_time_limit: 10.0,
@@ -294,6 +298,12 @@ impl ClusterSpec {
                     "a seed is a non-negative integer".into(),
                 )
             })?;
+        }
+        if let Some(r) = &raw.routing {
+            s.routing = r
+                .get_ref()
+                .parse()
+                .map_err(|e: String| at(r.span().start, "routing", e))?;
         }
         if let Some(o) = &raw.objective {
             s.objective = o
@@ -494,6 +504,7 @@ impl ClusterSpec {
                 input: self.resolve_input(j.input.get_ref()),
                 topology: self.topology.clone(),
                 seed: self.seed,
+                routing: self.routing,
                 ..JobSpec::default()
             },
             placement: Placement::Contiguous,

@@ -95,6 +95,10 @@ pub struct EmitOptions {
     pub flavor: Flavor,
     /// ECMP seed of the routes (the replayer's: the trace header's `seed` for the same paths).
     pub seed: u64,
+    /// How the routes choose among equal-cost paths (the trace header's `routing`):
+    /// `ecmp` and `dmodk` paths are written into `routes.txt`, which the glue follows;
+    /// `spray` is refused (the glue forwards each connection on one path).
+    pub routing: crate::topology::RoutingMode,
     /// Start times of flow.txt.
     pub start: StartSource,
     /// SimAI's GPU type field (`A100` when empty).
@@ -617,7 +621,8 @@ pub fn emit(
 ) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
     check_ina(ina)?;
-    let routes = PairRoutes::new(topo, opts.seed, &glue_pairs(records, topo, ina.policy))?;
+    let pairs = glue_pairs(records, topo, ina.policy);
+    let routes = PairRoutes::new(topo, opts.seed, opts.routing, &pairs)?;
     let standalone = standalone_times(records, topo, &routes)?;
     let (sched, makespan) = contention_free_schedule(records, &standalone)?;
     let (starts, start_source) = match &opts.start {

@@ -16,7 +16,7 @@
 use super::{InaPolicy, Ns3Error};
 use crate::formats::routes_txt::{self, Connection, Hop};
 use crate::record::{AggDir, FlowRecord, Mode};
-use crate::topology::{LinkKind, NodeKind, Routing, Topology};
+use crate::topology::{LinkKind, NodeKind, Routing, RoutingMode, Topology};
 use crate::units::{BitsPerSec, Bytes, Nanos, NodeId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -71,8 +71,19 @@ pub struct PairRoutes {
 impl PairRoutes {
     /// The path of every connection in `pairs` ([`Routing::channel_path`] on `topo` with
     /// ECMP seed `seed`, as the replayer routes; channel 0 is the connection path).
-    pub fn new(topo: &Topology, seed: u64, pairs: &BTreeSet<Connection>) -> Result<Self, Ns3Error> {
-        let routing = Routing::new(topo, seed).map_err(|e| Ns3Error::Routing(e.to_string()))?;
+    pub fn new(
+        topo: &Topology,
+        seed: u64,
+        mode: RoutingMode,
+        pairs: &BTreeSet<Connection>,
+    ) -> Result<Self, Ns3Error> {
+        if mode == RoutingMode::Spray {
+            return Err(Ns3Error::Routing(
+                "--routing spray: the ns-3 glue forwards each connection on the one path routes.txt gives it and does not spray packets yet; emit the trace under ecmp or dmodk".into(),
+            ));
+        }
+        let routing =
+            Routing::with_mode(topo, seed, mode).map_err(|e| Ns3Error::Routing(e.to_string()))?;
         let mut paths = BTreeMap::new();
         for &(src, dst, channel) in pairs {
             if src == dst {
@@ -235,7 +246,7 @@ mod tests {
         ];
         let pairs = glue_pairs(&recs, &t, InaPolicy::Static);
         assert_eq!(pairs.len(), 8, "four connections and their reverses");
-        let r = PairRoutes::new(&t, 5, &pairs).unwrap();
+        let r = PairRoutes::new(&t, 5, RoutingMode::Ecmp, &pairs).unwrap();
         let routing = Routing::new(&t, 5).unwrap();
         for (s, d, c) in pairs {
             let want = routing.path(s, d, connection_key(s, d, c)).unwrap();
@@ -258,7 +269,13 @@ mod tests {
                 ..net(1, 0, 3)
             },
         ];
-        let r = PairRoutes::new(&t, 0, &glue_pairs(&recs, &t, InaPolicy::Static)).unwrap();
+        let r = PairRoutes::new(
+            &t,
+            0,
+            RoutingMode::Ecmp,
+            &glue_pairs(&recs, &t, InaPolicy::Static),
+        )
+        .unwrap();
         let (text, n) = r.text(&t);
         assert_eq!(n, 4, "two channels of one pair, both ways");
         assert!(text.contains("ADDR 0 2\n"), "{text}");
@@ -282,7 +299,13 @@ mod tests {
     #[test]
     fn standalone_time_is_bottleneck_serialisation_plus_path_delay() {
         let t = diamond();
-        let r = PairRoutes::new(&t, 0, &[(NodeId(0), NodeId(3), 0)].into()).unwrap();
+        let r = PairRoutes::new(
+            &t,
+            0,
+            RoutingMode::Ecmp,
+            &[(NodeId(0), NodeId(3), 0)].into(),
+        )
+        .unwrap();
         // 1 MB at 100 Gbps = 80 µs, 4 hops of 1 µs
         assert_eq!(
             r.standalone(&t, (NodeId(0), NodeId(3), 0), Bytes(1_000_000))

@@ -178,6 +178,8 @@ pub struct JobSpec {
     pub ina: InaSpec,
     /// ECMP / tie-break seed.
     pub seed: u64,
+    /// How equal-cost paths are chosen (`--routing`).
+    pub routing: crate::topology::RoutingMode,
     /// Iterations to generate.
     pub iterations: u32,
     /// Latency α (ns) per algorithm step inside an NVLink domain (`None`: from the topology).
@@ -208,6 +210,7 @@ impl Default for JobSpec {
             collective: t.collective,
             ina: InaSpec::default(),
             seed: t.seed,
+            routing: t.routing,
             iterations: t.iterations,
             nvlink_step_latency: None,
             nccl_channels: t.nccl_channels,
@@ -319,6 +322,7 @@ impl JobSpec {
             collective: self.collective,
             ina,
             seed: self.seed,
+            routing: self.routing,
             iterations: self.iterations,
             nvlink_step_latency: self.nvlink_step_latency.map(Nanos),
             nccl_channels: self.nccl_channels,

@@ -36,11 +36,12 @@ pub use spec::{
     RUN_OPTIONS,
 };
 pub use stages::{
-    emit_ns3, emit_report, generate_trace, glue, header_seed, header_topology, load_ns3_input,
-    make_plan, ns3_bar, ns3_report, replay_file, replay_file_timeline, replay_job,
-    replay_job_timeline, replay_records, replay_records_timeline, replay_report, replay_table,
-    replay_table_until, resolve_seed, resolve_topology, run_ns3, trace_report, FileReplay,
-    GeneratedTrace, Ns3Input, PlanReplayer,
+    emit_ns3, emit_report, generate_trace, glue, header_routing, header_seed, header_topology,
+    load_ns3_input, make_plan, ns3_bar, ns3_report, replay_file, replay_file_routed,
+    replay_file_timeline, replay_job, replay_job_timeline, replay_records,
+    replay_records_timeline, replay_report, replay_table, replay_table_until, resolve_routing,
+    resolve_seed, resolve_topology, run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input,
+    PlanReplayer,
 };
 
 use std::path::PathBuf;
@@ -155,6 +156,17 @@ pub enum PipelineError {
         given: String,
         /// In the header.
         header: String,
+        /// The trace.
+        trace: PathBuf,
+    },
+    /// `--routing` names another mode than the trace's header field `routing` (absent:
+    /// `ecmp`): its INA trees and plan were built on the header's routes.
+    #[error("--routing {given} contradicts the trace {}: its header field `routing` is {header} (absent means ecmp); replay it with --routing {header}, or generate the trace anew with `ina3d trace --routing {given}`", .trace.display())]
+    RoutingMismatch {
+        /// Given.
+        given: crate::topology::RoutingMode,
+        /// In the header.
+        header: crate::topology::RoutingMode,
         /// The trace.
         trace: PathBuf,
     },

@@ -310,6 +310,7 @@ impl Runner<'_> {
         let ns3_dir = dir.join("ns3");
         let emit = EmitOptions {
             seed,
+            routing: self.spec.job.routing,
             gpu_type: "A100".into(),
             tcp: self.spec.tcp_connections,
             transport: self.spec.transport,

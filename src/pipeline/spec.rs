@@ -301,6 +301,15 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         get: |s| s.job.collective.to_string(),
     },
     RunOption {
+        name: "routing",
+        help: "how equal-cost paths are chosen: ecmp (hash per connection), dmodk (InfiniBand's static tables), spray (even split per hop)",
+        set: |s, v| {
+            s.job.routing = keyword(v)?;
+            Ok(())
+        },
+        get: |s| s.job.routing.to_string(),
+    },
+    RunOption {
         name: "iterations",
         help: "iterations to generate",
         set: |s, v| {

@@ -9,7 +9,7 @@ use crate::record::FlowRecord;
 use crate::replay::budget::{self, MemoryBudget};
 use crate::replay::timeline::{Timeline, TimelineOptions, TimelineSampler};
 use crate::replay::{self, RecordTable, ReplayOptions, ReplayResult};
-use crate::topology::{Routing, Topology};
+use crate::topology::{Routing, RoutingMode, Topology};
 use crate::trace::{self, TraceHeader, TraceOptions, TraceReader, TraceStats, TraceWriter};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -266,6 +266,35 @@ pub fn header_seed(h: &TraceHeader, trace: &Path) -> Result<Option<u64>, Pipelin
         .transpose()
 }
 
+/// The routing mode a trace header records (`routing`; absent in traces of the default
+/// `ecmp` and in those written before the field existed); a malformed one is an error
+/// naming `trace` and the field.
+pub fn header_routing(h: &TraceHeader, trace: &Path) -> Result<RoutingMode, PipelineError> {
+    h.get("routing")
+        .map_or(Ok(RoutingMode::Ecmp), |s| s.parse::<RoutingMode>())
+        .map_err(|msg| PipelineError::Option {
+            option: format!("{}: header field routing", trace.display()),
+            msg,
+        })
+}
+
+/// The routing to replay `trace` with: the header's; `given` must agree with it.
+pub fn resolve_routing(
+    given: Option<RoutingMode>,
+    header: &TraceHeader,
+    trace: &Path,
+) -> Result<RoutingMode, PipelineError> {
+    let h = header_routing(header, trace)?;
+    match given {
+        Some(g) if g != h => Err(PipelineError::RoutingMismatch {
+            given: g,
+            header: h,
+            trace: trace.to_path_buf(),
+        }),
+        _ => Ok(h),
+    }
+}
+
 /// The topology to use for `trace`: the one given (`cli`) or else the one its header
 /// names; an error when both are given and differ, or when neither is.
 pub fn resolve_topology(
@@ -396,8 +425,9 @@ pub fn replay_table_until(
     model: replay::RateModel,
     deadline: Option<std::time::Instant>,
 ) -> Result<ReplayResult, PipelineError> {
+    let mode = header_routing(header, Path::new(trace_name))?;
     let bar = progress.then(|| crate::progress::spinner("computing routes"));
-    let routing = Routing::new(topo, seed);
+    let routing = Routing::with_mode(topo, seed, mode);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -421,11 +451,12 @@ fn routing_error(topo: &Topology, source: crate::topology::TopologyError) -> Pip
 fn with_routes<T>(
     topo: &Topology,
     seed: u64,
+    mode: RoutingMode,
     progress: bool,
     work: impl FnOnce() -> Result<T, PipelineError>,
 ) -> Result<(T, Routing), PipelineError> {
     std::thread::scope(|s| {
-        let routes = s.spawn(|| Routing::new(topo, seed));
+        let routes = s.spawn(|| Routing::with_mode(topo, seed, mode));
         let out = work()?;
         let bar = (progress && !routes.is_finished())
             .then(|| crate::progress::spinner("computing routes"));
@@ -451,6 +482,12 @@ fn replay_routed(
     model: replay::RateModel,
     deadline: Option<std::time::Instant>,
 ) -> Result<ReplayResult, PipelineError> {
+    if routing.mode() == RoutingMode::Spray && model == replay::RateModel::Dcqcn {
+        return Err(PipelineError::Option {
+            option: "--routing spray".into(),
+            msg: "replays under --rate-model ideal only: the DCQCN model rates one queue pair on one path, and a sprayed transfer is cut into strands over many".into(),
+        });
+    }
     records.use_huge_pages();
     let mut opts = ReplayOptions::from_header(header).map_err(|source| PipelineError::Replay {
         trace: trace_name.into(),
@@ -504,42 +541,43 @@ pub fn replay_job_timeline(
         source: Box::new(source),
     })?;
     // the routes depend on the topology and seed alone: computed while the records come
-    let ((header, table), routing) = with_routes(&job.topology, spec.seed, bars, || {
-        let mut table = RecordTable::new();
-        let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
-            if let Some(s) = sampler.as_mut() {
-                s.observe(table.len(), &r)
-                    .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
-            }
-            table
-                .push(&r)
-                .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
-            // the generator streams: refuse as soon as the records exceed what fits,
-            // before the replay's own state (the larger part of its memory) exists
-            match budget.as_ref() {
-                Some(b) if table.len().is_multiple_of(1 << 16) => {
-                    let (n, rows) = (table.len() as u64, table.rows() as u64);
-                    b.check(
-                        n,
-                        rows,
-                        &format!("at least {n}: the generator was still going"),
-                    )
-                    .map_err(|e| trace::TraceError::Generate(e.to_string()))
+    let ((header, table), routing) =
+        with_routes(&job.topology, spec.seed, spec.routing, bars, || {
+            let mut table = RecordTable::new();
+            let (header, _, _) = generate_into(&job, &opts, None, progress, &mut |r| {
+                if let Some(s) = sampler.as_mut() {
+                    s.observe(table.len(), &r)
+                        .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
                 }
-                _ => Ok(()),
+                table
+                    .push(&r)
+                    .map_err(|e| trace::TraceError::Generate(e.to_string()))?;
+                // the generator streams: refuse as soon as the records exceed what fits,
+                // before the replay's own state (the larger part of its memory) exists
+                match budget.as_ref() {
+                    Some(b) if table.len().is_multiple_of(1 << 16) => {
+                        let (n, rows) = (table.len() as u64, table.rows() as u64);
+                        b.check(
+                            n,
+                            rows,
+                            &format!("at least {n}: the generator was still going"),
+                        )
+                        .map_err(|e| trace::TraceError::Generate(e.to_string()))
+                    }
+                    _ => Ok(()),
+                }
+            })?;
+            table.finish();
+            if let Some(b) = budget.as_ref() {
+                let (n, rows) = (table.len() as u64, table.rows() as u64);
+                b.check(n, rows, "the whole trace")
+                    .map_err(|source| PipelineError::Replay {
+                        trace: spec.input.clone(),
+                        source: Box::new(source),
+                    })?;
             }
+            Ok((header, table))
         })?;
-        table.finish();
-        if let Some(b) = budget.as_ref() {
-            let (n, rows) = (table.len() as u64, table.rows() as u64);
-            b.check(n, rows, "the whole trace")
-                .map_err(|source| PipelineError::Replay {
-                    trace: spec.input.clone(),
-                    source: Box::new(source),
-                })?;
-        }
-        Ok((header, table))
-    })?;
     let name = format!("{} (generated)", spec.input);
     let result = replay_routed(
         table,
@@ -595,15 +633,29 @@ pub fn replay_file(
     progress: bool,
     model: replay::RateModel,
 ) -> Result<FileReplay, PipelineError> {
-    replay_file_timeline(path, topology, seed, progress, model, None)
+    replay_file_timeline(path, topology, seed, None, progress, model, None)
 }
 
-/// [`replay_file`], with the timeline of the replay when `timeline` asks for one
+/// [`replay_file`] with `--routing`: refused when it contradicts the header's `routing`
+/// ([`resolve_routing`]), as a topology that contradicts the header's is.
+pub fn replay_file_routed(
+    path: &Path,
+    topology: Option<&str>,
+    seed: Option<u64>,
+    routing: Option<RoutingMode>,
+    progress: bool,
+    model: replay::RateModel,
+) -> Result<FileReplay, PipelineError> {
+    replay_file_timeline(path, topology, seed, routing, progress, model, None)
+}
+
+/// [`replay_file_routed`], with the timeline of the replay when `timeline` asks for one
 /// ([`crate::replay::timeline`]).
 pub fn replay_file_timeline(
     path: &Path,
     topology: Option<&str>,
     seed: Option<u64>,
+    routing: Option<RoutingMode>,
     progress: bool,
     model: replay::RateModel,
     timeline: Option<&TimelineOptions>,
@@ -616,13 +668,14 @@ pub fn replay_file_timeline(
     let spec = resolve_topology(topology, header_topology(&header), path)?;
     let mut warnings = Vec::new();
     let seed = resolve_seed(seed, header_seed(&header, path)?, "routes", &mut warnings);
+    let mode = resolve_routing(routing, &header, path)?;
     let topo = Topology::from_spec(&spec).map_err(|source| PipelineError::Topology {
         spec,
         source: Box::new(source),
     })?;
     let mut sampler = timeline.map(|o| sampler(&header, &topo, o)).transpose()?;
     // the routes are computed while the records are read
-    let ((table, kept), routing) = with_routes(&topo, seed, progress, || {
+    let ((table, kept), routing) = with_routes(&topo, seed, mode, progress, || {
         read_table(path, rd, progress, sampler.as_mut())
     })?;
     let name = path.display().to_string();
@@ -757,6 +810,9 @@ pub struct Ns3Input {
     pub topology: Option<String>,
     /// The ECMP seed the trace names.
     pub seed: Option<u64>,
+    /// The routing mode the trace's header names (`None` for a glue `trace.txt`, which
+    /// has no header: its `routes.txt` holds the paths).
+    pub routing: Option<RoutingMode>,
     /// The bench the trace's header describes, if it is one.
     pub bench: Option<trace::BenchSpec>,
     /// A glue `trace.txt`'s planned slots: the `reservations.txt` beside it (its path and
@@ -825,6 +881,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
                 ina,
                 topology: None,
                 seed,
+                routing: None,
                 bench: None,
                 reservations,
             });
@@ -842,6 +899,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
         bench: super::bench_spec(&t.header, path)?,
         topology: header_topology(&t.header).map(String::from),
         seed: header_seed(&t.header, path)?,
+        routing: Some(header_routing(&t.header, path)?),
         records: t.records,
         ina,
         reservations: None,

@@ -524,6 +524,8 @@ impl CaseSetup {
             crate::ns3::ina_model(&self.header).map_err(|e| PipelineError::Ns3(Box::new(e)))?;
         let emit = EmitOptions {
             seed: self.seed,
+            // the glue follows the routes of the trace's routing, as the replayer does
+            routing: super::header_routing(&self.header, Path::new(name))?,
             transport: self.transport,
             ..EmitOptions::default()
         };

@@ -128,7 +128,7 @@ pub fn build_model(
     trace: &TraceOptions,
     settings: &Settings,
 ) -> Result<Model, PlanError> {
-    let routing = Routing::new(topo, trace.seed)?;
+    let routing = Routing::with_mode(topo, trace.seed, trace.routing)?;
     let (can_agg, tor) = crate::trace::aggregating_switches(topo, &trace.ina.switches)?;
     let net = Net {
         topo,

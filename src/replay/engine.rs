@@ -583,7 +583,11 @@ impl<'a> Sim<'a> {
                     NONE => (0, 0),
                     p => (self.p.paths.len[p as usize], self.p.paths.delay[p as usize]),
                 };
-                let w = wire(Bytes(f.bytes), self.opts).0 as f64;
+                let mut w = wire(Bytes(f.bytes), self.opts).0 as f64;
+                if path != NONE {
+                    // a sprayed transfer is its strands, each one a unit's share
+                    w /= self.p.paths.strands[path as usize] as f64;
+                }
                 if len == 0 || w == 0.0 {
                     self.push(self.now.saturating_add(delay), EventKind::End, i, 0);
                 } else {

@@ -633,8 +633,13 @@ pub(super) struct Paths {
     pub delay: Vec<u64>,
     /// The smallest channel rate, bits per second.
     pub min_rate: Vec<u64>,
-    /// The smallest channel capacity, bytes per ns (a lone transfer's own rate limit).
+    /// The smallest channel capacity, bytes per ns (a lone transfer's own rate limit;
+    /// per strand for a sprayed path: capacity over the strands crossing the channel).
     pub bottleneck: Vec<f64>,
+    /// Equal strands a transfer on the path is cut into: 1, or under `--routing spray`
+    /// the denominator of its even split, the path then listing each channel once per
+    /// strand crossing it (the solver's multiplicity, as for an INA tree).
+    pub strands: Vec<u32>,
     pub channels: Vec<u32>,
 }
 
@@ -710,18 +715,21 @@ impl<R: PathSource + ?Sized> Interner<'_, R> {
             return Ok(k);
         }
         let k = self.paths.off.len() as u32;
+        let id_of = id();
         let (off, len, delay, route) = self.channels.route(
             self.topo,
             self.routing,
-            id(),
+            id_of,
             src,
             dst,
             channel,
             &mut self.paths.channels,
         )?;
+        let (len, strands) = self.spray(mode, src, dst, id_of, off, len)?;
         let ps = &mut self.paths;
         ps.off.push(off);
         ps.len.push(len);
+        ps.strands.push(strands);
         ps.delay.push(delay);
         ps.min_rate.push(
             route
@@ -730,15 +738,49 @@ impl<R: PathSource + ?Sized> Interner<'_, R> {
                 .min()
                 .unwrap_or(0),
         );
-        ps.bottleneck.push(
-            route
-                .iter()
-                .map(|c| self.channels.cap[c.idx()])
-                .fold(f64::INFINITY, f64::min),
-        );
+        ps.bottleneck
+            .push(netmodel::multiset_cap(&ps.channels[off as usize..], |c| {
+                self.channels.cap[c as usize]
+            }));
         self.hops.push(fct::switch_hops(self.topo, src, &route));
         self.keys.insert(key, k);
         Ok(k)
+    }
+
+    /// Under `--routing spray`, replace a network transfer's routed path (at `off`, `len`
+    /// channels in the arena) by its strands: each channel once per strand crossing it,
+    /// ascending. The routed path stays the one its delay and switch hops are taken
+    /// from (every equal-cost path of a Clos has the same length). (length, strands).
+    fn spray(
+        &mut self,
+        mode: Mode,
+        src: NodeId,
+        dst: NodeId,
+        id: FlowId,
+        off: u32,
+        len: u32,
+    ) -> Result<(u32, u32), ReplayError> {
+        if mode != Mode::Net {
+            return Ok((len, 1));
+        }
+        let split = self
+            .routing
+            .spray(src, dst)
+            .map_err(|reason| ReplayError::NoRoute {
+                id,
+                src,
+                dst,
+                reason,
+            })?;
+        let Some(split) = split.filter(|s| s.strands > 1) else {
+            return Ok((len, 1));
+        };
+        let arena = &mut self.paths.channels;
+        arena.truncate(off as usize);
+        for (c, n) in &split.load {
+            arena.extend(std::iter::repeat_n(c.0, *n as usize));
+        }
+        Ok(((arena.len() - off as usize) as u32, split.strands))
     }
 
     /// Switch bytes of `bytes` on path `p`.

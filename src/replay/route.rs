@@ -7,7 +7,7 @@
 //! `routes.txt` and INA trees are built from — so both back-ends put every record on the
 //! same path. Tests pass hand-written paths through the same seam.
 
-use crate::topology::{connection_key, pair_key, Channel, Routing};
+use crate::topology::{connection_key, pair_key, Channel, Routing, RoutingMode, Spray};
 use crate::units::NodeId;
 
 /// Anything that can route a transfer: channels from `src` to `dst`, ECMP choice keyed
@@ -28,10 +28,25 @@ pub trait PathSource {
     fn channel_path(&self, src: NodeId, dst: NodeId, channel: u32) -> Result<Vec<Channel>, String> {
         self.path(src, dst, connection_key(src, dst, channel))
     }
+
+    /// Under `--routing spray`, the even split of a network transfer from `src` to `dst`
+    /// over its equal-cost next hops ([`Routing::spray`]); `None` when transfers take one
+    /// path (the default).
+    fn spray(&self, _src: NodeId, _dst: NodeId) -> Result<Option<Spray>, String> {
+        Ok(None)
+    }
 }
 
 impl PathSource for Routing {
     fn path(&self, src: NodeId, dst: NodeId, key: u64) -> Result<Vec<Channel>, String> {
         Routing::path(self, src, dst, key).map_err(|e| e.to_string())
+    }
+    fn spray(&self, src: NodeId, dst: NodeId) -> Result<Option<Spray>, String> {
+        if self.mode() != RoutingMode::Spray {
+            return Ok(None);
+        }
+        Routing::spray(self, src, dst)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 }

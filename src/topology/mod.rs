@@ -23,8 +23,8 @@ mod routing;
 
 pub use error::TopologyError;
 pub use routing::{
-    connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing, TreeShape,
-    MAX_ROOTS,
+    connection_key, ecmp_choice, ecmp_hash, pair_key, AggEdge, AggTree, Routing, RoutingMode,
+    Spray, TreeShape, MAX_ROOTS, MAX_STRANDS,
 };
 
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId, Rank};

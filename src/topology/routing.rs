@@ -15,6 +15,9 @@
 //! **ECMP.** Among the equal-cost next hops of node `v` (ascending [`Channel`] id), the
 //! flow with key `key` takes index [`ecmp_choice`]`(seed, key, v, n)`. The functions are
 //! specified bit for bit below so the ns-3 glue can reproduce every path.
+//!
+//! **Modes.** That is the default, [`RoutingMode::Ecmp`]; under `dmodk` and `spray` every
+//! such choice goes through the mode's rule instead (`routing/mode.rs`).
 
 use super::{Channel, Fabric, LinkKind, NodeKind, Topology, TopologyError};
 use crate::units::{BitsPerSec, LinkId, Nanos, NodeId};
@@ -23,7 +26,10 @@ use std::sync::{Arc, OnceLock};
 
 mod general;
 use general::General;
+mod mode;
 mod trees;
+use mode::Pick;
+pub use mode::{RoutingMode, Spray, MAX_STRANDS};
 pub use trees::{TreeShape, MAX_ROOTS};
 
 const NONE: u32 = u32::MAX;
@@ -132,6 +138,10 @@ impl Lists {
 #[derive(Clone, Debug)]
 pub struct Routing {
     seed: u64,
+    /// How equal-cost next hops are chosen.
+    mode: RoutingMode,
+    /// Per node: its D-mod-k destination index (rank among hosts, or among switches).
+    rank: Vec<u32>,
     kinds: Vec<NodeKind>,
     /// Per link: ends, rate, delay.
     ends: Vec<(NodeId, NodeId)>,
@@ -158,9 +168,18 @@ pub struct Routing {
 }
 
 impl Routing {
-    /// Precompute routes. Errors: a link of zero rate; a host with no network link, or two
-    /// hosts with no network path between them (hosts do not forward traffic).
+    /// Precompute ECMP routes. Errors: a link of zero rate; a host with no network link,
+    /// or two hosts with no network path between them (hosts do not forward traffic).
     pub fn new(topo: &Topology, seed: u64) -> Result<Routing, TopologyError> {
+        Routing::with_mode(topo, seed, RoutingMode::Ecmp)
+    }
+
+    /// Precompute routes chosen by `mode` ([`RoutingMode`]). Errors as [`Routing::new`].
+    pub fn with_mode(
+        topo: &Topology,
+        seed: u64,
+        mode: RoutingMode,
+    ) -> Result<Routing, TopologyError> {
         let n = topo.kinds.len();
         let mut ends = Vec::with_capacity(topo.links.len());
         let mut rates = Vec::with_capacity(topo.links.len());
@@ -208,8 +227,21 @@ impl Routing {
             adj[fill[l.b.idx()] as usize] = (Channel::of(id, false), l.a);
             fill[l.b.idx()] += 1;
         }
+        let mut rank = vec![0u32; n];
+        let (mut hosts, mut switches) = (0u32, 0u32);
+        for (v, k) in topo.kinds.iter().enumerate() {
+            let c = if *k == NodeKind::Host {
+                &mut hosts
+            } else {
+                &mut switches
+            };
+            rank[v] = *c;
+            *c += 1;
+        }
         let mut r = Routing {
             seed,
+            mode,
+            rank,
             kinds: topo.kinds.clone(),
             ends,
             rates,
@@ -393,7 +425,8 @@ impl Routing {
         for &h in &hosts {
             let g = self.group_of[h.idx()] as usize;
             if let Some(to) = rep[g] {
-                if to != h && self.route(h, to, 0, &mut Vec::new()).is_err() {
+                let pick = Pick::new(self, to, 0);
+                if to != h && self.route(h, to, &pick, &mut Vec::new()).is_err() {
                     return Err(TopologyError::Disconnected { from: h, to });
                 }
             }
@@ -488,13 +521,14 @@ impl Routing {
         key: u64,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
+        let pick = Pick::new(self, dst, key);
         if let Some(g) = &self.general {
-            return g.path(self, src, dst, key, out);
+            return g.path(self, src, dst, &pick, out);
         }
         if self.kinds[dst.idx()] == NodeKind::Switch {
-            return self.route_to_switch(src, dst, key, out);
+            return self.route_to_switch(src, dst, &pick, out);
         }
-        self.route(src, dst, key, out)
+        self.route(src, dst, &pick, out)
     }
 
     /// Hop distances of every switch to switch `t` (dense index) over switches.
@@ -530,7 +564,7 @@ impl Routing {
         &self,
         src: NodeId,
         dst: NodeId,
-        key: u64,
+        pick: &Pick,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
         let dist = self.switch_distances(self.sw[dst.idx()]);
@@ -556,7 +590,7 @@ impl Routing {
         while v != dst {
             let closer = |&&(_, w): &&(Channel, NodeId)| dist_of(w) == d - 1;
             let n = self.net(v).iter().filter(closer).count();
-            let i = ecmp_choice(self.seed, key, v, n);
+            let i = pick.at(v, n);
             let Some(&(c, w)) = self.net(v).iter().filter(closer).nth(i) else {
                 return Err(TopologyError::Disconnected { from: src, to: dst });
             };
@@ -572,7 +606,7 @@ impl Routing {
         &self,
         src: NodeId,
         dst: NodeId,
-        key: u64,
+        pick: &Pick,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
         let grp = &self.groups[self.group_of[dst.idx()] as usize];
@@ -590,7 +624,7 @@ impl Routing {
             // attached switches closest to dst.
             let direct = self.net(v).iter().filter(|&&(_, w)| w == dst).count();
             if direct > 0 {
-                let i = ecmp_choice(self.seed, key, v, direct);
+                let i = pick.at(v, direct);
                 let (c, _) = *self
                     .net(v)
                     .iter()
@@ -614,7 +648,7 @@ impl Routing {
                 .iter()
                 .filter(|&&(_, w)| dist_of(w) == best)
                 .count();
-            let i = ecmp_choice(self.seed, key, v, cnt);
+            let i = pick.at(v, cnt);
             let (c, w) = *self
                 .net(v)
                 .iter()
@@ -638,13 +672,13 @@ impl Routing {
                     // unless the tables are corrupt; an error, not a panic.
                     return Err(TopologyError::Disconnected { from: src, to: dst });
                 }
-                let i = ecmp_choice(self.seed, key, v, cnt);
+                let i = pick.at(v, cnt);
                 let (c, _) = *self.net(dst).iter().filter(down).nth(i).expect("i < count");
                 out.push(Channel(c.0 ^ 1));
                 return Ok(());
             }
             let hops = self.lists.get(id);
-            let c = hops[ecmp_choice(self.seed, key, v, hops.len())];
+            let c = hops[pick.at(v, hops.len())];
             out.push(c);
             v = self.channel_ends(c).1;
         }

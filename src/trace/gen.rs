@@ -201,7 +201,7 @@ impl<'a> Gen<'a> {
             )
         };
         let routing = if opts.ina.mode != InaMode::Off {
-            Some(Routing::new(topo, opts.seed)?)
+            Some(Routing::with_mode(topo, opts.seed, opts.routing)?)
         } else {
             None
         };
@@ -564,6 +564,10 @@ pub fn header(
 ) -> super::TraceHeader {
     let mut h = super::TraceHeader::new();
     let ina: &InaConfig = &opts.ina;
+    if opts.routing != crate::topology::RoutingMode::Ecmp {
+        // absent means ecmp, so the default's header (and file) is what it always was
+        h.set("routing", opts.routing);
+    }
     h.set("topology", &topo.source)
         .set("topology_hash", super::planned::topology_hash(topo))
         .set("seed", opts.seed)

@@ -2,6 +2,7 @@
 
 use crate::record::{AggGroup, Class};
 use crate::schedule::ScheduleOptions;
+use crate::topology::RoutingMode;
 use crate::units::{Bytes, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -433,6 +434,10 @@ pub struct TraceOptions {
     pub ina: InaConfig,
     /// ECMP / tie-break seed.
     pub seed: u64,
+    /// How equal-cost paths are chosen (`--routing`); recorded in the header as
+    /// `routing` when not the default `ecmp`.
+    #[serde(default)]
+    pub routing: RoutingMode,
     /// The plan `InaMode::Planned` lowers (`ina3d trace --plan`).
     pub plan: Option<crate::formats::plan_json::PlanFile>,
     /// Iterations to generate (each waits for the previous one's gradient sync).
@@ -502,6 +507,7 @@ impl Default for TraceOptions {
             collective: Algorithm::Ring,
             ina: InaConfig::default(),
             seed: 0,
+            routing: RoutingMode::Ecmp,
             plan: None,
             iterations: 1,
             nvlink_step_latency: None,

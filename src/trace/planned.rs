@@ -35,6 +35,7 @@ pub const PLAN_JOB_KEYS: &[&str] = &[
     "topology_hash",
     "nccl_channels",
     "seed",
+    "routing",
     "collective",
     "ina_switches",
     "ina_slots",
@@ -235,7 +236,7 @@ pub fn check_plan(
     topo: &Topology,
     opts: &TraceOptions,
 ) -> Result<(), TraceError> {
-    let routing = Routing::new(topo, opts.seed)?;
+    let routing = Routing::with_mode(topo, opts.seed, opts.routing)?;
     let (can_agg, tor) = super::aggregating_switches(topo, &opts.ina.switches)?;
     let net = Net {
         topo,

@@ -29,7 +29,7 @@
 //!   paths over forwarding nodes with ECMP at every node, from a per-destination
 //!   breadth-first search computed on first use.
 
-use super::{ecmp_choice, Routing, FAR};
+use super::{Pick, Routing, FAR};
 use crate::topology::{Channel, Fabric, NodeKind, Topology, TopologyError};
 use crate::units::NodeId;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -209,35 +209,33 @@ impl General {
         r: &Routing,
         src: NodeId,
         dst: NodeId,
-        key: u64,
+        pick: &Pick,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
         let host = |v: NodeId| r.kinds[v.idx()] == NodeKind::Host;
         let nodes = match &self.fabric {
             Fabric::Jellyfish { paths } if host(src) && host(dst) => {
-                self.via_switches(r, src, dst, key, out, |a, b| {
-                    self.k_shortest(r, a, b, *paths, key)
+                self.via_switches(r, src, dst, pick, out, |a, b| {
+                    self.k_shortest(a, b, *paths, pick)
                 })?
             }
             Fabric::Dragonfly {
                 groups,
                 routers,
                 valiant,
-            } if host(src) && host(dst) => self.via_switches(r, src, dst, key, out, |a, b| {
-                self.dragonfly(r, a, b, *groups, *routers, *valiant, key)
+            } if host(src) && host(dst) => self.via_switches(r, src, dst, pick, out, |a, b| {
+                self.dragonfly(a, b, *groups, *routers, *valiant, pick)
             })?,
             Fabric::Torus { dims } if host(src) && host(dst) => {
-                self.via_switches(r, src, dst, key, out, |a, b| {
-                    Some(self.torus(r, a, b, dims, key))
+                self.via_switches(r, src, dst, pick, out, |a, b| {
+                    Some(self.torus(a, b, dims, pick))
                 })?
             }
-            Fabric::BCube { n, k } if host(src) && host(dst) => {
-                self.bcube(r, src, dst, *n, *k, key)
-            }
+            Fabric::BCube { n, k } if host(src) && host(dst) => self.bcube(src, dst, *n, *k, pick),
             Fabric::DCell { n, k } if host(src) && host(dst) => self.dcell(src, dst, *n, *k),
-            _ => return self.shortest(r, src, dst, key, out),
+            _ => return self.shortest(r, src, dst, pick, out),
         };
-        self.steps(r, &nodes, key, out)
+        self.steps(r, &nodes, pick, out)
             .ok_or(TopologyError::Disconnected { from: src, to: dst })
     }
 
@@ -249,17 +247,17 @@ impl General {
         r: &Routing,
         src: NodeId,
         dst: NodeId,
-        key: u64,
+        pick: &Pick,
         out: &mut Vec<Channel>,
         between: impl FnOnce(u32, u32) -> Option<Vec<u32>>,
     ) -> Result<Vec<NodeId>, TopologyError> {
         let gone = TopologyError::Disconnected { from: src, to: dst };
         let first = self
-            .attach(r, src, key)
+            .attach(r, src, pick)
             .ok_or(TopologyError::Disconnected { from: src, to: dst })?;
         let a = r.channel_ends(first).1;
         let b = self
-            .attach(r, dst, key)
+            .attach(r, dst, pick)
             .map(|c| r.channel_ends(c).1)
             .ok_or(TopologyError::Disconnected { from: src, to: dst })?;
         let sw = between(r.sw[a.idx()], r.sw[b.idx()]).ok_or(gone)?;
@@ -271,23 +269,29 @@ impl General {
 
     /// The NIC channel a host's transfer with `key` leaves on: among the host's links to
     /// switches (its NIC ports), `ecmp_choice` at the host.
-    fn attach(&self, r: &Routing, h: NodeId, key: u64) -> Option<Channel> {
+    fn attach(&self, r: &Routing, h: NodeId, pick: &Pick) -> Option<Channel> {
         let ports = r
             .net(h)
             .iter()
             .filter(|&&(_, w)| r.sw[w.idx()] != super::NONE);
         let n = ports.clone().count();
-        ports.map(|&(c, _)| c).nth(ecmp_choice(r.seed, key, h, n))
+        ports.map(|&(c, _)| c).nth(pick.at(h, n))
     }
 
     /// The channels of a node sequence: from `nodes[0]` (the node `out` has reached, or
     /// the source) to each next node, over the parallel link `ecmp_choice` picks.
-    fn steps(&self, r: &Routing, nodes: &[NodeId], key: u64, out: &mut Vec<Channel>) -> Option<()> {
+    fn steps(
+        &self,
+        r: &Routing,
+        nodes: &[NodeId],
+        pick: &Pick,
+        out: &mut Vec<Channel>,
+    ) -> Option<()> {
         for w in nodes.windows(2) {
             let (u, v) = (w[0], w[1]);
             let par = r.net(u).iter().filter(|&&(_, x)| x == v);
             let n = par.clone().count();
-            let &(c, _) = par.clone().nth(ecmp_choice(r.seed, key, u, n))?;
+            let &(c, _) = par.clone().nth(pick.at(u, n))?;
             out.push(c);
         }
         Some(())
@@ -299,7 +303,7 @@ impl General {
         r: &Routing,
         src: NodeId,
         dst: NodeId,
-        key: u64,
+        pick: &Pick,
         out: &mut Vec<Channel>,
     ) -> Result<(), TopologyError> {
         let dist = self.dist_to(r, dst);
@@ -313,12 +317,7 @@ impl General {
                 dist[w.idx()] == d - 1 && (w == dst || self.forwards(r, w))
             };
             let n = r.net(v).iter().filter(next).count();
-            let Some(&(c, w)) = r
-                .net(v)
-                .iter()
-                .filter(next)
-                .nth(ecmp_choice(r.seed, key, v, n))
-            else {
+            let Some(&(c, w)) = r.net(v).iter().filter(next).nth(pick.at(v, n)) else {
                 return Err(TopologyError::Disconnected { from: src, to: dst });
             };
             out.push(c);
@@ -331,7 +330,7 @@ impl General {
     // ------------------------------------------------------------------ Jellyfish
 
     /// One of the `k` shortest switch paths from `a` to `b`, by `ecmp_choice` at `a`.
-    fn k_shortest(&self, r: &Routing, a: u32, b: u32, k: u32, key: u64) -> Option<Vec<u32>> {
+    fn k_shortest(&self, a: u32, b: u32, k: u32, pick: &Pick) -> Option<Vec<u32>> {
         let set = {
             let mut cache = self.kpaths.lock().unwrap_or_else(|e| e.into_inner());
             cache
@@ -339,7 +338,7 @@ impl General {
                 .or_insert_with(|| Arc::new(self.yen(a, b, k as usize)))
                 .clone()
         };
-        let i = ecmp_choice(r.seed, key, self.switch_nodes[a as usize], set.len());
+        let i = pick.at(self.switch_nodes[a as usize], set.len());
         set.get(i).cloned()
     }
 
@@ -422,46 +421,38 @@ impl General {
     #[allow(clippy::too_many_arguments)]
     fn dragonfly(
         &self,
-        r: &Routing,
         a: u32,
         b: u32,
         groups: u32,
         routers: u32,
         valiant: bool,
-        key: u64,
+        pick: &Pick,
     ) -> Option<Vec<u32>> {
         let (ga, gb) = (a / routers, b / routers);
         if !valiant || ga == gb || groups < 3 {
-            return self.minimal(r, a, b, routers, key);
+            return self.minimal(a, b, routers, pick);
         }
-        let pick = ecmp_choice(
-            r.seed,
-            key ^ VALIANT,
-            self.switch_nodes[a as usize],
-            groups as usize - 2,
-        ) as u32;
-        // the pick-th group other than ga and gb
-        let gi = (0..groups)
-            .filter(|&g| g != ga && g != gb)
-            .nth(pick as usize)?;
-        let to = self.global(r, ga, gi, self.switch_nodes[a as usize], key)?;
-        let mut p = self.minimal(r, a, to.0, routers, key)?;
+        let via = pick.at_salted(VALIANT, self.switch_nodes[a as usize], groups as usize - 2);
+        // the via-th group other than ga and gb
+        let gi = (0..groups).filter(|&g| g != ga && g != gb).nth(via)?;
+        let to = self.global(ga, gi, self.switch_nodes[a as usize], pick)?;
+        let mut p = self.minimal(a, to.0, routers, pick)?;
         p.push(to.1);
-        let rest = self.minimal(r, to.1, b, routers, key)?;
+        let rest = self.minimal(to.1, b, routers, pick)?;
         p.extend_from_slice(&rest[1..]);
         Some(p)
     }
 
     /// The global link from group `g1` to group `g2` a transfer with `key` takes at `at`:
     /// (router in g1, router in g2).
-    fn global(&self, r: &Routing, g1: u32, g2: u32, at: NodeId, key: u64) -> Option<(u32, u32)> {
+    fn global(&self, g1: u32, g2: u32, at: NodeId, pick: &Pick) -> Option<(u32, u32)> {
         let l = self.globals.get(&(g1.min(g2), g1.max(g2)))?;
-        let (x, y) = l[ecmp_choice(r.seed, key, at, l.len())];
+        let (x, y) = l[pick.at(at, l.len())];
         Some(if g1 < g2 { (x, y) } else { (y, x) })
     }
 
     /// Minimal route: local, global, local.
-    fn minimal(&self, r: &Routing, a: u32, b: u32, routers: u32, key: u64) -> Option<Vec<u32>> {
+    fn minimal(&self, a: u32, b: u32, routers: u32, pick: &Pick) -> Option<Vec<u32>> {
         let (ga, gb) = (a / routers, b / routers);
         if a == b {
             return Some(vec![a]);
@@ -469,7 +460,7 @@ impl General {
         if ga == gb {
             return Some(vec![a, b]);
         }
-        let (u, v) = self.global(r, ga, gb, self.switch_nodes[a as usize], key)?;
+        let (u, v) = self.global(ga, gb, self.switch_nodes[a as usize], pick)?;
         let mut p = vec![a];
         if u != a {
             p.push(u);
@@ -484,7 +475,7 @@ impl General {
     // ------------------------------------------------------------------ torus
 
     /// Dimension-order route from router `a` to router `b`.
-    fn torus(&self, r: &Routing, a: u32, b: u32, dims: &[u32], key: u64) -> Vec<u32> {
+    fn torus(&self, a: u32, b: u32, dims: &[u32], pick: &Pick) -> Vec<u32> {
         let mut p = vec![a];
         let mut cur = a;
         let mut stride = 1u32;
@@ -495,9 +486,7 @@ impl General {
                 let up = match (2 * fwd).cmp(&k) {
                     std::cmp::Ordering::Less => true,
                     std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        ecmp_choice(r.seed, key, self.switch_nodes[cur as usize], 2) == 0
-                    }
+                    std::cmp::Ordering::Equal => pick.at(self.switch_nodes[cur as usize], 2) == 0,
                 };
                 let hops = if up { fwd } else { k - fwd };
                 let mut c = ca;
@@ -516,18 +505,10 @@ impl General {
     // ------------------------------------------------------------------ BCube, DCell
 
     /// BCube source route: server, level switch, server, … correcting one digit per hop.
-    fn bcube(
-        &self,
-        r: &Routing,
-        src: NodeId,
-        dst: NodeId,
-        n: u32,
-        k: u32,
-        key: u64,
-    ) -> Vec<NodeId> {
+    fn bcube(&self, src: NodeId, dst: NodeId, n: u32, k: u32, pick: &Pick) -> Vec<NodeId> {
         let per_level = n.pow(k);
         let digit = |x: u32, l: u32| (x / n.pow(l)) % n;
-        let start = ecmp_choice(r.seed, key, src, k as usize + 1) as u32;
+        let start = pick.at(src, k as usize + 1) as u32;
         let mut cur = src.0;
         let mut nodes = vec![src];
         for step in 0..=k {
