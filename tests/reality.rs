@@ -16,10 +16,18 @@ fn the_shipped_suite_has_fit_and_held_out_rows_that_all_build_on_their_fabrics()
     let runs = reality::load_suite(&suite_path()).unwrap();
     assert!(runs.len() >= 15, "{} rows", runs.len());
     let held = runs.iter().filter(|r| r.group == RunGroup::HeldOut).count();
-    assert!(held >= 8 && held < runs.len(), "{held} held-out of {}", runs.len());
+    assert!(
+        held >= 8 && held < runs.len(),
+        "{held} held-out of {}",
+        runs.len()
+    );
     let base = suite_path().parent().unwrap().to_path_buf();
     for r in &runs {
-        assert!(!r.source.trim().is_empty() && !r.derivation.trim().is_empty(), "{}", r.id);
+        assert!(
+            !r.source.trim().is_empty() && !r.derivation.trim().is_empty(),
+            "{}",
+            r.id
+        );
         let job = Job::prepare(&reality::job_spec(r, &base, None))
             .unwrap_or_else(|e| panic!("{}: {e}", r.id));
         // the layout is the row's, and the fabric holds it
@@ -29,7 +37,11 @@ fn the_shipped_suite_has_fit_and_held_out_rows_that_all_build_on_their_fabrics()
             "{}",
             r.id
         );
-        assert!(job.topology.gpus.len() >= job.workload.world() as usize, "{}", r.id);
+        assert!(
+            job.topology.gpus.len() >= job.workload.world() as usize,
+            "{}",
+            r.id
+        );
     }
 }
 
@@ -44,13 +56,22 @@ fn a_bad_suite_is_refused_naming_the_file_the_run_and_the_field() {
     for (text, want) in [
         (row("a", "a100", "nan"), "run `a`: published_ms"),
         (row("a", "v100", "10.0"), "run `a`: gpu"),
-        (format!("{}{}", row("a", "a100", "1.0"), row("a", "a100", "2.0")), "run `a`: id"),
-        (row("a", "a100", "1.0").replace("group = \"fit\"", "group = \"other\""), "group"),
+        (
+            format!("{}{}", row("a", "a100", "1.0"), row("a", "a100", "2.0")),
+            "run `a`: id",
+        ),
+        (
+            row("a", "a100", "1.0").replace("group = \"fit\"", "group = \"other\""),
+            "group",
+        ),
         (format!("{}colour = 1\n", row("a", "a100", "1.0")), "colour"),
     ] {
         let p = dir.path().join("runs.toml");
         std::fs::write(&p, text).unwrap();
         let e = reality::load_suite(&p).unwrap_err().to_string();
-        assert!(e.contains("runs.toml") && e.contains(want), "{e} (wanted {want})");
+        assert!(
+            e.contains("runs.toml") && e.contains(want),
+            "{e} (wanted {want})"
+        );
     }
 }
