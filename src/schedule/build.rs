@@ -63,7 +63,7 @@ pub fn build(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<Workload, S
     let moe = routing.map(|r| moe_plan(cfg, opts, &shp, &times, &r, el, &model.parts, ns));
     let mut stages = plan_stages(cfg, opts, &split, &shp, &times, m, v);
     for st in &mut stages {
-        st.optimizer = model.optimizer(cfg, st);
+        st.optimizer = model.optimizer(st);
     }
     let grad_el = grad_dtype_bytes(cfg);
     let tied = !cfg.untie_embeddings_and_output_weights;
@@ -242,7 +242,7 @@ impl<'a> CostModel<'a> {
 
     /// The optimizer step of a rank of stage `st` (the roofline only; not calibrated:
     /// the log's compute timers do not include it).
-    fn optimizer(&self, _cfg: &TrainingConfig, st: &StagePlan) -> Nanos {
+    fn optimizer(&self, st: &StagePlan) -> Nanos {
         let Some(r) = &self.roofline else {
             return Nanos(0);
         };

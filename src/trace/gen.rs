@@ -68,6 +68,19 @@ struct Tag {
     stage: Option<u32>,
 }
 
+impl Tag {
+    /// A tag of no micro-batch and no layer: the iteration-level work of `stage` (or of
+    /// no stage).
+    fn of_stage(class: Class, stage: Option<u32>) -> Tag {
+        Tag {
+            class,
+            microbatch: None,
+            layer: None,
+            stage,
+        }
+    }
+}
+
 /// A rank's independent streams of work: the main one (compute, TP/CP/EP/PP traffic), and
 /// one per gradient-reduction group, since dense and expert buckets go through different
 /// NCCL communicators and overlap each other and the backward.

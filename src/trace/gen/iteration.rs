@@ -458,12 +458,7 @@ impl Gen<'_> {
         for r in 0..wl.world() {
             let r = Rank(r);
             let stage = wl.groups.coords(r).pp;
-            let tag = Tag {
-                class: Class::Dp,
-                microbatch: None,
-                layer: None,
-                stage: Some(stage),
-            };
+            let tag = Tag::of_stage(Class::Dp, Some(stage));
             self.flush(Stream::Main, r, tag)?;
             for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
                 if bucket.trigger_layer.is_none() {
@@ -511,12 +506,7 @@ impl Gen<'_> {
         triggers: &mut Triggers,
     ) -> Result<(), TraceError> {
         let wl = self.wl;
-        let tag = Tag {
-            class: Class::Dp,
-            microbatch: None,
-            layer: None,
-            stage: Some(stage),
-        };
+        let tag = Tag::of_stage(Class::Dp, Some(stage));
         for (b, bucket) in wl.stages[stage as usize].buckets.iter().enumerate() {
             if bucket.group != which {
                 continue;
@@ -566,12 +556,7 @@ impl Gen<'_> {
                 continue;
             }
             self.main[r.idx()].pending += t;
-            let tag = Tag {
-                class: Class::Dp,
-                microbatch: None,
-                layer: None,
-                stage: Some(stage),
-            };
+            let tag = Tag::of_stage(Class::Dp, Some(stage));
             self.flush(Stream::Main, r, tag)?;
         }
         Ok(())
@@ -582,22 +567,16 @@ impl Gen<'_> {
     fn end_of_iteration(&mut self) -> Result<(), TraceError> {
         let wl = self.wl;
         let g = &wl.groups;
-        let stage_tag = |class, stage| Tag {
-            class,
-            microbatch: None,
-            layer: None,
-            stage,
-        };
         for tpg in &g.tp_groups {
             let stage = g.coords(tpg[0]).pp;
             if let Some(b) = wl.stages[stage as usize].layernorm_bytes {
-                let tag = stage_tag(Class::Tp, Some(stage));
+                let tag = Tag::of_stage(Class::Tp, Some(stage));
                 self.collective(CollKind::AllReduce, b, tpg, Stream::Main, tag)?;
             }
         }
         if let Some(b) = wl.emb_bytes {
             for eg in &g.emb_groups {
-                let tag = stage_tag(Class::Emb, None);
+                let tag = Tag::of_stage(Class::Emb, None);
                 self.collective(CollKind::AllReduce, b, eg, Stream::Main, tag)?;
             }
         }
@@ -622,7 +601,7 @@ impl Gen<'_> {
                     .iter()
                     .filter(|b| b.group == which)
                 {
-                    let tag = stage_tag(Class::Dp, Some(stage));
+                    let tag = Tag::of_stage(Class::Dp, Some(stage));
                     self.collective(
                         CollKind::AllGather,
                         bucket.param_bytes,
