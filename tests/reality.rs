@@ -28,7 +28,7 @@ fn the_shipped_suite_has_fit_and_held_out_rows_that_all_build_on_their_fabrics()
             "{}",
             r.id
         );
-        let job = Job::prepare(&reality::job_spec(r, &base, None))
+        let job = Job::prepare(&reality::job_spec(r, &base, reality::Constants::default()))
             .unwrap_or_else(|e| panic!("{}: {e}", r.id));
         // the layout is the row's, and the fabric holds it
         assert_eq!(

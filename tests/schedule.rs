@@ -1110,6 +1110,42 @@ mod compute_model {
         assert_eq!((wl.pp_bytes.0, wl.pp_gather), (whole / 4, true));
     }
 
+    #[test]
+    fn deepspeeds_pipeline_engine_pays_its_fitted_cost_on_every_layer_pass() {
+        // docs/compute.md#the-training-engine: under DeepSpeed's pipeline engine every
+        // kernel takes 1.1x Megatron's time and each layer pass adds 3.46 ms of
+        // host time: 1 pass forward; 2 backward under full recomputation (the recomputed
+        // forward and the backward), 1 without.
+        let (k, c_ns) = (1.099_998_281_25, 3.460_460_732_552_057e6);
+        for recompute in ["full", "selective"] {
+            let mut c = gpt(4, 4096, 4, 2);
+            c.set("recompute_granularity", recompute).unwrap();
+            let mega = schedule::build(&c, &on("a100")).unwrap();
+            c.set("deepspeed", "True").unwrap();
+            let ds = schedule::build(&c, &on("a100")).unwrap();
+            let bwd_passes = if recompute == "full" { 2.0 } else { 1.0 };
+            for (m, d, passes) in [
+                (&mega.fwd_steps, &ds.fwd_steps, 1.0),
+                (&mega.bwd_steps, &ds.bwd_steps, bwd_passes),
+            ] {
+                let want = compute_ns(m) as f64 * k + passes * c_ns;
+                let got = compute_ns(d) as f64;
+                // each compute step rounds to a nanosecond
+                assert!(
+                    (got - want).abs() <= 16.0,
+                    "{recompute}: {got} ns against {want} ns"
+                );
+            }
+            // the same job without a pipeline is DeepSpeed's plain engine: Megatron's costs
+            c.set("pipeline_model_parallel_size", "1").unwrap();
+            c.set("global_batch_size", "8").unwrap();
+            let plain = schedule::build(&c, &on("a100")).unwrap();
+            c.set("deepspeed", "False").unwrap();
+            let mega1 = schedule::build(&c, &on("a100")).unwrap();
+            assert_eq!(layer_ns(&plain), layer_ns(&mega1), "{recompute}");
+        }
+    }
+
     /// DeepSpeed's `TrainSchedule` (deepspeed/runtime/pipe/schedule.py): step `t` of
     /// `2(M + S − 1)` runs a forward on even stages at even steps and odd stages at odd
     /// steps, a backward otherwise, of the micro-batch its four formulas give; ids outside

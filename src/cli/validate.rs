@@ -62,11 +62,16 @@ pub struct Args {
     /// The published-run suite (TOML; docs/compute.md#the-published-run-suite).
     #[arg(long, default_value = ina3d::pipeline::reality::SUITE, requires = "reality")]
     pub suite: PathBuf,
-    /// With `--reality`: refit this GPU generation's efficiencies (ampere, hopper,
-    /// blackwell) on its fit rows and print them (the constants in
-    /// `src/schedule/roofline.rs` come from this), instead of predicting.
-    #[arg(long, requires = "reality", value_parser = super::keyword::<ina3d::schedule::Generation>(ina3d::schedule::Generation::NAMES))]
-    pub fit: Option<ina3d::schedule::Generation>,
+    /// With `--reality`: refit these constants on their fit rows and print them (the
+    /// constants in the code; docs/compute.md#fit): a GPU generation's efficiencies
+    /// (ampere, hopper, blackwell: its rows that Megatron's own schedule runs) or the
+    /// DeepSpeed pipeline engine's cost (deepspeed-pipeline: the rows that engine runs).
+    #[arg(long, requires = "reality", value_parser = super::keyword::<ina3d::pipeline::reality::FitTarget>(ina3d::pipeline::reality::FitTarget::NAMES))]
+    pub fit: Option<ina3d::pipeline::reality::FitTarget>,
+    /// With `--reality`: route every row this way instead of as its fabric did (the
+    /// row's `routing`), to see what the routing changes.
+    #[arg(long, requires = "reality", value_parser = super::keyword::<ina3d::topology::RoutingMode>(ina3d::topology::RoutingMode::NAMES))]
+    pub routing: Option<ina3d::topology::RoutingMode>,
     /// With `--reality`: only these runs (comma-separated ids).
     #[arg(long, value_delimiter = ',', requires = "reality")]
     pub runs_only: Vec<String>,
@@ -77,12 +82,21 @@ fn reality(a: &Args) -> anyhow::Result<()> {
     use anyhow::Context;
     use ina3d::formats::reality_csv::{self, RealityRow};
     use ina3d::pipeline::reality as r;
-    let runs = r::load_suite(&a.suite)?;
+    let mut runs = r::load_suite(&a.suite)?;
+    if let Some(routing) = a.routing {
+        for run in &mut runs {
+            run.routing = routing;
+        }
+    }
     let base = a.suite.parent().unwrap_or(std::path::Path::new("."));
     if let Some(gen) = a.fit {
-        let (eff, preds) = r::fit(&runs, base, gen, &mut |s| eprintln!("{s}"))?;
+        let (fitted, preds) = r::fit(&runs, base, gen, &mut |s| eprintln!("{s}"))?;
         print!("{}", r::table(&preds));
-        println!("fitted {gen}: {eff:?}");
+        match (fitted.efficiency, fitted.engine) {
+            (Some(e), _) => println!("fitted {gen}: {e:?}"),
+            (None, Some(e)) => println!("fitted {gen}: {e:?}"),
+            (None, None) => println!("fitted {gen}: nothing to fit"),
+        }
         return Ok(());
     }
     if let Some(u) = a
@@ -104,7 +118,7 @@ fn reality(a: &Args) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for run in chosen {
         bar.set_message(run.id.clone());
-        match r::predict(run, base, None) {
+        match r::predict(run, base, r::Constants::default()) {
             Ok(p) => preds.push(p),
             Err(e) => {
                 bar.suspend(|| eprintln!("{}", ina3d::pipeline::error_chain(&e)));

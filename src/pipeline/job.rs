@@ -5,7 +5,8 @@ use super::PipelineError;
 use crate::megatron::{self, TrainingConfig};
 use crate::record::Class;
 use crate::schedule::{
-    self, ComputeModel, Efficiency, Gpu, MoeRouting, ScheduleOptions, WarmupRule, Workload,
+    self, ComputeModel, Efficiency, EngineCost, Gpu, MoeRouting, ScheduleOptions, WarmupRule,
+    Workload,
 };
 use crate::topology::Topology;
 use crate::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
@@ -162,6 +163,9 @@ pub struct JobSpec {
     /// Efficiencies instead of the GPU generation's fitted ones (the suite's fit; not an
     /// option of the command line).
     pub efficiency: Option<Efficiency>,
+    /// The training engine's cost instead of the fitted one (the suite's fit; not an
+    /// option of the command line).
+    pub engine_cost: Option<EngineCost>,
     /// Model FLOPs utilisation of the flat compute model.
     pub mfu: f64,
     /// Calibrate compute against the log's timers / iteration time.
@@ -202,6 +206,7 @@ impl Default for JobSpec {
             gpu: t.schedule.gpu.name.clone(),
             compute: t.schedule.compute,
             efficiency: t.schedule.efficiency,
+            engine_cost: t.schedule.engine_cost,
             mfu: t.schedule.mfu,
             calibrate: t.schedule.calibrate,
             calibration_factor: t.schedule.factor,
@@ -307,6 +312,7 @@ impl JobSpec {
             gpu,
             compute: self.compute,
             efficiency: self.efficiency,
+            engine_cost: self.engine_cost,
             mfu: self.mfu,
             calibrate: self.calibrate,
             factor: self.calibration_factor,

@@ -7,7 +7,10 @@
 
 use super::{replay_job, JobSpec, ParallelSizes, PipelineError};
 use crate::replay::RateModel;
-use crate::schedule::{ComputeModel, Efficiency, Generation, Gpu, LayerStep, Pass, Workload};
+use crate::schedule::{
+    ComputeModel, Efficiency, Engine, EngineCost, Generation, Gpu, LayerStep, Pass, Workload,
+};
+use crate::topology::RoutingMode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,6 +46,10 @@ pub struct PublishedRun {
     pub gpu: String,
     /// The fabric as the run had it (a topology spec).
     pub topology: String,
+    /// How that fabric routed (ecmp by default; InfiniBand's static tables are `dmodk`,
+    /// its adaptive routing `spray`).
+    #[serde(default)]
+    pub routing: RoutingMode,
     /// The published (or derived) iteration time, ms.
     pub published_ms: f64,
     /// The job's base (a model preset or a config file relative to the suite file).
@@ -194,9 +201,18 @@ fn arg_text(v: &toml::Value) -> String {
     }
 }
 
-/// The job of `run` (inputs relative to `base`), with `eff` overriding its GPU
-/// generation's fitted efficiencies.
-pub fn job_spec(run: &PublishedRun, base: &Path, eff: Option<Efficiency>) -> JobSpec {
+/// The constants a prediction uses where they override the fitted ones (the fit's
+/// trial values).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Constants {
+    /// The GPU generation's efficiencies.
+    pub efficiency: Option<Efficiency>,
+    /// The training engine's cost.
+    pub engine: Option<EngineCost>,
+}
+
+/// The job of `run` (inputs relative to `base`), with `c` overriding the fitted constants.
+pub fn job_spec(run: &PublishedRun, base: &Path, c: Constants) -> JobSpec {
     let input = {
         let rel = base.join(&run.input);
         if rel.is_file() {
@@ -223,20 +239,18 @@ pub fn job_spec(run: &PublishedRun, base: &Path, eff: Option<Efficiency>) -> Job
             .collect(),
         gpu: run.gpu.clone(),
         compute: ComputeModel::Roofline,
-        efficiency: eff,
+        efficiency: c.efficiency,
+        engine_cost: c.engine,
         calibrate: false,
+        routing: run.routing,
         ..JobSpec::default()
     }
 }
 
 /// Predict `run` (InfiniBand fabrics: credit-based lossless links, so the ideal rate
 /// model; docs/compute.md#the-published-run-suite).
-pub fn predict(
-    run: &PublishedRun,
-    base: &Path,
-    eff: Option<Efficiency>,
-) -> Result<Prediction, RealityError> {
-    let spec = job_spec(run, base, eff);
+pub fn predict(run: &PublishedRun, base: &Path, c: Constants) -> Result<Prediction, RealityError> {
+    let spec = job_spec(run, base, c);
     let (job, result) =
         replay_job(&spec, false, RateModel::Ideal, &mut |_| {}).map_err(|e| RealityError::Run {
             id: run.id.clone(),
@@ -259,6 +273,17 @@ pub fn generation(run: &PublishedRun) -> Generation {
     Gpu::preset(&run.gpu).map_or(Generation::Ampere, |g| g.generation)
 }
 
+/// The training engine `run` runs under (from its configuration, as the schedule reads it).
+pub fn engine(run: &PublishedRun, base: &Path) -> Result<Engine, RealityError> {
+    let cfg = job_spec(run, base, Constants::default())
+        .config()
+        .map_err(|e| RealityError::Run {
+            id: run.id.clone(),
+            source: Box::new(e),
+        })?;
+    Ok(Engine::of(&cfg))
+}
+
 /// Median and largest absolute error of `rows`.
 pub fn summary(rows: &[&Prediction]) -> Option<(f64, f64)> {
     let mut e: Vec<f64> = rows.iter().map(|p| p.error().abs()).collect();
@@ -278,13 +303,13 @@ pub fn table(rows: &[Prediction]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<28} {:<8} {:<10} {:>6} {:>12} {:>12} {:>8}",
+        "{:<34} {:<8} {:<10} {:>6} {:>12} {:>12} {:>8}",
         "run", "group", "gpu", "gpus", "published ms", "predicted ms", "error"
     );
     for p in rows {
         let _ = writeln!(
             out,
-            "{:<28} {:<8} {:<10} {:>6} {:>12.1} {:>12.1} {:>+7.1}%",
+            "{:<34} {:<8} {:<10} {:>6} {:>12.1} {:>12.1} {:>+7.1}%",
             p.id,
             p.group.as_str(),
             p.gpu,
@@ -368,25 +393,118 @@ pub fn critical_compute_ns(wl: &Workload) -> f64 {
     per_mb * (m + fill) + optimizer
 }
 
-/// Fit `gen`'s efficiencies on the suite's fit rows of that generation: each row is
-/// replayed once at the current efficiencies; the search then moves the efficiencies
-/// (a coordinate search minimising the sum of squared log errors) with each row's
-/// iteration estimated as its replayed time plus the change of its critical-path compute
-/// ([`critical_compute_ns`]); the rows are replayed again at the result. Returns the
-/// fitted efficiencies and the fit rows' final predictions.
+/// What `--fit` refits: one GPU generation's efficiencies on the fit rows of that
+/// generation that Megatron's own schedule runs, or the DeepSpeed pipeline engine's cost
+/// on the fit rows that engine runs (any generation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FitTarget {
+    /// A100.
+    Ampere,
+    /// H100, H200, H800, H20.
+    Hopper,
+    /// B200, GB200.
+    Blackwell,
+    /// Megatron-DeepSpeed's pipeline engine.
+    DeepSpeedPipeline,
+}
+
+crate::keyword::keyword_enum!(FitTarget, "fit target",
+    FitTarget::Ampere => "ampere",
+    FitTarget::Hopper => "hopper",
+    FitTarget::Blackwell => "blackwell",
+    FitTarget::DeepSpeedPipeline => "deepspeed-pipeline");
+
+impl FitTarget {
+    /// Whether `run` (of `engine`) is one of this target's fit rows.
+    fn selects(self, run: &PublishedRun, engine: Engine) -> bool {
+        let gen = |g| engine == Engine::Megatron && generation(run) == g;
+        run.group == RunGroup::Fit
+            && match self {
+                FitTarget::Ampere => gen(Generation::Ampere),
+                FitTarget::Hopper => gen(Generation::Hopper),
+                FitTarget::Blackwell => gen(Generation::Blackwell),
+                FitTarget::DeepSpeedPipeline => engine == Engine::DeepSpeedPipeline,
+            }
+    }
+
+    /// The constants the fit starts from (those in the code).
+    fn start(self) -> Knobs {
+        let efficiency = Efficiency::of(match self {
+            FitTarget::Hopper => Generation::Hopper,
+            FitTarget::Blackwell => Generation::Blackwell,
+            FitTarget::Ampere | FitTarget::DeepSpeedPipeline => Generation::Ampere,
+        });
+        Knobs {
+            efficiency,
+            engine: EngineCost::of(Engine::DeepSpeedPipeline),
+        }
+    }
+
+    /// The knobs this target moves, each with its bounds ([`Knobs::field`]'s index).
+    fn fields(self) -> &'static [(usize, (f64, f64))] {
+        match self {
+            FitTarget::DeepSpeedPipeline => &ENGINE_BOUNDS,
+            _ => &EFFICIENCY_BOUNDS,
+        }
+    }
+
+    /// The overrides a trial of `k` makes: the efficiencies only where they are fitted
+    /// (an engine fit keeps each row's own generation's).
+    fn constants(self, k: Knobs) -> Constants {
+        match self {
+            FitTarget::DeepSpeedPipeline => Constants {
+                efficiency: None,
+                engine: Some(k.engine),
+            },
+            _ => Constants {
+                efficiency: Some(k.efficiency),
+                engine: None,
+            },
+        }
+    }
+}
+
+/// Every constant a fit can move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Knobs {
+    efficiency: Efficiency,
+    engine: EngineCost,
+}
+
+impl Knobs {
+    fn field(&mut self, i: usize) -> &mut f64 {
+        match i {
+            0 => &mut self.efficiency.gemm,
+            1 => &mut self.efficiency.gemm_fp8,
+            2 => &mut self.efficiency.half_dim,
+            3 => &mut self.efficiency.attention,
+            4 => &mut self.efficiency.memory,
+            5 => &mut self.engine.kernel_factor,
+            _ => &mut self.engine.per_layer_pass_s,
+        }
+    }
+}
+
+/// Refit `target`'s constants on its fit rows: each row is replayed once at the current
+/// constants; a coordinate search then moves them (minimising the sum of squared log
+/// errors) with each row's iteration estimated as its replayed time plus the change of
+/// its critical-path compute ([`critical_compute_ns`]); the rows are replayed again at the
+/// result. Returns the fitted constants and the fit rows' final predictions.
 pub fn fit(
     runs: &[PublishedRun],
     base: &Path,
-    gen: Generation,
+    target: FitTarget,
     progress: &mut dyn FnMut(&str),
-) -> Result<(Efficiency, Vec<Prediction>), RealityError> {
-    let rows: Vec<&PublishedRun> = runs
-        .iter()
-        .filter(|r| r.group == RunGroup::Fit && generation(r) == gen)
-        .collect();
-    let start = Efficiency::of(gen);
-    let critical = |r: &PublishedRun, e: Efficiency| -> Result<f64, RealityError> {
-        let spec = job_spec(r, base, Some(e));
+) -> Result<(Constants, Vec<Prediction>), RealityError> {
+    let mut rows: Vec<&PublishedRun> = Vec::new();
+    for r in runs {
+        if target.selects(r, engine(r, base)?) {
+            rows.push(r);
+        }
+    }
+    let start = target.start();
+    let critical = |r: &PublishedRun, k: Knobs| -> Result<f64, RealityError> {
+        let spec = job_spec(r, base, target.constants(k));
         let job = super::Job::prepare(&spec).map_err(|e| RealityError::Run {
             id: r.id.clone(),
             source: Box::new(e),
@@ -395,7 +513,7 @@ pub fn fit(
     };
     let mut anchors = Vec::with_capacity(rows.len());
     for r in &rows {
-        let p = predict(r, base, Some(start))?;
+        let p = predict(r, base, target.constants(start))?;
         progress(&format!("{}: replayed {:.1} ms", r.id, p.predicted_ms));
         anchors.push((
             p.predicted_ms * 1e6,
@@ -403,10 +521,10 @@ pub fn fit(
             r.published_ms * 1e6,
         ));
     }
-    let loss = |e: Efficiency| -> Result<f64, RealityError> {
+    let loss = |k: Knobs| -> Result<f64, RealityError> {
         let mut l = 0.0;
         for (r, (it0, c0, published)) in rows.iter().zip(&anchors) {
-            let it = it0 + critical(r, e)? - c0;
+            let it = it0 + critical(r, k)? - c0;
             l += (it.max(1.0) / published).ln().powi(2);
         }
         Ok(l)
@@ -415,14 +533,14 @@ pub fn fit(
     let mut best_l = loss(best)?;
     let mut step = 0.16;
     for round in 0..8 {
-        for (field, &(lo, hi)) in BOUNDS.iter().enumerate() {
+        for &(field, (lo, hi)) in target.fields() {
             for dir in [1.0, -1.0] {
-                let mut e = best;
-                let f = field_mut(&mut e, field);
+                let mut k = best;
+                let f = k.field(field);
                 *f = (*f * (1.0 + dir * step)).clamp(lo, hi);
-                let l = loss(e)?;
+                let l = loss(k)?;
                 if l < best_l {
-                    (best, best_l) = (e, l);
+                    (best, best_l) = (k, l);
                 }
             }
         }
@@ -431,31 +549,25 @@ pub fn fit(
     }
     let mut preds = Vec::with_capacity(rows.len());
     for r in &rows {
-        preds.push(predict(r, base, Some(best))?);
+        preds.push(predict(r, base, target.constants(best))?);
     }
-    Ok((best, preds))
+    Ok((target.constants(best), preds))
 }
 
-/// What the fit may choose, per field of [`Efficiency`] in [`field_mut`]'s order: the
-/// largest fractions of peak that kernels reach on these GPUs in microbenchmarks (cuBLAS
-/// BF16 and FP8 GEMMs at about 80–85 % of the dense peak, flash attention's forward at
-/// about 70 %, streaming kernels at about 90–95 % of HBM bandwidth). Without them the fit
-/// can buy back what the network model misses (overlaps it does not run) with a GEMM
-/// faster than any GPU runs one.
-const BOUNDS: [(f64, f64); 5] = [
-    (0.3, 0.85),
-    (0.3, 0.85),
-    (16.0, 1024.0),
-    (0.2, 0.75),
-    (0.5, 0.95),
+/// What a generation's fit may choose, per field of [`Efficiency`] ([`Knobs::field`]'s
+/// index): the largest fractions of peak that kernels reach on these GPUs in
+/// microbenchmarks (cuBLAS BF16 and FP8 GEMMs at about 80–85 % of the dense peak, flash
+/// attention's forward at about 70 %, streaming kernels at about 90–95 % of HBM
+/// bandwidth). Without them the fit can buy back what the network model misses (overlaps
+/// it does not run) with a GEMM faster than any GPU runs one.
+const EFFICIENCY_BOUNDS: [(usize, (f64, f64)); 5] = [
+    (0, (0.3, 0.85)),
+    (1, (0.3, 0.85)),
+    (2, (16.0, 1024.0)),
+    (3, (0.2, 0.75)),
+    (4, (0.5, 0.95)),
 ];
 
-fn field_mut(e: &mut Efficiency, i: usize) -> &mut f64 {
-    match i {
-        0 => &mut e.gemm,
-        1 => &mut e.gemm_fp8,
-        2 => &mut e.half_dim,
-        3 => &mut e.attention,
-        _ => &mut e.memory,
-    }
-}
+/// What the engine's fit may choose: a kernel factor in [1, 2] (the engine runs the same
+/// kernels, never faster) and a host time per layer pass in [0.1, 50] ms.
+const ENGINE_BOUNDS: [(usize, (f64, f64)); 2] = [(5, (1.0, 2.0)), (6, (1e-4, 0.05))];

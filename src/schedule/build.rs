@@ -4,6 +4,7 @@
 
 use super::buckets::{self, BucketRules, LayerTensors};
 use super::calibrate::{calibrate, MAX_CALIBRATION_FACTOR};
+use super::engine::{Engine, EngineCost};
 use super::layers::{self, MoeShape, Shape, Times};
 use super::moe::{self, Routing};
 use super::roofline::{self, ComputeModel, PartCosts, Roofline};
@@ -231,8 +232,13 @@ impl<'a> CostModel<'a> {
             }
             ComputeModel::Roofline => {
                 let r = Roofline::new(cfg, &opts.gpu, opts.efficiency);
+                let mut parts = r.parts(cfg);
+                let engine = opts
+                    .engine_cost
+                    .unwrap_or_else(|| EngineCost::of(Engine::of(cfg)));
+                engine.apply(&mut parts);
                 CostModel {
-                    parts: r.parts(cfg),
+                    parts,
                     roofline: Some(r),
                     shard,
                 }
@@ -768,6 +774,13 @@ pub(super) fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError>
         if !(f > 0.0 && f <= MAX_CALIBRATION_FACTOR) {
             return Err(ScheduleError::Option(format!(
                 "calibration factor {f:?} must be in (0, {MAX_CALIBRATION_FACTOR}]"
+            )));
+        }
+    }
+    if let Some(e) = opts.engine_cost {
+        if !e.is_valid() {
+            return Err(ScheduleError::Option(format!(
+                "engine cost {e:?}: the kernel factor must be in [1, 4], the host time per layer pass in [0, 1] s"
             )));
         }
     }

@@ -31,6 +31,7 @@
 mod buckets;
 mod build;
 mod calibrate;
+pub mod engine;
 pub use calibrate::MAX_CALIBRATION_FACTOR;
 pub mod gpu;
 pub mod groups;
@@ -41,6 +42,7 @@ pub mod roofline;
 mod shape;
 
 pub use build::build;
+pub use engine::{Engine, EngineCost};
 pub use gpu::{Generation, Gpu};
 pub use groups::{Coords, ExpertCoords, ExpertSizes, Groups, RankOrder};
 pub use moe::MoeRouting;
@@ -117,6 +119,9 @@ pub struct ScheduleOptions {
     /// The roofline's efficiencies instead of the GPU generation's fitted ones.
     #[serde(skip)]
     pub efficiency: Option<Efficiency>,
+    /// The engine's cost instead of the fitted one of the job's engine (the suite's fit).
+    #[serde(skip)]
+    pub engine_cost: Option<EngineCost>,
     /// Model FLOPs utilisation of the flat model ([`ComputeModel::Mfu`]).
     pub mfu: f64,
     /// Calibrate against the log's timers / iteration time when present.
@@ -146,6 +151,7 @@ impl Default for ScheduleOptions {
             gpu: Gpu::preset("a100").expect("preset"),
             compute: ComputeModel::Roofline,
             efficiency: None,
+            engine_cost: None,
             mfu: 0.45,
             calibrate: true,
             factor: None,
