@@ -76,7 +76,10 @@ impl Unit {
 /// Which units a re-solve fills before the others ([`Net::resolve`]): `None`, all
 /// together; else aggregation streams and fallback rings, and the host transfers the
 /// function names, before the rest.
-pub(super) type FillFirst<'a> = Option<&'a dyn Fn(&Net, u32) -> bool>;
+pub(super) type FillFirst<'a> = Option<SentAll<'a>>;
+
+/// The host transfers a re-solve fills with the aggregation streams ([`FillFirst`]).
+pub(super) type SentAll<'a> = &'a dyn Fn(&Net, u32) -> bool;
 
 /// A [`FillFirst`] naming no host transfer.
 fn never(_: &Net, _: u32) -> bool {
@@ -532,22 +535,17 @@ impl Net {
     /// Whether unit `u` is filled before host transfers ([`FillFirst`]): an aggregation
     /// stream or fallback ring, or a host transfer `sent_all` names (under DCQCN, one
     /// whose bytes all wait in the queues ahead of them).
-    fn filled_first(&self, u: u32, sent_all: &dyn Fn(&Net, u32) -> bool) -> bool {
+    fn filled_first(&self, u: u32, sent_all: SentAll) -> bool {
         self.is_ina(u) || sent_all(self, u)
     }
 
     /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
     /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
     /// the units not yet frozen, only those filled first with `Some((true, _))`.
-    fn fill(
-        &mut self,
-        units: &[u32],
-        comp_ch: &[u32],
-        class: Option<(bool, &dyn Fn(&Net, u32) -> bool)>,
-    ) {
+    fn fill(&mut self, units: &[u32], comp_ch: &[u32], class: Option<(bool, SentAll)>) {
         let st = self.stamp;
         let aggs_only = matches!(class, Some((true, _)));
-        let sent_all: &dyn Fn(&Net, u32) -> bool = match class {
+        let sent_all: SentAll = match class {
             Some((_, f)) => f,
             None => &never,
         };
