@@ -875,14 +875,11 @@ fn scale_case(dp: u32, ina: &str, file: Option<&str>) -> Result<(), Box<dyn std:
                 .1
         }
         Some(f) => {
-            ina3d::pipeline::replay_file(
-                std::path::Path::new(f),
-                None,
-                None,
-                false,
-                ina3d::replay::RateModel::Ideal,
-            )?
-            .result
+            let o = ina3d::pipeline::FileOptions {
+                model: ina3d::replay::RateModel::Ideal,
+                ..Default::default()
+            };
+            ina3d::pipeline::replay_file(std::path::Path::new(f), &o)?.result
         }
     };
     // the outputs are part of a replay: write them as `ina3d replay -o` does; at 65,536

@@ -92,7 +92,7 @@ proptest! {
         let p = write_trace(dir.path(), &recs);
         let text = std::fs::read_to_string(&p).unwrap();
         let line = text.lines().position(|l| l.starts_with(&format!("{rec},"))).unwrap() + 1;
-        let r = ina3d::pipeline::replay_file(&p, None, None, false, RateModel::Ideal);
+        let r = ina3d::pipeline::replay_file(&p, &ideal());
         if v > MAX_RECORD_VALUE {
             let e = ina3d::pipeline::error_chain(&r.expect_err("refused"));
             prop_assert!(e.contains(&format!("t.csv:{line}:")) && e.contains(field), "{e}");
@@ -233,7 +233,7 @@ fn times_summing_past_the_horizon_stop_the_replay_naming_the_record() {
     h.set("topology", "fat-tree:k=4,nic=1Mbps,fabric=1Mbps");
     h.set("seed", 0);
     trace_csv::write(&p, &h, &recs).unwrap();
-    let e = ina3d::pipeline::replay_file(&p, None, None, false, RateModel::Ideal).unwrap_err();
+    let e = ina3d::pipeline::replay_file(&p, &ideal()).unwrap_err();
     let e = ina3d::pipeline::error_chain(&e);
     assert!(e.contains("record 1") && e.contains("2^62 ns"), "{e}");
 }
@@ -617,4 +617,12 @@ fn a_chakra_export_over_the_address_space_limit_is_refused_with_its_estimate() {
     );
     assert!(e.contains("INA3D_MEMORY_LIMIT sets another"), "{e}");
     assert!(!out.join("workload.0.et").exists(), "nothing written");
+}
+
+/// The file options of these tests: the ideal model, everything else from the header.
+fn ideal() -> ina3d::pipeline::FileOptions<'static> {
+    ina3d::pipeline::FileOptions {
+        model: RateModel::Ideal,
+        ..Default::default()
+    }
 }

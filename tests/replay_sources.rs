@@ -63,15 +63,7 @@ fn records_the_generator_feed_and_a_trace_file_replay_identically() {
             &mut |_| {},
         )
         .unwrap();
-        let from_file = replay_file(
-            &file,
-            None,
-            None,
-            false,
-            ina3d::replay::RateModel::default(),
-        )
-        .unwrap()
-        .result;
+        let from_file = replay_file(&file, &Default::default()).unwrap().result;
         same(&from_records, &from_generator, &format!("{ina}: generator"));
         same(&from_records, &from_file, &format!("{ina}: file"));
         assert_eq!(from_records.rows().len(), t.records.len());

@@ -182,8 +182,12 @@ fn write_trace(dir: &std::path::Path, routing: Option<&str>) -> std::path::PathB
 fn a_trace_replayed_under_another_routing_is_refused_by_name() {
     let d = tempfile::tempdir().unwrap();
     let replay = |p: &std::path::Path, r: Option<RoutingMode>| {
-        ina3d::pipeline::replay_file_routed(p, None, None, r, false, RateModel::Ideal)
-            .map_err(|e| ina3d::pipeline::error_chain(&e))
+        let o = ina3d::pipeline::FileOptions {
+            routing: r,
+            model: RateModel::Ideal,
+            ..Default::default()
+        };
+        ina3d::pipeline::replay_file(p, &o).map_err(|e| ina3d::pipeline::error_chain(&e))
     };
     let dmodk = write_trace(&d.path().join(""), Some("dmodk"));
     let e = replay(&dmodk, Some(RoutingMode::Ecmp)).unwrap_err();

@@ -231,14 +231,11 @@ fn the_rate_model_option_is_the_one_each_policy_s_replay_runs_under() {
         let d = tempfile::tempdir().unwrap();
         run(&spec, d.path(), d.path(), &mut Quiet).unwrap();
         let s = summary_csv::read(&d.path().join("ring/replay/summary.csv")).unwrap();
-        let file = replay_file(
-            &d.path().join("ring/trace.csv.gz"),
-            None,
-            None,
-            false,
-            RateModel::Dcqcn,
-        )
-        .unwrap();
+        let o = ina3d::pipeline::FileOptions {
+            model: RateModel::Dcqcn,
+            ..Default::default()
+        };
+        let file = replay_file(&d.path().join("ring/trace.csv.gz"), &o).unwrap();
         (s.iteration_time_ns, file.result.summary.iteration_time_ns)
     };
     let (dcqcn, file_dcqcn) = iteration("dcqcn");

@@ -5,7 +5,7 @@
 use super::job::JobArgs;
 use anyhow::{bail, Context};
 use ina3d::ns3::Transport;
-use ina3d::pipeline::{replay_file_timeline, replay_job_timeline, replay_report};
+use ina3d::pipeline::{replay_file, replay_job_timeline, replay_report, FileOptions};
 use ina3d::progress::spinner;
 use ina3d::replay::timeline::{RankSelection, TimelineOptions, DEFAULT_LINKS, DEFAULT_MAX_EVENTS};
 use ina3d::replay::{PerRecord, RateModel};
@@ -35,10 +35,9 @@ pub struct RateArgs {
 }
 
 impl RateArgs {
-    /// The model given, else the transport's ([`RateModel::for_transport`]).
+    /// The model given, else the transport's ([`RateModel::chosen`]).
     pub fn model(&self) -> RateModel {
-        self.rate_model
-            .unwrap_or(RateModel::for_transport(self.transport))
+        RateModel::chosen(self.rate_model, self.transport)
     }
 }
 
@@ -144,15 +143,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             {
                 bail!("job flags (--tp, --ina, --collective, --ina-slots, …) apply to `--from INPUT` only; a trace file carries its own");
             }
-            let r = replay_file_timeline(
-                trace,
-                a.topology.as_deref(),
-                a.seed,
-                a.job.routing,
+            let opts = FileOptions {
+                topology: a.topology.as_deref(),
+                seed: a.seed,
+                routing: a.job.routing,
                 progress,
                 model,
-                timeline.as_ref(),
-            )?;
+                timeline: timeline.as_ref(),
+            };
+            let r = replay_file(trace, &opts)?;
             for w in &r.warnings {
                 eprintln!("warning: {w}");
             }

@@ -171,7 +171,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let transport = a.transport;
-    let model = a.rate_model.unwrap_or(validate::rate_model_for(transport));
+    let model = ina3d::replay::RateModel::chosen(a.rate_model, transport);
     let ensemble = Ensemble {
         runs: a.runs,
         jitter: a.jitter.map(Nanos),

@@ -37,10 +37,10 @@ pub use spec::{
 };
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_routing, header_seed, header_topology,
-    load_ns3_input, make_plan, ns3_bar, ns3_report, replay_file, replay_file_routed,
-    replay_file_timeline, replay_job, replay_job_timeline, replay_records, replay_records_timeline,
-    replay_report, replay_table, replay_table_until, resolve_routing, resolve_seed,
-    resolve_topology, run_ns3, trace_report, FileReplay, GeneratedTrace, Ns3Input, PlanReplayer,
+    load_ns3_input, make_plan, ns3_bar, ns3_report, replay_file, replay_job, replay_job_timeline,
+    replay_records, replay_records_timeline, replay_report, replay_table, replay_table_until,
+    resolve_routing, resolve_seed, resolve_topology, run_ns3, trace_report, FileOptions,
+    FileReplay, GeneratedTrace, Ns3Input, PlanReplayer,
 };
 
 use std::path::PathBuf;

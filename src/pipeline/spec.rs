@@ -91,10 +91,9 @@ impl Default for RunSpec {
 
 impl RunSpec {
     /// The replayer's rate model: the one given, else the transport's
-    /// ([`RateModel::for_transport`]).
+    /// ([`RateModel::chosen`]).
     pub fn rate_model(&self) -> RateModel {
-        self.rate_model
-            .unwrap_or(RateModel::for_transport(self.transport))
+        RateModel::chosen(self.rate_model, self.transport)
     }
 }
 

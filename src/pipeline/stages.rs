@@ -605,7 +605,7 @@ pub struct FileReplay {
     pub plan_prediction: Option<(String, f64)>,
     /// For a collective-bench trace: its spec and records (for [`super::write_bench`]).
     pub bench: Option<(trace::BenchSpec, Vec<FlowRecord>)>,
-    /// The replay's timeline, when asked for ([`replay_file_timeline`]).
+    /// The replay's timeline, when asked for ([`FileOptions::timeline`]).
     pub timeline: Option<Timeline>,
 }
 
@@ -622,44 +622,38 @@ impl FileReplay {
     }
 }
 
-/// Replays the trace file `path`: the topology is `topology` or the header's (they must
-/// agree), the seed `seed` or the header's, under the rate model `model`. The records
-/// are read one at a time into the replayer's compact table (a collective-bench trace's
-/// are also kept whole, for its bench table).
-pub fn replay_file(
-    path: &Path,
-    topology: Option<&str>,
-    seed: Option<u64>,
-    progress: bool,
-    model: replay::RateModel,
-) -> Result<FileReplay, PipelineError> {
-    replay_file_timeline(path, topology, seed, None, progress, model, None)
+/// How [`replay_file`] replays a trace file: every choice besides the file, defaulted
+/// as `ina3d replay FILE` defaults it (the header's topology, seed and routing, no
+/// progress, no timeline).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileOptions<'a> {
+    /// The topology (`--topology`), else the header's; they must agree.
+    pub topology: Option<&'a str>,
+    /// The ECMP seed (`--seed`), else the header's (a warning when they differ).
+    pub seed: Option<u64>,
+    /// `--routing`: refused when it contradicts the header's `routing`
+    /// ([`resolve_routing`]), as a topology that contradicts the header's is.
+    pub routing: Option<RoutingMode>,
+    /// Progress bars on stderr.
+    pub progress: bool,
+    /// The rate model ([`replay::RateModel::chosen`] picks it from the flags).
+    pub model: replay::RateModel,
+    /// The timeline of the replay, when asked for ([`crate::replay::timeline`]).
+    pub timeline: Option<&'a TimelineOptions>,
 }
 
-/// [`replay_file`] with `--routing`: refused when it contradicts the header's `routing`
-/// ([`resolve_routing`]), as a topology that contradicts the header's is.
-pub fn replay_file_routed(
-    path: &Path,
-    topology: Option<&str>,
-    seed: Option<u64>,
-    routing: Option<RoutingMode>,
-    progress: bool,
-    model: replay::RateModel,
-) -> Result<FileReplay, PipelineError> {
-    replay_file_timeline(path, topology, seed, routing, progress, model, None)
-}
-
-/// [`replay_file_routed`], with the timeline of the replay when `timeline` asks for one
-/// ([`crate::replay::timeline`]).
-pub fn replay_file_timeline(
-    path: &Path,
-    topology: Option<&str>,
-    seed: Option<u64>,
-    routing: Option<RoutingMode>,
-    progress: bool,
-    model: replay::RateModel,
-    timeline: Option<&TimelineOptions>,
-) -> Result<FileReplay, PipelineError> {
+/// Replays the trace file `path` as `o` says ([`FileOptions`]). The records are read one
+/// at a time into the replayer's compact table (a collective-bench trace's are also kept
+/// whole, for its bench table).
+pub fn replay_file(path: &Path, o: &FileOptions) -> Result<FileReplay, PipelineError> {
+    let FileOptions {
+        topology,
+        seed,
+        routing,
+        progress,
+        model,
+        timeline,
+    } = *o;
     let rd = TraceReader::open(path).map_err(|source| PipelineError::ReadTrace {
         path: path.to_path_buf(),
         source: Box::new(source),

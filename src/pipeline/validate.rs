@@ -33,7 +33,7 @@ use std::time::Instant;
 /// ([`RateModel::for_transport`]: DCQCN's dynamics against the RoCE glue, ideal max-min
 /// rates against TCP).
 pub fn rate_model_for(transport: Transport) -> RateModel {
-    RateModel::for_transport(transport)
+    RateModel::chosen(None, transport)
 }
 
 /// One case of the suite: a job (or a collective bench) on a topology.

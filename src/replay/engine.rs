@@ -8,22 +8,17 @@ use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::queue::EventQueue;
+use super::rates::{RateControl, Started, StreamWindow};
 use super::route::PathSource;
+use super::solver::{Net, Owner, TIME_HORIZON_NS};
 use super::table::{Loc, RecordTable, Segment};
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
-use crate::netmodel::fluid_time;
 use crate::record::{FlowRecord, Mode};
 use crate::topology::Topology;
 use crate::units::{BitsPerSec, Bytes, LinkId};
 use std::time::Instant;
-
-/// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
-/// the engine adds up saturates instead of wrapping, and an event past this horizon stops
-/// the replay with [`super::ReplayError::PastHorizon`] — no input can wrap a time round
-/// to a shorter iteration.
-pub const TIME_HORIZON_NS: u64 = 1 << 62;
 
 /// What an event does. The declaration order is the processing order within one
 /// nanosecond (then by index, then version): transfers finish, records and aggregations
@@ -40,7 +35,7 @@ pub(super) enum EventKind {
     Start,
     /// An aggregation is ready and asks for slots (index: aggregation).
     AggStart,
-    /// The DCQCN model's tick (`dcqcn`; only with `RateModel::Dcqcn`).
+    /// The rate model's own event ([`RateControl::tick`]; the DCQCN model's).
     CcTick,
 }
 
@@ -168,60 +163,14 @@ impl fct::Times for Times<'_> {
     }
 }
 
-/// Who a unit moves bytes for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Owner {
-    /// A `Net` record.
-    Rec(u32),
-    /// An aggregation streaming on its tree.
-    Agg(u32),
-    /// One flow of an aggregation's fallback ring.
-    Ring(u32),
-}
-
-/// An active transfer: a fluid flow on `arena[off..off+len]`.
-pub(super) struct Unit {
-    pub off: u32,
-    pub len: u32,
-    /// Wire bytes left at `last`.
-    pub remaining: f64,
-    pub wire: f64,
-    /// Bytes per ns; 0 before the first solve and once done.
-    pub rate: f64,
-    /// Own rate limit (bottleneck over multiplicity, INA window).
-    pub cap: f64,
-    pub last: u64,
-    /// Version of the unit's pending completion event (`TxDone` events of older versions
-    /// are stale).
-    pub ver: u32,
-    /// Time of the pending completion event (`u64::MAX`: none). A rate change that
-    /// moves the finish later keeps it, and [`Sim::tx_done`] moves it on when it fires
-    /// early: under DCQCN, rates change at every tick and a new event per change filled
-    /// the heap with stale ones (a 16-GPU INA job: 168 s, most of it popping them).
-    pub due: u64,
-    /// Propagation delay added after the last byte left.
-    pub latency: u64,
-    pub owner: Owner,
-    /// Creation order of the unit (its slot in `units` is reused once it finishes): the
-    /// id its completion events carry and the tie-break of the solver's ordering, so
-    /// results do not depend on which slot a unit got.
-    pub serial: u32,
-}
-
-impl Unit {
-    /// When its last byte leaves at its current rate (saturating: `u64::MAX` for bytes
-    /// left at rate 0).
-    pub fn finish(&self) -> u64 {
-        self.last
-            .saturating_add(fluid_time(self.remaining, self.rate))
-    }
-}
-
 /// Mutable simulation state.
 pub(super) struct Sim<'a> {
     pub p: Prepared,
     pub opts: &'a ReplayOptions,
-    pub now: u64,
+    /// The clock, the units on their channels and the solver.
+    net: Net,
+    /// How the units are rated (`opts.rate_model`).
+    model: Box<dyn RateControl>,
     /// Pending events, popped by (time, kind, index, version).
     queue: EventQueue<EventKind>,
     /// Rows of each column of each ring block that have ended (a block record is ready
@@ -234,46 +183,29 @@ pub(super) struct Sim<'a> {
     /// channels per arena slot, and records share interned paths).
     regions: Vec<Vec<u32>>,
     done: usize,
-    pub units: Vec<Unit>,
-    /// Slots of finished units, reused by the next units (a large trace has millions of
-    /// transfers but only the concurrent ones need a slot).
-    pub free_units: Vec<u32>,
-    /// The slot of each unit, by serial.
-    pub slot_of: Vec<u32>,
-    pub pos: Vec<u32>,
-    /// Each channel's units (`ch_units[c]`: (unit, position in its path)) and the
-    /// solver's state of it, one cache line per channel ([`super::solver::ChanTable`]).
-    pub ch_units: super::solver::ChanTable,
-    pub ch_bytes: Vec<f64>,
-    // solver scratch
-    pub scratch: super::solver::Scratch,
-    pub dirty: Vec<u32>,
-    pub fresh: Vec<u32>,
-    pub stamp: u32,
-    pub unit_mark: Vec<u32>,
-    pub unit_frozen: Vec<u32>,
-    pub new_rate: Vec<f64>,
     pools: Pools,
     occupancy: Occupancy,
     fallbacks: u64,
     events: u64,
-    pub resolves: u64,
     /// The first event scheduled past [`TIME_HORIZON_NS`] (kind, index), if any.
     beyond: Option<(EventKind, u32)>,
-    /// The DCQCN rate model's state, when it is on (`dcqcn`).
-    pub cc: Option<Box<super::dcqcn::State>>,
 }
 
 impl<'a> Sim<'a> {
-    fn new(mut p: Prepared, records: &RecordTable, opts: &'a ReplayOptions) -> Sim<'a> {
+    fn new(
+        mut p: Prepared,
+        records: &RecordTable,
+        opts: &'a ReplayOptions,
+        model: Box<dyn RateControl>,
+    ) -> Sim<'a> {
         let rec = RecState::table(&mut p, records);
-        let nch = p.ch_cap.len();
-        let arena_len = p.arena.len();
         let pools = Pools::new(&opts.ina, p.switch_nodes.len());
         let occupancy = Occupancy::new(p.switch_nodes.clone());
+        let net = Net::new(std::mem::take(&mut p.arena), std::mem::take(&mut p.ch_cap));
         Sim {
             opts,
-            now: 0,
+            net,
+            model,
             queue: EventQueue::new(),
             ended: records
                 .blocks()
@@ -283,31 +215,16 @@ impl<'a> Sim<'a> {
             rec,
             regions: Vec::new(),
             done: 0,
-            units: Vec::new(),
-            free_units: Vec::new(),
-            slot_of: Vec::new(),
-            pos: vec![0; arena_len],
-            ch_units: super::solver::ChanTable::new(&p.ch_cap),
-            ch_bytes: huge::filled(nch, 0.0),
-            scratch: Default::default(),
-            dirty: Vec::new(),
-            fresh: Vec::new(),
-            stamp: 0,
-            unit_mark: Vec::new(),
-            unit_frozen: Vec::new(),
-            new_rate: Vec::new(),
             pools,
             occupancy,
             fallbacks: 0,
             beyond: None,
             events: 0,
-            resolves: 0,
-            cc: None,
             p,
         }
     }
 
-    pub(super) fn push(&mut self, t: u64, kind: EventKind, idx: u32, ver: u32) {
+    fn push(&mut self, t: u64, kind: EventKind, idx: u32, ver: u32) {
         // the DCQCN model may park its tick far ahead, and a unit starved to a rate near 0
         // gets a far transfer end that a new rate supersedes: those two are judged when
         // they fire (`tx_done`), every other event is the trace's
@@ -318,24 +235,14 @@ impl<'a> Sim<'a> {
         self.queue.push(t, (kind, idx, ver));
     }
 
-    /// The time of the next event, if any.
-    pub(super) fn next_event_time(&mut self) -> Option<u64> {
-        self.queue.peek_time()
-    }
-
-    /// Whether the rates are solved for every change so far (no re-solve pending).
-    pub(super) fn solved(&self) -> bool {
-        self.dirty.is_empty() && self.fresh.is_empty()
-    }
-
     /// The error for an event past the horizon, naming the record concerned.
     fn past_horizon(&self, kind: EventKind, idx: u32, records: &RecordTable) -> ReplayError {
         let what = match kind {
             EventKind::End | EventKind::Start => format!("record {}", records.id(idx as usize)),
             EventKind::AggEnd | EventKind::AggStart => format!("aggregation {idx}"),
             EventKind::TxDone => {
-                let u = self.slot_of[idx as usize] as usize;
-                match self.units.get(u).map(|x| x.owner) {
+                let u = self.net.slot_of[idx as usize] as usize;
+                match self.net.units.get(u).map(|x| x.owner) {
                     Some(Owner::Rec(i)) => format!("record {}", records.id(i as usize)),
                     Some(Owner::Agg(a) | Owner::Ring(a)) => format!("aggregation {a}"),
                     None => "a transfer".to_string(),
@@ -358,7 +265,7 @@ impl<'a> Sim<'a> {
         // the clock is read at the first batch of events, then every 16,384 events
         let mut next_check = 0;
         while let Some(t) = self.queue.next_time() {
-            self.now = t;
+            self.net.now = t;
             // every event of this nanosecond, then one re-solve for the batch
             while let Some((kind, idx, ver)) = self.queue.pop_now() {
                 self.events += 1;
@@ -399,6 +306,21 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
+    /// After a batch of events: the model brings the rates up to date; the completion
+    /// events the new rates call for, and the model's next own event, are queued.
+    fn settle(&mut self) {
+        let tick = self.model.settle(&mut self.net);
+        let mut due = std::mem::take(&mut self.net.due);
+        for &(t, serial, ver) in &due {
+            self.push(t, EventKind::TxDone, serial, ver);
+        }
+        due.clear();
+        self.net.due = due;
+        if let Some(t) = tick {
+            self.push(t, EventKind::CcTick, 0, 0);
+        }
+    }
+
     fn handle(&mut self, kind: EventKind, idx: u32, ver: u32, records: &RecordTable) {
         match kind {
             EventKind::TxDone => self.tx_done(idx, ver, records),
@@ -406,7 +328,10 @@ impl<'a> Sim<'a> {
             EventKind::AggEnd => self.end_agg(idx, records),
             EventKind::Start => self.start_record(idx, records),
             EventKind::AggStart => self.try_agg(idx),
-            EventKind::CcTick => self.cc_tick(),
+            EventKind::CcTick => {
+                let next = self.queue.peek_time();
+                self.model.tick(&mut self.net, next);
+            }
         }
     }
 
@@ -414,16 +339,16 @@ impl<'a> Sim<'a> {
     /// the unit already gone): take it off the network, free its slot and end its owner
     /// after the path latency.
     fn tx_done(&mut self, serial: u32, ver: u32, records: &RecordTable) {
-        let u = self.slot_of[serial as usize];
-        let x = &self.units[u as usize];
+        let u = self.net.slot_of[serial as usize];
+        let x = &self.net.units[u as usize];
         if x.serial != serial || x.ver != ver {
             return;
         }
         // the finish at the rate now (the event may be from an earlier, faster rate); a
         // unit at rate 0 (done, or starved) waits for its next rate
         let finish = if x.rate == 0.0 { u64::MAX } else { x.finish() };
-        if finish > self.now {
-            let x = &mut self.units[u as usize];
+        if finish > self.net.now {
+            let x = &mut self.net.units[u as usize];
             x.due = finish;
             if finish < u64::MAX {
                 x.ver = x.ver.wrapping_add(1);
@@ -432,17 +357,18 @@ impl<'a> Sim<'a> {
             }
             return;
         }
-        if self.now > TIME_HORIZON_NS {
+        if self.net.now > TIME_HORIZON_NS {
             // a transfer that really ends past the horizon (not a superseded far event)
             self.beyond.get_or_insert((EventKind::TxDone, serial));
             return;
         }
         let (owner, lat, off, len, rate) = (x.owner, x.latency, x.off, x.len, x.rate);
-        let t = self.now;
-        self.cc_done(u);
-        self.units[u as usize].rate = 0.0;
-        self.remove_unit(u, !matches!(owner, Owner::Agg(_)));
-        self.free_units.push(u);
+        let t = self.net.now;
+        self.model.finished(&mut self.net, u);
+        self.net.units[u as usize].rate = 0.0;
+        self.model.removing(&mut self.net, u);
+        self.net.remove_unit(u, !matches!(owner, Owner::Agg(_)));
+        self.net.free_units.push(u);
         match owner {
             Owner::Rec(i) => {
                 self.regions[len as usize].push(off);
@@ -476,7 +402,7 @@ impl<'a> Sim<'a> {
                 continue;
             }
             for &c in self.p.paths.of(path) {
-                self.ch_bytes[c as usize] += w;
+                self.net.ch_bytes[c as usize] += w;
             }
         }
     }
@@ -489,14 +415,14 @@ impl<'a> Sim<'a> {
         let off = match self.regions[len as usize].pop() {
             Some(off) => off,
             None => {
-                let off = self.p.arena.len() as u32;
-                self.p.arena.resize(off as usize + len as usize, 0);
-                self.pos.resize(off as usize + len as usize, 0);
+                let off = self.net.arena.len() as u32;
+                self.net.arena.resize(off as usize + len as usize, 0);
+                self.net.pos.resize(off as usize + len as usize, 0);
                 off
             }
         };
         let o = off as usize;
-        self.p.arena[o..o + len as usize].copy_from_slice(self.p.paths.of(path));
+        self.net.arena[o..o + len as usize].copy_from_slice(self.p.paths.of(path));
         off
     }
 
@@ -522,7 +448,7 @@ impl<'a> Sim<'a> {
 
     /// Record `i` ended now: each record waiting for it has one dep fewer.
     fn finish(&mut self, i: u32, records: &RecordTable) {
-        self.rec[i as usize].end = self.now;
+        self.rec[i as usize].end = self.net.now;
         self.done += 1;
         match records.locate(i as usize) {
             Loc::Row(r) => {
@@ -543,7 +469,7 @@ impl<'a> Sim<'a> {
                     let next = (ended[right as usize] >= k).then(|| x.pos(k + 1, right));
                     for d in [mine, next].into_iter().flatten() {
                         // no gap inside a block: it starts now
-                        self.push(self.now, EventKind::Start, d, 0);
+                        self.push(self.net.now, EventKind::Start, d, 0);
                     }
                 }
                 for e in self.p.deps.of_block(b, i) {
@@ -558,7 +484,7 @@ impl<'a> Sim<'a> {
     #[inline]
     fn release(&mut self, d: u32, records: &RecordTable) {
         let r = &mut self.rec[d as usize];
-        r.start = r.start.max(self.now);
+        r.start = r.start.max(self.net.now);
         r.pending -= 1;
         if r.pending == 0 {
             self.ready(d, records);
@@ -567,7 +493,7 @@ impl<'a> Sim<'a> {
 
     fn start_record(&mut self, i: u32, records: &RecordTable) {
         let iu = i as usize;
-        self.rec[iu].start = self.now;
+        self.rec[iu].start = self.net.now;
         // a block record's run-time state is its block's: its own is only written
         let (f, path) = match records.locate(iu) {
             Loc::Row(r) => (records.row_fields(r), self.rec[iu].path),
@@ -577,7 +503,7 @@ impl<'a> Sim<'a> {
             ),
         };
         match path {
-            TIMER => self.push(self.now.saturating_add(f.dur), EventKind::End, i, 0),
+            TIMER => self.push(self.net.now.saturating_add(f.dur), EventKind::End, i, 0),
             path => {
                 let (len, delay) = match path {
                     NONE => (0, 0),
@@ -589,13 +515,14 @@ impl<'a> Sim<'a> {
                     w /= self.p.paths.strands[path as usize] as f64;
                 }
                 if len == 0 || w == 0.0 {
-                    self.push(self.now.saturating_add(delay), EventKind::End, i, 0);
+                    self.push(self.net.now.saturating_add(delay), EventKind::End, i, 0);
                 } else {
                     let cap = self.p.paths.bottleneck[path as usize];
                     let off = self.region(len, path);
-                    let u = self.add_unit(off, len, w, cap, delay, Owner::Rec(i));
+                    let u = self.net.add_unit(off, len, w, cap, delay, Owner::Rec(i));
                     let conn = (f.src.0, f.dst.0, f.channel);
-                    self.cc_start(u, conn, cap);
+                    let what = Started::Transfer { conn, line: cap };
+                    self.model.started(&mut self.net, u, what);
                 }
             }
         }
@@ -604,12 +531,12 @@ impl<'a> Sim<'a> {
     /// The smallest channel capacity on `arena[off..off+len]`.
     fn bottleneck(&self, off: u32, len: u32) -> f64 {
         (off..off + len)
-            .map(|k| self.p.ch_cap[self.p.arena[k as usize] as usize])
+            .map(|k| self.net.ch_cap[self.net.arena[k as usize] as usize])
             .fold(f64::INFINITY, f64::min)
     }
 
     fn start_agg(&mut self, a: u32, slots: u32) {
-        let now = self.now;
+        let now = self.net.now;
         let agg = &mut self.p.aggs[a as usize];
         agg.started = now;
         agg.slots = slots;
@@ -637,13 +564,19 @@ impl<'a> Sim<'a> {
         agg.rounds = crate::netmodel::window_rounds(agg.wire, packet, in_flight);
         let cap = agg.tree_cap.min(window);
         let (off, len, w, lat) = (agg.tree_off, agg.tree_len, agg.wire, agg.latency);
-        let u = self.add_unit(off, len, w, cap, lat, Owner::Agg(a));
-        self.cc_stream_start(u);
+        let stream = StreamWindow {
+            window: agg.window,
+            rtt: agg.rtt,
+            tree_cap: agg.tree_cap,
+        };
+        let u = self.net.add_unit(off, len, w, cap, lat, Owner::Agg(a));
+        self.model
+            .started(&mut self.net, u, Started::Stream(stream));
     }
 
     fn fallback(&mut self, a: u32) {
         self.fallbacks += 1;
-        let now = self.now;
+        let now = self.net.now;
         let agg = &mut self.p.aggs[a as usize];
         agg.started = now;
         agg.slots = 0;
@@ -658,7 +591,8 @@ impl<'a> Sim<'a> {
         }
         for (off, len) in usable {
             let cap = self.bottleneck(off, len);
-            let _ = self.add_unit(off, len, w, cap, lat, Owner::Ring(a));
+            let u = self.net.add_unit(off, len, w, cap, lat, Owner::Ring(a));
+            self.model.started(&mut self.net, u, Started::Ring);
         }
     }
 
@@ -668,7 +602,7 @@ impl<'a> Sim<'a> {
             Grant::Slots(k) => self.grant(a, k),
             Grant::Fallback => self.fallback(a),
             Grant::Wait => {
-                let key = self.pools.wait_key(agg, a, self.now);
+                let key = self.pools.wait_key(agg, a, self.net.now);
                 self.pools.waiting.insert(key);
             }
         }
@@ -680,7 +614,7 @@ impl<'a> Sim<'a> {
         let agg = &self.p.aggs[a as usize];
         if slots > 0 {
             self.pools.change(agg, slots, true);
-            self.occupancy.acquire(agg, slots, self.now);
+            self.occupancy.acquire(agg, slots, self.net.now);
         }
         self.start_agg(a, slots);
     }
@@ -703,7 +637,7 @@ impl<'a> Sim<'a> {
     }
 
     fn end_agg(&mut self, a: u32, records: &RecordTable) {
-        let now = self.now;
+        let now = self.net.now;
         let slots = self.p.aggs[a as usize].slots;
         if slots > 0 {
             let agg = &self.p.aggs[a as usize];
@@ -726,7 +660,7 @@ impl<'a> Sim<'a> {
     fn channel_stats(&self, topo: &Topology) -> Vec<ChannelStat> {
         let makespan = self.rec.iter().map(|r| r.end).max().unwrap_or(0);
         let mut channels = Vec::new();
-        for (c, bytes) in self.ch_bytes.iter().enumerate() {
+        for (c, bytes) in self.net.ch_bytes.iter().enumerate() {
             let b = bytes.round() as u64;
             if b == 0 {
                 continue;
@@ -787,14 +721,15 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         .progress
         .then(|| crate::progress::spinner("checking the trace, interning paths"));
     let p = prepare(&records, topo, routing, opts)?;
-    let mut sim = Sim::new(p, &records, opts);
+    let model: Box<dyn RateControl> = match opts.rate_model {
+        super::RateModel::Ideal => Box::new(super::ideal::Ideal),
+        super::RateModel::Dcqcn => {
+            Box::new(super::dcqcn::Dcqcn::new(topo, opts, !p.aggs.is_empty()))
+        }
+    };
+    let mut sim = Sim::new(p, &records, opts, model);
     if let Some(b) = bar {
         b.finish_and_clear();
-    }
-    if opts.rate_model == super::RateModel::Dcqcn {
-        let mut cc = super::dcqcn::State::new(topo, opts.dcqcn);
-        cc.packet = (opts.payload.0 + opts.header.0) as f64;
-        sim.cc = Some(Box::new(cc));
     }
     sim.run(&records)?;
     let channels = sim.channel_stats(topo);
@@ -802,8 +737,12 @@ pub fn simulate_table<R: PathSource + ?Sized>(
     let slots = std::mem::replace(&mut sim.occupancy, Occupancy::new(Vec::new())).samples();
     let standalone = Standalone::take(&mut sim.p, opts);
     let rec = std::mem::take(&mut sim.rec);
-    let (switch_bytes, ina_fallbacks, events, resolves) =
-        (sim.p.switch_bytes, sim.fallbacks, sim.events, sim.resolves);
+    let (switch_bytes, ina_fallbacks, events, resolves) = (
+        sim.p.switch_bytes,
+        sim.fallbacks,
+        sim.events,
+        sim.net.resolves,
+    );
     // the prepared tables and the solver's state are done with: free them before the
     // summary is made (each record's state is kept: its times are the rows')
     drop(sim);

@@ -19,8 +19,11 @@
 //! fabric's transport, [`RateModel::for_transport`]): `dcqcn` (RoCE, the default) caps
 //! each transfer at its queue pair's DCQCN rate, with fluid switch queues, ECN marking
 //! and CNP feedback evaluated only on oversubscribed or backlogged ports, and lets
-//! aggregation streams take their rate before host transfers (`dcqcn.rs`, `solver.rs`,
-//! `docs/model.md` "DCQCN rate model"); `ideal` (TCP) is the max-min model above alone.
+//! aggregation streams take their rate before host transfers (`dcqcn/`, `solver.rs`,
+//! `docs/model.md` "DCQCN rate model"); `ideal` (TCP) is the max-min model above alone
+//! (`ideal.rs`). Each is a `RateControl` behind one seam (`rates.rs`): the engine tells
+//! the model which transfers start and end and when a batch of events is done; the model
+//! caps transfers, re-solves the rates and answers when its own next event falls.
 //!
 //! **INA.** All `Ina` records sharing an aggregation id form one unit: it starts when every
 //! edge is ready (deps outside the aggregation only) plus that edge's gap, and streams
@@ -102,20 +105,24 @@ pub mod budget;
 mod dcqcn;
 mod engine;
 mod huge;
+mod ideal;
 mod output;
 mod pools;
 mod prepare;
 mod queue;
+mod rates;
 mod route;
 mod solver;
 mod table;
 pub mod timeline;
 mod timers;
 
-pub use dcqcn::{RateModel, Rp};
-pub use engine::{simulate, simulate_table, TIME_HORIZON_NS};
+pub use dcqcn::Rp;
+pub use engine::{simulate, simulate_table};
 pub use output::{write_outputs, write_outputs_with, PerRecord};
+pub use rates::RateModel;
 pub use route::PathSource;
+pub use solver::TIME_HORIZON_NS;
 pub use table::RecordTable;
 
 use crate::fct::{FctRow, Summary};

@@ -1,5 +1,7 @@
-//! The incremental max-min solver: units (active transfers) on channels, and the
-//! progressive-filling re-solve of the component a batch of changes touched.
+//! The network the engine rates ([`Net`]): units (active transfers) on channels, the
+//! clock, and the incremental max-min solver — the progressive-filling re-solve of the
+//! component a batch of changes touched. A rate model (`rates::RateControl`)
+//! reads it and caps units ([`Net::set_cap`]); the engine adds and removes units.
 //!
 //! Each channel keeps the list of units on it with each unit's position remembered, so
 //! adding or removing a unit is O(path length). A channel is *tight* when the rate caps of
@@ -8,13 +10,117 @@
 //! every other unit's rate as it is (exact: a channel that cannot be saturated constrains
 //! nobody).
 
-use super::engine::{EventKind, Owner, Sim, Unit};
+use crate::netmodel::fluid_time;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Channels by fair share (as ordered bits of a non-negative f64), then channel, then the
 /// channel's version (stale entries are skipped).
 type ShareHeap = BinaryHeap<Reverse<(u64, u32, u32)>>;
+
+/// The latest time any event of a replay may fall at: 2^62 ns (146 years). Every time
+/// the engine adds up saturates instead of wrapping, and an event past this horizon stops
+/// the replay with [`super::ReplayError::PastHorizon`] — no input can wrap a time round
+/// to a shorter iteration.
+pub const TIME_HORIZON_NS: u64 = 1 << 62;
+
+/// Who a unit moves bytes for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Owner {
+    /// A `Net` record.
+    Rec(u32),
+    /// An aggregation streaming on its tree.
+    Agg(u32),
+    /// One flow of an aggregation's fallback ring.
+    Ring(u32),
+}
+
+/// An active transfer: a fluid flow on `arena[off..off+len]`.
+pub(super) struct Unit {
+    pub off: u32,
+    pub len: u32,
+    /// Wire bytes left at `last`.
+    pub remaining: f64,
+    pub wire: f64,
+    /// Bytes per ns; 0 before the first solve and once done.
+    pub rate: f64,
+    /// Own rate limit (bottleneck over multiplicity, INA window).
+    pub cap: f64,
+    pub last: u64,
+    /// Version of the unit's pending completion event (`TxDone` events of older versions
+    /// are stale).
+    pub ver: u32,
+    /// Time of the pending completion event (`u64::MAX`: none). A rate change that
+    /// moves the finish later keeps it, and the engine's `tx_done` moves it on when it
+    /// fires early: under DCQCN, rates change at every tick and a new event per change
+    /// filled the heap with stale ones (a 16-GPU INA job: 168 s, most of it popping them).
+    pub due: u64,
+    /// Propagation delay added after the last byte left.
+    pub latency: u64,
+    pub owner: Owner,
+    /// Creation order of the unit (its slot in `units` is reused once it finishes): the
+    /// id its completion events carry and the tie-break of the solver's ordering, so
+    /// results do not depend on which slot a unit got.
+    pub serial: u32,
+}
+
+impl Unit {
+    /// When its last byte leaves at its current rate (saturating: `u64::MAX` for bytes
+    /// left at rate 0).
+    pub fn finish(&self) -> u64 {
+        self.last
+            .saturating_add(fluid_time(self.remaining, self.rate))
+    }
+}
+
+/// Which units a re-solve fills before the others ([`Net::resolve`]): `None`, all
+/// together; else aggregation streams and fallback rings, and the host transfers the
+/// function names, before the rest.
+pub(super) type FillFirst<'a> = Option<SentAll<'a>>;
+
+/// The host transfers a re-solve fills with the aggregation streams ([`FillFirst`]).
+pub(super) type SentAll<'a> = &'a dyn Fn(&Net, u32) -> bool;
+
+/// A [`FillFirst`] naming no host transfer.
+fn never(_: &Net, _: u32) -> bool {
+    false
+}
+
+/// The network being rated: the clock, the active transfers on their channels and the
+/// solver's state. What a rate model reads, and caps through [`Net::set_cap`].
+pub(super) struct Net {
+    /// Simulated time, ns.
+    pub now: u64,
+    /// Every path a unit runs on: the prepared tables' arena, with a region per running
+    /// host transfer appended (the engine's `region`).
+    pub arena: Vec<u32>,
+    /// Per channel: capacity, bytes per ns.
+    pub ch_cap: Vec<f64>,
+    pub units: Vec<Unit>,
+    /// Slots of finished units, reused by the next units (a large trace has millions of
+    /// transfers but only the concurrent ones need a slot).
+    pub free_units: Vec<u32>,
+    /// The slot of each unit, by serial.
+    pub slot_of: Vec<u32>,
+    pub pos: Vec<u32>,
+    /// Each channel's units (`ch_units[c]`: (unit, position in its path)) and the
+    /// solver's state of it, one cache line per channel ([`ChanTable`]).
+    pub ch_units: ChanTable,
+    pub ch_bytes: Vec<f64>,
+    // solver scratch
+    scratch: Scratch,
+    dirty: Vec<u32>,
+    pub fresh: Vec<u32>,
+    stamp: u32,
+    unit_mark: Vec<u32>,
+    unit_frozen: Vec<u32>,
+    new_rate: Vec<f64>,
+    /// Max-min re-solves so far.
+    pub resolves: u64,
+    /// Completion events the last re-solves call for, (time, unit serial, version), for
+    /// the engine to queue.
+    pub due: Vec<(u64, u32, u32)>,
+}
 
 /// The re-solve's lists, kept between re-solves so that each batch does not allocate.
 #[derive(Default)]
@@ -144,7 +250,43 @@ impl std::ops::Index<usize> for ChanTable {
     }
 }
 
-impl Sim<'_> {
+impl Net {
+    /// The network of channels of capacities `ch_cap` (bytes per ns) with `arena`, the
+    /// prepared paths, and no unit yet.
+    pub fn new(arena: Vec<u32>, ch_cap: Vec<f64>) -> Net {
+        let nch = ch_cap.len();
+        Net {
+            now: 0,
+            pos: vec![0; arena.len()],
+            arena,
+            ch_units: ChanTable::new(&ch_cap),
+            ch_cap,
+            units: Vec::new(),
+            free_units: Vec::new(),
+            slot_of: Vec::new(),
+            ch_bytes: super::huge::filled(nch, 0.0),
+            scratch: Default::default(),
+            dirty: Vec::new(),
+            fresh: Vec::new(),
+            stamp: 0,
+            unit_mark: Vec::new(),
+            unit_frozen: Vec::new(),
+            new_rate: Vec::new(),
+            resolves: 0,
+            due: Vec::new(),
+        }
+    }
+
+    /// Whether the rates are solved for every change so far (no re-solve pending).
+    pub fn solved(&self) -> bool {
+        self.dirty.is_empty() && self.fresh.is_empty()
+    }
+
+    /// The units and tight channels the last re-solve visited.
+    pub fn component(&self) -> (&[u32], &[u32]) {
+        (&self.scratch.units, &self.scratch.channels)
+    }
+
     /// True when the caps of the units on `c` sum above its capacity.
     #[inline]
     pub(super) fn tight(&self, c: usize) -> bool {
@@ -159,7 +301,7 @@ impl Sim<'_> {
     }
 
     /// Put a new unit on the channels `arena[off..off+len]`, with its own rate limit `cap`;
-    /// it gets a rate at the next [`Sim::resolve`]. Returns the unit's slot.
+    /// it gets a rate at the next [`Net::resolve`]. Returns the unit's slot.
     pub(super) fn add_unit(
         &mut self,
         off: u32,
@@ -202,7 +344,7 @@ impl Sim<'_> {
         self.slot_of.push(u);
         for k in 0..len {
             let a = (off + k) as usize;
-            let c = self.p.arena[a] as usize;
+            let c = self.arena[a] as usize;
             let before = self.tight(c);
             self.pos[a] = self.ch_units[c].len() as u32;
             self.ch_units.push(c, (u, k));
@@ -212,12 +354,11 @@ impl Sim<'_> {
             }
         }
         self.fresh.push(u);
-        self.cc_added(u);
         u
     }
 
     /// Change unit `u`'s own rate limit to `cap` (the DCQCN model's caps); it gets its
-    /// new rate at the next [`Sim::resolve`].
+    /// new rate at the next [`Net::resolve`].
     pub(super) fn set_cap(&mut self, u: u32, cap: f64) {
         let (off, len, old) = {
             let x = &self.units[u as usize];
@@ -228,7 +369,7 @@ impl Sim<'_> {
         }
         self.units[u as usize].cap = cap;
         for k in 0..len {
-            let c = self.p.arena[(off + k) as usize] as usize;
+            let c = self.arena[(off + k) as usize] as usize;
             let before = self.tight(c);
             self.ch(c).demand += cap - old;
             if before || self.tight(c) {
@@ -245,10 +386,9 @@ impl Sim<'_> {
             let x = &self.units[u as usize];
             (x.off, x.len, x.cap, x.wire)
         };
-        self.cc_removing(u);
         for k in 0..len {
             let a = (off + k) as usize;
-            let c = self.p.arena[a] as usize;
+            let c = self.arena[a] as usize;
             if self.tight(c) {
                 self.dirty.push(c as u32);
             }
@@ -269,34 +409,27 @@ impl Sim<'_> {
     }
 
     /// Re-solve max-min rates for the units connected (through tight channels) to what
-    /// changed in this batch; units outside that component keep their rates.
-    pub(super) fn resolve(&mut self) {
+    /// changed in this batch; units outside that component keep their rates. `first`:
+    /// which units are filled first ([`FillFirst`]). False when nothing changed (then
+    /// [`Net::component`] is not this batch's).
+    pub fn resolve(&mut self, first: FillFirst) -> bool {
         if self.dirty.is_empty() && self.fresh.is_empty() {
-            return;
+            return false;
         }
         self.resolves += 1;
         self.stamp = self.stamp.wrapping_add(1);
-        let (comp_units, comp_ch) = self.component();
-        let comp_units = self.progressive_fill(comp_units, &comp_ch);
+        let (comp_units, comp_ch) = self.find_component();
+        let comp_units = self.progressive_fill(comp_units, &comp_ch, first);
         self.apply_rates(&comp_units);
-        if self.cc.is_some() {
-            // an aggregation stream or ring offers its solved rate to the DCQCN model's
-            // ports; a tight channel may be congested
-            for &u in &comp_units {
-                self.cc_rate_changed(u);
-            }
-            for &c in &comp_ch {
-                self.cc_heat(c);
-            }
-        }
         // the lists go back for the next re-solve (one per batch: millions at scale)
         self.scratch.units = comp_units;
         self.scratch.channels = comp_ch;
+        true
     }
 
     /// The units and tight channels reachable from this batch's dirty channels and new
     /// units through tight channels (channels marked with the current stamp).
-    fn component(&mut self) -> (Vec<u32>, Vec<u32>) {
+    fn find_component(&mut self) -> (Vec<u32>, Vec<u32>) {
         let st = self.stamp;
         let mut comp_units = std::mem::take(&mut self.scratch.units);
         let mut comp_ch = std::mem::take(&mut self.scratch.channels);
@@ -343,7 +476,7 @@ impl Sim<'_> {
         comp_units.push(u);
         let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
         for k in off..off + len {
-            let c = self.p.arena[k as usize] as usize;
+            let c = self.arena[k as usize] as usize;
             if self.ch(c).mark != st && self.tight(c) {
                 self.ch(c).mark = st;
                 stack.push(c as u32);
@@ -355,9 +488,14 @@ impl Sim<'_> {
     /// smallest fair share or the unit with the smallest own cap, whichever binds first.
     /// Leaves each unit's rate in `new_rate`; returns the units sorted by cap.
     ///
-    /// Under the DCQCN model, aggregation streams and fallback rings are filled first and
-    /// host transfers share what they leave ([`Sim::ina_first`]).
-    fn progressive_fill(&mut self, mut comp_units: Vec<u32>, comp_ch: &[u32]) -> Vec<u32> {
+    /// With `first` (the DCQCN model), aggregation streams and fallback rings are filled
+    /// first and host transfers share what they leave ([`FillFirst`]).
+    fn progressive_fill(
+        &mut self,
+        mut comp_units: Vec<u32>,
+        comp_ch: &[u32],
+        first: FillFirst,
+    ) -> Vec<u32> {
         for &c in comp_ch {
             let x = self.ch(c as usize);
             x.rem = x.cap;
@@ -372,29 +510,20 @@ impl Sim<'_> {
                         .cmp(&self.units[b as usize].serial),
                 )
         });
-        if self.ina_first()
-            && comp_units.iter().any(|&u| self.is_ina(u))
-            && comp_units.iter().any(|&u| !self.is_ina(u))
-        {
-            let (aggs, hosts): (Vec<u32>, Vec<u32>) =
-                comp_units.iter().partition(|&&u| self.filled_first(u));
-            self.fill(&aggs, comp_ch, Some(true));
-            self.fill(&hosts, comp_ch, Some(false));
-        } else {
-            self.fill(&comp_units, comp_ch, None);
+        match first {
+            Some(sent_all)
+                if comp_units.iter().any(|&u| self.is_ina(u))
+                    && comp_units.iter().any(|&u| !self.is_ina(u)) =>
+            {
+                let (aggs, hosts): (Vec<u32>, Vec<u32>) = comp_units
+                    .iter()
+                    .partition(|&&u| self.filled_first(u, sent_all));
+                self.fill(&aggs, comp_ch, Some((true, sent_all)));
+                self.fill(&hosts, comp_ch, Some((false, sent_all)));
+            }
+            _ => self.fill(&comp_units, comp_ch, None),
         }
         comp_units
-    }
-
-    /// Whether aggregation streams (and the host rings of refused aggregations) take
-    /// their rate before host transfers: under the DCQCN model, as in the RoCE glue,
-    /// where the INA application's packets, fallback rings' included, go straight into
-    /// their NIC's queue while queue pairs wait their turn behind them, and where switch
-    /// ports serve arrivals in FIFO order, so that a stream its window keeps sending is
-    /// not cut back while DCQCN throttles the queue pairs beside it
-    /// (docs/model.md#ina-units).
-    fn ina_first(&self) -> bool {
-        self.cc.is_some()
     }
 
     /// Whether unit `u` carries the INA application's packets: an aggregation stream or
@@ -403,19 +532,23 @@ impl Sim<'_> {
         matches!(self.units[u as usize].owner, Owner::Agg(_) | Owner::Ring(_))
     }
 
-    /// Whether unit `u` is filled before host transfers under [`Sim::ina_first`]: an
-    /// aggregation stream or fallback ring, or a host transfer whose bytes all wait in
-    /// the queues ahead of them ([`Sim::cc_sent_all`]).
-    fn filled_first(&self, u: u32) -> bool {
-        self.is_ina(u) || self.cc_sent_all(u)
+    /// Whether unit `u` is filled before host transfers ([`FillFirst`]): an aggregation
+    /// stream or fallback ring, or a host transfer `sent_all` names (under DCQCN, one
+    /// whose bytes all wait in the queues ahead of them).
+    fn filled_first(&self, u: u32, sent_all: SentAll) -> bool {
+        self.is_ina(u) || sent_all(self, u)
     }
 
     /// Progressive filling of `units` (sorted by cap) on the remaining capacity of
     /// `comp_ch`. `class`: `None`, every unit on the channels (none frozen yet); else
-    /// the units not yet frozen, only aggregation streams with `Some(true)`.
-    fn fill(&mut self, units: &[u32], comp_ch: &[u32], class: Option<bool>) {
+    /// the units not yet frozen, only those filled first with `Some((true, _))`.
+    fn fill(&mut self, units: &[u32], comp_ch: &[u32], class: Option<(bool, SentAll)>) {
         let st = self.stamp;
-        let aggs_only = class == Some(true);
+        let aggs_only = matches!(class, Some((true, _)));
+        let sent_all: SentAll = match class {
+            Some((_, f)) => f,
+            None => &never,
+        };
         let mut heap = std::mem::take(&mut self.scratch.heap);
         heap.clear();
         for &c in comp_ch {
@@ -425,7 +558,8 @@ impl Sim<'_> {
                 Some(_) => self.ch_units[cu]
                     .iter()
                     .filter(|&&(u, _)| {
-                        self.unit_frozen[u as usize] != st && (!aggs_only || self.filled_first(u))
+                        self.unit_frozen[u as usize] != st
+                            && (!aggs_only || self.filled_first(u, sent_all))
                     })
                     .count(),
             };
@@ -467,7 +601,7 @@ impl Sim<'_> {
                     for i in 0..self.ch_units[cu].len() {
                         let u = self.ch_units[cu][i].0;
                         if self.unit_frozen[u as usize] != st
-                            && (!aggs_only || self.filled_first(u))
+                            && (!aggs_only || self.filled_first(u, sent_all))
                         {
                             self.freeze(u, share, &mut heap);
                         }
@@ -491,7 +625,7 @@ impl Sim<'_> {
         self.new_rate[u as usize] = rate;
         let (off, len) = (self.units[u as usize].off, self.units[u as usize].len);
         for k in off..off + len {
-            let c = self.p.arena[k as usize] as usize;
+            let c = self.arena[k as usize] as usize;
             let x = self.ch(c);
             if x.comp != st || x.cnt == 0 {
                 continue;
@@ -524,13 +658,13 @@ impl Sim<'_> {
             x.rate = r;
             // a unit starved behind higher-priority streams (rate ≈ 0) gets a far event,
             // superseded when its rate changes; a finish later than the pending event
-            // keeps that event, which moves itself on when it fires (`Sim::tx_done`)
+            // keeps that event, which moves itself on when it fires (the engine's `tx_done`)
             let t = x.finish();
             if t < x.due {
                 x.due = t;
                 x.ver = x.ver.wrapping_add(1);
                 let (serial, ver) = (x.serial, x.ver);
-                self.push(t, EventKind::TxDone, serial, ver);
+                self.due.push((t, serial, ver));
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The DCQCN model's timers (`src/replay/dcqcn.rs`): at most one pending time per key
+//! The DCQCN model's timers (`src/replay/dcqcn/`): at most one pending time per key
 //! (a kind and an index: a port's next event, a queue pair's next CNP, …), popped in
 //! the order of `(time, kind, index)`.
 //!

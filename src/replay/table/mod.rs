@@ -20,30 +20,27 @@
 //! recovered exactly from the block, so the replay is the same whichever way a record is
 //! held (`tests/replay_sources.rs` replays jobs both ways and compares every output); a
 //! record that breaks the pattern ends the block and is kept as an explicit row, as are
-//! the rows of a block shorter than [`MIN_BLOCK`] records. Only what the trace says is
+//! the rows of a block shorter than [`MIN_BLOCK`](blocks::MIN_BLOCK) records. Only what the trace says is
 //! used: nothing depends on the generator having written the records.
 //!
 //! The fields the replayer never reads (iteration, collective, step, micro-batch, layer,
 //! stage, group size) are not kept.
+
+mod blocks;
+
+pub(in crate::replay) use blocks::Block;
 
 use super::huge;
 use super::ReplayError;
 use crate::fct::{FctRow, TraceView};
 use crate::record::{AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, NodeId};
+use blocks::Candidate;
 use std::collections::HashMap;
 
 /// A dep whose id no record has (yet): resolved by [`RecordTable::finish`] or reported as
 /// dangling by the replayer's validation.
 pub(super) const UNRESOLVED: u32 = u32::MAX;
-
-/// The fewest records a ring block holds; a shorter run of the pattern stays explicit
-/// rows (its rows would save less than the block's own columns cost).
-const MIN_BLOCK: u32 = 64;
-
-/// The most members a ring block may have: the first row is buffered while the members
-/// are counted.
-const MAX_MEMBERS: usize = 1 << 16;
 
 /// Positions per entry of the index [`RecordTable::locate`] starts from.
 const CHUNK_SHIFT: u32 = 12;
@@ -96,112 +93,6 @@ pub struct RecordTable {
     scratch: Vec<u32>,
     /// Keep every record as an explicit row (no blocks).
     explicit_only: bool,
-}
-
-/// Rows `1..` of a ring collective's records, held by their pattern (module docs).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Block {
-    /// Position of record (1, 0).
-    pub lo: u32,
-    /// One past the last position (while open: the records taken so far).
-    pub hi: u32,
-    /// Members (columns).
-    pub n: u32,
-    /// Records in the blocks before this one.
-    pub before: u32,
-    /// The records row 1 waits for: record (1, i) waits for `first[i]` and `first[i−1]`.
-    pub first: Vec<u32>,
-    /// Sender of column `i`.
-    pub src: Vec<NodeId>,
-    /// Receiver of column `i`.
-    pub dst: Vec<NodeId>,
-    /// Size of chunk `c`: record (k, i) carries chunk `(i − k) mod n`.
-    pub bytes: Vec<u64>,
-    pub class: Class,
-    pub channel: u32,
-}
-
-impl Block {
-    /// Complete rows.
-    pub fn rows(&self) -> u32 {
-        (self.hi - self.lo) / self.n
-    }
-
-    /// Position of record (k, i), k ≥ 1.
-    pub fn pos(&self, k: u32, i: u32) -> u32 {
-        self.lo + (k - 1) * self.n + i
-    }
-
-    /// Position of record (k, i) with row 0 the records before the block.
-    fn at(&self, k: u32, i: u32) -> u32 {
-        if k == 0 {
-            self.first[i as usize]
-        } else {
-            self.pos(k, i)
-        }
-    }
-
-    /// Deps of record (k, i), in their trace order.
-    pub fn deps(&self, k: u32, i: u32) -> [u32; 2] {
-        [self.at(k - 1, i), self.at(k - 1, (i + self.n - 1) % self.n)]
-    }
-
-    /// Payload bytes of record (k, i).
-    pub fn bytes_at(&self, k: u32, i: u32) -> u64 {
-        self.bytes[((i + self.n - k % self.n) % self.n) as usize]
-    }
-}
-
-/// The first row of a possible block: records whose second dep is the previous one's
-/// first (module docs), read until a record waits for the row's first record.
-#[derive(Clone, Debug, PartialEq)]
-struct Candidate {
-    lo: u32,
-    a: Vec<u32>,
-    b: Vec<u32>,
-    src: Vec<NodeId>,
-    dst: Vec<NodeId>,
-    bytes: Vec<u64>,
-    class: Class,
-    channel: u32,
-}
-
-impl Candidate {
-    fn new(p: u32, r: &FlowRecord, d: [u32; 2]) -> Candidate {
-        Candidate {
-            lo: p,
-            a: vec![d[0]],
-            b: vec![d[1]],
-            src: vec![r.src],
-            dst: vec![r.dst],
-            bytes: vec![r.bytes.0],
-            class: r.class,
-            channel: r.channel,
-        }
-    }
-
-    fn add(&mut self, r: &FlowRecord, d: [u32; 2]) {
-        self.a.push(d[0]);
-        self.b.push(d[1]);
-        self.src.push(r.src);
-        self.dst.push(r.dst);
-        self.bytes.push(r.bytes.0);
-    }
-
-    /// The members, if record `d` (the deps of the record after the row) closes the ring.
-    fn closes(&self, d: [u32; 2]) -> bool {
-        let n = self.a.len();
-        n >= 2 && d[0] == self.lo && d[1] == self.lo + n as u32 - 1 && self.b[0] == self.a[n - 1]
-    }
-
-    /// Whether `r` with deps `d` is the row's next record.
-    fn continues(&self, r: &FlowRecord, d: [u32; 2]) -> bool {
-        let n = self.a.len();
-        n < MAX_MEMBERS
-            && d[1] == self.a[n - 1]
-            && r.class == self.class
-            && r.channel == self.channel
-    }
 }
 
 /// Where a position's record is held.
@@ -316,137 +207,6 @@ impl RecordTable {
         self.scratch = scratch;
         self.len += 1;
         Ok(())
-    }
-
-    /// Take ring-like record `r` (deps `d`) at position `p` into the open block, the
-    /// candidate row, or a new candidate row; false when it must be an explicit row.
-    fn take(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
-        if self.open {
-            if self.block_takes(p, r, d) {
-                return true;
-            }
-            self.close_block();
-        }
-        if let Some(c) = self.cand.as_deref() {
-            if c.closes(d) {
-                self.establish();
-                if self.block_takes(p, r, d) {
-                    return true;
-                }
-                self.close_block();
-            } else if c.continues(r, d) {
-                if let Some(c) = self.cand.as_deref_mut() {
-                    c.add(r, d);
-                }
-                return true;
-            } else {
-                self.flush_candidate();
-            }
-        }
-        self.cand = Some(Box::new(Candidate::new(p, r, d)));
-        true
-    }
-
-    /// Whether the open block's next record is `r` with deps `d`; if so it is taken.
-    fn block_takes(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
-        let Some(x) = self.blocks.last_mut() else {
-            return false;
-        };
-        let j = p - x.lo;
-        let (k, i) = (j / x.n + 1, j % x.n);
-        let ok = p == x.hi
-            && d == x.deps(k, i)
-            && r.src == x.src[i as usize]
-            && r.dst == x.dst[i as usize]
-            && r.bytes.0 == x.bytes_at(k, i)
-            && r.class == x.class
-            && r.channel == x.channel;
-        if ok {
-            x.hi = p + 1;
-        }
-        ok
-    }
-
-    /// The candidate row becomes an open block of one row.
-    fn establish(&mut self) {
-        let Some(c) = self.cand.take() else { return };
-        let n = c.a.len() as u32;
-        let mut bytes = vec![0; n as usize];
-        for (i, &b) in c.bytes.iter().enumerate() {
-            bytes[(i + n as usize - 1) % n as usize] = b;
-        }
-        let before = self.blocks.last().map_or(0, |x| x.before + (x.hi - x.lo));
-        self.blocks.push(Block {
-            lo: c.lo,
-            hi: c.lo + n,
-            n,
-            before,
-            first: c.a,
-            src: c.src,
-            dst: c.dst,
-            bytes,
-            class: c.class,
-            channel: c.channel,
-        });
-        self.open = true;
-    }
-
-    /// End the open block: a partial last row, or the whole block when it is shorter than
-    /// [`MIN_BLOCK`], becomes explicit rows.
-    fn close_block(&mut self) {
-        if !std::mem::take(&mut self.open) {
-            return;
-        }
-        let Some(mut x) = self.blocks.pop() else {
-            return;
-        };
-        let full = x.lo + x.rows() * x.n;
-        let keep = full - x.lo >= MIN_BLOCK;
-        let from = if keep { full } else { x.lo };
-        for p in from..x.hi {
-            let j = p - x.lo;
-            let (k, i) = (j / x.n + 1, j % x.n);
-            let f = Fields {
-                src: x.src[i as usize],
-                dst: x.dst[i as usize],
-                bytes: x.bytes_at(k, i),
-                gap: 0,
-                dur: 0,
-                mode: Mode::Net,
-                class: x.class,
-                channel: x.channel,
-            };
-            self.push_row(f, None, &x.deps(k, i), &[]);
-        }
-        if keep {
-            x.hi = full;
-            self.blocks.push(x);
-        }
-    }
-
-    /// The candidate row's records become explicit rows.
-    fn flush_candidate(&mut self) {
-        let Some(c) = self.cand.take() else { return };
-        for i in 0..c.a.len() {
-            let f = Fields {
-                src: c.src[i],
-                dst: c.dst[i],
-                bytes: c.bytes[i],
-                gap: 0,
-                dur: 0,
-                mode: Mode::Net,
-                class: c.class,
-                channel: c.channel,
-            };
-            self.push_row(f, None, &[c.a[i], c.b[i]], &[]);
-        }
-    }
-
-    /// Every record pushed so far is final: the open block ends, the candidate row
-    /// becomes rows.
-    fn settle(&mut self) {
-        self.close_block();
-        self.flush_candidate();
     }
 
     /// Record `r` as an explicit row, its deps at `deps` (positions, [`UNRESOLVED`] for
