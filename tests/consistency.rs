@@ -376,3 +376,72 @@ fn simai_totals_that_are_no_time_are_refused() {
     }
 }
 
+// ------------------------------------------------ messages (issue 37, item 6)
+
+/// A byte-order mark or a NUL in a topology file reached the terminal raw in the error
+/// quoting the field; now escaped (`\u{feff}`, `\u{0}`), with the file's line. The whole
+/// stderr holds no control byte but line breaks.
+#[test]
+fn errors_quoting_input_escape_control_bytes_and_the_bom() {
+    let d = tempfile::tempdir().unwrap();
+    for (bad, shown) in [
+        ("\u{feff}0", "\\u{feff}0"),
+        ("0\u{0}", "0\\u{0}"),
+        ("0\u{1b}[2J", "0\\u{1b}[2J"),
+    ] {
+        let topo = d.path().join("topo.txt");
+        std::fs::write(&topo, format!("4 1 4\n{bad}\n0 1 100Gbps 0.001ms 0\n")).unwrap();
+        let out = d.path().join("t.csv");
+        let (code, e) = ina3d(&[
+            "trace",
+            "traces/example/tiny.toml",
+            "--topology",
+            topo.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{e}");
+        assert!(
+            e.contains("topo.txt:2: switch id: `") && e.contains(shown),
+            "{shown}: {e}"
+        );
+        assert!(
+            !e.chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{feff}'),
+            "{e:?}"
+        );
+    }
+}
+
+/// A value of the wrong type in a cluster file named `cluster` instead of its key; now the
+/// key (with its table) is named at its line and column.
+#[test]
+fn cluster_file_type_errors_name_the_field() {
+    let d = tempfile::tempdir().unwrap();
+    let c = d.path().join("c.toml");
+    let job = format!("[[job]]\nname = \"a\"\ninput = \"{ROOT}/traces/example/tiny.toml\"\n");
+    for (text, want) in [
+        (
+            format!("ina-slots = \"many\"\n{job}"),
+            "c.toml:1:13: ina-slots: invalid type",
+        ),
+        (
+            format!("{job}start-ns = \"soon\"\n"),
+            "c.toml:4:12: job.start-ns: invalid type",
+        ),
+        (
+            format!("{job}bogus = 1\n"),
+            "c.toml:4:1: job.bogus: unknown field `bogus`",
+        ),
+    ] {
+        std::fs::write(&c, text).unwrap();
+        let (code, e) = ina3d(&[
+            "cluster",
+            c.to_str().unwrap(),
+            "-o",
+            d.path().join("o").to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(2), "{e}");
+        assert!(e.contains(want), "{want}: {e}");
+    }
+}

@@ -119,7 +119,11 @@ pub fn detect(path: &Path, text: &str) -> Option<Kind> {
 const REFUSE: &str = "refused: ";
 
 fn warn(path: &Path, no: usize, msg: &str, line: &str) -> String {
-    format!("{}:{no}: {msg}: `{line}`", path.display())
+    format!(
+        "{}:{no}: {msg}: `{}`",
+        path.display(),
+        crate::formats::escape_input(line)
+    )
 }
 
 /// Columns of the tidy fct table.
