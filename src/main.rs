@@ -83,13 +83,17 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is::<cli::sweep::Incomplete>() => {
             // 1 = the input was fine but some sweep cells failed or did not run.
-            eprintln!("error: {}", ina3d::pipeline::error_chain(&*e));
+            // input echoed in the message is shown escaped (control bytes, BOM, NUL)
+            let msg = ina3d::pipeline::error_chain(&*e);
+            eprintln!("error: {}", ina3d::formats::escape_message(&msg));
             ExitCode::from(1)
         }
         Err(e) => {
             // each cause once: a message that already ends with its cause's text (a file
             // error naming the path and what the OS said) is not followed by it again
-            eprintln!("error: {}", ina3d::pipeline::error_chain(&*e));
+            // input echoed in the message is shown escaped (control bytes, BOM, NUL)
+            let msg = ina3d::pipeline::error_chain(&*e);
+            eprintln!("error: {}", ina3d::formats::escape_message(&msg));
             // 2 = the input (files, flags) is wrong, as clap does for usage errors.
             ExitCode::from(2)
         }

@@ -161,9 +161,11 @@ fn gz_files_are_gzip_and_plain_files_are_text() {
     let gz = std::fs::read(dir.path().join("a.csv.gz")).unwrap();
     assert_eq!(&gz[..2], &[0x1f, 0x8b]);
     let txt = std::fs::read_to_string(dir.path().join("a.csv")).unwrap();
+    // the header promises the end line (`end_marker`, sorted among the keys)
     assert!(txt.starts_with(
-        "# ina3d-trace schema=3\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
+        "# ina3d-trace schema=3\n# end_marker=records\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\nid,src,dst,"
     ));
+    assert!(txt.ends_with("\n# end records=2\n"), "{txt}");
     assert!(
         txt.contains("\n1,2,1,100,0,0,0,net,dp,0,,,,,,,,,,,,\n"),
         "{txt}"
@@ -250,8 +252,9 @@ fn an_aggregations_group_is_written_read_back_and_dense_in_files_of_older_schema
     let dir = tempfile::tempdir().unwrap();
     trace::write(dir.path().join("t.csv"), &t.header, &t.records).unwrap();
     let text = std::fs::read_to_string(dir.path().join("t.csv")).unwrap();
+    // the record as written, then the end line counting it
     assert!(
-        text.ends_with("\n0,1,9,8,,0,0,ina,dp,0,,,,,,,4,9,2,up,,expert\n"),
+        text.ends_with("\n0,1,9,8,,0,0,ina,dp,0,,,,,,,4,9,2,up,,expert\n# end records=1\n"),
         "{text}"
     );
     // an unknown group, a missing one and one without an aggregation name the column
@@ -1043,8 +1046,9 @@ proptest! {
         trace::write(&path, &header(), &records).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let rows: String = records.iter().map(row_by_format).collect();
-        let head = "# ina3d-trace schema=3\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\n";
-        prop_assert_eq!(text, format!("{head}{}\n{rows}", trace::COLUMNS.join(",")));
+        let head = "# ina3d-trace schema=3\n# end_marker=records\n# ina=off\n# seed=7\n# topology=fat-tree:k=4\n";
+        let end = format!("# end records={}\n", records.len());
+        prop_assert_eq!(text, format!("{head}{}\n{rows}{end}", trace::COLUMNS.join(",")));
     }
 }
 

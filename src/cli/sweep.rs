@@ -102,6 +102,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let (_, cells) = sweep::prepare(grid, out)?;
     let grid_copy = out.join(sweep::GRID_FILE);
     if a.slurm {
+        if !a.dry_run {
+            // the Slurm tasks write it: marked until `collect` finds every cell finished
+            sweep::mark(out, &grid_copy, &cells)?;
+        }
         return submit(&a, &grid_copy, out, &cells);
     }
     if a.dry_run {
@@ -126,6 +130,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    // marked until `collect` finds every cell finished; cells of another grid removed
+    sweep::mark(out, &grid_copy, &cells)?;
     run_local(out, &grid_copy, &cells, jobs)?;
     collect(out)
 }

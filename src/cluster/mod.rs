@@ -265,6 +265,7 @@ pub fn run(
             ranges(&j.gpus)
         ));
     }
+    let set = begin_output(cluster, out)?;
     let mut r = Runner {
         c: cluster,
         out,
@@ -286,7 +287,63 @@ pub fn run(
         &outcome,
         cluster.spec.ina_slots,
     )?;
+    set.finish()?;
     Ok(outcome)
+}
+
+/// What a cluster run's markers name: the command, the file, and a fingerprint of the
+/// cluster it ran (every key, job and placement), so a sweep resumes a point only when it
+/// was run for the same cluster.
+fn run_name(spec: &ClusterSpec) -> String {
+    let s = spec;
+    let jobs: Vec<_> = s
+        .jobs
+        .iter()
+        .map(|j| (&j.name, &j.spec, &j.placement, j.start_ns))
+        .collect();
+    let what = format!(
+        "{:?}",
+        (
+            (&s.topology, s.ina_slots, &s.policies, &s.ina_classes),
+            (&s.ina_switches, &s.ina, s.seed, &s.routing, &s.objective),
+            (s.fair_slowdown, s.plan_time_limit, &s.plan_solver, s.ns3),
+            (s.traces, &s.rate_model, jobs),
+        )
+    );
+    format!(
+        "ina3d cluster {}, cluster {:016x}",
+        spec.path.display(),
+        crate::formats::fnv1a64(what.as_bytes())
+    )
+}
+
+/// Marks `out` as being written by `cluster` (a policy directory per policy, the two
+/// tables) after clearing what an earlier run left there: its listed entries and, in a
+/// directory written before markers listed them, every policy directory, the tables and a
+/// sweep's `points/`.
+fn begin_output(
+    cluster: &Cluster,
+    out: &Path,
+) -> Result<crate::formats::atomic::OutputSet, ClusterError> {
+    let mut members: Vec<String> = cluster
+        .spec
+        .policies
+        .iter()
+        .map(|p| p.as_str().to_string())
+        .collect();
+    members.extend([table::JOBS_CSV.to_string(), table::CLUSTER_CSV.to_string()]);
+    let owned = |name: &str| {
+        name.parse::<ClusterPolicy>().is_ok()
+            || name == table::JOBS_CSV
+            || name == table::CLUSTER_CSV
+            || name == POINTS_DIR
+    };
+    Ok(crate::formats::atomic::OutputSet::with_members(
+        out,
+        &run_name(&cluster.spec),
+        members,
+        owned,
+    )?)
 }
 
 /// `0-7,16-23`: a sorted list as ranges.
@@ -770,11 +827,12 @@ pub fn run_sweep(
         })?;
         ready.push(c);
     }
-    let dir = out.join("points");
+    let dir = out.join(POINTS_DIR);
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |e| ClusterError::File(FormatError::Io { path, source: e })
     };
+    let set = begin_sweep_output(spec, &points, out, rep)?;
     let mut done = Vec::new();
     for (p, c) in points.into_iter().zip(&ready) {
         let fin = dir.join(&p.label);
@@ -782,7 +840,9 @@ pub fn run_sweep(
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
         }
-        if fin.join(table::CLUSTER_CSV).is_file() {
+        // done before, and for this very cluster (not a point of the same label of an
+        // edited file)
+        if crate::formats::atomic::completed_by(&fin).as_deref() == Some(&run_name(&c.spec)) {
             rep.line(&format!("sweep point {}: done before", p.label));
         } else {
             rep.line(&format!("sweep point {}", p.label));
@@ -809,5 +869,52 @@ pub fn run_sweep(
     }
     crate::formats::cluster_csv::write_with_axes(&out.join(table::JOBS_CSV), &axes, &jobs)?;
     crate::formats::cluster_csv::write_with_axes(&out.join(table::CLUSTER_CSV), &axes, &clusters)?;
+    set.finish()?;
     Ok(SweepOutcome { points: done })
+}
+
+/// The directory of a cluster sweep's points.
+pub const POINTS_DIR: &str = "points";
+
+/// Marks a cluster sweep's `out` (its points and the two tables) and clears what is not
+/// one of `points`: the directories of points an earlier sweep had and this one has not,
+/// and the policy directories of a cluster run without a sweep. Points of this sweep stay,
+/// to be resumed when their own marker says they were run for the same cluster.
+fn begin_sweep_output(
+    spec: &ClusterSpec,
+    points: &[SweepPoint],
+    out: &Path,
+    rep: &mut dyn Reporter,
+) -> Result<crate::formats::atomic::OutputSet, ClusterError> {
+    let mut members: Vec<String> = points
+        .iter()
+        .map(|p| format!("{POINTS_DIR}/{}", p.label))
+        .collect();
+    members.extend([table::JOBS_CSV.to_string(), table::CLUSTER_CSV.to_string()]);
+    let owned = |name: &str| name.parse::<ClusterPolicy>().is_ok();
+    let set = crate::formats::atomic::OutputSet::resuming(
+        out,
+        &format!("ina3d cluster {} (sweep)", spec.path.display()),
+        members.clone(),
+        owned,
+    )?;
+    let dir = out.join(POINTS_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(set);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let label = name.strip_suffix(".tmp").unwrap_or(&name);
+        if !points.iter().any(|p| p.label == label) {
+            rep.line(&format!(
+                "removing {}: not a point of this sweep",
+                e.path().display()
+            ));
+            let p = e.path();
+            std::fs::remove_dir_all(&p)
+                .or_else(|_| std::fs::remove_file(&p))
+                .map_err(|source| ClusterError::File(FormatError::Io { path: p, source }))?;
+        }
+    }
+    Ok(set)
 }

@@ -195,11 +195,10 @@ impl ClusterSpec {
     pub fn parse(path: &Path, text: &str) -> Result<ClusterSpec, FormatError> {
         let at = |off: usize, field: &str, msg: String| at_offset(path, text, off, field, msg);
         let raw: RawCluster = toml::from_str(text).map_err(|e| {
-            at(
-                e.span().map_or(0, |s| s.start),
-                "cluster",
-                e.message().trim().replace('\n', "; "),
-            )
+            let off = e.span().map_or(0, |s| s.start);
+            // the key on the error's line names the field (serde's message names a type)
+            let field = Self::key_at(text, off).unwrap_or_else(|| "cluster".to_string());
+            at(off, &field, e.message().trim().replace('\n', "; "))
         })?;
         let d = crate::trace::InaConfig::default();
         let mut s = ClusterSpec {
@@ -490,6 +489,28 @@ impl ClusterSpec {
             }
         }
         out
+    }
+
+    /// The key of the `key = value` line holding byte `off` of `text` (its table's name
+    /// first when it is under `[sweep]`, `[[job]]`…), if that line has one.
+    fn key_at(text: &str, off: usize) -> Option<String> {
+        let start = text.get(..off)?.rfind('\n').map_or(0, |p| p + 1);
+        let line = text[start..].lines().next()?;
+        let (key, _) = line.split_once('=')?;
+        let key = key.trim().trim_matches(['"', '\'']);
+        if key.is_empty() || key.contains(char::is_whitespace) {
+            return None;
+        }
+        let table = text[..start]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| l.starts_with('['))
+            .map(|l| l.trim_matches(['[', ']']).trim().to_string());
+        Some(match table {
+            Some(t) => format!("{t}.{key}"),
+            None => key.to_string(),
+        })
     }
 
     /// One `[[job]]` table, its input read.

@@ -51,8 +51,8 @@ impl FormatError {
             path: path.to_path_buf(),
             line,
             column: None,
-            field: field.into(),
-            msg: msg.into(),
+            field: escape_input(&field.into()),
+            msg: escape_message(&msg.into()),
         }
     }
 
@@ -68,8 +68,8 @@ impl FormatError {
             path: path.to_path_buf(),
             line,
             column: Some(column),
-            field: field.into(),
-            msg: msg.into(),
+            field: escape_input(&field.into()),
+            msg: escape_message(&msg.into()),
         }
     }
 
@@ -77,7 +77,7 @@ impl FormatError {
     pub fn file(path: &Path, msg: impl Into<String>) -> Self {
         FormatError::File {
             path: path.to_path_buf(),
-            msg: msg.into(),
+            msg: escape_message(&msg.into()),
         }
     }
 
@@ -96,6 +96,42 @@ impl FormatError {
             _ => None,
         }
     }
+}
+
+/// Whether `c` must not reach a terminal raw from an error: a control character (NUL,
+/// escape, carriage return, …), a byte-order mark, or an invisible formatting character
+/// (zero-width, bidirectional overrides) that would hide or reorder what is shown.
+fn unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{feff}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` as an error may echo it: every control character (line breaks too), BOM and
+/// invisible formatting character written as a Rust escape (`\0`, `\u{feff}`), the rest
+/// as it is. The one helper every error quoting input goes through (file errors and the
+/// command line's message, [`escape_message`]).
+pub fn escape_input(s: &str) -> String {
+    escape(s, false)
+}
+
+/// [`escape_input`] of a whole message, whose own line breaks (between its parts) stay.
+pub fn escape_message(s: &str) -> String {
+    escape(s, true)
+}
+
+fn escape(s: &str, keep_newlines: bool) -> String {
+    if !s.chars().any(unsafe_char) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if keep_newlines && c == '\n' || !unsafe_char(c) {
+            out.push(c);
+        } else {
+            out.extend(c.escape_default());
+        }
+    }
+    out
 }
 
 /// The lines of `text`, numbered from 1, without their `\r\n` / `\n` ending: real files
@@ -160,7 +196,7 @@ impl Warning {
         Warning {
             path: path.to_path_buf(),
             line,
-            msg: msg.into(),
+            msg: escape_message(&msg.into()),
         }
     }
 }

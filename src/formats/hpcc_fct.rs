@@ -154,7 +154,7 @@ pub fn parse(path: &Path, text: &str) -> (Vec<FctLine>, Vec<Warning>) {
         if l.is_empty() {
             continue;
         }
-        match line(l) {
+        match line(l).and_then(|r| out_of_range(&r).map_or(Ok(r), Err)) {
             Ok(r) => rows.push(r),
             Err(why) => warnings.push(Warning::new(path, no, format!("{why}: `{l}`"))),
         }
@@ -162,7 +162,27 @@ pub fn parse(path: &Path, text: &str) -> (Vec<FctLine>, Vec<Warning>) {
     (rows, warnings)
 }
 
-/// One line of `fct.txt` (trimmed, not blank), or why it is not an fct row.
+/// Why an fct row holds a value no flow of a trace can have, if it does: a port past 16
+/// bits, or a size or time past the trace's record bound (2^50,
+/// [`crate::formats::trace_csv::MAX_RECORD_VALUE`]), which would wrap or lose precision in
+/// what is computed from it (the field named, as in `size: ...`).
+pub fn out_of_range(r: &FctLine) -> Option<String> {
+    let bound = crate::formats::trace_csv::MAX_RECORD_VALUE;
+    [
+        ("sport", r.sport, u16::MAX as u64),
+        ("dport", r.dport, u16::MAX as u64),
+        ("size", r.size, bound),
+        ("start_ns", r.start_ns, bound),
+        ("fct_ns", r.fct_ns, bound),
+        ("standalone_fct_ns", r.standalone_fct_ns, bound),
+    ]
+    .into_iter()
+    .find(|(_, v, max)| v > max)
+    .map(|(f, v, max)| format!("{f}: `{v}` is beyond {max}"))
+}
+
+/// One line of `fct.txt` (trimmed, not blank), or why it is not an fct row; its values
+/// are not range-checked ([`out_of_range`]).
 pub fn parse_line(l: &str) -> Result<FctLine, String> {
     line(l)
 }

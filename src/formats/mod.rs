@@ -79,4 +79,4 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     }
     h
 }
-pub use error::{numbered_lines, read_text, FormatError, Warning};
+pub use error::{escape_input, escape_message, numbered_lines, read_text, FormatError, Warning};

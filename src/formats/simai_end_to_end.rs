@@ -452,6 +452,34 @@ fn layer_row(
     })
 }
 
+/// The longest total a file may give, µs: 10^12 µs (about 11.6 days, the bound of a
+/// Megatron log's times), far above any simulated iteration.
+pub const MAX_TOTAL_US: f64 = 1e12;
+
+/// A total of the totals line: a time in [0, [`MAX_TOTAL_US`]] µs, or absent (`NONE`,
+/// empty). Unlike a bandwidth, a total has no reason to be `nan` or `inf`: refused, as a
+/// negative or absurd time is, naming the line and the field.
+fn total_us(path: &Path, no: u64, field: &str, cell: &str) -> Result<Option<f64>, FormatError> {
+    let v = cell.split_whitespace().next().unwrap_or("");
+    let parsed = v.parse::<f64>();
+    let x = match parsed {
+        Ok(x) => Some(x),
+        Err(_) => number(path, no, field, cell)?,
+    };
+    match x {
+        Some(x) if !(0.0..=MAX_TOTAL_US).contains(&x) => Err(FormatError::syntax(
+            path,
+            no,
+            field,
+            format!(
+                "`{}` is not a time in [0, {MAX_TOTAL_US:e}] µs",
+                cell.trim()
+            ),
+        )),
+        x => Ok(x),
+    }
+}
+
 fn totals_line(path: &Path, no: u64, cells: &[&str]) -> Result<Totals, FormatError> {
     let mut t = Totals {
         line: no,
@@ -466,7 +494,7 @@ fn totals_line(path: &Path, no: u64, cells: &[&str]) -> Result<Totals, FormatErr
                 "expected `name,value` pairs (`total exposed comm,<µs>,total comp,<µs>,total time,<µs>`)",
             ));
         };
-        let x = number(path, no, k, v)?;
+        let x = total_us(path, no, k, v)?;
         match squash(k).as_str() {
             "totalexposedcomm" => t.exposed_comm_us = x,
             "totalcomp" => t.comp_us = x,

@@ -49,6 +49,17 @@ pub const OLDEST_SCHEMA: u32 = 1;
 /// First line of every trace file (followed by ` schema=N`).
 pub const MAGIC: &str = "# ina3d-trace";
 
+/// The last line of a trace this build writes, followed by the number of records: a
+/// file cut at a line boundary lacks it, or counts more records than it holds. Readers
+/// that do not know it skip it as a comment.
+pub const END_MARKER: &str = "# end records=";
+
+/// The header key promising the end line ([`END_MARKER`]): a file whose header has it
+/// and that ends without the line was cut. Files written before it have neither and are
+/// read as they were (a plain one cut at a line boundary cannot be told from a whole one;
+/// gzip's own end checks still catch a cut `.gz`).
+pub const END_MARKER_KEY: &str = "end_marker";
+
 /// The column header row of the current schema (schema 1 is the first 20, schema 2 the
 /// first 21).
 pub const COLUMNS: [&str; 22] = [
@@ -250,7 +261,9 @@ impl TraceWriter {
         // Rows are always written in the current layout, whatever schema the header was read with.
         w.rows
             .push_bytes(format!("{MAGIC} schema={SCHEMA_VERSION}\n").as_bytes());
-        for (k, v) in &header.meta {
+        let mut meta = header.meta.clone();
+        meta.insert(END_MARKER_KEY.to_string(), "records".to_string());
+        for (k, v) in &meta {
             w.rows.push_bytes(format!("# {k}={v}\n").as_bytes());
         }
         w.rows.push_bytes(COLUMNS.join(",").as_bytes());
@@ -294,6 +307,8 @@ impl TraceWriter {
     /// Flush, finish the gzip stream (its last member, marked last, holds the rows not yet
     /// sent, possibly none), and rename the temp file to the final name.
     pub fn finish(mut self) -> Result<PathBuf, FormatError> {
+        let end = format!("{END_MARKER}{}\n", self.count);
+        self.rows.push_bytes(end.as_bytes());
         let file = match self.sink.take() {
             Some(Sink::Plain(mut f)) => f.write_all(&self.rows.buf[..self.rows.fill]).map(|_| f),
             Some(Sink::Gz(g)) => g.finish(self.rows.take()),

@@ -85,10 +85,12 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_u64<E>(self, v: u64) -> Result<Strict, E> {
         Ok(Strict(Value::from(v)))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Strict, E> {
-        Ok(Strict(
-            serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
-        ))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Strict, E> {
+        // TOML's nan and inf have no JSON number: refused, never read as an absent key
+        // (which would give the argument its default)
+        serde_json::Number::from_f64(v)
+            .map(|n| Strict(Value::Number(n)))
+            .ok_or_else(|| E::custom(format!("`{v}` is not a finite number")))
     }
     fn visit_str<E>(self, v: &str) -> Result<Strict, E> {
         Ok(Strict(Value::String(v.to_string())))
@@ -223,6 +225,17 @@ fn read_toml(path: &str, text: &str) -> Result<Map<String, Value>, MegatronError
             format!("expected TOML `key = value` lines ({})", e.message()),
         )
     })?;
+    // TOML's nan and inf have no JSON number: the conversion would make them absent keys
+    // (which take the argument's default); refused where they stand instead
+    if let Some((key, v)) = t.iter().find_map(|(k, v)| non_finite(k, v)) {
+        let last = key.rsplit('.').next().unwrap_or(&key);
+        let (line, col) = line_of(text, last, 1);
+        return Err(MegatronError::at(
+            &Loc::new(path, line, col),
+            key.as_str(),
+            format!("`{v}` is not a finite number"),
+        ));
+    }
     match serde_json::to_value(t) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err(MegatronError::at(
@@ -230,6 +243,18 @@ fn read_toml(path: &str, text: &str) -> Result<Map<String, Value>, MegatronError
             "toml",
             "expected a TOML table",
         )),
+    }
+}
+
+/// The first float of `v` (under `key`, dotted into tables) that is NaN or infinite.
+fn non_finite(key: &str, v: &toml::Value) -> Option<(String, f64)> {
+    match v {
+        toml::Value::Float(x) if !x.is_finite() => Some((key.to_string(), *x)),
+        toml::Value::Table(t) => t
+            .iter()
+            .find_map(|(k, v)| non_finite(&format!("{key}.{k}"), v)),
+        toml::Value::Array(a) => a.iter().find_map(|v| non_finite(key, v)),
+        _ => None,
     }
 }
 

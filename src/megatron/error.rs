@@ -114,8 +114,8 @@ impl MegatronError {
     pub(crate) fn at(loc: &Loc, field: impl Into<String>, expected: impl Into<String>) -> Self {
         MegatronError::Syntax {
             at: loc.to_string(),
-            field: field.into(),
-            expected: expected.into(),
+            field: crate::formats::escape_input(&field.into()),
+            expected: crate::formats::escape_message(&expected.into()),
         }
     }
 }

@@ -16,7 +16,7 @@ use super::Ns3Error;
 use crate::fct::Summary;
 use crate::formats::hpcc_fct::{self, parse_hex_ip};
 use crate::formats::simai_end_to_end;
-use crate::formats::write_atomic_bytes;
+use crate::formats::{write_atomic_bytes, FormatError};
 use std::path::{Path, PathBuf};
 
 /// What an input file is.
@@ -113,8 +113,17 @@ pub fn detect(path: &Path, text: &str) -> Option<Kind> {
     }
 }
 
+/// The start of a line reader's error for a line that is a row of its kind but holds a
+/// value no simulator wrote (a size past 2^50): the file is refused, naming the line,
+/// where a line that is no row at all (free text a simulator appended) is a warning.
+const REFUSE: &str = "refused: ";
+
 fn warn(path: &Path, no: usize, msg: &str, line: &str) -> String {
-    format!("{}:{no}: {msg}: `{line}`", path.display())
+    format!(
+        "{}:{no}: {msg}: `{}`",
+        path.display(),
+        crate::formats::escape_input(line)
+    )
 }
 
 /// Columns of the tidy fct table.
@@ -138,6 +147,9 @@ const QLEN_COLUMNS: [&str; 4] = ["time_ns", "node", "if_index", "qlen_bytes"];
 /// One HPCC fct line (trimmed, not blank) as tidy cells, or why it is not an fct row.
 fn fct_cells(l: &str) -> Result<Vec<String>, String> {
     let r = hpcc_fct::parse_line(l)?;
+    if let Some(why) = hpcc_fct::out_of_range(&r) {
+        return Err(format!("{REFUSE}{why}"));
+    }
     let slowdown = if r.standalone_fct_ns > 0 {
         format!("{:.6}", r.fct_ns as f64 / r.standalone_fct_ns as f64)
     } else {
@@ -204,7 +216,9 @@ fn line_table(path: &Path, text: &str, (header, cells): LineKind) -> Table {
         }
         match cells(l) {
             Ok(c) => t.rows.push(c),
-            Err(why) => t.warnings.push(warn(path, no, &why, l)),
+            Err(why) => t
+                .warnings
+                .push(warn(path, no, why.trim_start_matches(REFUSE), l)),
         }
     }
     t
@@ -398,6 +412,7 @@ fn stream_lines(
     let mut input = std::io::BufReader::with_capacity(1 << 16, file);
     let (mut rows, mut warnings, mut more) = (0usize, Vec::new(), 0usize);
     let mut read_error = None;
+    let mut refused = None;
     let written = crate::formats::write_atomic(output, |w| {
         let mut csv = csv::Writer::from_writer(w);
         csv.write_record(header)?;
@@ -424,6 +439,17 @@ fn stream_lines(
                     csv.write_record(&c)?;
                     rows += 1;
                 }
+                Err(why) if why.starts_with(REFUSE) => {
+                    let why = &why[REFUSE.len()..];
+                    let (field, msg) = why.split_once(": ").unwrap_or(("row", why));
+                    refused = Some(FormatError::syntax(
+                        f,
+                        no as u64,
+                        field,
+                        format!("{msg}: `{l}`"),
+                    ));
+                    return Err(std::io::Error::other("a row out of range"));
+                }
                 Err(why) if warnings.len() < MAX_WARNINGS => warnings.push(warn(f, no, &why, l)),
                 Err(_) => more += 1,
             }
@@ -432,6 +458,9 @@ fn stream_lines(
     });
     if let Some(source) = read_error {
         return Err(Ns3Error::io(f, source));
+    }
+    if let Some(e) = refused {
+        return Err(e.into());
     }
     written?;
     if more > 0 {

@@ -62,8 +62,9 @@ pub fn run(
 ) -> Result<RunOutcome, PipelineError> {
     spec.validate()?;
     let job = Job::prepare(&spec.job)?;
-    // marked incomplete until results.csv and its picture are written
-    let set = crate::formats::atomic::OutputSet::begin(out, "ina3d run")?;
+    // marked incomplete until results.csv and its picture are written; what an earlier
+    // run left there is cleared first
+    let set = begin_output(spec, out)?;
     for w in &job.warnings {
         rep.warn(w);
     }
@@ -124,6 +125,36 @@ pub fn run(
         ns3_note,
         ns3_ran: ctx.ns3_ran,
     })
+}
+
+/// Marks `out` as being written by this run (command, seeds, the entries it will hold) and
+/// clears what an earlier run left there: its listed entries, and in a directory written
+/// before markers listed them, every `seed-<n>` and policy directory and the results table
+/// and picture. A re-run never leaves another seed's or policy's results beside its own.
+fn begin_output(
+    spec: &RunSpec,
+    out: &Path,
+) -> Result<crate::formats::atomic::OutputSet, PipelineError> {
+    let seeds: Vec<String> = spec.seeds.iter().map(u64::to_string).collect();
+    let mut members: Vec<String> = if spec.seeds.len() > 1 {
+        seeds.iter().map(|s| format!("seed-{s}")).collect()
+    } else {
+        spec.policies
+            .iter()
+            .map(|p| p.as_str().to_string())
+            .collect()
+    };
+    members.extend(["results.csv".to_string(), "results.svg".to_string()]);
+    let owned = |name: &str| {
+        let seed_dir = name
+            .strip_prefix("seed-")
+            .is_some_and(|n| n.parse::<u64>().is_ok());
+        seed_dir || name.parse::<Policy>().is_ok() || name == "results.csv" || name == "results.svg"
+    };
+    let what = format!("ina3d run, seeds {}", seeds.join(" "));
+    Ok(crate::formats::atomic::OutputSet::with_members(
+        out, &what, members, owned,
+    )?)
 }
 
 /// Payload bytes a trace puts on the network, from the replayer's summary.

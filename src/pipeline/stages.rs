@@ -667,6 +667,14 @@ pub fn replay_file(path: &Path, o: &FileOptions) -> Result<FileReplay, PipelineE
         spec,
         source: Box::new(source),
     })?;
+    trace::check_topology_hash(&header, &topo, path).map_err(|source| {
+        PipelineError::ReadTrace {
+            path: path.to_path_buf(),
+            source: Box::new(source),
+        }
+    })?;
+    // every record's endpoints against the topology (NVLink within a server)
+    let rd = rd.with_check(&topo).checking_aggregations();
     let mut sampler = timeline.map(|o| sampler(&header, &topo, o)).transpose()?;
     // the routes are computed while the records are read
     let ((table, kept), routing) = with_routes(&topo, seed, mode, progress, || {

@@ -55,6 +55,9 @@ fn is_wall_time(column: &str) -> bool {
 pub fn collect(out: &Path) -> Result<Collected, SweepError> {
     let grid = Grid::read(&out.join(GRID_FILE))?;
     let cells = grid.expand()?;
+    // this process writes the sweep's tables: marked until they are written, and left
+    // marked when cells are still to run
+    let set = super::mark(out, &out.join(GRID_FILE), &cells)?;
     let axes = grid.axis_names();
     let mut states = Vec::new();
     let mut tables: Vec<(usize, ResultsText)> = Vec::new();
@@ -143,6 +146,12 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
             &crate::report::plot::over_cells(&cells),
         )?;
         written.push(p);
+    }
+    if states
+        .iter()
+        .all(|(_, _, st)| matches!(st, CellState::Done | CellState::Failed(_)))
+    {
+        set.finish()?;
     }
     Ok(Collected {
         cells: states,

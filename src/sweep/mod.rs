@@ -72,6 +72,56 @@ pub fn prepare(grid: &Path, out: &Path) -> Result<(Grid, Vec<Cell>), SweepError>
     Ok((g, cells))
 }
 
+/// The files of a sweep's directory besides its cells: the tables and picture `collect`
+/// writes, and the Slurm scripts and logs.
+const SWEEP_FILES: [&str; 5] = [
+    "sweep.csv",
+    "timings.csv",
+    "cells.csv",
+    "sweep.svg",
+    "slurm",
+];
+
+/// Marks the sweep directory `out` as being written for `cells` (its markers list
+/// `grid.toml`, every cell's directory and the tables), and removes the cell directories
+/// (finished or `.tmp`) of cells that are not in `cells`: a cell of an earlier grid is
+/// never read beside this one's. Cells of this grid stay, to be resumed. The set is
+/// finished by [`collect()`] once every cell is done or failed.
+pub fn mark(
+    out: &Path,
+    grid: &Path,
+    cells: &[Cell],
+) -> Result<crate::formats::atomic::OutputSet, SweepError> {
+    let mut members = vec![GRID_FILE.to_string()];
+    members.extend(
+        cells
+            .iter()
+            .map(|c| format!("{}/{}", exec::CELLS_DIR, c.id)),
+    );
+    members.extend(SWEEP_FILES.iter().map(|f| f.to_string()));
+    let set = crate::formats::atomic::OutputSet::resuming(
+        out,
+        &format!("ina3d sweep {}", grid.display()),
+        members,
+        |_| false,
+    )?;
+    let dir = out.join(exec::CELLS_DIR);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(set);
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let id = name.strip_suffix(".tmp").unwrap_or(&name);
+        if !cells.iter().any(|c| c.id.as_str() == id) {
+            let p = e.path();
+            std::fs::remove_dir_all(&p)
+                .or_else(|_| std::fs::remove_file(&p))
+                .map_err(FormatError::io(&p))?;
+        }
+    }
+    Ok(set)
+}
+
 /// Runs one cell's [`crate::pipeline::run()`] into `dir` (outputs named under `final_dir`);
 /// the error as one line `what: why: …`. This is the [`exec::CellRunner`] of `ina3d sweep`.
 #[cfg(feature = "tables")]

@@ -254,6 +254,15 @@ impl Topology {
             (l.b, l.a)
         }
     }
+    /// [`Topology::server_of_node`] in constant time where GPU `r` is node `r` (every
+    /// builder numbers hosts first), for a check run on every record.
+    pub fn server_of_gpu(&self, n: NodeId) -> Option<u32> {
+        if self.gpus.get(n.idx()) == Some(&n) {
+            return Some(self.server_of(Rank(n.0)));
+        }
+        self.server_of_node(n)
+    }
+
     /// The server (NVLink domain) of a GPU node, `None` when `n` is not a GPU of `gpus`.
     pub fn server_of_node(&self, n: NodeId) -> Option<u32> {
         self.gpus

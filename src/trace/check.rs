@@ -32,6 +32,26 @@ impl RecordCheck for Topology {
                 ),
             ));
         }
+        if rec.mode == Mode::NvLink {
+            let (a, b) = (self.server_of_gpu(rec.src), self.server_of_gpu(rec.dst));
+            if a.is_none() || a != b {
+                let name = |s: Option<u32>| {
+                    s.map_or("no server (not a GPU)".into(), |s| format!("server {s}"))
+                };
+                return Err((
+                    2,
+                    format!(
+                        "nvlink record {}: node {} is on {} and node {} on {}: NVLink joins \
+                         the GPUs of one server only",
+                        rec.id,
+                        rec.src.0,
+                        name(a),
+                        rec.dst.0,
+                        name(b)
+                    ),
+                ));
+            }
+        }
         if let Some(a) = rec.agg {
             if a.switch.0 >= n || self.kinds[a.switch.idx()] != NodeKind::Switch {
                 return Err((
@@ -45,6 +65,33 @@ impl RecordCheck for Topology {
         }
         Ok(())
     }
+}
+
+/// The trace's `topology_hash` (when it has one) is `topo`'s: a trace replayed on another
+/// fabric than it was made for (a topology file edited since, a `--topology` of the same
+/// name) is refused naming both hashes.
+pub fn check_topology_hash(
+    header: &crate::formats::trace_csv::TraceHeader,
+    topo: &Topology,
+    path: &Path,
+) -> Result<(), crate::formats::FormatError> {
+    let Some(want) = header.get("topology_hash") else {
+        return Ok(());
+    };
+    let have = super::planned::topology_hash(topo);
+    if want.trim() == have {
+        return Ok(());
+    }
+    Err(crate::formats::FormatError::file(
+        path,
+        format!(
+            "topology_hash: the trace was made on a topology of hash {} and is replayed on \
+             `{}` of hash {have}: not the fabric its routes and placements assume; trace it \
+             again on this topology",
+            want.trim(),
+            topo.source
+        ),
+    ))
 }
 
 /// What [`validate`] found in a valid trace.

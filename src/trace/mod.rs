@@ -16,7 +16,7 @@ pub use crate::formats::trace_csv::{
     read, read_str, write, Trace, TraceHeader, TraceReader, TraceWriter, COLUMNS, SCHEMA_VERSION,
 };
 pub use bench::{parse_sizes, BenchGroup, BenchSpec, CollectiveBench};
-pub use check::{validate, ValidationSummary};
+pub use check::{check_topology_hash, validate, ValidationSummary};
 pub use gen::{
     aggregating_switches, default_channels, generate, generate_bench, generate_workload, header,
     nvlink_collective_time, nvlink_step_latency, swing_peer, swing_rho, swing_schedule, SwingStep,

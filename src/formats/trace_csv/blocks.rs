@@ -88,6 +88,8 @@ pub(super) struct Parsed {
     /// Lines the block holds (each ending in `\n`, but for the file's last).
     pub lines: u64,
     pub end: ParsedEnd,
+    /// The end line (`# end records=N`) if the block holds it: N and its line in the block.
+    pub marker: Option<(u64, u32)>,
 }
 
 impl Parsed {
@@ -99,6 +101,7 @@ impl Parsed {
             rows: Vec::new(),
             lines: 0,
             end: ParsedEnd::Stopped(msg),
+            marker: None,
         }
     }
 }
@@ -190,6 +193,7 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
     };
     let mut lines = 0u64;
     let mut start = 0;
+    let mut marker: Option<(u64, u32)> = None;
     while start < valid.len() || (bad && start == valid.len()) {
         let stop = valid[start..].find('\n').map(|p| start + p);
         let line = lines as u32;
@@ -215,8 +219,27 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
         let s = valid[start..stop].trim_end_matches('\r');
         let at = start as u32;
         start = stop + 1;
+        if let Some(n) = s.strip_prefix(super::END_MARKER) {
+            match n.trim().parse::<u64>() {
+                Ok(n) if marker.is_none() => marker = Some((n, line)),
+                r => {
+                    let msg = match r {
+                        Ok(_) => "a second end line".to_string(),
+                        Err(_) => format!("`{}` is not a record count", n.trim()),
+                    };
+                    end = ParsedEnd::Row(end_line_error(line, at, msg));
+                    break;
+                }
+            }
+            continue;
+        }
         if s.trim().is_empty() || s.starts_with('#') {
             continue;
+        }
+        if let Some((_, m)) = marker {
+            let msg = format!("a record {} line(s) after the end line", line - m);
+            end = ParsedEnd::Row(end_line_error(line, at, msg));
+            break;
         }
         match (RowParser { ctx, line }).parse(s) {
             Ok(rec) => rows.push(ParsedRow { rec, line, at }),
@@ -237,6 +260,19 @@ fn parse_block(chunk: Chunk, ctx: &LineCtx) -> Parsed {
         rows,
         lines,
         end,
+        marker,
+    }
+}
+
+/// An error about the end line (or a line after it) on the block's line `line`.
+fn end_line_error(line: u32, at: u32, msg: String) -> RowError {
+    RowError {
+        line,
+        column: Some(1),
+        field: "end",
+        msg,
+        at,
+        before: None,
     }
 }
 

@@ -6,6 +6,9 @@
 //! those of reading the file line by line.
 
 use super::blocks::{Body, Parsed, ParsedEnd, ParsedRow, RowError, LINE_MAX};
+use whole::{check_meta_value, check_world};
+
+mod whole;
 use super::{check_consistency, OLDEST_SCHEMA, SCHEMA_VERSION};
 use super::{columns_of, io_err, is_gz, RecordCheck, TraceHeader, COLUMNS, MAGIC};
 use crate::formats::gz_members::MemberReader;
@@ -126,7 +129,19 @@ pub struct TraceReader<'t> {
     done: bool,
     /// Bytes of the file read so far, and its size (a reader of a file).
     file_read: Option<(Arc<AtomicU64>, u64)>,
+    /// Records admitted so far, and the end line once read: its count and line number.
+    admitted: u64,
+    marker: Option<(u64, u64)>,
+    /// Whether the header promises the end line.
+    promised: bool,
+    /// With [`TraceReader::checking_aggregations`]: per aggregation edge set (agg id,
+    /// switch, up), the fan-in its records declare, how many there are, and the first
+    /// one's line; checked at the end of the file.
+    fanins: Option<Fanins>,
 }
+
+/// Per aggregation edge set (agg id, switch, up): declared fan-in, edges seen, first line.
+type Fanins = std::collections::HashMap<(u64, u32, bool), (u32, u32, u64)>;
 
 /// A file that counts the bytes read from it (for progress).
 struct Counted {
@@ -198,7 +213,10 @@ impl<'t> TraceReader<'t> {
             schema: SCHEMA_VERSION,
             gz,
         };
-        let (header, header_lines) = read_header(&mut *input, &mut ctx)?;
+        let (mut header, header_lines) = read_header(&mut *input, &mut ctx)?;
+        // the writer's promise, not the trace's metadata: a trace read and written again
+        // keeps its header as it was
+        let promised = header.meta.remove(super::END_MARKER_KEY).is_some();
         let ctx = Arc::new(ctx);
         let first_line = header_lines + 1;
         let body = match workers {
@@ -223,6 +241,10 @@ impl<'t> TraceReader<'t> {
             check: None,
             done: false,
             file_read: None,
+            admitted: 0,
+            marker: None,
+            promised,
+            fanins: None,
         })
     }
 
@@ -241,7 +263,20 @@ impl<'t> TraceReader<'t> {
             check: Some(check),
             done: self.done,
             file_read: self.file_read,
+            admitted: self.admitted,
+            marker: self.marker,
+            promised: self.promised,
+            fanins: self.fanins,
         }
+    }
+
+    /// Also check the aggregations as a whole (what a simulator relies on, beyond each
+    /// record's own fields): every aggregation has at least two members, and each switch
+    /// of it has as many edges in each direction as their `agg_fanin` says — checked when
+    /// the file ends. The replayer and the ns-3 emitter read traces this way.
+    pub fn checking_aggregations(mut self) -> Self {
+        self.fanins = Some(Default::default());
+        self
     }
 
     /// The metadata read from the file.
@@ -266,6 +301,22 @@ impl<'t> TraceReader<'t> {
         if !self.seen.insert(id) {
             return Err(self.row_error(row.line, 0, 1, format!("duplicate record id {id}")));
         }
+        if let (Some(a), Some(fanins)) = (r.agg, self.fanins.as_mut()) {
+            if r.group_size.is_some_and(|g| g < 2) {
+                let msg = format!(
+                    "ina record {id}: an aggregation needs at least 2 members, group_size is {}",
+                    r.group_size.unwrap_or(0)
+                );
+                let column = field_column(row_text(&self.text, row.at), 15);
+                return Err(self.row_error(row.line, 15, column, msg));
+            }
+            let line = self.base + row.line as u64;
+            let e = fanins
+                .entry((a.id, a.switch.0, a.dir == AggDir::Up))
+                .or_insert((a.fanin, 0, line));
+            e.1 = e.1.saturating_add(1);
+        }
+        self.admitted += 1;
         Ok(r)
     }
 
@@ -364,6 +415,7 @@ impl<'t> TraceReader<'t> {
                 self.base += self.lines;
                 self.body.recycle(std::mem::take(&mut self.text));
             }
+            Some(ParsedEnd::Eof) => return self.check_end().map(Err),
             Some(end) => {
                 let row = matches!(end, ParsedEnd::Row(_));
                 let e = self.end_error(end)?;
@@ -379,8 +431,22 @@ impl<'t> TraceReader<'t> {
             rows,
             lines,
             end,
+            marker,
             ..
         } = self.body.next_block();
+        if let (Some((_, at)), Some(r)) = (self.marker, rows.first()) {
+            let line = self.base + r.line as u64;
+            return Some(Err(FormatError::at(
+                &self.ctx.path,
+                line,
+                1,
+                "end",
+                format!("a record after the end line (line {at})"),
+            )));
+        }
+        if let Some((n, l)) = marker {
+            self.marker = Some((n, self.base + l as u64));
+        }
         self.text = text;
         self.rows = rows.into_iter();
         self.lines = lines;
@@ -446,32 +512,6 @@ fn dep_column(line: &str, k: usize) -> usize {
 /// 2^64 that the times the back-ends add up from many records stay exact (the replayer
 /// also refuses any event past its horizon, `replay::TIME_HORIZON_NS`).
 pub const MAX_RECORD_VALUE: u64 = 1 << 50;
-
-/// Metadata keys whose values later stages read as numbers, with the largest value each
-/// may take (`ina3d trace` writes them; the INA keys are checked where the switch model is
-/// read, `InaSwitchModel::from_header`). A value out of range is refused here, naming its
-/// line, rather than falling back to a default later.
-const NUMERIC_KEYS: [(&str, u64, u64); 8] = [
-    ("seed", 0, u64::MAX),
-    ("world", 1, u32::MAX as u64),
-    ("tp", 1, u32::MAX as u64),
-    ("pp", 1, u32::MAX as u64),
-    ("dp", 1, u32::MAX as u64),
-    ("cp", 1, u32::MAX as u64),
-    ("ep", 1, u32::MAX as u64),
-    ("vpp", 1, u32::MAX as u64),
-];
-
-/// Whether metadata `key` may hold `value` ([`NUMERIC_KEYS`]; other keys hold any text).
-fn check_meta_value(key: &str, value: &str) -> Result<(), String> {
-    let Some(&(_, lo, hi)) = NUMERIC_KEYS.iter().find(|(k, _, _)| *k == key) else {
-        return Ok(());
-    };
-    match value.parse::<u64>() {
-        Ok(n) if (lo..=hi).contains(&n) => Ok(()),
-        _ => Err(format!("`{value}` is not a whole number from {lo} to {hi}")),
-    }
-}
 
 /// Read the header lines (magic, metadata, column row): the header and the number of
 /// lines it took. Sets `ctx.schema`.
@@ -615,6 +655,7 @@ fn read_header(
                 ),
             ));
         }
+        check_world(&header, &key_lines).map_err(|(line, msg)| err(line, "metadata", 3, msg))?;
         ctx.schema = header.schema;
         return Ok((header, line_no));
     }

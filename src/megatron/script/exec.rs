@@ -379,10 +379,10 @@ impl Shell {
             let d = b.describe();
             return self.unknown_loop(body, line, &d);
         }
-        for (n, it) in items.into_iter().enumerate() {
-            if n >= MAX_LOOP {
-                return self.unknown_loop(body, line, "it runs more than 10000 times");
-            }
+        if items.len() > MAX_LOOP {
+            return Err(self.loop_budget(line));
+        }
+        for it in items {
             self.set_var(var, Val::Scalar(it.text.unwrap_or_default()), line);
             if let Some(f) = self.iteration(body)? {
                 return Ok(f);
@@ -407,7 +407,22 @@ impl Shell {
                 Tri::Unknown(d) => return self.unknown_loop(body, line, &d),
             }
         }
-        self.unknown_loop(body, line, "it runs more than 10000 times")
+        Err(self.loop_budget(line))
+    }
+
+    /// A loop at `line` that has run [`MAX_LOOP`] times and would run on: refused, naming
+    /// the script and the line, rather than read as if it had ended (the values it sets
+    /// would be whatever the last of the iterations left).
+    fn loop_budget(&self, line: usize) -> MegatronError {
+        MegatronError::Syntax {
+            at: format!("{}:{line}:1", self.path),
+            field: "loop".into(),
+            expected: format!(
+                "a loop that ends within {MAX_LOOP} iterations (this one runs on: an endless \
+                 loop, or one far longer than a launch script's); the reader cannot evaluate \
+                 the script past it"
+            ),
+        }
     }
 
     pub fn assign(&mut self, a: &Assign) -> Result<(), MegatronError> {
