@@ -43,7 +43,7 @@ fn tiny_trace(dir: &Path, extra: &[&str]) -> String {
 fn replay_text(dir: &Path, name: &str, text: &str) -> Option<String> {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
-    ina3d::pipeline::replay_file(&p, None, None, false, Default::default())
+    ina3d::pipeline::replay_file(&p, &ina3d::pipeline::FileOptions::default())
         .err()
         .map(|e| ina3d::pipeline::error_chain(&e))
 }
