@@ -9,7 +9,6 @@ use super::huge;
 use super::route::PathSource;
 use super::table::{Loc, RecordTable, Segment, UNRESOLVED};
 use super::{InaPolicy, ReplayError, ReplayOptions};
-use crate::fct;
 use crate::netmodel::{self, EdgeDir};
 use crate::record::{AggDir, AggGroup, Class, Mode};
 use crate::topology::{Channel, NodeKind, Topology};
@@ -692,7 +691,7 @@ struct Interner<'a, R: PathSource + ?Sized> {
     channels: &'a Channels,
     paths: Paths,
     keys: HashMap<(NodeId, NodeId, u32), u32, BuildHasherDefault<KeyHasher>>,
-    /// Switch hops of each path (`fct::switch_hops` of its sender and channels).
+    /// Switch hops of each path (`Topology::switch_hops` of its sender and channels).
     hops: Vec<u64>,
 }
 
@@ -742,7 +741,7 @@ impl<R: PathSource + ?Sized> Interner<'_, R> {
             .push(netmodel::multiset_cap(&ps.channels[off as usize..], |c| {
                 self.channels.cap[c as usize]
             }));
-        self.hops.push(fct::switch_hops(self.topo, src, &route));
+        self.hops.push(self.topo.switch_hops(src, &route));
         self.keys.insert(key, k);
         Ok(k)
     }
