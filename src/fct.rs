@@ -16,9 +16,7 @@
 pub mod bench;
 pub mod stats;
 
-use crate::formats::switches_csv::SlotSample;
 use crate::record::{AggDir, AggTag, Class, FlowRecord, Mode};
-use crate::topology::{Channel, NodeKind, Topology};
 use crate::units::NodeId;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -112,7 +110,7 @@ pub struct Summary {
     /// See `tp_bytes`.
     #[serde(default)]
     pub ep_bytes: u64,
-    /// Payload × switches touched, summed over network records ([`switch_hops`]).
+    /// Payload × switches touched, summed over network records ([`crate::topology::Topology::switch_hops`]).
     pub switch_bytes: u64,
     /// Peak number of INA aggregator slots in use on any switch.
     pub ina_slot_peak: u64,
@@ -149,18 +147,15 @@ impl Summary {
     }
 }
 
-/// How many packet switches a transfer from `src` along `path` touches: `src` itself when
-/// it is a switch (an INA down edge leaves its aggregating switch), then every switch a
-/// channel of the path enters (the last one too, when an INA up edge ends at its switch).
-/// `switch_bytes` of a [`Summary`] is Σ payload × this over network records; both
-/// back-ends count with this one function, on the paths their packets take.
-pub fn switch_hops(topo: &Topology, src: NodeId, path: &[Channel]) -> u64 {
-    let is_switch = |v: NodeId| topo.kind(v) == Some(NodeKind::Switch);
-    u64::from(is_switch(src))
-        + path
-            .iter()
-            .filter(|&&c| is_switch(topo.channel_ends(c).1))
-            .count() as u64
+/// One change of a switch's slot occupancy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotSample {
+    /// When, ns.
+    pub time_ns: u64,
+    /// The switch.
+    pub switch: NodeId,
+    /// Slots in use from then on.
+    pub slots_in_use: u32,
 }
 
 /// Aggregator-slot use of one switch over a run, from its `switches.csv` samples.
@@ -224,7 +219,7 @@ pub struct SummaryContext {
     pub backend: String,
     /// Trace file name.
     pub trace: String,
-    /// Payload × [`switch_hops`], summed over network records.
+    /// Payload × [`crate::topology::Topology::switch_hops`], summed over network records.
     pub switch_bytes: u64,
     /// Peak INA slots in use on any one switch ([`slot_peak`]).
     pub ina_slot_peak: u64,
@@ -235,9 +230,6 @@ pub struct SummaryContext {
 /// Why a summary could not be computed (or its files read or written).
 #[derive(Debug, thiserror::Error)]
 pub enum FctError {
-    /// A results file could not be read or written.
-    #[error(transparent)]
-    File(#[from] crate::formats::FormatError),
     /// A trace record has no result row.
     #[error("record {0} has no result row (every record needs its start and end time)")]
     MissingRow(u64),
@@ -832,30 +824,5 @@ mod tests {
         assert_eq!(got[0].peak, 100);
         assert_eq!(got[0].slot_time, 100 * 80);
         assert_eq!(slot_peak(&[]), 0);
-    }
-
-    #[test]
-    fn switch_hops_count_a_sending_switch_and_every_switch_entered() {
-        // host 0 — switch 2 — host 1; an INA up edge 0→2 touches 2, a down edge 2→1 too,
-        // a host-to-host flow 0→1 crosses 2 once.
-        let t = Topology::from_spec("leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,nvlink=off")
-            .unwrap();
-        let r = crate::topology::Routing::new(&t, 0).unwrap();
-        let leaf = t.switches()[0];
-        let (h0, h1) = (t.gpus[0], t.gpus[1]);
-        assert_eq!(switch_hops(&t, h0, &r.connection_path(h0, h1).unwrap()), 1);
-        assert_eq!(
-            switch_hops(&t, h0, &r.connection_path(h0, leaf).unwrap()),
-            1
-        );
-        assert_eq!(
-            switch_hops(&t, leaf, &r.connection_path(leaf, h1).unwrap()),
-            1
-        );
-        let spine = t.switches()[1];
-        assert_eq!(
-            switch_hops(&t, spine, &r.connection_path(spine, h1).unwrap()),
-            2
-        );
     }
 }

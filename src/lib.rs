@@ -18,6 +18,7 @@
 mod keyword;
 
 pub mod cluster;
+pub mod collective;
 pub mod fct;
 pub mod formats;
 pub mod lower;

@@ -278,6 +278,22 @@ impl BitsPerSec {
     }
 }
 
+/// Bytes in the largest binary unit that keeps the number at least 1 (`1.50 GiB`).
+pub fn binary_size(b: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = b as f64;
+    let mut u = 0;
+    while x >= 1024.0 && u + 1 < units.len() {
+        x /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{x:.2} {}", units[u])
+    }
+}
+
 /// Ids or quantities for a message: `3, 7, 12` (`none` for an empty list), never a debug
 /// dump such as `[NodeId(3), NodeId(7)]`.
 pub fn list<T: std::fmt::Display>(items: &[T]) -> String {

@@ -20,7 +20,7 @@
 //!
 //! One reader ([`parse`], [`read`]) and one writer ([`to_text`], [`write`]).
 
-use super::error::{numbered_lines, read_text};
+use super::{numbered_lines, read_text};
 use super::{write_atomic_bytes, FormatError};
 use crate::keyword::keyword_enum;
 use std::fmt::Write as _;

@@ -142,17 +142,6 @@ pub fn numbered_lines(text: &str) -> impl Iterator<Item = (u64, &str)> {
         .map(|(i, l)| (i as u64 + 1, l.strip_suffix('\r').unwrap_or(l)))
 }
 
-/// Read a whole text file; invalid UTF-8 is replaced (these formats are ASCII, and a
-/// stray byte should be reported where it stands, not as "not UTF-8").
-pub fn read_text(path: &Path) -> Result<String, FormatError> {
-    super::atomic::check_complete(path)?;
-    let bytes = std::fs::read(path).map_err(FormatError::io(path))?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

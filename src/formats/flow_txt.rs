@@ -8,7 +8,7 @@
 //! text): the reader takes every row that parses, stops at the first line that does not,
 //! and returns what it skipped and any count mismatch as warnings.
 
-use super::error::{numbered_lines, read_text};
+use super::{numbered_lines, read_text};
 use super::{FormatError, Warning};
 use crate::units::{Bytes, Nanos, NodeId};
 use std::fmt::Write as _;

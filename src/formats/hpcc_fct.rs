@@ -7,7 +7,7 @@
 //! (`tests/fixtures/simai/fct.head40.txt`).
 
 use super::digits::{put_hex8, put_u64};
-use super::error::{numbered_lines, read_text};
+use super::{numbered_lines, read_text};
 use super::{write_atomic, FormatError, Warning};
 use crate::fct::FctRow;
 use crate::record::Mode;

@@ -61,6 +61,7 @@ pub mod routes_txt;
 pub mod simai_end_to_end;
 pub mod summary_csv;
 pub mod switches_csv;
+mod text;
 pub mod timeline_json;
 pub mod topology_txt;
 pub mod trace_csv;
@@ -79,4 +80,5 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     }
     h
 }
-pub use error::{escape_input, escape_message, numbered_lines, read_text, FormatError, Warning};
+pub use error::{escape_input, escape_message, numbered_lines, FormatError, Warning};
+pub use text::read_text;

@@ -6,8 +6,8 @@
 //! [`Transport`] and [`TcpConnections`], the file's own vocabulary.
 
 use super::FormatError;
+use crate::collective::InaSwitchModel;
 use crate::keyword::keyword_enum;
-use crate::trace::InaSwitchModel;
 use crate::units::Bytes;
 use std::path::Path;
 
@@ -144,8 +144,8 @@ pub fn parse(path: &Path, text: &str) -> Result<ReadBack, FormatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collective::InaPolicy;
     use crate::record::Class;
-    use crate::trace::InaPolicy;
 
     #[test]
     fn what_a_re_emit_needs_round_trips_and_a_bad_value_names_line_and_key() {

@@ -158,7 +158,7 @@ pub struct PlannedGroup {
     /// `hierarchical`; all-gathers stay on the trace's `--collective`); absent: the
     /// trace's `--collective`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_algorithm: Option<crate::lower::Algorithm>,
+    pub host_algorithm: Option<crate::collective::Algorithm>,
     /// The group's exposed communication under the decision (ns): DP, the gradient stream
     /// past the end of the stage's backward; TP, its collectives on the pipeline's critical
     /// path; embedding, its all-reduce.

@@ -3,20 +3,9 @@
 
 use super::csv_rows::{read_rows, write_rows};
 use super::{write_atomic, FormatError};
-use crate::units::NodeId;
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-/// One change of a switch's slot occupancy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SlotSample {
-    /// When, ns.
-    pub time_ns: u64,
-    /// The switch.
-    pub switch: NodeId,
-    /// Slots in use from then on.
-    pub slots_in_use: u32,
-}
+pub use crate::fct::SlotSample;
 
 /// The columns, in file order.
 pub const COLUMNS: [&str; 3] = ["time_ns", "switch", "slots_in_use"];
@@ -39,6 +28,7 @@ pub fn read(path: &Path) -> Result<Vec<SlotSample>, FormatError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::NodeId;
 
     #[test]
     fn samples_round_trip() {

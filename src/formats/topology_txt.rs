@@ -16,7 +16,7 @@
 //! by what the rows use or the file's length. Checked against HPCC's `fat.txt` and SimAI's
 //! `Spectrum-X_16g_8gps_100Gbps_A100.txt` (tests/fixtures).
 
-use super::error::{numbered_lines, read_text};
+use super::{numbered_lines, read_text};
 use super::{FormatError, Warning};
 use crate::units::{
     format_delay, link_delay_problem, link_rate_problem, parse_delay, BitsPerSec, Nanos, NodeId,

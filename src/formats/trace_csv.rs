@@ -37,7 +37,9 @@ use std::path::{Path, PathBuf};
 
 mod blocks;
 mod read;
-pub use read::{TraceReader, MAX_RECORD_VALUE};
+mod row;
+pub use read::TraceReader;
+pub use row::MAX_RECORD_VALUE;
 
 /// Version of the file layout written in the first line. Bump on any column change.
 pub const SCHEMA_VERSION: u32 = 3;

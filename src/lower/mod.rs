@@ -39,43 +39,11 @@ pub use swing::{
     peer as swing_peer, rho as swing_rho, schedule as swing_schedule, Step as SwingStep,
 };
 
-use crate::keyword::keyword_enum;
 use crate::record::{AggTag, Mode};
 use crate::topology::Topology;
 use crate::units::{Bytes, Nanos, NodeId};
 
-/// Host algorithm of a collective that crosses the network.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// Ring: 2(n−1) steps of S/n (all-reduce), n−1 (reduce-scatter / all-gather).
-    Ring,
-    /// Double binary tree (all-reduce; the ring otherwise).
-    Dbt,
-    /// Recursive halving-doubling (power-of-two groups; the ring otherwise).
-    Hd,
-    /// NVLink reduce-scatter, a network ring per local index, NVLink all-gather.
-    Hierarchical,
-    /// Swing (NSDI'24), bandwidth-optimal: ⌈log₂ n⌉ reduce-scatter then all-gather steps
-    /// with peers r ± ρ(s) (all-reduce only; RS and AG use the ring).
-    Swing,
-}
-
-keyword_enum!(Algorithm, "collective algorithm", Algorithm::Ring => "ring", Algorithm::Dbt => "dbt", Algorithm::Hd => "hd", Algorithm::Hierarchical => "hierarchical", Algorithm::Swing => "swing");
-
-impl Algorithm {
-    /// The host algorithms the planner offers beside `--collective` (plan::options::hosts).
-    /// Swing is lowered only when asked for (`--collective swing`): the planner does not
-    /// yet offer it to groups on its own.
-    pub const ALL: [Algorithm; 4] = [
-        Algorithm::Ring,
-        Algorithm::Dbt,
-        Algorithm::Hd,
-        Algorithm::Hierarchical,
-    ];
-}
+pub use crate::collective::Algorithm;
 
 /// A rank's chain: the transfers its next action waits for (`tail`) and compute not yet
 /// attached to a record (`pending`, the next transfer's gap unless an external dependency

@@ -40,32 +40,7 @@ pub enum Recompute {
     Full,
 }
 
-/// Where a field's value came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Source {
-    /// A line of an input file.
-    File {
-        /// Path as given.
-        path: String,
-        /// 1-based line.
-        line: usize,
-    },
-    /// A named model preset.
-    Preset {
-        /// Preset name.
-        name: String,
-    },
-    /// A command-line override.
-    Override,
-    /// Computed from other fields (e.g. DP from world size).
-    Derived {
-        /// How.
-        how: String,
-    },
-    /// Megatron's default, not seen in any input.
-    Default,
-}
+pub use super::source::Source;
 
 /// One logged training iteration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! where `where` is `path:line:col` when the problem sits in an input file, so a user can
 //! jump straight to it from a terminal or an editor.
 
-use super::config::Source;
+use super::source::Source;
 use std::fmt;
 
 /// A position in an input: file, 1-based line and 1-based column.

@@ -19,6 +19,7 @@ pub mod pattern;
 pub mod presets;
 pub mod scan;
 pub mod script;
+pub mod source;
 pub mod stages;
 pub mod tokenizer;
 pub mod validate;

@@ -335,7 +335,7 @@ pub fn check_complete(
     Ok(())
 }
 
-/// Payload bytes × [`fct::switch_hops`], summed over network records, each on its
+/// Payload bytes × [`Topology::switch_hops`], summed over network records, each on its
 /// channel's path in the glue's `routes.txt` (the `switch_bytes` of [`Summary`]).
 pub fn switch_bytes(
     records: &[FlowRecord],
@@ -363,7 +363,7 @@ pub fn switch_bytes(
                 Some(c)
             })
             .collect();
-        let switches = fct::switch_hops(topo, r.src, &chans);
+        let switches = topo.switch_hops(r.src, &chans);
         total += r.bytes.0 * switches;
     }
     Ok(total)

@@ -40,7 +40,7 @@ pub use stages::{
     load_ns3_input, make_plan, ns3_bar, ns3_report, replay_file, replay_job, replay_job_timeline,
     replay_records, replay_records_timeline, replay_report, replay_table, replay_table_until,
     resolve_routing, resolve_seed, resolve_topology, run_ns3, trace_report, FileOptions,
-    FileReplay, GeneratedTrace, Ns3Input, PlanReplayer,
+    FileReplay, Ns3Input, PlanReplayer,
 };
 
 use std::path::PathBuf;
@@ -52,6 +52,19 @@ use std::path::PathBuf;
 /// policy under about half a minute; the bundled 16-GPU example moves ≈ 10 GB and is
 /// replay-only unless ns-3 is asked for (then expect tens of minutes).
 pub const AUTO_NS3_MAX_NET_BYTES: u64 = 256 << 20;
+
+/// A generated trace (what the trace stage and the collective bench give).
+#[derive(Debug)]
+pub struct GeneratedTrace {
+    /// The header written to (or that would head) the file.
+    pub header: crate::trace::TraceHeader,
+    /// Counts of the generation.
+    pub stats: crate::trace::TraceStats,
+    /// The records, in dependency order, when asked to keep them in memory.
+    pub records: Vec<crate::record::FlowRecord>,
+    /// The file written, when one was asked for.
+    pub path: Option<PathBuf>,
+}
 
 /// Where a run's stage messages go: the command line shows warnings and progress (and the
 /// stage messages with `-v`), a sweep cell writes everything to its `log.txt`.

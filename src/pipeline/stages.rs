@@ -2,7 +2,7 @@
 //! a trace file), ns-3 (emit, build, run). Each returns data; the `*_report` functions give
 //! the text the command line prints, so a sweep cell's log says the same.
 
-use super::{Job, PipelineError};
+use super::{GeneratedTrace, Job, PipelineError};
 use crate::formats::write_atomic;
 use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
 use crate::record::FlowRecord;
@@ -13,19 +13,6 @@ use crate::topology::{Routing, RoutingMode, Topology};
 use crate::trace::{self, TraceHeader, TraceOptions, TraceReader, TraceStats, TraceWriter};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-
-/// A generated trace.
-#[derive(Debug)]
-pub struct GeneratedTrace {
-    /// The header written to (or that would head) the file.
-    pub header: TraceHeader,
-    /// Counts of the generation.
-    pub stats: TraceStats,
-    /// The records, in dependency order, when asked to keep them in memory.
-    pub records: Vec<FlowRecord>,
-    /// The file written, when one was asked for.
-    pub path: Option<PathBuf>,
-}
 
 /// The plan of `job` for `opts` (INA mode `planned`: its ECMP seed, INA switches, payload
 /// and window), made for — and recording — the trace header those options give, so

@@ -10,7 +10,6 @@
 //! explains the model and its measured error for users.
 
 mod feasibility;
-pub mod groups;
 mod heuristic;
 mod ilp;
 pub mod model;

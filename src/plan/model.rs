@@ -34,13 +34,13 @@
 //! overlap form a phase (the maximal sets of simultaneously active groups). Slot pools
 //! and the tree quota hold per switch and phase: groups never active together reuse slots.
 
-use super::groups::{Group, Role};
 use super::options::{self, Form, Net, Opt, OptKind};
 use super::timeline::{self, EdgeTimes, LayerTimes, Timeline};
 use super::PlanError;
 use crate::lower::Algorithm;
 use crate::record::Class;
 use crate::schedule::{CollKind, LayerStep, Pass, Workload};
+use crate::trace::groups::{Group, Role};
 use crate::units::{NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -889,7 +889,7 @@ fn infeasible_required(net: &Net, g: &Group, st: &Settings, levels: &[u32]) -> P
 
 /// Build the model of `wl` on the network.
 pub fn build(wl: &Workload, net: &Net, st: &Settings) -> Result<Model, PlanError> {
-    let groups = super::groups::groups(wl, net.topo);
+    let groups = crate::trace::groups::groups(wl, net.topo);
     let opts = build_options(net, &groups, st)?;
     let pp = wl.pp() as usize;
     let (compute, other_comm) = layer_compute(wl, net)?;

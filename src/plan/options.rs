@@ -6,12 +6,12 @@
 //! aggregation alone. A group inside one NVLink domain has one option, its `nvlink`
 //! records.
 
-use super::groups::{Coll, Group};
 use super::price::{PriceNet, Priced, Recorder};
 use crate::lower::Sink;
 use crate::lower::{Algorithm, Lowering, RinaRacks};
 use crate::schedule::{CollKind, GroupKind, LayerStep, Workload};
 use crate::topology::{Routing, Topology};
+use crate::trace::groups::{Coll, Group};
 use crate::units::{Bytes, Nanos, NodeId, Rank};
 use std::collections::HashMap;
 
@@ -398,7 +398,7 @@ pub fn hosts(net: &Net, cohort: &[&Group]) -> Result<Vec<Vec<Opt>>, String> {
         };
         for &i in shared.iter().filter(|&&i| algos[i].contains(&a)) {
             let g = cohort[i];
-            let own = !matches!(g.role, super::groups::Role::Tp { .. });
+            let own = !matches!(g.role, crate::trace::groups::Role::Tp { .. });
             let mut opt = Opt {
                 kind: OptKind::Host(a),
                 slots: 0,

@@ -148,21 +148,7 @@ fn mem_available() -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// Bytes in the largest binary unit that keeps the number at least 1 (`1.50 GiB`).
-pub fn size(b: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = b as f64;
-    let mut u = 0;
-    while x >= 1024.0 && u + 1 < units.len() {
-        x /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{x:.2} {}", units[u])
-    }
-}
+pub use crate::units::binary_size as size;
 
 #[cfg(test)]
 mod tests {

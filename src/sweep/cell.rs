@@ -1,8 +1,18 @@
 //! A cell of a sweep: one `ina3d run`, its stable id, and the `cell.toml` echoing it.
 
-use super::grid::AxisValue;
-use crate::pipeline::RunSpec;
+use super::filter::Value;
+use crate::pipeline::{OptionValue, RunSpec};
 use std::fmt;
+
+/// One value of an axis (or of `[base]`): as the option takes it, and as the filter and
+/// the collected table see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AxisValue {
+    /// What the option is set to.
+    pub option: OptionValue,
+    /// The value in filters and in `sweep.csv` (lists as comma-separated text).
+    pub typed: Value,
+}
 
 /// A cell's id: 16 hex digits of the 64-bit FNV-1a hash of its canonical options
 /// ([`RunSpec::canonical`]: every option that differs from its default, `name=value` per

@@ -160,7 +160,7 @@ pub fn collect(out: &Path) -> Result<Collected, SweepError> {
     })
 }
 
-fn axis_value(axes: &[(String, super::grid::AxisValue)], name: &str) -> Value {
+fn axis_value(axes: &[(String, super::cell::AxisValue)], name: &str) -> Value {
     axes.iter()
         .find(|(k, _)| k == name)
         .map_or(Value::Str(String::new()), |(_, v)| v.typed.clone())

@@ -24,7 +24,7 @@
 //! read, an empty axis, zipped lists of different lengths, a key given twice, a filter that
 //! does not parse or evaluate, a filter that keeps no cell, two cells that are the same run.
 
-use super::cell::{Cell, CellId};
+use super::cell::{AxisValue, Cell, CellId};
 use super::filter::{Filter, Value};
 use crate::formats::FormatError;
 use crate::pipeline::{OptionValue, RunSpec};
@@ -48,16 +48,6 @@ struct RawGrid {
     axes: Option<Spanned<Lists>>,
     #[serde(default)]
     zip: Vec<Spanned<Lists>>,
-}
-
-/// One value of an axis (or of `[base]`): as the option takes it, and as the filter and
-/// the collected table see it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AxisValue {
-    /// What the option is set to.
-    pub option: OptionValue,
-    /// The value in filters and in `sweep.csv` (lists as comma-separated text).
-    pub typed: Value,
 }
 
 /// A set of keys that vary together: one key of `[axes]`, or one `[[zip]]` table.

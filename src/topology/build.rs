@@ -441,7 +441,7 @@ impl Common {
             format!(
                 "gives {nodes} nodes and {links} links ({} of links alone), more than the \
                  {MAX_NODES} nodes and {MAX_LINKS} links supported",
-                crate::replay::budget::size(u64::try_from(bytes).unwrap_or(u64::MAX))
+                crate::units::binary_size(u64::try_from(bytes).unwrap_or(u64::MAX))
             ),
         ))
     }

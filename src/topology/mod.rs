@@ -263,6 +263,20 @@ impl Topology {
         self.server_of_node(n)
     }
 
+    /// How many packet switches a transfer from `src` along `path` touches: `src` itself
+    /// when it is a switch (an INA down edge leaves its aggregating switch), then every
+    /// switch a channel of the path enters (the last one too, when an INA up edge ends at
+    /// its switch). `switch_bytes` of a [`crate::fct::Summary`] is Σ payload × this over
+    /// network records; both back-ends count with this one function, on the paths their
+    /// packets take.
+    pub fn switch_hops(&self, src: NodeId, path: &[Channel]) -> u64 {
+        let is_switch = |v: NodeId| self.kind(v) == Some(NodeKind::Switch);
+        u64::from(is_switch(src))
+            + path
+                .iter()
+                .filter(|&&c| is_switch(self.channel_ends(c).1))
+                .count() as u64
+    }
     /// The server (NVLink domain) of a GPU node, `None` when `n` is not a GPU of `gpus`.
     pub fn server_of_node(&self, n: NodeId) -> Option<u32> {
         self.gpus
@@ -312,5 +326,32 @@ impl Topology {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switch_hops_count_a_sending_switch_and_every_switch_entered() {
+        // host 0 — switch 2 — host 1; an INA up edge 0→2 touches 2, a down edge 2→1 too,
+        // a host-to-host flow 0→1 crosses 2 once.
+        let t = Topology::from_spec("leaf-spine:leaves=1,spines=1,hosts-per-leaf=2,nvlink=off")
+            .unwrap();
+        let r = Routing::new(&t, 0).unwrap();
+        let leaf = t.switches()[0];
+        let (h0, h1) = (t.gpus[0], t.gpus[1]);
+        assert_eq!(t.switch_hops(h0, &r.connection_path(h0, h1).unwrap()), 1);
+        assert_eq!(t.switch_hops(h0, &r.connection_path(h0, leaf).unwrap()), 1);
+        assert_eq!(
+            t.switch_hops(leaf, &r.connection_path(leaf, h1).unwrap()),
+            1
+        );
+        let spine = t.switches()[1];
+        assert_eq!(
+            t.switch_hops(spine, &r.connection_path(spine, h1).unwrap()),
+            2
+        );
     }
 }

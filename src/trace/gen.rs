@@ -21,13 +21,13 @@
 mod bench;
 mod iteration;
 
-use super::options::{InaConfig, InaMode, InaSwitches, TraceOptions};
+use super::options::{aggregating_switches, InaConfig, InaMode, TraceOptions};
 use super::TraceError;
 use crate::lower::{Lowering, Note, RinaRacks, Sink, Xfer};
 use crate::megatron::TrainingConfig;
 use crate::record::{Class, FlowRecord, Mode};
 use crate::schedule::{self, CollKind, GroupKind, Workload};
-use crate::topology::{LinkKind, NodeKind, Routing, Topology, TopologyError};
+use crate::topology::{Routing, Topology, TopologyError};
 use crate::units::{Bytes, FlowId, Nanos, NodeId, Rank};
 use std::collections::{BTreeMap, HashMap};
 
@@ -265,57 +265,6 @@ impl<'a> Gen<'a> {
         }
         self.stats
     }
-}
-
-/// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the
-/// first switch its NIC attaches to). Errors: an id that is not a switch of `topo`.
-pub fn aggregating_switches(
-    topo: &Topology,
-    switches: &InaSwitches,
-) -> Result<(Vec<bool>, Vec<Option<NodeId>>), TraceError> {
-    if topo.fabric == crate::topology::Fabric::Direct {
-        return Err(TraceError::Generate(format!(
-            "topology `{}` is switchless direct connect (TopoOpt): no switch can aggregate, so INA options do not apply; use a host algorithm (--ina off, --collective ring|hd|dbt|swing)",
-            topo.source
-        )));
-    }
-    let n = topo.node_count();
-    let mut can_agg = vec![false; n];
-    let mut tor = vec![None; n];
-    for l in topo.links.iter().filter(|l| l.kind == LinkKind::Nic) {
-        let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
-            (l.a, l.b)
-        } else {
-            (l.b, l.a)
-        };
-        if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
-            tor[h.idx()] = Some(s);
-        }
-    }
-    match switches {
-        InaSwitches::All => {
-            for (i, k) in topo.kinds.iter().enumerate() {
-                can_agg[i] = *k == NodeKind::Switch;
-            }
-        }
-        InaSwitches::Tor => {
-            for t in tor.iter().flatten() {
-                can_agg[t.idx()] = true;
-            }
-        }
-        InaSwitches::Ids(ids) => {
-            for id in ids {
-                if topo.kind(*id) != Some(NodeKind::Switch) {
-                    return Err(TraceError::Generate(format!(
-                        "--ina-switches: node {id} is not a switch of topology `{}`",
-                        topo.source
-                    )));
-                }
-                can_agg[id.idx()] = true;
-            }
-        }
-    }
-    Ok((can_agg, tor))
 }
 
 /// Latency α per algorithm step of an NVLink record: the option, else

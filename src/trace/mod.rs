@@ -8,6 +8,7 @@
 pub mod bench;
 mod check;
 pub mod gen;
+pub mod groups;
 pub mod inspect;
 pub mod options;
 pub mod planned;
@@ -18,15 +19,15 @@ pub use crate::formats::trace_csv::{
 pub use bench::{parse_sizes, BenchGroup, BenchSpec, CollectiveBench};
 pub use check::{check_topology_hash, validate, ValidationSummary};
 pub use gen::{
-    aggregating_switches, default_channels, generate, generate_bench, generate_workload, header,
-    nvlink_collective_time, nvlink_step_latency, swing_peer, swing_rho, swing_schedule, SwingStep,
-    TraceStats, NCCL_NVLINK_RING_STEP,
+    default_channels, generate, generate_bench, generate_workload, header, nvlink_collective_time,
+    nvlink_step_latency, swing_peer, swing_rho, swing_schedule, SwingStep, TraceStats,
+    NCCL_NVLINK_RING_STEP,
 };
 pub use options::{
-    format_reservations, format_tenants, parse_classes, parse_reservations, parse_tenants,
-    Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, Reservation, Tenant,
-    TraceOptions, INA_HEADER_KEYS, INA_RESERVATIONS_KEY, INA_TENANTS_KEY, MAX_ITERATIONS,
-    MAX_NCCL_CHANNELS, MAX_NVLINK_STEP_LATENCY,
+    aggregating_switches, format_reservations, format_tenants, parse_classes, parse_reservations,
+    parse_tenants, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
+    Reservation, Tenant, TraceOptions, INA_HEADER_KEYS, INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
+    MAX_ITERATIONS, MAX_NCCL_CHANNELS, MAX_NVLINK_STEP_LATENCY,
 };
 
 /// Why a trace could not be generated, read or written.

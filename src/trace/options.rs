@@ -1,296 +1,16 @@
 //! Options of trace generation: collective algorithm and INA configuration.
 
-use crate::record::{AggGroup, Class};
+use crate::record::Class;
 use crate::schedule::ScheduleOptions;
-use crate::topology::RoutingMode;
+use crate::topology::{LinkKind, NodeKind, RoutingMode, Topology};
 use crate::units::{Bytes, Nanos, NodeId};
 use serde::{Deserialize, Serialize};
-use std::fmt;
-use std::str::FromStr;
 
-pub use crate::lower::Algorithm;
-
-/// Where in-network aggregation happens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InaMode {
-    /// No INA: host algorithms only.
-    Off,
-    /// One switch aggregates all members (their shared ToR, else the lowest switch above all).
-    SwitchMl,
-    /// Multi-switch tree: each aggregating switch sums its children, the root multicasts.
-    Hierarchical,
-    /// The hierarchical tree under ATP's best-effort slot policy (back-ends fall back to the host ring).
-    Atp,
-    /// Rina: racks whose ToR aggregates act as one worker of a host ring.
-    Rina,
-    /// Each group as a plan says (`ina3d trace --plan`): host algorithm, its own tree, or
-    /// Rina, with the slots it reserves.
-    Planned,
-}
-
-/// How switch slots are shared among concurrent aggregations (enforced by the back-ends).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InaPolicy {
-    /// Slots split evenly among the aggregations that may use a switch.
-    Static,
-    /// First come, first served; an aggregation that finds no slot falls back to the host ring.
-    BestEffort,
-    /// Classes earlier in `ina-classes` take slots first.
-    Priority,
-    /// Reservations from a plan (header `ina_reservations`): an aggregation takes
-    /// `min(window, its group's reservation)` slots on each of its switches, waiting while a
-    /// switch's pool cannot hold them.
-    Planned,
-}
-
-/// Which switches can aggregate.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum InaSwitches {
-    /// Switches with a GPU attached (ToR / leaf).
-    Tor,
-    /// Every packet switch.
-    All,
-    /// These node ids.
-    Ids(Vec<NodeId>),
-}
-
-/// INA configuration, recorded in the trace header.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct InaConfig {
-    /// Algorithm.
-    pub mode: InaMode,
-    /// Aggregating switches.
-    pub switches: InaSwitches,
-    /// Aggregator slots per switch.
-    pub slots: u32,
-    /// Payload bytes per slot (one packet).
-    pub payload: Bytes,
-    /// Outstanding packets per worker.
-    pub window: u32,
-    /// Slot policy.
-    pub policy: InaPolicy,
-    /// Traffic classes allowed to aggregate, in priority order (`pp` is accepted but
-    /// point-to-point transfers have nothing to sum, so it never changes the trace).
-    pub classes: Vec<Class>,
-}
-
-impl Default for InaConfig {
-    fn default() -> Self {
-        InaConfig {
-            mode: InaMode::Off,
-            switches: InaSwitches::All,
-            slots: 8192,
-            payload: Bytes(256),
-            window: 256,
-            policy: InaPolicy::Static,
-            classes: vec![Class::Tp, Class::Dp, Class::Emb],
-        }
-    }
-}
-
-/// The INA switch model both back-ends simulate: what a trace's header says about slot
-/// pools, packets, windows and sharing. Parsed from the header in exactly one place
-/// ([`InaSwitchModel::from_header`]) so the replayer and the ns-3 glue cannot read one
-/// trace two ways.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct InaSwitchModel {
-    /// Aggregator slots per switch.
-    pub slots: u32,
-    /// Payload bytes one slot aggregates (one packet).
-    pub payload: Bytes,
-    /// Slots (packets) one worker / aggregation keeps outstanding.
-    pub window: u32,
-    /// How a switch's pool is shared among concurrent aggregations.
-    pub policy: InaPolicy,
-    /// Classes allowed to aggregate, in priority order (static shares, priority order).
-    pub classes: Vec<Class>,
-    /// Slot reservations of the `planned` policy, sorted (header `ina_reservations`).
-    pub reservations: Vec<Reservation>,
-    /// The jobs sharing the fabric, for a trace that merges several (`ina3d cluster`,
-    /// header `ina_tenants`): under `static` each switch's pool is first split evenly
-    /// among them; under the other policies they only label whose aggregation holds
-    /// slots. Empty for one job (the pool is the job's).
-    #[serde(default)]
-    pub tenants: Vec<Tenant>,
-}
-
-/// One job of a merged (multi-job) trace: its name and the hosts its ranks live on. An
-/// aggregation belongs to the job of its first member (the lowest host sending an up
-/// edge, as for [`Reservation`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Tenant {
-    /// The job's name.
-    pub name: String,
-    /// Its hosts, ascending.
-    pub hosts: Vec<NodeId>,
-}
-
-/// Header key of the tenants: `NAME=HOSTS` entries joined by `;`, HOSTS a comma-separated
-/// list of node ids and ranges `a-b` (inclusive), e.g. `a=0-7,16-23;b=8-15,24-31`.
-pub const INA_TENANTS_KEY: &str = "ina_tenants";
-
-/// The header value of a tenant list (hosts written as ranges).
-pub fn format_tenants(t: &[Tenant]) -> String {
-    t.iter()
-        .map(|x| {
-            let mut parts: Vec<String> = Vec::new();
-            for run in x.hosts.chunk_by(|a, b| b.0 == a.0 + 1) {
-                let (a, b) = (run[0], run[run.len() - 1]);
-                parts.push(if a == b {
-                    a.to_string()
-                } else {
-                    format!("{a}-{b}")
-                });
-            }
-            format!("{}={}", x.name, parts.join(","))
-        })
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
-/// Hosts a tenant list may name in all (the topology builders' own cap), so a crafted
-/// header cannot size an allocation.
-const MAX_TENANT_HOSTS: u64 = 1 << 22;
-
-/// Parse a tenant list; errors name the entry (a malformed range, more than 2^22 hosts
-/// in all, a host in two jobs, a job named twice).
-pub fn parse_tenants(v: &str) -> Result<Vec<Tenant>, String> {
-    let mut out: Vec<Tenant> = Vec::new();
-    let mut owner: std::collections::BTreeMap<NodeId, usize> = Default::default();
-    let mut total = 0u64;
-    for e in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
-        let bad = || format!("entry `{e}` is not NAME=HOSTS (hosts: ids and ranges a-b)");
-        let (name, hosts) = e.split_once('=').ok_or_else(bad)?;
-        let name = name.trim();
-        if name.is_empty() || out.iter().any(|t| t.name == name) {
-            return Err(format!("entry `{e}`: the job name is empty or given twice"));
-        }
-        let mut list = Vec::new();
-        for part in hosts.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let num = |x: &str| x.trim().parse::<u32>().map_err(|_| bad());
-            let (a, b) = match part.split_once('-') {
-                Some((a, b)) => (num(a)?, num(b)?),
-                None => (num(part)?, num(part)?),
-            };
-            total += u64::from(b.saturating_sub(a)) + 1;
-            if b < a || total > MAX_TENANT_HOSTS {
-                return Err(format!(
-                    "entry `{e}`: range `{part}` is empty, or the jobs name more than {MAX_TENANT_HOSTS} hosts"
-                ));
-            }
-            list.extend((a..=b).map(NodeId));
-        }
-        list.sort_unstable();
-        list.dedup();
-        for h in &list {
-            if let Some(&o) = owner.get(h) {
-                return Err(format!(
-                    "host {h} belongs to two jobs, `{}` and `{name}`",
-                    out[o].name
-                ));
-            }
-            owner.insert(*h, out.len());
-        }
-        out.push(Tenant {
-            name: name.to_string(),
-            hosts: list,
-        });
-    }
-    Ok(out)
-}
-
-/// Slots a plan reserves on one switch for the aggregations of one group. An aggregation
-/// is matched by its class, its group (dense, or a MoE model's expert gradients: an
-/// expert-DP group can have a dense DP group's members) and its *first member*: the
-/// lowest-numbered host among the senders of its up edges (for a tree, the group's lowest
-/// GPU; for a Rina rack, the rack's), which no other group of that class and kind shares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Reservation {
-    /// The switch.
-    pub switch: NodeId,
-    /// Class of the group.
-    pub class: Class,
-    /// Dense or expert gradients (the aggregations' [`AggTag::group`](crate::record::AggTag)).
-    pub group: AggGroup,
-    /// First member (host) of the aggregation.
-    pub first: NodeId,
-    /// Slots.
-    pub slots: u32,
-}
-
-impl Reservation {
-    /// What an aggregation is matched by: switch, class, group, first member.
-    pub fn key(&self) -> (NodeId, Class, AggGroup, NodeId) {
-        (self.switch, self.class, self.group, self.first)
-    }
-}
-
-/// Header key of the reservations: `SWITCH:CLASS:FIRST=SLOTS` entries (a dense group's) or
-/// `SWITCH:CLASS:FIRST:expert=SLOTS` (a MoE model's expert-DP group's) joined by `;`.
-pub const INA_RESERVATIONS_KEY: &str = "ina_reservations";
-
-/// The header value of a reservation list.
-pub fn format_reservations(r: &[Reservation]) -> String {
-    r.iter()
-        .map(|x| match x.group {
-            AggGroup::Dense => format!("{}:{}:{}={}", x.switch, x.class, x.first, x.slots),
-            g => format!("{}:{}:{}:{g}={}", x.switch, x.class, x.first, x.slots),
-        })
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
-/// Parse a reservation list (sorted on return); errors name the entry.
-pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
-    let mut out = Vec::new();
-    for e in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
-        let bad = || {
-            format!(
-                "entry `{e}` is not SWITCH:CLASS:FIRST=SLOTS or SWITCH:CLASS:FIRST:expert=SLOTS"
-            )
-        };
-        let (key, slots) = e.split_once('=').ok_or_else(bad)?;
-        let mut it = key.split(':');
-        let (Some(sw), Some(class), Some(first), group, None) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            return Err(bad());
-        };
-        let num = |x: &str| x.trim().parse::<u32>().map_err(|_| bad());
-        out.push(Reservation {
-            switch: NodeId(num(sw)?),
-            class: class
-                .trim()
-                .parse()
-                .map_err(|m: String| format!("entry `{e}`: {m}"))?,
-            group: group
-                .map_or(Ok(AggGroup::Dense), str::parse)
-                .map_err(|m: String| format!("entry `{e}`: {m}"))?,
-            first: NodeId(num(first)?),
-            slots: num(slots)?,
-        });
-    }
-    out.sort_unstable();
-    if let Some(w) = out.windows(2).find(|w| w[0].key() == w[1].key()) {
-        return Err(format!(
-            "switch {} has two reservations for the {}{} aggregation of first member {}",
-            w[0].switch,
-            w[0].group.prefix(),
-            w[0].class,
-            w[0].first
-        ));
-    }
-    Ok(out)
-}
-
-impl Default for InaSwitchModel {
-    /// What `ina3d trace` writes when no INA flag is given (see [`InaConfig::default`]).
-    fn default() -> Self {
-        InaConfig::default().switch_model()
-    }
-}
+pub use crate::collective::{
+    format_reservations, format_tenants, parse_classes, parse_reservations, parse_tenants,
+    Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, Reservation, Tenant,
+    INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
+};
 
 /// Header keys of the INA switch model, each with the spellings accepted on read (the
 /// first is what `ina3d trace` writes).
@@ -381,46 +101,55 @@ impl InaSwitchModel {
     }
 }
 
-impl InaSwitchModel {
-    /// Slots reserved on `switch` for the `class` aggregation of `group` whose first
-    /// member is `first` (the `planned` policy), if any.
-    pub fn reservation(
-        &self,
-        switch: NodeId,
-        class: Class,
-        group: AggGroup,
-        first: NodeId,
-    ) -> Option<u32> {
-        let key = (switch, class, group, first);
-        self.reservations
-            .binary_search_by(|r| r.key().cmp(&key))
-            .ok()
-            .map(|i| self.reservations[i].slots)
+/// Which switches may aggregate (`can[node]`) under `switches`, and each host's ToR (the
+/// first switch its NIC attaches to). Errors: an id that is not a switch of `topo`.
+pub fn aggregating_switches(
+    topo: &Topology,
+    switches: &InaSwitches,
+) -> Result<(Vec<bool>, Vec<Option<NodeId>>), super::TraceError> {
+    if topo.fabric == crate::topology::Fabric::Direct {
+        return Err(super::TraceError::Generate(format!(
+            "topology `{}` is switchless direct connect (TopoOpt): no switch can aggregate, so INA options do not apply; use a host algorithm (--ina off, --collective ring|hd|dbt|swing)",
+            topo.source
+        )));
     }
-
-    /// The tenant (job index in [`InaSwitchModel::tenants`]) whose hosts include `host`.
-    pub fn tenant_of(&self, host: NodeId) -> Option<u32> {
-        self.tenants
-            .iter()
-            .position(|t| t.hosts.binary_search(&host).is_ok())
-            .map(|i| i as u32)
-    }
-}
-
-impl InaConfig {
-    /// The switch-model part of this configuration (what the back-ends simulate; a plan's
-    /// reservations are added by the trace header, [`super::header`]).
-    pub fn switch_model(&self) -> InaSwitchModel {
-        InaSwitchModel {
-            slots: self.slots,
-            payload: self.payload,
-            window: self.window,
-            policy: self.policy,
-            classes: self.classes.clone(),
-            reservations: Vec::new(),
-            tenants: Vec::new(),
+    let n = topo.node_count();
+    let mut can_agg = vec![false; n];
+    let mut tor = vec![None; n];
+    for l in topo.links.iter().filter(|l| l.kind == LinkKind::Nic) {
+        let (h, s) = if topo.kinds[l.a.idx()] == NodeKind::Host {
+            (l.a, l.b)
+        } else {
+            (l.b, l.a)
+        };
+        if topo.kinds[s.idx()] == NodeKind::Switch && tor[h.idx()].is_none() {
+            tor[h.idx()] = Some(s);
         }
     }
+    match switches {
+        InaSwitches::All => {
+            for (i, k) in topo.kinds.iter().enumerate() {
+                can_agg[i] = *k == NodeKind::Switch;
+            }
+        }
+        InaSwitches::Tor => {
+            for t in tor.iter().flatten() {
+                can_agg[t.idx()] = true;
+            }
+        }
+        InaSwitches::Ids(ids) => {
+            for id in ids {
+                if topo.kind(*id) != Some(NodeKind::Switch) {
+                    return Err(super::TraceError::Generate(format!(
+                        "--ina-switches: node {id} is not a switch of topology `{}`",
+                        topo.source
+                    )));
+                }
+                can_agg[id.idx()] = true;
+            }
+        }
+    }
+    Ok((can_agg, tor))
 }
 
 /// All options of [`super::generate`].
@@ -513,95 +242,5 @@ impl Default for TraceOptions {
             nvlink_step_latency: None,
             nccl_channels: None,
         }
-    }
-}
-
-use crate::keyword::keyword_enum;
-
-keyword_enum!(InaMode, "INA mode", InaMode::Off => "off", InaMode::SwitchMl => "switchml", InaMode::Hierarchical => "hierarchical", InaMode::Atp => "atp", InaMode::Rina => "rina", InaMode::Planned => "planned");
-keyword_enum!(InaPolicy, "INA policy", InaPolicy::Static => "static", InaPolicy::BestEffort => "best-effort", InaPolicy::Priority => "priority", InaPolicy::Planned => "planned");
-
-impl fmt::Display for InaSwitches {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InaSwitches::Tor => f.write_str("tor"),
-            InaSwitches::All => f.write_str("all"),
-            InaSwitches::Ids(v) => {
-                let s: Vec<String> = v.iter().map(|n| n.0.to_string()).collect();
-                f.write_str(&s.join(";"))
-            }
-        }
-    }
-}
-
-impl FromStr for InaSwitches {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "tor" => Ok(InaSwitches::Tor),
-            "all" => Ok(InaSwitches::All),
-            other => {
-                let mut v = Vec::new();
-                for p in other
-                    .split([',', ';'])
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                {
-                    v.push(NodeId(p.parse().map_err(|_| format!("INA switches: `{p}` is not a node id (expected tor, all or a comma-separated list of switch ids)"))?));
-                }
-                if v.is_empty() {
-                    return Err("INA switches: empty list".into());
-                }
-                v.sort_unstable();
-                v.dedup();
-                Ok(InaSwitches::Ids(v))
-            }
-        }
-    }
-}
-
-/// Parse a comma-separated class list (`tp,dp,emb`).
-pub fn parse_classes(s: &str) -> Result<Vec<Class>, String> {
-    let mut v = Vec::new();
-    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let c: Class = p.parse()?;
-        if c == Class::Compute {
-            return Err("`compute` is not a traffic class INA can aggregate".into());
-        }
-        if !v.contains(&c) {
-            v.push(c);
-        }
-    }
-    Ok(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tenants_round_trip_as_host_ranges_and_a_host_of_two_jobs_is_refused() {
-        let v = "a=0-3,8;b=4-7";
-        let t = parse_tenants(v).unwrap();
-        assert_eq!(t[0].hosts, [0, 1, 2, 3, 8].map(NodeId).to_vec());
-        assert_eq!(format_tenants(&t), v);
-        let m = InaSwitchModel {
-            tenants: t,
-            ..InaSwitchModel::default()
-        };
-        assert_eq!(m.tenant_of(NodeId(8)), Some(0));
-        assert_eq!(m.tenant_of(NodeId(5)), Some(1));
-        assert_eq!(m.tenant_of(NodeId(9)), None);
-        let e = parse_tenants("a=0-3;b=3-5").unwrap_err();
-        assert!(
-            e.contains("host 3") && e.contains("`a`") && e.contains("`b`"),
-            "{e}"
-        );
-        assert!(parse_tenants("a=5-2").is_err());
-        assert!(parse_tenants("a=0;a=1").is_err());
-        assert!(
-            parse_tenants("a=0-99999999").is_err(),
-            "no allocation sized by the header"
-        );
     }
 }

@@ -244,7 +244,7 @@ pub fn check_plan(
         can_agg: &can_agg,
         tor: &tor,
     };
-    let job: HashMap<GroupKey, crate::plan::groups::Group> = crate::plan::groups::groups(wl, topo)
+    let job: HashMap<GroupKey, super::groups::Group> = super::groups::groups(wl, topo)
         .into_iter()
         .map(|g| ((g.class, g.is_expert(), g.members.clone()), g))
         .collect();

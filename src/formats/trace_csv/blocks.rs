@@ -13,8 +13,7 @@
 //! whatever the file's size. Dropping the reader early stops the
 //! threads: every channel they wait on hangs up.
 
-use super::read::{LineCtx, RowParser};
-use crate::record::FlowRecord;
+use super::row::{LineCtx, ParsedRow, RowError, RowParser};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
@@ -36,29 +35,6 @@ const FILL: usize = 1 << 18;
 
 /// Blocks in flight per worker.
 const DEPTH: usize = 3;
-
-/// A parse error in a block: its line counted from the block's first (0).
-#[derive(Debug)]
-pub(super) struct RowError {
-    pub line: u32,
-    pub column: Option<usize>,
-    pub field: &'static str,
-    pub msg: String,
-    /// The byte the line starts at in the block.
-    pub at: u32,
-    /// For an error after the deps field or in it: the record's id and the deps read
-    /// before the error (an unseen one among them is the line's first error).
-    pub before: Option<Box<(u64, Vec<crate::units::FlowId>)>>,
-}
-
-/// One parsed data row: the record, its line (from the block's first, 0) and the byte
-/// its text starts at in the block (to name columns in errors found on admission).
-#[derive(Debug)]
-pub(super) struct ParsedRow {
-    pub rec: FlowRecord,
-    pub line: u32,
-    pub at: u32,
-}
 
 /// How a block ends.
 #[derive(Debug)]

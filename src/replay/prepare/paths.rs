@@ -2,7 +2,6 @@
 //! receiver, NCCL channel) routed once, checked and interned, with its delay, bottleneck
 //! and switch hops (`--routing spray`: its strands).
 
-use crate::fct;
 use crate::netmodel;
 use crate::record::Mode;
 use crate::replay::huge;
@@ -180,7 +179,7 @@ pub(super) struct Interner<'a, R: PathSource + ?Sized> {
     pub(super) channels: &'a Channels,
     pub(super) paths: Paths,
     pub(super) keys: HashMap<(NodeId, NodeId, u32), u32, BuildHasherDefault<KeyHasher>>,
-    /// Switch hops of each path (`fct::switch_hops` of its sender and channels).
+    /// Switch hops of each path (`Topology::switch_hops` of its sender and channels).
     pub(super) hops: Vec<u64>,
 }
 
@@ -230,7 +229,7 @@ impl<R: PathSource + ?Sized> Interner<'_, R> {
             .push(netmodel::multiset_cap(&ps.channels[off as usize..], |c| {
                 self.channels.cap[c as usize]
             }));
-        self.hops.push(fct::switch_hops(self.topo, src, &route));
+        self.hops.push(self.topo.switch_hops(src, &route));
         self.keys.insert(key, k);
         Ok(k)
     }
