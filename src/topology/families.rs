@@ -8,6 +8,7 @@
 //! per server when NVLink is on, then switches/routers in the order each builder names.
 
 use super::build::{common, finish, hosts_and_nvlink, nics_of, nvlink_of, Common, Opts, MAX_HOSTS};
+use super::dcell::{dcell_link, dcell_sizes};
 use super::{ecmp_hash, Fabric, LinkKind, NodeKind, Topology, TopologyError};
 use std::collections::HashSet;
 
@@ -555,18 +556,6 @@ fn bcube(o: &Opts<'_>) -> Result<Topology, TopologyError> {
 // ---------------------------------------------------------------------------------------
 // DCell
 
-/// Servers of DCell_l for l = 0..=k: `t_0 = n`, `t_l = t_(l−1)·(t_(l−1) + 1)`; `None` on
-/// overflow of the host cap.
-pub(super) fn dcell_sizes(n: u64, k: u64) -> Option<Vec<u64>> {
-    let mut t = vec![n];
-    for _ in 0..k {
-        let p = *t.last()?;
-        let next = p.checked_mul(p + 1).filter(|&x| x <= MAX_HOSTS)?;
-        t.push(next);
-    }
-    Some(t)
-}
-
 /// DCell(n, k) (Guo et al., SIGCOMM'08): DCell_0 is n servers on one n-port switch;
 /// DCell_l is `g_l = t_(l−1) + 1` copies of DCell_(l−1) (`t_(l−1)` servers each), copy i's
 /// server `j − 1` linked to copy j's server `i` for every i < j (one link per pair of
@@ -625,12 +614,6 @@ fn dcell(o: &Opts<'_>) -> Result<Topology, TopologyError> {
             k: k as u32,
         },
     ))
-}
-
-/// The servers joining copies `i < j` (of `sub` servers each) of the DCell at `offset`:
-/// copy i's server `j − 1` and copy j's server `i`.
-pub(super) fn dcell_link(offset: u64, sub: u64, i: u64, j: u64) -> (u64, u64) {
-    (offset + i * sub + (j - 1), offset + j * sub + i)
 }
 
 // ---------------------------------------------------------------------------------------

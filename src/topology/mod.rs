@@ -16,10 +16,12 @@
 
 mod build;
 pub use build::STANDARD_RATES;
+mod dcell;
 mod error;
 mod families;
 mod file;
 mod routing;
+mod spec;
 
 pub use error::TopologyError;
 pub use routing::{

@@ -123,7 +123,7 @@ impl General {
                 }
             }
             Fabric::DCell { n, k } => {
-                let t = crate::topology::families::dcell_sizes(*n as u64, *k as u64)
+                let t = crate::topology::dcell::dcell_sizes(*n as u64, *k as u64)
                     .ok_or_else(|| mismatch("too large".into()))?;
                 let hosts = r.kinds.iter().filter(|&&x| x == NodeKind::Host).count() as u64;
                 if hosts != t[*k as usize] {
@@ -528,7 +528,7 @@ impl General {
 
     /// DCellRouting from server `src` to server `dst`.
     fn dcell(&self, src: NodeId, dst: NodeId, n: u32, k: u32) -> Vec<NodeId> {
-        let t = crate::topology::families::dcell_sizes(n as u64, k as u64)
+        let t = crate::topology::dcell::dcell_sizes(n as u64, k as u64)
             .expect("checked at construction");
         let mut nodes = Vec::new();
         self.dcell_into(src.0 as u64, dst.0 as u64, n as u64, &t, &mut nodes);
@@ -556,9 +556,9 @@ impl General {
         let offset = s / t[l] * t[l];
         let (i, j) = ((s - offset) / sub, (d - offset) / sub);
         let (n1, n2) = if i < j {
-            crate::topology::families::dcell_link(offset, sub, i, j)
+            crate::topology::dcell::dcell_link(offset, sub, i, j)
         } else {
-            let (x, y) = crate::topology::families::dcell_link(offset, sub, j, i);
+            let (x, y) = crate::topology::dcell::dcell_link(offset, sub, j, i);
             (y, x)
         };
         self.dcell_into(s, n1, n, t, out);
