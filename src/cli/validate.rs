@@ -92,10 +92,11 @@ fn reality(a: &Args) -> anyhow::Result<()> {
     if let Some(gen) = a.fit {
         let (fitted, preds) = r::fit(&runs, base, gen, &mut |s| eprintln!("{s}"))?;
         print!("{}", r::table(&preds));
-        match (fitted.efficiency, fitted.engine) {
-            (Some(e), _) => println!("fitted {gen}: {e:?}"),
-            (None, Some(e)) => println!("fitted {gen}: {e:?}"),
-            (None, None) => println!("fitted {gen}: nothing to fit"),
+        if let Some(e) = fitted.efficiency {
+            println!("fitted {gen}: {e:?}");
+        }
+        if let Some(e) = fitted.engine {
+            println!("fitted {gen}: {e:?}");
         }
         return Ok(());
     }

@@ -67,6 +67,21 @@ impl Block {
     pub fn bytes_at(&self, k: u32, i: u32) -> u64 {
         self.bytes[((i + self.n - k % self.n) % self.n) as usize]
     }
+
+    /// The fields of record (k, i): a network record of the block's class and channel,
+    /// no gap, no duration.
+    pub fn fields(&self, k: u32, i: u32) -> Fields {
+        Fields {
+            src: self.src[i as usize],
+            dst: self.dst[i as usize],
+            bytes: self.bytes_at(k, i),
+            gap: 0,
+            dur: 0,
+            mode: Mode::Net,
+            class: self.class,
+            channel: self.channel,
+        }
+    }
 }
 
 /// The first row of a possible block: records whose second dep is the previous one's
@@ -210,17 +225,7 @@ impl RecordTable {
         for p in from..x.hi {
             let j = p - x.lo;
             let (k, i) = (j / x.n + 1, j % x.n);
-            let f = Fields {
-                src: x.src[i as usize],
-                dst: x.dst[i as usize],
-                bytes: x.bytes_at(k, i),
-                gap: 0,
-                dur: 0,
-                mode: Mode::Net,
-                class: x.class,
-                channel: x.channel,
-            };
-            self.push_row(f, None, &x.deps(k, i), &[]);
+            self.push_row(x.fields(k, i), None, &x.deps(k, i), &[]);
         }
         if keep {
             x.hi = full;

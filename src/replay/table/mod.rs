@@ -457,17 +457,7 @@ impl RecordTable {
     /// The fields of record (k, col) of block `b`.
     #[inline]
     pub(super) fn block_fields(&self, b: u32, k: u32, col: u32) -> Fields {
-        let x = &self.blocks[b as usize];
-        Fields {
-            src: x.src[col as usize],
-            dst: x.dst[col as usize],
-            bytes: x.bytes_at(k, col),
-            gap: 0,
-            dur: 0,
-            mode: Mode::Net,
-            class: x.class,
-            channel: x.channel,
-        }
+        self.blocks[b as usize].fields(k, col)
     }
 
     /// Sender.
