@@ -236,6 +236,31 @@ fn old_2021_log_derives_virtual_pipeline_from_layers_per_virtual_stage() {
 }
 
 #[test]
+fn old_ddp_impl_torch_overlaps_the_gradient_reduction_and_local_does_not() {
+    // Megatron before 2022 prints `DDP_impl` (`--DDP-impl`): PyTorch's DDP all-reduces
+    // gradient buckets during the backward, Megatron's `local` one after it.
+    let dir = tempfile::tempdir().unwrap();
+    let log = |ddp: &str| {
+        format!(
+            "------------------------ arguments ------------------------\n  DDP_impl ........ {ddp}\n  global_batch_size ..... 64\n  hidden_size ..... 1024\n  micro_batch_size ..... 4\n  num_attention_heads ..... 16\n  num_layers ..... 8\n  seq_length ..... 1024\n  max_position_embeddings ..... 1024\n-------------------- end of arguments ---------------------\n"
+        )
+    };
+    let torch = write(&dir, "torch.log", &log("torch"));
+    let local = write(&dir, "local.log", &log("local"));
+    let bad = write(&dir, "bad.log", &log("apex"));
+    assert!(megatron::load(&[torch]).unwrap().overlap_grad_reduce);
+    assert!(!megatron::load(&[local]).unwrap().overlap_grad_reduce);
+    let e = megatron::load(std::slice::from_ref(&bad))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("{}:2:", bad.display()))
+            && e.contains("DDP_impl: expected local or torch, found `apex`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn key_value_fork_lines_without_spaces_and_lm_loss_dash_are_iterations() {
     use ina3d::megatron::scan::scan_log;
     let text = std::fs::read_to_string(fixture("keyvalue_fork.log")).unwrap();

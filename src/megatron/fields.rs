@@ -82,6 +82,7 @@ pub(crate) const TYPED_EXTRA: &[&str] = &[
     "deepspeed_config",
     "checkpoint_activations",
     "recompute_activations",
+    "DDP_impl",
     "use_rotary_position_embeddings",
     "disable_bias_linear",
     "num_key_value_heads",
@@ -838,6 +839,22 @@ impl TrainingConfig {
             }
             "recompute_activations" if parse_bool(v, k, loc)? => {
                 set!(self, src, recompute_granularity, Recompute::Selective)
+            }
+            // Megatron before 2022 (`--DDP-impl local|torch`): PyTorch's DDP all-reduces
+            // gradient buckets during the backward, Megatron's own (`local`) after it.
+            "DDP_impl" if !none => {
+                let overlap = match v.trim() {
+                    "torch" => true,
+                    "local" => false,
+                    other => {
+                        return Err(MegatronError::at(
+                            loc,
+                            k,
+                            format!("expected local or torch, found `{other}`"),
+                        ))
+                    }
+                };
+                set!(self, src, overlap_grad_reduce, overlap)
             }
             "use_rotary_position_embeddings" if parse_bool(v, k, loc)? => {
                 set!(self, src, position_embedding_type, PositionEmbedding::Rope)

@@ -62,11 +62,11 @@ impl EngineCost {
             Engine::Megatron => EngineCost::NONE,
             // `ina3d validate --reality --fit deepspeed-pipeline`: the 17 BigScience
             // topology-search rows (A100 80GB, Megatron-DeepSpeed, micro-batch 1 to 8;
-            // fit median |error| 1.9 %, largest 3.7 %). Measured on A100 only: other generations take
+            // fit median |error| 1.6 %, largest 4.2 %). Measured on A100 only: other generations take
             // the same constants (docs/compute.md says so).
             Engine::DeepSpeedPipeline => EngineCost {
-                kernel_factor: 1.09999828125,
-                per_layer_pass_s: 3.460460732552057e-3,
+                kernel_factor: 1.0903595463105469,
+                per_layer_pass_s: 2.8431435681058725e-3,
             },
         }
     }
