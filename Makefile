@@ -120,7 +120,7 @@ notebooks: venv glue
 	INA3D_SWEEP=$(NB_OUT)/sweep/sweep.csv \
 	    $(PY) notebooks/execute.py --out $(NB_OUT)
 
-## study: the 3D-INA study (README "The study"): `ina3d sweep notebooks/study.toml` — every
+## study: the 3D-INA study (docs/studies.md, "The study"): `ina3d sweep notebooks/study.toml` — every
 ## policy of `ina3d run` over ECMP seeds 0-2 on 57 cells (slots per switch, INA switches,
 ## GPT-3 13B/175B and Llama-2 70B cut to 4 layers on 16 GPUs, TP·PP·DP layouts, fat-tree,
 ## leaf-spine 1:1 and 2:1, rail), replay only — then notebooks/study.ipynb on it, which
@@ -130,7 +130,7 @@ study: venv build
 	$(INA3D_BIN) sweep notebooks/study.toml -o $(STUDY_OUT)
 	INA3D_STUDY=$(STUDY_OUT) $(PY) notebooks/execute.py --out $(STUDY_OUT) notebooks/study.ipynb
 
-## study-scale: the study at cluster scale (README "The study at scale"): `ina3d sweep
+## study-scale: the study at cluster scale (docs/studies.md, "The study at scale"): `ina3d sweep
 ## notebooks/study-scale.toml` — GPT-3 175B, Llama-2 70B and Mixtral 8x7B at full depth on
 ## 1,024 and 8,192 GPUs (fat-tree, leaf-spine 3:1, rail; two layouts each; 1 K-64 K slots),
 ## ECMP seeds 0-1, the ideal rate model — with the release binary, then
@@ -138,7 +138,7 @@ study: venv build
 ## study_scale_plans.csv and study_scale_cells.csv into STUDY_SCALE_OUT; exits with the
 ## sweep's status: 1 when a cell failed or is missing). About 1.5 hours on 2 shared cores; resumes a
 ## killed run. Not part of `make test`. STUDY_SCALE_FLAGS="--slurm --wait [--partition P]"
-## runs the cells as a Slurm job array instead (README "Sweeps", Slurm).
+## runs the cells as a Slurm job array instead (docs/sweeps.md, Slurm).
 STUDY_SCALE_OUT ?= target/study-scale
 STUDY_SCALE_FLAGS ?= --jobs 2
 study-scale: venv

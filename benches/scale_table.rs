@@ -1,9 +1,9 @@
-//! The README's scale table (issue 21): `ina3d replay --from` GPT-3 175B TP8·PP16 at
+//! The scale table of docs/benchmarks.md (issue 21): `ina3d replay --from` GPT-3 175B TP8·PP16 at
 //! 1,024 … 131,072 GPUs, ring and hierarchical INA, under each rate model, each run as
 //! the user runs it (the `ina3d` binary in a child process) and measured by the kernel's
 //! accounting of that child: wall time, CPU time (user + system) and peak RSS, with the
 //! records replayed and the iteration time from its summary line. Prints one Markdown
-//! row per case, ready for the README.
+//! row per case, ready for docs/benchmarks.md.
 //!
 //! Environment (each a comma-separated list; the defaults run in a few minutes):
 //! - `INA3D_SCALE_GPUS`: GPU counts among 1024, 4096, 8192, 32768, 65536, 131072, or

@@ -103,7 +103,7 @@ fn two_jobs_sharing_one_oversubscribed_uplink_take_the_hand_derived_slowdown() {
     // all-reduces cross the same uplinks in the same direction at the same time.
     // The derivation is max-min fair sharing: the ideal rate model. (Under RoCE the
     // shared steps are longer: ns-3 2.826 ms, the DCQCN replay 2.984 ms against this
-    // derivation's 2.390 ms; README, "Several jobs on one fabric".)
+    // derivation's 2.390 ms; docs/cluster.md, "Against ns-3".)
     let d = tempfile::tempdir().unwrap();
     let text = format!(
         "topology = \"leaf-spine:leaves=2,spines=1,hosts-per-leaf=4,oversub=4,nvlink=off\"\nrate-model = \"ideal\"\npolicies = [\"ring\"]\n{}{}",

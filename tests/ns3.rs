@@ -2479,7 +2479,7 @@ fn incast(bytes: [u64; 2], config: &[(&str, &str)]) -> (tempfile::TempDir, RunRe
 #[test]
 fn two_line_rate_flows_into_one_port_converge_to_half_the_port_each_cut_by_alpha_over_two() {
     // DCQCN's own 55 µs rate-increase timer (SimAI's 900 µs keeps a cut rate low for
-    // 900 µs, longer than this whole transfer: see the README's figures)
+    // 900 µs, longer than this whole transfer: see docs/validation.md's figures)
     let mb8 = 8_000_000;
     let (dir, r) = incast([mb8, mb8], &[("RP_TIMER", "RP_TIMER 55")]);
     assert_eq!(r.stats["dropped_packets"], 0);

@@ -150,7 +150,7 @@ fn a_cell_toml_is_a_grid_of_that_one_cell_with_the_same_id() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The study at scale (notebooks/study-scale.toml): the star its README section describes
+// The study at scale (notebooks/study-scale.toml): the star docs/studies.md describes
 // ---------------------------------------------------------------------------------------
 
 /// The one-axis variations of a scale cell against its model's base cell, by name.

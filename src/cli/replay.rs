@@ -20,10 +20,10 @@ pub struct RateArgs {
     /// queue pair's DCQCN rate, with fluid switch queues and ECN marking where ports are
     /// congested: what the RoCE glue and SimAI run) or ideal (max-min fair rates reached
     /// at once, what TCP approaches). Default: the model of `--transport`. See
-    /// docs/model.md#dcqcn-rate-model and the README's trust table for how far each is
+    /// docs/model.md#dcqcn-rate-model and docs/validation.md's trust table for how far each is
     /// from ns-3. Cost: dcqcn follows every CNP and rate change where ports mark, tens of
     /// millions on large jobs (17× the ideal model's CPU on the 1,024-GPU GPT-3 job,
-    /// 2.4–3.2× at 32,768 GPUs: the README's scale table); for a quick answer at that
+    /// 2.4–3.2× at 32,768 GPUs: docs/benchmarks.md's scale table); for a quick answer at that
     /// scale, ideal.
     #[arg(long, value_parser = super::keyword::<RateModel>(RateModel::NAMES))]
     pub rate_model: Option<RateModel>,

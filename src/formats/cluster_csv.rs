@@ -1,5 +1,5 @@
 //! `jobs.csv` and `cluster.csv` of `ina3d cluster`: one row per job and policy, and one
-//! row per policy over the whole cluster (columns in the README, "Several jobs").
+//! row per policy over the whole cluster (columns in docs/cluster.md, "Outputs").
 
 use super::csv_rows::{read_rows, write_rows};
 use super::{write_atomic, FormatError};

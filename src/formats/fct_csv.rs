@@ -2,7 +2,7 @@
 //! and `ina3d ns3 run` for the glue) and joined on `flow_id` by `ina3d compare`.
 //!
 //! Columns: `flow_id,src,dst,mode,class,size_bytes,start_ns,end_ns,fct_ns,standalone_fct_ns`
-//! (README "Outputs and their columns"). A row must satisfy `fct_ns = end_ns − start_ns`.
+//! (docs/outputs.md, "Outputs and their columns"). A row must satisfy `fct_ns = end_ns − start_ns`.
 
 use super::csv_rows::read_rows;
 use super::digits::{put_u64, put_word, FIELD_MAX};

@@ -4,7 +4,7 @@
 //! Layout of the output directory with one seed:
 //!
 //! ```text
-//! results.csv                 one row per policy (README "Outputs and their columns")
+//! results.csv                 one row per policy (docs/outputs.md)
 //! results.svg                 its picture: speed-ups (with their seed range), exposed time
 //! <policy>/trace.csv.gz       the trace of that policy (unless traces are off)
 //! <policy>/plan.json          the plan of a planner policy (plan, plan-exact, sharp)

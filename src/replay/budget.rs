@@ -8,7 +8,7 @@
 //! held as an explicit row of the table (not in a ring block, `table`) adds its columns,
 //! deps, dependants and path, [`BYTES_PER_ROW`]. Measured: 31.6 B per record for the
 //! 68.0 M records of a 65,536-GPU ring job (2.05 GiB, 99 % in ring blocks); 101–108 B per
-//! record before ring blocks, when every record was a row (README, Benchmarks). The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
+//! record before ring blocks, when every record was a row (docs/benchmarks.md). The limit is `INA3D_MEMORY_LIMIT` (bytes, with an optional `K`, `M` or
 //! `G` suffix, powers of 1,024) or else the memory the system reports available when the
 //! replay starts (`MemAvailable` of `/proc/meminfo`) or, when lower, what the process's
 //! address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves of its address space; where none

@@ -99,7 +99,7 @@
 //! ([`ReplayResult::row_iter`]). GPT-3 175B on 32,768 GPUs with ring all-reduce
 //! (17.7 M records) replays from the generator in 1.79 GiB peak RSS, ≈ 108 B per record,
 //! everything included (was 4.9 GiB); 65,536 GPUs (68.0 M records) in 6.4 GiB, ≈ 101 B
-//! per record (README, Benchmarks).
+//! per record (docs/benchmarks.md).
 
 pub mod budget;
 mod dcqcn;

@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 pub const MAX_WIDTH: usize = 100;
 
 /// The largest |replay − ns-3| / ns-3 iteration error the validation suite vouches for:
-/// every case of `ina3d validate` has its error of the means within 5 % (README, "How far
+/// every case of `ina3d validate` has its error of the means within 5 % (docs/validation.md, "How far
 /// to trust the replayer"). A larger error on a run means the run is outside what was
 /// validated.
 pub const VALIDATED_ERROR_BOUND: f64 = 0.05;
