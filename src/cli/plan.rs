@@ -199,8 +199,7 @@ fn verify(
         )?;
         Ok(r.summary.iteration_time_ns as f64)
     };
-    let mut planned = opts.clone();
-    planned.plan = Some(p.clone());
+    let planned = trace::planned::lowering_options(opts, p);
     let mut host = opts.clone();
     host.ina.mode = InaMode::Off;
     host.ina.policy = trace::InaPolicy::Static;
@@ -223,6 +222,38 @@ pub fn print_summary(p: &PlanFile) {
     );
     if let Some(n) = &s.note {
         println!("  note: {n}");
+    }
+    if s.hit_time_limit {
+        println!(
+            "  the time limit ({} s) cut the search or a replay before its work budget: this plan may differ on a faster or idler machine",
+            s.time_limit_s
+        );
+    }
+    if let Some(f) = &p.fixed_policy {
+        println!("  answer: the fixed policy {f} (it replayed fastest; `ina3d trace --plan` lowers it as `ina3d run` does)");
+    }
+    if let Some(g) = s.exact_gain {
+        println!(
+            "  heuristic vs exact plan, replayed: the heuristic's {:+.2} % against the exact solver's",
+            100.0 * g
+        );
+    }
+    if !p.candidates.is_empty() {
+        let list: Vec<String> = p
+            .candidates
+            .iter()
+            .map(|c| {
+                let name = match &c.candidate {
+                    plan_json::Candidate::Plan { solver, round } => format!("{solver} r{round}"),
+                    plan_json::Candidate::Fixed { policy } => policy.to_string(),
+                };
+                match c.replayed_ns {
+                    Some(t) => format!("{name} {:.3}", ms(t)),
+                    None => format!("{name} (failed)"),
+                }
+            })
+            .collect();
+        println!("  replayed candidates (ms): {}", list.join(", "));
     }
     let pr = &p.prediction;
     println!(
