@@ -27,8 +27,16 @@ const JOBS: [(&str, &str, Option<u32>); 4] = [
         "leaf-spine:leaves=4,spines=2,hosts-per-leaf=2,oversub=2,nvlink=off",
         None,
     ),
-    ("interleaved (vpp 2)", "fat-tree:k=4,gpus-per-server=2", Some(2)),
-    ("Dragonfly", "dragonfly:groups=4,routers=2,hosts-per-router=2", None),
+    (
+        "interleaved (vpp 2)",
+        "fat-tree:k=4,gpus-per-server=2",
+        Some(2),
+    ),
+    (
+        "Dragonfly",
+        "dragonfly:groups=4,routers=2,hosts-per-router=2",
+        None,
+    ),
 ];
 
 fn spec(topology: &str, vpp: Option<u32>) -> JobSpec {
@@ -46,8 +54,16 @@ fn spec(topology: &str, vpp: Option<u32>) -> JobSpec {
 /// Replayed iteration of `opts`'s trace of `job` (ns).
 fn replayed(job: &Job, opts: &TraceOptions, rm: RateModel) -> f64 {
     let t = generate_trace(job, opts, None, true, &mut |_| {}).unwrap();
-    let r = replay_records(&t.records, &t.header, &job.topology, opts.seed, "t", false, rm)
-        .unwrap();
+    let r = replay_records(
+        &t.records,
+        &t.header,
+        &job.topology,
+        opts.seed,
+        "t",
+        false,
+        rm,
+    )
+    .unwrap();
     r.summary.iteration_time_ns as f64
 }
 
@@ -136,8 +152,10 @@ fn the_plan_replays_no_slower_than_the_best_fixed_policy_on_small_held_out_jobs(
         eprintln!(
             "{name}: plan {:.4} ms ({}), best fixed {best_name} {:.4} ms, ratio {:.4}; fixed: {}",
             t / 1e6,
-            p.fixed_policy
-                .map_or_else(|| "a plan of the model".to_string(), |f| format!("fixed {f}")),
+            p.fixed_policy.map_or_else(
+                || "a plan of the model".to_string(),
+                |f| format!("fixed {f}")
+            ),
             best / 1e6,
             t / best,
             list.join(", ")
@@ -148,7 +166,11 @@ fn the_plan_replays_no_slower_than_the_best_fixed_policy_on_small_held_out_jobs(
         );
         // the plan's own record of its replay is the replay of its lowering
         let v = p.verification.as_ref().expect("verified");
-        assert!((v.replayed_ns - t).abs() <= 1e-6 * t, "{name}: {} vs {t}", v.replayed_ns);
+        assert!(
+            (v.replayed_ns - t).abs() <= 1e-6 * t,
+            "{name}: {} vs {t}",
+            v.replayed_ns
+        );
     }
 }
 
@@ -164,16 +186,19 @@ fn the_exact_solvers_answer_replays_no_slower_than_the_heuristics() {
             plan_replayed(&job, &opts, &h, rm),
             plan_replayed(&job, &opts, &e, rm),
         );
-        let heuristic_in_exact = e.candidates.iter().any(|c| {
-            matches!(&c.candidate, Candidate::Plan { solver, .. } if solver == "heuristic")
-        });
+        let heuristic_in_exact = e.candidates.iter().any(
+            |c| matches!(&c.candidate, Candidate::Plan { solver, .. } if solver == "heuristic"),
+        );
         eprintln!(
             "{name}: heuristic {:.4} ms, exact {:.4} ms (exact_gain {:?}, the heuristic's plan replayed by the exact run: {heuristic_in_exact})",
             th / 1e6,
             te / 1e6,
             e.solver.exact_gain
         );
-        assert!(te <= th * 1.000_001, "{name}: exact {te} ns, heuristic {th} ns");
+        assert!(
+            te <= th * 1.000_001,
+            "{name}: exact {te} ns, heuristic {th} ns"
+        );
         // the answer is the fastest of what the exact run replayed, the heuristic's plans
         // among them (exact_gain < 0: the heuristic's plan replayed faster, and was kept)
         let least = e
@@ -181,7 +206,10 @@ fn the_exact_solvers_answer_replays_no_slower_than_the_heuristics() {
             .iter()
             .filter_map(|c| c.replayed_ns)
             .fold(f64::INFINITY, f64::min);
-        assert!(te <= least * 1.000_001, "{name}: answer {te} ns, a candidate {least} ns");
+        assert!(
+            te <= least * 1.000_001,
+            "{name}: answer {te} ns, a candidate {least} ns"
+        );
     }
 }
 
