@@ -109,6 +109,7 @@ fn options(st: Settings, solver: SolverKind) -> PlanOptions {
         objective: Objective::Iteration,
         solver,
         time_limit: Duration::from_secs(20),
+        work: plan::Work::default(),
         auto_max_variables: 2000,
         replay_rounds: 0,
     }

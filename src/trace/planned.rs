@@ -711,33 +711,6 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::concurrent_sets;
-
-    const FOREVER: f64 = f64::INFINITY;
-
-    #[test]
-    fn windows_that_touch_meet_and_only_the_maximal_sets_are_kept() {
-        // a [0,10] and b [10,20] touch at 10; c [21,30] meets neither; d runs throughout
-        let sets = concurrent_sets(&[(0.0, 10.0), (10.0, 20.0), (21.0, 30.0), (0.0, FOREVER)]);
-        assert_eq!(sets, vec![vec![0, 1, 3], vec![2, 3]]);
-    }
-
-    #[test]
-    fn windows_that_never_meet_are_never_in_one_set() {
-        let sets = concurrent_sets(&[(0.0, 1.0), (2.0, 3.0), (4.0, 5.0)]);
-        assert_eq!(sets, vec![vec![0], vec![1], vec![2]]);
-    }
-
-    #[test]
-    fn an_instant_and_a_reversed_window_still_meet_what_runs_at_their_start() {
-        // (5, 5) is an instant; (7, 6) counts from 7 to 7, never as active forever
-        let sets = concurrent_sets(&[(5.0, 5.0), (0.0, 10.0), (7.0, 6.0), (20.0, 30.0)]);
-        assert_eq!(sets, vec![vec![0, 1], vec![1, 2], vec![3]]);
-    }
-}
-
 /// The trace options that lower `plan` from `base`, the job's options the plan was made
 /// for. A plan of groups is lowered in INA mode and slot policy `planned`; a plan whose
 /// answer is a fixed policy ([`PlanFile::fixed_policy`]) as `ina3d run` lowers that policy
@@ -782,4 +755,31 @@ pub fn lowering_options(base: &TraceOptions, plan: &PlanFile) -> TraceOptions {
         Some(FixedPolicy::Rina) => ina(&mut o, InaMode::Rina, InaPolicy::Static, &classes),
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::concurrent_sets;
+
+    const FOREVER: f64 = f64::INFINITY;
+
+    #[test]
+    fn windows_that_touch_meet_and_only_the_maximal_sets_are_kept() {
+        // a [0,10] and b [10,20] touch at 10; c [21,30] meets neither; d runs throughout
+        let sets = concurrent_sets(&[(0.0, 10.0), (10.0, 20.0), (21.0, 30.0), (0.0, FOREVER)]);
+        assert_eq!(sets, vec![vec![0, 1, 3], vec![2, 3]]);
+    }
+
+    #[test]
+    fn windows_that_never_meet_are_never_in_one_set() {
+        let sets = concurrent_sets(&[(0.0, 1.0), (2.0, 3.0), (4.0, 5.0)]);
+        assert_eq!(sets, vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn an_instant_and_a_reversed_window_still_meet_what_runs_at_their_start() {
+        // (5, 5) is an instant; (7, 6) counts from 7 to 7, never as active forever
+        let sets = concurrent_sets(&[(5.0, 5.0), (0.0, 10.0), (7.0, 6.0), (20.0, 30.0)]);
+        assert_eq!(sets, vec![vec![0, 1], vec![1, 2], vec![3]]);
+    }
 }
