@@ -176,6 +176,9 @@ fn the_plan_replays_no_slower_than_the_best_fixed_policy_on_small_held_out_jobs(
         let job = Job::prepare(&spec).unwrap();
         let fixed = fixed_policies(&job, &spec, rm);
         let (p, opts) = plan(&job, &spec, SolverKind::Auto, rm);
+        for c in p.candidates.iter().filter(|c| c.failed.is_some()) {
+            eprintln!("{name}: candidate {:?} failed: {:?}", c.candidate, c.failed);
+        }
         let t = plan_replayed(&job, &opts, &p, rm);
         let (best_name, best) = fixed
             .iter()

@@ -50,9 +50,11 @@ pub struct Args {
     /// the instance is small enough, never worse than the heuristic).
     #[arg(long, default_value = "auto", value_parser = super::keyword::<SolverKind>(SolverKind::NAMES))]
     pub solver: SolverKind,
-    /// Wall-time budget of the whole plan, seconds: the model's build, the solves and the
-    /// repair loop's replays (a replay still running at the limit is stopped, and the plan
-    /// it was verifying comes back unverified, with a note saying so).
+    /// Wall-time safety net of the whole plan, seconds: the model's build, the solves and
+    /// the repair loop's replays. The search is bounded by work (model evaluations,
+    /// branch-and-bound nodes, replays), so the same inputs give the same plan; a solve or
+    /// replay still running at the limit is stopped, and the plan says so
+    /// (`solver.hit_time_limit`).
     #[arg(long, default_value_t = 10.0, value_name = "S")]
     pub time_limit: f64,
     /// Reservations a tree may take, as fractions of one window (`--ina-window`).

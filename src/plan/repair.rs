@@ -122,10 +122,9 @@ impl Loop<'_> {
                 self.hit = true;
                 Ok(None)
             }
-            Err(ReplayFailure::Failed(e)) if p.fixed_policy.is_some() => Ok(Some(Err(e))),
-            Err(ReplayFailure::Failed(e)) => {
-                Err(PlanError::Model(format!("replaying a candidate plan: {e}")))
-            }
+            // listed in plan.json with its reason (`candidates[].failed`), not fatal: the
+            // answer is the fastest candidate that did replay
+            Err(ReplayFailure::Failed(e)) => Ok(Some(Err(e))),
         }
     }
 
@@ -196,14 +195,28 @@ impl Loop<'_> {
                 }
                 return Ok(());
             };
-            let r = r.map_err(PlanError::Model)?;
+            let r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    self.tried.push(Tried {
+                        assign: Some(a),
+                        solved: None,
+                        what: Candidate::Plan { solver, round },
+                        predicted,
+                        replayed: Err(e),
+                    });
+                    break;
+                }
+            };
             let close = (predicted - r.iteration_ns).abs() <= 0.02 * r.iteration_ns;
             // the other solver's plan, predicted by the same model, before calibrating
+            // (its file too: the windows of this model, which the calibration below moves)
             let other = other
                 .filter(|(b, _)| !self.seen(b) && *b != a)
                 .map(|(b, k)| {
                     let e = fixed(self.m, &b);
-                    (b, k, e)
+                    let p = self.plan_of(&b, None);
+                    (b, k, e, p)
                 });
             self.calibrate(&a, &r);
             self.tried.push(Tried {
@@ -213,12 +226,10 @@ impl Loop<'_> {
                 predicted,
                 replayed: Ok(r),
             });
-            if let Some((b, k, e)) = other {
-                let p = self.plan_of(&b, None);
+            if let Some((b, k, e, p)) = other {
                 let Some(r) = self.replay(&p)? else {
                     return Ok(());
                 };
-                let r = r.map_err(PlanError::Model)?;
                 let predicted = e.eval.t;
                 let mut s = e;
                 s.used = k;
@@ -227,15 +238,16 @@ impl Loop<'_> {
                 } else {
                     "heuristic"
                 };
+                let ok = r.is_ok();
                 self.tried.push(Tried {
                     assign: Some(b),
-                    solved: Some(s),
+                    solved: ok.then_some(s),
                     what: Candidate::Plan {
                         solver: k.as_str().into(),
                         round,
                     },
                     predicted,
-                    replayed: Ok(r),
+                    replayed: r,
                 });
             }
             if close {
