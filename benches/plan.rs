@@ -475,6 +475,11 @@ fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64)
         objective: Objective::Iteration,
         solver,
         time_limit: Duration::from_secs_f64(limit),
+        // the solvers' scaling under a wall-clock limit: no work budget before it
+        work: plan::Work {
+            evals: u64::MAX,
+            nodes: u64::MAX,
+        },
         auto_max_variables: u64::MAX,
         replay_rounds: 0,
     };

@@ -370,11 +370,13 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                     objective_ns: t,
                     bound_ns: t,
                     gap: 0.0,
-                    solve_time_s: 0.5,
+                    solve_time_s: 0.0,
                     time_limit_s: 10.0,
                     variables: 7,
                     constraints: 9,
                     note: None,
+                    hit_time_limit: false,
+                    exact_gain: None,
                 },
                 prediction: plan_json::Prediction {
                     iteration_ns: t,
@@ -383,6 +385,8 @@ fn plan_file() -> impl Strategy<Value = PlanFile> {
                 },
                 groups,
                 verification: None,
+                fixed_policy: None,
+                candidates: vec![],
             }
         })
 }

@@ -57,6 +57,7 @@ impl Job {
             objective,
             solver,
             time_limit: Duration::from_secs(60),
+            work: plan::Work::default(),
             auto_max_variables: 2000,
             replay_rounds: 0,
         };
@@ -713,6 +714,7 @@ fn of_every_placement_of_two_groups_trace_accepts_exactly_those_whose_reservatio
         objective: Objective::Iteration,
         solver: SolverKind::Heuristic,
         time_limit: Duration::from_secs(1),
+        work: plan::Work::default(),
         auto_max_variables: 0,
         replay_rounds: 0,
     };
@@ -739,6 +741,8 @@ fn of_every_placement_of_two_groups_trace_accepts_exactly_those_whose_reservatio
             size: (0, 0),
             note: None,
             windows: m.windows.clone(),
+            other: None,
+            hit_time_limit: false,
         };
         let p = plan::file(&m, &po, j.identity(&j.opts), solved, Duration::ZERO);
         let fits = peak_reserved(&p).values().all(|&k| k <= 256);

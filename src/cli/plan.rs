@@ -50,9 +50,11 @@ pub struct Args {
     /// the instance is small enough, never worse than the heuristic).
     #[arg(long, default_value = "auto", value_parser = super::keyword::<SolverKind>(SolverKind::NAMES))]
     pub solver: SolverKind,
-    /// Wall-time budget of the whole plan, seconds: the model's build, the solves and the
-    /// repair loop's replays (a replay still running at the limit is stopped, and the plan
-    /// it was verifying comes back unverified, with a note saying so).
+    /// Wall-time safety net of the whole plan, seconds: the model's build, the solves and
+    /// the repair loop's replays. The search is bounded by work (model evaluations,
+    /// branch-and-bound nodes, replays), so the same inputs give the same plan; a solve or
+    /// replay still running at the limit is stopped, and the plan says so
+    /// (`solver.hit_time_limit`).
     #[arg(long, default_value_t = 10.0, value_name = "S")]
     pub time_limit: f64,
     /// Reservations a tree may take, as fractions of one window (`--ina-window`).
@@ -199,8 +201,7 @@ fn verify(
         )?;
         Ok(r.summary.iteration_time_ns as f64)
     };
-    let mut planned = opts.clone();
-    planned.plan = Some(p.clone());
+    let planned = trace::planned::lowering_options(opts, p);
     let mut host = opts.clone();
     host.ina.mode = InaMode::Off;
     host.ina.policy = trace::InaPolicy::Static;
@@ -223,6 +224,38 @@ pub fn print_summary(p: &PlanFile) {
     );
     if let Some(n) = &s.note {
         println!("  note: {n}");
+    }
+    if s.hit_time_limit {
+        println!(
+            "  the time limit ({} s) cut the search or a replay before its work budget: this plan may differ on a faster or idler machine",
+            s.time_limit_s
+        );
+    }
+    if let Some(f) = &p.fixed_policy {
+        println!("  answer: the fixed policy {f} (it replayed fastest; `ina3d trace --plan` lowers it as `ina3d run` does)");
+    }
+    if let Some(g) = s.exact_gain {
+        println!(
+            "  heuristic vs exact plan, replayed: the heuristic's {:+.2} % against the exact solver's",
+            100.0 * g
+        );
+    }
+    if !p.candidates.is_empty() {
+        let list: Vec<String> = p
+            .candidates
+            .iter()
+            .map(|c| {
+                let name = match &c.candidate {
+                    plan_json::Candidate::Plan { solver, round } => format!("{solver} r{round}"),
+                    plan_json::Candidate::Fixed { policy } => policy.to_string(),
+                };
+                match c.replayed_ns {
+                    Some(t) => format!("{name} {:.3}", ms(t)),
+                    None => format!("{name} (failed)"),
+                }
+            })
+            .collect();
+        println!("  replayed candidates (ms): {}", list.join(", "));
     }
     let pr = &p.prediction;
     println!(

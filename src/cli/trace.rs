@@ -98,11 +98,15 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let plan = ina3d::formats::plan_json::read(p)?;
         let header = ina3d::trace::header(&job.cfg, &job.workload, &job.topology, &opts);
         ina3d::trace::planned::check_plan_job(&plan, &header)
-            .and_then(|()| {
-                ina3d::trace::planned::check_plan(&plan, &job.workload, &job.topology, &opts)
+            .and_then(|()| match plan.fixed_policy {
+                // a fixed policy's answer lowers that policy, not the groups
+                Some(_) => Ok(()),
+                None => {
+                    ina3d::trace::planned::check_plan(&plan, &job.workload, &job.topology, &opts)
+                }
             })
             .with_context(|| format!("--plan {}", p.display()))?;
-        opts.plan = Some(plan);
+        opts = ina3d::trace::planned::lowering_options(&opts, &plan);
     }
     let bar = ina3d::progress::spinner("generating trace");
     let t = generate_trace(&job, &opts, Some(&a.output), false, &mut |n| {

@@ -58,10 +58,8 @@ pub fn lowering(base: &TraceOptions, c: &Candidate) -> TraceOptions {
     let mut o = base.clone();
     match (&c.plan, c.level) {
         (Some(p), Some(level)) => {
-            o.ina.mode = InaMode::Planned;
-            o.ina.policy = InaPolicy::Planned;
             o.ina.slots = level;
-            o.plan = Some(p.clone());
+            o = crate::trace::planned::lowering_options(&o, p);
         }
         _ => {
             o.ina.mode = InaMode::Off;

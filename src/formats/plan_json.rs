@@ -39,6 +39,85 @@ pub struct PlanFile {
     /// The plan lowered and replayed (filled by `ina3d plan --verify`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// When a fixed policy replayed faster than every plan the planner found, that policy:
+    /// the answer is the policy, and `ina3d trace --plan` lowers it as `ina3d run` lowers
+    /// the policy (its INA algorithm, classes and slot policy, or its host algorithm);
+    /// `groups` then hold the all-host decisions and are not lowered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_policy: Option<FixedPolicy>,
+    /// Every candidate the repair loop replayed (the plans of each solver, the fixed
+    /// policies), with its replayed iteration time: what the answer was chosen among.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateReplay>,
+}
+
+/// A fixed policy of `ina3d run`, as a candidate of the planner (and, when it replays
+/// fastest, its answer: [`PlanFile::fixed_policy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "name", deny_unknown_fields)]
+pub enum FixedPolicy {
+    /// No INA: every collective on one host algorithm (`--ina off --collective A`).
+    AllHost {
+        /// The host algorithm of every network collective.
+        algorithm: crate::collective::Algorithm,
+    },
+    /// DP gradients on hierarchical trees (hash-placed roots), slots split evenly.
+    InaDp,
+    /// TP collectives on hierarchical trees, slots split evenly.
+    InaTp,
+    /// TP and DP on hierarchical trees, slots split evenly.
+    InaTpDp,
+    /// Hierarchical trees of every class the plan may aggregate, best-effort slots with
+    /// fallback to the host ring.
+    Atp,
+    /// Rina over every class the plan may aggregate, slots split evenly.
+    Rina,
+}
+
+impl std::fmt::Display for FixedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FixedPolicy::AllHost { algorithm } => write!(f, "all-host {algorithm}"),
+            FixedPolicy::InaDp => f.write_str("ina-dp"),
+            FixedPolicy::InaTp => f.write_str("ina-tp"),
+            FixedPolicy::InaTpDp => f.write_str("ina-tp-dp"),
+            FixedPolicy::Atp => f.write_str("atp"),
+            FixedPolicy::Rina => f.write_str("rina"),
+        }
+    }
+}
+
+/// What a candidate of the repair loop is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", deny_unknown_fields)]
+pub enum Candidate {
+    /// A plan of the cost model, solved by `solver` (`heuristic` or `ilp`) in `round`
+    /// (0: the all-host plan).
+    Plan {
+        /// The solver whose plan it is.
+        solver: String,
+        /// The repair loop's round.
+        round: u32,
+    },
+    /// A fixed policy.
+    Fixed {
+        /// Which.
+        policy: FixedPolicy,
+    },
+}
+
+/// One candidate the repair loop replayed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CandidateReplay {
+    /// What was replayed.
+    pub candidate: Candidate,
+    /// Its replayed iteration time (ns), or `None` when its lowering or replay failed
+    /// (`failed` says why).
+    pub replayed_ns: Option<f64>,
+    /// Why it has no time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Planner settings recorded with the plan.
@@ -76,7 +155,9 @@ pub struct SolverReport {
     pub bound_ns: f64,
     /// `(objective − bound) / objective`.
     pub gap: f64,
-    /// Wall time of the solve (s).
+    /// Wall time of the solve (s). Not written: the file is byte-identical for the same
+    /// inputs however loaded the machine (`ina3d plan` prints the wall time).
+    #[serde(skip)]
     pub solve_time_s: f64,
     /// The time limit (s).
     pub time_limit_s: f64,
@@ -87,6 +168,15 @@ pub struct SolverReport {
     /// Why another solver's answer is not the one kept, if so (e.g. `auto` fell back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The solve or the repair loop stopped at `--time-limit` rather than at its work
+    /// budget: then, and only then, the plan may depend on the machine's speed and load.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hit_time_limit: bool,
+    /// With `ilp` or `auto` and a replayer: the heuristic's plan and the exact solver's
+    /// replayed, `(heuristic − exact) / exact` of their replayed iterations (positive:
+    /// the exact plan was faster). Absent when only one of them was replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exact_gain: Option<f64>,
 }
 
 /// Predicted times (cost model, ns).
@@ -305,11 +395,13 @@ mod tests {
                 objective_ns: 1e6,
                 bound_ns: 1e6,
                 gap: 0.0,
-                solve_time_s: 0.1,
+                solve_time_s: 0.0,
                 time_limit_s: 10.0,
                 variables: 12,
                 constraints: 30,
                 note: None,
+                hit_time_limit: false,
+                exact_gain: None,
             },
             prediction: Prediction {
                 iteration_ns: 1e6,
@@ -359,6 +451,8 @@ mod tests {
                 },
             ],
             verification: None,
+            fixed_policy: None,
+            candidates: vec![],
         }
     }
 

@@ -150,8 +150,7 @@ impl Policy {
         let p = make_plan(ctx.job, &o, &po, ctx.rate_model)?;
         std::fs::create_dir_all(ctx.dir).map_err(PipelineError::io(ctx.dir))?;
         crate::formats::plan_json::write(&ctx.dir.join("plan.json"), &p)?;
-        o.plan = Some(p);
-        Ok(o)
+        Ok(crate::trace::planned::lowering_options(&o, &p))
     }
 }
 

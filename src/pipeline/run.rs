@@ -244,7 +244,11 @@ impl Runner<'_> {
             plan_time_limit: std::time::Duration::from_secs_f64(self.spec.plan_time_limit),
             rate_model: self.spec.rate_model(),
         })?;
-        if let Some(plan) = &opts.plan {
+        if let Some(f) = opts.plan.as_ref().and_then(|p| p.fixed_policy) {
+            rep.line(&format!(
+                "[{tag}] plan: the answer is the fixed policy {f} (it replayed fastest of the planner's candidates)"
+            ));
+        } else if let Some(plan) = &opts.plan {
             rep.line(&format!(
                 "[{tag}] plan: solver {} ({}), predicted iteration {:.3} ms (all host {:.3} ms), gap {:.2} %, {:.2} s",
                 plan.solver.used,

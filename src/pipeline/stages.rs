@@ -57,8 +57,7 @@ impl crate::plan::Replayer for PlanReplayer<'_> {
     ) -> Result<crate::plan::Replayed, crate::plan::ReplayFailure> {
         use crate::plan::ReplayFailure;
         let failed = |e: &PipelineError| ReplayFailure::Failed(super::error_chain(e));
-        let mut o = self.opts.clone();
-        o.plan = Some(plan.clone());
+        let o = trace::planned::lowering_options(self.opts, plan);
         let t = generate_trace(self.job, &o, None, true, &mut |_| {}).map_err(|e| failed(&e))?;
         if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
             return Err(ReplayFailure::OutOfTime);
@@ -164,7 +163,13 @@ pub fn trace_report(job: &Job, opts: &TraceOptions, t: &GeneratedTrace) -> Strin
         format!("wrote {}", p.display())
     });
     let _ = writeln!(s, "{target} ({} records)", stats.records);
-    if let Some(p) = &opts.plan {
+    if let Some(p) = opts.plan.as_ref().filter(|p| p.fixed_policy.is_some()) {
+        let _ = writeln!(
+            s,
+            "  lowered plan: its answer is the fixed policy {} (it replayed fastest of the planner's candidates)",
+            p.fixed_policy.expect("filtered")
+        );
+    } else if let Some(p) = &opts.plan {
         let _ = writeln!(
             s,
             "  lowered plan ({} {}): predicted iteration {:.3} ms; `ina3d replay` prints its error",

@@ -38,6 +38,17 @@ pub(super) fn required(m: &Model) -> Vec<bool> {
         .collect()
 }
 
+/// Branch-and-bound nodes a feasibility program may take: a budget of work, so a proof
+/// (or a start) does not depend on the machine's load; the deadline is a safety net.
+const FEASIBILITY_NODES: u64 = 20_000;
+
+fn limit(deadline: Instant) -> super::lp::Limit {
+    super::lp::Limit {
+        nodes: FEASIBILITY_NODES,
+        time: deadline.saturating_duration_since(Instant::now()),
+    }
+}
+
 /// Options for the required groups that fit (every other group on its host option), or
 /// why none do.
 pub(super) fn start_or_proof(m: &Model, deadline: Instant) -> Result<Vec<usize>, PlanError> {
@@ -45,8 +56,7 @@ pub(super) fn start_or_proof(m: &Model, deadline: Instant) -> Result<Vec<usize>,
     if let Some(proof) = counting(m, &req) {
         return Err(PlanError::Infeasible(proof));
     }
-    let left = |d: Instant| d.saturating_duration_since(Instant::now());
-    match ilp::feasible(m, &req, Limits::of(m), left(deadline)) {
+    match ilp::feasible(m, &req, Limits::of(m), limit(deadline)) {
         Ok(Some(a)) => Ok(a),
         Ok(None) => Err(PlanError::Infeasible(exact_proof(m, &req, deadline))),
         Err(e) => Err(unproved(m, &req, &e)),
@@ -219,7 +229,6 @@ fn components(m: &Model, req: &[bool]) -> Vec<Vec<usize>> {
 /// groups: an irreducible core, its switches and the constraint (as far as the time
 /// limit lets the deletion go; a core not reduced to the end is said so).
 fn exact_proof(m: &Model, req: &[bool], deadline: Instant) -> String {
-    let left = || deadline.saturating_duration_since(Instant::now());
     let only = |gs: &[usize]| {
         let mut keep = vec![false; m.groups.len()];
         for &g in gs {
@@ -227,7 +236,7 @@ fn exact_proof(m: &Model, req: &[bool], deadline: Instant) -> String {
         }
         keep
     };
-    let fits = |gs: &[usize], limits: Limits| ilp::feasible(m, &only(gs), limits, left());
+    let fits = |gs: &[usize], limits: Limits| ilp::feasible(m, &only(gs), limits, limit(deadline));
     let all: Vec<usize> = (0..m.groups.len()).filter(|&g| req[g]).collect();
     // the first component the program proves infeasible on its own
     let mut core = all.clone();

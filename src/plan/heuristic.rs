@@ -36,17 +36,19 @@ fn better(a: &Eval, b: &Eval) -> bool {
 }
 
 /// The heuristic: both constructions, each improved by local search and pair moves, the
-/// better kept. `None`: groups that must aggregate cannot all fit.
-pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<Vec<usize>> {
-    let mut h = Searcher::new(m, exposed_first, deadline);
+/// better kept. `None`: groups that must aggregate cannot all fit. The search is bounded
+/// by `budget` (its evaluations of the model: the first construction and its search may
+/// use half, the second the rest, then the perturbations) so the same inputs give the
+/// same plan however loaded the machine; `deadline` is only a safety net
+/// ([`Searcher::hit_deadline`] says when it stopped the search).
+pub(super) fn run(m: &Model, exposed_first: bool, budget: Budget) -> (Option<Vec<usize>>, bool) {
+    let mut h = Searcher::new(m, exposed_first, budget);
     let mut best: Option<(Vec<usize>, Eval)> = None;
     for spread in [false, true] {
-        // each construction and its search get half of what is left
-        let now = Instant::now();
-        h.deadline = if spread {
-            deadline
+        h.limit = if spread {
+            budget.evals
         } else {
-            now + deadline.saturating_duration_since(now) / 2
+            budget.evals / 2
         };
         let start = if spread { h.spread() } else { h.greedy() };
         let Some(mut a) = start else { continue };
@@ -56,10 +58,21 @@ pub(super) fn run(m: &Model, exposed_first: bool, deadline: Instant) -> Option<V
             best = Some((a, e));
         }
     }
-    let (mut a, mut e) = best?;
-    h.deadline = deadline;
+    h.limit = budget.evals;
+    let Some((mut a, mut e)) = best else {
+        return (None, h.hit_deadline);
+    };
     h.perturb(&mut a, &mut e, 24);
-    Some(a)
+    (Some(a), h.hit_deadline)
+}
+
+/// What bounds a search: its work, and a wall-clock safety net.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Budget {
+    /// Model evaluations at most.
+    pub evals: u64,
+    /// The time limit's deadline: reached only when the work budget is too large for it.
+    pub deadline: std::time::Instant,
 }
 
 /// Groups of one class and stage: what a class move moves together.
@@ -79,15 +92,17 @@ impl Mix {
 }
 
 /// Local search and pair moves from `a`, a start that fits (the feasibility program's,
-/// when neither construction found one: [`super::feasibility`]).
+/// when neither construction found one: [`super::feasibility`]); with whether the
+/// deadline stopped it.
 pub(super) fn improve(
     m: &Model,
     exposed_first: bool,
-    deadline: Instant,
+    budget: Budget,
     mut a: Vec<usize>,
-) -> Vec<usize> {
-    Searcher::new(m, exposed_first, deadline).search(&mut a);
-    a
+) -> (Vec<usize>, bool) {
+    let mut h = Searcher::new(m, exposed_first, budget);
+    h.search(&mut a);
+    (a, h.hit_deadline)
 }
 
 /// Objective key: `iteration` compares (T, exposed), `exposed` compares (exposed, T).
@@ -98,16 +113,22 @@ pub(super) struct Searcher<'a> {
     deadline: Instant,
     /// Evaluations made.
     pub evals: u64,
+    /// Evaluations allowed so far (the current phase's share of the budget).
+    limit: u64,
+    /// The deadline, not the budget, stopped the search.
+    pub hit_deadline: bool,
 }
 
 impl<'a> Searcher<'a> {
-    pub(super) fn new(m: &'a Model, exposed_first: bool, deadline: Instant) -> Self {
+    pub(super) fn new(m: &'a Model, exposed_first: bool, budget: Budget) -> Self {
         Searcher {
             m,
             exposed_first,
             scratch: vec![0.0; m.channels],
-            deadline,
+            deadline: budget.deadline,
             evals: 0,
+            limit: budget.evals,
+            hit_deadline: false,
         }
     }
 
@@ -121,8 +142,15 @@ impl<'a> Searcher<'a> {
         e
     }
 
-    fn out_of_time(&self) -> bool {
-        Instant::now() >= self.deadline
+    /// The budget is spent — or, as a safety net only, the deadline passed (recorded).
+    fn out_of_time(&mut self) -> bool {
+        if self.evals >= self.limit {
+            return true;
+        }
+        if self.hit_deadline || Instant::now() >= self.deadline {
+            self.hit_deadline = true;
+        }
+        self.hit_deadline
     }
 
     /// Trees per switch under `a`, over all groups (the least-loaded tie-break).

@@ -12,14 +12,10 @@
 //! milliseconds to keep coefficients within the solver's recommended range.
 //! Objective: `T` (iteration) or Σ exposed·x (exposed).
 
+use super::lp::{self, Domain, Limit, LpError, Vars};
 use super::model::Model;
-use good_lp::solvers::microlp::microlp;
-use good_lp::{
-    constraint, variable, Expression, ProblemVariables, ResolutionError, Solution, SolutionStatus,
-    SolverModel, Variable, WithInitialSolution, WithTimeLimit,
-};
+use good_lp::{constraint, Expression, Variable};
 use std::collections::HashMap;
-use std::time::Duration;
 
 const MS: f64 = 1e-6;
 
@@ -35,6 +31,8 @@ pub(super) struct IlpResult {
     pub variables: u64,
     /// Constraints.
     pub constraints: u64,
+    /// The wall-clock safety net, not the node limit, stopped the solve.
+    pub hit_time: bool,
 }
 
 /// Variables: per group, per option (None for a group with one option).
@@ -52,9 +50,9 @@ pub(super) fn solve(
     m: &Model,
     exposed_objective: bool,
     warm: &[usize],
-    limit: Duration,
+    limit: Limit,
 ) -> Result<IlpResult, String> {
-    let mut vars = ProblemVariables::new();
+    let mut vars = Vars::new();
     let mut nvars = 0u64;
     let x: X = m
         .opts
@@ -62,17 +60,17 @@ pub(super) fn solve(
         .map(|o| {
             (o.len() > 1).then(|| {
                 nvars += o.len() as u64;
-                o.iter().map(|_| vars.add(variable().binary())).collect()
+                o.iter().map(|_| vars.add(Domain::Binary)).collect()
             })
         })
         .collect();
-    let t = vars.add(variable().min(0.0));
+    let t = vars.add(Domain::NonNegative);
     // D (end of the gradient sync) and L (largest tail channel load)
-    let aux = (vars.add(variable().min(0.0)), vars.add(variable().min(0.0)));
+    let aux = (vars.add(Domain::NonNegative), vars.add(Domain::NonNegative));
     let has_shift = m.replicas.iter().any(|r| r.iter().any(Option::is_some));
     let pp = m.cf.len();
     let de: Vec<Variable> = if has_shift {
-        (0..pp).map(|_| vars.add(variable())).collect()
+        (0..pp).map(|_| vars.add(Domain::Free)).collect()
     } else {
         Vec::new()
     };
@@ -121,18 +119,11 @@ pub(super) fn solve(
             initial.push((de[s], d * MS));
         }
     }
-    let mut problem = vars.minimise(objective).using(microlp);
-    for c in cons {
-        problem.add_constraint(c);
+    let sol = lp::minimise(&vars, &objective, &cons, &initial, limit).map_err(|e| e.to_string())?;
+    if !sol.found() {
+        return Err("the solver stopped before any integer point (time limit)".into());
     }
-    let problem = problem
-        .with_initial_solution(initial)
-        .with_time_limit(limit.as_secs_f64().max(0.001));
-    let sol = problem.solve().map_err(|e| match e {
-        ResolutionError::Infeasible => "the exact model is infeasible".to_string(),
-        other => other.to_string(),
-    })?;
-    let optimal = matches!(sol.status(), SolutionStatus::Optimal);
+    let optimal = sol.optimal;
     let assign: Vec<usize> = x
         .iter()
         .map(|xs| match xs {
@@ -144,13 +135,13 @@ pub(super) fn solve(
             None => 0,
         })
         .collect();
-    let bound = sol.into_inner().stats().best_bound.map(|b| b / MS);
     Ok(IlpResult {
         assign,
         optimal,
-        bound,
+        bound: sol.bound.map(|b| b / MS),
         variables: nvars,
         constraints: ncons,
+        hit_time: sol.hit_time,
     })
 }
 
@@ -332,14 +323,14 @@ pub(super) fn feasible(
     m: &Model,
     keep: &[bool],
     limits: Limits,
-    limit: Duration,
+    limit: Limit,
 ) -> Result<Option<Vec<usize>>, String> {
-    let mut vars = ProblemVariables::new();
+    let mut vars = Vars::new();
     let x: X = m
         .opts
         .iter()
         .enumerate()
-        .map(|(g, o)| keep[g].then(|| o.iter().map(|_| vars.add(variable().binary())).collect()))
+        .map(|(g, o)| keep[g].then(|| o.iter().map(|_| vars.add(Domain::Binary)).collect()))
         .collect();
     let mut cons = Vec::new();
     for v in x.iter().flatten() {
@@ -347,13 +338,8 @@ pub(super) fn feasible(
         cons.push(constraint!(s == 1.0));
     }
     resource_rows(m, &x, &|g| keep[g], limits, &mut cons);
-    let mut problem = vars.minimise(Expression::from(0.0)).using(microlp);
-    for c in cons {
-        problem.add_constraint(c);
-    }
-    let problem = problem.with_time_limit(limit.as_secs_f64().max(0.001));
-    match problem.solve() {
-        Ok(sol) => Ok(Some(
+    match lp::minimise(&vars, &Expression::from(0.0), &cons, &[], limit) {
+        Ok(sol) if sol.found() => Ok(Some(
             x.iter()
                 .enumerate()
                 .map(|(g, xs)| match xs {
@@ -366,7 +352,8 @@ pub(super) fn feasible(
                 })
                 .collect(),
         )),
-        Err(ResolutionError::Infeasible) => Ok(None),
+        Ok(_) => Err("the solver stopped before any integer point (node or time limit)".into()),
+        Err(LpError::Infeasible) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
 }

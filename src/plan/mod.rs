@@ -12,14 +12,16 @@
 mod feasibility;
 mod heuristic;
 mod ilp;
+mod lp;
+mod repair;
+pub use repair::{fixed_candidates, REPLAY_NS_PER_RECORD};
 pub mod model;
 pub mod options;
 pub mod price;
 pub mod timeline;
 
 use crate::formats::plan_json::{
-    Activity, Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport,
-    Verification, PLAN_SCHEMA,
+    Activity, Decision, PlanFile, PlanSettings, PlannedGroup, Prediction, SolverReport, PLAN_SCHEMA,
 };
 use crate::keyword::keyword_enum;
 use crate::schedule::Workload;
@@ -63,8 +65,12 @@ pub struct PlanOptions {
     pub objective: Objective,
     /// Which solver.
     pub solver: SolverKind,
-    /// Wall-time budget of the whole solve.
+    /// Wall-time safety net of the whole solve (the search is bounded by `work`; a plan
+    /// the limit stopped says so: `solver.hit_time_limit`).
     pub time_limit: Duration,
+    /// The search's budget of work, so the same inputs give the same plan on an idle and on
+    /// a loaded machine.
+    pub work: Work,
     /// `auto` tries the exact solver only up to this many binary variables (beyond, the
     /// `microlp` branch and bound does not close in seconds: see `benches/plan.rs`).
     pub auto_max_variables: u64,
@@ -92,8 +98,31 @@ impl Default for PlanOptions {
             objective: Objective::Iteration,
             solver: SolverKind::Auto,
             time_limit: Duration::from_secs(10),
+            work: Work::default(),
             auto_max_variables: 2000,
             replay_rounds: 3,
+        }
+    }
+}
+
+/// A search's budget of work: what bounds [`solve`] (the wall-clock limit being only a
+/// safety net).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Work {
+    /// Evaluations of the cost model the heuristic may make per solve (its constructions,
+    /// local search and perturbations).
+    pub evals: u64,
+    /// Branch-and-bound nodes of the exact program per solve.
+    pub nodes: u64,
+}
+
+impl Default for Work {
+    /// 20,000 evaluations (the local search of the 16-GPU study's jobs converges in a few
+    /// thousand), 2,000 nodes.
+    fn default() -> Self {
+        Work {
+            evals: 20_000,
+            nodes: 2_000,
         }
     }
 }
@@ -163,7 +192,7 @@ pub fn plan(
     let started = Instant::now();
     let mut m = build_model(wl, topo, trace, &po.settings)?;
     match replayer {
-        Some(r) if po.replay_rounds > 0 => repair(&mut m, wl, po, job, r, started),
+        Some(r) if po.replay_rounds > 0 => repair::repair(&mut m, wl, po, job, r, started),
         _ => {
             let solved = solve(&m, po, started)?;
             Ok(file(&m, po, job, solved, started.elapsed()))
@@ -208,308 +237,6 @@ pub struct Replayed {
     pub stage_end: Vec<f64>,
 }
 
-/// A plan the repair loop replayed: its prediction (made before its replay, by the model
-/// calibrated on the replays before it) and its replayed time.
-struct Tried {
-    assign: Vec<usize>,
-    solved: Option<Solved>,
-    predicted: f64,
-    replayed: Replayed,
-}
-
-/// Solve, replay, calibrate, repeat: the all-host plan is replayed first and the model
-/// calibrated on it ([`Model::calibrate`]); then up to `replay_rounds` times the model is
-/// solved, its plan replayed, and the model calibrated on that replay, until a plan comes
-/// back a second time, its prediction is within 2 % of its replay, or time runs out. The
-/// plan returned is the fastest *replayed* (the all-host plan when nothing beat it), with
-/// the prediction the model made for it before it was replayed and its replay recorded as
-/// the plan's verification — but when the all-host replay leaves no time to replay a
-/// plan, the model's plan solved in what is left, unverified ([`unverified`]), if it
-/// predicts better than the all-host replay.
-fn repair(
-    m: &mut Model,
-    wl: &Workload,
-    po: &PlanOptions,
-    job: BTreeMap<String, String>,
-    rp: &dyn Replayer,
-    started: Instant,
-) -> Result<PlanFile, PlanError> {
-    let deadline = started + po.time_limit;
-    let host = baseline(m, po)?;
-    let mut scratch = vec![0.0; m.channels];
-    // a replay still running at `until` is stopped: `None`
-    let replay = |m: &Model, a: &[usize], po: &PlanOptions, until: Instant| {
-        let f = file(m, po, job.clone(), fixed(m, a), Duration::ZERO);
-        replay_until(rp, &f, until)
-    };
-    let host_predicted = m.evaluate(&host, &mut scratch).t;
-    // When the all-host plan and a plan cannot both be replayed in time (cluster-scale
-    // jobs: GPT-3 175B on 8,192 GPUs takes ~30 s a replay), the model's plan is solved
-    // first and replayed alone, so the time goes to the plan returned.
-    let estimate = replay_estimate(m, wl);
-    let left = deadline.saturating_duration_since(Instant::now());
-    if estimate * 3 > left {
-        return tight(m, po, job, rp, started, estimate, host_predicted);
-    }
-    // the all-host replay may take half of what is left: the other half solves
-    let t0 = Instant::now();
-    let Some(r0) = replay(m, &host, po, t0 + left / 2)? else {
-        let seen = t0.elapsed() * 2;
-        return tight(m, po, job, rp, started, estimate.max(seen), host_predicted);
-    };
-    let replay_cost = t0.elapsed();
-    // the all-host plan as the uncalibrated model sees it: the windows its required
-    // groups (if any) were fitted in
-    let host_windows = m.windows.clone();
-    let mut tried = vec![Tried {
-        assign: host.clone(),
-        solved: None,
-        predicted: host_predicted,
-        replayed: r0.clone(),
-    }];
-    let measured = |a: &[usize], r: &Replayed| model::Measured {
-        at: a.to_vec(),
-        stage_end: r.stage_end.clone(),
-        iteration: r.iteration_ns,
-    };
-    m.calibrate(wl, &measured(&host, &r0));
-    let mut rounds = 0;
-    let mut note = None;
-    // a plan solved when no time was left to replay it
-    let mut unreplayed: Option<Solved> = None;
-    while rounds < po.replay_rounds {
-        // a round is a solve and the replay of its plan (a replay taken 20 % longer than
-        // the all-host one, to be safe); the rounds that still fit, each solve half as
-        // long as its replay at least, share what is left
-        let left = deadline.saturating_duration_since(Instant::now());
-        let replay_est = replay_cost.mul_f64(1.2);
-        let fit = (left.as_secs_f64() / (1.5 * replay_est.as_secs_f64()).max(1e-6)) as u32;
-        if fit == 0 {
-            note = Some(format!(
-                "time limit: {rounds} plan(s) replayed (a replay takes {:.2} s)",
-                replay_cost.as_secs_f64()
-            ));
-            if rounds == 0 {
-                // no plan solved yet: the model, calibrated on the all-host replay, gets
-                // what is left, so the limit never turns a better plan into the host's
-                let within = PlanOptions {
-                    time_limit: left,
-                    ..po.clone()
-                };
-                unreplayed = Some(solve(m, &within, Instant::now())?);
-            }
-            break;
-        }
-        let share = (po.replay_rounds - rounds).min(fit);
-        rounds += 1;
-        let round_po = PlanOptions {
-            time_limit: left.saturating_sub(replay_est * share) / share,
-            ..po.clone()
-        };
-        let solved = solve(m, &round_po, Instant::now())?;
-        if tried.iter().any(|t| t.assign == solved.assign) {
-            break;
-        }
-        let predicted = solved.eval.t;
-        let Some(r) = replay(m, &solved.assign, po, replay_deadline(started, po))? else {
-            note = Some(format!(
-                "time limit: the replay of round {rounds}'s plan did not finish ({} plan(s) replayed before it)",
-                tried.len()
-            ));
-            if tried.len() == 1 {
-                unreplayed = Some(solved);
-            }
-            break;
-        };
-        let close = (predicted - r.iteration_ns).abs() <= 0.02 * r.iteration_ns;
-        m.calibrate(wl, &measured(&solved.assign, &r));
-        tried.push(Tried {
-            assign: solved.assign.clone(),
-            solved: Some(solved),
-            predicted,
-            replayed: r,
-        });
-        if close {
-            break;
-        }
-    }
-    // the host plan's prediction: by the model calibrated on the last plan replayed, when
-    // one was (not on its own replay)
-    if tried.len() > 1 {
-        let last = tried.last().expect("tried").assign.clone();
-        let r = tried.last().expect("tried").replayed.clone();
-        m.calibrate(wl, &measured(&last, &r));
-        tried[0].predicted = m.evaluate(&host, &mut scratch).t;
-    }
-    if let Some(u) = unreplayed.filter(|u| u.eval.t < r0.iteration_ns) {
-        let cut = note
-            .as_deref()
-            .is_some_and(|n| n.contains("did not finish"));
-        return Ok(unverified(m, po, job, u, started, &r0, replay_cost, cut));
-    }
-    let best = (0..tried.len())
-        .min_by(|&a, &b| {
-            let (x, y) = (&tried[a].replayed, &tried[b].replayed);
-            x.iteration_ns.total_cmp(&y.iteration_ns).then(a.cmp(&b))
-        })
-        .expect("the host plan was replayed");
-    let host_replayed = tried[0].replayed.iteration_ns;
-    let t = tried.swap_remove(best);
-    // the windows stay those the plan was solved on ([`Solved::windows`]); the
-    // evaluation is the last-calibrated model's
-    let mut solved = t.solved.unwrap_or_else(|| Solved {
-        windows: host_windows,
-        ..fixed(m, &t.assign)
-    });
-    if best == 0 && tried.len() > 1 {
-        solved.note = Some(format!(
-            "no plan replayed faster than the all-host plan ({} tried)",
-            tried.len()
-        ));
-    } else if let Some(n) = note {
-        solved.note = Some(n);
-    }
-    let mut f = file(m, po, job, solved, started.elapsed());
-    f.prediction.iteration_ns = t.predicted;
-    f.prediction.host_iteration_ns = tried
-        .first()
-        .filter(|_| best != 0)
-        .map_or(t.predicted, |h| h.predicted);
-    f.verification = Some(Verification {
-        replayed_ns: t.replayed.iteration_ns,
-        error: (t.predicted - t.replayed.iteration_ns) / t.replayed.iteration_ns,
-        host_replayed_ns: host_replayed,
-    });
-    Ok(f)
-}
-
-/// The model's plan `u`, solved after the all-host replay `r0` left no time to replay it
-/// (or, `cut`, whose replay the time limit stopped): predicted by the model calibrated on
-/// `r0`, not verified (no replay of its own), the all-host replay named in its note.
-#[allow(clippy::too_many_arguments)]
-fn unverified(
-    m: &Model,
-    po: &PlanOptions,
-    job: BTreeMap<String, String>,
-    u: Solved,
-    started: Instant,
-    r0: &Replayed,
-    replay_cost: Duration,
-    cut: bool,
-) -> PlanFile {
-    let why = format!(
-        "time limit: the all-host plan replayed {:.3} ms (a replay takes {:.1} s); this plan was solved on the model calibrated on that replay{}, and is not replayed{}",
-        r0.iteration_ns / 1e6,
-        replay_cost.as_secs_f64(),
-        if cut { "" } else { " with what was left" },
-        if cut { " (its replay did not finish before the time limit)" } else { "" },
-    );
-    let mut f = file(m, po, job, u, started.elapsed());
-    f.prediction.host_iteration_ns = r0.iteration_ns;
-    append_note(&mut f.solver.note, why);
-    f
-}
-
-/// Wall time one replay (trace generation included) is expected to take before any was
-/// measured: the records the groups' collectives lower to on their host option, and as
-/// many again for compute and pipeline records per collective step of a stage, at
-/// [`REPLAY_NS_PER_RECORD`] each. An estimate that errs long: it only decides whether
-/// the all-host plan is replayed before the plan.
-fn replay_estimate(m: &Model, wl: &Workload) -> Duration {
-    let colls: f64 = (0..m.groups.len())
-        .map(|g| m.opts[g][model::host_index(&m.opts[g], &m.groups[g])].records)
-        .sum();
-    let ops = wl.world() as f64 * wl.microbatches as f64 * 2.0;
-    Duration::from_secs_f64((2.0 * colls + ops) * REPLAY_NS_PER_RECORD * 1e-9)
-}
-
-/// Measured: GPT-3 175B TP8·PP16·DP64 on fat-tree k=32 generates and replays in ≈ 32 s
-/// on this project's 2-core machine (`cargo bench --bench plan`, scale section).
-pub const REPLAY_NS_PER_RECORD: f64 = 1500.0;
-
-/// The plan when replays are dear: solve the uncalibrated model with what the replay of
-/// its plan leaves, then replay the plan if that fits the time limit. The plan returned is
-/// the model's (the all-host plan only when the model predicts nothing better); its
-/// verification, when it was replayed, has no all-host replay to compare with (0).
-fn tight(
-    m: &Model,
-    po: &PlanOptions,
-    job: BTreeMap<String, String>,
-    rp: &dyn Replayer,
-    started: Instant,
-    estimate: Duration,
-    host_predicted: f64,
-) -> Result<PlanFile, PlanError> {
-    let deadline = started + po.time_limit;
-    let left = deadline.saturating_duration_since(Instant::now());
-    let replay_fits = estimate.mul_f64(1.2) < left.mul_f64(0.8);
-    let budget = if replay_fits {
-        left.saturating_sub(estimate.mul_f64(1.2))
-    } else {
-        left
-    };
-    let solved = solve(
-        m,
-        &PlanOptions {
-            time_limit: budget,
-            ..po.clone()
-        },
-        Instant::now(),
-    )?;
-    let predicted = solved.eval.t;
-    let mut f = file(m, po, job, solved, started.elapsed());
-    f.prediction.host_iteration_ns = host_predicted;
-    let now_left = deadline.saturating_duration_since(Instant::now());
-    let mut cut = false;
-    if replay_fits && estimate.mul_f64(1.1) < now_left {
-        match replay_until(rp, &f, replay_deadline(started, po))? {
-            Some(r) => {
-                f.verification = Some(Verification {
-                    replayed_ns: r.iteration_ns,
-                    error: (predicted - r.iteration_ns) / r.iteration_ns,
-                    host_replayed_ns: 0.0,
-                });
-            }
-            None => cut = true,
-        }
-        f.solver.solve_time_s = started.elapsed().as_secs_f64();
-    }
-    let why = format!(
-        "replays are dear here (~{:.0} s each, estimated): the plan was solved on the uncalibrated model{}",
-        estimate.as_secs_f64(),
-        if f.verification.is_some() {
-            " and replayed alone"
-        } else if cut {
-            " and not replayed (its replay did not finish before the time limit)"
-        } else {
-            " and not replayed (no time left)"
-        }
-    );
-    append_note(&mut f.solver.note, why);
-    Ok(f)
-}
-
-/// When the repair loop's replays must have ended: 2 % of the time limit stays for the
-/// wrap-up (the plan file, the host plan's re-evaluation), as in [`solve`].
-fn replay_deadline(started: Instant, po: &PlanOptions) -> Instant {
-    started + po.time_limit.mul_f64(0.98)
-}
-
-/// `plan` replayed by `rp`, `None` when `until` stopped it.
-fn replay_until(
-    rp: &dyn Replayer,
-    plan: &PlanFile,
-    until: Instant,
-) -> Result<Option<Replayed>, PlanError> {
-    match rp.replay(plan, Some(until)) {
-        Ok(r) => Ok(Some(r)),
-        Err(ReplayFailure::OutOfTime) => Ok(None),
-        Err(ReplayFailure::Failed(e)) => {
-            Err(PlanError::Model(format!("replaying a candidate plan: {e}")))
-        }
-    }
-}
-
 /// `why` after the solver's note, if it has one.
 fn append_note(note: &mut Option<String>, why: String) {
     *note = Some(match note.take() {
@@ -542,11 +269,7 @@ fn baseline(m: &Model, po: &PlanOptions) -> Result<Vec<usize>, PlanError> {
     if (0..m.groups.len()).all(has_host) {
         return Ok((0..m.groups.len()).map(host).collect());
     }
-    let first = PlanOptions {
-        time_limit: po.time_limit / (po.replay_rounds + 2),
-        ..po.clone()
-    };
-    let solved = solve(m, &first, Instant::now())?;
+    let solved = solve(m, po, Instant::now())?;
     Ok((0..m.groups.len())
         .map(|g| {
             if has_host(g) {
@@ -571,6 +294,8 @@ fn fixed(m: &Model, a: &[usize]) -> Solved {
         size: (0, 0),
         note: None,
         windows: m.windows.clone(),
+        other: None,
+        hit_time_limit: false,
     }
 }
 
@@ -596,6 +321,12 @@ pub struct Solved {
     /// ([`Model::calibrate`]); an assignment written with a later model's windows could
     /// over-fill a pool that its own phases kept within bounds.
     pub windows: Vec<(f64, f64)>,
+    /// With the exact solver: the other solver's plan when it differs (the heuristic's when
+    /// the exact one is kept, and the other way round), which the repair loop replays too,
+    /// so the plan returned is the better of the two *as replayed*.
+    pub other: Option<(Vec<usize>, SolverKind)>,
+    /// The wall-clock limit, not the work budget, stopped the search.
+    pub hit_time_limit: bool,
 }
 
 /// Run the requested solver on a model.
@@ -613,23 +344,22 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
         SolverKind::Heuristic => false,
         SolverKind::Auto => nvars <= po.auto_max_variables,
     };
-    // the heuristic alone gets the whole budget; before an exact solve, a tenth (its plan
-    // is the exact solver's starting incumbent)
-    // 2 % of the budget stays for the wrap-up (evaluations, the plan file)
-    let h_deadline = if exact {
-        started + po.time_limit / 10
-    } else {
-        started + po.time_limit.mul_f64(0.98)
+    // the heuristic's work budget, then the exact program's: the deadline is a safety net
+    let budget = heuristic::Budget {
+        evals: po.work.evals,
+        deadline: started + po.time_limit.mul_f64(0.98),
     };
     // the heuristic's constructions place required groups first-fit; when they find no
     // fit, the exact feasibility program gives a start or proves that none exists
-    let (a, start_note) = match heuristic::run(m, exposed, h_deadline) {
-        Some(a) => (a, None),
-        None => {
+    let (a, start_note, mut hit) = match heuristic::run(m, exposed, budget) {
+        (Some(a), hit) => (a, None, hit),
+        (None, hit) => {
             let start = feasibility::start_or_proof(m, deadline)?;
+            let (a, h2) = heuristic::improve(m, exposed, budget, start);
             (
-                heuristic::improve(m, exposed, h_deadline, start),
+                a,
                 Some("the heuristic's constructions found no fit for the required groups; the search started from the exact feasibility program's"),
+                hit || h2,
             )
         }
     };
@@ -657,6 +387,8 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
             )
         }),
         windows: m.windows.clone(),
+        other: None,
+        hit_time_limit: hit,
     };
     if let Some(n) = start_note {
         out.note = Some(match out.note.take() {
@@ -667,21 +399,32 @@ pub fn solve(m: &Model, po: &PlanOptions, started: Instant) -> Result<Solved, Pl
     if !exact {
         return Ok(out);
     }
-    let left = deadline.saturating_duration_since(Instant::now());
-    match ilp::solve(m, exposed, &a, left) {
+    let limit = lp::Limit {
+        nodes: po.work.nodes,
+        time: deadline.saturating_duration_since(Instant::now()),
+    };
+    match ilp::solve(m, exposed, &a, limit) {
         Ok(r) => {
             let e = m.evaluate(&r.assign, &mut scratch);
             let key = |e: &Eval| if exposed { e.exposed } else { e.t };
             out.size = (r.variables, r.constraints);
+            hit |= r.hit_time;
+            out.hit_time_limit = hit;
+            let differs = r.assign != a;
             if e.feasible && key(&e) <= key(&heur) * (1.0 + 1e-9) {
                 out.assign = r.assign;
                 out.eval = e;
                 out.used = SolverKind::Ilp;
-                out.status = if r.optimal { "optimal" } else { "time-limit" };
+                out.status = if r.optimal { "optimal" } else { "node-limit" };
+                if r.hit_time {
+                    out.status = "time-limit";
+                }
                 out.note = None;
+                out.other = differs.then(|| (a.clone(), SolverKind::Heuristic));
             } else {
                 out.note =
                     Some("the exact solver's plan was not better than the heuristic's".into());
+                out.other = (differs && e.feasible).then(|| (r.assign.clone(), SolverKind::Ilp));
             }
             // the program's T leaves out the model's calibration offset
             let off = if exposed { 0.0 } else { m.offset };
@@ -797,6 +540,8 @@ pub fn file(
             variables: s.size.0,
             constraints: s.size.1,
             note: s.note,
+            hit_time_limit: s.hit_time_limit,
+            exact_gain: None,
         },
         prediction: Prediction {
             iteration_ns: s.eval.t,
@@ -805,5 +550,7 @@ pub fn file(
         },
         groups,
         verification: None,
+        fixed_policy: None,
+        candidates: vec![],
     }
 }

@@ -603,11 +603,13 @@ pub fn header(
             );
     }
     if let Some(p) = &opts.plan {
+        if p.fixed_policy.is_none() {
+            h.set(
+                super::INA_RESERVATIONS_KEY,
+                super::format_reservations(&super::planned::reservations(p, topo)),
+            );
+        }
         h.set(
-            super::INA_RESERVATIONS_KEY,
-            super::format_reservations(&super::planned::reservations(p, topo)),
-        )
-        .set(
             "plan_predicted_iteration_ns",
             format!("{:.0}", p.prediction.iteration_ns),
         )

@@ -711,6 +711,52 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
     out
 }
 
+/// The trace options that lower `plan` from `base`, the job's options the plan was made
+/// for. A plan of groups is lowered in INA mode and slot policy `planned`; a plan whose
+/// answer is a fixed policy ([`PlanFile::fixed_policy`]) as `ina3d run` lowers that policy
+/// (the plan's groups are not consulted, and no reservations are written). The plan is
+/// kept in both, so the trace header records its prediction.
+pub fn lowering_options(base: &TraceOptions, plan: &PlanFile) -> TraceOptions {
+    use crate::collective::{InaMode, InaPolicy};
+    use crate::formats::plan_json::FixedPolicy;
+    let mut o = base.clone();
+    o.plan = Some(plan.clone());
+    let ina = |o: &mut TraceOptions, mode: InaMode, policy: InaPolicy, classes: &[Class]| {
+        o.ina.mode = mode;
+        o.ina.policy = policy;
+        o.ina.classes = classes.to_vec();
+    };
+    let classes = plan.settings.classes.clone();
+    match plan.fixed_policy {
+        None => ina(&mut o, InaMode::Planned, InaPolicy::Planned, &classes),
+        Some(FixedPolicy::AllHost { algorithm }) => {
+            ina(&mut o, InaMode::Off, InaPolicy::Static, &classes);
+            o.collective = algorithm;
+        }
+        Some(FixedPolicy::InaDp) => ina(
+            &mut o,
+            InaMode::Hierarchical,
+            InaPolicy::Static,
+            &[Class::Dp],
+        ),
+        Some(FixedPolicy::InaTp) => ina(
+            &mut o,
+            InaMode::Hierarchical,
+            InaPolicy::Static,
+            &[Class::Tp],
+        ),
+        Some(FixedPolicy::InaTpDp) => ina(
+            &mut o,
+            InaMode::Hierarchical,
+            InaPolicy::Static,
+            &[Class::Tp, Class::Dp],
+        ),
+        Some(FixedPolicy::Atp) => ina(&mut o, InaMode::Atp, InaPolicy::BestEffort, &classes),
+        Some(FixedPolicy::Rina) => ina(&mut o, InaMode::Rina, InaPolicy::Static, &classes),
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::concurrent_sets;
