@@ -55,7 +55,7 @@ pub struct Args {
     /// branch-and-bound nodes, replays), so the same inputs give the same plan; a solve or
     /// replay still running at the limit is stopped, and the plan says so
     /// (`solver.hit_time_limit`).
-    #[arg(long, default_value_t = 10.0, value_name = "S")]
+    #[arg(long, default_value_t = ina3d::pipeline::DEFAULT_PLAN_TIME_LIMIT, value_name = "S")]
     pub time_limit: f64,
     /// Reservations a tree may take, as fractions of one window (`--ina-window`).
     #[arg(long, default_value = "1,0.5,0.25", value_name = "F,F,…")]

@@ -38,7 +38,8 @@ pub struct Args {
         value_name = "LIST"
     )]
     pub policies: String,
-    /// Wall-time budget of each planner policy's solve, seconds (per seed).
+    /// Wall-time safety net of each planner policy, seconds (per seed): the plan is bounded
+    /// by work, and one stopped by this limit says so (docs/plan.md).
     #[arg(long, default_value_t = ina3d::pipeline::DEFAULT_PLAN_TIME_LIMIT, value_name = "S")]
     pub plan_time_limit: f64,
     /// ECMP seeds, comma-separated: every policy runs once per seed. With more than one,

@@ -98,7 +98,10 @@ impl RunSpec {
 }
 
 /// The planner policies' time limit when none is given, seconds (`ina3d plan`'s default).
-pub const DEFAULT_PLAN_TIME_LIMIT: f64 = 10.0;
+/// A safety net only: the search is bounded by work (model evaluations, branch-and-bound
+/// nodes, replays: docs/plan.md), so a plan that stops here depends on the machine's load
+/// and says so; 10 minutes is beyond what the work budgets take on the study's jobs.
+pub const DEFAULT_PLAN_TIME_LIMIT: f64 = 600.0;
 
 /// A value given to an option: one, or a list (TOML arrays; a comma-separated string is
 /// also read as a list by list options).
