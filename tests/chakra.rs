@@ -288,12 +288,15 @@ fn the_export_is_byte_identical_run_to_run_and_refuses_a_prefix_with_a_slash() {
             .arg("-o")
             .arg(dir));
     }
+    // the completion marker names the process that wrote it: the files of the export
     let mut names: Vec<_> = std::fs::read_dir(&a)
         .unwrap()
         .map(|e| e.unwrap().file_name())
+        .filter(|n| n != ina3d::formats::atomic::COMPLETE)
         .collect();
     names.sort();
     assert_eq!(names.len(), 8 + 1, "{names:?}");
+    assert!(a.join(ina3d::formats::atomic::COMPLETE).is_file());
     for n in names {
         assert_eq!(
             std::fs::read(a.join(&n)).unwrap(),

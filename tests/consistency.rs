@@ -183,8 +183,9 @@ fn a_trace_on_another_topology_than_its_hash_is_refused() {
         "# topology_hash=0123456789abcdef",
     );
     let e = replay_text(d.path(), "hash.csv", &crafted).unwrap();
+    let at = line_of(&crafted, "# topology_hash=");
     assert!(
-        e.contains("hash.csv: topology_hash")
+        e.contains(&format!("hash.csv:{at}: topology_hash"))
             && e.contains("hash 0123456789abcdef")
             && e.contains(&format!("of hash {made}")),
         "{e}"
@@ -444,4 +445,57 @@ fn cluster_file_type_errors_name_the_field() {
         assert_eq!(code, Some(2), "{e}");
         assert!(e.contains(want), "{want}: {e}");
     }
+}
+
+/// A fabric the back-ends cannot route — host 0's one network link removed, so it reaches
+/// the others only over NVLink — was traced with exit 0 and then refused by `replay`; now
+/// `trace` refuses it, naming the flag and the host cut off.
+#[test]
+fn trace_refuses_a_topology_the_replay_cannot_route() {
+    let d = tempfile::tempdir().unwrap();
+    let file = Path::new(ROOT).join("tests/fuzz/corpus/topology/topology.txt");
+    let text = std::fs::read_to_string(file).unwrap();
+    // host 0's network link (to its leaf, 100 Gb/s); its NVLink row stays
+    let cut = text
+        .lines()
+        .position(|l| l.starts_with("0 ") && l.contains("100Gbps"));
+    let cut = cut.expect("host 0's network link");
+    let kept: String = text
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| *i != cut)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    let topo = d.path().join("cut.txt");
+    std::fs::write(&topo, kept).unwrap();
+    let out = d.path().join("t.csv");
+    let (code, err) = ina3d(&[
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        topo.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--topology")
+            && err.contains("cut.txt")
+            && err.contains("cannot reach host 0"),
+        "{err}"
+    );
+    assert!(!out.exists(), "no trace is written");
+    // the same file with the link: traced
+    let (code, err) = ina3d(&[
+        "trace",
+        "traces/example/tiny.toml",
+        "--topology",
+        Path::new(ROOT)
+            .join("tests/fuzz/corpus/topology/topology.txt")
+            .to_str()
+            .unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
 }

@@ -646,7 +646,7 @@ proptest! {
     }
 
     #[test]
-    fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..9000, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
+    fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..=params_txt::MAX_INA_PAYLOAD, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
         let p = params_txt::Params {
             ina: ina3d::trace::InaSwitchModel {
                 slots,

@@ -297,3 +297,42 @@ fn marking_a_sweep_removes_the_cells_of_another_grid() {
         "{marker}"
     );
 }
+
+/// `export chakra` and `validate` mark their directories like every other command that
+/// writes one (issue 37 item 3): complete once the last file is written, and a re-run of
+/// `export chakra` for fewer ranks removes the ranks the earlier one listed.
+#[test]
+fn export_chakra_and_validate_mark_their_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("chakra");
+    let o = out.to_str().unwrap();
+    let (code, err) = ina3d(&["export", "chakra", "traces/example/tiny.toml", "-o", o]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.join(COMPLETE).is_file() && !out.join(INCOMPLETE).exists());
+    assert!(out.join("workload.7.et").is_file());
+    // half the ranks: the earlier export's ranks 4-7 are gone, not left beside the new set
+    let (code, err) = ina3d(&[
+        "export",
+        "chakra",
+        "traces/example/tiny.toml",
+        "--dp",
+        "1",
+        "-o",
+        o,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.join("workload.3.et").is_file(), "{:?}", names(&out));
+    assert!(!out.join("workload.4.et").exists(), "{:?}", names(&out));
+    let v = d.path().join("validate");
+    let (code, err) = ina3d(&[
+        "validate",
+        "--reality",
+        "--runs-only",
+        "mlm-a100-1.7b-32",
+        "-o",
+        v.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(v.join(COMPLETE).is_file() && v.join("reality.csv").is_file());
+    assert!(!v.join(INCOMPLETE).exists());
+}

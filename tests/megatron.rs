@@ -599,7 +599,7 @@ fn overrides_accept_kebab_case_and_rederive_dependent_sizes() {
         .set("num-layers", "many")
         .unwrap_err()
         .to_string()
-        .starts_with("override:0:0: num_layers: expected a positive integer, found `many`"));
+        .starts_with("override (--num-layers or --set num_layers): num_layers: expected a positive integer, found `many`"));
 }
 
 #[test]
@@ -1439,7 +1439,7 @@ fn bad_moe_layer_patterns_and_mixed_cp_comm_types_are_errors() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("override:0:0: moe_layer_freq: bad layer pattern")
+        e.contains("override (--moe-layer-freq or --set moe_layer_freq): moe_layer_freq: bad layer pattern")
             && e.contains("0 (dense layer) or 1"),
         "{e}"
     );

@@ -103,8 +103,18 @@ pub fn run(c: Command) -> Result<()> {
                     a.prefix
                 );
             }
-            std::fs::create_dir_all(&a.out)
-                .with_context(|| format!("creating {}", a.out.display()))?;
+            // marked incomplete until the last file is written; a re-run first removes
+            // the files an earlier export listed (a larger job's ranks)
+            let mut members: Vec<String> = (0..e.ranks.len())
+                .map(|r| format!("{}.{r}.et", a.prefix))
+                .collect();
+            members.push(format!("{}.comm_group.json", a.prefix));
+            let set = ina3d::formats::atomic::OutputSet::with_members(
+                &a.out,
+                "ina3d export chakra",
+                members,
+                |_| false,
+            )?;
             let meta = ina3d::ns3::chakra::ChakraExport::metadata();
             let progress = ina3d::progress::bar(
                 e.ranks.len() as u64,
@@ -120,6 +130,7 @@ pub fn run(c: Command) -> Result<()> {
             progress.finish_and_clear();
             let groups = a.out.join(format!("{}.comm_group.json", a.prefix));
             ina3d::formats::write_atomic_bytes(&groups, e.comm_group_json().as_bytes())?;
+            set.finish()?;
             eprintln!(
                 "wrote {} Chakra traces ({nodes} nodes) and {} ({} communicator groups) in {}",
                 e.ranks.len(),

@@ -139,8 +139,12 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
 
 /// Run `ina3d plan`.
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if !(a.time_limit.is_finite() && a.time_limit > 0.0) {
-        bail!("--time-limit must be a positive number of seconds");
+    if !ina3d::pipeline::plan_time_limit_ok(a.time_limit) {
+        bail!(
+            "--time-limit {}: expected a number of seconds above 0 and at most {} (a day)",
+            a.time_limit,
+            ina3d::pipeline::MAX_PLAN_TIME_LIMIT
+        );
     }
     if a.job.ina_policy.is_some() {
         bail!("--ina-policy: a plan's slot policy is always `planned` (drop the flag)");

@@ -71,6 +71,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     for w in &job.warnings {
         eprintln!("warning: {w}");
     }
+    // the back-ends route every host pair: a fabric they cannot route (a host cut off, or
+    // joined only by NVLink) is refused here, not written as a trace `replay` refuses
+    ina3d::topology::Routing::new(&job.topology, a.seed)
+        .with_context(|| format!("--topology `{}`: routing on it", a.topology))?;
     let mut opts = spec.trace_options()?;
     if let Some(kind) = a.collective_bench {
         let sizes = ina3d::trace::parse_sizes(a.sizes.as_deref().unwrap_or_default())

@@ -157,8 +157,20 @@ fn reality(a: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Run `ina3d validate`.
+/// Run `ina3d validate`: the output directory is marked incomplete until every case (or
+/// published run) has been written, then complete (`ina3d::formats::atomic`); `--list`
+/// writes nothing.
 pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list {
+        return run_unmarked(a);
+    }
+    let set = ina3d::formats::atomic::OutputSet::begin(&a.out, "ina3d validate")?;
+    run_unmarked(a)?;
+    set.finish()?;
+    Ok(())
+}
+
+fn run_unmarked(a: Args) -> anyhow::Result<()> {
     use anyhow::bail;
     use ina3d::pipeline::validate::{self, CI_CASES};
     if a.reality {

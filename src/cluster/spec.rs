@@ -321,7 +321,7 @@ impl ClusterSpec {
             s.fair_slowdown = *f.get_ref();
         }
         if let Some(f) = &raw.plan_time_limit {
-            if !(f.get_ref().is_finite() && *f.get_ref() > 0.0 && *f.get_ref() <= 86_400.0) {
+            if !crate::pipeline::plan_time_limit_ok(*f.get_ref()) {
                 return Err(at(
                     f.span().start,
                     "plan-time-limit",

@@ -19,9 +19,11 @@
 //! version 1 file (no `channel` field) is refused naming its header comment.
 
 use super::error::numbered_lines;
+use super::trace_csv::MAX_RECORD_VALUE;
 use super::FormatError;
 use crate::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use crate::units::{Bytes, FlowId, Nanos, NodeId};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -73,6 +75,8 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
     let mut expected: Option<(u64, u64)> = None;
     // the fields before the deps: version 2's unless the file says it is version 3
     let mut fixed = FIXED_V2;
+    // each record's line, for the checks that span records
+    let mut lines = Vec::new();
     for (no, raw) in numbered_lines(text) {
         let l = raw.trim();
         if expected.is_none() && l == V3_HEADER {
@@ -109,7 +113,9 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
         let (r, sa) = record(path, no, &t, fixed)?;
         records.push(r);
         standalone.push(sa);
+        lines.push(no);
     }
+    check_ids(path, &records, &lines)?;
     match expected {
         None => Err(FormatError::syntax(
             path,
@@ -125,6 +131,37 @@ pub fn parse(path: &Path, text: &str) -> Result<(Vec<FlowRecord>, Vec<Nanos>), F
         )),
         _ => Ok((records, standalone)),
     }
+}
+
+/// Every record id once, and every dependency on a record of the file: refused at the
+/// line (the second one for a repeated id), where the emit would refuse the whole trace
+/// without saying where.
+fn check_ids(path: &Path, records: &[FlowRecord], lines: &[u64]) -> Result<(), FormatError> {
+    let mut first: HashMap<FlowId, u64> = HashMap::with_capacity(records.len());
+    for (r, &no) in records.iter().zip(lines) {
+        if let Some(was) = first.insert(r.id, no) {
+            return Err(FormatError::syntax(
+                path,
+                no,
+                "id",
+                format!("record id {} given twice (first on line {was})", r.id),
+            ));
+        }
+    }
+    for (r, &no) in records.iter().zip(lines) {
+        if let Some(d) = r.deps.iter().find(|d| !first.contains_key(d)) {
+            return Err(FormatError::syntax(
+                path,
+                no,
+                "dep",
+                format!(
+                    "record {} depends on record {d}, which the file does not have",
+                    r.id
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One record line of a file whose records have `fixed` fields before their deps
@@ -145,6 +182,17 @@ fn record(
     let num = |k: usize, field: &str| -> Result<u64, FormatError> {
         t[k].parse()
             .map_err(|_| err(field, format!("`{}` is not an unsigned integer", t[k])))
+    };
+    // a size or a time: bounded as in a trace CSV, so sums over records stay exact
+    let bounded = |k: usize, field: &str| -> Result<u64, FormatError> {
+        let v = num(k, field)?;
+        if v > MAX_RECORD_VALUE {
+            return Err(err(
+                field,
+                format!("{v} is larger than any record's {field} can be (at most 2^50 = {MAX_RECORD_VALUE})"),
+            ));
+        }
+        Ok(v)
     };
     let node = |k: usize, field: &str| -> Result<NodeId, FormatError> {
         u32::try_from(num(k, field)?)
@@ -192,17 +240,17 @@ fn record(
         id: FlowId(num(0, "id")?),
         src: node(1, "src")?,
         dst: node(2, "dst")?,
-        bytes: Bytes(num(3, "bytes")?),
+        bytes: Bytes(bounded(3, "bytes")?),
         deps,
-        gap: Nanos(num(4, "gap_ns")?),
-        dur: Nanos(num(5, "dur_ns")?),
+        gap: Nanos(bounded(4, "gap_ns")?),
+        dur: Nanos(bounded(5, "dur_ns")?),
         mode,
         class,
         agg,
         channel,
         ..Default::default()
     };
-    Ok((r, Nanos(num(9, "standalone_ns")?)))
+    Ok((r, Nanos(bounded(9, "standalone_ns")?)))
 }
 
 #[cfg(test)]

@@ -94,6 +94,9 @@ pub fn to_string(p: &Params) -> String {
     )
 }
 
+/// The largest INA payload per slot the glue takes: one packet's.
+pub const MAX_INA_PAYLOAD: u64 = 8192;
+
 /// What a re-emit reads back: the INA switch model (defaults for keys the file lacks) and
 /// the route seed (`None` without a `SEED` line).
 #[derive(Clone, Debug, PartialEq)]
@@ -122,10 +125,27 @@ pub fn parse(path: &Path, text: &str) -> Result<ReadBack, FormatError> {
         let small = |v: &str| {
             int(v).and_then(|n| u32::try_from(n).map_err(|_| bad(format!("{n} is too large"))))
         };
+        // the ranges the glue runs (one packet per slot; at least one slot and window):
+        // refused here, at the line, rather than by the emit after it
+        let positive = |n: u32| {
+            if n == 0 {
+                Err(bad("0 is out of range: expected at least 1".into()))
+            } else {
+                Ok(n)
+            }
+        };
         match key {
-            "INA_SLOTS" => ina.slots = small(v)?,
-            "INA_PAYLOAD" => ina.payload = Bytes(int(v)?),
-            "INA_WINDOW" => ina.window = small(v)?,
+            "INA_SLOTS" => ina.slots = positive(small(v)?)?,
+            "INA_PAYLOAD" => {
+                let n = int(v)?;
+                if !(1..=MAX_INA_PAYLOAD).contains(&n) {
+                    return Err(bad(format!(
+                        "{n} B is out of range: expected 1..={MAX_INA_PAYLOAD} (one packet)"
+                    )));
+                }
+                ina.payload = Bytes(n)
+            }
+            "INA_WINDOW" => ina.window = positive(small(v)?)?,
             "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
             "INA_CLASSES" => {
                 ina.classes = v

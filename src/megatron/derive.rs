@@ -602,7 +602,7 @@ impl TrainingConfig {
     /// Changing TP or the vocabulary divisor re-derives a padded vocabulary read from a log.
     pub fn override_arg(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
         let k = canonical_key(key);
-        let loc = Loc::new("override", 0, 0);
+        let loc = Loc::new(override_place(&k), 0, 0);
         self.apply(&k, value, Source::Override, &loc)?;
         let known = super::fields::FIELDS
             .iter()
@@ -666,5 +666,24 @@ impl TrainingConfig {
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), MegatronError> {
         self.override_arg(key, value)?;
         self.finalize()
+    }
+}
+
+/// Where an override of `key` came from, as its errors name it: the command-line flags
+/// that set it (a parallel size's short flag, Megatron's flag, or `--set KEY=VALUE`).
+fn override_place(key: &str) -> String {
+    let short = match key {
+        "tensor_model_parallel_size" => Some("--tp"),
+        "pipeline_model_parallel_size" => Some("--pp"),
+        "data_parallel_size" => Some("--dp"),
+        "virtual_pipeline_model_parallel_size" => Some("--vpp"),
+        "context_parallel_size" => Some("--cp"),
+        "expert_model_parallel_size" => Some("--ep"),
+        _ => None,
+    };
+    let flag = format!("--{}", key.replace('_', "-"));
+    match short {
+        Some(s) => format!("override ({s} or {flag})"),
+        None => format!("override ({flag} or --set {key})"),
     }
 }

@@ -28,7 +28,11 @@ impl Loc {
 }
 
 impl fmt::Display for Loc {
+    /// `path:line:col`; only `path` when no line is meant (an override, a grid value).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}", self.path);
+        }
         write!(f, "{}:{}:{}", self.path, self.line, self.col)
     }
 }

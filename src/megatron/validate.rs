@@ -11,7 +11,7 @@ type Check = Result<(), MegatronError>;
 /// 2025 (Llama-3.1 405B: hidden 16,384, FFN 53,248, 126 layers; 1 M-token contexts;
 /// 256 K vocabularies; 100 K-GPU jobs), far beyond any real job yet low enough that a
 /// typo (`ffn_hidden_size=4e9`) is caught before it becomes a job of absurd compute.
-pub const PLAUSIBLE_SIZES: [(&str, u64); 13] = [
+pub const PLAUSIBLE_SIZES: [(&str, u64); 14] = [
     ("world_size", 1 << 24),
     ("num_layers", 1 << 16),
     ("hidden_size", 1 << 20),
@@ -25,6 +25,9 @@ pub const PLAUSIBLE_SIZES: [(&str, u64); 13] = [
     ("micro_batch_size", 1 << 20),
     ("global_batch_size", 1 << 30),
     ("vocab_size", 1 << 24),
+    // the vocabulary is padded to a multiple of it: past the largest vocabulary it pads
+    // every one to a size no tokenizer has
+    ("make_vocab_size_divisible_by", 1 << 24),
 ];
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -85,6 +88,7 @@ impl TrainingConfig {
             self.micro_batch_size,
             self.global_batch_size,
             opt(self.vocab_size),
+            self.make_vocab_size_divisible_by,
         ];
         for ((field, max), v) in PLAUSIBLE_SIZES.iter().zip(values) {
             if v > *max {

@@ -685,7 +685,7 @@ pub fn emit(
 /// The INA model the glue can run: one-packet payloads, at least one slot, window and class.
 fn check_ina(ina: &InaSwitchModel) -> Result<(), Ns3Error> {
     if ina.payload.0 == 0
-        || ina.payload.0 > 8192
+        || ina.payload.0 > crate::formats::params_txt::MAX_INA_PAYLOAD
         || ina.slots == 0
         || ina.window == 0
         || ina.classes.is_empty()

@@ -32,8 +32,8 @@ pub use job::{
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 pub use run::{run, RunOutcome};
 pub use spec::{
-    parse_seeds, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec, DEFAULT_PLAN_TIME_LIMIT,
-    RUN_OPTIONS,
+    parse_seeds, plan_time_limit_ok, Ns3Choice, OptionError, OptionValue, RunOption, RunSpec,
+    DEFAULT_PLAN_TIME_LIMIT, MAX_PLAN_TIME_LIMIT, RUN_OPTIONS,
 };
 pub use stages::{
     emit_ns3, emit_report, generate_trace, glue, header_routing, header_seed, header_topology,

@@ -103,6 +103,15 @@ impl RunSpec {
 /// and says so; 10 minutes is beyond what the work budgets take on the study's jobs.
 pub const DEFAULT_PLAN_TIME_LIMIT: f64 = 600.0;
 
+/// The longest planner budget taken, in seconds (a day): beyond it a `Duration` of the
+/// value would overflow, and no solve of one iteration's groups needs it.
+pub const MAX_PLAN_TIME_LIMIT: f64 = 86_400.0;
+
+/// Whether `t` seconds is a planner budget: above 0, at most [`MAX_PLAN_TIME_LIMIT`].
+pub fn plan_time_limit_ok(t: f64) -> bool {
+    t.is_finite() && t > 0.0 && t <= MAX_PLAN_TIME_LIMIT
+}
+
 /// A value given to an option: one, or a list (TOML arrays; a comma-separated string is
 /// also read as a list by list options).
 #[derive(Clone, Debug, PartialEq)]
@@ -433,8 +442,8 @@ pub const RUN_OPTIONS: &[RunOption] = &[
         help: "wall-time budget of each planner policy's solve, seconds",
         set: |s, v| {
             let t: f64 = num(v, "a number of seconds")?;
-            if !(t.is_finite() && t > 0.0) {
-                return Err("must be a positive number of seconds".into());
+            if !plan_time_limit_ok(t) {
+                return Err("must be a number of seconds above 0 and at most 86400 (a day)".into());
             }
             s.plan_time_limit = t;
             Ok(())
@@ -703,10 +712,10 @@ impl RunSpec {
                 msg: format!("the INA policies ({}) need an INA algorithm", join(&fixed)),
             });
         }
-        if !(self.plan_time_limit.is_finite() && self.plan_time_limit > 0.0) {
+        if !plan_time_limit_ok(self.plan_time_limit) {
             return Err(PipelineError::Option {
                 option: "--plan-time-limit".into(),
-                msg: "must be a positive number of seconds".into(),
+                msg: "must be a number of seconds above 0 and at most 86400 (a day)".into(),
             });
         }
         if !self.flows && self.ns3 == Ns3Choice::On {

@@ -41,7 +41,7 @@ pub mod pipeline;
 pub mod roofline;
 mod shape;
 
-pub use build::build;
+pub use build::{build, MAX_MESSAGE_BYTES};
 pub use engine::{Engine, EngineCost};
 pub use gpu::{Generation, Gpu};
 pub use groups::{Coords, ExpertCoords, ExpertSizes, Groups, RankOrder};

@@ -134,8 +134,20 @@ impl BenchSpec {
 /// `-b A -e B -f 2`), or a comma-separated list in run order. Each size is a whole number
 /// with an optional binary unit ([`Bytes::parse_size`]).
 pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>, String> {
+    // every size names the flag, and stays within the largest message a trace holds (a
+    // record past 2^50 B is one its reader refuses, and one the lowering overflows on)
+    let size = |p: &str| -> Result<Bytes, String> {
+        let b = Bytes::parse_size(p).map_err(|e| format!("--sizes `{s}`: {e}"))?;
+        if u128::from(b.0) > crate::schedule::MAX_MESSAGE_BYTES {
+            return Err(format!(
+                "--sizes `{s}`: {} B is past the largest message modelled (2^50 B)",
+                b.0
+            ));
+        }
+        Ok(b)
+    };
     let sizes = if let Some((a, b)) = s.split_once("..") {
-        let (lo, hi) = (Bytes::parse_size(a)?, Bytes::parse_size(b)?);
+        let (lo, hi) = (size(a)?, size(b)?);
         if lo.0 == 0 {
             return Err(format!("--sizes `{s}`: a range starts at a positive size"));
         }
@@ -158,7 +170,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<Bytes>, String> {
             .split(',')
             .map(str::trim)
             .filter(|p| !p.is_empty())
-            .map(Bytes::parse_size)
+            .map(size)
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(p) = v.iter().position(|b| b.0 == 0) {
             return Err(format!("--sizes `{s}`: size {} is zero", p + 1));

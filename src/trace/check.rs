@@ -82,8 +82,11 @@ pub fn check_topology_hash(
     if want.trim() == have {
         return Ok(());
     }
-    Err(crate::formats::FormatError::file(
+    let line = meta_line(path, "topology_hash").unwrap_or(1);
+    Err(crate::formats::FormatError::syntax(
         path,
+        line,
+        "topology_hash",
         format!(
             "topology_hash: the trace was made on a topology of hash {} and is replayed on \
              `{}` of hash {have}: not the fabric its routes and placements assume; trace it \
@@ -92,6 +95,33 @@ pub fn check_topology_hash(
             topo.source
         ),
     ))
+}
+
+/// The line of the trace file `path` (plain or gzip) holding the metadata `key`, for an
+/// error about its value found after the header was read; `None` when it cannot be
+/// read again or has no such line. Only the header's comment lines are read.
+fn meta_line(path: &Path, key: &str) -> Option<u64> {
+    use std::io::{BufRead, BufReader, Read};
+    let f = std::fs::File::open(path).ok()?;
+    let gz = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    let input: Box<dyn Read> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(f))
+    } else {
+        Box::new(f)
+    };
+    let prefix = format!("{key}=");
+    for (i, l) in BufReader::new(input).lines().enumerate() {
+        let l = l.ok()?;
+        let Some(kv) = l.strip_prefix('#') else {
+            return None; // past the header
+        };
+        if kv.trim_start().starts_with(&prefix) {
+            return Some(i as u64 + 1);
+        }
+    }
+    None
 }
 
 /// What [`validate`] found in a valid trace.
