@@ -13,7 +13,7 @@ use super::{Entry, RankLayout};
 use crate::formats::timeline_json::Args;
 use crate::formats::timeline_json::Event;
 use crate::record::{AggDir, Mode};
-use crate::replay::RecordTimes;
+use crate::replay::result::RecordTimes;
 use crate::units::Rank;
 use std::collections::BTreeMap;
 
