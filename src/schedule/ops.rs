@@ -55,7 +55,8 @@ pub enum StepBytes {
     /// The same for every group.
     Fixed(Bytes),
     /// The expert-TP all-gather of the tokens an EP rank received:
-    /// [`MoePlan::etp_gather_bytes`] at the rank's EP index.
+    /// [`MoePlan::etp_gather_bytes`](crate::schedule::MoePlan::etp_gather_bytes) at the
+    /// rank's EP index.
     ExpertTokens,
 }
 
@@ -64,19 +65,20 @@ pub enum StepBytes {
 pub enum A2aSizes {
     /// Each member holds the same buffer S and sends S/n to every member (Ulysses).
     Even(Bytes),
-    /// MoE dispatch: every member sends [`MoePlan::dispatch_bytes`]`[j]` to member `j`
-    /// (members in EP-index order).
+    /// MoE dispatch: every member sends
+    /// [`MoePlan::dispatch_bytes`](crate::schedule::MoePlan::dispatch_bytes)`[j]` to member
+    /// `j` (members in EP-index order).
     Dispatch,
     /// MoE combine (the transpose): member `i` sends `dispatch_bytes[i]` to every member.
     Combine,
     /// Hierarchical CP (`a2a+p2p`): an even all-to-all of buffer S inside each group of
-    /// [`CpPlan::a2a_size`] consecutive CP ranks of the CP group (Megatron's level-0
-    /// hierarchical groups).
+    /// [`CpPlan::a2a_size`](crate::schedule::CpPlan::a2a_size) consecutive CP ranks of the CP
+    /// group (Megatron's level-0 hierarchical groups).
     CpInner(Bytes),
 }
 
 /// One all-to-all a layer step runs over (part of) a group: its members and who sends what
-/// ([`Workload::a2a_parts`]).
+/// ([`Workload::a2a_parts`](crate::schedule::Workload::a2a_parts)).
 #[derive(Clone, Debug, PartialEq)]
 pub struct A2aPart {
     /// Members, in the order the sizes index them.
@@ -115,7 +117,7 @@ impl A2aPart {
 pub enum LayerStep {
     /// GPU computation.
     Compute(Nanos),
-    /// A dense TP collective of [`Workload::tp_bytes`].
+    /// A dense TP collective of [`Workload::tp_bytes`](crate::schedule::Workload::tp_bytes).
     Tp(CollKind),
     /// A collective of `bytes` over each group of kind `group`.
     Coll {
@@ -135,14 +137,15 @@ pub enum LayerStep {
     },
     /// Ring attention over the CP group: `core` is the attention-core compute of the pass,
     /// split into CP parts that overlap the K/V (and, backward, dK/dV) exchanges with the
-    /// ring neighbours ([`CpPlan`]).
+    /// ring neighbours ([`CpPlan`](crate::schedule::CpPlan)).
     CpRing {
         /// Forward or backward.
         pass: Pass,
         /// Attention-core compute of the whole pass.
         core: Nanos,
     },
-    /// The experts' computation, per EP rank ([`MoePlan::expert_fwd`] / `expert_bwd`).
+    /// The experts' computation, per EP rank
+    /// ([`MoePlan::expert_fwd`](crate::schedule::MoePlan::expert_fwd) / `expert_bwd`).
     Experts(Pass),
 }
 

@@ -118,7 +118,7 @@ impl RecordTable {
         }
     }
 
-    /// The table of `records` (what [`super::simulate`] replays).
+    /// The table of `records` (what [`crate::replay::simulate`] replays).
     pub fn from_records(records: &[FlowRecord]) -> Result<RecordTable, ReplayError> {
         RecordTable::new().with_records(records)
     }
