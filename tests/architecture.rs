@@ -9,8 +9,8 @@
 //! Code under `#[cfg(test)]` modules is not read: a unit test may build its fixture with
 //! anything above it. Comments and string literals are not read either (doc links such as
 //! [`crate::report`] are prose). A module's `mod.rs` is its front door: a path to an item
-//! it re-exports (`pub use child::Item`) is an arrow to that child; its own code is not
-//! a node of the file graph.
+//! it re-exports (`pub use child::Item`) is an arrow to that child; its own code is the
+//! node `mod` of the file graph (but in [`FRONT_DOORS_TO_SPLIT`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -328,12 +328,13 @@ impl Crate {
         for f in &files {
             let kids = children.get(&f.path).cloned().unwrap_or_default();
             for stmt in f.text.split(';') {
-                // `… pub use TREE` (`pub(crate) use` too): the statement's last `use`.
+                // `… pub use TREE` (`pub(crate) use`, `pub(in …) use` too): the statement's
+                // last `use`.
                 let Some(k) = stmt.rfind("use ") else {
                     continue;
                 };
                 let head = stmt[..k].trim_end();
-                if !(head.ends_with("pub") || head.ends_with("pub(crate)")) {
+                if !is_pub(head) {
                     continue;
                 }
                 let tree = stmt[k + 4..].trim();
@@ -425,6 +426,15 @@ impl Crate {
     }
 }
 
+/// Whether `head`, the text before a `use`, ends with a visibility: `pub`, `pub(crate)`,
+/// `pub(super)`, `pub(in path)`.
+fn is_pub(head: &str) -> bool {
+    head.ends_with("pub")
+        || head
+            .rsplit_once("pub(")
+            .is_some_and(|(_, v)| v.ends_with(')') && !v.contains(['(', ';', '{', '}']))
+}
+
 /// A module file's text without its `mod x;` declarations and `pub use` statements (its
 /// front door, not its code).
 fn without_facade(text: &str) -> String {
@@ -434,7 +444,7 @@ fn without_facade(text: &str) -> String {
                 return true;
             };
             let head = stmt[..k].trim_end();
-            !(head.ends_with("pub") || head.ends_with("pub(crate)"))
+            !is_pub(head)
         })
         .collect()
 }
@@ -557,6 +567,18 @@ fn arrows_point_down_and_modules_form_no_cycle() {
     );
 }
 
+/// Modules whose own file (`mod.rs`, or `x.rs` beside a folder `x/`) is still left out of
+/// the file-cycle check: it defines the types its children share and also calls them, a
+/// cycle through the front door. Each leaves this list once those types move to a child
+/// file and the module file keeps only `mod` lines, `pub use` re-exports and docs.
+const FRONT_DOORS_TO_SPLIT: &[&str] = &[
+    "cli",
+    "cluster",
+    "formats/trace_csv/read",
+    "plan",
+    "topology/routing",
+];
+
 #[test]
 fn files_of_a_module_form_no_cycle() {
     let arrows = Crate::read(&crate_src()).arrows();
@@ -565,14 +587,18 @@ fn files_of_a_module_form_no_cycle() {
         if module.is_empty() {
             continue;
         }
-        // A module's own file is left out: it is the module's front door, holding the
-        // types its children share and the entry that calls them (docs/architecture.md,
-        // "What the test reads").
-        let a: BTreeSet<(String, String)> = a
-            .iter()
-            .filter(|(x, y)| x != "mod" && y != "mod")
-            .cloned()
-            .collect();
+        // A module's own file is a node like its children, except in the modules of
+        // `FRONT_DOORS_TO_SPLIT`, whose own file still defines the types its children share
+        // and calls them (docs/architecture.md, "What the test reads").
+        let a: BTreeSet<(String, String)> =
+            if FRONT_DOORS_TO_SPLIT.contains(&module.join("/").as_str()) {
+                a.iter()
+                    .filter(|(x, y)| x != "mod" && y != "mod")
+                    .cloned()
+                    .collect()
+            } else {
+                a.clone()
+            };
         for c in cycles(&a) {
             // The arrows inside the cycle, so the failure says which ones to cut.
             let inside: Vec<String> = a
@@ -589,10 +615,25 @@ fn files_of_a_module_form_no_cycle() {
         }
     }
     assert!(found.is_empty(), "file cycles:\n  {}", found.join("\n  "));
+    // The list only shrinks: a module listed whose own file no longer closes a cycle
+    // leaves it.
+    let split: Vec<&&str> = FRONT_DOORS_TO_SPLIT
+        .iter()
+        .filter(|m| {
+            let path: Vec<String> = m.split('/').map(String::from).collect();
+            arrows
+                .get(&path)
+                .is_none_or(|a| cycles(a).iter().all(|c| !c.iter().any(|n| n == "mod")))
+        })
+        .collect();
+    assert!(
+        split.is_empty(),
+        "no cycle through the module file any more, remove from FRONT_DOORS_TO_SPLIT: {split:?}"
+    );
 }
 
 /// The reader on a crafted crate, against arrows listed by hand: grouped and nested use
-/// trees, `super::`, a re-export through `mod.rs`, a path in a comment, a string and a
+/// trees, `super::`, re-exports through `mod.rs` (`pub use`, `pub(in …) use`), a path in a comment, a string and a
 /// test module (none of which count).
 #[test]
 fn the_reader_finds_the_arrows_a_person_finds() {
@@ -605,11 +646,11 @@ fn the_reader_finds_the_arrows_a_person_finds() {
     w("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
     w(
         "a/mod.rs",
-        "mod x;\nmod y;\npub use x::Thing;\npub struct M;\nfn m() { y::g(); }\n",
+        "mod x;\nmod y;\npub use x::Thing;\npub(in crate::a) use y::Other;\npub struct M;\nfn m() { y::g(); }\n",
     );
     w(
         "a/x.rs",
-        "use crate::{b::{self, Z}, c};\n// crate::d::Nope\nfn f(_: super::M) { let s = \"crate::e\"; }\n",
+        "use crate::{b::{self, Z}, c};\n// crate::d::Nope\nfn f(_: super::M, _: super::Other) { let s = \"crate::e\"; }\n",
     );
     w(
         "a/y.rs",
@@ -632,7 +673,7 @@ fn the_reader_finds_the_arrows_a_person_finds() {
     );
     assert_eq!(
         arrows[&vec!["a".to_string()]],
-        pairs(&[("y", "x"), ("x", "mod"), ("mod", "y")])
+        pairs(&[("y", "x"), ("x", "mod"), ("x", "y"), ("mod", "y")])
     );
     assert_eq!(arrows.len(), 2);
     assert_eq!(

@@ -14,18 +14,9 @@
 //! address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves of its address space; where none
 //! is known nothing is checked.
 
-use super::ReplayError;
+use super::error::ReplayError;
 
-/// Peak bytes of a replay per record, whether a row or in a ring block (measured
-/// 31.6 B, rounded up).
-pub const BYTES_PER_RECORD: u64 = 32;
-
-/// Peak bytes of a replay per explicit row, beyond [`BYTES_PER_RECORD`] (an all-row
-/// replay measured 101–108 B per record before; the sum is rounded up to 120 B).
-pub const BYTES_PER_ROW: u64 = 88;
-
-/// The environment variable that sets the limit.
-pub const LIMIT_VAR: &str = "INA3D_MEMORY_LIMIT";
+pub use super::memory::{BYTES_PER_RECORD, BYTES_PER_ROW, LIMIT_VAR};
 
 /// A replay's memory limit and where it came from.
 #[derive(Clone, Debug, PartialEq, Eq)]

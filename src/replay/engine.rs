@@ -4,20 +4,20 @@
 //! Data layout: records, units (active transfers) and channels live in flat vectors
 //! indexed by `u32`; every path is a slice of one channel arena (see `prepare`).
 
-use super::huge;
 use super::pools::{Grant, Occupancy, Pools};
 use super::prepare::{ina_wire, prepare, wire, Prepared, NONE};
 use super::queue::EventQueue;
 use super::rates::{RateControl, Started, StreamWindow};
+use super::result::{RecState, RecordTimes, Standalone, TIMER};
 use super::route::PathSource;
 use super::solver::{Net, Owner, TIME_HORIZON_NS};
-use super::table::{Loc, RecordTable, Segment};
+use super::table::{Loc, RecordTable};
 use super::{ReplayError, ReplayOptions, ReplayResult};
 use crate::fct::{self, SummaryContext};
 use crate::formats::links_csv::ChannelStat;
-use crate::record::{FlowRecord, Mode};
+use crate::record::FlowRecord;
 use crate::topology::Topology;
-use crate::units::{BitsPerSec, Bytes, LinkId};
+use crate::units::{Bytes, LinkId};
 use std::time::Instant;
 
 /// What an event does. The declaration order is the processing order within one
@@ -38,119 +38,6 @@ pub(super) enum EventKind {
     /// The rate model's own event ([`RateControl::tick`]; the DCQCN model's).
     CcTick,
 }
-
-/// What the event loop reads and writes of one record, side by side so that an event
-/// touches one cache line of it, not one per column (the records are visited in time
-/// order, which is far from trace order at scale).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct RecState {
-    /// When the record became ready (its last dep ended) until it starts; then its start.
-    pub start: u64,
-    /// When it ended (`u64::MAX` until then).
-    pub end: u64,
-    /// Deps not ended yet.
-    pub pending: u32,
-    /// Its path ([`TIMER`] for compute and NVLink records, [`NONE`] for a transfer that
-    /// crosses no channel).
-    pub path: u32,
-}
-
-/// The `path` of a record that is a timer of `dur` (compute, NVLink).
-const TIMER: u32 = u32::MAX - 1;
-
-impl RecState {
-    /// The state of every record before the first event, taking the dep counts and
-    /// paths out of the prepared tables.
-    fn table(p: &mut Prepared, records: &RecordTable) -> Vec<RecState> {
-        let pending = std::mem::take(&mut p.pending);
-        let paths = std::mem::take(&mut p.rec_path);
-        let mut v = huge::filled(
-            records.len(),
-            RecState {
-                start: 0,
-                end: u64::MAX,
-                pending: 0,
-                path: NONE,
-            },
-        );
-        for seg in records.segments() {
-            match seg {
-                Segment::Rows { pos, row, len } => {
-                    for j in 0..len {
-                        let (i, r) = ((pos + j) as usize, row + j);
-                        v[i].path = match records.row_mode(r) {
-                            Mode::Compute | Mode::NvLink => TIMER,
-                            _ => paths[r as usize],
-                        };
-                    }
-                }
-                Segment::Block(b, x) => {
-                    let cols = &p.block_path[b as usize];
-                    for (j, r) in v[x.lo as usize..x.hi as usize].iter_mut().enumerate() {
-                        r.path = cols[j % x.n as usize];
-                    }
-                }
-            }
-        }
-        for (r, &k) in v.iter_mut().zip(pending.iter()) {
-            r.pending = k;
-        }
-        v
-    }
-}
-
-/// What a record's standalone FCT (alone on an idle network) is computed from, kept after
-/// the replay instead of one value per record (`fct.csv` rows are made on demand).
-#[derive(Clone, Debug, PartialEq)]
-pub(super) struct Standalone {
-    /// Per interned path: channels, propagation delay, smallest rate (bits/s).
-    len: Vec<u32>,
-    delay: Vec<u64>,
-    min_rate: Vec<u64>,
-    /// Per aggregation: its unit's standalone time.
-    agg: Vec<u64>,
-    /// Aggregation of each record ([`NONE`]; empty when no record aggregates).
-    rec_agg: Vec<u32>,
-    /// Wire bytes of a host transfer: payload and header of a packet.
-    payload: Bytes,
-    header: Bytes,
-}
-
-impl Standalone {
-    /// Taken out of the prepared tables of a finished replay.
-    fn take(p: &mut Prepared, opts: &ReplayOptions) -> Standalone {
-        Standalone {
-            len: std::mem::take(&mut p.paths.len),
-            delay: std::mem::take(&mut p.paths.delay),
-            min_rate: std::mem::take(&mut p.paths.min_rate),
-            agg: p.aggs.iter().map(|a| a.standalone).collect(),
-            rec_agg: std::mem::take(&mut p.rec_agg),
-            payload: opts.payload,
-            header: opts.header,
-        }
-    }
-
-    /// Completion time of record `i` (state `r`) alone on an idle network.
-    pub fn of(&self, i: usize, r: &RecState, records: &RecordTable) -> u64 {
-        let f = records.fields(i);
-        match f.mode {
-            Mode::Compute | Mode::NvLink => f.dur,
-            Mode::Ina => self.agg[self.rec_agg[i] as usize],
-            Mode::Net => match r.path {
-                NONE => 0,
-                p if self.len[p as usize] == 0 => self.delay[p as usize],
-                p => {
-                    let wire = Bytes(f.bytes).with_headers(self.payload, self.header);
-                    BitsPerSec(self.min_rate[p as usize])
-                        .transmit_time(wire)
-                        .0
-                        .saturating_add(self.delay[p as usize])
-                }
-            },
-        }
-    }
-}
-
 /// The records' times, by position, from their run-time states.
 struct Times<'a>(&'a [RecState]);
 
@@ -762,7 +649,7 @@ pub fn simulate_table<R: PathSource + ?Sized>(
         ina_fallbacks,
         events,
         resolves,
-        times: super::RecordTimes {
+        times: RecordTimes {
             records,
             rec,
             standalone,

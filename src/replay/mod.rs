@@ -104,13 +104,17 @@
 pub mod budget;
 mod dcqcn;
 mod engine;
+mod error;
 mod huge;
 mod ideal;
+mod memory;
+mod options;
 mod output;
 mod pools;
 mod prepare;
 mod queue;
 mod rates;
+mod result;
 mod route;
 mod solver;
 mod table;
@@ -119,16 +123,14 @@ mod timers;
 
 pub use dcqcn::Rp;
 pub use engine::{simulate, simulate_table};
+pub use error::ReplayError;
+pub use options::ReplayOptions;
 pub use output::{write_outputs, write_outputs_with, PerRecord};
 pub use rates::RateModel;
+pub use result::{ReplayResult, TenantSlots};
 pub use route::PathSource;
 pub use solver::TIME_HORIZON_NS;
 pub use table::RecordTable;
-
-use crate::fct::{FctRow, Summary};
-use crate::formats::links_csv::ChannelStat;
-use crate::formats::switches_csv::SlotSample;
-use crate::units::{Bytes, FlowId, LinkId, NodeId};
 
 /// The slot policies, each granting an aggregation its `w` slots on every switch of its
 /// tree or refusing them (see the module docs): `static` partitions each switch's pool
@@ -141,236 +143,3 @@ use crate::units::{Bytes, FlowId, LinkId, NodeId};
 /// from its group's reservation (the trace header's, `InaSwitchModel::reservation`):
 /// `w = min(window, packets, reservation)`, waiting while a switch's pool cannot hold it.
 pub use crate::trace::{InaPolicy, InaSwitchModel};
-
-/// Options of one replay.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReplayOptions {
-    /// Packet payload for the header overhead (`size + ceil(size/payload)·48`).
-    pub payload: Bytes,
-    /// Header bytes per packet.
-    pub header: Bytes,
-    /// INA switches.
-    pub ina: InaSwitchModel,
-    /// Show a progress bar on stderr.
-    pub progress: bool,
-    /// Trace name written into the summary.
-    pub trace_name: String,
-    /// How transfers sharing links are rated ([`RateModel`]).
-    pub rate_model: RateModel,
-    /// DCQCN's parameters, for [`RateModel::Dcqcn`].
-    pub dcqcn: crate::netmodel::DcqcnParams,
-    /// Give up (with [`ReplayError::OutOfTime`]) once this wall-clock instant passes: the
-    /// planner's repair loop replays candidates within its time limit. `None`: no limit.
-    pub deadline: Option<std::time::Instant>,
-}
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        ReplayOptions {
-            payload: crate::record::NET_PACKET_PAYLOAD,
-            header: crate::record::PACKET_HEADER,
-            ina: InaSwitchModel::default(),
-            progress: false,
-            trace_name: String::new(),
-            rate_model: RateModel::default(),
-            dcqcn: crate::netmodel::DcqcnParams::default(),
-            deadline: None,
-        }
-    }
-}
-
-/// Everything one replay produced.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReplayResult {
-    /// Each record's times, from which its `fct.csv` row is made on demand
-    /// ([`ReplayResult::rows`], [`ReplayResult::row_iter`]).
-    times: RecordTimes,
-    /// The iteration summary (`fct::summarize_times`).
-    pub summary: Summary,
-    /// Per-channel statistics, channels that carried bytes, in channel order.
-    pub channels: Vec<ChannelStat>,
-    /// Slot occupancy changes (the physical holding intervals), in time order.
-    pub slots: Vec<SlotSample>,
-    /// Per job of a merged multi-job trace (`InaSwitchModel::tenants`, in its order):
-    /// the slots its own aggregations held; empty for a one-job trace.
-    pub tenant_slots: Vec<TenantSlots>,
-    /// Aggregations that fell back to the host ring.
-    pub ina_fallbacks: u64,
-    /// Events processed.
-    pub events: u64,
-    /// Max-min re-solves (batches with a rate change).
-    pub resolves: u64,
-}
-
-/// The aggregator slots one job of a merged trace held over a replay, read from its own
-/// holding intervals as `switches.csv` is read ([`crate::fct::switch_slots`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TenantSlots {
-    /// Most slots the job held at once on any one switch.
-    pub peak: u64,
-    /// Σ over switches of the job's slots × time held (slot·ns).
-    pub slot_time: u64,
-}
-
-/// The records replayed with each one's run-time state (its start and end, by position)
-/// and what its standalone FCT is computed from: the rows of `fct.csv` without their
-/// repeated fields, made on demand.
-#[derive(Clone, Debug, PartialEq)]
-struct RecordTimes {
-    records: RecordTable,
-    rec: Vec<engine::RecState>,
-    standalone: engine::Standalone,
-}
-
-impl ReplayResult {
-    /// One row per record, in trace order, made as they are read (what `fct.csv` is
-    /// written from without holding every row).
-    pub fn row_iter(&self) -> impl ExactSizeIterator<Item = FctRow> + '_ {
-        let t = &self.times;
-        (0..t.records.len()).map(|i| {
-            let r = &t.rec[i];
-            let alone = t.standalone.of(i, r, &t.records);
-            t.records.row(i, r.start, r.end, alone)
-        })
-    }
-
-    /// One row per record, in trace order.
-    pub fn rows(&self) -> Vec<FctRow> {
-        self.row_iter().collect()
-    }
-}
-
-/// Why a replay could not run. Every variant names the record, node or link at fault.
-#[derive(Debug, thiserror::Error)]
-pub enum ReplayError {
-    /// Two records with one id.
-    #[error("record id {0} appears more than once")]
-    DuplicateId(FlowId),
-    /// A dep that is not in the trace.
-    #[error("record {id}: dep {dep} is not in the trace")]
-    DanglingDep {
-        /// Record.
-        id: FlowId,
-        /// Missing dep.
-        dep: FlowId,
-    },
-    /// The DAG has a cycle (aggregations counted as one node).
-    #[error("the trace has a dependency cycle through record {0} ({1} records can never start)")]
-    Cycle(FlowId, usize),
-    /// An endpoint the topology does not have.
-    #[error("record {id}: node {node} is not in the topology ({nodes} nodes)")]
-    UnknownNode {
-        /// Record.
-        id: FlowId,
-        /// Node.
-        node: NodeId,
-        /// Topology size.
-        nodes: usize,
-    },
-    /// No route between the endpoints.
-    #[error("record {id}: no route from {src} to {dst}: {reason}")]
-    NoRoute {
-        /// Record.
-        id: FlowId,
-        /// Sender.
-        src: NodeId,
-        /// Receiver.
-        dst: NodeId,
-        /// What the router said.
-        reason: String,
-    },
-    /// A path crosses a link of rate 0.
-    #[error("record {id}: its path crosses link {link} ({a}–{b}) whose rate is 0")]
-    ZeroCapacity {
-        /// Record.
-        id: FlowId,
-        /// Link.
-        link: LinkId,
-        /// One end.
-        a: NodeId,
-        /// Other end.
-        b: NodeId,
-    },
-    /// An inconsistent aggregation.
-    #[error("aggregation {agg}: {msg}")]
-    BadAggregation {
-        /// Aggregation id.
-        agg: u64,
-        /// What is wrong.
-        msg: String,
-    },
-    /// An event fell past the replayer's horizon ([`TIME_HORIZON_NS`]): some size, time,
-    /// rate or delay in the input is far outside any real job (the readers bound each one;
-    /// this catches their sums).
-    #[error(
-        "{what}: the simulated time passes 2^62 ns (146 years); a size, gap, duration, rate \
-         or delay of the trace or topology is out of any real range"
-    )]
-    PastHorizon {
-        /// The record or aggregation concerned.
-        what: String,
-    },
-    /// The replay passed [`ReplayOptions::deadline`] before its last record ended.
-    #[error("out of time: the replay was stopped at its deadline, {done} of {total} records done, {simulated_ns} ns simulated")]
-    OutOfTime {
-        /// Records ended.
-        done: usize,
-        /// Records in the trace.
-        total: usize,
-        /// Simulated time reached (ns).
-        simulated_ns: u64,
-    },
-    /// Records left unfinished when no event remained (cannot happen on a validated
-    /// trace; reported rather than hidden).
-    #[error("simulation stopped with {0} records unfinished (first: {1})")]
-    Stalled(usize, FlowId),
-    /// More records (or deps) than the replayer's `u32` positions hold.
-    #[error("the trace is too large to replay: {0} records (at most 4,294,967,293 records and as many deps)")]
-    TooLarge(usize),
-    /// The memory limit's variable ([`budget::LIMIT_VAR`]) is not a size.
-    #[error("{var}=`{0}` is not a size in bytes (e.g. 8G, 512M, 1073741824)", var = budget::LIMIT_VAR)]
-    BadLimit(String),
-    /// The replay would not fit in memory ([`budget`]).
-    #[error("the replay would need about {} ({records} records, {rows} of them rows outside ring blocks: {} B per record, {} B more per row; {how}), more than the limit of {} ({origin})", budget::size(*need), budget::BYTES_PER_RECORD, budget::BYTES_PER_ROW, budget::size(*limit))]
-    OverBudget {
-        /// Records, estimated.
-        records: u64,
-        /// Of them, explicit rows (not in ring blocks), estimated.
-        rows: u64,
-        /// How the estimate was made.
-        how: String,
-        /// Bytes needed, estimated.
-        need: u64,
-        /// The limit, bytes.
-        limit: u64,
-        /// Where the limit came from.
-        origin: String,
-    },
-    /// A trace header value the replayer needs is malformed.
-    #[error("trace header `{key}`: {msg}")]
-    Header {
-        /// Metadata key.
-        key: String,
-        /// What was wrong.
-        msg: String,
-    },
-}
-
-impl ReplayOptions {
-    /// Options with the INA switch model of a trace header
-    /// ([`InaSwitchModel::from_header`]). Host transfers keep the network packet payload
-    /// ([`crate::record::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
-    pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
-        let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
-            crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
-            other => ReplayError::Header {
-                key: "ina".into(),
-                msg: other.to_string(),
-            },
-        })?;
-        Ok(ReplayOptions {
-            ina,
-            ..ReplayOptions::default()
-        })
-    }
-}

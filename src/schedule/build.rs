@@ -3,7 +3,7 @@
 //! calibrate, assemble the op sequences, plan each stage.
 
 use super::buckets::{self, BucketRules, LayerTensors};
-use super::calibrate::{calibrate, MAX_CALIBRATION_FACTOR};
+use super::calibrate::calibrate;
 use super::engine::{Engine, EngineCost};
 use super::layers::{self, MoeShape, Shape, Times};
 use super::moe::{self, Routing};
@@ -451,7 +451,7 @@ fn check(cfg: &TrainingConfig, opts: &ScheduleOptions) -> Result<(u32, u32), Sch
     let (m, v) = check_pipeline(cfg)?;
     check_context_parallel(cfg)?;
     check_experts(cfg)?;
-    check_options(opts)?;
+    opts.check()?;
     Ok((m, v))
 }
 
@@ -761,28 +761,4 @@ fn check_compute(ms: f64, opts: &ScheduleOptions, factor: f64) -> Result<(), Sch
          ({MAX_MICROBATCH_MS} ms): check --gpu, --mfu and --calibration-factor",
         opts.gpu.name, opts.gpu.peak_tflops, opts.mfu
     )))
-}
-
-pub(super) fn check_options(opts: &ScheduleOptions) -> Result<(), ScheduleError> {
-    if !(opts.mfu > 0.0 && opts.mfu <= 1.0) {
-        return Err(ScheduleError::Option(format!(
-            "MFU {} must be in (0, 1]",
-            opts.mfu
-        )));
-    }
-    if let Some(f) = opts.factor {
-        if !(f > 0.0 && f <= MAX_CALIBRATION_FACTOR) {
-            return Err(ScheduleError::Option(format!(
-                "calibration factor {f:?} must be in (0, {MAX_CALIBRATION_FACTOR}]"
-            )));
-        }
-    }
-    if let Some(e) = opts.engine_cost {
-        if !e.is_valid() {
-            return Err(ScheduleError::Option(format!(
-                "engine cost {e:?}: the kernel factor must be in [1, 4], the host time per layer pass in [0, 1] s"
-            )));
-        }
-    }
-    Ok(())
 }

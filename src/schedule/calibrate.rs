@@ -1,12 +1,10 @@
 //! The compute calibration factor (docs/model.md#compute-and-calibration): given, from the
 //! log's `forward-compute` + `backward-compute` timers, from the median iteration time, or 1.
 
-use super::{Calibration, CalibrationSource, ScheduleError, ScheduleOptions};
+use super::workload::{
+    Calibration, CalibrationSource, ScheduleError, ScheduleOptions, MAX_CALIBRATION_FACTOR,
+};
 use crate::megatron::TrainingConfig;
-
-/// The largest calibration factor, given or measured: a job whose compute runs 1,000×
-/// slower than `FLOPs / (peak·MFU)` says its timers or options are wrong, not its GPUs.
-pub const MAX_CALIBRATION_FACTOR: f64 = 1000.0;
 
 /// Calibrate against `busiest_ms`, the uncalibrated compute of the busiest stage for one
 /// micro-batch (forward + backward, ms), with `m` micro-batches and `v` chunks per stage.

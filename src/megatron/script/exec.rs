@@ -7,9 +7,8 @@
 
 use super::ast::{Assign, AssignValue, CondTok, Node, Simple};
 use super::cond::{self, Tri};
-use super::expand::{Blocker, Elem, Shell, Val};
+use super::expand::{Blocker, Elem, Launch, Shell, Val, WrittenFile};
 use super::lex::{lex_quoted, Word};
-use super::{Launch, WrittenFile};
 use crate::megatron::error::{MegatronError, Warning};
 use std::rc::Rc;
 

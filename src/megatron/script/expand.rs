@@ -4,11 +4,32 @@
 
 use super::arith::{self, ArithError};
 use super::lex::{lex_operand, Part, Word};
-use super::{Launch, WrittenFile};
 use crate::megatron::error::{MegatronError, Warning};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// A file the script writes (a here-document or an `echo` redirected to it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct WrittenFile {
+    /// The script that writes it.
+    pub path: String,
+    /// Its content, or why the reader cannot know it.
+    pub text: Result<String, String>,
+    /// Line of the content's first line in the script.
+    pub line: usize,
+}
+
+/// The first command running `pretrain_*.py`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Launch {
+    pub launcher: Vec<Elem>,
+    pub args: Vec<Elem>,
+    pub line: usize,
+    pub col: usize,
+    /// Reached only on one side of an undecided condition.
+    pub cond: Option<Rc<str>>,
+}
 
 /// Largest value a variable may hold (bytes) and longest array: a script that doubles a
 /// string in a loop cannot make the reader allocate without bound.

@@ -3,7 +3,7 @@
 //! the open block taking the records that continue it), and a block's records computed
 //! from their position ([`Block`]).
 
-use super::{Fields, RecordTable};
+use super::fields::Fields;
 use crate::record::{Class, FlowRecord, Mode};
 use crate::units::NodeId;
 
@@ -88,18 +88,18 @@ impl Block {
 /// first (module docs), read until a record waits for the row's first record.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Candidate {
-    lo: u32,
-    a: Vec<u32>,
-    b: Vec<u32>,
-    src: Vec<NodeId>,
-    dst: Vec<NodeId>,
-    bytes: Vec<u64>,
-    class: Class,
-    channel: u32,
+    pub(super) lo: u32,
+    pub(super) a: Vec<u32>,
+    pub(super) b: Vec<u32>,
+    pub(super) src: Vec<NodeId>,
+    pub(super) dst: Vec<NodeId>,
+    pub(super) bytes: Vec<u64>,
+    pub(super) class: Class,
+    pub(super) channel: u32,
 }
 
 impl Candidate {
-    fn new(p: u32, r: &FlowRecord, d: [u32; 2]) -> Candidate {
+    pub(super) fn new(p: u32, r: &FlowRecord, d: [u32; 2]) -> Candidate {
         Candidate {
             lo: p,
             a: vec![d[0]],
@@ -112,7 +112,7 @@ impl Candidate {
         }
     }
 
-    fn add(&mut self, r: &FlowRecord, d: [u32; 2]) {
+    pub(super) fn add(&mut self, r: &FlowRecord, d: [u32; 2]) {
         self.a.push(d[0]);
         self.b.push(d[1]);
         self.src.push(r.src);
@@ -121,140 +121,17 @@ impl Candidate {
     }
 
     /// The members, if record `d` (the deps of the record after the row) closes the ring.
-    fn closes(&self, d: [u32; 2]) -> bool {
+    pub(super) fn closes(&self, d: [u32; 2]) -> bool {
         let n = self.a.len();
         n >= 2 && d[0] == self.lo && d[1] == self.lo + n as u32 - 1 && self.b[0] == self.a[n - 1]
     }
 
     /// Whether `r` with deps `d` is the row's next record.
-    fn continues(&self, r: &FlowRecord, d: [u32; 2]) -> bool {
+    pub(super) fn continues(&self, r: &FlowRecord, d: [u32; 2]) -> bool {
         let n = self.a.len();
         n < MAX_MEMBERS
             && d[1] == self.a[n - 1]
             && r.class == self.class
             && r.channel == self.channel
-    }
-}
-
-impl RecordTable {
-    /// Take ring-like record `r` (deps `d`) at position `p` into the open block, the
-    /// candidate row, or a new candidate row; false when it must be an explicit row.
-    pub(super) fn take(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
-        if self.open {
-            if self.block_takes(p, r, d) {
-                return true;
-            }
-            self.close_block();
-        }
-        if let Some(c) = self.cand.as_deref() {
-            if c.closes(d) {
-                self.establish();
-                if self.block_takes(p, r, d) {
-                    return true;
-                }
-                self.close_block();
-            } else if c.continues(r, d) {
-                if let Some(c) = self.cand.as_deref_mut() {
-                    c.add(r, d);
-                }
-                return true;
-            } else {
-                self.flush_candidate();
-            }
-        }
-        self.cand = Some(Box::new(Candidate::new(p, r, d)));
-        true
-    }
-
-    /// Whether the open block's next record is `r` with deps `d`; if so it is taken.
-    pub(super) fn block_takes(&mut self, p: u32, r: &FlowRecord, d: [u32; 2]) -> bool {
-        let Some(x) = self.blocks.last_mut() else {
-            return false;
-        };
-        let j = p - x.lo;
-        let (k, i) = (j / x.n + 1, j % x.n);
-        let ok = p == x.hi
-            && d == x.deps(k, i)
-            && r.src == x.src[i as usize]
-            && r.dst == x.dst[i as usize]
-            && r.bytes.0 == x.bytes_at(k, i)
-            && r.class == x.class
-            && r.channel == x.channel;
-        if ok {
-            x.hi = p + 1;
-        }
-        ok
-    }
-
-    /// The candidate row becomes an open block of one row.
-    pub(super) fn establish(&mut self) {
-        let Some(c) = self.cand.take() else { return };
-        let n = c.a.len() as u32;
-        let mut bytes = vec![0; n as usize];
-        for (i, &b) in c.bytes.iter().enumerate() {
-            bytes[(i + n as usize - 1) % n as usize] = b;
-        }
-        let before = self.blocks.last().map_or(0, |x| x.before + (x.hi - x.lo));
-        self.blocks.push(Block {
-            lo: c.lo,
-            hi: c.lo + n,
-            n,
-            before,
-            first: c.a,
-            src: c.src,
-            dst: c.dst,
-            bytes,
-            class: c.class,
-            channel: c.channel,
-        });
-        self.open = true;
-    }
-
-    /// End the open block: a partial last row, or the whole block when it is shorter than
-    /// [`MIN_BLOCK`], becomes explicit rows.
-    pub(super) fn close_block(&mut self) {
-        if !std::mem::take(&mut self.open) {
-            return;
-        }
-        let Some(mut x) = self.blocks.pop() else {
-            return;
-        };
-        let full = x.lo + x.rows() * x.n;
-        let keep = full - x.lo >= MIN_BLOCK;
-        let from = if keep { full } else { x.lo };
-        for p in from..x.hi {
-            let j = p - x.lo;
-            let (k, i) = (j / x.n + 1, j % x.n);
-            self.push_row(x.fields(k, i), None, &x.deps(k, i), &[]);
-        }
-        if keep {
-            x.hi = full;
-            self.blocks.push(x);
-        }
-    }
-
-    /// The candidate row's records become explicit rows.
-    pub(super) fn flush_candidate(&mut self) {
-        let Some(c) = self.cand.take() else { return };
-        for i in 0..c.a.len() {
-            let f = Fields {
-                src: c.src[i],
-                dst: c.dst[i],
-                bytes: c.bytes[i],
-                gap: 0,
-                dur: 0,
-                mode: Mode::Net,
-                class: c.class,
-                channel: c.channel,
-            };
-            self.push_row(f, None, &[c.a[i], c.b[i]], &[]);
-        }
-    }
-
-    /// Every record pushed so far is final: the open block ends, the candidate row
-    /// becomes rows.
-    pub(super) fn settle(&mut self) {
-        self.close_block();
-        self.flush_candidate();
     }
 }

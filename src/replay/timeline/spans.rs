@@ -9,11 +9,12 @@
 //! aggregation, an all-to-all's peers) they spread over the lanes below it, which the
 //! collective holds for its whole duration.
 
-use super::{Entry, RankLayout};
+use super::entry::Entry;
+use super::ranks::RankLayout;
 use crate::formats::timeline_json::Args;
 use crate::formats::timeline_json::Event;
 use crate::record::{AggDir, Mode};
-use crate::replay::RecordTimes;
+use crate::replay::result::RecordTimes;
 use crate::units::Rank;
 use std::collections::BTreeMap;
 
