@@ -9,7 +9,7 @@ use ina3d::plan::model::Settings;
 use ina3d::plan::options::Form;
 use ina3d::plan::{Objective, PlanOptions, SolverKind};
 use ina3d::replay::RateModel;
-use ina3d::trace::{self, parse_classes, InaMode, TraceOptions};
+use ina3d::trace::{parse_classes, InaMode, TraceOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -202,8 +202,7 @@ fn verify(
     let mut planned = opts.clone();
     planned.plan = Some(p.clone());
     let mut host = opts.clone();
-    host.ina.mode = InaMode::Off;
-    host.ina.policy = trace::InaPolicy::Static;
+    host.ina.set_mode(InaMode::Off);
     let t = replayed(&planned, "the plan").context("replaying the plan")?;
     let h = replayed(&host, "the all-host trace").context("replaying the all-host trace")?;
     Ok(Verification {

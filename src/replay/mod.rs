@@ -138,9 +138,9 @@ use crate::units::{Bytes, FlowId, LinkId, NodeId};
 /// free, ATP-style; `priority` is best-effort that waits instead, freed slots going to
 /// waiting aggregations by class in `ina_classes` order, then arrival, then id (each
 /// waiting aggregation whose slots are free is served, in that order); `planned` draws
-/// from its group's reservation (the trace header's, `InaSwitchModel::reservation`):
+/// from its group's reservation (the trace header's, `InaConfig::reservation`):
 /// `w = min(window, packets, reservation)`, waiting while a switch's pool cannot hold it.
-pub use crate::trace::{InaPolicy, InaSwitchModel};
+pub use crate::trace::{InaConfig, InaPolicy};
 
 /// Options of one replay.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,7 +150,7 @@ pub struct ReplayOptions {
     /// Header bytes per packet.
     pub header: Bytes,
     /// INA switches.
-    pub ina: InaSwitchModel,
+    pub ina: InaConfig,
     /// Show a progress bar on stderr.
     pub progress: bool,
     /// Trace name written into the summary.
@@ -169,7 +169,7 @@ impl Default for ReplayOptions {
         ReplayOptions {
             payload: crate::record::NET_PACKET_PAYLOAD,
             header: crate::record::PACKET_HEADER,
-            ina: InaSwitchModel::default(),
+            ina: InaConfig::default(),
             progress: false,
             trace_name: String::new(),
             rate_model: RateModel::default(),
@@ -191,7 +191,7 @@ pub struct ReplayResult {
     pub channels: Vec<ChannelStat>,
     /// Slot occupancy changes (the physical holding intervals), in time order.
     pub slots: Vec<SlotSample>,
-    /// Per job of a merged multi-job trace (`InaSwitchModel::tenants`, in its order):
+    /// Per job of a merged multi-job trace (`InaConfig::tenants`, in its order):
     /// the slots its own aggregations held; empty for a one-job trace.
     pub tenant_slots: Vec<TenantSlots>,
     /// Aggregations that fell back to the host ring.
@@ -358,10 +358,10 @@ pub enum ReplayError {
 
 impl ReplayOptions {
     /// Options with the INA switch model of a trace header
-    /// ([`InaSwitchModel::from_header`]). Host transfers keep the network packet payload
+    /// ([`InaConfig::from_header`]). Host transfers keep the network packet payload
     /// ([`crate::record::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
-        let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
+        let ina = InaConfig::from_header(h).map_err(|e| match e {
             crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
             other => ReplayError::Header {
                 key: "ina".into(),
