@@ -20,6 +20,7 @@ mod dcell;
 mod error;
 mod families;
 mod file;
+mod graph;
 mod routing;
 mod spec;
 
