@@ -24,12 +24,13 @@
 //!    prediction against its replay under the ideal and the DCQCN rate models.
 
 use ina3d::megatron;
-use ina3d::pipeline::{make_plan, InaSpec, Job, JobSpec, ParallelSizes};
+use ina3d::pipeline::{make_plan, Job, JobSpec, ParallelSizes};
 use ina3d::plan::{self, model::Settings, options::Form, Objective, PlanOptions, SolverKind};
 use ina3d::record::Class;
 use ina3d::replay::RateModel;
 use ina3d::schedule;
 use ina3d::topology::Topology;
+use ina3d::trace::InaConfig;
 use ina3d::trace::{self, InaMode, InaPolicy, TraceOptions};
 use std::time::{Duration, Instant};
 
@@ -259,10 +260,10 @@ fn spec(c: &Case) -> JobSpec {
         set: c.set.iter().map(|x| x.to_string()).collect(),
         seed: c.seed,
         nccl_channels: c.channels,
-        ina: InaSpec {
+        ina: InaConfig {
             mode: InaMode::Planned,
             slots: c.slots,
-            ..InaSpec::default()
+            ..InaConfig::default()
         },
         ..JobSpec::default()
     }
@@ -422,9 +423,9 @@ fn scale(max_gpus: u32, only: &[String]) {
                 dp: Some(dp),
                 ..ParallelSizes::default()
             },
-            ina: InaSpec {
+            ina: InaConfig {
                 mode: InaMode::Planned,
-                ..InaSpec::default()
+                ..InaConfig::default()
             },
             ..JobSpec::default()
         };
@@ -468,7 +469,7 @@ fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64)
     let topo = Topology::from_spec(spec).expect("topology");
     let mut opts = TraceOptions::default();
     opts.ina.mode = InaMode::Planned;
-    opts.ina.policy = InaPolicy::Planned;
+    opts.ina.policy = Some(InaPolicy::Planned);
     let wl = schedule::build(c, &opts.schedule).expect("workload");
     let po = PlanOptions {
         settings: settings(opts.ina.slots),
@@ -638,9 +639,9 @@ fn hosts(only: &[String]) {
             set: c.set.iter().map(|x| x.to_string()).collect(),
             seed: c.seed,
             nccl_channels: c.channels,
-            ina: InaSpec {
+            ina: InaConfig {
                 mode: InaMode::Planned,
-                ..InaSpec::default()
+                ..InaConfig::default()
             },
             ..JobSpec::default()
         };

@@ -31,7 +31,7 @@
 //!    speed ratio, iteration-time error, per-flow FCT error (builds the glue if needed).
 
 use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
-use ina3d::replay::{self, InaPolicy, InaSwitchModel, ReplayOptions};
+use ina3d::replay::{self, InaConfig, InaPolicy, ReplayOptions};
 use ina3d::topology::{Routing, Topology};
 use ina3d::units::{Bytes, FlowId, Nanos, NodeId};
 use std::time::Instant;
@@ -316,14 +316,13 @@ fn mem_available_bytes() -> Option<u64> {
 
 fn opts() -> ReplayOptions {
     ReplayOptions {
-        ina: InaSwitchModel {
+        ina: InaConfig {
             slots: 8192,
             payload: Bytes(1000),
             window: 256,
-            policy: InaPolicy::BestEffort,
+            policy: Some(InaPolicy::BestEffort),
             classes: vec![Class::Dp],
-            reservations: vec![],
-            tenants: vec![],
+            ..InaConfig::default()
         },
         ..ReplayOptions::default()
     }
@@ -823,7 +822,7 @@ fn scale_spec(dp: u32, ina: &str) -> Result<ina3d::pipeline::JobSpec, Box<dyn st
             ..Default::default()
         },
         nccl_channels: Some(1),
-        ina: ina3d::pipeline::InaSpec {
+        ina: ina3d::trace::InaConfig {
             mode: ina.parse()?,
             ..Default::default()
         },

@@ -89,7 +89,29 @@ pub enum InaSwitches {
     Ids(Vec<NodeId>),
 }
 
-/// INA configuration, recorded in the trace header.
+/// Aggregator slots per switch when none are given: the one default of `--ina-slots`,
+/// the trace header, `plan.json`'s settings and `params.txt` (which the glue requires).
+pub const DEFAULT_INA_SLOTS: u32 = 8192;
+
+impl InaMode {
+    /// The slot policy of this mode when none is given: best-effort for ATP (its slots
+    /// are first come, first served), the plan's reservations for `planned`, else static
+    /// shares. The one place this rule is written.
+    pub fn default_policy(self) -> InaPolicy {
+        match self {
+            InaMode::Atp => InaPolicy::BestEffort,
+            InaMode::Planned => InaPolicy::Planned,
+            _ => InaPolicy::Static,
+        }
+    }
+}
+
+/// The one INA switch configuration, from the command line (`--ina*` flags, a sweep's or
+/// a cluster's keys) through the trace options and header to what both back-ends
+/// simulate and `ns3 emit` writes into the glue's `params.txt`. A trace header or
+/// `params.txt` read back fills the switch-model fields (slots, payload, window, policy,
+/// classes, reservations, tenants); `mode` and `switches` only shape the trace and keep
+/// their defaults there.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InaConfig {
     /// Algorithm.
@@ -98,48 +120,19 @@ pub struct InaConfig {
     pub switches: InaSwitches,
     /// Aggregator slots per switch.
     pub slots: u32,
-    /// Payload bytes per slot (one packet).
-    pub payload: Bytes,
-    /// Outstanding packets per worker.
-    pub window: u32,
-    /// Slot policy.
-    pub policy: InaPolicy,
-    /// Traffic classes allowed to aggregate, in priority order (`pp` is accepted but
-    /// point-to-point transfers have nothing to sum, so it never changes the trace).
-    pub classes: Vec<Class>,
-}
-
-impl Default for InaConfig {
-    fn default() -> Self {
-        InaConfig {
-            mode: InaMode::Off,
-            switches: InaSwitches::All,
-            slots: 8192,
-            payload: Bytes(256),
-            window: 256,
-            policy: InaPolicy::Static,
-            classes: vec![Class::Tp, Class::Dp, Class::Emb],
-        }
-    }
-}
-
-/// The INA switch model both back-ends simulate: what a trace's header says about slot
-/// pools, packets, windows and sharing. Parsed from the header in exactly one place
-/// ([`InaSwitchModel::from_header`]) so the replayer and the ns-3 glue cannot read one
-/// trace two ways.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct InaSwitchModel {
-    /// Aggregator slots per switch.
-    pub slots: u32,
     /// Payload bytes one slot aggregates (one packet).
     pub payload: Bytes,
     /// Slots (packets) one worker / aggregation keeps outstanding.
     pub window: u32,
-    /// How a switch's pool is shared among concurrent aggregations.
-    pub policy: InaPolicy,
-    /// Classes allowed to aggregate, in priority order (static shares, priority order).
+    /// Slot policy as given; `None`: the mode's ([`InaMode::default_policy`]), read
+    /// through [`InaConfig::policy`].
+    pub policy: Option<InaPolicy>,
+    /// Classes allowed to aggregate, in priority order (static shares, priority order;
+    /// `pp` is accepted but point-to-point transfers have nothing to sum, so it never
+    /// changes the trace).
     pub classes: Vec<Class>,
     /// Slot reservations of the `planned` policy, sorted (header `ina_reservations`).
+    #[serde(default)]
     pub reservations: Vec<Reservation>,
     /// The jobs sharing the fabric, for a trace that merges several (`ina3d cluster`,
     /// header `ina_tenants`): under `static` each switch's pool is first split evenly
@@ -147,6 +140,57 @@ pub struct InaSwitchModel {
     /// slots. Empty for one job (the pool is the job's).
     #[serde(default)]
     pub tenants: Vec<Tenant>,
+}
+
+impl Default for InaConfig {
+    /// What `ina3d trace` takes when no INA flag is given (INA off).
+    fn default() -> Self {
+        InaConfig {
+            mode: InaMode::Off,
+            switches: InaSwitches::All,
+            slots: DEFAULT_INA_SLOTS,
+            payload: Bytes(256),
+            window: 256,
+            policy: None,
+            classes: vec![Class::Tp, Class::Dp, Class::Emb],
+            reservations: Vec::new(),
+            tenants: Vec::new(),
+        }
+    }
+}
+
+impl InaConfig {
+    /// How a switch's pool is shared among concurrent aggregations: the policy given,
+    /// else the mode's.
+    pub fn policy(&self) -> InaPolicy {
+        self.policy.unwrap_or(self.mode.default_policy())
+    }
+
+    /// This configuration under INA mode `mode` with that mode's slot policy (a policy
+    /// given before is dropped: the policies of `ina3d run` and `ina3d cluster` that
+    /// name a mode name its policy too).
+    pub fn set_mode(&mut self, mode: InaMode) {
+        self.mode = mode;
+        self.policy = Some(mode.default_policy());
+    }
+
+    /// The counts in range and the policy compatible with the mode; an error is the
+    /// flags at fault and what is wrong.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.payload.0 == 0 || self.window == 0 || self.slots == 0 {
+            return Err((
+                "--ina-slots, --ina-payload, --ina-window",
+                "must be positive".into(),
+            ));
+        }
+        if self.policy == Some(InaPolicy::Planned) && self.mode != InaMode::Planned {
+            return Err((
+                "--ina-policy planned",
+                "the `planned` slot policy comes with a plan (ina3d trace --plan FILE)".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One job of a merged (multi-job) trace: its name and the hosts its ranks live on. An
@@ -318,14 +362,7 @@ pub fn parse_reservations(v: &str) -> Result<Vec<Reservation>, String> {
     Ok(out)
 }
 
-impl Default for InaSwitchModel {
-    /// What `ina3d trace` writes when no INA flag is given (see [`InaConfig::default`]).
-    fn default() -> Self {
-        InaConfig::default().switch_model()
-    }
-}
-
-impl InaSwitchModel {
+impl InaConfig {
     /// Slots reserved on `switch` for the `class` aggregation of `group` whose first
     /// member is `first` (the `planned` policy), if any.
     pub fn reservation(
@@ -342,28 +379,12 @@ impl InaSwitchModel {
             .map(|i| self.reservations[i].slots)
     }
 
-    /// The tenant (job index in [`InaSwitchModel::tenants`]) whose hosts include `host`.
+    /// The tenant (job index in [`InaConfig::tenants`]) whose hosts include `host`.
     pub fn tenant_of(&self, host: NodeId) -> Option<u32> {
         self.tenants
             .iter()
             .position(|t| t.hosts.binary_search(&host).is_ok())
             .map(|i| i as u32)
-    }
-}
-
-impl InaConfig {
-    /// The switch-model part of this configuration (what the back-ends simulate; a plan's
-    /// reservations are added by the trace header, [`crate::trace::header`]).
-    pub fn switch_model(&self) -> InaSwitchModel {
-        InaSwitchModel {
-            slots: self.slots,
-            payload: self.payload,
-            window: self.window,
-            policy: self.policy,
-            classes: self.classes.clone(),
-            reservations: Vec::new(),
-            tenants: Vec::new(),
-        }
     }
 }
 
@@ -434,9 +455,9 @@ mod tests {
         let t = parse_tenants(v).unwrap();
         assert_eq!(t[0].hosts, [0, 1, 2, 3, 8].map(NodeId).to_vec());
         assert_eq!(format_tenants(&t), v);
-        let m = InaSwitchModel {
+        let m = InaConfig {
             tenants: t,
-            ..InaSwitchModel::default()
+            ..InaConfig::default()
         };
         assert_eq!(m.tenant_of(NodeId(8)), Some(0));
         assert_eq!(m.tenant_of(NodeId(5)), Some(1));

@@ -648,11 +648,11 @@ proptest! {
     #[test]
     fn params_txt(slots in 1u32..u32::MAX, payload in 1u64..=params_txt::MAX_INA_PAYLOAD, window in 1u32..u32::MAX, seed in any::<u64>(), tcp in any::<bool>(), m in mutation()) {
         let p = params_txt::Params {
-            ina: ina3d::trace::InaSwitchModel {
+            ina: ina3d::trace::InaConfig {
                 slots,
                 payload: Bytes(payload),
                 window,
-                policy: ina3d::trace::InaPolicy::BestEffort,
+                policy: Some(ina3d::trace::InaPolicy::BestEffort),
                 classes: vec![Class::Dp, Class::Emb],
                 ..Default::default()
             },

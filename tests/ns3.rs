@@ -12,7 +12,7 @@ use ina3d::ns3::ingest::{self, parse_end_to_end, parse_fct, Kind};
 use ina3d::ns3::run::{
     build_glue, build_glue_checking, glue_binary, glue_source_dir, run_glue, RunReport,
 };
-use ina3d::ns3::{emit, EmitOptions, Flavor, InaPolicy, InaSwitchModel, Ns3Error, StartSource};
+use ina3d::ns3::{emit, EmitOptions, Flavor, InaConfig, InaPolicy, Ns3Error, StartSource};
 use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::topology::{Link, LinkKind, NodeKind, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, Nanos, NodeId};
@@ -256,26 +256,25 @@ fn snapshot_trace() -> Vec<FlowRecord> {
     v
 }
 
-fn ina_params(policy: InaPolicy) -> InaSwitchModel {
-    InaSwitchModel {
+fn ina_params(policy: InaPolicy) -> InaConfig {
+    InaConfig {
         slots: 64,
         payload: Bytes(1024),
         window: 32,
-        policy,
-        ..InaSwitchModel::default()
+        policy: Some(policy),
+        ..InaConfig::default()
     }
 }
 
 /// A DP-only pool of exactly one stream's window: 64 slots, 64-packet windows of 1 KiB.
-fn pool_of_one_window(policy: InaPolicy) -> InaSwitchModel {
-    InaSwitchModel {
+fn pool_of_one_window(policy: InaPolicy) -> InaConfig {
+    InaConfig {
         slots: 64,
         payload: Bytes(1024),
         window: 64,
-        policy,
+        policy: Some(policy),
         classes: vec![Class::Dp],
-        reservations: vec![],
-        tenants: vec![],
+        ..InaConfig::default()
     }
 }
 
@@ -435,7 +434,7 @@ fn glue_routes_give_each_connection_one_path_its_reverse_and_the_replayers_choic
     }));
     let r = emit(
         &trace,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &leaf_spine(),
         &EmitOptions {
             seed: 3,
@@ -659,7 +658,7 @@ fn a_glue_trace_to_emit_again_takes_its_params_txt_the_defaults_without_one_and_
     let params = dir.path().join("params.txt");
     let read = ina3d::pipeline::load_ns3_input(&tp).unwrap();
     assert_eq!(
-        read.ina.policy,
+        read.ina.policy(),
         InaPolicy::BestEffort,
         "params.txt's policy"
     );
@@ -668,7 +667,7 @@ fn a_glue_trace_to_emit_again_takes_its_params_txt_the_defaults_without_one_and_
     let read = ina3d::pipeline::load_ns3_input(&tp).unwrap();
     assert_eq!(
         read.ina,
-        InaSwitchModel::default(),
+        InaConfig::default(),
         "no params.txt: the defaults"
     );
     // a params.txt that is there but cannot be read is not taken for a missing one
@@ -738,7 +737,7 @@ fn a_trace_naming_a_node_the_topology_lacks_is_rejected() {
     let trace = vec![rec(0, 0, 99, 10, &[], Mode::Net, Class::Tp)];
     let e = emit(
         &trace,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(4),
         &EmitOptions::default(),
         dir.path(),
@@ -768,7 +767,7 @@ fn an_unsupported_link_rate_is_rejected() {
     t.links[1].rate = BitsPerSec(1500);
     let e = emit(
         &[rec(0, 0, 1, 10, &[], Mode::Net, Class::Tp)],
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &t,
         &EmitOptions::default(),
         dir.path(),
@@ -789,7 +788,7 @@ fn cycles_and_dangling_deps_are_rejected_before_anything_is_written() {
     ];
     let e = emit(
         &cyc,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(2),
         &EmitOptions::default(),
         dir.path(),
@@ -799,7 +798,7 @@ fn cycles_and_dangling_deps_are_rejected_before_anything_is_written() {
     let dangling = vec![rec(0, 0, 1, 10, &[42], Mode::Net, Class::Tp)];
     let e = emit(
         &dangling,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(2),
         &EmitOptions::default(),
         dir.path(),
@@ -971,7 +970,7 @@ fn glue() -> &'static Path {
     })
 }
 
-fn run(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) -> RunReport {
+fn run(trace: &[FlowRecord], topo: &Topology, ina: &InaConfig, dir: &Path) -> RunReport {
     emit(trace, ina, topo, &EmitOptions::default(), dir).unwrap();
     run_glue(glue(), dir, |_, _| {}).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -1004,12 +1003,7 @@ fn ns3_ring_allreduce_completes_every_flow_with_all_bytes_and_respects_deps() {
     let dir = tempfile::tempdir().unwrap();
     let s = 1 << 20;
     let trace = ring_allreduce(8, s, 0);
-    let r = run(
-        &trace,
-        &leaf_spine(),
-        &InaSwitchModel::default(),
-        dir.path(),
-    );
+    let r = run(&trace, &leaf_spine(), &InaConfig::default(), dir.path());
     assert_eq!(r.rows.len(), trace.len());
     assert_eq!(r.stats["finished"], trace.len() as u64);
     // per rank 2S(n−1)/n bytes sent
@@ -1045,7 +1039,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     let r = run(
         &trace,
         &topo,
-        &InaSwitchModel {
+        &InaConfig {
             window: 256,
             slots: 8192,
             ..ina.clone()
@@ -1082,7 +1076,7 @@ fn ns3_ina_allreduce_sums_correctly_and_beats_the_ring_as_the_model_says() {
     let ring = run(
         &ring_allreduce(8, s, 0),
         &topo,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         ring_dir.path(),
     );
     let ina_t = r.summary.iteration_time_ns - 2000; // minus the final compute
@@ -1408,11 +1402,11 @@ fn a_pool_smaller_than_the_window_keeps_w_packets_in_flight_per_round_trip() {
     // queued at the switches). A sequence number's round trip is 4 hops of 1 µs, each
     // also serialising its 1,072-byte packet at 100 Gb/s (85.76 ns): 4,343.04 ns; 1 MiB
     // is 1,024 packets, 128 rounds of 8.
-    let ina = InaSwitchModel {
+    let ina = InaConfig {
         slots: 8,
         payload: Bytes(1024),
         window: 256,
-        policy: InaPolicy::BestEffort,
+        policy: Some(InaPolicy::BestEffort),
         classes: vec![Class::Dp],
         ..Default::default()
     };
@@ -1455,11 +1449,11 @@ fn a_stream_holds_w_slots_from_its_first_packet_to_its_last_result_leaving_the_s
         (1 << 20, 256, 32, 32),     // the pool (best-effort draws from the whole pool)
     ] {
         let d = tempfile::tempdir().unwrap();
-        let ina = InaSwitchModel {
+        let ina = InaConfig {
             slots,
             payload: Bytes(1024),
             window,
-            policy: InaPolicy::BestEffort,
+            policy: Some(InaPolicy::BestEffort),
             classes: vec![Class::Dp],
             ..Default::default()
         };
@@ -1522,7 +1516,7 @@ fn emitted_ring_on_star(bytes: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     emit(
         &ring_allreduce(4, bytes, 0),
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(4),
         &EmitOptions::default(),
         dir.path(),
@@ -1676,7 +1670,7 @@ fn glue_summary_csv_ingests_with_its_named_columns() {
     let r = run(
         &ring_allreduce(4, 65536, 0),
         &star(4),
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         dir.path(),
     );
     let out = dir.path().join("tidy");
@@ -1898,7 +1892,7 @@ fn ns3_per_flow_tcp_connections_complete_too_and_pay_a_handshake_per_step() {
         let dir = tempfile::tempdir().unwrap();
         emit(
             &trace,
-            &InaSwitchModel::default(),
+            &InaConfig::default(),
             &star(4),
             &EmitOptions {
                 tcp,
@@ -1932,7 +1926,7 @@ fn ns3_runs_are_deterministic_and_parsimon_fct_puts_the_record_id_first() {
         let dir = tempfile::tempdir().unwrap();
         emit(
             &trace,
-            &InaSwitchModel::default(),
+            &InaConfig::default(),
             &star(4),
             &EmitOptions {
                 flavor: Flavor::Parsimon,
@@ -1990,7 +1984,7 @@ fn simai_files_warn_about_link_speeds_simais_stock_config_lacks() {
 
 /// Replays `trace` on `topo` with the routes `ns3 emit` gives the glue (seed 0) and writes
 /// the replayer's outputs (fct.csv, summary.csv, links.csv, switches.csv) into `dir`.
-fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir: &Path) {
+fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaConfig, dir: &Path) {
     use ina3d::replay::{self, ReplayOptions};
     let routing = ina3d::topology::Routing::new(topo, 0).unwrap();
     let opts = ReplayOptions {
@@ -2007,7 +2001,7 @@ fn replay_into(trace: &[FlowRecord], topo: &Topology, ina: &InaSwitchModel, dir:
 fn both_links(
     trace: &[FlowRecord],
     topo: &Topology,
-    ina: &InaSwitchModel,
+    ina: &InaConfig,
 ) -> (tempfile::TempDir, tempfile::TempDir) {
     let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     replay_into(trace, topo, ina, rep.path());
@@ -2020,7 +2014,7 @@ fn both_links(
 fn ns3_forwards_exactly_the_bytes_the_replayer_puts_on_every_channel_for_ina() {
     use ina3d::report::links::{check_links, read_links_csv};
     // INA packets carry the replayer's 48 header bytes: the counts are byte-exact.
-    let ina = InaSwitchModel {
+    let ina = InaConfig {
         slots: 8192,
         window: 256,
         ..ina_params(InaPolicy::BestEffort)
@@ -2050,7 +2044,7 @@ fn ns3_forwards_exactly_the_bytes_the_replayer_puts_on_every_channel_for_ina() {
 fn ns3_link_counts_agree_with_the_replayer_to_the_byte_on_every_channel_of_an_unaltered_ring() {
     use ina3d::report::links::{compare_dirs, LinkOutcome};
     let trace = ring_allreduce(8, 1 << 20, 0);
-    let (rep, ns) = both_links(&trace, &leaf_spine(), &InaSwitchModel::default());
+    let (rep, ns) = both_links(&trace, &leaf_spine(), &InaConfig::default());
     let LinkOutcome::Checked(l) = compare_dirs(rep.path(), ns.path(), None).unwrap() else {
         panic!("both directories have links.csv")
     };
@@ -2071,12 +2065,12 @@ fn under_tcp_link_counts_agree_within_the_header_tolerance_the_run_declares() {
     let trace = ring_allreduce(8, 1 << 20, 0);
     let topo = leaf_spine();
     let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    replay_into(&trace, &topo, &InaSwitchModel::default(), rep.path());
+    replay_into(&trace, &topo, &InaConfig::default(), rep.path());
     let opts = EmitOptions {
         transport: Transport::Tcp,
         ..Default::default()
     };
-    emit(&trace, &InaSwitchModel::default(), &topo, &opts, ns.path()).unwrap();
+    emit(&trace, &InaConfig::default(), &topo, &opts, ns.path()).unwrap();
     let r = run_glue(glue(), ns.path(), |_, _| {}).unwrap();
     assert_eq!(r.stats["net_header_bytes"], 54);
     let LinkOutcome::Checked(l) = compare_dirs(rep.path(), ns.path(), None).unwrap() else {
@@ -2116,11 +2110,11 @@ fn moving_one_pair_to_the_other_spine_makes_compare_name_exactly_the_four_channe
     let trace = ring_allreduce(8, 1 << 20, 0);
     let topo = leaf_spine();
     let rep = tempfile::tempdir().unwrap();
-    replay_into(&trace, &topo, &InaSwitchModel::default(), rep.path());
+    replay_into(&trace, &topo, &InaConfig::default(), rep.path());
     let ns = tempfile::tempdir().unwrap();
     emit(
         &trace,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &topo,
         &EmitOptions::default(),
         ns.path(),
@@ -2212,7 +2206,7 @@ fn with_two_nccl_channels_ns3_forwards_exactly_the_replayers_bytes_on_every_link
         .records;
     assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
     let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ina = InaSwitchModel::default();
+    let ina = InaConfig::default();
     replay_into(&trace, &job.topology, &ina, rep.path());
     run(&trace, &job.topology, &ina, ns.path());
     // the check means something only if some channel 1 leaves its pair's channel-0 path
@@ -2251,7 +2245,7 @@ fn a_nic_serving_seven_queue_pairs_sends_at_its_line_rate_never_faster() {
         .map(|d| rec(d as u64, 0, d, mib, &[], Mode::Net, Class::Dp))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&trace, &star(8), &InaSwitchModel::default(), dir.path());
+    let r = run(&trace, &star(8), &InaConfig::default(), dir.path());
     let wire = 7 * Bytes(mib).with_headers(Bytes(1000), Bytes(48)).0;
     let line = BitsPerSec::gbps(100).transmit_time(Bytes(wire)).0;
     let t = r.summary.iteration_time_ns;
@@ -2324,6 +2318,21 @@ fn an_unknown_transport_in_params_txt_is_refused_naming_file_line_and_key() {
     assert!(
         e.contains(&format!("params.txt:{line}: TRANSPORT")) && e.contains("`quic`"),
         "{e}"
+    );
+    assert!(e.contains("rejected its input"), "exit status 2: {e}");
+}
+
+#[test]
+fn a_params_txt_without_ina_slots_is_refused_the_glue_has_no_default_of_its_own() {
+    let dir = emitted_ring_on_star(4096);
+    let p = dir.path().join("params.txt");
+    set_line(&p, "INA_SLOTS", "");
+    let e = run_glue(glue(), dir.path(), |_, _| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("params.txt: INA_SLOTS missing"),
+        "the glue names the key: {e}"
     );
     assert!(e.contains("rejected its input"), "exit status 2: {e}");
 }
@@ -2459,7 +2468,7 @@ fn incast(bytes: [u64; 2], config: &[(&str, &str)]) -> (tempfile::TempDir, RunRe
     let dir = tempfile::tempdir().unwrap();
     emit(
         &trace,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(3),
         &EmitOptions::default(),
         dir.path(),
@@ -2603,7 +2612,7 @@ fn a_packet_drop_fails_the_run_as_a_broken_lossless_assumption() {
     let dir = tempfile::tempdir().unwrap();
     emit(
         &trace,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         &star(3),
         &EmitOptions::default(),
         dir.path(),
@@ -2657,7 +2666,7 @@ fn a_congested_glue_port_shares_its_rate_in_proportion_to_the_rates_packets_arri
         .map(|h| rec(u64::from(h), h, 3, s, &[], Mode::Net, Class::Pp))
         .collect();
     let d = tempfile::tempdir().unwrap();
-    let rows = run(&trace, &topo, &InaSwitchModel::default(), d.path()).rows;
+    let rows = run(&trace, &topo, &InaConfig::default(), d.path()).rows;
     let fct = |id: u64| rows.iter().find(|r| r.flow_id == id).unwrap().fct_ns as f64;
     // by hand: 1,000-byte payloads with 48 header bytes; at 100 Gb/s, 0.08 ns per byte
     let wire = (s + s.div_ceil(1000) * 48) as f64;
@@ -2710,7 +2719,7 @@ fn on_every_family_ns3_forwards_exactly_the_replayers_bytes_on_every_link_relays
             }
         }
         let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let ina = InaSwitchModel::default();
+        let ina = InaConfig::default();
         replay_into(&trace, &topo, &ina, rep.path());
         // a drop or a missing route fails the run (the helper panics)
         run(&trace, &topo, &ina, ns.path());
@@ -2785,7 +2794,7 @@ fn a_relaying_server_shares_its_link_between_its_own_queue_pair_and_what_it_rela
         rec(1, 8, 15, s, &[], Mode::Net, Class::Dp),
     ];
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&trace, &topo, &InaSwitchModel::default(), dir.path());
+    let r = run(&trace, &topo, &InaConfig::default(), dir.path());
     let bytes = link_bytes(dir.path());
     let shared: u64 = bytes
         .iter()
@@ -2842,7 +2851,7 @@ fn a_swing_all_reduce_on_the_torus_puts_the_same_bytes_on_every_link_in_both_bac
     // both NCCL channels of NCCL's default rule carry the Swing steps
     assert!(trace.iter().any(|r| r.mode == Mode::Net && r.channel == 1));
     let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ina = InaSwitchModel::default();
+    let ina = InaConfig::default();
     replay_into(&trace, &job.topology, &ina, rep.path());
     run(&trace, &job.topology, &ina, ns.path());
     let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));
@@ -2868,7 +2877,7 @@ fn ina_trees_on_general_graphs_put_the_same_bytes_on_every_link_in_both_back_end
                 dp: Some(16),
                 ..Default::default()
             },
-            ina: ina3d::pipeline::InaSpec {
+            ina: ina3d::trace::InaConfig {
                 mode: InaMode::Hierarchical,
                 classes: vec![Class::Dp, Class::Tp, Class::Emb],
                 ..Default::default()
@@ -2889,7 +2898,7 @@ fn ina_trees_on_general_graphs_put_the_same_bytes_on_every_link_in_both_back_end
         let ina_edges = trace.iter().filter(|r| r.mode == Mode::Ina).count();
         assert!(ina_edges >= 2 * 16, "{spec}: {ina_edges} INA edges");
         let (rep, ns) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let model = opts.ina.switch_model();
+        let model = opts.ina.clone();
         replay_into(&trace, &job.topology, &model, rep.path());
         run(&trace, &job.topology, &model, ns.path());
         let (want, got) = (link_bytes(rep.path()), link_bytes(ns.path()));

@@ -522,12 +522,12 @@ fn the_replayer_runs_a_small_moe_trace_and_a_small_cp_trace_with_bytes_conserved
 /// the glue's fct rows and summary carry the trace's network bytes.
 fn glue_conserves_bytes(recs: &[FlowRecord], topo: &Topology, dir: &std::path::Path) {
     use ina3d::ns3::run::{build_glue, glue_binary, glue_source_dir, run_glue};
-    use ina3d::ns3::{emit, EmitOptions, InaSwitchModel};
+    use ina3d::ns3::{emit, EmitOptions, InaConfig};
     let glue = build_glue(&glue_source_dir(), &glue_binary())
         .unwrap_or_else(|e| panic!("ns-3 glue unavailable — this test needs ns-3: {e}"));
     emit(
         recs,
-        &InaSwitchModel::default(),
+        &InaConfig::default(),
         topo,
         &EmitOptions::default(),
         dir,

@@ -45,7 +45,7 @@ fn job(cfg: TrainingConfig, spec: &str, switches: InaSwitches, slots: u32) -> Jo
     let topo = Topology::from_spec(spec).unwrap();
     let mut opts = TraceOptions::default();
     opts.ina.mode = InaMode::Planned;
-    opts.ina.policy = InaPolicy::Planned;
+    opts.ina.policy = Some(InaPolicy::Planned);
     opts.ina.switches = switches;
     opts.ina.slots = slots;
     let wl = schedule::build(&cfg, &opts.schedule).unwrap();
@@ -565,7 +565,7 @@ fn assigned(j: &Job, m: &Model, po: &PlanOptions, a: &[usize]) -> TraceOptions {
 fn ring_options(j: &Job) -> TraceOptions {
     let mut ring = j.opts.clone();
     ring.ina.mode = InaMode::Off;
-    ring.ina.policy = InaPolicy::Static;
+    ring.ina.policy = Some(InaPolicy::Static);
     ring
 }
 
@@ -620,7 +620,7 @@ fn a_replayed_plan_beats_the_ring_and_every_fixed_ina_policy_on_the_same_slots_w
             ] {
                 let mut o = j.opts.clone();
                 o.ina.mode = mode;
-                o.ina.policy = policy;
+                o.ina.policy = Some(policy);
                 o.ina.classes = classes.clone();
                 let tf = replayed(&j, &o);
                 fixed.insert(format!("{mode}/{policy}/{classes:?}"), tf);

@@ -30,7 +30,7 @@ impl Job {
     fn new(cfg: TrainingConfig, topo: Topology, switches: InaSwitches, slots: u32) -> Job {
         let mut opts = TraceOptions::default();
         opts.ina.mode = InaMode::Planned;
-        opts.ina.policy = InaPolicy::Planned;
+        opts.ina.policy = Some(InaPolicy::Planned);
         opts.ina.switches = switches;
         opts.ina.slots = slots;
         let wl = schedule::build(&cfg, &opts.schedule).unwrap();

@@ -2,7 +2,7 @@
 
 use ina3d::record::{AggDir, AggGroup, AggTag, Class, FlowRecord, Mode};
 use ina3d::replay::{
-    simulate, InaPolicy, InaSwitchModel, PathSource, RateModel, ReplayError, ReplayOptions,
+    simulate, InaConfig, InaPolicy, PathSource, RateModel, ReplayError, ReplayOptions,
 };
 use ina3d::topology::{Channel, Link, LinkKind, NodeKind, Routing, Topology};
 use ina3d::units::{BitsPerSec, Bytes, FlowId, LinkId, Nanos, NodeId};
@@ -94,7 +94,7 @@ fn ideal() -> ReplayOptions {
 /// Options whose INA window never limits these small trees (SwitchML's 1,024 B slots).
 fn wide_window() -> ReplayOptions {
     ReplayOptions {
-        ina: InaSwitchModel {
+        ina: InaConfig {
             payload: Bytes(1024),
             window: 256,
             ..Default::default()
@@ -337,14 +337,13 @@ fn ina_allreduce(
 
 fn ina_opts(slots: u32, window: u32, policy: InaPolicy) -> ReplayOptions {
     ReplayOptions {
-        ina: InaSwitchModel {
+        ina: InaConfig {
             slots,
             payload: Bytes(1000),
             window,
-            policy,
+            policy: Some(policy),
             classes: vec![Class::Tp, Class::Dp],
-            reservations: vec![],
-            tenants: vec![],
+            ..InaConfig::default()
         },
         ..ideal()
     }
@@ -1181,7 +1180,7 @@ fn the_trace_header_sets_the_ina_configuration_and_bad_values_name_their_key() {
         "host transfers keep the network packet payload; only INA streams use the slot payload"
     );
     assert_eq!(o.ina.window, 64);
-    assert_eq!(o.ina.policy, InaPolicy::Static);
+    assert_eq!(o.ina.policy(), InaPolicy::Static);
     assert_eq!(o.ina.classes, vec![Class::Tp, Class::Dp]);
     h.set("ina_policy", "lottery");
     let e = ReplayOptions::from_header(&h).unwrap_err().to_string();
@@ -1383,7 +1382,7 @@ fn the_glues_routes_txt_gives_every_record_the_path_the_replayer_took_on_its_cha
     };
     let report = ina3d::ns3::emit(
         &recs,
-        &ina3d::ns3::InaSwitchModel::default(),
+        &ina3d::ns3::InaConfig::default(),
         &topo,
         &opts,
         dir.path(),

@@ -4,16 +4,17 @@
 
 use ina3d::lower::Algorithm;
 use ina3d::pipeline::{
-    generate_trace, replay_file, replay_job, replay_records, replay_table, InaSpec, Job, JobSpec,
+    generate_trace, replay_file, replay_job, replay_records, replay_table, Job, JobSpec,
     ParallelSizes,
 };
 use ina3d::replay::{RateModel, RecordTable, ReplayResult};
+use ina3d::trace::InaConfig;
 
 fn tiny(ina: &str) -> JobSpec {
     JobSpec {
         input: concat!(env!("CARGO_MANIFEST_DIR"), "/traces/example/tiny.toml").into(),
         topology: "fat-tree:k=4,gpus-per-server=2".into(),
-        ina: InaSpec {
+        ina: InaConfig {
             mode: ina.parse().unwrap(),
             ..Default::default()
         },

@@ -165,6 +165,11 @@ Ina3dHelper::ReadParams(const std::string& path, GlueParams& p, std::string& err
             p.queuePackets = v;
         // unknown keys are ignored so newer emitters stay readable
     }
+    if (!p.inaSlots)
+    {
+        err = path + ": INA_SLOTS missing (aggregator slots per switch; `ina3d ns3 emit` writes it)";
+        return false;
+    }
     return true;
 }
 
@@ -739,7 +744,7 @@ Ina3dHelper::InstallApplications()
         else if (aggregates[n])
         {
             Ptr<InaSwitchApplication> app = CreateObject<InaSwitchApplication>();
-            app->SetAttribute("Slots", UintegerValue(dag.params.inaSlots));
+            app->SetAttribute("Slots", UintegerValue(*dag.params.inaSlots));
             app->TraceConnectWithoutContext("SlotsInUse",
                                             MakeBoundCallback(&Dag::RecordSlots, n));
             m_nodes.Get(n)->AddApplication(app);

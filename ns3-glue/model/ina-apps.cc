@@ -734,10 +734,11 @@ InaSwitchApplication::GetTypeId()
             .SetGroupName("Applications")
             .AddConstructor<InaSwitchApplication>()
             .AddAttribute("Slots",
-                          "Aggregator slots in this switch's pool.",
-                          UintegerValue(8192),
+                          "Aggregator slots in this switch's pool (INA_SLOTS of params.txt; "
+                          "0 until set, and a switch refuses to start without it).",
+                          UintegerValue(0),
                           MakeUintegerAccessor(&InaSwitchApplication::m_slots),
-                          MakeUintegerChecker<uint32_t>(1))
+                          MakeUintegerChecker<uint32_t>())
             .AddTraceSource("SlotsInUse",
                             "Aggregator slots held by streams at this switch.",
                             MakeTraceSourceAccessor(&InaSwitchApplication::m_inUse),
@@ -752,6 +753,7 @@ void
 InaSwitchApplication::StartApplication()
 {
     m_node = GetNode()->GetId();
+    NS_ABORT_MSG_IF(m_slots == 0, "INA switch " << m_node << ": no slot pool set (INA_SLOTS)");
     m_udp = Socket::CreateSocket(GetNode(), UdpSocketFactory::GetTypeId());
     m_udp->Bind(InetSocketAddress(Ipv4Address::GetAny(), INA_PORT));
     m_udp->SetRecvCallback(MakeCallback(&InaSwitchApplication::HandleUdp, this));

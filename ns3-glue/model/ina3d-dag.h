@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -118,7 +119,9 @@ struct AggInfo
 /** Run parameters (params.txt). */
 struct GlueParams
 {
-    uint32_t inaSlots = 8192;
+    /** INA_SLOTS: aggregator slots per switch. No default here: ina3d writes the one
+     *  default into params.txt, and ReadParams refuses a file without the key. */
+    std::optional<uint32_t> inaSlots;
     uint32_t inaPayload = 1024;
     uint32_t inaWindow = 256;
     std::string inaPolicy = "best-effort";

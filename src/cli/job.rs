@@ -3,10 +3,10 @@
 //! [`JobSpec`].
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use ina3d::pipeline::{InaSpec, JobSpec, ParallelSizes, MEGATRON_FLAGS};
+use ina3d::pipeline::{JobSpec, ParallelSizes, MEGATRON_FLAGS};
 use ina3d::schedule::{ComputeModel, WarmupRule};
 use ina3d::topology::RoutingMode;
-use ina3d::trace::{Algorithm, InaMode, InaPolicy, InaSwitches};
+use ina3d::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, DEFAULT_INA_SLOTS};
 
 /// Megatron-named overrides (`--num-layers 40`, `--sequence-parallel`, …), in table order.
 #[derive(Clone, Debug, Default)]
@@ -220,7 +220,7 @@ pub struct JobArgs {
     #[arg(long, default_value = "all")]
     pub ina_switches: String,
     /// Aggregator slots per switch.
-    #[arg(long, default_value_t = 8192, value_name = "N")]
+    #[arg(long, default_value_t = DEFAULT_INA_SLOTS, value_name = "N")]
     pub ina_slots: u32,
     /// Payload bytes per slot (one packet).
     #[arg(long, default_value_t = 256)]
@@ -305,7 +305,7 @@ impl JobArgs {
             input: input.to_string(),
             topology: topology.to_string(),
             collective: self.collective,
-            ina: InaSpec {
+            ina: InaConfig {
                 mode: ina,
                 switches: self
                     .ina_switches
@@ -313,10 +313,11 @@ impl JobArgs {
                     .map_err(anyhow::Error::msg)
                     .context("--ina-switches")?,
                 slots: self.ina_slots,
-                payload: self.ina_payload,
+                payload: ina3d::units::Bytes(self.ina_payload),
                 window: self.ina_window,
                 policy: self.ina_policy,
                 classes,
+                ..InaConfig::default()
             },
             seed,
             routing: self.routing.unwrap_or_default(),

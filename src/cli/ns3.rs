@@ -139,7 +139,7 @@ pub fn run(c: Command) -> Result<()> {
                 ina.window = v;
             }
             if let Some(v) = a.policy {
-                ina.policy = v;
+                ina.policy = Some(v);
             }
             let opts = EmitOptions {
                 flavor: a.flavor,

@@ -207,8 +207,7 @@ fn verify(
     };
     let planned = trace::planned::lowering_options(opts, p);
     let mut host = opts.clone();
-    host.ina.mode = InaMode::Off;
-    host.ina.policy = trace::InaPolicy::Static;
+    host.ina.set_mode(InaMode::Off);
     let t = replayed(&planned, "the plan").context("replaying the plan")?;
     let h = replayed(&host, "the all-host trace").context("replaying the all-host trace")?;
     Ok(Verification {

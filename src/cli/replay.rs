@@ -114,7 +114,7 @@ fn untouched_job_spec() -> ina3d::pipeline::JobSpec {
     ina3d::pipeline::JobSpec {
         input: String::new(),
         topology: String::new(),
-        ina: ina3d::pipeline::InaSpec {
+        ina: ina3d::trace::InaConfig {
             mode: InaMode::Off,
             classes: Vec::new(),
             ..Default::default()

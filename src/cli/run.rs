@@ -4,10 +4,9 @@
 
 use super::job::JobArgs;
 use ina3d::pipeline::{
-    parse_policies, parse_seeds, InaSpec, Ns3Choice, Reporter, RunSpec, DEFAULT_INPUT,
-    DEFAULT_TOPOLOGY,
+    parse_policies, parse_seeds, Ns3Choice, Reporter, RunSpec, DEFAULT_INPUT, DEFAULT_TOPOLOGY,
 };
-use ina3d::trace::InaMode;
+use ina3d::trace::{InaConfig, InaMode};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
@@ -104,7 +103,7 @@ impl Args {
                 &self.input,
                 &self.topology,
                 self.ina,
-                InaSpec::default().classes,
+                InaConfig::default().classes,
                 0,
             )?,
             policies: parse_policies(&self.policies)

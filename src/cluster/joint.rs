@@ -30,7 +30,7 @@ use super::spec::Objective;
 use crate::formats::plan_json::PlanFile;
 use crate::pipeline::{make_plan, Job, PipelineError};
 use crate::plan::PlanOptions;
-use crate::trace::{InaMode, InaPolicy, TraceOptions};
+use crate::trace::{InaMode, TraceOptions};
 use crate::units::NodeId;
 use std::collections::BTreeMap;
 
@@ -86,8 +86,7 @@ pub fn candidates(
             continue;
         }
         let mut o = base.clone();
-        o.ina.mode = InaMode::Planned;
-        o.ina.policy = InaPolicy::Planned;
+        o.ina.set_mode(InaMode::Planned);
         o.ina.slots = level;
         let mut lpo = po.clone();
         lpo.settings.slots = level;

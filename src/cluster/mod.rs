@@ -398,15 +398,14 @@ impl Runner<'_> {
             ClusterPolicy::Ring => o.ina.mode = InaMode::Off,
             ClusterPolicy::Split => {
                 o.ina.mode = s.ina;
-                o.ina.policy = InaPolicy::Static;
+                // a static split of every pool, whatever the mode's own policy
+                o.ina.policy = Some(InaPolicy::Static);
             }
             ClusterPolicy::Atp => {
-                o.ina.mode = InaMode::Atp;
-                o.ina.policy = InaPolicy::BestEffort;
+                o.ina.set_mode(InaMode::Atp);
             }
             ClusterPolicy::Plan | ClusterPolicy::PlanFair => {
-                o.ina.mode = InaMode::Planned;
-                o.ina.policy = InaPolicy::Planned;
+                o.ina.set_mode(InaMode::Planned);
             }
         }
         Ok(o)

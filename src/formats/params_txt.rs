@@ -6,7 +6,7 @@
 //! [`Transport`] and [`TcpConnections`], the file's own vocabulary.
 
 use super::FormatError;
-use crate::collective::InaSwitchModel;
+use crate::collective::InaConfig;
 use crate::keyword::keyword_enum;
 use crate::units::Bytes;
 use std::path::Path;
@@ -44,7 +44,7 @@ keyword_enum!(Transport, "transport", Transport::Roce => "roce", Transport::Tcp 
 pub struct Params {
     /// The INA switch model (`INA_SLOTS`, `INA_PAYLOAD`, `INA_WINDOW`, `INA_POLICY`,
     /// `INA_CLASSES`; planned reservations travel in `reservations.txt`).
-    pub ina: InaSwitchModel,
+    pub ina: InaConfig,
     /// `TRANSPORT`.
     pub transport: Transport,
     /// `MTU`, bytes.
@@ -75,7 +75,7 @@ pub fn to_string(p: &Params) -> String {
         ina.slots,
         ina.payload.0,
         ina.window,
-        ina.policy.as_str(),
+        ina.policy().as_str(),
         ina.classes
             .iter()
             .map(|c| c.as_str())
@@ -102,7 +102,7 @@ pub const MAX_INA_PAYLOAD: u64 = 8192;
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReadBack {
     /// The INA switch model.
-    pub ina: InaSwitchModel,
+    pub ina: InaConfig,
     /// `SEED`, when given.
     pub seed: Option<u64>,
 }
@@ -110,7 +110,7 @@ pub struct ReadBack {
 /// Reads `text` (the contents of `path`). Keys a re-emit does not need are skipped; a
 /// malformed value of a key it reads is an error naming `path:line` and the key.
 pub fn parse(path: &Path, text: &str) -> Result<ReadBack, FormatError> {
-    let mut ina = InaSwitchModel::default();
+    let mut ina = InaConfig::default();
     let mut seed = None;
     for (i, l) in text.lines().enumerate() {
         let mut it = l.split_whitespace();
@@ -146,7 +146,7 @@ pub fn parse(path: &Path, text: &str) -> Result<ReadBack, FormatError> {
                 ina.payload = Bytes(n)
             }
             "INA_WINDOW" => ina.window = positive(small(v)?)?,
-            "INA_POLICY" => ina.policy = v.parse().map_err(bad)?,
+            "INA_POLICY" => ina.policy = Some(v.parse().map_err(bad)?),
             "INA_CLASSES" => {
                 ina.classes = v
                     .split(',')
@@ -170,13 +170,13 @@ mod tests {
     #[test]
     fn what_a_re_emit_needs_round_trips_and_a_bad_value_names_line_and_key() {
         let p = Params {
-            ina: InaSwitchModel {
+            ina: InaConfig {
                 slots: 512,
                 payload: Bytes(1024),
                 window: 64,
-                policy: InaPolicy::Priority,
+                policy: Some(InaPolicy::Priority),
                 classes: vec![Class::Dp, Class::Tp],
-                ..InaSwitchModel::default()
+                ..InaConfig::default()
             },
             transport: Transport::Tcp,
             mtu: 1500,

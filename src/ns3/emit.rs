@@ -23,7 +23,7 @@
 //! config.txt points it at `trace_nodes.txt`.)
 
 use super::routes::{glue_pairs, PairRoutes};
-use super::{InaSwitchModel, Ns3Error};
+use super::{InaConfig, Ns3Error};
 use crate::fct::FctRow;
 use crate::formats::flow_txt::{self, FlowLine, MAX_FLOW_BYTES};
 use crate::formats::{glue_trace_txt, params_txt, topology_txt, write_atomic_bytes};
@@ -459,7 +459,7 @@ pub struct GlueTransport {
 
 /// `params.txt` text for the glue.
 pub fn params_text(
-    ina: &InaSwitchModel,
+    ina: &InaConfig,
     t: &GlueTransport,
     flavor: Flavor,
     seed: u64,
@@ -483,7 +483,7 @@ pub fn params_text(
 
 /// Read back what [`params_text`] wrote that a re-emit needs: the INA switch model and the
 /// route seed (`None` when the file has no `SEED` line), through the format's one reader.
-pub fn read_params(path: &Path, text: &str) -> Result<(InaSwitchModel, Option<u64>), Ns3Error> {
+pub fn read_params(path: &Path, text: &str) -> Result<(InaConfig, Option<u64>), Ns3Error> {
     let r = params_txt::parse(path, text)?;
     Ok((r.ina, r.seed))
 }
@@ -521,14 +521,14 @@ fn aggregation_keys(records: &[FlowRecord], topo: &Topology) -> BTreeMap<u64, Ag
 
 /// `reservations.txt` for the glue under the `planned` slot policy: one `agg_id switch
 /// slots` line per aggregating switch of every aggregation, the slots its group reserves
-/// there ([`InaSwitchModel::reservation`], the same lookup the replayer makes). `None`
+/// there ([`InaConfig::reservation`], the same lookup the replayer makes). `None`
 /// for other policies; an error naming the aggregation when a switch has no reservation.
 pub fn reservations_text(
     records: &[FlowRecord],
-    ina: &InaSwitchModel,
+    ina: &InaConfig,
     topo: &Topology,
 ) -> Result<Option<String>, Ns3Error> {
-    if ina.policy != crate::trace::InaPolicy::Planned {
+    if ina.policy() != crate::trace::InaPolicy::Planned {
         return Ok(None);
     }
     let mut out = Vec::new();
@@ -614,14 +614,14 @@ pub fn reservations_from_lines(
 /// its meta file, assemble every file's text, write them atomically.
 pub fn emit(
     records: &[FlowRecord],
-    ina: &InaSwitchModel,
+    ina: &InaConfig,
     topo: &Topology,
     opts: &EmitOptions,
     dir: &Path,
 ) -> Result<EmitReport, Ns3Error> {
     validate(records, topo)?;
     check_ina(ina)?;
-    let pairs = glue_pairs(records, topo, ina.policy);
+    let pairs = glue_pairs(records, topo, ina.policy());
     let routes = PairRoutes::new(topo, opts.seed, opts.routing, &pairs)?;
     let standalone = standalone_times(records, topo, &routes)?;
     let (sched, makespan) = contention_free_schedule(records, &standalone)?;
@@ -683,7 +683,7 @@ pub fn emit(
 }
 
 /// The INA model the glue can run: one-packet payloads, at least one slot, window and class.
-fn check_ina(ina: &InaSwitchModel) -> Result<(), Ns3Error> {
+fn check_ina(ina: &InaConfig) -> Result<(), Ns3Error> {
     if ina.payload.0 == 0
         || ina.payload.0 > crate::formats::params_txt::MAX_INA_PAYLOAD
         || ina.slots == 0

@@ -49,7 +49,7 @@ use std::path::PathBuf;
 /// the replayer: both grant an aggregation's slots for its whole tree at once, and a
 /// best-effort aggregation refused them runs a host ring among its workers in both (see
 /// `ns3-glue/README.md`).
-pub use crate::trace::{InaPolicy, InaSwitchModel};
+pub use crate::trace::{InaConfig, InaPolicy};
 
 /// The INA model of a trace header, as an ns-3 back-end error when malformed.
 ///
@@ -58,10 +58,10 @@ pub use crate::trace::{InaPolicy, InaSwitchModel};
 /// rather than run as one job's class split (a trace with INA off, header `ina = off`,
 /// has nothing to split). Under the other policies the jobs only label the aggregations,
 /// and the glue runs the trace as it is.
-pub fn ina_model(h: &crate::trace::TraceHeader) -> Result<InaSwitchModel, Ns3Error> {
-    let m = InaSwitchModel::from_header(h).map_err(|e| Ns3Error::BadTrace(e.to_string()))?;
+pub fn ina_model(h: &crate::trace::TraceHeader) -> Result<InaConfig, Ns3Error> {
+    let m = InaConfig::from_header(h).map_err(|e| Ns3Error::BadTrace(e.to_string()))?;
     let aggregates = h.get("ina").is_none_or(|v| v.trim() != "off");
-    if m.tenants.len() > 1 && m.policy == crate::trace::InaPolicy::Static && aggregates {
+    if m.tenants.len() > 1 && m.policy() == crate::trace::InaPolicy::Static && aggregates {
         return Err(Ns3Error::BadTrace(format!(
             "`{}`: per-job slot pools (the static policy split among {} jobs) are not modelled by the ns-3 glue; replay this trace, or use the best-effort or planned policy",
             crate::trace::INA_TENANTS_KEY,
@@ -183,12 +183,12 @@ mod tests {
         let p = super::ina_model(&h).unwrap();
         assert_eq!(
             p,
-            InaSwitchModel {
+            InaConfig {
                 slots: 512,
                 payload: Bytes(256),
                 window: 64,
-                policy: InaPolicy::BestEffort,
-                ..InaSwitchModel::default()
+                policy: Some(InaPolicy::BestEffort),
+                ..InaConfig::default()
             }
         );
         h.set("ina_classes", "dp,tp");
@@ -203,7 +203,7 @@ mod tests {
             .contains("ina_window"));
         assert_eq!(
             super::ina_model(&crate::trace::TraceHeader::new()).unwrap(),
-            InaSwitchModel::default()
+            InaConfig::default()
         );
     }
 }

@@ -3,14 +3,13 @@
 
 use super::PipelineError;
 use crate::megatron::{self, TrainingConfig};
-use crate::record::Class;
 use crate::schedule::{
     self, ComputeModel, Efficiency, EngineCost, Gpu, MoeRouting, ScheduleOptions, WarmupRule,
     Workload,
 };
 use crate::topology::Topology;
-use crate::trace::{Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, TraceOptions};
-use crate::units::{Bytes, Nanos};
+use crate::trace::{Algorithm, InaConfig, TraceOptions};
+use crate::units::Nanos;
 
 /// The input used when none is given: the bundled example log (16 GPUs, TP2·PP2·DP4).
 pub const DEFAULT_INPUT: &str = "traces/example/megatron.log";
@@ -71,73 +70,6 @@ pub const MEGATRON_FLAGS: &[(&str, bool)] = &[
     ("position-embedding-type", false),
 ];
 
-/// The INA options as given; the slot policy's default depends on the mode
-/// ([`InaSpec::config`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct InaSpec {
-    /// INA algorithm (`off` for none).
-    pub mode: InaMode,
-    /// Switches that can aggregate.
-    pub switches: InaSwitches,
-    /// Aggregator slots per switch.
-    pub slots: u32,
-    /// Payload bytes per slot (one packet).
-    pub payload: u64,
-    /// Outstanding packets per worker.
-    pub window: u32,
-    /// Slot policy; `None`: best-effort for `atp`, else static.
-    pub policy: Option<InaPolicy>,
-    /// Traffic classes allowed to aggregate, in priority order.
-    pub classes: Vec<Class>,
-}
-
-impl Default for InaSpec {
-    /// The defaults of `ina3d trace` (INA off).
-    fn default() -> Self {
-        let c = InaConfig::default();
-        InaSpec {
-            mode: c.mode,
-            switches: c.switches,
-            slots: c.slots,
-            payload: c.payload.0,
-            window: c.window,
-            policy: None,
-            classes: c.classes,
-        }
-    }
-}
-
-impl InaSpec {
-    /// The INA configuration the generator takes. Errors name the flag at fault.
-    pub fn config(&self) -> Result<InaConfig, PipelineError> {
-        if self.payload == 0 || self.window == 0 || self.slots == 0 {
-            return Err(PipelineError::Option {
-                option: "--ina-slots, --ina-payload, --ina-window".into(),
-                msg: "must be positive".into(),
-            });
-        }
-        if (self.policy == Some(InaPolicy::Planned)) && self.mode != InaMode::Planned {
-            return Err(PipelineError::Option {
-                option: "--ina-policy planned".into(),
-                msg: "the `planned` slot policy comes with a plan (ina3d trace --plan FILE)".into(),
-            });
-        }
-        Ok(InaConfig {
-            mode: self.mode,
-            switches: self.switches.clone(),
-            slots: self.slots,
-            payload: Bytes(self.payload),
-            window: self.window,
-            policy: self.policy.unwrap_or(match self.mode {
-                InaMode::Atp => InaPolicy::BestEffort,
-                InaMode::Planned => InaPolicy::Planned,
-                _ => InaPolicy::Static,
-            }),
-            classes: self.classes.clone(),
-        })
-    }
-}
-
 /// Every option that defines a job and its trace: what `ina3d trace` takes, and what each
 /// policy of `ina3d run` starts from. The command line, a sweep grid and the library all
 /// build this one type.
@@ -179,7 +111,7 @@ pub struct JobSpec {
     /// Host algorithm for collectives that cross the network.
     pub collective: Algorithm,
     /// In-network aggregation.
-    pub ina: InaSpec,
+    pub ina: InaConfig,
     /// ECMP / tie-break seed.
     pub seed: u64,
     /// How equal-cost paths are chosen (`--routing`).
@@ -213,7 +145,7 @@ impl Default for JobSpec {
             moe_routing: t.schedule.moe_routing,
             warmup_rule: t.schedule.warmup_rule,
             collective: t.collective,
-            ina: InaSpec::default(),
+            ina: InaConfig::default(),
             seed: t.seed,
             routing: t.routing,
             iterations: t.iterations,
@@ -303,7 +235,16 @@ impl JobSpec {
 
     /// The generator's options. Errors name the flag at fault.
     pub fn trace_options(&self) -> Result<TraceOptions, PipelineError> {
-        let ina = self.ina.config()?;
+        self.ina
+            .check()
+            .map_err(|(option, msg)| PipelineError::Option {
+                option: option.into(),
+                msg,
+            })?;
+        let ina = InaConfig {
+            policy: Some(self.ina.policy()),
+            ..self.ina.clone()
+        };
         let gpu = Gpu::preset(&self.gpu).ok_or_else(|| PipelineError::Option {
             option: format!("--gpu `{}`", self.gpu),
             msg: format!("expected {} or NAME:TFLOPS[:HBM_GBPS]", Gpu::NAMES),

@@ -26,8 +26,8 @@ pub use bench::{
     BENCH_HEADER_FILE,
 };
 pub use job::{
-    env_pairs, override_pairs, InaSpec, Job, JobSpec, ParallelSizes, DEFAULT_INPUT,
-    DEFAULT_TOPOLOGY, MEGATRON_FLAGS,
+    env_pairs, override_pairs, Job, JobSpec, ParallelSizes, DEFAULT_INPUT, DEFAULT_TOPOLOGY,
+    MEGATRON_FLAGS,
 };
 pub use policy::{parse_policies, Policy, PolicyContext, DEFAULT_POLICIES};
 pub use run::{run, RunOutcome};

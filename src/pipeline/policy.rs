@@ -96,14 +96,16 @@ impl Policy {
             Policy::PlanExact => return self.planned(ctx, SolverKind::Ilp, None),
             Policy::Sharp => return self.planned(ctx, SolverKind::Heuristic, Some(1)),
             Policy::Atp => {
-                o.ina.mode = InaMode::Atp;
-                o.ina.policy = InaPolicy::BestEffort;
+                o.ina.set_mode(InaMode::Atp);
                 return Ok(o);
             }
             Policy::Rina => {
-                o.ina.mode = InaMode::Rina;
-                if o.ina.policy == InaPolicy::Planned {
-                    o.ina.policy = InaPolicy::Static;
+                // Rina keeps the run's slot policy, but a plan's reservations need a plan:
+                // then Rina's own
+                if o.ina.policy() == InaPolicy::Planned {
+                    o.ina.set_mode(InaMode::Rina);
+                } else {
+                    o.ina.mode = InaMode::Rina;
                 }
                 return Ok(o);
             }
@@ -133,8 +135,7 @@ impl Policy {
         quota: Option<u32>,
     ) -> Result<TraceOptions, PipelineError> {
         let mut o = ctx.base.clone();
-        o.ina.mode = InaMode::Planned;
-        o.ina.policy = InaPolicy::Planned;
+        o.ina.set_mode(InaMode::Planned);
         let d = PlanOptions::default();
         let po = PlanOptions {
             settings: crate::plan::model::Settings {

@@ -335,7 +335,7 @@ impl Runner<'_> {
     fn ns3(
         &mut self,
         records: &[crate::record::FlowRecord],
-        model: &ns3::InaSwitchModel,
+        model: &ns3::InaConfig,
         seed: u64,
         dir: &Path,
         name: &str,

@@ -7,9 +7,10 @@
 //! its field and one row to [`RUN_OPTIONS`]; the flag of the same name goes on `ina3d run`
 //! (a test checks the two lists agree).
 
-use super::job::{InaSpec, JobSpec, MEGATRON_FLAGS};
+use super::job::{JobSpec, MEGATRON_FLAGS};
 use super::policy::{parse_policies, Policy, DEFAULT_POLICIES};
 use super::PipelineError;
+use crate::collective::InaConfig;
 use crate::keyword::keyword_enum;
 use crate::megatron::{Loc, Source, TrainingConfig};
 use crate::ns3::{TcpConnections, Transport};
@@ -69,9 +70,9 @@ impl Default for RunSpec {
     fn default() -> Self {
         RunSpec {
             job: JobSpec {
-                ina: InaSpec {
+                ina: InaConfig {
                     mode: InaMode::Hierarchical,
-                    ..InaSpec::default()
+                    ..InaConfig::default()
                 },
                 ..JobSpec::default()
             },
@@ -410,7 +411,7 @@ pub const RUN_OPTIONS: &[RunOption] = &[
     RunOption {
         name: "ina-payload",
         help: "payload bytes per slot (one packet)",
-        set: |s, v| positive(&mut s.job.ina.payload, v),
+        set: |s, v| positive(&mut s.job.ina.payload.0, v),
         get: |s| s.job.ina.payload.to_string(),
     },
     RunOption {

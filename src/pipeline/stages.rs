@@ -4,7 +4,7 @@
 
 use super::{GeneratedTrace, Job, PipelineError};
 use crate::formats::write_atomic;
-use crate::ns3::{self, EmitOptions, EmitReport, InaSwitchModel};
+use crate::ns3::{self, EmitOptions, EmitReport, InaConfig};
 use crate::record::FlowRecord;
 use crate::replay::budget::{self, MemoryBudget};
 use crate::replay::timeline::{Timeline, TimelineOptions, TimelineSampler};
@@ -799,7 +799,7 @@ pub struct Ns3Input {
     /// The records.
     pub records: Vec<FlowRecord>,
     /// The INA switch model (trace header, or `params.txt`).
-    pub ina: InaSwitchModel,
+    pub ina: InaConfig,
     /// The topology the trace names (a `trace.txt` names none).
     pub topology: Option<String>,
     /// The ECMP seed the trace names.
@@ -819,7 +819,7 @@ impl Ns3Input {
     /// `trace.txt`'s planned reservations restored from its `reservations.txt` (the model
     /// keys them by switch, class, group and first member, which needs the topology to
     /// tell hosts from switches).
-    pub fn ina_on(&self, topo: &Topology) -> Result<InaSwitchModel, PipelineError> {
+    pub fn ina_on(&self, topo: &Topology) -> Result<InaConfig, PipelineError> {
         let mut ina = self.ina.clone();
         if let Some((path, lines)) = &self.reservations {
             ina.reservations = ns3::emit::reservations_from_lines(&self.records, topo, path, lines)
@@ -846,9 +846,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
                     .map_err(|e| PipelineError::Ns3(Box::new(e)))?,
                 // no params.txt: the defaults (the doc above); one that cannot be read
                 // (a directory, no permission, not UTF-8) is an error, not the defaults
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    (InaSwitchModel::default(), None)
-                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => (InaConfig::default(), None),
                 Err(source) => {
                     return Err(PipelineError::Io {
                         path: params,
@@ -858,7 +856,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
             };
             let (records, _) = crate::formats::glue_trace_txt::parse(path, &text)
                 .map_err(|e| PipelineError::Ns3(Box::new(e.into())))?;
-            let reservations = if ina.policy == trace::InaPolicy::Planned {
+            let reservations = if ina.policy() == trace::InaPolicy::Planned {
                 let rp = path.with_file_name("reservations.txt");
                 let text = std::fs::read_to_string(&rp).map_err(|source| PipelineError::Io {
                     path: rp.clone(),
@@ -904,7 +902,7 @@ pub fn load_ns3_input(path: &Path) -> Result<Ns3Input, PipelineError> {
 /// name) beside them, so the ns-3 summary names the same trace as the replayer's.
 pub fn emit_ns3(
     records: &[FlowRecord],
-    ina: &InaSwitchModel,
+    ina: &InaConfig,
     topo: &Topology,
     opts: &EmitOptions,
     out: &Path,

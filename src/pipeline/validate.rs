@@ -10,8 +10,9 @@
 
 use super::{
     emit_ns3, generate_bench_trace, generate_trace, glue, replay_records, run_ns3, write_bench,
-    InaSpec, Job, JobSpec, ParallelSizes, PipelineError,
+    Job, JobSpec, ParallelSizes, PipelineError,
 };
+use crate::collective::{InaConfig, DEFAULT_INA_SLOTS};
 use crate::fct::stats::{class_errors, rel_error, ErrorStats};
 use crate::fct::Summary;
 use crate::formats::validate_csv::{self, ValidateRow};
@@ -93,13 +94,13 @@ fn with(mut s: JobSpec, f: impl FnOnce(&mut JobSpec)) -> JobSpec {
     s
 }
 
-fn ina(mode: InaMode, slots: u32, policy: Option<InaPolicy>) -> InaSpec {
-    InaSpec {
+fn ina(mode: InaMode, slots: u32, policy: Option<InaPolicy>) -> InaConfig {
+    InaConfig {
         mode,
         slots,
         policy,
         classes: vec![Class::Dp, Class::Tp, Class::Emb],
-        ..InaSpec::default()
+        ..InaConfig::default()
     }
 }
 
@@ -189,7 +190,7 @@ pub fn cases() -> Vec<Case> {
             "INA hierarchical tree, enough slots",
             with(
                 model("fat-tree:k=8,gpus-per-server=8", 8, 2, 8, 4, 4),
-                |s| s.ina = ina(InaMode::Hierarchical, 8192, None),
+                |s| s.ina = ina(InaMode::Hierarchical, DEFAULT_INA_SLOTS, None),
             ),
             None,
         ),
@@ -236,7 +237,7 @@ pub fn cases() -> Vec<Case> {
             "bench-ina-ar-16",
             "all-reduce curve, INA hierarchical, 2:1",
             with(model(&ls2_16, 1, 1, 16, 4, 1), |s| {
-                s.ina = ina(InaMode::Hierarchical, 8192, None)
+                s.ina = ina(InaMode::Hierarchical, DEFAULT_INA_SLOTS, None)
             }),
             bench(CollKind::AllReduce, BenchGroup::All, &sizes),
         ),
@@ -304,10 +305,10 @@ pub fn cases() -> Vec<Case> {
             "ina-ls4-hosts-32",
             "INA hierarchical DP sharing 4:1 uplinks with PP and embedding host rings",
             with(tiny(&ls4_32, 1, 2, 16, 4), |s| {
-                s.ina = InaSpec {
+                s.ina = InaConfig {
                     mode: InaMode::Hierarchical,
                     classes: vec![Class::Dp],
-                    ..InaSpec::default()
+                    ..InaConfig::default()
                 }
             }),
             None,
@@ -374,7 +375,7 @@ pub fn cases() -> Vec<Case> {
                     4,
                     4,
                 ),
-                |s| s.ina = ina(InaMode::Hierarchical, 8192, None),
+                |s| s.ina = ina(InaMode::Hierarchical, DEFAULT_INA_SLOTS, None),
             ),
             None,
         ),
@@ -390,7 +391,7 @@ pub fn cases() -> Vec<Case> {
             "torus-ina-16",
             "4×4 torus, INA in the routers, DP + PP",
             with(model("torus:dims=4x4", 1, 2, 8, 4, 4), |s| {
-                s.ina = ina(InaMode::Hierarchical, 8192, None)
+                s.ina = ina(InaMode::Hierarchical, DEFAULT_INA_SLOTS, None)
             }),
             None,
         ),

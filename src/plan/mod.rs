@@ -83,7 +83,7 @@ impl Default for PlanOptions {
     fn default() -> Self {
         PlanOptions {
             settings: Settings {
-                slots: 8192,
+                slots: crate::collective::DEFAULT_INA_SLOTS,
                 quota: None,
                 levels: vec![1.0, 0.5, 0.25],
                 classes: vec![

@@ -209,10 +209,7 @@ impl Net<'_> {
                     return Ok(0.0);
                 }
                 let mut rec = Recorder::new(self.topo);
-                let server = self.topo.server_of(g[0]);
-                if self.topo.nvlink_rate.is_some()
-                    && g.iter().all(|r| self.topo.server_of(*r) == server)
-                {
+                if self.topo.one_nvlink_domain(g) {
                     lw.nvlink(&mut rec, kind, b, g, 0).map_err(err)?;
                 } else {
                     lw.host(&mut rec, self.host, kind, b, g, 0).map_err(err)?;

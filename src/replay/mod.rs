@@ -140,6 +140,6 @@ pub use table::RecordTable;
 /// free, ATP-style; `priority` is best-effort that waits instead, freed slots going to
 /// waiting aggregations by class in `ina_classes` order, then arrival, then id (each
 /// waiting aggregation whose slots are free is served, in that order); `planned` draws
-/// from its group's reservation (the trace header's, `InaSwitchModel::reservation`):
+/// from its group's reservation (the trace header's, `InaConfig::reservation`):
 /// `w = min(window, packets, reservation)`, waiting while a switch's pool cannot hold it.
-pub use crate::trace::{InaPolicy, InaSwitchModel};
+pub use crate::trace::{InaConfig, InaPolicy};

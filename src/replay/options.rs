@@ -2,7 +2,7 @@
 
 use super::error::ReplayError;
 use super::rates::RateModel;
-use crate::trace::InaSwitchModel;
+use crate::trace::InaConfig;
 use crate::units::Bytes;
 
 /// Options of one replay.
@@ -13,7 +13,7 @@ pub struct ReplayOptions {
     /// Header bytes per packet.
     pub header: Bytes,
     /// INA switches.
-    pub ina: InaSwitchModel,
+    pub ina: InaConfig,
     /// Show a progress bar on stderr.
     pub progress: bool,
     /// Trace name written into the summary.
@@ -32,7 +32,7 @@ impl Default for ReplayOptions {
         ReplayOptions {
             payload: crate::record::NET_PACKET_PAYLOAD,
             header: crate::record::PACKET_HEADER,
-            ina: InaSwitchModel::default(),
+            ina: InaConfig::default(),
             progress: false,
             trace_name: String::new(),
             rate_model: RateModel::default(),
@@ -44,10 +44,10 @@ impl Default for ReplayOptions {
 
 impl ReplayOptions {
     /// Options with the INA switch model of a trace header
-    /// ([`InaSwitchModel::from_header`]). Host transfers keep the network packet payload
+    /// ([`InaConfig::from_header`]). Host transfers keep the network packet payload
     /// ([`crate::record::NET_PACKET_PAYLOAD`]); only INA units use the slot payload.
     pub fn from_header(h: &crate::trace::TraceHeader) -> Result<ReplayOptions, ReplayError> {
-        let ina = InaSwitchModel::from_header(h).map_err(|e| match e {
+        let ina = InaConfig::from_header(h).map_err(|e| match e {
             crate::trace::TraceError::Metadata { key, msg } => ReplayError::Header { key, msg },
             other => ReplayError::Header {
                 key: "ina".into(),

@@ -2,7 +2,7 @@
 //! ([`InaPolicy`]; what each does is in the replayer's module docs).
 
 use super::prepare::Agg;
-use super::{InaPolicy, InaSwitchModel};
+use super::{InaConfig, InaPolicy};
 use crate::formats::switches_csv::SlotSample;
 use crate::record::Class;
 use crate::units::NodeId;
@@ -56,7 +56,7 @@ impl Pools {
     /// static shares (the pool split equally among the jobs of a merged trace, each job's
     /// part equally among the enabled classes) and the priority ranks (the order of
     /// `ina.classes`).
-    pub fn new(ina: &InaSwitchModel, switches: usize) -> Pools {
+    pub fn new(ina: &InaConfig, switches: usize) -> Pools {
         let enabled: Vec<Class> = {
             let mut v: Vec<Class> = ina
                 .classes
@@ -85,7 +85,7 @@ impl Pools {
         }
         Pools {
             prio,
-            policy: ina.policy,
+            policy: ina.policy(),
             total: ina.slots,
             share,
             tenants,

@@ -23,7 +23,7 @@ pub struct ReplayResult {
     pub channels: Vec<ChannelStat>,
     /// Slot occupancy changes (the physical holding intervals), in time order.
     pub slots: Vec<SlotSample>,
-    /// Per job of a merged multi-job trace (`InaSwitchModel::tenants`, in its order):
+    /// Per job of a merged multi-job trace (`InaConfig::tenants`, in its order):
     /// the slots its own aggregations held; empty for a one-job trace.
     pub tenant_slots: Vec<TenantSlots>,
     /// Aggregations that fell back to the host ring.

@@ -20,6 +20,7 @@ mod dcell;
 mod error;
 mod families;
 mod file;
+mod graph;
 mod routing;
 mod spec;
 
@@ -189,9 +190,18 @@ impl Topology {
     pub fn server_of(&self, r: Rank) -> u32 {
         r.0 / self.gpus_per_server.max(1)
     }
-    /// True when both ranks share one NVLink domain.
+    /// True when every rank of `members` lives in one NVLink domain (one server of a
+    /// topology with NVLink): the one rule by which a transfer or a collective goes over
+    /// NVLink rather than the network.
+    pub fn one_nvlink_domain(&self, members: &[Rank]) -> bool {
+        self.nvlink_rate.is_some()
+            && members
+                .iter()
+                .all(|r| self.server_of(*r) == self.server_of(members[0]))
+    }
+    /// True when both ranks share one NVLink domain ([`Topology::one_nvlink_domain`]).
     pub fn same_nvlink_domain(&self, a: Rank, b: Rank) -> bool {
-        self.nvlink_rate.is_some() && self.server_of(a) == self.server_of(b)
+        self.one_nvlink_domain(&[a, b])
     }
 
     /// All hosts (GPUs with their NIC), ascending id.

@@ -33,7 +33,7 @@ pub use mode::{RoutingMode, Spray, MAX_STRANDS};
 pub use trees::{TreeShape, MAX_ROOTS};
 
 const NONE: u32 = u32::MAX;
-const FAR: u16 = u16::MAX;
+use super::graph::{self, FAR};
 
 /// SplitMix64's finaliser (Steele, Lea, Flood 2014): a cheap bijective 64-bit mixer.
 #[inline]
@@ -152,6 +152,8 @@ pub struct Routing {
     adj: Vec<(Channel, NodeId)>,
     /// Dense switch index per node ([`NONE`] for non-switches).
     sw: Vec<u32>,
+    /// Node of every dense switch index (the inverse of `sw`).
+    switch_node: Vec<NodeId>,
     /// Attachment group per host ([`NONE`] for non-hosts).
     group_of: Vec<u32>,
     groups: Vec<Group>,
@@ -181,103 +183,62 @@ impl Routing {
         mode: RoutingMode,
     ) -> Result<Routing, TopologyError> {
         let n = topo.kinds.len();
-        let mut ends = Vec::with_capacity(topo.links.len());
-        let mut rates = Vec::with_capacity(topo.links.len());
-        let mut delays = Vec::with_capacity(topo.links.len());
-        for (i, l) in topo.links.iter().enumerate() {
-            if l.rate.0 == 0 {
-                return Err(TopologyError::ZeroRate {
-                    link: i as u32,
-                    a: l.a,
-                    b: l.b,
-                });
-            }
-            if l.a.idx() >= n || l.b.idx() >= n {
-                return Err(TopologyError::World(format!(
-                    "link {i} joins node {} and {} but the topology has only {n} nodes",
-                    l.a, l.b
-                )));
-            }
-            ends.push((l.a, l.b));
-            rates.push(l.rate);
-            delays.push(l.delay);
-        }
-        // Network adjacency in CSR form, ascending channel order per node.
-        let mut deg = vec![0u32; n + 1];
-        let is_net = |l: &super::Link| {
-            l.kind != LinkKind::NvLink
-                && topo.kinds[l.a.idx()] != NodeKind::NvSwitch
-                && topo.kinds[l.b.idx()] != NodeKind::NvSwitch
-                && l.a != l.b
-        };
-        for l in topo.links.iter().filter(|l| is_net(l)) {
-            deg[l.a.idx()] += 1;
-            deg[l.b.idx()] += 1;
-        }
-        let mut adj_off = vec![0u32; n + 1];
-        for v in 0..n {
-            adj_off[v + 1] = adj_off[v] + deg[v];
-        }
-        let mut fill = adj_off.clone();
-        let mut adj = vec![(Channel(0), NodeId(0)); adj_off[n] as usize];
-        for (i, l) in topo.links.iter().enumerate().filter(|(_, l)| is_net(l)) {
-            let id = LinkId(i as u32);
-            adj[fill[l.a.idx()] as usize] = (Channel::of(id, true), l.b);
-            fill[l.a.idx()] += 1;
-            adj[fill[l.b.idx()] as usize] = (Channel::of(id, false), l.a);
-            fill[l.b.idx()] += 1;
-        }
-        let mut rank = vec![0u32; n];
-        let (mut hosts, mut switches) = (0u32, 0u32);
+        let (ends, rates, delays) = link_facts(topo)?;
+        let (adj_off, adj) = network_adjacency(topo);
+        let mut sw = vec![NONE; n];
+        let mut switch_node = Vec::new();
         for (v, k) in topo.kinds.iter().enumerate() {
-            let c = if *k == NodeKind::Host {
-                &mut hosts
-            } else {
-                &mut switches
-            };
-            rank[v] = *c;
-            *c += 1;
+            if *k == NodeKind::Switch {
+                sw[v] = switch_node.len() as u32;
+                switch_node.push(NodeId(v as u32));
+            }
         }
+        let switches = switch_node.len();
         let mut r = Routing {
             seed,
             mode,
-            rank,
+            rank: dmodk_ranks(&topo.kinds),
             kinds: topo.kinds.clone(),
             ends,
             rates,
             delays,
             adj_off,
             adj,
-            sw: vec![NONE; n],
+            sw,
+            switch_node,
             group_of: vec![NONE; n],
             groups: Vec::new(),
             lists: Lists::default(),
             level: Vec::new(),
-            to_switch: Vec::new(),
+            to_switch: (0..switches).map(|_| OnceLock::new()).collect(),
             general: None,
         };
-        let mut switches = 0u32;
-        for v in 0..n {
-            if r.kinds[v] == NodeKind::Switch {
-                r.sw[v] = switches;
-                switches += 1;
-            }
-        }
+        r.level = r.levels();
         if topo.fabric != Fabric::Clos {
-            r.level = r.levels(switches as usize);
-            r.to_switch = (0..switches).map(|_| OnceLock::new()).collect();
             r.general = Some(Arc::new(General::new(&r, topo)?));
             r.check_reachable()?;
             return Ok(r);
         }
-        // Attachment groups, numbered by first appearance (ascending host id).
+        let sources = r.attachment_groups()?;
+        let mut lists = Lists::default();
+        r.groups = sources.iter().map(|s| r.bfs(s, &mut lists)).collect();
+        lists.ids = Default::default();
+        r.lists = lists;
+        r.check_connected()?;
+        Ok(r)
+    }
+
+    /// Numbers the hosts' attachment groups (the sets of switches a host's NICs reach) by
+    /// first appearance, ascending host id, into `group_of`; returns each group's
+    /// switches. Errors: a host with no network link.
+    fn attachment_groups(&mut self) -> Result<Vec<Vec<NodeId>>, TopologyError> {
         let mut keys: BTreeMap<Vec<NodeId>, u32> = BTreeMap::new();
         let mut sources: Vec<Vec<NodeId>> = Vec::new();
-        for v in 0..n {
-            if r.kinds[v] != NodeKind::Host {
+        for v in 0..self.kinds.len() {
+            if self.kinds[v] != NodeKind::Host {
                 continue;
             }
-            let net = r.net(NodeId(v as u32));
+            let net = self.net(NodeId(v as u32));
             if net.is_empty() {
                 return Err(TopologyError::World(format!(
                     "host {v} has no network link (only NVLink or nothing), so no flow can reach it"
@@ -286,7 +247,7 @@ impl Routing {
             let mut key: Vec<NodeId> = net
                 .iter()
                 .map(|&(_, w)| w)
-                .filter(|w| r.sw[w.idx()] != NONE)
+                .filter(|w| self.sw[w.idx()] != NONE)
                 .collect();
             key.sort_unstable();
             key.dedup();
@@ -295,19 +256,9 @@ impl Routing {
                 sources.push(key);
                 next
             });
-            r.group_of[v] = g;
+            self.group_of[v] = g;
         }
-        let mut lists = Lists::default();
-        r.groups = sources
-            .iter()
-            .map(|s| r.bfs(s, switches as usize, &mut lists))
-            .collect();
-        lists.ids = Default::default();
-        r.lists = lists;
-        r.level = r.levels(switches as usize);
-        r.to_switch = (0..switches).map(|_| OnceLock::new()).collect();
-        r.check_connected()?;
-        Ok(r)
+        Ok(sources)
     }
 
     /// Channels leaving `v` over network links, with their far ends.
@@ -316,42 +267,32 @@ impl Routing {
         &self.adj[self.adj_off[v.idx()] as usize..self.adj_off[v.idx() + 1] as usize]
     }
 
-    /// Breadth-first search from a group's attachment switches through switches only.
-    fn bfs(&self, sources: &[NodeId], switches: usize, lists: &mut Lists) -> Group {
-        let mut dist = vec![FAR; switches];
-        let mut queue = Vec::with_capacity(switches);
-        for s in sources {
-            dist[self.sw[s.idx()] as usize] = 1;
-            queue.push(*s);
-        }
-        let mut head = 0;
-        while head < queue.len() {
-            let u = queue[head];
-            head += 1;
-            let du = dist[self.sw[u.idx()] as usize];
-            for &(_, w) in self.net(u) {
-                let wi = self.sw[w.idx()];
-                if wi != NONE && dist[wi as usize] == FAR {
-                    dist[wi as usize] = du.saturating_add(1);
-                    queue.push(w);
-                }
-            }
-        }
+    /// The switches (dense indices) one network link from switch `u` (dense index), in
+    /// channel order: the graph the Clos tables search.
+    fn switch_neighbours(&self, u: u32) -> impl Iterator<Item = u32> + '_ {
+        self.net(self.switch_node[u as usize])
+            .iter()
+            .map(|&(_, w)| self.sw[w.idx()])
+            .filter(|&wi| wi != NONE)
+    }
+
+    /// Distances from a group's attachment switches (1 hop from its hosts) through
+    /// switches only, and every switch's shortest next hops towards the group.
+    fn bfs(&self, sources: &[NodeId], lists: &mut Lists) -> Group {
+        let switches = self.switch_node.len();
+        let starts = sources.iter().map(|s| self.sw[s.idx()]);
+        let dist = graph::hops(switches, starts, 1, |u| self.switch_neighbours(u));
         let mut next = Vec::with_capacity(switches);
         let mut hops = Vec::new();
-        for v in 0..self.kinds.len() {
-            let vi = self.sw[v];
-            if vi == NONE {
-                continue;
-            }
-            let dv = dist[vi as usize];
+        for &v in &self.switch_node {
+            let dv = dist[self.sw[v.idx()] as usize];
             next.push(if dv == FAR {
                 NONE
             } else if dv == 1 {
                 LAST
             } else {
                 hops.clear();
-                for &(c, w) in self.net(NodeId(v as u32)) {
+                for &(c, w) in self.net(v) {
                     let wi = self.sw[w.idx()];
                     if wi != NONE && dist[wi as usize] == dv - 1 {
                         hops.push(c);
@@ -363,35 +304,16 @@ impl Routing {
         Group { dist, next }
     }
 
-    /// Per switch, hops from the nearest host (multi-source BFS from all hosts).
-    fn levels(&self, switches: usize) -> Vec<u16> {
-        let mut level = vec![FAR; switches];
-        let mut queue = Vec::new();
-        for v in 0..self.kinds.len() {
-            if self.kinds[v] == NodeKind::Host {
-                for &(_, w) in self.net(NodeId(v as u32)) {
-                    let wi = self.sw[w.idx()];
-                    if wi != NONE && level[wi as usize] == FAR {
-                        level[wi as usize] = 1;
-                        queue.push(w);
-                    }
-                }
-            }
-        }
-        let mut head = 0;
-        while head < queue.len() {
-            let u = queue[head];
-            head += 1;
-            let du = level[self.sw[u.idx()] as usize];
-            for &(_, w) in self.net(u) {
-                let wi = self.sw[w.idx()];
-                if wi != NONE && level[wi as usize] == FAR {
-                    level[wi as usize] = du.saturating_add(1);
-                    queue.push(w);
-                }
-            }
-        }
-        level
+    /// Per switch, hops from the nearest host (the switches a host links to are layer 1).
+    fn levels(&self) -> Vec<u16> {
+        let attached = (0..self.kinds.len())
+            .filter(|&v| self.kinds[v] == NodeKind::Host)
+            .flat_map(|v| self.net(NodeId(v as u32)))
+            .map(|&(_, w)| self.sw[w.idx()])
+            .filter(|&wi| wi != NONE);
+        graph::hops(self.switch_node.len(), attached, 1, |u| {
+            self.switch_neighbours(u)
+        })
     }
 
     /// Every host must reach every group: through a switch at finite distance, or by a
@@ -534,27 +456,9 @@ impl Routing {
     /// Hop distances of every switch to switch `t` (dense index) over switches.
     fn switch_distances(&self, t: u32) -> &[u16] {
         self.to_switch[t as usize].get_or_init(|| {
-            let mut dist = vec![FAR; self.to_switch.len()];
-            dist[t as usize] = 0;
-            let mut queue = std::collections::VecDeque::new();
-            queue.push_back(t);
-            let mut node_of = vec![NodeId(0); self.to_switch.len()];
-            for (v, &i) in self.sw.iter().enumerate() {
-                if i != NONE {
-                    node_of[i as usize] = NodeId(v as u32);
-                }
-            }
-            while let Some(u) = queue.pop_front() {
-                let du = dist[u as usize];
-                for &(_, w) in self.net(node_of[u as usize]) {
-                    let wi = self.sw[w.idx()];
-                    if wi != NONE && dist[wi as usize] == FAR {
-                        dist[wi as usize] = du + 1;
-                        queue.push_back(wi);
-                    }
-                }
-            }
-            dist
+            graph::hops(self.switch_node.len(), [t], 0, |u| {
+                self.switch_neighbours(u)
+            })
         })
     }
 
@@ -941,6 +845,87 @@ impl Routing {
         edges.sort_by_key(|e| (self.level(e.child).unwrap_or(0), e.child));
         Ok(AggTree { root, edges })
     }
+}
+
+/// Per link: its ends, rate and delay. Errors: a link of zero rate, or an end that is
+/// not a node of `topo`.
+#[allow(clippy::type_complexity)]
+fn link_facts(
+    topo: &Topology,
+) -> Result<(Vec<(NodeId, NodeId)>, Vec<BitsPerSec>, Vec<Nanos>), TopologyError> {
+    let n = topo.kinds.len();
+    let mut ends = Vec::with_capacity(topo.links.len());
+    let mut rates = Vec::with_capacity(topo.links.len());
+    let mut delays = Vec::with_capacity(topo.links.len());
+    for (i, l) in topo.links.iter().enumerate() {
+        if l.rate.0 == 0 {
+            return Err(TopologyError::ZeroRate {
+                link: i as u32,
+                a: l.a,
+                b: l.b,
+            });
+        }
+        if l.a.idx() >= n || l.b.idx() >= n {
+            return Err(TopologyError::World(format!(
+                "link {i} joins node {} and {} but the topology has only {n} nodes",
+                l.a, l.b
+            )));
+        }
+        ends.push((l.a, l.b));
+        rates.push(l.rate);
+        delays.push(l.delay);
+    }
+    Ok((ends, rates, delays))
+}
+
+/// The network adjacency in CSR form (offsets, then the channels leaving each node with
+/// their far ends, ascending channel order): network links only, no NVLink, nothing
+/// through an NVSwitch, no self-loop.
+fn network_adjacency(topo: &Topology) -> (Vec<u32>, Vec<(Channel, NodeId)>) {
+    let n = topo.kinds.len();
+    let mut deg = vec![0u32; n + 1];
+    let is_net = |l: &super::Link| {
+        l.kind != LinkKind::NvLink
+            && topo.kinds[l.a.idx()] != NodeKind::NvSwitch
+            && topo.kinds[l.b.idx()] != NodeKind::NvSwitch
+            && l.a != l.b
+    };
+    for l in topo.links.iter().filter(|l| is_net(l)) {
+        deg[l.a.idx()] += 1;
+        deg[l.b.idx()] += 1;
+    }
+    let mut adj_off = vec![0u32; n + 1];
+    for v in 0..n {
+        adj_off[v + 1] = adj_off[v] + deg[v];
+    }
+    let mut fill = adj_off.clone();
+    let mut adj = vec![(Channel(0), NodeId(0)); adj_off[n] as usize];
+    for (i, l) in topo.links.iter().enumerate().filter(|(_, l)| is_net(l)) {
+        let id = LinkId(i as u32);
+        adj[fill[l.a.idx()] as usize] = (Channel::of(id, true), l.b);
+        fill[l.a.idx()] += 1;
+        adj[fill[l.b.idx()] as usize] = (Channel::of(id, false), l.a);
+        fill[l.b.idx()] += 1;
+    }
+    (adj_off, adj)
+}
+
+/// Per node, its D-mod-k destination index: its rank among the hosts, or among the other
+/// nodes.
+fn dmodk_ranks(kinds: &[NodeKind]) -> Vec<u32> {
+    let (mut hosts, mut others) = (0u32, 0u32);
+    kinds
+        .iter()
+        .map(|k| {
+            let c = if *k == NodeKind::Host {
+                &mut hosts
+            } else {
+                &mut others
+            };
+            *c += 1;
+            *c - 1
+        })
+        .collect()
 }
 
 /// One edge of an aggregation tree: `child` (a member host or an aggregating switch)

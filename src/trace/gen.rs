@@ -389,10 +389,7 @@ impl<'a> Gen<'a> {
             return lw.all_to_all(&mut self.at(s, tag), members, &size);
         }
         let coll = self.at(s, tag).new_coll();
-        let server = self.topo.server_of(members[0]);
-        if self.topo.nvlink_rate.is_some()
-            && members.iter().all(|r| self.topo.server_of(*r) == server)
-        {
+        if self.topo.one_nvlink_domain(members) {
             return lw.nvlink(&mut self.at(s, tag), kind, bytes, members, coll);
         }
         // a plan decides for TP, DP and embedding groups; CP and expert-parallel collectives
@@ -540,7 +537,7 @@ pub fn header(
         .set("ina_slots", ina.slots)
         .set("ina_payload_bytes", ina.payload.0)
         .set("ina_window", ina.window)
-        .set("ina_policy", ina.policy)
+        .set("ina_policy", ina.policy())
         .set("ina_classes", ina.classes.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(","))
         .set("tp", wl.tp())
         .set("pp", wl.pp())

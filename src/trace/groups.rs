@@ -125,9 +125,6 @@ impl Group {
 /// then DP (by stage, lowest rank), then embedding groups.
 pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
     let g = &wl.groups;
-    let nvlink = |m: &[Rank]| {
-        topo.nvlink_rate.is_some() && m.iter().all(|r| topo.server_of(*r) == topo.server_of(m[0]))
-    };
     let hosts = |m: &[Rank]| m.iter().map(|r| topo.gpu(*r)).collect::<Vec<_>>();
     let mut out = Vec::new();
     let layers = wl.num_layers / wl.pp().max(1);
@@ -165,7 +162,7 @@ pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
             stage: Some(stage),
             members: tpg.clone(),
             hosts: hosts(tpg),
-            nvlink: nvlink(tpg),
+            nvlink: topo.one_nvlink_domain(tpg),
             role: Role::Tp {
                 replica: (c.dp * g.cp + c.cp) as usize,
                 per_layer: tp_colls.clone(),
@@ -228,7 +225,7 @@ pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
                 stage: Some(stage),
                 members: grp.clone(),
                 hosts: hosts(grp),
-                nvlink: nvlink(grp),
+                nvlink: topo.one_nvlink_domain(grp),
                 role: Role::Dp {
                     index: reduced.iter().map(|x| x.0).collect(),
                     buckets: reduced.into_iter().map(|x| x.1).collect(),
@@ -248,7 +245,7 @@ pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
                 stage: None,
                 members: eg.clone(),
                 hosts: hosts(eg),
-                nvlink: nvlink(eg),
+                nvlink: topo.one_nvlink_domain(eg),
                 role: Role::Emb(Coll {
                     kind: CollKind::AllReduce,
                     bytes: b,

@@ -25,8 +25,8 @@ pub use gen::{
 };
 pub use options::{
     aggregating_switches, format_reservations, format_tenants, parse_classes, parse_reservations,
-    parse_tenants, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches,
-    Reservation, Tenant, TraceOptions, INA_HEADER_KEYS, INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
+    parse_tenants, Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, Reservation, Tenant,
+    TraceOptions, DEFAULT_INA_SLOTS, INA_HEADER_KEYS, INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
     MAX_ITERATIONS, MAX_NCCL_CHANNELS, MAX_NVLINK_STEP_LATENCY,
 };
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::collective::{
     format_reservations, format_tenants, parse_classes, parse_reservations, parse_tenants,
-    Algorithm, InaConfig, InaMode, InaPolicy, InaSwitchModel, InaSwitches, Reservation, Tenant,
+    Algorithm, InaConfig, InaMode, InaPolicy, InaSwitches, Reservation, Tenant, DEFAULT_INA_SLOTS,
     INA_RESERVATIONS_KEY, INA_TENANTS_KEY,
 };
 
@@ -38,11 +38,11 @@ pub const INA_HEADER_KEYS: [(&str, &[&str]); 5] = [
     ("classes", &["ina_classes", "ina.classes"]),
 ];
 
-impl InaSwitchModel {
+impl InaConfig {
     /// The model of a trace header; keys absent from the header keep
-    /// [`InaSwitchModel::default`], a malformed value is an error naming its key.
+    /// [`InaConfig::default`], a malformed value is an error naming its key.
     pub fn from_header(h: &super::TraceHeader) -> Result<Self, super::TraceError> {
-        let mut m = InaSwitchModel::default();
+        let mut m = InaConfig::default();
         let get = |which: usize| {
             INA_HEADER_KEYS[which]
                 .1
@@ -82,7 +82,7 @@ impl InaSwitchModel {
             m.window = small(k, n)?;
         }
         if let Some((k, v)) = get(3) {
-            m.policy = v.replace(['_', ' '], "-").parse().map_err(|e| bad(k, e))?;
+            m.policy = Some(v.replace(['_', ' '], "-").parse().map_err(|e| bad(k, e))?);
         }
         if let Some(v) = h.get(INA_RESERVATIONS_KEY) {
             m.reservations = parse_reservations(v).map_err(|e| bad(INA_RESERVATIONS_KEY, e))?;

@@ -717,42 +717,27 @@ pub fn reservations(plan: &PlanFile, topo: &Topology) -> Vec<Reservation> {
 /// (the plan's groups are not consulted, and no reservations are written). The plan is
 /// kept in both, so the trace header records its prediction.
 pub fn lowering_options(base: &TraceOptions, plan: &PlanFile) -> TraceOptions {
-    use crate::collective::{InaMode, InaPolicy};
+    use crate::collective::InaMode;
     use crate::formats::plan_json::FixedPolicy;
     let mut o = base.clone();
     o.plan = Some(plan.clone());
-    let ina = |o: &mut TraceOptions, mode: InaMode, policy: InaPolicy, classes: &[Class]| {
-        o.ina.mode = mode;
-        o.ina.policy = policy;
+    // The mode names its slot policy (`InaConfig::set_mode`), as `ina3d run`'s policies do.
+    let ina = |o: &mut TraceOptions, mode: InaMode, classes: &[Class]| {
+        o.ina.set_mode(mode);
         o.ina.classes = classes.to_vec();
     };
     let classes = plan.settings.classes.clone();
     match plan.fixed_policy {
-        None => ina(&mut o, InaMode::Planned, InaPolicy::Planned, &classes),
+        None => ina(&mut o, InaMode::Planned, &classes),
         Some(FixedPolicy::AllHost { algorithm }) => {
-            ina(&mut o, InaMode::Off, InaPolicy::Static, &classes);
+            ina(&mut o, InaMode::Off, &classes);
             o.collective = algorithm;
         }
-        Some(FixedPolicy::InaDp) => ina(
-            &mut o,
-            InaMode::Hierarchical,
-            InaPolicy::Static,
-            &[Class::Dp],
-        ),
-        Some(FixedPolicy::InaTp) => ina(
-            &mut o,
-            InaMode::Hierarchical,
-            InaPolicy::Static,
-            &[Class::Tp],
-        ),
-        Some(FixedPolicy::InaTpDp) => ina(
-            &mut o,
-            InaMode::Hierarchical,
-            InaPolicy::Static,
-            &[Class::Tp, Class::Dp],
-        ),
-        Some(FixedPolicy::Atp) => ina(&mut o, InaMode::Atp, InaPolicy::BestEffort, &classes),
-        Some(FixedPolicy::Rina) => ina(&mut o, InaMode::Rina, InaPolicy::Static, &classes),
+        Some(FixedPolicy::InaDp) => ina(&mut o, InaMode::Hierarchical, &[Class::Dp]),
+        Some(FixedPolicy::InaTp) => ina(&mut o, InaMode::Hierarchical, &[Class::Tp]),
+        Some(FixedPolicy::InaTpDp) => ina(&mut o, InaMode::Hierarchical, &[Class::Tp, Class::Dp]),
+        Some(FixedPolicy::Atp) => ina(&mut o, InaMode::Atp, &classes),
+        Some(FixedPolicy::Rina) => ina(&mut o, InaMode::Rina, &classes),
     }
     o
 }

@@ -25,7 +25,7 @@ pub(in crate::replay) struct Agg {
     pub switches: Vec<u32>,
     /// Slots its group reserves per switch (`planned` policy; 0 otherwise).
     pub reserved: u32,
-    /// The job it belongs to in a merged multi-job trace (`InaSwitchModel::tenants`; 0
+    /// The job it belongs to in a merged multi-job trace (`InaConfig::tenants`; 0
     /// when the trace is one job's).
     pub tenant: u32,
     /// Slots the stream occupies on each of its switches, `w = min(window, packets)`
@@ -432,7 +432,7 @@ pub(super) fn planned_reservation(
     id: u64,
     class: Class,
 ) -> Result<u32, ReplayError> {
-    if opts.ina.policy != InaPolicy::Planned || switches.is_empty() {
+    if opts.ina.policy() != InaPolicy::Planned || switches.is_empty() {
         return Ok(0);
     }
     let first = first_member(records, mem, topo);

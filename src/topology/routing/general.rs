@@ -30,9 +30,10 @@
 //!   breadth-first search computed on first use.
 
 use super::{Pick, Routing, FAR};
+use crate::topology::graph;
 use crate::topology::{Channel, Fabric, NodeKind, Topology, TopologyError};
 use crate::units::NodeId;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Salt of the key that picks Valiant's intermediate group (so it is independent of the
@@ -173,22 +174,14 @@ impl General {
     /// Hops from every node to `dst`, entering only forwarding nodes on the way.
     fn dist_to(&self, r: &Routing, dst: NodeId) -> &[u16] {
         self.to_node[dst.idx()].get_or_init(|| {
-            let mut dist = vec![FAR; r.kinds.len()];
-            dist[dst.idx()] = 0;
-            let mut q = VecDeque::from([dst]);
-            while let Some(u) = q.pop_front() {
-                if u != dst && !self.forwards(r, u) {
-                    continue;
-                }
-                let du = dist[u.idx()];
-                for &(_, w) in r.net(u) {
-                    if dist[w.idx()] == FAR {
-                        dist[w.idx()] = du.saturating_add(1);
-                        q.push_back(w);
-                    }
-                }
-            }
-            dist
+            graph::hops(r.kinds.len(), [dst.0], 0, |u| {
+                // the search goes on only through nodes that forward (and from dst itself)
+                let through = u == dst.0 || self.forwards(r, NodeId(u));
+                r.net(NodeId(u))
+                    .iter()
+                    .filter(move |_| through)
+                    .map(|&(_, w)| w.0)
+            })
         })
     }
 
@@ -351,32 +344,12 @@ impl General {
         banned_nodes: &BTreeSet<u32>,
         banned_edges: &BTreeSet<(u32, u32)>,
     ) -> Option<Vec<u32>> {
-        let n = self.switch_nodes.len();
-        let mut prev = vec![u32::MAX; n];
-        prev[a as usize] = a;
-        let mut q = VecDeque::from([a]);
-        while let Some(u) = q.pop_front() {
-            if u == b {
-                let mut p = vec![b];
-                let mut x = b;
-                while x != a {
-                    x = prev[x as usize];
-                    p.push(x);
-                }
-                p.reverse();
-                return Some(p);
-            }
-            for &w in &self.switch_adj[u as usize] {
-                if prev[w as usize] == u32::MAX
-                    && !banned_nodes.contains(&w)
-                    && !banned_edges.contains(&(u, w))
-                {
-                    prev[w as usize] = u;
-                    q.push_back(w);
-                }
-            }
-        }
-        None
+        graph::path(self.switch_nodes.len(), a, b, |u| {
+            self.switch_adj[u as usize]
+                .iter()
+                .copied()
+                .filter(move |&w| !banned_nodes.contains(&w) && !banned_edges.contains(&(u, w)))
+        })
     }
 
     /// Yen's k shortest loopless paths from `a` to `b` (hop counts; candidates ordered by

@@ -8,7 +8,7 @@ use crate::formats::FormatError;
 
 /// Metadata keys whose values later stages read as numbers, with the largest value each
 /// may take (`ina3d trace` writes them; the INA keys are checked where the switch model is
-/// read, `InaSwitchModel::from_header`). A value out of range is refused here, naming its
+/// read, `InaConfig::from_header`). A value out of range is refused here, naming its
 /// line, rather than falling back to a default later.
 const NUMERIC_KEYS: [(&str, u64, u64); 8] = [
     ("seed", 0, u64::MAX),
