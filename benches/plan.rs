@@ -483,6 +483,7 @@ fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64)
         },
         auto_max_variables: u64::MAX,
         replay_rounds: 0,
+        fixed_policies: false,
     };
     let t0 = Instant::now();
     let m = plan::build_model(&wl, &topo, &opts, &po.settings).expect("model");

@@ -112,6 +112,7 @@ fn options(st: Settings, solver: SolverKind) -> PlanOptions {
         work: plan::Work::default(),
         auto_max_variables: 2000,
         replay_rounds: 0,
+        fixed_policies: true,
     }
 }
 

@@ -60,6 +60,7 @@ impl Job {
             work: plan::Work::default(),
             auto_max_variables: 2000,
             replay_rounds: 0,
+            fixed_policies: false,
         };
         plan::plan(
             &self.wl,
@@ -637,8 +638,10 @@ fn trace_refuses_a_crafted_plan_file_with_exit_2_naming_file_group_switch_and_co
         "heuristic",
     ]);
     assert_eq!(code, Some(0), "{err}");
-    // every TP pair on its leaf with a whole window: two groups of 256 on each leaf
+    // every TP pair on its leaf with a whole window: two groups of 256 on each leaf (the
+    // crafted decisions are the plan, whichever candidate the planner's replays chose)
     let mut p = plan_json::read(&plan).unwrap();
+    p.fixed_policy = None;
     let t = Topology::from_spec(topo).unwrap();
     let leaves = layer(&t, 1);
     for g in p.groups.iter_mut().filter(|g| g.class == Class::Tp) {
@@ -717,6 +720,7 @@ fn of_every_placement_of_two_groups_trace_accepts_exactly_those_whose_reservatio
         work: plan::Work::default(),
         auto_max_variables: 0,
         replay_rounds: 0,
+        fixed_policies: false,
     };
     let free: Vec<usize> = (0..m.groups.len())
         .filter(|&g| m.opts[g].len() > 1)

@@ -452,6 +452,8 @@ impl Runner<'_> {
                 },
                 solver: s.plan_solver,
                 time_limit: std::time::Duration::from_secs_f64(s.plan_time_limit),
+                // each job's candidates are plans that reserve slots of the shared pools
+                fixed_policies: false,
                 ..d
             };
             let mut all = Vec::new();

@@ -156,8 +156,9 @@ pub struct SolverReport {
     /// `(objective − bound) / objective`.
     pub gap: f64,
     /// Wall time of the solve (s). Not written: the file is byte-identical for the same
-    /// inputs however loaded the machine (`ina3d plan` prints the wall time).
-    #[serde(skip)]
+    /// inputs however loaded the machine (`ina3d plan` prints the wall time). Read when
+    /// present: plan files written before it was dropped carry it.
+    #[serde(default, skip_serializing)]
     pub solve_time_s: f64,
     /// The time limit (s).
     pub time_limit_s: f64,

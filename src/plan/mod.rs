@@ -77,6 +77,11 @@ pub struct PlanOptions {
     /// With a replayer: plans solved and replayed at most ([`plan`]'s repair loop; 0:
     /// the model alone).
     pub replay_rounds: u32,
+    /// With a replayer: replay every fixed policy of `ina3d run` the settings admit as a
+    /// candidate too (docs/plan.md). The cluster's joint planner turns it off: a job
+    /// answered by a fixed policy reserves nothing in the switches' shared pools, which
+    /// is what the joint choice divides.
+    pub fixed_policies: bool,
 }
 
 impl Default for PlanOptions {
@@ -101,6 +106,7 @@ impl Default for PlanOptions {
             work: Work::default(),
             auto_max_variables: 2000,
             replay_rounds: 3,
+            fixed_policies: true,
         }
     }
 }

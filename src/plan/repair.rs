@@ -95,7 +95,9 @@ pub(super) fn repair(
         return tight(lp.m, po, lp.job, rp, started, estimate, host_predicted);
     }
     lp.rounds()?;
-    lp.fixed_policies()?;
+    if po.fixed_policies {
+        lp.fixed_policies()?;
+    }
     lp.answer(host_windows)
 }
 
