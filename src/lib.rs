@@ -12,6 +12,9 @@
 //! `units` (typed quantities and ids), `topology` (clusters and routing) and `fct` (the
 //! results schema both back-ends write) are shared vocabulary, not stages.
 //!
+//! `interop` writes the workload for other simulators (AICB/SimAI, Chakra for ASTRA-sim)
+//! and reads their results beside ours.
+//!
 //! `pipeline` puts the stages together as in-process library calls (the main job, `run`,
 //! over every policy and ECMP seed); `sweep` runs grids of such jobs, locally or on Slurm.
 
@@ -21,6 +24,7 @@ pub mod cluster;
 pub mod collective;
 pub mod fct;
 pub mod formats;
+pub mod interop;
 pub mod lower;
 pub mod megatron;
 pub mod netmodel;

@@ -3,8 +3,8 @@
 //! (docs/model.md#aicb-workload).
 
 use ina3d::formats::aicb::{self, Collective, Comm, CommGroup, Slot};
+use ina3d::interop::aicb::from_workload;
 use ina3d::megatron::{self, TrainingConfig};
-use ina3d::ns3::aicb::from_workload;
 use ina3d::schedule::{self, ScheduleOptions};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};

@@ -35,7 +35,9 @@ const LAYERS: &[&[&str]] = &[
     &["megatron"],
     &["schedule"],
     &["lower"],
-    &["trace"],
+    // The trace, and the workload for other simulators (AICB, Chakra) with their results
+    // read beside ours: both are made from the lowered workload.
+    &["trace", "interop"],
     &["replay", "ns3"],
     &["plan"],
     &["report"],

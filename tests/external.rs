@@ -1,10 +1,10 @@
-//! An HPCC-family `fct.txt` mapped back onto trace records (`ns3::external`): the
+//! An HPCC-family `fct.txt` mapped back onto trace records (`interop::external`): the
 //! replayer's own fct.txt, emitted with the replayer's start times, must map back to every
 //! network record with the replayer's FCTs; rows the emitted flows do not explain and
 //! records with a missing row are named.
 
 use ina3d::formats::hpcc_fct;
-use ina3d::ns3::external::match_hpcc_fct;
+use ina3d::interop::external::match_hpcc_fct;
 use ina3d::ns3::{EmitOptions, StartSource};
 use ina3d::pipeline::{emit_ns3, generate_trace, replay_records, Job, JobSpec};
 use ina3d::record::Mode;
@@ -79,7 +79,7 @@ mod simai_end_to_end {
     //! figure it measures, and what it cannot say is listed.
     use ina3d::fct::Summary;
     use ina3d::formats::simai_end_to_end::{self, Basis, Breakdown};
-    use ina3d::ns3::external::compare_end_to_end;
+    use ina3d::interop::external::compare_end_to_end;
     use std::path::Path;
     use std::process::Command;
 
@@ -93,7 +93,7 @@ mod simai_end_to_end {
     }
 
     fn row<'a>(
-        c: &'a ina3d::ns3::external::EndToEndComparison,
+        c: &'a ina3d::interop::external::EndToEndComparison,
         metric: &str,
     ) -> &'a simai_end_to_end::ComparisonRow {
         c.rows.iter().find(|r| r.metric == metric).unwrap()

@@ -709,7 +709,7 @@ proptest! {
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("w.0.et");
-        let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+        let meta = ina3d::interop::chakra::ChakraExport::metadata();
         chakra::write(&p, &meta, &nodes).unwrap();
         let mut bytes = std::fs::read(&p).unwrap();
         let (m, n) = chakra::read(&p).unwrap();

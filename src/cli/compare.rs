@@ -130,7 +130,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 /// The replay's iteration breakdown against SimAI's `EndToEnd.csv`
-/// (`ina3d::ns3::external::compare_end_to_end`): printed, and written to
+/// (`ina3d::interop::external::compare_end_to_end`): printed, and written to
 /// `end_to_end.csv` in the output directory.
 fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
     use anyhow::Context;
@@ -141,7 +141,7 @@ fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
         eprintln!("{w}");
     }
     let job = trace_header(&a.replay, &summary.trace);
-    let c = ina3d::ns3::external::compare_end_to_end(&summary, &e2e, job.as_ref(), e2e_path)
+    let c = ina3d::interop::external::compare_end_to_end(&summary, &e2e, job.as_ref(), e2e_path)
         .with_context(|| {
             format!(
                 "comparing {} with {}",
@@ -193,7 +193,7 @@ fn run_end_to_end(a: &Args, e2e_path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Per-flow errors of the replay against an HPCC-family fct.txt mapped back to records
-/// (`ina3d::ns3::external`), with what could not be matched; written to the output
+/// (`ina3d::interop::external`), with what could not be matched; written to the output
 /// directory as `fct.csv` (the external run in the results schema, matched records only)
 /// and `fct_error.csv` (per class). A file none of whose rows matches a record of the
 /// emitted flows is refused: it is not an fct.txt of that `flow.txt`.
@@ -204,7 +204,7 @@ fn run_external(a: &Args, fct_txt: &std::path::Path) -> anyhow::Result<()> {
         .clone()
         .or_else(|| fct_txt.parent().map(std::path::Path::to_path_buf))
         .unwrap_or_default();
-    let ext = ina3d::ns3::external::match_hpcc_fct(&emit, fct_txt).with_context(|| {
+    let ext = ina3d::interop::external::match_hpcc_fct(&emit, fct_txt).with_context(|| {
         format!(
             "mapping {} onto the flows emitted in {}",
             fct_txt.display(),

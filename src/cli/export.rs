@@ -3,7 +3,7 @@
 use super::job::ModelArgs;
 use anyhow::{Context, Result};
 use ina3d::formats::aicb;
-use ina3d::ns3::aicb::from_workload;
+use ina3d::interop::aicb::from_workload;
 use ina3d::pipeline::JobSpec;
 use ina3d::schedule;
 use std::path::PathBuf;
@@ -74,7 +74,7 @@ fn check_chakra_memory(wl: &schedule::Workload) -> Result<()> {
     let Some(limit) = MemoryBudget::of_process()? else {
         return Ok(());
     };
-    let est = ina3d::ns3::chakra::estimate(wl)?;
+    let est = ina3d::interop::chakra::estimate(wl)?;
     if est.bytes > limit.limit {
         anyhow::bail!(
             "export chakra would hold about {} nodes over {} ranks, {} in memory (estimated \
@@ -96,7 +96,7 @@ pub fn run(c: Command) -> Result<()> {
         Command::Chakra(a) => {
             let wl = workload(&a.input, &a.model)?;
             check_chakra_memory(&wl)?;
-            let e = ina3d::ns3::chakra::from_workload(&wl)?;
+            let e = ina3d::interop::chakra::from_workload(&wl)?;
             if a.prefix.is_empty() || a.prefix.contains('/') {
                 anyhow::bail!(
                     "--prefix `{}`: expected a file name prefix without `/`",
@@ -115,7 +115,7 @@ pub fn run(c: Command) -> Result<()> {
                 members,
                 |_| false,
             )?;
-            let meta = ina3d::ns3::chakra::ChakraExport::metadata();
+            let meta = ina3d::interop::chakra::ChakraExport::metadata();
             let progress = ina3d::progress::bar(
                 e.ranks.len() as u64,
                 "writing Chakra traces {bar:40} {pos}/{len} ranks",

@@ -538,6 +538,51 @@ impl Runner<'_> {
             policy: p,
             source: Box::new(PipelineError::io(&dir)(e)),
         })?;
+        let (merged, h) = self.merged_trace(p, &opts, rep)?;
+        let s = &self.c.spec;
+        let name = self.write_merged(p, &dir, &h, &merged)?;
+        let result = replay_records(
+            &merged.records,
+            &h,
+            &self.c.fabric,
+            s.seed,
+            &name,
+            rep.bars(),
+            s.rate_model,
+        )
+        .map_err(|e| ClusterError::Policy {
+            policy: p,
+            source: Box::new(e),
+        })?;
+        crate::replay::write_outputs(&dir.join("replay"), &result)
+            .map_err(|e| self.pol_err(p, e))?;
+        let ns3 = if s.ns3 {
+            Some(self.ns3(p, &merged, &h, &dir, &name, rep)?)
+        } else {
+            None
+        };
+        let rows = self.job_rows(p, &merged, &result, &info, ns3);
+        let pr = PolicyResult {
+            policy: p,
+            utilisation: utilisation(&result, &self.c.fabric, &self.c.spec),
+            fallbacks: result.ina_fallbacks,
+            merged: result.summary,
+            plan_proven: choice.as_ref().map(|c| c.proven),
+            note: choice.and_then(|c| c.note),
+        };
+        rep.line(&table::policy_text(&pr, &rows));
+        Ok((rows, pr))
+    }
+
+    /// Every job's trace under `opts` (each also replayed alone), merged at the jobs'
+    /// starts, with the merged header: the cluster's slots and tenants, and under a
+    /// planning policy the jobs' slot reservations.
+    fn merged_trace(
+        &mut self,
+        p: ClusterPolicy,
+        opts: &[TraceOptions],
+        rep: &mut dyn Reporter,
+    ) -> Result<(Merged, TraceHeader), ClusterError> {
         let mut merged = Merged::default();
         let mut first_header: Option<TraceHeader> = None;
         let mut reservations: Vec<Reservation> = Vec::new();
@@ -585,39 +630,41 @@ impl Runner<'_> {
                 .set("ina", InaMode::Planned)
                 .set(INA_RESERVATIONS_KEY, format_reservations(&reservations));
         }
-        let name = if s.traces {
-            let f = dir.join("trace.csv.gz");
-            let mut w =
-                crate::trace::TraceWriter::create(&f, &h).map_err(|e| self.pol_err(p, e))?;
-            for r in &merged.records {
-                w.write(r).map_err(|e| self.pol_err(p, e))?;
-            }
-            w.finish().map_err(|e| self.pol_err(p, e))?;
-            f.display().to_string()
-        } else {
-            format!("{} (in memory)", dir.join("trace").display())
-        };
-        let result = replay_records(
-            &merged.records,
-            &h,
-            &self.c.fabric,
-            s.seed,
-            &name,
-            rep.bars(),
-            s.rate_model,
-        )
-        .map_err(|e| ClusterError::Policy {
-            policy: p,
-            source: Box::new(e),
-        })?;
-        crate::replay::write_outputs(&dir.join("replay"), &result)
-            .map_err(|e| self.pol_err(p, e))?;
-        let (start, end) = times(&result);
-        let ns3 = if s.ns3 {
-            Some(self.ns3(p, &merged, &h, &dir, &name, rep)?)
-        } else {
-            None
-        };
+        Ok((merged, h))
+    }
+
+    /// The merged trace written to `dir/trace.csv.gz` (when the cluster keeps traces):
+    /// the name the replay reports it by.
+    fn write_merged(
+        &self,
+        p: ClusterPolicy,
+        dir: &Path,
+        h: &TraceHeader,
+        merged: &Merged,
+    ) -> Result<String, ClusterError> {
+        if !self.c.spec.traces {
+            return Ok(format!("{} (in memory)", dir.join("trace").display()));
+        }
+        let f = dir.join("trace.csv.gz");
+        let mut w = crate::trace::TraceWriter::create(&f, h).map_err(|e| self.pol_err(p, e))?;
+        for r in &merged.records {
+            w.write(r).map_err(|e| self.pol_err(p, e))?;
+        }
+        w.finish().map_err(|e| self.pol_err(p, e))?;
+        Ok(f.display().to_string())
+    }
+
+    /// One row per job at policy `p`: shared (from the merged replay) beside alone, the
+    /// slots each held, the planner's pool and prediction, ns-3's iterations.
+    fn job_rows(
+        &self,
+        p: ClusterPolicy,
+        merged: &Merged,
+        result: &ReplayResult,
+        info: &[(Option<u32>, Option<f64>)],
+        ns3: Option<Vec<u64>>,
+    ) -> Vec<JobResult> {
+        let (start, end) = times(result);
         let mut rows = Vec::new();
         for (j, pj) in self.c.jobs.iter().enumerate() {
             let (alone, alone_slots, ns3_alone) = self.alone[&(j, alone_family(p))].clone();
@@ -637,16 +684,7 @@ impl Runner<'_> {
                 ns3_alone_iteration_ns: ns3_alone,
             });
         }
-        let pr = PolicyResult {
-            policy: p,
-            utilisation: utilisation(&result, &self.c.fabric, s),
-            fallbacks: result.ina_fallbacks,
-            merged: result.summary,
-            plan_proven: choice.as_ref().map(|c| c.proven),
-            note: choice.and_then(|c| c.note),
-        };
-        rep.line(&table::policy_text(&pr, &rows));
-        Ok((rows, pr))
+        rows
     }
 
     fn pol_err(&self, p: ClusterPolicy, e: FormatError) -> ClusterError {

@@ -183,6 +183,9 @@ struct RawJob {
     start_ns: Option<Spanned<i64>>,
 }
 
+/// Makes the error at a byte offset of the cluster text, naming a field.
+type At<'a> = dyn Fn(usize, &str, String) -> FormatError + 'a;
+
 impl ClusterSpec {
     /// Reads and checks the cluster file `path` (every job's input read and checked).
     pub fn read(path: &Path) -> Result<ClusterSpec, FormatError> {
@@ -200,8 +203,20 @@ impl ClusterSpec {
             let field = Self::key_at(text, off).unwrap_or_else(|| "cluster".to_string());
             at(off, &field, e.message().trim().replace('\n', "; "))
         })?;
+        let mut s = ClusterSpec::defaults(path, text);
+        s.fabric_keys(&raw, &at)?;
+        s.run_keys(&raw, &at)?;
+        s.jobs_of(&raw, text.len(), &at)?;
+        if let Some(sw) = &raw.sweep {
+            s.sweep = Some(s.sweep_table(sw.get_ref(), sw.span())?);
+        }
+        Ok(s)
+    }
+
+    /// A cluster of `text` read from `path` with every key at its default and no job.
+    fn defaults(path: &Path, text: &str) -> ClusterSpec {
         let d = crate::trace::InaConfig::default();
-        let mut s = ClusterSpec {
+        ClusterSpec {
             path: path.to_path_buf(),
             text: text.to_string(),
             topology: DEFAULT_TOPOLOGY.into(),
@@ -221,14 +236,18 @@ impl ClusterSpec {
             rate_model: crate::replay::RateModel::default(),
             jobs: Vec::new(),
             sweep: None,
-        };
+        }
+    }
+
+    /// The fabric's keys: topology, INA slots, policies, classes, switches and mode.
+    fn fabric_keys(&mut self, raw: &RawCluster, at: &At) -> Result<(), FormatError> {
         if let Some(t) = &raw.topology {
             crate::topology::Topology::from_spec(t.get_ref())
                 .map_err(|e| at(t.span().start, "topology", error_chain(&e)))?;
-            s.topology = t.get_ref().clone();
+            self.topology = t.get_ref().clone();
         }
         if let Some(n) = &raw.ina_slots {
-            s.ina_slots = u32::try_from(*n.get_ref())
+            self.ina_slots = u32::try_from(*n.get_ref())
                 .ok()
                 .filter(|&n| n > 0)
                 .ok_or_else(|| {
@@ -258,24 +277,24 @@ impl ClusterSpec {
             if v.is_empty() {
                 return Err(at(p.span().start, "policies", "no policy named".into()));
             }
-            s.policies = v;
+            self.policies = v;
         }
         if let Some(c) = &raw.ina_classes {
             let list: Vec<&str> = c.get_ref().iter().map(|x| x.get_ref().as_str()).collect();
-            s.ina_classes = crate::trace::parse_classes(&list.join(","))
+            self.ina_classes = crate::trace::parse_classes(&list.join(","))
                 .map_err(|e| at(c.span().start, "ina-classes", e))?;
-            if s.ina_classes.is_empty() {
+            if self.ina_classes.is_empty() {
                 return Err(at(c.span().start, "ina-classes", "no class named".into()));
             }
         }
         if let Some(w) = &raw.ina_switches {
-            s.ina_switches = w
+            self.ina_switches = w
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(w.span().start, "ina-switches", e))?;
         }
         if let Some(m) = &raw.ina {
-            s.ina = match m.get_ref().parse::<InaMode>() {
+            self.ina = match m.get_ref().parse::<InaMode>() {
                 Ok(x @ (InaMode::SwitchMl | InaMode::Hierarchical)) => x,
                 Ok(_) | Err(_) => {
                     return Err(at(
@@ -289,8 +308,14 @@ impl ClusterSpec {
                 }
             };
         }
+        Ok(())
+    }
+
+    /// The run's keys: seed, routing, the planner's objective and limits, the rate model,
+    /// ns-3 and traces.
+    fn run_keys(&mut self, raw: &RawCluster, at: &At) -> Result<(), FormatError> {
         if let Some(n) = &raw.seed {
-            s.seed = u64::try_from(*n.get_ref()).map_err(|_| {
+            self.seed = u64::try_from(*n.get_ref()).map_err(|_| {
                 at(
                     n.span().start,
                     "seed",
@@ -299,13 +324,13 @@ impl ClusterSpec {
             })?;
         }
         if let Some(r) = &raw.routing {
-            s.routing = r
+            self.routing = r
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(r.span().start, "routing", e))?;
         }
         if let Some(o) = &raw.objective {
-            s.objective = o
+            self.objective = o
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(o.span().start, "objective", e))?;
@@ -318,7 +343,7 @@ impl ClusterSpec {
                     format!("{} is not a slowdown bound (a number ≥ 1)", f.get_ref()),
                 ));
             }
-            s.fair_slowdown = *f.get_ref();
+            self.fair_slowdown = *f.get_ref();
         }
         if let Some(f) = &raw.plan_time_limit {
             if !crate::pipeline::plan_time_limit_ok(*f.get_ref()) {
@@ -328,45 +353,48 @@ impl ClusterSpec {
                     "seconds, above 0 and at most a day".into(),
                 ));
             }
-            s.plan_time_limit = *f.get_ref();
+            self.plan_time_limit = *f.get_ref();
         }
         if let Some(x) = &raw.plan_solver {
-            s.plan_solver = x
+            self.plan_solver = x
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(x.span().start, "plan-solver", e))?;
         }
         if let Some(x) = &raw.rate_model {
-            s.rate_model = x
+            self.rate_model = x
                 .get_ref()
                 .parse()
                 .map_err(|e: String| at(x.span().start, "rate-model", e))?;
         }
-        s.ns3 = raw.ns3.as_ref().is_some_and(|b| *b.get_ref());
-        s.traces = raw.traces.as_ref().is_none_or(|b| *b.get_ref());
+        self.ns3 = raw.ns3.as_ref().is_some_and(|b| *b.get_ref());
+        self.traces = raw.traces.as_ref().is_none_or(|b| *b.get_ref());
+        Ok(())
+    }
+
+    /// Every `[[job]]`, checked, names unique; `end` is the offset an error about a
+    /// missing job points at (the end of the text).
+    fn jobs_of(&mut self, raw: &RawCluster, end: usize, at: &At) -> Result<(), FormatError> {
         if raw.job.is_empty() {
             return Err(at(
-                text.len(),
+                end,
                 "job",
                 "no [[job]] table: a cluster needs at least one job".into(),
             ));
         }
         for (i, j) in raw.job.iter().enumerate() {
-            let job = s.job(i, j.get_ref())?;
-            if let Some(o) = s.jobs.iter().position(|x| x.name == job.name) {
-                return Err(s.error(
+            let job = self.job(i, j.get_ref())?;
+            if let Some(o) = self.jobs.iter().position(|x| x.name == job.name) {
+                return Err(self.error(
                     &job,
                     i,
                     "name",
                     format!("`{}` is also the name of job[{o}]", job.name),
                 ));
             }
-            s.jobs.push(job);
+            self.jobs.push(job);
         }
-        if let Some(sw) = &raw.sweep {
-            s.sweep = Some(s.sweep_table(sw.get_ref(), sw.span())?);
-        }
-        Ok(s)
+        Ok(())
     }
 
     /// The `[sweep]` table, checked against the jobs.

@@ -5,7 +5,7 @@
 //! The messages are derived with `prost` on structs that follow the schema
 //! `src/formats/chakra_et_def.proto` field by field (names, numbers, types; proto3 packs
 //! repeated numbers): no protobuf compiler is involved. One writer ([`write`]) and one
-//! reader ([`read`]); what the nodes mean for a training job is `ns3::chakra`'s.
+//! reader ([`read`]); what the nodes mean for a training job is `interop::chakra`'s.
 
 use super::{write_atomic, FormatError};
 use prost::Message;

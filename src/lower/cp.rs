@@ -12,10 +12,80 @@
 //!   compute, which updated the dK/dV it carries.
 //!
 //! Ring transfers are point-to-point: one connection each (no channel split).
+//!
+//! The schedule itself — who sends how much to whom in which step, and the core's parts —
+//! is [`RingAttention`], rank-level: [`Lowering::cp_ring`] lowers it onto the cluster for
+//! the trace and the planner, and the Chakra export (`crate::interop::chakra`) writes it
+//! as send and receive nodes.
 
 use super::{Lowering, Sink};
-use crate::schedule::{ring_step_bytes, Pass};
+use crate::schedule::Pass;
 use crate::units::{Bytes, Nanos, Rank};
+
+/// Ring attention of one layer's pass over a ring of `n` members, rank-level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RingAttention {
+    /// Forward or backward.
+    pub pass: Pass,
+    n: usize,
+    core: Nanos,
+    /// Bytes every member sends in step `i`.
+    sizes: Vec<Bytes>,
+}
+
+impl RingAttention {
+    /// The `pass` over `n` members with attention-core compute `core` per member and K/V
+    /// blocks of `kv` bytes (Transformer Engine's `AttnFuncWithCPAndKVP2P`): forward CP−1
+    /// steps of one block; backward CP steps, K/V in step 0, K/V and dK/dV in steps 1 …
+    /// CP−2, dK/dV alone in step CP−1.
+    pub fn new(pass: Pass, n: usize, core: Nanos, kv: Bytes) -> Self {
+        let sizes = match pass {
+            Pass::Fwd => vec![kv; n.saturating_sub(1)],
+            Pass::Bwd => (0..n)
+                .map(|i| {
+                    if i == 0 || i + 1 == n {
+                        kv
+                    } else {
+                        Bytes(2 * kv.0)
+                    }
+                })
+                .collect(),
+        };
+        RingAttention {
+            pass,
+            n,
+            core,
+            sizes,
+        }
+    }
+
+    /// Members of the ring: also the number of core parts (one per K/V block).
+    pub fn members(&self) -> usize {
+        self.n
+    }
+
+    /// Offsets in the ring of the member a member sends to and the one it receives from:
+    /// forward passes K/V to the next member, backward to the previous one.
+    pub fn offsets(&self) -> (usize, usize) {
+        match self.pass {
+            Pass::Fwd => (1, self.n.saturating_sub(1)),
+            Pass::Bwd => (self.n.saturating_sub(1), 1),
+        }
+    }
+
+    /// The bytes every member sends in step `i`; `None` for a step without a block (the
+    /// forward's last part).
+    pub fn step_bytes(&self, i: usize) -> Option<Bytes> {
+        self.sizes.get(i).copied()
+    }
+
+    /// Part `i` of the attention core: `core / n`, the remainder spread over the first
+    /// parts.
+    pub fn part(&self, i: usize) -> Nanos {
+        let n = self.n as u64;
+        Nanos(self.core.0 / n + u64::from((i as u64) < self.core.0 % n))
+    }
+}
 
 impl Lowering<'_> {
     /// Ring attention of one layer's `pass` over `members` (in CP-rank order) with
@@ -36,13 +106,8 @@ impl Lowering<'_> {
             return Ok(());
         }
         let coll = sink.new_coll();
-        let part = |i: usize| Nanos(core.0 / n as u64 + u64::from((i as u64) < core.0 % n as u64));
-        // Forward passes K/V to the next member, backward to the previous one.
-        let (to, from) = match pass {
-            Pass::Fwd => (1, n - 1),
-            Pass::Bwd => (n - 1, 1),
-        };
-        let sizes = ring_step_bytes(pass, n, kv);
+        let ring = RingAttention::new(pass, n, core, kv);
+        let (to, from) = ring.offsets();
         let mut prev: Vec<Option<S::Id>> = vec![None; n];
         for i in 0..n {
             if i >= 1 {
@@ -54,7 +119,7 @@ impl Lowering<'_> {
                     }
                 }
             }
-            if let Some(&bytes) = sizes.get(i) {
+            if let Some(bytes) = ring.step_bytes(i) {
                 let mut cur = vec![None; n];
                 for k in 0..n {
                     let deps = match (pass, i) {
@@ -82,7 +147,7 @@ impl Lowering<'_> {
                 prev = cur;
             }
             for &r in members {
-                sink.chain(r).pending += part(i);
+                sink.chain(r).pending += ring.part(i);
             }
         }
         // The layer goes on once the last blocks have left and arrived.

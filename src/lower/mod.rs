@@ -32,6 +32,7 @@ mod nvlink;
 mod swing;
 
 pub use channels::{default_channels, slice};
+pub use cp::RingAttention;
 pub use host::ring_steps;
 pub use ina::{rina_racks, RinaRacks};
 pub use nvlink::{nvlink_collective_time, NCCL_NVLINK_RING_STEP};

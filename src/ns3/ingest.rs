@@ -239,59 +239,17 @@ pub fn parse_qlen(path: &Path, text: &str) -> Table {
     line_table(path, text, (&QLEN_COLUMNS, qlen_cells))
 }
 
-/// SimAI EndToEnd.csv → long-form rows (`section,layer,row,metric,value,unit`), read by
-/// the one reader of the format ([`simai_end_to_end`]). Times are µs; algbw/busbw GB/s;
-/// a missing value (`nan`, `NONE`) is an empty cell, not a zero.
+/// SimAI EndToEnd.csv → long-form rows ([`crate::interop::simai::long_form`]), read by
+/// the one reader of the format ([`simai_end_to_end`]).
 pub fn parse_end_to_end(path: &Path, text: &str) -> Result<Table, Ns3Error> {
     let (e2e, warnings) = simai_end_to_end::parse(path, text)?;
-    let mut t = Table {
-        header: ["section", "layer", "row", "metric", "value", "unit"]
+    Ok(Table {
+        header: crate::interop::simai::LONG_FORM_COLUMNS
             .map(String::from)
             .to_vec(),
+        rows: crate::interop::simai::long_form(&e2e),
         warnings: warnings.iter().map(ToString::to_string).collect(),
-        ..Default::default()
-    };
-    let unit = |m: &str| if m.contains("bw") { "GB/s" } else { "us" };
-    let cell = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-    let mut push = |section: &str, layer: &str, row: String, metric: &str, v: Option<f64>| {
-        t.rows.push(vec![
-            section.into(),
-            layer.into(),
-            row,
-            metric.into(),
-            cell(v),
-            unit(metric).into(),
-        ])
-    };
-    for run in &e2e.runs {
-        for (b, v) in &run.us {
-            push("summary", "", String::new(), b.as_str(), Some(*v));
-        }
-    }
-    let mut row_no = 0usize;
-    for l in &e2e.layers {
-        let (section, layer, row) = if l.is_sum() {
-            ("sum", "", String::new())
-        } else {
-            row_no += 1;
-            ("layer", l.layer.as_str(), row_no.to_string())
-        };
-        for (m, v) in &l.values {
-            push(section, layer, row.clone(), m, *v);
-        }
-    }
-    if let Some(tot) = e2e.totals {
-        push(
-            "total",
-            "",
-            String::new(),
-            "total_exposed_comm",
-            tot.exposed_comm_us,
-        );
-        push("total", "", String::new(), "total_comp", tot.comp_us);
-        push("total", "", String::new(), "total_time", tot.time_us);
-    }
-    Ok(t)
+    })
 }
 
 /// Our summary.csv → the same columns, checked against the [`Summary`] schema.

@@ -10,7 +10,9 @@
 //!   a [`child`] that never outlives ina3d.
 //! - [`ingest`]: reads the simulators' outputs (HPCC `fct.txt` with 8 or 9 fields, `pfc`,
 //!   `qlen`, SimAI `EndToEnd.csv`, the glue's `summary.csv`) into tidy CSV.
-//! - [`aicb`]: the AICB/SimAI workload text for a training config.
+//!
+//! The exports to other simulators (AICB/SimAI, Chakra) and the reading of their results
+//! beside ours are [`crate::interop`]'s.
 //!
 //! ## Routing: the same path in the glue and the replayer
 //! Both back-ends use ECMP **per connection**: every net record and INA edge from `src`
@@ -31,11 +33,8 @@
 //! on every worker link exactly those of INA (S up, S down) but adds one switch hop and
 //! leaves the switch-to-proxy link's queueing to the simulator — an approximation.
 
-pub mod aicb;
-pub mod chakra;
 pub mod child;
 pub mod emit;
-pub mod external;
 pub mod ingest;
 pub mod routes;
 pub mod run;

@@ -117,17 +117,33 @@ fn leaf_spine(leaves: u32, per_leaf: u32, spines: u32, oversub: u32) -> String {
     format!("leaf-spine:leaves={leaves},spines={spines},hosts-per-leaf={per_leaf},gpus-per-server=1,oversub={oversub}")
 }
 
-/// Every case of the suite, 8 to 128 GPUs.
+/// Every case of the suite, 8 to 128 GPUs: jobs at the 64-wide model's size, collective
+/// curves, jobs at the tiny job's size, then the non-Clos fabrics.
 pub fn cases() -> Vec<Case> {
-    let ls2_16 = leaf_spine(4, 4, 2, 2);
-    let ls4_32 = leaf_spine(4, 8, 2, 4);
-    let sizes = [64, 128, 256, 512, 1024, 2048];
-    let case = |name, about, spec, bench| Case {
+    [model_jobs(), curves(), tiny_jobs(), other_fabrics()].concat()
+}
+
+/// The sizes (KiB) of an all-reduce or all-to-all curve.
+const CURVE_KIB: [u64; 6] = [64, 128, 256, 512, 1024, 2048];
+
+fn case(
+    name: &'static str,
+    about: &'static str,
+    spec: JobSpec,
+    bench: Option<CollectiveBench>,
+) -> Case {
+    Case {
         name,
         about,
         spec,
         bench,
-    };
+    }
+}
+
+/// Jobs of the 64-wide model on Clos fabrics: host algorithms, NVLink, INA trees.
+fn model_jobs() -> Vec<Case> {
+    let ls2_16 = leaf_spine(4, 4, 2, 2);
+    let ls4_32 = leaf_spine(4, 8, 2, 4);
     vec![
         case(
             "ls2-ring-16",
@@ -211,6 +227,14 @@ pub fn cases() -> Vec<Case> {
             }),
             None,
         ),
+    ]
+}
+
+/// Collective curves: one collective at several sizes.
+fn curves() -> Vec<Case> {
+    let ls2_16 = leaf_spine(4, 4, 2, 2);
+    let sizes = CURVE_KIB;
+    vec![
         case(
             "bench-ring-ar-16",
             "all-reduce curve, ring, 2:1",
@@ -260,7 +284,14 @@ pub fn cases() -> Vec<Case> {
             model(&ls2_16, 1, 1, 16, 4, 1),
             bench(CollKind::AllToAll, BenchGroup::All, &sizes),
         ),
-        // the tiny job at its own size: messages long enough for DCQCN to act
+    ]
+}
+
+/// The tiny job at its own size: messages long enough for DCQCN to act.
+fn tiny_jobs() -> Vec<Case> {
+    let ls2_16 = leaf_spine(4, 4, 2, 2);
+    let ls4_32 = leaf_spine(4, 8, 2, 4);
+    vec![
         case(
             "ls2-pp-emb-16",
             "2:1 leaf-spine, ring DP beside PP sends and the embedding all-reduce",
@@ -346,8 +377,14 @@ pub fn cases() -> Vec<Case> {
             }),
             None,
         ),
-        // the non-Clos fabrics (docs/model.md#routing-on-other-fabrics): one job each. The
-        // host rings over long paths (Jellyfish's k-shortest detours, BCube's and DCell's
+    ]
+}
+
+/// The non-Clos fabrics (docs/model.md#routing-on-other-fabrics): one job each.
+fn other_fabrics() -> Vec<Case> {
+    let sizes = CURVE_KIB;
+    vec![
+        // The host rings over long paths (Jellyfish's k-shortest detours, BCube's and DCell's
         // relays) run the tiny job at its own size (128 KiB – 4 MiB transfers): at the
         // 64-wide model's 20 KB ring steps a transfer lasts less than its path's
         // propagation, where the fluid model is pessimistic (docs/model.md#known-gaps)

@@ -53,6 +53,6 @@ pub use pipeline::{
 };
 pub use roofline::{ComputeModel, Efficiency};
 pub use workload::{
-    ring_step_bytes, Calibration, CalibrationSource, CpPlan, MoePlan, ScheduleError,
+    Calibration, CalibrationSource, CpPlan, MoePlan, ScheduleError,
     ScheduleOptions, StagePlan, Workload, MAX_CALIBRATION_FACTOR,
 };

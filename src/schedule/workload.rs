@@ -259,25 +259,6 @@ impl CpPlan {
     }
 }
 
-/// The bytes each member sends in each step of ring attention's `pass` over a CP group of
-/// `n` with K/V blocks of `kv` (Transformer Engine's `AttnFuncWithCPAndKVP2P`): forward
-/// CP−1 steps of one block; backward CP steps, K/V in step 0, K/V and dK/dV in steps 1 …
-/// CP−2, dK/dV alone in step CP−1.
-pub fn ring_step_bytes(pass: Pass, n: usize, kv: Bytes) -> Vec<Bytes> {
-    match pass {
-        Pass::Fwd => vec![kv; n.saturating_sub(1)],
-        Pass::Bwd => (0..n)
-            .map(|i| {
-                if i == 0 || i + 1 == n {
-                    kv
-                } else {
-                    Bytes(2 * kv.0)
-                }
-            })
-            .collect(),
-    }
-}
-
 /// Mixture-of-experts layers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MoePlan {

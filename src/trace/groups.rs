@@ -124,28 +124,51 @@ impl Group {
 /// Every group of `wl` with at least two members, TP groups first (by replica, stage),
 /// then DP (by stage, lowest rank), then embedding groups.
 pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
-    let g = &wl.groups;
-    let hosts = |m: &[Rank]| m.iter().map(|r| topo.gpu(*r)).collect::<Vec<_>>();
-    let mut out = Vec::new();
+    let mut out = tp_groups(wl, topo);
+    out.extend(gradient_groups(wl, topo));
+    out.extend(embedding_groups(wl, topo));
+    out
+}
+
+/// A group of `members` of `class` on `topo`: its GPUs' nodes, and whether it runs
+/// inside one server's NVLink.
+fn group(topo: &Topology, class: Class, stage: Option<u32>, members: &[Rank], role: Role) -> Group {
+    Group {
+        class,
+        stage,
+        members: members.to_vec(),
+        hosts: members.iter().map(|r| topo.gpu(*r)).collect(),
+        nvlink: topo.one_nvlink_domain(members),
+        role,
+    }
+}
+
+/// The TP collectives of one stage's layers over the iteration: each kind of a dense
+/// layer's steps, `microbatches × layers per stage` times.
+fn tp_per_layer(wl: &Workload) -> Vec<Coll> {
     let layers = wl.num_layers / wl.pp().max(1);
-    let m = wl.microbatches as u64;
-    let per_layer = |steps: &[LayerStep], out: &mut Vec<Coll>| {
-        for st in steps {
-            if let LayerStep::Tp(kind) = *st {
-                match out.iter_mut().find(|c| c.kind == kind) {
-                    Some(c) => c.count += m * layers as u64,
-                    None => out.push(Coll {
-                        kind,
-                        bytes: wl.tp_bytes,
-                        count: m * layers as u64,
-                    }),
-                }
+    let count = wl.microbatches as u64 * layers as u64;
+    let mut out: Vec<Coll> = Vec::new();
+    for st in wl.fwd_steps.iter().chain(&wl.bwd_steps) {
+        if let LayerStep::Tp(kind) = *st {
+            match out.iter_mut().find(|c| c.kind == kind) {
+                Some(c) => c.count += count,
+                None => out.push(Coll {
+                    kind,
+                    bytes: wl.tp_bytes,
+                    count,
+                }),
             }
         }
-    };
-    let mut tp_colls = Vec::new();
-    per_layer(&wl.fwd_steps, &mut tp_colls);
-    per_layer(&wl.bwd_steps, &mut tp_colls);
+    }
+    out
+}
+
+/// The TP groups, by replica and stage, with their stage's layer-norm all-reduce.
+fn tp_groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
+    let g = &wl.groups;
+    let tp_colls = tp_per_layer(wl);
+    let mut out = Vec::new();
     for tpg in &g.tp_groups {
         if tpg.len() < 2 || wl.tp_bytes.0 == 0 {
             continue;
@@ -157,102 +180,99 @@ pub fn groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
             bytes: b,
             count: 1,
         });
-        out.push(Group {
-            class: Class::Tp,
-            stage: Some(stage),
-            members: tpg.clone(),
-            hosts: hosts(tpg),
-            nvlink: topo.one_nvlink_domain(tpg),
-            role: Role::Tp {
-                replica: (c.dp * g.cp + c.cp) as usize,
-                per_layer: tp_colls.clone(),
-                layernorm,
-            },
-        });
+        let role = Role::Tp {
+            replica: (c.dp * g.cp + c.cp) as usize,
+            per_layer: tp_colls.clone(),
+            layernorm,
+        };
+        out.push(group(topo, Class::Tp, Some(stage), tpg, role));
     }
-    let kind = if wl.distributed_optimizer {
-        CollKind::ReduceScatter
-    } else {
-        CollKind::AllReduce
-    };
-    // dense gradients over each DP×CP group, expert gradients over each expert-DP group
+    out
+}
+
+/// Dense gradients over each DP×CP group, then expert gradients over each expert-DP group:
+/// their buckets' reductions and (distributed optimizer) parameter all-gathers.
+fn gradient_groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
+    let g = &wl.groups;
     let expert: &[Vec<Rank>] = if wl.moe.is_some() { &g.edp_groups } else { &[] };
     let lists = [
         (GradGroup::DataContext, &g.dp_cp_groups[..]),
         (GradGroup::ExpertData, expert),
     ];
+    let mut out = Vec::new();
     for (which, list) in lists {
-        for grp in list {
-            if grp.len() < 2 {
-                continue;
-            }
+        for grp in list.iter().filter(|grp| grp.len() >= 2) {
             let stage = match which {
                 GradGroup::DataContext => g.coords(grp[0]).pp,
                 GradGroup::ExpertData => g.expert_coords(grp[0]).pp,
             };
-            let plan = &wl.stages[stage as usize];
-            let mine = || {
-                plan.buckets
-                    .iter()
-                    .enumerate()
-                    .filter(move |(_, b)| b.group == which)
-            };
-            let reduced: Vec<(usize, Coll)> = mine()
-                .filter(|(_, b)| b.grad_bytes.0 > 0)
-                .map(|(i, b)| {
-                    let c = Coll {
-                        kind,
-                        bytes: b.grad_bytes,
-                        count: 1,
-                    };
-                    (i, c)
-                })
-                .collect();
-            let gathers = if wl.distributed_optimizer {
-                mine()
-                    .filter(|(_, b)| b.param_bytes.0 > 0)
-                    .map(|(_, b)| Coll {
-                        kind: CollKind::AllGather,
-                        bytes: b.param_bytes,
-                        count: 1,
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            out.push(Group {
-                class: Class::Dp,
-                stage: Some(stage),
-                members: grp.clone(),
-                hosts: hosts(grp),
-                nvlink: topo.one_nvlink_domain(grp),
-                role: Role::Dp {
-                    index: reduced.iter().map(|x| x.0).collect(),
-                    buckets: reduced.into_iter().map(|x| x.1).collect(),
-                    gathers,
-                    expert: which == GradGroup::ExpertData,
-                },
-            });
-        }
-    }
-    if let Some(b) = wl.emb_bytes.filter(|b| b.0 > 0) {
-        for eg in &g.emb_groups {
-            if eg.len() < 2 {
-                continue;
-            }
-            out.push(Group {
-                class: Class::Emb,
-                stage: None,
-                members: eg.clone(),
-                hosts: hosts(eg),
-                nvlink: topo.one_nvlink_domain(eg),
-                role: Role::Emb(Coll {
-                    kind: CollKind::AllReduce,
-                    bytes: b,
-                    count: 1,
-                }),
-            });
+            let role = gradient_role(wl, stage, which);
+            out.push(group(topo, Class::Dp, Some(stage), grp, role));
         }
     }
     out
+}
+
+/// The buckets of `which` gradients of stage `stage`: each non-empty one's reduction (by
+/// bucket index), and the parameter all-gathers of the distributed optimizer.
+fn gradient_role(wl: &Workload, stage: u32, which: GradGroup) -> Role {
+    let kind = if wl.distributed_optimizer {
+        CollKind::ReduceScatter
+    } else {
+        CollKind::AllReduce
+    };
+    let plan = &wl.stages[stage as usize];
+    let mine = || {
+        plan.buckets
+            .iter()
+            .enumerate()
+            .filter(move |(_, b)| b.group == which)
+    };
+    let reduced: Vec<(usize, Coll)> = mine()
+        .filter(|(_, b)| b.grad_bytes.0 > 0)
+        .map(|(i, b)| {
+            let c = Coll {
+                kind,
+                bytes: b.grad_bytes,
+                count: 1,
+            };
+            (i, c)
+        })
+        .collect();
+    let gathers = if wl.distributed_optimizer {
+        mine()
+            .filter(|(_, b)| b.param_bytes.0 > 0)
+            .map(|(_, b)| Coll {
+                kind: CollKind::AllGather,
+                bytes: b.param_bytes,
+                count: 1,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Role::Dp {
+        index: reduced.iter().map(|x| x.0).collect(),
+        buckets: reduced.into_iter().map(|x| x.1).collect(),
+        gathers,
+        expert: which == GradGroup::ExpertData,
+    }
+}
+
+/// The tied embedding's all-reduce over each embedding group.
+fn embedding_groups(wl: &Workload, topo: &Topology) -> Vec<Group> {
+    let Some(b) = wl.emb_bytes.filter(|b| b.0 > 0) else {
+        return Vec::new();
+    };
+    let coll = Coll {
+        kind: CollKind::AllReduce,
+        bytes: b,
+        count: 1,
+    };
+    wl.groups
+        .emb_groups
+        .iter()
+        .filter(|eg| eg.len() >= 2)
+        .map(|eg| group(topo, Class::Emb, None, eg, Role::Emb(coll)))
+        .collect()
 }

@@ -16,7 +16,7 @@ use crate::formats::gz_members::MemberReader;
 use crate::formats::FormatError;
 use crate::record::{AggDir, FlowRecord};
 use crate::units::FlowId;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -473,57 +473,97 @@ fn dep_column(line: &str, k: usize) -> usize {
 
 /// Read the header lines (magic, metadata, column row): the header and the number of
 /// lines it took. Sets `ctx.schema`.
+/// The header's lines, one at a time: bounded as a whole (the body's blocks are bounded
+/// by LINE_MAX), so a line without a break cannot grow a string to the file's size.
+struct HeaderLines<'a> {
+    input: &'a mut dyn BufRead,
+    /// Bytes read so far.
+    used: usize,
+    /// Number of the line in `buf` (1-based; 0 before the first).
+    line_no: u64,
+    /// The last line read, without its line break.
+    buf: String,
+}
+
+impl HeaderLines<'_> {
+    /// Reads the next line into `buf`; false at the end of the input.
+    fn next(&mut self, ctx: &LineCtx) -> Result<bool, FormatError> {
+        self.buf.clear();
+        let limit = (LINE_MAX - self.used) as u64 + 1;
+        let n = Read::take(&mut *self.input, limit)
+            .read_line(&mut self.buf)
+            .map_err(|e| ctx.read_error(self.line_no, e))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.used += n;
+        if self.used > LINE_MAX {
+            return Err(FormatError::syntax(
+                &ctx.path,
+                self.line_no + 1,
+                "header",
+                format!("header longer than {} MiB: not a trace", LINE_MAX >> 20),
+            ));
+        }
+        self.line_no += 1;
+        while self.buf.ends_with(['\n', '\r']) {
+            self.buf.pop();
+        }
+        Ok(true)
+    }
+}
+
+/// The trace header: the magic line with its schema, the `# key=value` metadata lines,
+/// the column header row; returns the header and the number of lines it took.
 fn read_header(
     input: &mut dyn BufRead,
     ctx: &mut LineCtx,
 ) -> Result<(TraceHeader, u64), FormatError> {
     let mut header = TraceHeader::new();
-    let mut key_lines: std::collections::HashMap<String, u64> = Default::default();
-    let mut buf = String::new();
-    let mut line_no = 0u64;
-    let err = |line: u64, field: &str, column: usize, msg: String| {
-        FormatError::at(&ctx.path, line, column as u64, field, msg)
+    let mut key_lines: HashMap<String, u64> = HashMap::new();
+    let mut lines = HeaderLines {
+        input,
+        used: 0,
+        line_no: 0,
+        buf: String::new(),
     };
-    // The header is read line by line: bounded as a whole (the body's blocks are bounded
-    // by LINE_MAX), so a line without a break cannot grow a string to the file's size.
-    let mut used = 0usize;
-    let mut next_line = |buf: &mut String, line_no: &mut u64| -> Result<bool, FormatError> {
-        buf.clear();
-        let limit = (LINE_MAX - used) as u64 + 1;
-        let n = Read::take(&mut *input, limit)
-            .read_line(buf)
-            .map_err(|e| ctx.read_error(*line_no, e))?;
-        if n == 0 {
-            return Ok(false);
-        }
-        used += n;
-        if used > LINE_MAX {
-            return Err(FormatError::syntax(
-                &ctx.path,
-                *line_no + 1,
-                "header",
-                format!("header longer than {} MiB: not a trace", LINE_MAX >> 20),
-            ));
-        }
-        *line_no += 1;
-        while buf.ends_with(['\n', '\r']) {
-            buf.pop();
-        }
-        Ok(true)
-    };
-    if !next_line(&mut buf, &mut line_no)? {
-        return Err(err(
+    if !lines.next(ctx)? {
+        return Err(FormatError::at(
+            &ctx.path,
+            1,
             1,
             "header",
-            1,
             format!("empty file: expected `{MAGIC} schema={SCHEMA_VERSION}`"),
         ));
     }
-    let first = buf.trim();
+    header.schema = schema_of(&ctx.path, &lines.buf)?;
+    loop {
+        if !lines.next(ctx)? {
+            return Err(FormatError::at(
+                &ctx.path,
+                lines.line_no,
+                1,
+                "header",
+                "missing column header row".to_string(),
+            ));
+        }
+        let (line_no, buf) = (lines.line_no, lines.buf.as_str());
+        if let Some(kv) = buf.strip_prefix('#') {
+            metadata_line(&ctx.path, line_no, buf, kv, &mut header, &mut key_lines)?;
+            continue;
+        }
+        column_row(&ctx.path, line_no, buf, &header, &key_lines)?;
+        ctx.schema = header.schema;
+        return Ok((header, line_no));
+    }
+}
+
+/// The schema of the magic line `first` (line 1).
+fn schema_of(path: &Path, first: &str) -> Result<u32, FormatError> {
+    let err = |column: usize, msg: String| FormatError::at(path, 1, column as u64, "header", msg);
+    let first = first.trim();
     let Some(rest) = first.strip_prefix(MAGIC) else {
         return Err(err(
-            1,
-            "header",
             1,
             format!(
                 "not an ina3d trace: expected `{MAGIC} schema={SCHEMA_VERSION}`, found `{}`",
@@ -535,88 +575,80 @@ fn read_header(
         .trim()
         .strip_prefix("schema=")
         .and_then(|v| v.trim().parse::<u32>().ok());
-    header.schema = match v {
-        Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => v,
-        Some(v) => {
-            return Err(err(
-                1,
-                "header",
-                MAGIC.len() + 2,
-                format!(
-                    "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
-                ),
-            ))
-        }
-        None => {
-            return Err(err(
-                1,
-                "header",
-                MAGIC.len() + 2,
-                "expected `schema=<number>` after the magic".into(),
-            ))
-        }
-    };
-    loop {
-        if !next_line(&mut buf, &mut line_no)? {
-            return Err(err(
-                line_no,
-                "header",
-                1,
-                "missing column header row".into(),
-            ));
-        }
-        if let Some(kv) = buf.strip_prefix('#') {
-            let kv = kv.trim_start();
-            if kv.is_empty() {
-                continue;
-            }
-            let Some((k, v)) = kv.split_once('=') else {
-                return Err(err(
-                    line_no,
-                    "metadata",
-                    3,
-                    "metadata lines must be `# key=value`".into(),
-                ));
-            };
-            let key = k.trim();
-            if let Some(&first) = key_lines.get(key) {
-                return Err(err(
-                    line_no,
-                    "metadata",
-                    3,
-                    format!("key `{key}` given twice (first on line {first}); which one holds?"),
-                ));
-            }
-            check_meta_value(key, v.trim()).map_err(|msg| {
-                err(
-                    line_no,
-                    "metadata",
-                    buf.len() - v.len() + 1,
-                    format!("{key}: {msg}"),
-                )
-            })?;
-            key_lines.insert(key.to_string(), line_no);
-            header.meta.insert(key.to_string(), v.to_string());
-            continue;
-        }
-        let cols: Vec<&str> = buf.split(',').map(str::trim).collect();
-        let want = columns_of(header.schema);
-        if cols != want {
-            return Err(err(
-                line_no,
-                "header",
-                1,
-                format!(
-                    "column header of schema {} must be `{}`",
-                    header.schema,
-                    want.join(",")
-                ),
-            ));
-        }
-        check_world(&header, &key_lines).map_err(|(line, msg)| err(line, "metadata", 3, msg))?;
-        ctx.schema = header.schema;
-        return Ok((header, line_no));
+    match v {
+        Some(v) if (OLDEST_SCHEMA..=SCHEMA_VERSION).contains(&v) => Ok(v),
+        Some(v) => Err(err(
+            MAGIC.len() + 2,
+            format!(
+                "schema {v} is not supported (this build reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}; a newer ina3d wrote this file)"
+            ),
+        )),
+        None => Err(err(
+            MAGIC.len() + 2,
+            "expected `schema=<number>` after the magic".into(),
+        )),
     }
+}
+
+/// One `# key=value` metadata line (`buf`, `kv` after its `#`), checked and added to
+/// `header`; a key given twice is refused, naming the line of the first.
+fn metadata_line(
+    path: &Path,
+    line_no: u64,
+    buf: &str,
+    kv: &str,
+    header: &mut TraceHeader,
+    key_lines: &mut HashMap<String, u64>,
+) -> Result<(), FormatError> {
+    let err =
+        |column: usize, msg: String| FormatError::at(path, line_no, column as u64, "metadata", msg);
+    let kv = kv.trim_start();
+    if kv.is_empty() {
+        return Ok(());
+    }
+    let Some((k, v)) = kv.split_once('=') else {
+        return Err(err(3, "metadata lines must be `# key=value`".into()));
+    };
+    let key = k.trim();
+    if let Some(&first) = key_lines.get(key) {
+        return Err(err(
+            3,
+            format!("key `{key}` given twice (first on line {first}); which one holds?"),
+        ));
+    }
+    check_meta_value(key, v.trim())
+        .map_err(|msg| err(buf.len() - v.len() + 1, format!("{key}: {msg}")))?;
+    key_lines.insert(key.to_string(), line_no);
+    header.meta.insert(key.to_string(), v.to_string());
+    Ok(())
+}
+
+/// The column header row `buf`: the columns of the header's schema; then the world the
+/// metadata gives is checked.
+fn column_row(
+    path: &Path,
+    line_no: u64,
+    buf: &str,
+    header: &TraceHeader,
+    key_lines: &HashMap<String, u64>,
+) -> Result<(), FormatError> {
+    let cols: Vec<&str> = buf.split(',').map(str::trim).collect();
+    let want = columns_of(header.schema);
+    if cols != want {
+        return Err(FormatError::at(
+            path,
+            line_no,
+            1,
+            "header",
+            format!(
+                "column header of schema {} must be `{}`",
+                header.schema,
+                want.join(",")
+            ),
+        ));
+    }
+    check_world(header, key_lines)
+        .map_err(|(line, msg)| FormatError::at(path, line, 3, "metadata", msg))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //! model, the workload's compute times, a formula, a sum), after checking the file is of
 //! the replay's job.
 
-use super::Ns3Error;
+use super::InteropError;
 use crate::fct::{FctRow, Summary};
 use crate::formats::simai_end_to_end::{self, Basis, Breakdown, EndToEnd};
 use crate::formats::{flow_txt, glue_trace_txt, hpcc_fct, read_text};
@@ -46,7 +46,7 @@ pub struct ExternalFct {
 
 /// Reads `flow.meta.txt`'s `flow_index record_id piece pieces` lines (the other lines say
 /// where start times came from and list proxies).
-fn read_meta(path: &Path) -> Result<Vec<(u64, u32, u32)>, Ns3Error> {
+fn read_meta(path: &Path) -> Result<Vec<(u64, u32, u32)>, InteropError> {
     let text = read_text(path)?;
     let mut out = Vec::new();
     for (no, l) in text.lines().enumerate() {
@@ -54,7 +54,7 @@ fn read_meta(path: &Path) -> Result<Vec<(u64, u32, u32)>, Ns3Error> {
         if f.len() != 4 || !f[0].bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
-        let bad = |field: &str| Ns3Error::Parse {
+        let bad = |field: &str| InteropError::Parse {
             path: path.to_path_buf(),
             line: no + 1,
             field: field.into(),
@@ -75,11 +75,11 @@ fn read_meta(path: &Path) -> Result<Vec<(u64, u32, u32)>, Ns3Error> {
 
 /// Maps `fct_txt` onto the records of the emit directory `emit_dir` (its `flow.txt`,
 /// `flow.meta.txt` and `trace.txt`); see the module docs.
-pub fn match_hpcc_fct(emit_dir: &Path, fct_txt: &Path) -> Result<ExternalFct, Ns3Error> {
+pub fn match_hpcc_fct(emit_dir: &Path, fct_txt: &Path) -> Result<ExternalFct, InteropError> {
     let (flows, _) = flow_txt::read(&emit_dir.join("flow.txt"))?;
     let meta = read_meta(&emit_dir.join("flow.meta.txt"))?;
     if meta.len() != flows.len() {
-        return Err(Ns3Error::Parse {
+        return Err(InteropError::Parse {
             path: emit_dir.join("flow.meta.txt"),
             line: 0,
             field: "flow_index".into(),
@@ -232,7 +232,7 @@ fn check_same_job(
     e2e: &EndToEnd,
     job: &std::collections::BTreeMap<String, String>,
     path: &Path,
-) -> Result<(), Ns3Error> {
+) -> Result<(), InteropError> {
     let want = |k: &str| job.get(k).and_then(|v| v.parse::<u32>().ok());
     let s = e2e.job();
     let mut differs = Vec::new();
@@ -275,7 +275,7 @@ fn check_same_job(
     if differs.is_empty() {
         return Ok(());
     }
-    Err(Ns3Error::Parse {
+    Err(InteropError::Parse {
         path: path.to_path_buf(),
         line: line as usize,
         field: "job".into(),
@@ -295,10 +295,10 @@ pub fn compare_end_to_end(
     e2e: &EndToEnd,
     job: Option<&std::collections::BTreeMap<String, String>>,
     path: &Path,
-) -> Result<EndToEndComparison, Ns3Error> {
+) -> Result<EndToEndComparison, InteropError> {
     if e2e.runs.len() > 1 {
         let names: Vec<&str> = e2e.runs.iter().map(|r| r.name.as_str()).collect();
-        return Err(Ns3Error::Parse {
+        return Err(InteropError::Parse {
             path: path.to_path_buf(),
             line: e2e.runs[1].line as usize,
             field: "File name".into(),

@@ -19,17 +19,20 @@
 //! it, as the trace's chains do; sends are synchronous); DP buckets run on their own
 //! stream, each after the backward that completes it and the bucket before it; the end of
 //! iteration waits for both. Ring attention overlaps its K/V exchanges with the attention
-//! core as the trace does (`trace::gen::cp`). All-to-alls are `ALL_TO_ALL` of the rank's
-//! whole send buffer, which ASTRA-sim splits evenly: under skewed MoE routing per-pair
-//! sizes are not expressible.
+//! core as the trace does: the blocks, their sizes, peers and the core's parts are
+//! [`crate::lower::RingAttention`]'s, the schedule the trace is lowered with; collective
+//! sizes and all-to-all parts are the workload's ([`Workload::step_bytes`],
+//! [`Workload::a2a_parts`]), as the trace reads them. All-to-alls are `ALL_TO_ALL` of the
+//! rank's whole send buffer, which ASTRA-sim splits evenly: under skewed MoE routing
+//! per-pair sizes are not expressible.
 
 use crate::formats::chakra::{
     attribute_proto::Value, AttributeProto, CollectiveCommType, GlobalMetadata, Node, NodeType,
     SCHEMA_VERSION,
 };
+use crate::lower::RingAttention;
 use crate::schedule::{
-    ring_step_bytes, A2aSizes, CollKind, GradGroup, GroupKind, LayerStep, Pass, PipeOp, StagePlan,
-    StepBytes, Workload,
+    A2aSizes, CollKind, GradGroup, GroupKind, LayerStep, Pass, PipeOp, StagePlan, Workload,
 };
 use crate::units::{Bytes, Nanos, Rank};
 use std::collections::{BTreeMap, HashMap};
@@ -574,26 +577,14 @@ impl Ctx<'_> {
                 }
                 LayerStep::Coll { kind, group, bytes } => {
                     let pg = self.groups.id(Kind::Step(group), r);
-                    if self.groups.size(pg) > 1 {
-                        p.coll(name, kind, self.step_bytes(bytes), pg)?;
+                    if let Some(&first) = self.groups.members(pg).first() {
+                        if self.groups.size(pg) > 1 {
+                            // The size the trace gives this group (by its first member).
+                            p.coll(name, kind, wl.step_bytes(bytes, Rank(first)), pg)?;
+                        }
                     }
                 }
-                LayerStep::AllToAll {
-                    sizes: A2aSizes::CpInner(b),
-                    ..
-                } => {
-                    let pg = self.groups.id(Kind::CpInner, r);
-                    if self.groups.size(pg) > 1 {
-                        p.coll(name, CollKind::AllToAll, b, pg)?;
-                    }
-                }
-                LayerStep::AllToAll { group, sizes } => {
-                    let pg = self.groups.id(Kind::Step(group), r);
-                    let n = self.groups.size(pg);
-                    if n > 1 {
-                        p.coll(name, CollKind::AllToAll, self.a2a_buffer(sizes, n), pg)?;
-                    }
-                }
+                LayerStep::AllToAll { group, sizes } => self.all_to_all(p, name, group, sizes)?,
                 LayerStep::CpRing { pass, core } => {
                     self.ring(p, name, pass, core, mb, layer.unwrap_or(0))?
                 }
@@ -612,37 +603,37 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    fn step_bytes(&self, b: StepBytes) -> Bytes {
-        match (b, &self.wl.moe) {
-            (StepBytes::Fixed(b), _) => b,
-            (StepBytes::ExpertTokens, Some(m)) => {
-                let j = self.wl.groups.expert_coords(Rank(self.r)).ep as usize;
-                m.etp_gather_bytes.get(j).copied().unwrap_or(Bytes(0))
+    /// An all-to-all step: one `ALL_TO_ALL` node per all-to-all the trace lowers the step
+    /// into ([`Workload::a2a_parts`]: the whole group, or with `a2a+p2p` the rank's CP
+    /// all-to-all group), of the rank's whole send buffer there (its own share included,
+    /// as S of an all-to-all in nccl-tests).
+    fn all_to_all(
+        &self,
+        p: &mut Program,
+        name: &str,
+        group: GroupKind,
+        sizes: A2aSizes,
+    ) -> Result<(), ChakraError> {
+        let me = Rank(self.r);
+        let pg = self.groups.id(Kind::Step(group), self.r);
+        let members: Vec<Rank> = self.groups.members(pg).iter().map(|&x| Rank(x)).collect();
+        for part in self.wl.a2a_parts(sizes, &members) {
+            let n = part.members.len();
+            let Some(i) = part.members.iter().position(|&m| m == me) else {
+                continue;
+            };
+            if n < 2 {
+                continue;
             }
-            (StepBytes::ExpertTokens, None) => Bytes(0),
+            let key: Vec<u32> = part.members.iter().map(|m| m.0).collect();
+            let pg = self.groups.ids.get(&key).copied().unwrap_or(0);
+            let buffer = Bytes((0..n).map(|j| part.size(i, j).0).sum());
+            p.coll(name, CollKind::AllToAll, buffer, pg)?;
         }
+        Ok(())
     }
 
-    /// The rank's whole all-to-all send buffer (its own share included, as S of an
-    /// all-to-all in nccl-tests).
-    fn a2a_buffer(&self, sizes: A2aSizes, n: usize) -> Bytes {
-        let d = self
-            .wl
-            .moe
-            .as_ref()
-            .map(|m| m.dispatch_bytes.as_slice())
-            .unwrap_or(&[]);
-        match sizes {
-            A2aSizes::Even(b) | A2aSizes::CpInner(b) => b,
-            A2aSizes::Dispatch => Bytes(d.iter().map(|b| b.0).sum()),
-            A2aSizes::Combine => {
-                let i = self.wl.groups.expert_coords(Rank(self.r)).ep as usize;
-                Bytes(d.get(i).map_or(0, |b| b.0) * n as u64)
-            }
-        }
-    }
-
-    /// Ring attention of one layer's pass (`trace::gen::cp`): the core in CP parts, part
+    /// Ring attention of one layer's pass ([`RingAttention`]): the core in CP parts, part
     /// `i + 1` after the block received in step `i`; forward blocks go to the next CP rank,
     /// backward ones to the previous; a backward send waits for the part that updated its
     /// dK/dV.
@@ -664,19 +655,16 @@ impl Ctx<'_> {
         }
         // CP groups list members in CP-rank order (ascending ranks), the ring's order.
         let k = members.iter().position(|x| *x == self.r).unwrap_or(0);
-        let (to, from) = match pass {
-            Pass::Fwd => (members[(k + 1) % n], members[(k + n - 1) % n]),
-            Pass::Bwd => (members[(k + n - 1) % n], members[(k + 1) % n]),
-        };
         let kv = self.wl.cp.as_ref().map_or(Bytes(0), |c| c.kv_bytes);
-        let sizes = ring_step_bytes(pass, n, kv);
-        let part = |i: usize| Nanos(core.0 / n as u64 + u64::from((i as u64) < core.0 % n as u64));
+        let ring = RingAttention::new(pass, n, core, kv);
+        let (to, from) = ring.offsets();
+        let (to, from) = (members[(k + to) % n], members[(k + from) % n]);
         let layers = self.wl.num_layers;
         let start = std::mem::take(&mut p.tail);
         let mut compute_tail = start.clone();
         // Part `i` of the core, after the part before and the block received before it.
         let core_part = |p: &mut Program, i: usize, tail: &mut Vec<u64>, recv: Option<u64>| {
-            let t = part(i);
+            let t = ring.part(i);
             if t.0 > 0 {
                 let mut deps = tail.clone();
                 deps.extend(recv);
@@ -688,7 +676,7 @@ impl Ctx<'_> {
         let mut prev_recv: Option<u64> = None;
         let mut last_send: Option<u64> = None;
         for i in 0..n {
-            if let Some(&bytes) = sizes.get(i) {
+            if let Some(bytes) = ring.step_bytes(i) {
                 let tag = ring_tag(mb, layer, pass, i, layers, n);
                 // Forward passes on the block received in the step before; backward sends
                 // what the last part updated.
