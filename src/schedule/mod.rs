@@ -53,6 +53,6 @@ pub use pipeline::{
 };
 pub use roofline::{ComputeModel, Efficiency};
 pub use workload::{
-    Calibration, CalibrationSource, CpPlan, MoePlan, ScheduleError,
-    ScheduleOptions, StagePlan, Workload, MAX_CALIBRATION_FACTOR,
+    Calibration, CalibrationSource, CpPlan, MoePlan, ScheduleError, ScheduleOptions, StagePlan,
+    Workload, MAX_CALIBRATION_FACTOR,
 };
