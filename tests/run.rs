@@ -201,7 +201,7 @@ fn a_non_positive_plan_time_limit_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("plan-time-limit") && e.contains("positive"),
+        e.contains("plan-time-limit") && e.contains("above 0 and at most 86400"),
         "{e}"
     );
 }
