@@ -31,7 +31,7 @@ use ina3d::replay::RateModel;
 use ina3d::schedule;
 use ina3d::topology::Topology;
 use ina3d::trace::InaConfig;
-use ina3d::trace::{self, InaMode, InaPolicy, TraceOptions};
+use ina3d::trace::{self, InaMode, TraceOptions};
 use std::time::{Duration, Instant};
 
 fn settings(slots: u32) -> Settings {
@@ -468,8 +468,7 @@ struct Run {
 fn run(c: &megatron::TrainingConfig, spec: &str, solver: SolverKind, limit: f64) -> (Run, usize) {
     let topo = Topology::from_spec(spec).expect("topology");
     let mut opts = TraceOptions::default();
-    opts.ina.mode = InaMode::Planned;
-    opts.ina.policy = Some(InaPolicy::Planned);
+    opts.ina.set_mode(InaMode::Planned);
     let wl = schedule::build(c, &opts.schedule).expect("workload");
     let po = PlanOptions {
         settings: settings(opts.ina.slots),

@@ -44,8 +44,7 @@ struct Job {
 fn job(cfg: TrainingConfig, spec: &str, switches: InaSwitches, slots: u32) -> Job {
     let topo = Topology::from_spec(spec).unwrap();
     let mut opts = TraceOptions::default();
-    opts.ina.mode = InaMode::Planned;
-    opts.ina.policy = Some(InaPolicy::Planned);
+    opts.ina.set_mode(InaMode::Planned);
     opts.ina.switches = switches;
     opts.ina.slots = slots;
     let wl = schedule::build(&cfg, &opts.schedule).unwrap();

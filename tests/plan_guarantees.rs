@@ -11,7 +11,7 @@ use ina3d::pipeline::{
 };
 use ina3d::plan::{PlanOptions, SolverKind};
 use ina3d::replay::RateModel;
-use ina3d::trace::{InaMode, InaPolicy, TraceOptions};
+use ina3d::trace::{InaMode, TraceOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -113,8 +113,7 @@ fn fixed_policies(job: &Job, spec: &JobSpec, rm: RateModel) -> Vec<(String, f64)
 /// `ina3d plan`'s plan of `job` (its options: INA mode and slot policy `planned`).
 fn plan(job: &Job, spec: &JobSpec, solver: SolverKind, rm: RateModel) -> (PlanFile, TraceOptions) {
     let mut s = spec.clone();
-    s.ina.mode = InaMode::Planned;
-    s.ina.policy = Some(InaPolicy::Planned);
+    s.ina.set_mode(InaMode::Planned);
     let opts = s.trace_options().unwrap();
     let po = PlanOptions {
         solver,
@@ -303,8 +302,7 @@ fn a_plan_cut_by_the_time_limit_says_so_in_its_file() {
     let spec = spec(topo, vpp);
     let job = Job::prepare(&spec).unwrap();
     let mut s = spec.clone();
-    s.ina.mode = InaMode::Planned;
-    s.ina.policy = Some(InaPolicy::Planned);
+    s.ina.set_mode(InaMode::Planned);
     let opts = s.trace_options().unwrap();
     let po = PlanOptions {
         time_limit: Duration::from_millis(1),

@@ -13,7 +13,7 @@ use ina3d::plan::{self, Objective, PlanError, PlanOptions, SolverKind};
 use ina3d::record::Class;
 use ina3d::schedule::{self, Workload};
 use ina3d::topology::{NodeKind, Routing, Topology};
-use ina3d::trace::{self, InaMode, InaPolicy, InaSwitches, TraceOptions};
+use ina3d::trace::{self, InaMode, InaSwitches, TraceOptions};
 use ina3d::units::{BitsPerSec, NodeId, Rank};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,8 +29,7 @@ struct Job {
 impl Job {
     fn new(cfg: TrainingConfig, topo: Topology, switches: InaSwitches, slots: u32) -> Job {
         let mut opts = TraceOptions::default();
-        opts.ina.mode = InaMode::Planned;
-        opts.ina.policy = Some(InaPolicy::Planned);
+        opts.ina.set_mode(InaMode::Planned);
         opts.ina.switches = switches;
         opts.ina.slots = slots;
         let wl = schedule::build(&cfg, &opts.schedule).unwrap();
